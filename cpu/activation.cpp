@@ -1,0 +1,59 @@
+// GELU, tanh approximation (Hendrycks & Gimpel 2016, as GPT-2), written as
+// x * sigmoid(2u) with u = sqrt(2/pi)(x + 0.044715 x^3), which equals
+// 0.5 x (1 + tanh u) without cancellation; SwiGLU (Shazeer 2020):
+// out = silu(gate) * up. dx is WRITTEN, not accumulated.
+#include "cpu_backend.hpp"
+
+namespace pentad {
+
+using cpu_detail::exp_f;
+
+namespace {
+constexpr size_t kParallelMin = 1u << 14;
+constexpr float kSqrt2OverPi = 0.7978845608028654f;
+constexpr float kGeluCubic = 0.044715f;
+}  // namespace
+
+void CpuBackend::gelu_fwd(float* out, const float* x, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+  for (size_t i = 0; i < n; ++i) {
+    const float xi = x[i];
+    const float u = kSqrt2OverPi * (xi + kGeluCubic * xi * xi * xi);
+    out[i] = xi / (1.0f + exp_f(-2.0f * u));
+  }
+}
+
+void CpuBackend::gelu_bwd(float* dx, const float* dout, const float* x, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+  for (size_t i = 0; i < n; ++i) {
+    const float xi = x[i];
+    const float u = kSqrt2OverPi * (xi + kGeluCubic * xi * xi * xi);
+    const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * xi * xi);
+    const float s = 1.0f / (1.0f + exp_f(-2.0f * u));  // = 0.5 (1 + tanh u)
+    dx[i] = dout[i] * (s + xi * 2.0f * s * (1.0f - s) * du);
+  }
+}
+
+void CpuBackend::swiglu_fwd(float* out, const float* gate, const float* up, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+  for (size_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + exp_f(-g)) * up[i];
+  }
+}
+
+void CpuBackend::swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate,
+                            const float* up, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n > kParallelMin)
+  for (size_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    const float s = 1.0f / (1.0f + exp_f(-g));
+    const float silu = g * s;
+    const float dsilu = s * (1.0f + g * (1.0f - s));
+    const float go = dout[i];
+    dgate[i] = go * up[i] * dsilu;
+    dup[i] = go * silu;
+  }
+}
+
+}  // namespace pentad

@@ -1,0 +1,178 @@
+// Scaled dot-product attention, one (batch, head) at a time with sgemm calls
+// (single-threaded inside the OpenMP region), over blocks of 64 query rows so
+// a causal mask skips the keys no row of the block can see. Probabilities are
+// P = exp(S - lse) in both directions (one shared, non-inlined routine), so
+// kept and recomputed probabilities are bitwise equal. Global positions in
+// the mask and a natural-log lse make split-key (ring) merging exact:
+// out = sum_i exp(lse_i - lse) out_i, lse = logsumexp_i lse_i.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include <cblas.h>
+
+#include "cpu_backend.hpp"
+
+namespace pentad {
+
+using cpu_detail::exp_f;
+
+namespace {
+
+constexpr int kRowBlock = 64;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Keys of this block visible to local query row i: [0, n).
+inline int n_visible(int i, int Tk, int q_offset, int k_offset, bool causal) {
+  if (!causal) return Tk;
+  return std::clamp(q_offset + i - k_offset + 1, 0, Tk);
+}
+
+// s (scaled scores, length kl) -> probabilities exp(s - lse) on [0, n), 0 on [n, kl).
+__attribute__((noinline)) void probs_from_scores(float* s, int n, int kl, float lse) {
+  if (n == 0 || lse == kNegInf) n = 0;
+#pragma omp simd
+  for (int j = 0; j < n; ++j) s[j] = exp_f(s[j] - lse);
+  for (int j = n; j < kl; ++j) s[j] = 0.0f;
+}
+
+// S(rows, kl) = scale * Q(rows, D) K(kl, D)^T: the one call both directions use.
+inline void scores(float* S, const float* qb, int ldq, const float* kb, int ldk, int rows, int kl,
+                   int D, float scale) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kl, D, scale, qb, ldq, kb, ldk, 0.0f,
+              S, kl);
+}
+
+}  // namespace
+
+void CpuBackend::attention_fwd(float* out, float* lse, float* probs, const float* q,
+                               const float* k, const float* v, int B, int Tq, int Tk, int H,
+                               int Hkv, int D, int q_offset, int k_offset, bool causal) {
+  const int group = H / Hkv;
+  const int ldq = H * D, ldk = Hkv * D;
+  const float scale = 1.0f / std::sqrt(float(D));
+#pragma omp parallel
+  {
+    std::vector<float> S(size_t(kRowBlock) * std::max(Tk, 1));  // (rows, kl), thread-private
+#pragma omp for schedule(static)
+    for (int bh = 0; bh < B * H; ++bh) {
+      const int b = bh / H, h = bh % H, kvh = h / group;
+      const float* qb = q + size_t(b) * Tq * ldq + size_t(h) * D;   // (Tq, D), stride ldq
+      const float* kb = k + size_t(b) * Tk * ldk + size_t(kvh) * D; // (Tk, D), stride ldk
+      const float* vb = v + size_t(b) * Tk * ldk + size_t(kvh) * D;
+      float* ob = out + size_t(b) * Tq * ldq + size_t(h) * D;
+      float* lse_bh = lse + size_t(bh) * Tq;                          // (Tq)
+      float* probs_bh = probs ? probs + size_t(bh) * Tq * Tk : nullptr;  // (Tq, Tk)
+      for (int i0 = 0; i0 < Tq; i0 += kRowBlock) {
+        const int rows = std::min(kRowBlock, Tq - i0);
+        const int kl = n_visible(i0 + rows - 1, Tk, q_offset, k_offset, causal);
+        if (kl > 0) {
+          scores(S.data(), qb + size_t(i0) * ldq, ldq, kb, ldk, rows, kl, D, scale);
+          for (int r = 0; r < rows; ++r) {
+            float* s = S.data() + size_t(r) * kl;
+            const int n = n_visible(i0 + r, Tk, q_offset, k_offset, causal);
+            float row_lse = kNegInf;
+            if (n > 0) {
+              float m = kNegInf;
+#pragma omp simd reduction(max : m)
+              for (int j = 0; j < n; ++j) m = std::max(m, s[j]);
+              float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+              for (int j = 0; j < n; ++j) sum += exp_f(s[j] - m);
+              row_lse = m + std::log(sum);
+            }
+            lse_bh[i0 + r] = row_lse;
+            probs_from_scores(s, n, kl, row_lse);
+          }
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D, kl, 1.0f, S.data(), kl,
+                      vb, ldk, 0.0f, ob + size_t(i0) * ldq, ldq);
+        } else {
+          for (int r = 0; r < rows; ++r) {
+            lse_bh[i0 + r] = kNegInf;
+            std::fill_n(ob + size_t(i0 + r) * ldq, D, 0.0f);
+          }
+        }
+        if (probs_bh) {
+          for (int r = 0; r < rows; ++r) {
+            float* pr = probs_bh + size_t(i0 + r) * Tk;
+            if (kl > 0) std::copy_n(S.data() + size_t(r) * kl, kl, pr);
+            std::fill(pr + kl, pr + Tk, 0.0f);
+          }
+        }
+      }
+    }
+  }
+}
+
+void CpuBackend::attention_bwd(float* dq, float* dk, float* dv, const float* dout,
+                               const float* out, const float* lse, const float* probs,
+                               const float* q, const float* k, const float* v, int B, int Tq,
+                               int Tk, int H, int Hkv, int D, int q_offset, int k_offset,
+                               bool causal) {
+  const int group = H / Hkv;
+  const int ldq = H * D, ldk = Hkv * D;
+  const float scale = 1.0f / std::sqrt(float(D));
+  // One task per (b, kv head): the query heads of a group are walked in order
+  // inside it, so dK/dV have a single writer and a fixed summation order.
+#pragma omp parallel
+  {
+    std::vector<float> Pbuf(size_t(kRowBlock) * std::max(Tk, 1));  // (rows, kl)
+    std::vector<float> dS(size_t(kRowBlock) * std::max(Tk, 1));    // (rows, kl)
+#pragma omp for schedule(static)
+    for (int bk = 0; bk < B * Hkv; ++bk) {
+      const int b = bk / Hkv, kvh = bk % Hkv;
+      const float* kb = k + size_t(b) * Tk * ldk + size_t(kvh) * D;   // (Tk, D), stride ldk
+      const float* vb = v + size_t(b) * Tk * ldk + size_t(kvh) * D;
+      float* dkb = dk + size_t(b) * Tk * ldk + size_t(kvh) * D;
+      float* dvb = dv + size_t(b) * Tk * ldk + size_t(kvh) * D;
+      for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
+        const size_t bh = size_t(b) * H + h;
+        const size_t q_base = size_t(b) * Tq * ldq + size_t(h) * D;  // (Tq, D), stride ldq
+        const float* lse_bh = lse + bh * Tq;
+        for (int i0 = 0; i0 < Tq; i0 += kRowBlock) {
+          const int rows = std::min(kRowBlock, Tq - i0);
+          const int kl = n_visible(i0 + rows - 1, Tk, q_offset, k_offset, causal);
+          if (kl == 0) continue;
+          const size_t row_off = q_base + size_t(i0) * ldq;
+          const float* P;
+          int ldp;
+          if (probs) {
+            P = probs + (bh * Tq + i0) * Tk;
+            ldp = Tk;
+          } else {
+            scores(Pbuf.data(), q + row_off, ldq, kb, ldk, rows, kl, D, scale);
+            for (int r = 0; r < rows; ++r)
+              probs_from_scores(Pbuf.data() + size_t(r) * kl,
+                                n_visible(i0 + r, Tk, q_offset, k_offset, causal), kl,
+                                lse_bh[i0 + r]);
+            P = Pbuf.data();
+            ldp = kl;
+          }
+          // dP(rows, kl) = dO V^T, then dS = P * (dP - rowsum(dO * O)) in place.
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kl, D, 1.0f, dout + row_off,
+                      ldq, vb, ldk, 0.0f, dS.data(), kl);
+          for (int r = 0; r < rows; ++r) {
+            const float* o_r = out + row_off + size_t(r) * ldq;
+            const float* do_r = dout + row_off + size_t(r) * ldq;
+            float drow = 0.0f;
+#pragma omp simd reduction(+ : drow)
+            for (int d = 0; d < D; ++d) drow += do_r[d] * o_r[d];
+            const float* p_r = P + size_t(r) * ldp;
+            float* ds_r = dS.data() + size_t(r) * kl;
+#pragma omp simd
+            for (int j = 0; j < kl; ++j) ds_r[j] = p_r[j] * (ds_r[j] - drow);
+          }
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D, kl, scale, dS.data(), kl,
+                      kb, ldk, 1.0f, dq + row_off, ldq);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kl, D, rows, scale, dS.data(), kl,
+                      q + row_off, ldq, 1.0f, dkb, ldk);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kl, D, rows, 1.0f, P, ldp,
+                      dout + row_off, ldq, 1.0f, dvb, ldk);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace pentad

@@ -1,0 +1,73 @@
+// CPU backend construction and memory: 64-byte aligned, zero-filled host
+// blocks, tracked per category (track_alloc/track_free live in src/backend.cpp).
+// Thread counts: OpenMP and OpenBLAS (OpenMP flavour) share one setting.
+#include <omp.h>
+
+#include <cblas.h>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "cpu_backend.hpp"
+#include "error.hpp"
+
+namespace pentad {
+
+CpuBackend::CpuBackend(int threads) {
+  if (threads > 0) {
+    omp_set_num_threads(threads);
+    openblas_set_num_threads(threads);
+  }
+}
+
+CpuBackend::~CpuBackend() {
+  for (auto& [p, info] : allocs_) std::free(p);
+}
+
+void* CpuBackend::alloc_bytes(size_t n_bytes, Mem category) {
+  // aligned_alloc needs a size that is a multiple of the alignment; a zero
+  // request still returns a distinct pointer so free_bytes can find it.
+  const size_t padded = (n_bytes + 63) / 64 * 64 + (n_bytes == 0 ? 64 : 0);
+  void* p = std::aligned_alloc(64, padded);
+  if (p == nullptr) throw std::bad_alloc();
+  std::memset(p, 0, padded);
+  {
+    std::lock_guard<std::mutex> lock(alloc_mutex_);
+    allocs_[p] = {n_bytes, category};
+    track_alloc(n_bytes, category);
+  }
+  return p;
+}
+
+void CpuBackend::free_bytes(void* p) {
+  if (p == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(alloc_mutex_);
+    auto it = allocs_.find(p);
+    if (it == allocs_.end()) PENTAD_FATAL("CpuBackend::free_bytes: pointer not allocated here");
+    track_free(it->second.first, it->second.second);
+    allocs_.erase(it);
+  }
+  std::free(p);
+}
+
+void CpuBackend::copy_bytes(void* dst, const void* src, size_t n_bytes) {
+  if (n_bytes > 0) std::memmove(dst, src, n_bytes);
+}
+void CpuBackend::to_host(void* host, const void* dev, size_t n_bytes) {
+  if (n_bytes > 0) std::memcpy(host, dev, n_bytes);
+}
+void CpuBackend::from_host(void* dev, const void* host, size_t n_bytes) {
+  if (n_bytes > 0) std::memcpy(dev, host, n_bytes);
+}
+
+void CpuBackend::fill(float* p, float value, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n > (1u << 16))
+  for (size_t i = 0; i < n; ++i) p[i] = value;
+}
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) {
+  return std::make_unique<CpuBackend>(threads);
+}
+
+}  // namespace pentad

@@ -1,0 +1,59 @@
+// Rotary position embedding (Su et al. 2021, RoFormer), interleaved pairs
+// (x[2i], x[2i+1]) within each head, angle = pos * theta^(-2i/D). Angles are
+// computed in double and the cos/sin table cast to float once per call.
+#include <cmath>
+#include <vector>
+
+#include "cpu_backend.hpp"
+
+namespace pentad {
+
+namespace {
+
+// table (T, D/2, 2): cos, sin of the angle for position pos_offset + t.
+std::vector<float> rope_table(int T, int D, int pos_offset, float theta) {
+  const int half = D / 2;
+  std::vector<float> table(size_t(T) * half * 2);
+  std::vector<double> inv_freq(half);
+  for (int i = 0; i < half; ++i) inv_freq[i] = std::pow(double(theta), -2.0 * i / D);
+  for (int t = 0; t < T; ++t)
+    for (int i = 0; i < half; ++i) {
+      const double angle = double(pos_offset + t) * inv_freq[i];
+      table[(size_t(t) * half + i) * 2] = float(std::cos(angle));
+      table[(size_t(t) * half + i) * 2 + 1] = float(std::sin(angle));
+    }
+  return table;
+}
+
+// sign = +1 rotates by +angle (forward), -1 by -angle (the transpose).
+void rope_apply(float* x, int B, int T, int H, int D, int pos_offset, float theta, float sign) {
+  const std::vector<float> table = rope_table(T, D, pos_offset, theta);
+  const int half = D / 2;
+#pragma omp parallel for collapse(2) schedule(static) if (long(B) * T * H * D > (1 << 14))
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t) {
+      const float* cs = table.data() + size_t(t) * half * 2;
+      for (int h = 0; h < H; ++h) {
+        float* xh = x + ((size_t(b) * T + t) * H + h) * D;
+#pragma omp simd
+        for (int i = 0; i < half; ++i) {
+          const float c = cs[2 * i], s = sign * cs[2 * i + 1];
+          const float x0 = xh[2 * i], x1 = xh[2 * i + 1];
+          xh[2 * i] = x0 * c - x1 * s;
+          xh[2 * i + 1] = x0 * s + x1 * c;
+        }
+      }
+    }
+}
+
+}  // namespace
+
+void CpuBackend::rope_fwd(float* x, int B, int T, int H, int D, int pos_offset, float theta) {
+  rope_apply(x, B, T, H, D, pos_offset, theta, 1.0f);
+}
+
+void CpuBackend::rope_bwd(float* dx, int B, int T, int H, int D, int pos_offset, float theta) {
+  rope_apply(dx, B, T, H, D, pos_offset, theta, -1.0f);
+}
+
+}  // namespace pentad

@@ -1,0 +1,65 @@
+// Softmax cross-entropy over a vocab slice, in the three steps of
+// Megatron-style vocab-parallel loss (Shoeybi et al. 2019): rowmax, then
+// sumexp and the target logit, then loss and gradient; the caller reduces
+// over tp between steps. One row per task; sumexp accumulates in double.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "cpu_backend.hpp"
+
+namespace pentad {
+
+using cpu_detail::exp_f;
+
+void CpuBackend::xent_rowmax(float* rowmax, const float* logits, int N, int V) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const float* l = logits + size_t(n) * V;
+    float m = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : m)
+    for (int j = 0; j < V; ++j) m = std::max(m, l[j]);
+    rowmax[n] = m;
+  }
+}
+
+void CpuBackend::xent_sumexp(float* sumexp, float* target_logit, const float* logits,
+                             const float* rowmax, const int32_t* targets, int N, int V,
+                             int vocab_start) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const float* l = logits + size_t(n) * V;
+    const float m = rowmax[n];
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (int j = 0; j < V; ++j) s += double(exp_f(l[j] - m));
+    sumexp[n] = float(s);
+    const int t = targets[n] - vocab_start;
+    target_logit[n] = (targets[n] >= 0 && t >= 0 && t < V) ? l[t] : 0.0f;
+  }
+}
+
+void CpuBackend::xent_bwd(float* dlogits, float* losses, const float* logits, const float* rowmax,
+                          const float* sumexp, const float* target_logit, const int32_t* targets,
+                          float grad_scale, int N, int V, int vocab_start) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const bool ignored = targets[n] < 0;
+    const double lse = std::log(double(sumexp[n])) + double(rowmax[n]);
+    if (losses) losses[n] = ignored ? 0.0f : float(lse - double(target_logit[n]));
+    if (!dlogits) continue;
+    float* g = dlogits + size_t(n) * V;
+    if (ignored) {
+      std::fill_n(g, V, 0.0f);
+      continue;
+    }
+    const float* l = logits + size_t(n) * V;
+    const float lse_f = float(lse);
+#pragma omp simd
+    for (int j = 0; j < V; ++j) g[j] = grad_scale * exp_f(l[j] - lse_f);
+    const int t = targets[n] - vocab_start;
+    if (t >= 0 && t < V) g[t] -= grad_scale;
+  }
+}
+
+}  // namespace pentad

@@ -1,0 +1,21 @@
+// Backend-independent part of Comm: group bookkeeping and host-scalar reductions.
+#include "comm.hpp"
+
+#include "error.hpp"
+
+namespace pentad {
+
+Comm::Comm(MPI_Comm comm, std::string name) : comm_(comm), name_(std::move(name)) {
+  MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+}
+
+void Comm::allreduce_sum_host(double* buf, int n) {
+  if (size_ > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, comm_));
+}
+
+void Comm::allreduce_max_host(double* buf, int n) {
+  if (size_ > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_MAX, comm_));
+}
+
+}  // namespace pentad

@@ -1,0 +1,53 @@
+// Collectives bound to one group (one axis of the grid). The CPU build runs
+// them with MPI on host memory; a CUDA build binds NCCL to the same groups.
+// Every call is collective over the group (or point-to-point within it), and
+// every call counts the bytes this rank sends, for communication accounting.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace pentad {
+
+class Comm {
+ public:
+  Comm(MPI_Comm comm, std::string name);
+  virtual ~Comm() = default;
+
+  int size() const { return size_; }
+  int rank() const { return rank_; }
+  const std::string& name() const { return name_; }
+  MPI_Comm mpi() const { return comm_; }
+  // Bytes this rank has put on the wire in this group since the last reset,
+  // counted as a ring algorithm moves them: all-reduce 2(n-1)/n * bytes,
+  // all-gather and reduce-scatter (n-1)/n * bytes of the full buffer.
+  double bytes_sent() const { return bytes_sent_; }
+  void reset_bytes() { bytes_sent_ = 0; }
+
+  // Device buffers (backend memory).
+  virtual void allreduce_sum(float* buf, size_t n) = 0;   // in place
+  virtual void allreduce_max(float* buf, size_t n) = 0;   // in place
+  virtual void allgather(const float* send, float* recv, size_t n_per_rank) = 0;
+  virtual void reduce_scatter_sum(const float* send, float* recv, size_t n_per_rank) = 0;
+  virtual void broadcast(float* buf, size_t n, int root) = 0;
+  virtual void send(const float* buf, size_t n, int peer, int tag) = 0;
+  virtual void recv(float* buf, size_t n, int peer, int tag) = 0;
+
+  // Host scalars (losses, norms, counters): always MPI, fp64.
+  void allreduce_sum_host(double* buf, int n);
+  void allreduce_max_host(double* buf, int n);
+
+ protected:
+  MPI_Comm comm_;
+  std::string name_;
+  int size_ = 1, rank_ = 0;
+  double bytes_sent_ = 0;
+};
+
+// The MPI implementation (host memory), used by the CPU backend.
+std::unique_ptr<Comm> make_mpi_comm(MPI_Comm comm, std::string name);
+
+}  // namespace pentad

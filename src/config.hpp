@@ -1,0 +1,114 @@
+// The input deck: a TOML file with sections [model] [parallel] [train] [data]
+// [checkpoint] [log] (plus top-level `backend`), overridable with
+// `--set section.key=value`. Parsing is strict: unknown keys, wrong types and
+// out-of-range values are errors that name the key and file:line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pentad {
+
+enum class Family { gpt2, llama };
+enum class Recompute { none, selective, full };
+
+struct ModelConfig {
+  Family family = Family::gpt2;
+  int n_layers = 2;
+  int d_model = 64;          // C
+  int n_heads = 4;           // H
+  int n_kv_heads = 0;        // Hkv; 0 = n_heads (gpt2 requires n_heads)
+  int d_ff = 0;              // F; 0 = 4*C (gpt2) or the Llama rule
+  int vocab_size = 256;      // V
+  int seq_len = 64;          // T (global sequence length)
+  float norm_eps = 1e-5f;
+  float rope_theta = 10000.0f;
+  int tied_embeddings = -1;  // -1 = family default (gpt2 tied, llama untied)
+  float init_std = 0.02f;
+
+  // Resolved values (after finalize): never 0 / -1.
+  int head_dim() const { return d_model / n_heads; }
+  bool tied() const { return tied_embeddings == 1; }
+
+  bool operator==(const ModelConfig&) const = default;
+};
+
+struct ParallelConfig {
+  int dp = 1, tp = 1, pp = 1, cp = 1, ep = 1;
+  int zero = 0;          // 0..3
+  bool sp = false;       // sequence parallelism (needs tp > 1)
+
+  bool operator==(const ParallelConfig&) const = default;
+};
+
+struct TrainConfig {
+  int steps = 100;
+  int micro_batch = 4;   // sequences per micro-batch per data-parallel rank
+  int grad_accum = 1;    // micro-batches per step
+  float lr = 3e-3f;
+  float min_lr = 3e-4f;
+  int warmup_steps = 10;
+  float weight_decay = 0.1f;
+  float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
+  float grad_clip = 1.0f;   // 0 = off
+  uint64_t seed = 1234;
+  Recompute recompute = Recompute::none;
+  int eval_every = 0;       // 0 = only at the end (if val data given)
+  int eval_batches = 4;
+  std::string dtype = "fp32";
+  int threads = 0;          // OpenMP/BLAS threads per rank; 0 = default
+
+  bool operator==(const TrainConfig&) const = default;
+};
+
+struct DataConfig {
+  std::string train;   // llm.c-format token file
+  std::string val;     // optional
+
+  bool operator==(const DataConfig&) const = default;
+};
+
+struct CheckpointConfig {
+  std::string dir = "ckpt";
+  int every = 0;           // 0 = none during training
+  bool save_final = false; // write <dir>/final.h5 at the end
+
+  bool operator==(const CheckpointConfig&) const = default;
+};
+
+struct LogConfig {
+  int every = 1;
+  std::string metrics;     // JSON-lines file, "" = none
+  std::string dump;        // debug HDF5 dump (params, grads, batches), "" = none
+  double peak_tflops = 0;  // 0 = measure sgemm at start
+
+  bool operator==(const LogConfig&) const = default;
+};
+
+struct Config {
+  std::string backend = "cpu";
+  ModelConfig model;
+  ParallelConfig parallel;
+  TrainConfig train;
+  DataConfig data;
+  CheckpointConfig checkpoint;
+  LogConfig log;
+
+  std::string source;          // deck path
+  std::string resolved_toml;   // the resolved deck, as TOML text
+
+  bool operator==(const Config&) const = default;
+};
+
+// Parse deck text (named `path` in messages), apply --set overrides
+// ("section.key=value"), fill defaults, validate against world_size.
+// Throws InputError with a message naming the key (and path:line for deck
+// errors, or "--set section.key" for overrides).
+Config parse_config(const std::string& text, const std::string& path,
+                    const std::vector<std::string>& overrides, int world_size);
+
+// The resolved deck as TOML text (every key, defaults filled in).
+std::string config_to_toml(const Config& cfg);
+
+}  // namespace pentad

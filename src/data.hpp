@@ -1,0 +1,66 @@
+// Token data: llm.c-compatible token files and the layout-independent batch
+// sampler. A token file is a 256 x int32 header (magic 20240520, version 1,
+// token count, rest zero) followed by `count` uint16 tokens. The global batch
+// of step s is a pure function of (seed, s): sequence j of it starts at a
+// position drawn from a counter-based hash of (seed, s, j), so every layout
+// sees the same tokens; each (dp rank, micro-batch) takes its slice.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pentad {
+
+constexpr int32_t kTokenMagic = 20240520;
+constexpr int32_t kTokenVersion = 1;
+constexpr int kTokenHeaderInts = 256;
+
+// A read-only, memory-mapped token file, validated on open.
+class TokenFile {
+ public:
+  // Throws InputError naming the file on: missing/unreadable file, short
+  // header, wrong magic or version, size not matching the token count,
+  // fewer than min_tokens tokens, or any token id >= vocab_size (naming the
+  // index and value of the first bad token).
+  TokenFile(const std::string& path, int vocab_size, int64_t min_tokens);
+  ~TokenFile();
+  TokenFile(const TokenFile&) = delete;
+  TokenFile& operator=(const TokenFile&) = delete;
+
+  int64_t size() const { return n_tokens_; }
+  uint16_t operator[](int64_t i) const { return tokens_[i]; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  void* map_ = nullptr;
+  size_t map_bytes_ = 0;
+  const uint16_t* tokens_ = nullptr;
+  int64_t n_tokens_ = 0;
+};
+
+// Write tokens in the format above, atomically (path.tmp, fsync, rename).
+// Throws InputError naming the path if it cannot be written.
+void write_token_file(const std::string& path, const std::vector<uint16_t>& tokens);
+
+// Fill inputs/targets (n_seq * T each, int32) with sequences
+// [first_seq, first_seq + n_seq) of the global batch of `step`:
+// inputs = tokens[o .. o+T), targets = tokens[o+1 .. o+T+1),
+// o = hash(seed, step, j) mod (size - T).
+void sample_batch(const TokenFile& file, uint64_t seed, int64_t step, int64_t first_seq,
+                  int n_seq, int T, int32_t* inputs, int32_t* targets);
+
+// Validation batches: deterministic contiguous windows, sequence j of eval
+// batch b starts at ((b * n_seq_total + j) * T) mod (size - T).
+void eval_batch(const TokenFile& file, int64_t batch_index, int64_t first_seq, int n_seq,
+                int n_seq_total, int T, int32_t* inputs, int32_t* targets);
+
+// `pentad prep`: read text files as bytes (vocab 256), split the last
+// val_fraction of the bytes into the validation file, write
+// <out_dir>/train.bin and <out_dir>/val.bin. Returns a one-line summary.
+// Throws InputError on unreadable inputs, an empty corpus or an unwritable out_dir.
+std::string prep_bytes(const std::vector<std::string>& inputs, const std::string& out_dir,
+                       double val_fraction);
+
+}  // namespace pentad

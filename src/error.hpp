@@ -1,0 +1,49 @@
+// The two fatal paths (ARCHITECTURE.md section 9).
+//  * InputError: every rank detects it the same way (bad deck, bad layout,
+//    bad data file read by all ranks). main() prints it once from rank 0 and
+//    every rank exits non-zero.
+//  * fatal(): this rank alone failed (a library call, a file write). It prints
+//    rank, host and file:line, then MPI_Abort brings the job down.
+#pragma once
+
+#include <mpi.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace pentad {
+
+struct InputError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// main() registers the job-wide communicator that fatal() aborts.
+void set_job_comm(MPI_Comm comm);
+
+[[noreturn]] void fatal_at(const char* file, int line, const std::string& what);
+
+// Collective agreement over a communicator's ranks: if `ok` is false on any
+// rank, every rank throws InputError carrying the message of the lowest
+// failing rank. Collective over `comm`.
+void agree_or_throw(bool ok, const std::string& msg, MPI_Comm comm);
+
+}  // namespace pentad
+
+#define PENTAD_FATAL(msg) ::pentad::fatal_at(__FILE__, __LINE__, (msg))
+
+#define MPI_CHECK(call)                                                        \
+  do {                                                                         \
+    int mpi_rc_ = (call);                                                      \
+    if (mpi_rc_ != MPI_SUCCESS) {                                              \
+      ::pentad::fatal_at(__FILE__, __LINE__,                                   \
+                         std::string(#call) + " failed with code " +          \
+                             std::to_string(mpi_rc_));                         \
+    }                                                                          \
+  } while (0)
+
+#define HDF5_CHECK(call)                                                       \
+  ([&]() {                                                                     \
+    auto h5_rc_ = (call);                                                      \
+    if (h5_rc_ < 0) ::pentad::fatal_at(__FILE__, __LINE__, std::string(#call) + " failed"); \
+    return h5_rc_;                                                             \
+  }())

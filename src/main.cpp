@@ -1,0 +1,143 @@
+// pentad: one SPMD program. main() owns MPI_Init/Finalize and the two error
+// paths: an InputError (every rank agrees) is printed once by rank 0 and every
+// rank exits 1; a local failure aborts the job from where it happened.
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "data.hpp"
+#include "error.hpp"
+#include "train.hpp"
+
+namespace {
+
+const char* kUsage =
+    "usage:\n"
+    "  pentad train DECK.toml [--set section.key=value]...   train a model\n"
+    "  pentad prep --out DIR [--val-fraction F] FILE...       text files -> byte token files\n"
+    "  pentad --help | --version\n";
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Rank 0 reads the deck; every rank gets its text (or the reason it failed).
+std::string read_deck(const std::string& path, int rank) {
+  std::string text, err;
+  if (rank == 0) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) {
+      err = "cannot read input deck '" + path + "'";
+    } else {
+      std::ostringstream ss;
+      ss << f.rdbuf();
+      text = ss.str();
+    }
+  }
+  pentad::agree_or_throw(err.empty(), err, MPI_COMM_WORLD);
+  long n = long(text.size());
+  MPI_CHECK(MPI_Bcast(&n, 1, MPI_LONG, 0, MPI_COMM_WORLD));
+  text.resize(size_t(n));
+  if (n > 0) MPI_CHECK(MPI_Bcast(text.data(), int(n), MPI_CHAR, 0, MPI_COMM_WORLD));
+  return text;
+}
+
+int cmd_train(const std::vector<std::string>& args, int rank, int size) {
+  std::string deck;
+  std::vector<std::string> sets;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--set") {
+      if (i + 1 >= args.size()) throw UsageError("--set needs section.key=value");
+      sets.push_back(args[++i]);
+    } else if (a.rfind("--set=", 0) == 0) {
+      sets.push_back(a.substr(6));
+    } else if (!a.empty() && a[0] == '-') {
+      throw UsageError("unknown option '" + a + "'");
+    } else if (deck.empty()) {
+      deck = a;
+    } else {
+      throw UsageError("more than one deck given ('" + deck + "' and '" + a + "')");
+    }
+  }
+  if (deck.empty()) throw UsageError("train: no input deck given");
+  const std::string text = read_deck(deck, rank);
+  const pentad::Config cfg = pentad::parse_config(text, deck, sets, size);
+  return pentad::run_train(cfg, MPI_COMM_WORLD);
+}
+
+int cmd_prep(const std::vector<std::string>& args, int rank) {
+  std::string out;
+  double val_fraction = 0.1;
+  std::vector<std::string> files;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--out" && i + 1 < args.size()) {
+      out = args[++i];
+    } else if (a == "--val-fraction" && i + 1 < args.size()) {
+      char* end = nullptr;
+      val_fraction = std::strtod(args[++i].c_str(), &end);
+      if (*end != '\0' || !(val_fraction >= 0 && val_fraction < 1))
+        throw UsageError("--val-fraction must be a number in [0, 1)");
+    } else if (!a.empty() && a[0] == '-') {
+      throw UsageError("prep: unknown or incomplete option '" + a + "'");
+    } else {
+      files.push_back(a);
+    }
+  }
+  if (out.empty()) throw UsageError("prep: --out DIR is required");
+  std::string summary, err;
+  if (rank == 0) {
+    try {
+      summary = pentad::prep_bytes(files, out, val_fraction);
+    } catch (const pentad::InputError& e) {
+      err = e.what();
+    }
+  }
+  pentad::agree_or_throw(err.empty(), err, MPI_COMM_WORLD);
+  if (rank == 0) std::printf("%s\n", summary.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  pentad::set_job_comm(MPI_COMM_WORLD);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  int rc = 0;
+  try {
+    if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+      if (rank == 0) std::fputs(kUsage, args.empty() ? stderr : stdout);
+      rc = args.empty() ? 2 : 0;
+    } else if (args[0] == "--version") {
+      if (rank == 0) std::printf("pentad 0.1.0\n");
+    } else if (args[0] == "train") {
+      rc = cmd_train({args.begin() + 1, args.end()}, rank, size);
+    } else if (args[0] == "prep") {
+      rc = cmd_prep({args.begin() + 1, args.end()}, rank);
+    } else {
+      throw UsageError("unknown command '" + args[0] + "'");
+    }
+  } catch (const UsageError& e) {
+    // Every rank parses the same argv, so every rank is here.
+    if (rank == 0) std::fprintf(stderr, "pentad: %s\n%s", e.what(), kUsage);
+    rc = 2;
+  } catch (const pentad::InputError& e) {
+    if (rank == 0) std::fprintf(stderr, "pentad: error: %s\n", e.what());
+    rc = 1;
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  MPI_Finalize();
+  return rc;
+}

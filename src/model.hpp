@@ -1,0 +1,99 @@
+// The decoder-only transformer with hand-written forward and backward.
+// One class covers GPT-2 (learned positions, LayerNorm, GELU, biases, tied
+// embeddings) and Llama (RoPE, RMSNorm, SwiGLU, grouped-query attention,
+// untied, no biases). Activations live in buffers allocated once for the
+// micro-batch; the recompute policy decides which of them are kept:
+//   none      keep everything, including attention probabilities;
+//   selective keep matmul outputs, recompute attention probabilities (from
+//             the saved log-sum-exp) and the MLP activation in backward;
+//   full      keep only each block's input, recompute the block in backward.
+// All three give bitwise-identical gradients.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend.hpp"
+#include "config.hpp"
+#include "params.hpp"
+
+namespace pentad {
+
+class Model {
+ public:
+  Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backend& backend);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  ParamStore& params() { return params_; }
+  const ModelConfig& config() const { return cfg_; }
+  int micro_batch() const { return B_; }
+
+  // One micro-batch: forward, loss and backward. inputs/targets are host
+  // arrays of (B, T) token ids. Gradients ACCUMULATE into params().grads(),
+  // scaled by loss_scale (1 / tokens of the global batch) so the sum over
+  // micro-batches and ranks is the gradient of the mean loss. Returns the SUM
+  // of the per-token losses of this micro-batch (unscaled). If logits_out is
+  // not null it receives the (B, T, V) logits (debug dumps).
+  double forward_backward(const int32_t* inputs, const int32_t* targets, float loss_scale,
+                          float* logits_out = nullptr);
+  // Forward and loss only (evaluation); returns the sum of per-token losses.
+  double forward_loss(const int32_t* inputs, const int32_t* targets);
+
+  // Bytes of activation memory this policy keeps for one micro-batch.
+  size_t activation_bytes() const { return act_bytes_; }
+
+ private:
+  struct LayerIdx;   // parameter indices of one block
+  struct Acts;       // activation pointers of one block
+  struct Scratch;    // gradient scratch shared by all blocks
+
+  void build_params();
+  void alloc_activations();
+  void embed(const int32_t* inputs_dev);
+  void forward_blocks(const int32_t* inputs, const int32_t* targets, bool keep_probs);
+  Acts& acts_for(int l);
+  void block_fwd(int l, Acts& a, bool keep_probs);
+  void block_bwd(int l, Acts& a);
+  void mlp_act_fwd(Acts& a);
+  double head(const int32_t* targets_dev, float loss_scale, bool backward, float* logits_out);
+  void norm_fwd(float* out, float* mean, float* rstd, const float* x, int w, int b);
+  void norm_bwd(float* dx, const float* dout, const float* x, int w, int b, const float* mean,
+                const float* rstd);
+  // y(N, out) = x(N, in) W^T (+ bias)
+  void linear_fwd(float* y, const float* x, int w, int b, int n_out, int n_in, float beta = 0.f);
+  // dx (+)= dy W; dW += dy^T x; db += colsum(dy)
+  void linear_bwd(float* dx, const float* dy, const float* x, int w, int b, int n_out, int n_in,
+                  float dx_beta);
+
+  ModelConfig cfg_;
+  Recompute recompute_;
+  Backend& be_;
+  ParamStore params_;
+  int B_, T_, C_, H_, Hkv_, D_, F_, V_, L_;
+  bool gpt2_;
+
+  int wte_ = -1, wpe_ = -1, lm_head_ = -1, lnf_w_ = -1, lnf_b_ = -1;
+  std::vector<LayerIdx> layers_;
+
+  // Activations.
+  int32_t* tokens_dev_ = nullptr;   // (B*T)
+  int32_t* targets_dev_ = nullptr;  // (B*T)
+  std::vector<float*> res_;         // L+1 residual-stream tensors (B,T,C)
+  std::vector<Acts> acts_;          // L blocks (none/selective) or 1 shared (full)
+  float* lnf_ = nullptr;            // (B,T,C)
+  float* lnf_mean_ = nullptr;       // (B,T)
+  float* lnf_rstd_ = nullptr;       // (B,T)
+  float* logits_ = nullptr;         // (chunk, V)
+  float* xent_rowmax_ = nullptr;    // (chunk)
+  float* xent_sumexp_ = nullptr;
+  float* xent_target_ = nullptr;
+  float* losses_ = nullptr;         // (B*T)
+  int chunk_rows_ = 0;
+  Scratch* scratch_ = nullptr;
+  std::vector<void*> owned_;        // every activation allocation
+  size_t act_bytes_ = 0;
+};
+
+}  // namespace pentad

@@ -1,0 +1,362 @@
+// The training driver: builds the grid, the backend, the model shard and the
+// optimizer, then runs steps of (micro-batches of forward/backward, gradient
+// reduction over dp, clipping, AdamW), evaluation and logging.
+// Loss normalisation happens in exactly one place: every micro-batch's
+// gradient is scaled by 1 / (tokens of the global batch), so the sum over
+// micro-batches and dp ranks is the gradient of the global mean loss.
+#include "train.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "comm.hpp"
+#include "data.hpp"
+#include "error.hpp"
+#include "h5io.hpp"
+#include "metrics.hpp"
+#include "model.hpp"
+#include "optimizer.hpp"
+#include "topology.hpp"
+
+namespace pentad {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", b, units[u]);
+  return buf;
+}
+
+// mkdir -p; returns false (errno set) on failure.
+bool make_dirs(const std::string& dir) {
+  if (dir.empty()) return true;
+  std::string cur;
+  for (size_t i = 0; i <= dir.size(); ++i) {
+    if (i == dir.size() || dir[i] == '/') {
+      struct stat st{};
+      if (!cur.empty() && ::stat(cur.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return false;
+      }
+      if (!cur.empty() && ::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return false;
+    }
+    if (i < dir.size()) cur += dir[i];
+  }
+  struct stat st{};
+  if (::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return true;
+  errno = ENOTDIR;
+  return false;
+}
+
+std::string parent_dir(const std::string& path) {
+  const auto p = path.rfind('/');
+  return p == std::string::npos ? std::string() : path.substr(0, p);
+}
+
+// Rank 0 checks that every output location can be written before any work.
+void check_outputs(const Config& cfg, const Topology& topo) {
+  bool ok = true;
+  std::string msg;
+  if (topo.is_root()) {
+    auto probe_dir = [&](const std::string& key, const std::string& dir) {
+      if (!ok || dir.empty()) return;
+      if (!make_dirs(dir)) {
+        ok = false;
+        msg = key + ": cannot create directory '" + dir + "': " + std::strerror(errno);
+        return;
+      }
+      const std::string probe = dir + "/.pentad_write_test";
+      std::FILE* f = std::fopen(probe.c_str(), "w");
+      if (!f) {
+        ok = false;
+        msg = key + ": directory '" + dir + "' is not writable: " + std::strerror(errno);
+        return;
+      }
+      std::fclose(f);
+      std::remove(probe.c_str());
+    };
+    if (cfg.checkpoint.save_final || cfg.checkpoint.every > 0)
+      probe_dir("checkpoint.dir", cfg.checkpoint.dir);
+    if (!cfg.log.metrics.empty()) probe_dir("log.metrics", parent_dir(cfg.log.metrics));
+    if (!cfg.log.dump.empty()) probe_dir("log.dump", parent_dir(cfg.log.dump));
+  }
+  agree_or_throw(ok, msg, topo.job);
+}
+
+// Open the data files on every rank; a bad file is the same error everywhere.
+std::unique_ptr<TokenFile> open_tokens(const std::string& path, const Config& cfg, MPI_Comm job) {
+  std::unique_ptr<TokenFile> f;
+  bool ok = true;
+  std::string msg;
+  try {
+    f = std::make_unique<TokenFile>(path, cfg.model.vocab_size, int64_t(cfg.model.seq_len) + 1);
+  } catch (const InputError& e) {
+    ok = false;
+    msg = e.what();
+  }
+  agree_or_throw(ok, msg, job);
+  return f;
+}
+
+void write_params(H5Writer& w, const std::string& prefix, ParamStore& params, Backend& be,
+                  bool grads) {
+  std::vector<float> host;
+  for (int i = 0; i < int(params.infos().size()); ++i) {
+    const ParamInfo& p = params.info(i);
+    host.resize(p.numel());
+    be.to_host(host.data(), grads ? params.grad(i) : params.param(i), host.size() * sizeof(float));
+    w.write(prefix + p.name, host.data(), p.shape);
+  }
+}
+
+// Debug dump for the PyTorch oracle and the layout parity harness: initial
+// parameters, the step-1 gradients and logits, every step's global batch,
+// per-step metrics and the final parameters, all as global tensors.
+struct Dump {
+  std::unique_ptr<H5Writer> w;  // rank 0 only
+  std::vector<int32_t> inputs, targets;  // (steps, B_global, T)
+  std::vector<double> loss, lr, grad_norm;
+};
+
+}  // namespace
+
+int run_train(const Config& cfg, MPI_Comm job_comm) {
+  const auto t_start = Clock::now();
+  Topology topo(job_comm, cfg.parallel);
+  const bool root = topo.is_root();
+  auto backend = make_cpu_backend(cfg.train.threads);
+  Backend& be = *backend;
+  auto dp = make_mpi_comm(topo.dp, "dp");
+
+  const ModelConfig& mc = cfg.model;
+  const TrainConfig& tc = cfg.train;
+  const int T = mc.seq_len, b = tc.micro_batch, A = tc.grad_accum, n_dp = topo.shape.dp;
+  const int64_t B_global = int64_t(b) * A * n_dp;
+  const double tokens_global = double(B_global) * T;
+
+  if (root) {
+    std::printf("pentad %s | %d ranks | grid %s | backend %s\n", "0.1.0", topo.size,
+                topo.describe().c_str(), be.name().c_str());
+    std::printf("---- resolved deck (%s) ----\n%s---- end of deck ----\n", cfg.source.c_str(),
+                cfg.resolved_toml.c_str());
+    std::fflush(stdout);
+  }
+
+  auto train_data = open_tokens(cfg.data.train, cfg, topo.job);
+  std::unique_ptr<TokenFile> val_data;
+  if (!cfg.data.val.empty()) val_data = open_tokens(cfg.data.val, cfg, topo.job);
+  check_outputs(cfg, topo);
+
+  std::unique_ptr<MetricsFile> metrics;
+  {
+    std::string msg;
+    try {
+      if (root && !cfg.log.metrics.empty()) metrics = std::make_unique<MetricsFile>(cfg.log.metrics);
+    } catch (const InputError& e) {
+      msg = e.what();
+    }
+    agree_or_throw(msg.empty(), msg, topo.job);
+  }
+
+  Model model(mc, tc.recompute, b, be);
+  ParamStore& params = model.params();
+  params.allocate_and_init(tc.seed);
+  AdamW opt(params, be, tc);
+  const double n_params = double(params.global_numel());
+  const double fpt = flops_per_token(mc, n_params);
+
+  double peak_tflops = cfg.log.peak_tflops;
+  if (peak_tflops <= 0) {
+    peak_tflops = measure_peak_tflops(be);
+    // Ranks sharing a node measure different rates; use the job's mean.
+    double s = peak_tflops;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_SUM, topo.job));
+    peak_tflops = s / topo.size;
+  }
+  if (root) {
+    std::printf("model: %s, %.3fM parameters, %.3g FLOP/token; global batch %lld x %d tokens "
+                "(micro_batch %d x grad_accum %d x dp %d); peak %.3f TFLOP/s per rank%s\n",
+                mc.family == Family::gpt2 ? "gpt2" : "llama", n_params / 1e6, fpt,
+                (long long)B_global, T, b, A, n_dp, peak_tflops,
+                cfg.log.peak_tflops > 0 ? " (deck)" : " (measured sgemm)");
+    std::fflush(stdout);
+  }
+
+  Dump dump;
+  const bool dumping = !cfg.log.dump.empty();
+  if (dumping && root) {
+    dump.w = std::make_unique<H5Writer>(cfg.log.dump);
+    dump.w->attr("config", cfg.resolved_toml);
+    write_params(*dump.w, "init/", params, be, false);
+  }
+
+  // Host buffers for this rank's micro-batches (b sequences each).
+  std::vector<int32_t> in(size_t(A) * b * T), tg(size_t(A) * b * T);
+  std::vector<float> logits;  // (A*b, T, V) this rank's step-1 logits when dumping
+  const int64_t first_seq = int64_t(topo.dp_rank()) * A * b;
+
+  auto evaluate = [&]() -> double {
+    double sums[2] = {0, 0};
+    std::vector<int32_t> ein(size_t(b) * T), etg(size_t(b) * T);
+    for (int e = 0; e < tc.eval_batches; ++e) {
+      eval_batch(*val_data, e, int64_t(topo.dp_rank()) * b, b, b * n_dp, T, ein.data(), etg.data());
+      sums[0] += model.forward_loss(ein.data(), etg.data());
+      sums[1] += double(b) * T;
+    }
+    dp->allreduce_sum_host(sums, 2);
+    return sums[0] / sums[1];
+  };
+
+  std::vector<double> step_times;
+  double last_loss = NAN, last_val = NAN;
+  for (int step = 1; step <= tc.steps; ++step) {
+    const auto t0 = Clock::now();
+    const float lr = float(lr_at(tc, step));
+    sample_batch(*train_data, tc.seed, step, first_seq, A * b, T, in.data(), tg.data());
+    params.zero_grads();
+    const bool want_logits = dumping && step == 1;
+    if (want_logits) logits.assign(size_t(A) * b * T * mc.vocab_size, 0.0f);
+    double loss_sum = 0;
+    for (int mb = 0; mb < A; ++mb) {
+      const size_t o = size_t(mb) * b * T;
+      loss_sum += model.forward_backward(in.data() + o, tg.data() + o, float(1.0 / tokens_global),
+                                         want_logits ? logits.data() + o * mc.vocab_size : nullptr);
+    }
+    // Gradient reduction over the data-parallel group (sum of already-scaled grads).
+    dp->allreduce_sum(params.grads(), params.numel());
+    dp->allreduce_sum_host(&loss_sum, 1);
+    const double loss = loss_sum / tokens_global;
+    const double grad_norm = std::sqrt(be.sum_squares(params.grads(), params.numel()));
+    if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+      throw InputError("step " + std::to_string(step) + ": loss or gradient norm is not finite (loss " +
+                       std::to_string(loss) + ", grad norm " + std::to_string(grad_norm) +
+                       "); lower train.lr or check the data");
+    }
+    if (dumping) {
+      // Gather this step's batch (and step-1 logits) in global sequence order.
+      const int n_local = A * b * T;
+      if (root) {
+        dump.inputs.resize(dump.inputs.size() + size_t(B_global) * T);
+        dump.targets.resize(dump.targets.size() + size_t(B_global) * T);
+      }
+      int32_t* gin = root ? dump.inputs.data() + size_t(step - 1) * B_global * T : nullptr;
+      int32_t* gtg = root ? dump.targets.data() + size_t(step - 1) * B_global * T : nullptr;
+      MPI_CHECK(MPI_Gather(in.data(), n_local, MPI_INT32_T, gin, n_local, MPI_INT32_T, 0, topo.dp));
+      MPI_CHECK(MPI_Gather(tg.data(), n_local, MPI_INT32_T, gtg, n_local, MPI_INT32_T, 0, topo.dp));
+      if (step == 1) {
+        std::vector<float> glog(root ? size_t(B_global) * T * mc.vocab_size : 0);
+        MPI_CHECK(MPI_Gather(logits.data(), n_local * mc.vocab_size, MPI_FLOAT, glog.data(),
+                             n_local * mc.vocab_size, MPI_FLOAT, 0, topo.dp));
+        if (root) {
+          dump.w->write("logits", glog.data(), {B_global, T, mc.vocab_size});
+          write_params(*dump.w, "grad/", params, be, true);
+        }
+      }
+      dump.loss.push_back(loss);
+      dump.lr.push_back(lr);
+      dump.grad_norm.push_back(grad_norm);
+    }
+    opt.step(step, lr, clip_scale(grad_norm, tc.grad_clip));
+    be.synchronize();
+    const double dt = seconds_since(t0);
+    step_times.push_back(dt);
+    last_loss = loss;
+
+    const bool eval_now = val_data && ((tc.eval_every > 0 && step % tc.eval_every == 0) || step == tc.steps);
+    if (eval_now) last_val = evaluate();
+
+    if (root) {
+      const double tok_s = tokens_global / dt;
+      const double tflops = tok_s * fpt / 1e12;
+      const double mfu = tflops / (peak_tflops * topo.size);
+      const MemStats& ms = be.mem_stats();
+      if (step % cfg.log.every == 0 || step == 1 || step == tc.steps) {
+        std::printf("step %5d/%d | loss %.4f | lr %.3e | grad norm %.4f | %.0f tok/s | "
+                    "%.3f TFLOP/s | MFU %.1f%% | mem %s | %.1f ms%s\n",
+                    step, tc.steps, loss, lr, grad_norm, tok_s, tflops, 100 * mfu,
+                    human_bytes(double(ms.total_peak_bytes)).c_str(), dt * 1e3,
+                    eval_now ? (" | val loss " + std::to_string(last_val)).c_str() : "");
+        std::fflush(stdout);
+      }
+      std::vector<std::pair<std::string, double>> row = {
+          {"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
+          {"tokens_per_s", tok_s}, {"tflops", tflops}, {"mfu", mfu},
+          {"peak_mem_bytes", double(ms.total_peak_bytes)}, {"step_ms", dt * 1e3},
+          {"dp_bytes_sent", dp->bytes_sent()}};
+      for (int c = 0; c < int(Mem::count); ++c)
+        row.emplace_back(std::string("peak_mem_") + mem_name(Mem(c)), double(ms.peak_bytes[size_t(c)]));
+      if (eval_now) row.emplace_back("val_loss", last_val);
+      if (metrics) metrics->write(row);
+    }
+    dp->reset_bytes();
+  }
+
+  if (dumping && root) {
+    const int64_t S = tc.steps;
+    dump.w->write("batch/inputs", dump.inputs.data(), {S, B_global, T});
+    dump.w->write("batch/targets", dump.targets.data(), {S, B_global, T});
+    dump.w->write("metrics/loss", dump.loss.data(), {S});
+    dump.w->write("metrics/lr", dump.lr.data(), {S});
+    dump.w->write("metrics/grad_norm", dump.grad_norm.data(), {S});
+    write_params(*dump.w, "final/", params, be, false);
+    dump.w->commit();
+  }
+  if (cfg.checkpoint.save_final && root) {
+    const std::string path = cfg.checkpoint.dir + "/final.h5";
+    H5Writer w(path);
+    w.attr("format", "pentad-weights");
+    w.attr("format_version", int64_t(1));
+    w.attr("step", int64_t(tc.steps));
+    w.attr("config", cfg.resolved_toml);
+    write_params(w, "", params, be, false);
+    w.commit();
+    std::printf("weights written to %s\n", path.c_str());
+  }
+
+  if (root) {
+    std::vector<double> sorted(step_times.begin() + (step_times.size() > 1 ? 1 : 0), step_times.end());
+    std::sort(sorted.begin(), sorted.end());
+    const double median = sorted.empty() ? NAN : sorted[sorted.size() / 2];
+    const MemStats& ms = be.mem_stats();
+    std::printf("summary: %d steps in %.1f s | final loss %.4f%s | median step %.1f ms | "
+                "%.0f tok/s | %.3f TFLOP/s | MFU %.1f%% | peak tracked memory %s "
+                "(params %s, grads %s, optim %s, activations %s, scratch %s) | max RSS %s\n",
+                tc.steps, seconds_since(t_start), last_loss,
+                std::isfinite(last_val) ? (" | val loss " + std::to_string(last_val)).c_str() : "",
+                median * 1e3, tokens_global / median, tokens_global / median * fpt / 1e12,
+                100 * tokens_global / median * fpt / 1e12 / (peak_tflops * topo.size),
+                human_bytes(double(ms.total_peak_bytes)).c_str(),
+                human_bytes(double(ms.peak_bytes[int(Mem::params)])).c_str(),
+                human_bytes(double(ms.peak_bytes[int(Mem::grads)])).c_str(),
+                human_bytes(double(ms.peak_bytes[int(Mem::optim)])).c_str(),
+                human_bytes(double(ms.peak_bytes[int(Mem::activations)])).c_str(),
+                human_bytes(double(ms.peak_bytes[int(Mem::scratch)])).c_str(),
+                human_bytes(double(max_rss_bytes())).c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace pentad

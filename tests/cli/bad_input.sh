@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Bad input gets one clear message naming the thing, a non-zero exit on every
+# rank, no hang, and no output file left looking valid.
+#   bad_input.sh CASE      (env: PENTAD, MPIEXEC, PENTAD_SOURCE_DIR)
+set -uo pipefail
+case_name=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+NP=2
+
+# A small valid corpus and deck.
+"$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/src/*.cpp > /dev/null || { echo "prep failed"; exit 1; }
+cat > "$tmp/deck.toml" <<DECK
+[model]
+n_layers = 1
+d_model = 16
+n_heads = 2
+seq_len = 8
+[parallel]
+dp = 2
+[train]
+steps = 2
+micro_batch = 1
+[data]
+train = "$tmp/data/train.bin"
+DECK
+
+# run EXPECTED_PATTERN [pentad args...]: must exit non-zero within 60 s and
+# print the pattern exactly once (rank 0 alone reports a collective error).
+run() {
+  local pattern=$1; shift
+  timeout 60 "$MPIEXEC" -n $NP "$PENTAD" "$@" > "$tmp/out" 2>&1
+  local rc=$?
+  if [ $rc -eq 124 ]; then echo "FAIL: hung (timeout)"; cat "$tmp/out"; exit 1; fi
+  if [ $rc -eq 0 ]; then echo "FAIL: exit code 0"; cat "$tmp/out"; exit 1; fi
+  local n
+  n=$(grep -cE -- "$pattern" "$tmp/out")
+  if [ "$n" -ne 1 ]; then
+    echo "FAIL: expected the message /$pattern/ once, found $n times; output:"; cat "$tmp/out"; exit 1
+  fi
+  if grep -qE "Segmentation|core dumped|terminate called|Abort" "$tmp/out"; then
+    echo "FAIL: crashed"; cat "$tmp/out"; exit 1
+  fi
+  echo "ok: exit $rc, message: $(grep -E -- "$pattern" "$tmp/out")"
+}
+
+# Token-file helper: header (magic, version, count) + uint16 tokens.
+mkfile() {  # path magic version count ntokens maxtoken
+  /usr/bin/python3 - "$@" <<'PY'
+import struct, sys
+path, magic, version, count, n, top = sys.argv[1], *map(int, sys.argv[2:])
+hdr = [0] * 256
+hdr[0], hdr[1], hdr[2] = magic, version, count
+with open(path, "wb") as f:
+    f.write(struct.pack("<256i", *hdr))
+    f.write(struct.pack("<%dH" % n, *[(i * 7) % (top + 1) for i in range(n)]))
+PY
+}
+
+case "$case_name" in
+  missing_data)
+    run "data file '.*nope.bin'.*(No such file|cannot open)" train "$tmp/deck.toml" --set data.train="$tmp/nope.bin" ;;
+  truncated_data)
+    mkfile "$tmp/t.bin" 20240520 1 5000 100 200
+    run "data file '.*t.bin'.*truncated" train "$tmp/deck.toml" --set data.train="$tmp/t.bin" ;;
+  bad_magic)
+    mkfile "$tmp/m.bin" 12345 1 100 100 200
+    run "data file '.*m.bin'.*magic" train "$tmp/deck.toml" --set data.train="$tmp/m.bin" ;;
+  token_out_of_vocab)
+    mkfile "$tmp/v.bin" 20240520 1 1000 1000 300
+    run "data file '.*v.bin'.*vocab_size" train "$tmp/deck.toml" --set data.train="$tmp/v.bin" --set model.vocab_size=256 ;;
+  unreadable_deck)
+    run "cannot read input deck '.*missing.toml'" train "$tmp/missing.toml" ;;
+  non_numeric)
+    sed 's/^n_layers = 1/n_layers = "one"/' "$tmp/deck.toml" > "$tmp/nn.toml"
+    run "nn.toml:2: model.n_layers: expected an integer" train "$tmp/nn.toml" ;;
+  set_unknown_key)
+    run "unknown key 'model.n_layer'" train "$tmp/deck.toml" --set model.n_layer=2 ;;
+  set_non_numeric)
+    run "model.d_model.*expected an integer" train "$tmp/deck.toml" --set model.d_model=wide ;;
+  toml_syntax)
+    printf '[model\nn_layers = 1\n' > "$tmp/syn.toml"
+    run "syn.toml:1: TOML syntax error" train "$tmp/syn.toml" ;;
+  bad_layout)
+    run "parallel.*dp.*3.*2 ranks|2 ranks.*dp" train "$tmp/deck.toml" --set parallel.dp=3 ;;
+  heads_not_dividing)
+    run "model.d_model=16 is not divisible by model.n_heads=3" train "$tmp/deck.toml" --set model.n_heads=3 ;;
+  unwritable_dir)
+    touch "$tmp/afile"
+    run "checkpoint.dir: cannot create directory '.*afile/ck'" train "$tmp/deck.toml" \
+      --set checkpoint.save_final=true --set checkpoint.dir="$tmp/afile/ck"
+    [ ! -e "$tmp/afile/ck" ] || { echo "FAIL: something was created"; exit 1; } ;;
+  unwritable_metrics)
+    touch "$tmp/afile"
+    run "log.metrics: cannot create directory '.*afile'" train "$tmp/deck.toml" --set log.metrics="$tmp/afile/m.jsonl" ;;
+  diverged_no_partial_output)
+    # A run that fails mid-way leaves neither the dump nor its temporary file.
+    run "not finite" train "$tmp/deck.toml" --set train.lr=1e30 --set train.min_lr=1e30 \
+      --set train.grad_clip=0 --set train.steps=5 --set log.dump="$tmp/d.h5"
+    if [ -e "$tmp/d.h5" ] || [ -e "$tmp/d.h5.tmp" ]; then echo "FAIL: partial dump left behind"; ls -la "$tmp"; exit 1; fi ;;
+  unknown_command)
+    run "unknown command 'trian'" trian "$tmp/deck.toml" ;;
+  *) echo "unknown case $case_name"; exit 2 ;;
+esac

@@ -1,0 +1,10 @@
+# Bad-input tests: each case runs `pentad` under mpiexec -n 2 and checks the
+# message, the exit code on every rank and that nothing hangs or is left behind.
+foreach(case missing_data truncated_data bad_magic token_out_of_vocab unreadable_deck
+        non_numeric set_unknown_key set_non_numeric toml_syntax bad_layout heads_not_dividing
+        unwritable_dir unwritable_metrics diverged_no_partial_output unknown_command)
+  add_test(NAME cli_bad_input_${case}
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/bad_input.sh ${case})
+  set_tests_properties(cli_bad_input_${case} PROPERTIES LABELS "mpi;cli"
+                       ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
+endforeach()

@@ -1,0 +1,350 @@
+#!/usr/bin/python3
+"""PyTorch float64 oracle for a pentad debug dump (`--set log.dump=PATH`).
+
+Rebuilds the GPT-2 / Llama model of the dump's resolved deck from `init/*`,
+checks step 1 (logits, loss, every `grad/*`), then replays all steps on the
+dump's batches (warmup + cosine lr, clip_grad_norm_ semantics, torch AdamW)
+and checks per-step loss, lr, grad norm and every `final/*` tensor.
+Usage: /usr/bin/python3 reference.py DUMP.h5   (exit 1 on any failure)
+"""
+import math
+import sys
+import tomllib
+
+import h5py
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+# --- Tolerances: pentad runs in fp32, this oracle in fp64 --------------------
+# fp32 unit roundoff is u = 6e-8. A length-K dot product (K <= 4C = 128 here)
+# carries ~sqrt(K)*u ~ 1e-6 relative error to the sum of |terms|, and a tiny
+# model stacks ~10 such ops, so step-1 quantities should agree to ~1e-6 of
+# their scale. We allow 10x that: atol = 1e-5 * max|ref| of the tensor (errors
+# are relative to the magnitudes that feed an element, not to the element,
+# which may be a near-cancelling sum), plus rtol = 1e-4 on the element.
+# Scalars (loss, grad norm) are sums/means of many such values: rtol 1e-5.
+STEP1_ATOL_REL = 1e-5      # x max|ref| of the tensor
+STEP1_RTOL = 1e-4
+LOSS_RTOL = 1e-5           # step-1 loss and grad norm
+LR_RTOL = 1e-6             # lr is a closed formula; fp32 representation ~6e-8
+# The trajectory (steps 2..N, final params). AdamW moves every element by
+# lr * m_hat/(sqrt(v_hat)+eps), with |m_hat/sqrt(v_hat)| <~ 1 whatever the
+# gradient's scale, so trajectory errors are measured in units of the summed
+# learning rate sum_s lr(s), not of the parameter: an fp32 gradient error
+# u * max|g| perturbs m_hat/sqrt(v_hat) of an element by ~u * max|g|/|g_elem|,
+# ~1e-3 for the elements whose gradient is ~1e-4 of the tensor's largest (and
+# O(1) for gpt2's key bias, whose true gradient is zero). We allow 2e-3 of
+# sum lr (~1e-4 for the tiny decks) plus rtol 1e-4; fp32 torch runs of the
+# tiny decks (10 seeds) reach at most 4e-4 of sum lr. A wrong AdamW detail
+# (decay on a norm weight, missing bias correction, eps inside the sqrt) moves
+# parameters by >= 1e-3. Loss stays within ~1e-7 relative over the steps;
+# the grad norm, a norm of second-order-sensitive quantities, drifted up to
+# 3.5e-5 relative at later steps.
+FINAL_ATOL_LR = 2e-3       # x sum over steps of lr(s)
+FINAL_RTOL = 1e-4
+TRAJ_LOSS_RTOL = 1e-5      # per-step loss, every step
+TRAJ_NORM_RTOL = 3e-4      # per-step grad norm, steps >= 2
+# Non-triviality: the run must learn something and every gradient must live.
+MIN_LOSS_DROP = 0.05       # relative drop of loss from step 1 to the last step
+
+torch.set_default_dtype(torch.float64)
+
+
+# --- Model ------------------------------------------------------------------
+def param_shapes(m):
+    """Expected names and global shapes of every parameter, from [model]."""
+    C, H, Hkv, F_, V, T = (m["d_model"], m["n_heads"], m["n_kv_heads"],
+                           m["d_ff"], m["vocab_size"], m["seq_len"])
+    D = C // H
+    gpt2 = m["family"] == "gpt2"
+    s = {"model/wte": (V, C)}
+    if gpt2:
+        s["model/wpe"] = (T, C)
+    for i in range(m["n_layers"]):
+        p = f"model/layers/{i}/"
+        s[p + "attn_norm/w"] = (C,)
+        s[p + "attn/wq"] = (H * D, C)
+        s[p + "attn/wk"] = (Hkv * D, C)
+        s[p + "attn/wv"] = (Hkv * D, C)
+        s[p + "attn/wo"] = (C, H * D)
+        s[p + "mlp_norm/w"] = (C,)
+        if gpt2:
+            s[p + "attn_norm/b"] = (C,)
+            s[p + "mlp_norm/b"] = (C,)
+            s[p + "attn/bq"] = (H * D,)
+            s[p + "attn/bk"] = (Hkv * D,)
+            s[p + "attn/bv"] = (Hkv * D,)
+            s[p + "attn/bo"] = (C,)
+            s[p + "mlp/w_up"] = (F_, C)
+            s[p + "mlp/b_up"] = (F_,)
+            s[p + "mlp/w_down"] = (C, F_)
+            s[p + "mlp/b_down"] = (C,)
+        else:
+            s[p + "mlp/w_gate"] = (F_, C)
+            s[p + "mlp/w_up"] = (F_, C)
+            s[p + "mlp/w_down"] = (C, F_)
+    s["model/final_norm/w"] = (C,)
+    if gpt2:
+        s["model/final_norm/b"] = (C,)
+    if not m["tied_embeddings"]:
+        s["model/lm_head"] = (V, C)
+    return s
+
+
+def rope(x, theta):
+    """Rotate pairs (2i, 2i+1) of each head by pos * theta^(-2i/D). x: (B, T, h, D)."""
+    T, D = x.shape[1], x.shape[3]
+    inv_freq = theta ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)   # (D/2)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]  # (T, D/2)
+    cos, sin = ang.cos()[None, :, None, :], ang.sin()[None, :, None, :]
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2)
+
+
+def attention(q, k, v):
+    """Causal GQA: query head h reads kv head h // (H/Hkv). q: (B,T,H,D), k,v: (B,T,Hkv,D)."""
+    B, T, H, D = q.shape
+    group = H // k.shape[2]
+    k = k.repeat_interleave(group, dim=2)
+    v = v.repeat_interleave(group, dim=2)
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))                  # (B, H, T, D)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(D)                    # (B, H, T, T)
+    causal = torch.ones(T, T, dtype=torch.bool).triu(1)
+    scores = scores.masked_fill(causal, float("-inf"))
+    o = scores.softmax(-1) @ v                                         # (B, H, T, D)
+    return o.transpose(1, 2).reshape(B, T, H * D)
+
+
+def forward(p, m, tokens):
+    """Logits (B, T, V) for int64 tokens (B, T)."""
+    gpt2 = m["family"] == "gpt2"
+    C, H, Hkv = m["d_model"], m["n_heads"], m["n_kv_heads"]
+    D = C // H
+    B, T = tokens.shape
+    eps = m["norm_eps"]
+
+    def norm(x, pre):
+        if gpt2:
+            return F.layer_norm(x, (C,), p[pre + "/w"], p[pre + "/b"], eps)
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * p[pre + "/w"]
+
+    def lin(x, w, b=None):
+        y = x @ p[w].T
+        return y + p[b] if b is not None else y
+
+    x = p["model/wte"][tokens]
+    if gpt2:
+        x = x + p["model/wpe"][:T][None]
+    for i in range(m["n_layers"]):
+        a = f"model/layers/{i}/"
+        h = norm(x, a + "attn_norm")
+        bias = (lambda n: a + "attn/" + n) if gpt2 else (lambda n: None)
+        q = lin(h, a + "attn/wq", bias("bq")).view(B, T, H, D)
+        k = lin(h, a + "attn/wk", bias("bk")).view(B, T, Hkv, D)
+        v = lin(h, a + "attn/wv", bias("bv")).view(B, T, Hkv, D)
+        if not gpt2:
+            q, k = rope(q, m["rope_theta"]), rope(k, m["rope_theta"])
+        x = x + lin(attention(q, k, v), a + "attn/wo", bias("bo"))
+        h = norm(x, a + "mlp_norm")
+        if gpt2:
+            u = F.gelu(lin(h, a + "mlp/w_up", a + "mlp/b_up"), approximate="tanh")
+            x = x + lin(u, a + "mlp/w_down", a + "mlp/b_down")
+        else:
+            u = F.silu(lin(h, a + "mlp/w_gate")) * lin(h, a + "mlp/w_up")
+            x = x + lin(u, a + "mlp/w_down")
+    x = norm(x, "model/final_norm")
+    head = p["model/wte"] if m["tied_embeddings"] else p["model/lm_head"]
+    return x @ head.T
+
+
+def lr_at(s, t):
+    """Learning rate of step s (1-based): linear warmup, then cosine to min_lr."""
+    if s <= t["warmup_steps"]:
+        return t["lr"] * s / t["warmup_steps"]
+    decay = (s - t["warmup_steps"]) / max(1, t["steps"] - t["warmup_steps"])
+    return t["min_lr"] + 0.5 * (t["lr"] - t["min_lr"]) * (1 + math.cos(math.pi * decay))
+
+
+# --- Checking ---------------------------------------------------------------
+class Report:
+    def __init__(self):
+        self.passed = self.failed = 0
+        self.worst = {}     # class -> (ratio, line)
+        self.order = []
+
+    def record(self, cls, ok, ratio, line):
+        if ok:
+            self.passed += 1
+        else:
+            self.failed += 1
+            print(f"  FAIL {cls}: {line}")
+        if cls not in self.worst:
+            self.order.append(cls)
+        if cls not in self.worst or ratio > self.worst[cls][0] or not np.isfinite(ratio):
+            self.worst[cls] = (ratio, line)
+
+    def tensor(self, cls, name, got, ref, atol_rel, rtol, scale=None):
+        """|got - ref| <= atol_rel * scale + rtol * |ref| elementwise; scale defaults to max|ref|."""
+        got = np.asarray(got, dtype=np.float64)
+        ref = np.asarray(ref, dtype=np.float64)
+        if got.shape != ref.shape:
+            self.record(cls, False, math.inf, f"{name}: shape {got.shape} != reference {ref.shape}")
+            return
+        if scale is None:
+            scale = float(np.abs(ref).max()) if ref.size else 0.0
+        atol = atol_rel * scale
+        diff = np.abs(got - ref)
+        allowed = atol + rtol * np.abs(ref)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio_arr = np.where(allowed > 0, diff / allowed, np.where(diff > 0, np.inf, 0.0))
+        ratio_arr = np.where(np.isfinite(got), ratio_arr, np.inf)
+        where = np.unravel_index(int(np.argmax(ratio_arr)), ref.shape) if ref.size else ()
+        ratio = float(ratio_arr[where]) if ref.size else 0.0
+        ok = bool(np.all(diff <= allowed) and np.all(np.isfinite(got)))
+        self.record(cls, ok, ratio,
+                    f"{name}: max|diff| {float(diff.max()):.3e} (worst at {tuple(int(i) for i in where)}: "
+                    f"pentad {float(got[where]):.9g} ref {float(ref[where]):.9g}, "
+                    f"allowed {float(allowed[where]):.3e}, {ratio:.3f} of tolerance; atol scale {scale:.3e})")
+
+    def scalar(self, cls, name, got, ref, rtol):
+        diff = abs(got - ref)
+        allowed = rtol * abs(ref)
+        ratio = diff / allowed if allowed > 0 else (math.inf if diff > 0 else 0.0)
+        ok = bool(diff <= allowed)
+        self.record(cls, ok, ratio, f"{name}: pentad {got:.9g} ref {ref:.9g}, |diff| {diff:.3e} "
+                                    f"(rel {diff / abs(ref) if ref else math.inf:.3e}), {ratio:.3f} of tolerance")
+
+    def check(self, cls, ok, line):
+        self.record(cls, bool(ok), 0.0 if ok else math.inf, line)
+
+    def summary(self):
+        for cls in self.order:
+            ratio, line = self.worst[cls]
+            print(f"{cls:>14} worst: {line}")
+        print(f"{self.passed} passed, {self.failed} failed")
+        return self.failed == 0
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    rep = Report()
+    f = h5py.File(sys.argv[1], "r")
+    cfg = tomllib.loads(f.attrs["config"] if isinstance(f.attrs["config"], str)
+                        else f.attrs["config"].decode())
+    m, t = cfg["model"], cfg["train"]
+    gpt2 = m["family"] == "gpt2"
+    print(f"dump {sys.argv[1]}: {m['family']} L={m['n_layers']} C={m['d_model']} H={m['n_heads']} "
+          f"Hkv={m['n_kv_heads']} F={m['d_ff']} V={m['vocab_size']} T={m['seq_len']} "
+          f"tied={m['tied_embeddings']} steps={t['steps']} recompute={t.get('recompute')} "
+          f"dp={cfg.get('parallel', {}).get('dp')}")
+
+    # Dump layout: exactly the expected tensors, with the expected shapes.
+    shapes = param_shapes(m)
+    for grp in ("init", "grad", "final"):
+        have = set()
+        f[grp].visit(lambda n, g=f[grp]: have.add(n) if isinstance(g[n], h5py.Dataset) else None)
+        have = {n for n in have}
+        missing, extra = sorted(set(shapes) - have), sorted(have - set(shapes))
+        rep.check("layout", not missing and not extra,
+                  f"{grp}/: {len(have)} tensors; missing {missing[:4]} extra {extra[:4]}")
+        for n in sorted(set(shapes) & have):
+            if f[grp][n].shape != shapes[n]:
+                rep.check("layout", False, f"{grp}/{n}: shape {f[grp][n].shape} != {shapes[n]}")
+    names = sorted(n for n in shapes if n in f["init"])
+    inputs = torch.from_numpy(f["batch/inputs"][...].astype(np.int64))
+    targets = torch.from_numpy(f["batch/targets"][...].astype(np.int64))
+    n_steps = t["steps"]
+    b_global = t["micro_batch"] * t["grad_accum"] * cfg["parallel"]["dp"]
+    rep.check("layout", tuple(inputs.shape) == (n_steps, b_global, m["seq_len"]) == tuple(targets.shape),
+              f"batch shape {tuple(inputs.shape)} / {tuple(targets.shape)}, expected "
+              f"{(n_steps, b_global, m['seq_len'])}")
+    rep.check("layout", bool((inputs >= 0).all() and (inputs < m["vocab_size"]).all()
+                             and (targets >= 0).all() and (targets < m["vocab_size"]).all()),
+              "batch tokens in [0, vocab_size)")
+    rep.check("batch", bool((targets[:, :, :-1] == inputs[:, :, 1:]).all()),
+              "targets are the inputs shifted by one token")
+    if rep.failed:
+        return rep.summary()
+
+    # Step 1 and the whole trajectory in fp64.
+    p = {n: torch.from_numpy(f["init"][n][...].astype(np.float64)).requires_grad_() for n in names}
+    decay = [p[n] for n in names if p[n].ndim >= 2]
+    no_decay = [p[n] for n in names if p[n].ndim < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": t["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=t["lr"], betas=(t["beta1"], t["beta2"]), eps=t["eps"])
+    losses, lrs, norms, n_clipped = [], [], [], 0
+    for s in range(1, n_steps + 1):
+        lr = lr_at(s, t)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        opt.zero_grad(set_to_none=False)
+        logits = forward(p, m, inputs[s - 1])
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets[s - 1].reshape(-1))
+        loss.backward()
+        norm = math.sqrt(sum(float((p[n].grad ** 2).sum()) for n in names))
+        if s == 1:
+            step1_checks(rep, f, m, names, p, logits, loss, norm)
+        if t["grad_clip"] > 0 and norm > t["grad_clip"]:
+            n_clipped += 1
+            with torch.no_grad():
+                for n in names:
+                    p[n].grad.mul_(t["grad_clip"] / (norm + 1e-6))
+        opt.step()
+        losses.append(float(loss))
+        lrs.append(lr)
+        norms.append(norm)
+
+    got_loss, got_lr, got_norm = (f["metrics/" + k][...].astype(np.float64) for k in ("loss", "lr", "grad_norm"))
+    for k, arr in (("loss", got_loss), ("lr", got_lr), ("grad_norm", got_norm)):
+        rep.check("layout", arr.shape == (n_steps,), f"metrics/{k} shape {arr.shape}, expected ({n_steps},)")
+    if rep.failed:
+        return rep.summary()
+    for s in range(n_steps):
+        rep.scalar("loss/step", f"step {s + 1} loss", got_loss[s], losses[s], TRAJ_LOSS_RTOL)
+        rep.scalar("lr/step", f"step {s + 1} lr", got_lr[s], lrs[s], LR_RTOL)
+        rep.scalar("grad_norm/step", f"step {s + 1} grad_norm", got_norm[s], norms[s],
+                   LOSS_RTOL if s == 0 else TRAJ_NORM_RTOL)
+    lr_sum = sum(lrs)
+    for n in names:
+        rep.tensor("final", "final/" + n, f["final"][n][...], p[n].detach().numpy(),
+                   FINAL_ATOL_LR, FINAL_RTOL, scale=lr_sum)
+
+    # Non-triviality: learning happened, and it moved every parameter.
+    drop = (losses[0] - losses[-1]) / losses[0]
+    rep.check("nontrivial", drop >= MIN_LOSS_DROP,
+              f"loss {losses[0]:.4f} -> {losses[-1]:.4f} (relative drop {drop:.3f}, need >= {MIN_LOSS_DROP})")
+    moved = [n for n in names if not np.array_equal(f["final"][n][...], f["init"][n][...])]
+    rep.check("nontrivial", len(moved) == len(names),
+              f"{len(moved)}/{len(names)} parameters changed from init to final")
+    print(f"clipping: grad norm > grad_clip={t['grad_clip']:g} at {n_clipped} of {n_steps} steps "
+          f"(reference norms {min(norms):.4g}..{max(norms):.4g})")
+    return rep.summary()
+
+
+def bk_grad_scale(n, p):
+    """The key bias gets no gradient (softmax is shift-invariant per query row, so
+    q.bk cancels): its fp64 gradient is ~1e-19 and its fp32 one is rounding noise
+    of the terms that also form bq's gradient. Scale its atol by the sibling bq."""
+    if not n.endswith("attn/bk"):
+        return None
+    return float(p[n[:-2] + "bq"].grad.abs().max())
+
+
+def step1_checks(rep, f, m, names, p, logits, loss, norm):
+    rep.tensor("logits", "logits", f["logits"][...], logits.detach().numpy(), STEP1_ATOL_REL, STEP1_RTOL)
+    rep.scalar("loss", "step 1 loss", float(f["metrics/loss"][0]), float(loss), LOSS_RTOL)
+    for n in names:
+        ref = p[n].grad.numpy()
+        rep.tensor("grad", "grad/" + n, f["grad"][n][...], ref, STEP1_ATOL_REL, STEP1_RTOL,
+                   scale=bk_grad_scale(n, p))
+        analytically_zero = n.endswith("attn/bk")
+        rep.check("nontrivial", analytically_zero or float(np.abs(ref).max()) > 0,
+                  f"grad/{n} max|ref| {float(np.abs(ref).max()):.3e} is nonzero")
+    rep.check("nontrivial", float(logits.std()) > 1e-3, f"logits std {float(logits.std()):.3e} > 1e-3")
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)

@@ -1,0 +1,488 @@
+// Input deck (src/config.cpp): defaults, overrides, every error class with its
+// exact message (key name, path:line, suggestion), cross-key validation, the
+// not-yet-supported gate, and the resolved-deck round trip.
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "error.hpp"
+
+using pentad::Config;
+using pentad::Family;
+using pentad::Recompute;
+
+namespace {
+
+const std::string kPath = "input/tiny.toml";
+const std::string kMinimal = "[data]\ntrain = \"x\"\n";
+
+Config parse(const std::string& text, const std::vector<std::string>& overrides = {},
+             int world_size = 1) {
+  return pentad::parse_config(text, kPath, overrides, world_size);
+}
+
+// The InputError message, or a marker that makes the comparison fail.
+std::string error_of(const std::string& text, const std::vector<std::string>& overrides = {},
+                     int world_size = 1) {
+  try {
+    pentad::parse_config(text, kPath, overrides, world_size);
+  } catch (const pentad::InputError& e) {
+    return e.what();
+  }
+  return "<no error thrown>";
+}
+
+// A deck that sets every key this build supports to a non-default value.
+const std::string kFullDeck = R"(backend = "cpu"
+[model]
+family = "llama"
+n_layers = 3
+d_model = 96
+n_heads = 6
+n_kv_heads = 2
+d_ff = 200
+vocab_size = 300
+seq_len = 32
+norm_eps = 1e-6
+rope_theta = 500000.0
+tied_embeddings = true
+init_std = 0.01
+[parallel]
+dp = 2
+tp = 1
+pp = 1
+cp = 1
+ep = 1
+zero = 0
+sp = false
+[train]
+steps = 7
+micro_batch = 3
+grad_accum = 2
+lr = 1e-3
+min_lr = 1e-5
+warmup_steps = 2
+weight_decay = 0.05
+beta1 = 0.8
+beta2 = 0.99
+eps = 1e-7
+grad_clip = 0.5
+seed = 9223372036854775807
+recompute = "selective"
+eval_every = 5
+eval_batches = 2
+dtype = "fp32"
+threads = 3
+[data]
+train = "tok/train \"q\" \\ \u0001.bin"
+val = "tok/val.bin"
+[checkpoint]
+dir = "out/ck"
+every = 4
+save_final = true
+[log]
+every = 2
+metrics = "m.jsonl"
+dump = "d.h5"
+peak_tflops = 12.5
+)";
+
+}  // namespace
+
+// ---------------------------------------------------------------- defaults
+
+TEST(Config, MinimalDeckGivesDefaults) {
+  const Config c = parse(kMinimal);
+  EXPECT_EQ(c.source, kPath);
+  EXPECT_EQ(c.data.train, "x");
+  EXPECT_EQ(c.backend, "cpu");
+  EXPECT_EQ(c.parallel, pentad::ParallelConfig{});
+  EXPECT_EQ(c.train, pentad::TrainConfig{});
+  EXPECT_EQ(c.checkpoint, pentad::CheckpointConfig{});
+  EXPECT_EQ(c.log, pentad::LogConfig{});
+  // Model: struct defaults plus the resolved family defaults.
+  pentad::ModelConfig m;
+  m.n_kv_heads = m.n_heads;
+  m.d_ff = 4 * m.d_model;
+  m.tied_embeddings = 1;
+  EXPECT_EQ(c.model, m);
+  EXPECT_TRUE(c.model.tied());
+  EXPECT_EQ(c.model.head_dim(), 16);
+  EXPECT_FALSE(c.resolved_toml.empty());
+}
+
+TEST(Config, LlamaDefaults) {
+  const Config c = parse(kMinimal + "[model]\nfamily = \"llama\"\nd_model = 64\nn_heads = 4\n");
+  EXPECT_EQ(c.model.family, Family::llama);
+  EXPECT_EQ(c.model.d_ff, 192);  // round_up(8*64/3 = 170, 32)
+  EXPECT_EQ(c.model.n_kv_heads, 4);
+  EXPECT_EQ(c.model.tied_embeddings, 0);
+  const Config c2 = parse(kMinimal + "[model]\nfamily = \"llama\"\nd_model = 96\nn_heads = 4\n");
+  EXPECT_EQ(c2.model.d_ff, 256);  // round_up(256, 32)
+}
+
+TEST(Config, FullDeckSetsEveryKey) {
+  const Config c = parse(kFullDeck, {}, 2);
+  EXPECT_EQ(c.model.family, Family::llama);
+  EXPECT_EQ(c.model.n_layers, 3);
+  EXPECT_EQ(c.model.d_model, 96);
+  EXPECT_EQ(c.model.n_heads, 6);
+  EXPECT_EQ(c.model.n_kv_heads, 2);
+  EXPECT_EQ(c.model.d_ff, 200);
+  EXPECT_EQ(c.model.vocab_size, 300);
+  EXPECT_EQ(c.model.seq_len, 32);
+  EXPECT_EQ(c.model.norm_eps, 1e-6f);
+  EXPECT_EQ(c.model.rope_theta, 500000.0f);
+  EXPECT_EQ(c.model.tied_embeddings, 1);
+  EXPECT_EQ(c.model.init_std, 0.01f);
+  EXPECT_EQ(c.parallel.dp, 2);
+  EXPECT_EQ(c.train.steps, 7);
+  EXPECT_EQ(c.train.micro_batch, 3);
+  EXPECT_EQ(c.train.grad_accum, 2);
+  EXPECT_EQ(c.train.lr, 1e-3f);
+  EXPECT_EQ(c.train.min_lr, 1e-5f);
+  EXPECT_EQ(c.train.warmup_steps, 2);
+  EXPECT_EQ(c.train.weight_decay, 0.05f);
+  EXPECT_EQ(c.train.beta1, 0.8f);
+  EXPECT_EQ(c.train.beta2, 0.99f);
+  EXPECT_EQ(c.train.eps, 1e-7f);
+  EXPECT_EQ(c.train.grad_clip, 0.5f);
+  EXPECT_EQ(c.train.seed, 9223372036854775807ull);
+  EXPECT_EQ(c.train.recompute, Recompute::selective);
+  EXPECT_EQ(c.train.eval_every, 5);
+  EXPECT_EQ(c.train.eval_batches, 2);
+  EXPECT_EQ(c.train.threads, 3);
+  EXPECT_EQ(c.data.train, "tok/train \"q\" \\ \x01.bin");
+  EXPECT_EQ(c.data.val, "tok/val.bin");
+  EXPECT_EQ(c.checkpoint.dir, "out/ck");
+  EXPECT_EQ(c.checkpoint.every, 4);
+  EXPECT_TRUE(c.checkpoint.save_final);
+  EXPECT_EQ(c.log.every, 2);
+  EXPECT_EQ(c.log.metrics, "m.jsonl");
+  EXPECT_EQ(c.log.dump, "d.h5");
+  EXPECT_EQ(c.log.peak_tflops, 12.5);
+}
+
+TEST(Config, IntegerAcceptedForFloatAndDottedKeysAtTopLevel) {
+  const Config c = parse("model.n_layers = 5\ntrain.lr = 1\ntrain.min_lr = 0\n" + kMinimal);
+  EXPECT_EQ(c.model.n_layers, 5);
+  EXPECT_EQ(c.train.lr, 1.0f);
+  EXPECT_EQ(c.train.min_lr, 0.0f);
+}
+
+TEST(Config, ExplicitTiedEmbeddingsOverridesFamilyDefault) {
+  EXPECT_EQ(parse(kMinimal + "[model]\ntied_embeddings = false\n").model.tied_embeddings, 0);
+  EXPECT_EQ(parse(kMinimal + "[model]\nfamily = \"llama\"\ntied_embeddings = true\n")
+                .model.tied_embeddings, 1);
+}
+
+// --------------------------------------------------------------- overrides
+
+TEST(Config, OverridesApplyAfterDeckInOrder) {
+  const Config c = parse(kMinimal + "[model]\nn_layers = 3\n",
+                         {"model.n_layers=6", "model.n_layers=8", "train.lr=0.5", "train.min_lr=1",
+                          "train.min_lr=0.25", "checkpoint.save_final=true", "log.metrics=a b.jsonl",
+                          "data.val=\"v.bin\"", "train.recompute=full", "model.family=llama",
+                          "train.seed=42", "log.peak_tflops=1e3"});
+  EXPECT_EQ(c.model.n_layers, 8);
+  EXPECT_EQ(c.train.lr, 0.5f);
+  EXPECT_EQ(c.train.min_lr, 0.25f);  // min_lr=1 > lr in between is fine: checked at the end
+  EXPECT_TRUE(c.checkpoint.save_final);
+  EXPECT_EQ(c.log.metrics, "a b.jsonl");
+  EXPECT_EQ(c.data.val, "v.bin");
+  EXPECT_EQ(c.train.recompute, Recompute::full);
+  EXPECT_EQ(c.model.family, Family::llama);
+  EXPECT_EQ(c.model.tied_embeddings, 0);
+  EXPECT_EQ(c.train.seed, 42u);
+  EXPECT_EQ(c.log.peak_tflops, 1000.0);
+}
+
+TEST(Config, OverrideCanSupplyRequiredKey) {
+  EXPECT_EQ(parse("", {"data.train=t.bin"}).data.train, "t.bin");
+}
+
+TEST(Config, OverrideErrors) {
+  EXPECT_EQ(error_of(kMinimal, {"model.n_heads=x"}), "--set model.n_heads=x: expected an integer");
+  EXPECT_EQ(error_of(kMinimal, {"model.n_heads=3.5"}),
+            "--set model.n_heads=3.5: expected an integer");
+  EXPECT_EQ(error_of(kMinimal, {"model.n_heads="}), "--set model.n_heads=: expected an integer");
+  EXPECT_EQ(error_of(kMinimal, {"model.n_heads=99999999999999999999"}),
+            "--set model.n_heads=99999999999999999999: integer out of range");
+  EXPECT_EQ(error_of(kMinimal, {"foo.bar=1"}), "--set foo.bar=1: unknown key 'foo.bar'");
+  EXPECT_EQ(error_of(kMinimal, {"model.n_layer=3"}),
+            "--set model.n_layer=3: unknown key 'model.n_layer' (did you mean 'model.n_layers'?)");
+  EXPECT_EQ(error_of(kMinimal, {"model.n_heads=0"}), "--set model.n_heads=0: must be >= 1 (got 0)");
+  EXPECT_EQ(error_of(kMinimal, {"train.lr=fast"}), "--set train.lr=fast: expected a number");
+  EXPECT_EQ(error_of(kMinimal, {"checkpoint.save_final=yes"}),
+            "--set checkpoint.save_final=yes: expected true or false");
+  EXPECT_EQ(error_of(kMinimal, {"train.dtype=fp16"}),
+            "--set train.dtype=fp16: must be one of \"fp32\", \"bf16\" (got \"fp16\")");
+  const std::string e = error_of(kMinimal, {"model.n_heads"});
+  EXPECT_NE(e.find("--set model.n_heads: "), std::string::npos) << e;
+  EXPECT_NE(e.find("section.key=value"), std::string::npos) << e;
+  // The first bad override is the one reported.
+  EXPECT_EQ(error_of(kMinimal, {"model.n_layers=2", "train.steps=-1", "foo=1"}),
+            "--set train.steps=-1: must be >= 0 (got -1)");
+}
+
+// ------------------------------------------------------------- deck errors
+
+TEST(Config, RangeErrorNamesFileLineAndKey) {
+  const std::string deck =
+      "# tiny\n"
+      "backend = \"cpu\"\n"
+      "[data]\n"
+      "train = \"x\"\n"
+      "[model]\n"
+      "n_layers = 2\n"
+      "n_heads = 0\n";
+  EXPECT_EQ(error_of(deck), "input/tiny.toml:7: model.n_heads: must be >= 1 (got 0)");
+}
+
+TEST(Config, RangeErrors) {
+  auto at3 = [](const std::string& sec, const std::string& kv) {
+    return error_of(kMinimal + "[" + sec + "]\n" + kv + "\n");
+  };
+  EXPECT_EQ(at3("model", "vocab_size = 65537"),
+            "input/tiny.toml:4: model.vocab_size: must be in [2, 65536] (got 65537)");
+  EXPECT_EQ(at3("model", "vocab_size = 1"),
+            "input/tiny.toml:4: model.vocab_size: must be in [2, 65536] (got 1)");
+  EXPECT_EQ(at3("model", "n_layers = 3000000000"),
+            "input/tiny.toml:4: model.n_layers: must be <= 2147483647 (got 3000000000)");
+  EXPECT_EQ(at3("model", "n_kv_heads = -1"),
+            "input/tiny.toml:4: model.n_kv_heads: must be >= 0 (got -1)");
+  EXPECT_EQ(at3("model", "d_ff = -4"), "input/tiny.toml:4: model.d_ff: must be >= 0 (got -4)");
+  EXPECT_EQ(at3("model", "norm_eps = 0"), "input/tiny.toml:4: model.norm_eps: must be > 0 (got 0)");
+  EXPECT_EQ(at3("model", "norm_eps = 1e39"),
+            "input/tiny.toml:4: model.norm_eps: must be a finite number (got 1e+39)");
+  EXPECT_EQ(at3("model", "rope_theta = nan"),
+            "input/tiny.toml:4: model.rope_theta: must be a finite number (got nan)");
+  EXPECT_EQ(at3("model", "init_std = -0.1"),
+            "input/tiny.toml:4: model.init_std: must be > 0 (got -0.1)");
+  EXPECT_EQ(at3("parallel", "zero = 4"), "input/tiny.toml:4: parallel.zero: must be in [0, 3] (got 4)");
+  EXPECT_EQ(at3("parallel", "ep = 0"), "input/tiny.toml:4: parallel.ep: must be >= 1 (got 0)");
+  EXPECT_EQ(at3("train", "beta1 = 1"), "input/tiny.toml:4: train.beta1: must be in [0, 1) (got 1)");
+  EXPECT_EQ(at3("train", "beta2 = -0.5"),
+            "input/tiny.toml:4: train.beta2: must be in [0, 1) (got -0.5)");
+  EXPECT_EQ(at3("train", "seed = -1"), "input/tiny.toml:4: train.seed: must be >= 0 (got -1)");
+  EXPECT_EQ(at3("train", "micro_batch = 0"),
+            "input/tiny.toml:4: train.micro_batch: must be >= 1 (got 0)");
+  EXPECT_EQ(at3("train", "lr = 0"), "input/tiny.toml:4: train.lr: must be > 0 (got 0)");
+  EXPECT_EQ(at3("train", "grad_clip = -1"),
+            "input/tiny.toml:4: train.grad_clip: must be >= 0 (got -1)");
+  EXPECT_EQ(at3("train", "recompute = \"some\""),
+            "input/tiny.toml:4: train.recompute: must be one of \"none\", \"selective\", \"full\" "
+            "(got \"some\")");
+  EXPECT_EQ(at3("checkpoint", "every = -1"),
+            "input/tiny.toml:4: checkpoint.every: must be >= 0 (got -1)");
+  EXPECT_EQ(at3("log", "every = 0"), "input/tiny.toml:4: log.every: must be >= 1 (got 0)");
+  EXPECT_EQ(at3("log", "peak_tflops = -2"),
+            "input/tiny.toml:4: log.peak_tflops: must be >= 0 (got -2)");
+  EXPECT_EQ(error_of("backend = \"tpu\"\n" + kMinimal),
+            "input/tiny.toml:1: backend: must be one of \"cpu\", \"cuda\" (got \"tpu\")");
+}
+
+TEST(Config, TomlSyntaxError) {
+  const std::string e = error_of(kMinimal + "[model]\nn_layers = = 3\n");
+  EXPECT_EQ(e.rfind("input/tiny.toml:4: TOML syntax error: ", 0), 0u) << e;
+  const std::string dup = error_of(kMinimal + "[model]\nn_layers = 3\nn_layers = 4\n");
+  EXPECT_EQ(dup.rfind("input/tiny.toml:5: TOML syntax error: ", 0), 0u) << dup;
+}
+
+TEST(Config, UnknownKeySuggestsClosest) {
+  EXPECT_EQ(error_of(kMinimal + "[model]\nn_layer = 3\n"),
+            "input/tiny.toml:4: unknown key 'model.n_layer' (did you mean 'model.n_layers'?)");
+  // A key in the wrong section points to the section that has it.
+  EXPECT_EQ(error_of(kMinimal + "[train]\nn_layers = 3\n"),
+            "input/tiny.toml:4: unknown key 'train.n_layers' (did you mean 'model.n_layers'?)");
+  EXPECT_EQ(error_of("seq_len = 3\n" + kMinimal),
+            "input/tiny.toml:1: unknown key 'seq_len' (did you mean 'model.seq_len'?)");
+  EXPECT_EQ(error_of("backnd = \"cpu\"\n" + kMinimal),
+            "input/tiny.toml:1: unknown key 'backnd' (did you mean 'backend'?)");
+  // Nothing close: no suggestion.
+  EXPECT_EQ(error_of(kMinimal + "[model]\nwibble_wobble = 3\n"),
+            "input/tiny.toml:4: unknown key 'model.wibble_wobble'");
+  EXPECT_EQ(error_of(kMinimal + "[model.extra]\nx = 1\n"),
+            "input/tiny.toml:3: unknown key 'model.extra'");
+}
+
+TEST(Config, UnknownSectionSuggestsClosest) {
+  EXPECT_EQ(error_of(kMinimal + "\n[modle]\nn_layers = 3\n"),
+            "input/tiny.toml:4: unknown section '[modle]' (did you mean '[model]'?)");
+  EXPECT_EQ(error_of(kMinimal + "[optimizer]\nlr = 3\n"),
+            "input/tiny.toml:3: unknown section '[optimizer]'");
+}
+
+TEST(Config, WrongTypes) {
+  EXPECT_EQ(error_of(kMinimal + "[model]\nn_layers = \"4\"\n"),
+            "input/tiny.toml:4: model.n_layers: expected an integer, got a string");
+  EXPECT_EQ(error_of(kMinimal + "[model]\nn_layers = 4.0\n"),
+            "input/tiny.toml:4: model.n_layers: expected an integer, got a float");
+  EXPECT_EQ(error_of(kMinimal + "[train]\nlr = \"1e-3\"\n"),
+            "input/tiny.toml:4: train.lr: expected a float, got a string");
+  EXPECT_EQ(error_of(kMinimal + "[checkpoint]\nsave_final = 1\n"),
+            "input/tiny.toml:4: checkpoint.save_final: expected a boolean, got an integer");
+  EXPECT_EQ(error_of(kMinimal + "[model]\ntied_embeddings = 1\n"),
+            "input/tiny.toml:4: model.tied_embeddings: expected a boolean, got an integer");
+  EXPECT_EQ(error_of(kMinimal + "[model]\nfamily = [\"gpt2\"]\n"),
+            "input/tiny.toml:4: model.family: expected a string, got an array");
+  EXPECT_EQ(error_of("[data]\ntrain = 3\n"),
+            "input/tiny.toml:2: data.train: expected a string, got an integer");
+  EXPECT_EQ(error_of("model = 3\n" + kMinimal),
+            "input/tiny.toml:1: model: expected a table [model], got an integer");
+  EXPECT_EQ(error_of(kMinimal + "[backend]\nname = \"cpu\"\n"),
+            "input/tiny.toml:3: backend: expected a string, got a table");
+}
+
+TEST(Config, DeckErrorsAreReportedInFileOrder) {
+  // toml++ orders keys by name; the report must follow the file.
+  EXPECT_EQ(error_of(kMinimal + "[train]\nwarmup_steps = -1\nsteps = -1\n"),
+            "input/tiny.toml:4: train.warmup_steps: must be >= 0 (got -1)");
+  EXPECT_EQ(error_of("[train]\nzzz = 1\n[data]\naaa = 1\n"),
+            "input/tiny.toml:2: unknown key 'train.zzz'");
+}
+
+// --------------------------------------------------- cross-key validation
+
+TEST(Config, LayoutMustMatchWorldSize) {
+  EXPECT_EQ(error_of(kMinimal + "[parallel]\ndp = 2\n", {}, 4),
+            "input/tiny.toml: parallel: dp*tp*pp*cp = 2 but the job has 4 ranks "
+            "(parallel.dp=2 parallel.tp=1 parallel.pp=1 parallel.cp=1)");
+  EXPECT_EQ(error_of(kMinimal, {}, 2),
+            "input/tiny.toml: parallel: dp*tp*pp*cp = 1 but the job has 2 ranks "
+            "(parallel.dp=1 parallel.tp=1 parallel.pp=1 parallel.cp=1)");
+  EXPECT_EQ(parse(kMinimal + "[parallel]\ndp = 4\n", {}, 4).parallel.dp, 4);
+}
+
+TEST(Config, ModelShapeChecks) {
+  EXPECT_EQ(error_of(kMinimal + "[model]\nd_model = 100\nn_heads = 3\n"),
+            "input/tiny.toml: model.d_model=100 is not divisible by model.n_heads=3");
+  EXPECT_EQ(error_of(kMinimal + "[model]\nfamily = \"llama\"\nd_model = 64\nn_heads = 4\n"
+                                "n_kv_heads = 3\n"),
+            "input/tiny.toml: model.n_heads=4 is not divisible by model.n_kv_heads=3");
+  EXPECT_EQ(error_of(kMinimal + "[model]\nn_kv_heads = 2\n"),
+            "input/tiny.toml: model.n_kv_heads=2: gpt2 needs n_kv_heads = model.n_heads=4 "
+            "(grouped-query attention is llama only)");
+  EXPECT_EQ(error_of(kMinimal + "[model]\nfamily = \"llama\"\nd_model = 96\nn_heads = 32\n"),
+            "input/tiny.toml: model.family = \"llama\" needs an even head dimension for RoPE, "
+            "but model.d_model=96 / model.n_heads=32 = 3");
+  // gpt2 has no RoPE: odd head dims are fine.
+  EXPECT_EQ(parse(kMinimal + "[model]\nd_model = 96\nn_heads = 32\n").model.head_dim(), 3);
+  EXPECT_EQ(error_of(kMinimal + "[model]\nd_model = 1000000000\nn_heads = 1\n"),
+            "input/tiny.toml: model.d_ff: the default for model.d_model=1000000000 is too large; "
+            "set model.d_ff");
+}
+
+TEST(Config, ParallelChecks) {
+  EXPECT_EQ(error_of(kMinimal + "[parallel]\ndp = 4\nep = 3\n", {}, 4),
+            "input/tiny.toml: parallel.dp=4 is not divisible by parallel.ep=3");
+  EXPECT_EQ(error_of(kMinimal + "[model]\nd_model = 48\nn_heads = 3\n[parallel]\ntp = 2\n", {}, 2),
+            "input/tiny.toml: model.n_heads=3 is not divisible by parallel.tp=2");
+  EXPECT_EQ(error_of(kMinimal + "[model]\nfamily = \"llama\"\nn_heads = 4\nn_kv_heads = 1\n"
+                                "[parallel]\ntp = 2\n", {}, 2),
+            "input/tiny.toml: model.n_kv_heads=1 is not divisible by parallel.tp=2");
+  EXPECT_EQ(error_of(kMinimal + "[parallel]\nsp = true\n"),
+            "input/tiny.toml: parallel.sp = true needs parallel.tp > 1 (got parallel.tp=1)");
+  EXPECT_EQ(error_of(kMinimal + "[model]\nseq_len = 65\n[parallel]\ntp = 2\nsp = true\n", {}, 2),
+            "input/tiny.toml: model.seq_len=65 is not divisible by parallel.tp=2 "
+            "(needed by parallel.sp = true)");
+  EXPECT_EQ(error_of(kMinimal + "[parallel]\npp = 4\n", {}, 4),
+            "input/tiny.toml: parallel.pp=4 exceeds model.n_layers=2: every pipeline stage needs "
+            "at least one layer");
+}
+
+TEST(Config, TrainAndDataChecks) {
+  EXPECT_EQ(error_of(kMinimal + "[train]\nlr = 0.01\nmin_lr = 0.1\n"),
+            "input/tiny.toml: train.min_lr=0.1 must be <= train.lr=0.01");
+  EXPECT_EQ(error_of(""), "input/tiny.toml: data.train: required: a token file made by `pentad prep`");
+  EXPECT_EQ(error_of("[data]\ntrain = \"\"\n"),
+            "input/tiny.toml: data.train: required: a token file made by `pentad prep`");
+}
+
+// --------------------------------------------- not yet in this build
+
+TEST(Config, UnsupportedFeaturesNameTheKey) {
+  const std::string not_yet = " is not available in this build yet";
+  EXPECT_EQ(error_of(kMinimal + "[parallel]\ntp = 2\n", {}, 2),
+            "input/tiny.toml: parallel.tp=2: tensor parallelism" + not_yet);
+  EXPECT_EQ(error_of(kMinimal + "[parallel]\npp = 2\n", {}, 2),
+            "input/tiny.toml: parallel.pp=2: pipeline parallelism" + not_yet);
+  EXPECT_EQ(error_of(kMinimal + "[parallel]\ncp = 2\n", {}, 2),
+            "input/tiny.toml: parallel.cp=2: context parallelism" + not_yet);
+  EXPECT_EQ(error_of(kMinimal + "[parallel]\ndp = 2\nep = 2\n", {}, 2),
+            "input/tiny.toml: parallel.ep=2: expert parallelism" + not_yet);
+  EXPECT_EQ(error_of(kMinimal + "[parallel]\ntp = 2\n", {"parallel.sp=true"}, 2),
+            "input/tiny.toml: parallel.tp=2: tensor parallelism" + not_yet);
+  EXPECT_EQ(error_of(kMinimal + "[parallel]\nzero = 1\n"),
+            "input/tiny.toml: parallel.zero=1: ZeRO sharding" + not_yet);
+  EXPECT_EQ(error_of(kMinimal + "[train]\ndtype = \"bf16\"\n"),
+            "input/tiny.toml: train.dtype=bf16: bf16 training" + not_yet);
+#ifndef PENTAD_HAVE_CUDA
+  EXPECT_EQ(error_of("backend = \"cuda\"\n" + kMinimal),
+            "input/tiny.toml: backend = cuda: this binary was built without the CUDA backend");
+#endif
+}
+
+// ------------------------------------------------------------ round trip
+
+void expect_round_trip(const Config& c) {
+  Config again = pentad::parse_config(c.resolved_toml, "resolved.toml", {},
+                                      c.parallel.dp * c.parallel.tp * c.parallel.pp * c.parallel.cp);
+  EXPECT_EQ(again.source, "resolved.toml");
+  again.source = c.source;
+  EXPECT_EQ(again, c) << "first:\n" << c.resolved_toml << "\nsecond:\n" << again.resolved_toml;
+  EXPECT_EQ(pentad::config_to_toml(again), c.resolved_toml);
+}
+
+TEST(Config, ResolvedDeckRoundTrips) {
+  expect_round_trip(parse(kMinimal));
+  expect_round_trip(parse(kFullDeck, {}, 2));
+  expect_round_trip(parse(kMinimal, {"model.family=llama", "train.lr=0.1", "train.min_lr=0.1",
+                                     "model.norm_eps=3.3e-7", "log.peak_tflops=989.4"}));
+}
+
+TEST(Config, ResolvedDeckListsEveryKeyResolved) {
+  const Config c = parse(kMinimal + "[model]\nfamily = \"llama\"\n");
+  const std::string& t = c.resolved_toml;
+  for (const char* line : {"backend = \"cpu\"", "[model]", "family = \"llama\"", "n_kv_heads = 4",
+                           "d_ff = 192", "tied_embeddings = false", "norm_eps = 1e-05",
+                           "rope_theta = 10000.0", "[parallel]", "zero = 0", "sp = false",
+                           "[train]", "seed = 1234", "recompute = \"none\"", "dtype = \"fp32\"",
+                           "[data]", "train = \"x\"", "val = \"\"", "[checkpoint]",
+                           "save_final = false", "[log]", "peak_tflops = 0.0"})
+    EXPECT_NE(t.find(line), std::string::npos) << "missing '" << line << "' in\n" << t;
+  EXPECT_LT(t.find("backend ="), t.find("[model]"));  // top-level keys before any table
+  EXPECT_EQ(pentad::config_to_toml(c), t);
+}
+
+// Every line of the resolved deck, fed back as --set, leaves the config as
+// it was: the override parser accepts every key's own printed value.
+TEST(Config, EveryResolvedKeyIsSettable) {
+  const Config c = parse(kFullDeck, {}, 2);
+  std::vector<std::string> sets;
+  std::istringstream in(c.resolved_toml);
+  std::string section, line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    if (line[0] == '[') {
+      section = line.substr(1, line.size() - 2);
+      continue;
+    }
+    const auto eq = line.find(" = ");
+    const auto hash = line.find("  #", eq);
+    ASSERT_NE(eq, std::string::npos) << line;
+    ASSERT_NE(hash, std::string::npos) << line;
+    std::string value = line.substr(eq + 3, hash - eq - 3);
+    while (!value.empty() && value.back() == ' ') value.pop_back();
+    if (section == "data" && line.rfind("train", 0) == 0) value = "tok/x.bin";  // has escapes
+    sets.push_back((section.empty() ? "" : section + ".") + line.substr(0, eq) + "=" + value);
+  }
+  EXPECT_EQ(sets.size(), 46u);  // 1 top-level + 12 model + 7 parallel + 17 train + 2 data + 3 checkpoint + 4 log
+  Config expected = c;
+  expected.data.train = "tok/x.bin";
+  expected.resolved_toml = pentad::config_to_toml(expected);
+  EXPECT_EQ(parse(kFullDeck, sets, 2), expected);
+}

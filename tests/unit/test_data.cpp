@@ -1,0 +1,339 @@
+// Token files, the batch sampler and `pentad prep`: round trips against the
+// bytes written, every open-time error message, and the layout independence of
+// sample_batch (a slice of the global batch equals the same rows of the whole).
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "data.hpp"
+#include "error.hpp"
+
+namespace fs = std::filesystem;
+using pentad::InputError;
+using pentad::TokenFile;
+
+namespace {
+
+class DataTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "pentad_test_data_XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  fs::path dir_;
+};
+
+// The message of the InputError `fn` throws; a test failure if it throws none.
+std::string input_error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an InputError, none was thrown";
+  return "";
+}
+
+#define EXPECT_HAS(haystack, needle) \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "message: " << (haystack)
+
+// Writes a token file by hand, as another tool would: a raw int32 header and
+// raw uint16 tokens, optionally with extra trailing bytes.
+void write_raw(const std::string& p, const std::vector<int32_t>& header,
+               const std::vector<uint16_t>& tokens, size_t extra_bytes = 0) {
+  std::ofstream f(p, std::ios::binary);
+  std::vector<int32_t> h(header);
+  h.resize(pentad::kTokenHeaderInts, 0);
+  f.write(reinterpret_cast<const char*>(h.data()), std::streamsize(h.size() * sizeof(int32_t)));
+  f.write(reinterpret_cast<const char*>(tokens.data()),
+          std::streamsize(tokens.size() * sizeof(uint16_t)));
+  for (size_t i = 0; i < extra_bytes; ++i) f.put('x');
+}
+
+std::vector<uint16_t> iota_tokens(int n) {
+  std::vector<uint16_t> t(size_t(n), 0);
+  for (int i = 0; i < n; ++i) t[size_t(i)] = uint16_t(i);
+  return t;
+}
+
+}  // namespace
+
+TEST_F(DataTest, WriteReadRoundTrip) {
+  std::vector<uint16_t> tokens(5000);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = uint16_t((i * 7919u + 13u) % 50257u);
+  const std::string p = path("rt.bin");
+  pentad::write_token_file(p, tokens);
+  EXPECT_FALSE(fs::exists(p + ".tmp"));
+  EXPECT_EQ(fs::file_size(p), 1024u + 2u * tokens.size());
+
+  const TokenFile f(p, 50257, 65);
+  ASSERT_EQ(f.size(), int64_t(tokens.size()));
+  EXPECT_EQ(f.path(), p);
+  int64_t n_diff = 0;
+  for (int64_t i = 0; i < f.size(); ++i) n_diff += f[i] != tokens[size_t(i)];
+  EXPECT_EQ(n_diff, 0);
+
+  // Overwriting an existing file replaces it whole.
+  pentad::write_token_file(p, iota_tokens(100));
+  const TokenFile g(p, 256, 1);
+  EXPECT_EQ(g.size(), 100);
+  EXPECT_EQ(g[99], 99);
+}
+
+TEST_F(DataTest, ForeignHeaderLoads) {
+  // llm.c writes the header as a plain int array; reserved ints are not ours to check.
+  const std::string p = path("foreign.bin");
+  write_raw(p, {20240520, 1, 300, 0, 0, 42}, iota_tokens(300));
+  const TokenFile f(p, 300, 300);
+  EXPECT_EQ(f.size(), 300);
+  EXPECT_EQ(f[0], 0);
+  EXPECT_EQ(f[299], 299);
+}
+
+TEST_F(DataTest, OpenErrorsNameFileAndCause) {
+  const std::string missing = path("missing.bin");
+  std::string msg = input_error_of([&] { TokenFile f(missing, 256, 1); });
+  EXPECT_HAS(msg, "data file '" + missing + "'");
+  EXPECT_HAS(msg, "cannot open: No such file or directory");
+
+  msg = input_error_of([&] { TokenFile f(dir_.string(), 256, 1); });
+  EXPECT_HAS(msg, "is a directory");
+
+  const std::string shorth = path("short.bin");
+  { std::ofstream(shorth) << "hello"; }
+  msg = input_error_of([&] { TokenFile f(shorth, 256, 1); });
+  EXPECT_HAS(msg, "'" + shorth + "'");
+  EXPECT_HAS(msg, "short header");
+
+  const std::string magic = path("magic.bin");
+  write_raw(magic, {12345, 1, 100}, iota_tokens(100));
+  msg = input_error_of([&] { TokenFile f(magic, 256, 1); });
+  EXPECT_HAS(msg, "data file '" + magic + "': bad magic 12345 (expected 20240520");
+
+  const std::string version = path("version.bin");
+  write_raw(version, {20240520, 2, 100}, iota_tokens(100));
+  msg = input_error_of([&] { TokenFile f(version, 256, 1); });
+  EXPECT_HAS(msg, "'" + version + "'");
+  EXPECT_HAS(msg, "unsupported version 2");
+
+  const std::string trunc = path("trunc.bin");
+  write_raw(trunc, {20240520, 1, 1000}, iota_tokens(640));
+  msg = input_error_of([&] { TokenFile f(trunc, 1024, 1); });
+  EXPECT_HAS(msg, "data file '" + trunc +
+                      "': truncated: header says 1000 tokens but the file holds 640");
+
+  const std::string longer = path("long.bin");
+  write_raw(longer, {20240520, 1, 100}, iota_tokens(100), 3);
+  msg = input_error_of([&] { TokenFile f(longer, 256, 1); });
+  EXPECT_HAS(msg, "'" + longer + "'");
+  EXPECT_HAS(msg, "size mismatch");
+
+  const std::string few = path("few.bin");
+  write_raw(few, {20240520, 1, 10}, iota_tokens(10));
+  msg = input_error_of([&] { TokenFile f(few, 256, 65); });
+  EXPECT_HAS(msg, "data file '" + few + "': holds 10 tokens, needs at least 65 (model.seq_len + 1)");
+}
+
+TEST_F(DataTest, FirstBadTokenIsReportedWhateverTheThreads) {
+  // Large enough that every OpenMP thread gets a chunk; bad tokens in several.
+  std::vector<uint16_t> tokens(400000, 7);
+  tokens[399999] = 65535;
+  tokens[250000] = 300;
+  tokens[123457] = 256;
+  tokens[300001] = 1000;
+  const std::string p = path("bad.bin");
+  pentad::write_token_file(p, tokens);
+  const std::string msg = input_error_of([&] { TokenFile f(p, 256, 65); });
+  EXPECT_HAS(msg, "data file '" + p + "': token 256 at index 123457 is >= model.vocab_size 256");
+  EXPECT_NO_THROW(TokenFile(p, 65536, 65));
+}
+
+TEST_F(DataTest, SampleBatchIsLayoutIndependent) {
+  // Token i has value i, so every window reveals its start offset.
+  const int n = 50000, T = 16, B = 8;
+  const std::string p = path("iota.bin");
+  pentad::write_token_file(p, iota_tokens(n));
+  const TokenFile f(p, 65536, T + 1);
+
+  std::vector<int32_t> in(B * T), tgt(B * T);
+  pentad::sample_batch(f, 1234, 7, 0, B, T, in.data(), tgt.data());
+
+  int bad_window = 0;
+  std::set<int32_t> starts;
+  for (int j = 0; j < B; ++j) {
+    const int32_t o = in[size_t(j * T)];
+    starts.insert(o);
+    bad_window += o < 0 || o >= n - T;
+    for (int t = 0; t < T; ++t) {
+      bad_window += in[size_t(j * T + t)] != o + t;       // contiguous window
+      bad_window += tgt[size_t(j * T + t)] != o + t + 1;  // targets = inputs shifted by one
+    }
+  }
+  EXPECT_EQ(bad_window, 0);
+  EXPECT_EQ(starts.size(), size_t(B)) << "sequences of one batch should start at different offsets";
+
+  // A dp rank's slice [2, 5) is rows 2..4 of the global batch.
+  std::vector<int32_t> in_s(3 * T), tgt_s(3 * T);
+  pentad::sample_batch(f, 1234, 7, 2, 3, T, in_s.data(), tgt_s.data());
+  EXPECT_EQ(in_s, std::vector<int32_t>(in.begin() + 2 * T, in.begin() + 5 * T));
+  EXPECT_EQ(tgt_s, std::vector<int32_t>(tgt.begin() + 2 * T, tgt.begin() + 5 * T));
+
+  // Pure function: the same call again gives the same batch.
+  std::vector<int32_t> in2(B * T), tgt2(B * T);
+  pentad::sample_batch(f, 1234, 7, 0, B, T, in2.data(), tgt2.data());
+  EXPECT_EQ(in2, in);
+  EXPECT_EQ(tgt2, tgt);
+
+  // Another step, another seed: other offsets (position by position).
+  pentad::sample_batch(f, 1234, 8, 0, B, T, in2.data(), tgt2.data());
+  int same_step = 0;
+  for (int j = 0; j < B; ++j) same_step += in2[size_t(j * T)] == in[size_t(j * T)];
+  EXPECT_EQ(same_step, 0);
+  pentad::sample_batch(f, 1235, 7, 0, B, T, in2.data(), tgt2.data());
+  int same_seed = 0;
+  for (int j = 0; j < B; ++j) same_seed += in2[size_t(j * T)] == in[size_t(j * T)];
+  EXPECT_EQ(same_seed, 0);
+}
+
+TEST_F(DataTest, SampleBatchCoversTheFile) {
+  // 4096 starts over 8 equal buckets of [0, size - T): each should get ~512.
+  const int n = 8 * 1000 + 4, T = 4, B = 4096;
+  const std::string p = path("cover.bin");
+  pentad::write_token_file(p, iota_tokens(n));
+  const TokenFile f(p, 65536, T + 1);
+  std::vector<int32_t> in(size_t(B) * T), tgt(size_t(B) * T);
+  pentad::sample_batch(f, 99, 0, 0, B, T, in.data(), tgt.data());
+  std::vector<int> bucket(8, 0);
+  for (int j = 0; j < B; ++j) ++bucket[size_t(in[size_t(j * T)] / 1000)];
+  const int lowest = *std::min_element(bucket.begin(), bucket.end());
+  const int highest = *std::max_element(bucket.begin(), bucket.end());
+  EXPECT_GT(lowest, 400) << "bucket counts " << lowest << ".." << highest;
+  EXPECT_LT(highest, 624) << "bucket counts " << lowest << ".." << highest;
+}
+
+TEST_F(DataTest, EvalBatchFollowsTheFormula) {
+  const int n = 1000, T = 32, n_total = 6;
+  const std::string p = path("eval.bin");
+  pentad::write_token_file(p, iota_tokens(n));
+  const TokenFile f(p, 65536, T + 1);
+  std::vector<int32_t> in(n_total * T), tgt(n_total * T);
+  int mismatches = 0;
+  for (int64_t b = 0; b < 12; ++b) {
+    pentad::eval_batch(f, b, 0, n_total, n_total, T, in.data(), tgt.data());
+    for (int j = 0; j < n_total; ++j) {
+      const int64_t o = ((b * n_total + j) * T) % (n - T);
+      for (int t = 0; t < T; ++t) {
+        mismatches += in[size_t(j * T + t)] != o + t;
+        mismatches += tgt[size_t(j * T + t)] != o + t + 1;
+      }
+    }
+    std::vector<int32_t> in_s(2 * T), tgt_s(2 * T);
+    pentad::eval_batch(f, b, 3, 2, n_total, T, in_s.data(), tgt_s.data());
+    mismatches += in_s != std::vector<int32_t>(in.begin() + 3 * T, in.begin() + 5 * T);
+    mismatches += tgt_s != std::vector<int32_t>(tgt.begin() + 3 * T, tgt.begin() + 5 * T);
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
+TEST_F(DataTest, PrepRoundTripAndSplit) {
+  std::vector<std::string> inputs;
+  std::vector<unsigned char> corpus;
+  for (int k = 0; k < 3; ++k) {
+    const std::string p = path("in" + std::to_string(k) + ".txt");
+    std::ofstream f(p, std::ios::binary);
+    for (int i = 0; i < 1000 + 37 * k; ++i) {
+      const unsigned char c = (unsigned char)((i * 31 + k * 7) % 256);  // includes 0 and 255
+      f.put(char(c));
+      corpus.push_back(c);
+    }
+    inputs.push_back(p);
+  }
+  const std::string out = path("out/nested");  // created with mkdir -p semantics
+  const std::string summary = pentad::prep_bytes(inputs, out, 0.1);
+
+  const int64_t n = int64_t(corpus.size());  // 3111
+  const int64_t n_val = 311;
+  EXPECT_EQ(summary, "prep: 3 files, 3111 bytes -> " + out + "/train.bin (2800 tokens), " + out +
+                         "/val.bin (311 tokens)");
+  const TokenFile train(out + "/train.bin", 256, 1);
+  const TokenFile val(out + "/val.bin", 256, 1);
+  ASSERT_EQ(train.size(), n - n_val);
+  ASSERT_EQ(val.size(), n_val);
+  int64_t n_diff = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t tok = i < train.size() ? train[i] : val[i - train.size()];
+    n_diff += tok != corpus[size_t(i)];
+  }
+  EXPECT_EQ(n_diff, 0);
+
+  // A tiny corpus still keeps one byte for validation; 0 means no validation tokens.
+  const std::string tiny = path("tiny.txt");
+  { std::ofstream(tiny) << "abcde"; }
+  EXPECT_HAS(pentad::prep_bytes({tiny}, path("t1"), 0.01),
+             "prep: 1 file, 5 bytes -> " + path("t1") + "/train.bin (4 tokens)");
+  EXPECT_HAS(pentad::prep_bytes({tiny}, path("t0"), 0.0), "/val.bin (0 tokens)");
+}
+
+TEST_F(DataTest, PrepErrorsNameTheCulprit) {
+  EXPECT_HAS(input_error_of([&] { pentad::prep_bytes({}, path("o"), 0.1); }), "no input files");
+
+  const std::string missing = path("nope.txt");
+  std::string msg = input_error_of([&] { pentad::prep_bytes({missing}, path("o"), 0.1); });
+  EXPECT_HAS(msg, "'" + missing + "'");
+  EXPECT_HAS(msg, "No such file or directory");
+
+  const std::string a_dir = path("adir");
+  fs::create_directory(a_dir);
+  msg = input_error_of([&] { pentad::prep_bytes({a_dir}, path("o"), 0.1); });
+  EXPECT_HAS(msg, "'" + a_dir + "': is a directory");
+
+  const std::string empty = path("empty.txt");
+  { std::ofstream f(empty); }
+  EXPECT_HAS(input_error_of([&] { pentad::prep_bytes({empty, empty}, path("o"), 0.1); }),
+             "corpus is empty");
+
+  const std::string text = path("text.txt");
+  { std::ofstream(text) << "some text for the corpus"; }
+  const std::string file_as_dir = path("iam_a_file");
+  { std::ofstream(file_as_dir) << "x"; }
+  msg = input_error_of([&] { pentad::prep_bytes({text}, file_as_dir, 0.1); });
+  EXPECT_HAS(msg, "'" + file_as_dir + "'");
+
+  EXPECT_HAS(input_error_of([&] { pentad::prep_bytes({text}, path("o"), 1.5); }), "val_fraction");
+}
+
+TEST_F(DataTest, FailedWriteLeavesNoTmpFile) {
+  // The parent "directory" is a regular file: the tmp file cannot be created.
+  const std::string file_as_dir = path("plain");
+  { std::ofstream(file_as_dir) << "x"; }
+  const std::string p1 = file_as_dir + "/train.bin";
+  std::string msg = input_error_of([&] { pentad::write_token_file(p1, iota_tokens(10)); });
+  EXPECT_HAS(msg, "data file '" + p1 + "'");
+  EXPECT_HAS(msg, "Not a directory");
+
+  // The target is a non-empty directory: the tmp file is written, the rename
+  // fails, and the tmp file must be removed.
+  const std::string p2 = path("target.bin");
+  fs::create_directories(p2 + "/occupied");
+  msg = input_error_of([&] { pentad::write_token_file(p2, iota_tokens(10)); });
+  EXPECT_HAS(msg, "data file '" + p2 + "'");
+  EXPECT_HAS(msg, "rename");
+  EXPECT_FALSE(fs::exists(p2 + ".tmp"));
+  EXPECT_TRUE(fs::is_directory(p2 + "/occupied"));
+}

@@ -1,0 +1,847 @@
+// CPU backend ops against naive double-precision references written here,
+// and backward ops also against central finite differences of
+// L = sum(out * R) on the double reference forward. Comparisons use
+// |got - ref| <= atol + rtol*|ref| and report the worst element.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend.hpp"
+
+namespace {
+
+using pentad::Backend;
+using Vec = std::vector<float>;
+using VecD = std::vector<double>;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+Backend& backend() {
+  static std::unique_ptr<Backend> be = pentad::make_cpu_backend(0);
+  return *be;
+}
+
+Vec randn(size_t n, uint32_t seed, float sd = 1.0f, float mean = 0.0f) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist(mean, sd);
+  Vec v(n);
+  for (auto& x : v) x = dist(gen);
+  return v;
+}
+
+VecD to_d(const Vec& v) { return VecD(v.begin(), v.end()); }
+
+// Elementwise a + b (for "pre-filled accumulator + reference gradient").
+VecD plus(const Vec& a, const VecD& b) {
+  VecD r(b.size());
+  for (size_t i = 0; i < b.size(); ++i) r[i] = double(a[i]) + b[i];
+  return r;
+}
+
+// Fails (once, with the worst element) unless |got-ref| <= atol + rtol*|ref|
+// everywhere; infinities must match exactly, NaN never passes.
+void expect_close(const std::string& what, const Vec& got, const VecD& ref, double atol,
+                  double rtol) {
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  double worst_excess = -1.0, worst_err = 0.0;
+  size_t worst_i = 0;
+  bool bad = false;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double g = got[i], r = ref[i];
+    double err, excess;
+    if (std::isinf(r) || std::isinf(g)) {
+      err = (g == r) ? 0.0 : kInf;
+      excess = (g == r) ? -1.0 : kInf;
+    } else {
+      err = std::isnan(g) ? kInf : std::fabs(g - r);
+      excess = err - (atol + rtol * std::fabs(r));
+    }
+    if (excess > worst_excess || i == 0) {
+      worst_excess = excess;
+      worst_err = err;
+      worst_i = i;
+    }
+    bad = bad || excess > 0.0;
+  }
+  EXPECT_FALSE(bad) << what << ": worst mismatch at " << worst_i << ": got " << got[worst_i]
+                    << " ref " << ref[worst_i] << " |err| " << worst_err << " (atol " << atol
+                    << ", rtol " << rtol << ")";
+}
+
+void expect_bitwise(const std::string& what, const Vec& a, const Vec& b) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+      ADD_FAILURE() << what << ": first bitwise difference at " << i << ": " << a[i] << " vs "
+                    << b[i];
+      return;
+    }
+}
+
+// Central differences of a scalar function of x (double throughout).
+VecD fd_grad(const std::function<double(const VecD&)>& f, VecD x, double h = 1e-5) {
+  VecD g(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double x0 = x[i];
+    x[i] = x0 + h;
+    const double fp = f(x);
+    x[i] = x0 - h;
+    const double fm = f(x);
+    x[i] = x0;
+    g[i] = (fp - fm) / (2 * h);
+  }
+  return g;
+}
+
+double dot(const VecD& a, const Vec& r) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * r[i];
+  return s;
+}
+
+// Tolerances: fp32 kernel vs double reference, and vs finite differences.
+constexpr double kAtol = 2e-5, kRtol = 2e-4;
+constexpr double kFdAtol = 2e-4, kFdRtol = 2e-3;
+
+// ---------------------------------------------------------------- memory ----
+
+TEST(Memory, AlignedZeroedTracked) {
+  Backend& be = backend();
+  const size_t before = be.mem_stats().cur_bytes[int(pentad::Mem::scratch)];
+  float* p = be.alloc(1001, pentad::Mem::scratch);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+  for (int i = 0; i < 1001; ++i) ASSERT_EQ(p[i], 0.0f);
+  EXPECT_EQ(be.mem_stats().cur_bytes[int(pentad::Mem::scratch)], before + 1001 * sizeof(float));
+  be.fill(p, 2.5f, 1001);
+  Vec h(1001);
+  be.to_host(h.data(), p, h.size() * sizeof(float));
+  EXPECT_EQ(h[1000], 2.5f);
+  be.free_bytes(p);
+  EXPECT_EQ(be.mem_stats().cur_bytes[int(pentad::Mem::scratch)], before);
+}
+
+// ------------------------------------------------------------------ gemm ----
+
+TEST(Gemm, AllTransposesWithStridesAndBeta) {
+  const int M = 7, N = 5, K = 9;
+  const float alpha = 1.5f, beta = 0.5f;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      const int rows_a = ta ? K : M, cols_a = ta ? M : K, lda = cols_a + 3;
+      const int rows_b = tb ? N : K, cols_b = tb ? K : N, ldb = cols_b + 2;
+      const int ldc = N + 4;
+      const Vec A = randn(size_t(rows_a) * lda, 1), Bm = randn(size_t(rows_b) * ldb, 2);
+      Vec C = randn(size_t(M) * ldc, 3);
+      VecD ref(C.begin(), C.end());
+      for (int i = 0; i < M; ++i)
+        for (int j = 0; j < N; ++j) {
+          double s = 0;
+          for (int kk = 0; kk < K; ++kk) {
+            const double a = ta ? A[size_t(kk) * lda + i] : A[size_t(i) * lda + kk];
+            const double b = tb ? Bm[size_t(j) * ldb + kk] : Bm[size_t(kk) * ldb + j];
+            s += a * b;
+          }
+          ref[size_t(i) * ldc + j] = alpha * s + beta * double(C[size_t(i) * ldc + j]);
+        }
+      backend().gemm(ta, tb, M, N, K, alpha, A.data(), lda, Bm.data(), ldb, beta, C.data(), ldc);
+      expect_close("gemm ta=" + std::to_string(ta) + " tb=" + std::to_string(tb), C, ref, kAtol,
+                   kRtol);
+    }
+}
+
+TEST(Gemm, Batched) {
+  const int M = 6, N = 4, K = 5, batch = 3;
+  const long sa = M * K + 1, sb = K * N + 2, sc = M * N + 3;
+  const Vec A = randn(sa * batch, 4), Bm = randn(sb * batch, 5);
+  Vec C = randn(sc * batch, 6);
+  VecD ref(C.begin(), C.end());
+  for (int bt = 0; bt < batch; ++bt)
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) {
+        double s = 0;
+        for (int kk = 0; kk < K; ++kk)
+          s += double(A[bt * sa + i * K + kk]) * Bm[bt * sb + j * K + kk];  // B transposed
+        ref[bt * sc + i * N + j] = 2.0 * s - double(C[bt * sc + i * N + j]);
+      }
+  backend().gemm_batched(false, true, M, N, K, 2.0f, A.data(), K, sa, Bm.data(), K, sb, -1.0f,
+                         C.data(), N, sc, batch);
+  expect_close("gemm_batched", C, ref, kAtol, kRtol);
+}
+
+// ----------------------------------------------------------- elementwise ----
+
+TEST(Elementwise, AddScaleBias) {
+  const int N = 13, C = 70;
+  const Vec a = randn(N * C, 7), b = randn(N * C, 8), bias = randn(C, 9);
+  Vec out(N * C);
+  backend().add(out.data(), a.data(), b.data(), out.size());
+  VecD ref(out.size());
+  for (size_t i = 0; i < ref.size(); ++i) ref[i] = double(a[i]) + b[i];
+  expect_close("add", out, ref, 0, 1e-7);
+
+  backend().scale(out.data(), 0.25f, out.size());
+  for (auto& r : ref) r *= 0.25;
+  expect_close("scale", out, ref, 0, 1e-7);
+
+  Vec x = a;
+  backend().bias_add(x.data(), bias.data(), N, C);
+  for (int n = 0; n < N; ++n)
+    for (int c = 0; c < C; ++c) ref[n * C + c] = double(a[n * C + c]) + bias[c];
+  expect_close("bias_add", x, ref, 0, 1e-7);
+
+  Vec dbias = randn(C, 10);  // accumulates
+  VecD dref(dbias.begin(), dbias.end());
+  for (int n = 0; n < N; ++n)
+    for (int c = 0; c < C; ++c) dref[c] += a[n * C + c];
+  backend().bias_bwd(dbias.data(), a.data(), N, C);
+  expect_close("bias_bwd", dbias, dref, kAtol, kRtol);
+}
+
+TEST(Elementwise, SumSquaresDeterministic) {
+  const size_t n = (1u << 20) + 12345;
+  const Vec x = randn(n, 11);
+  double ref = 0;
+  for (float v : x) ref += double(v) * v;
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const double s1 = backend().sum_squares(x.data(), n);
+  omp_set_num_threads(2);
+  const double s2 = backend().sum_squares(x.data(), n);
+  omp_set_num_threads(3);
+  const double s3 = backend().sum_squares(x.data(), n);
+  omp_set_num_threads(saved);
+  EXPECT_NEAR(s1, ref, 1e-9 * ref);
+  EXPECT_EQ(std::memcmp(&s1, &s2, sizeof(double)), 0) << s1 << " vs " << s2;
+  EXPECT_EQ(std::memcmp(&s1, &s3, sizeof(double)), 0) << s1 << " vs " << s3;
+}
+
+// ----------------------------------------------------------------- norms ----
+
+VecD layernorm_ref(const VecD& x, const VecD& w, const VecD& b, int N, int C, double eps) {
+  VecD out(x.size());
+  for (int n = 0; n < N; ++n) {
+    double m = 0, var = 0;
+    for (int c = 0; c < C; ++c) m += x[n * C + c];
+    m /= C;
+    for (int c = 0; c < C; ++c) var += (x[n * C + c] - m) * (x[n * C + c] - m);
+    const double r = 1.0 / std::sqrt(var / C + eps);
+    for (int c = 0; c < C; ++c) out[n * C + c] = (x[n * C + c] - m) * r * w[c] + b[c];
+  }
+  return out;
+}
+
+VecD rmsnorm_ref(const VecD& x, const VecD& w, int N, int C, double eps) {
+  VecD out(x.size());
+  for (int n = 0; n < N; ++n) {
+    double ss = 0;
+    for (int c = 0; c < C; ++c) ss += x[n * C + c] * x[n * C + c];
+    const double r = 1.0 / std::sqrt(ss / C + eps);
+    for (int c = 0; c < C; ++c) out[n * C + c] = x[n * C + c] * r * w[c];
+  }
+  return out;
+}
+
+TEST(Norm, LayerNorm) {
+  const int N = 6, C = 80;  // C > one 64-channel block
+  const float eps = 1e-5f;
+  const Vec x = randn(N * C, 12, 2.0f, 0.5f), w = randn(C, 13, 0.5f, 1.0f), b = randn(C, 14);
+  Vec out(N * C), mean(N), rstd(N);
+  backend().layernorm_fwd(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N,
+                          C, eps);
+  expect_close("layernorm_fwd", out, layernorm_ref(to_d(x), to_d(w), to_d(b), N, C, eps), kAtol,
+               kRtol);
+
+  const Vec R = randn(N * C, 15);
+  Vec dx = randn(N * C, 16), dw = randn(C, 17), db = randn(C, 18);
+  const Vec dx0 = dx, dw0 = dw, db0 = db;
+  backend().layernorm_bwd(dx.data(), dw.data(), db.data(), R.data(), x.data(), w.data(),
+                          mean.data(), rstd.data(), N, C);
+  // Analytic double reference.
+  VecD gx(N * C), gw(C), gb(C);
+  for (int n = 0; n < N; ++n) {
+    double m = 0, var = 0;
+    for (int c = 0; c < C; ++c) m += x[n * C + c];
+    m /= C;
+    for (int c = 0; c < C; ++c) var += (x[n * C + c] - m) * (x[n * C + c] - m);
+    const double r = 1.0 / std::sqrt(var / C + eps);
+    double mg = 0, mgx = 0;
+    for (int c = 0; c < C; ++c) {
+      const double xh = (x[n * C + c] - m) * r, g = double(R[n * C + c]) * w[c];
+      mg += g / C;
+      mgx += g * xh / C;
+      gw[c] += R[n * C + c] * xh;
+      gb[c] += R[n * C + c];
+    }
+    for (int c = 0; c < C; ++c) {
+      const double xh = (x[n * C + c] - m) * r;
+      gx[n * C + c] = r * (double(R[n * C + c]) * w[c] - mg - xh * mgx);
+    }
+  }
+  expect_close("layernorm_bwd dx", dx, plus(dx0, gx), kAtol, kRtol);
+  expect_close("layernorm_bwd dw", dw, plus(dw0, gw), kAtol, kRtol);
+  expect_close("layernorm_bwd db", db, plus(db0, gb), kAtol, kRtol);
+  // Finite differences of L = sum(out * R).
+  const VecD xd = to_d(x), wd = to_d(w), bd = to_d(b);
+  const VecD fx = fd_grad([&](const VecD& v) { return dot(layernorm_ref(v, wd, bd, N, C, eps), R); }, xd);
+  const VecD fw = fd_grad([&](const VecD& v) { return dot(layernorm_ref(xd, v, bd, N, C, eps), R); }, wd);
+  const VecD fb = fd_grad([&](const VecD& v) { return dot(layernorm_ref(xd, wd, v, N, C, eps), R); }, bd);
+  expect_close("layernorm_bwd dx (fd)", dx, plus(dx0, fx), kFdAtol, kFdRtol);
+  expect_close("layernorm_bwd dw (fd)", dw, plus(dw0, fw), kFdAtol, kFdRtol);
+  expect_close("layernorm_bwd db (fd)", db, plus(db0, fb), kFdAtol, kFdRtol);
+}
+
+TEST(Norm, RmsNorm) {
+  const int N = 5, C = 72;
+  const float eps = 1e-6f;
+  const Vec x = randn(N * C, 19, 1.5f, 0.3f), w = randn(C, 20, 0.5f, 1.0f);
+  Vec out(N * C), rstd(N);
+  backend().rmsnorm_fwd(out.data(), rstd.data(), x.data(), w.data(), N, C, eps);
+  expect_close("rmsnorm_fwd", out, rmsnorm_ref(to_d(x), to_d(w), N, C, eps), kAtol, kRtol);
+
+  const Vec R = randn(N * C, 21);
+  Vec dx = randn(N * C, 22), dw = randn(C, 23);
+  const Vec dx0 = dx, dw0 = dw;
+  backend().rmsnorm_bwd(dx.data(), dw.data(), R.data(), x.data(), w.data(), rstd.data(), N, C);
+  VecD gx(N * C), gw(C);
+  for (int n = 0; n < N; ++n) {
+    double ss = 0;
+    for (int c = 0; c < C; ++c) ss += double(x[n * C + c]) * x[n * C + c];
+    const double r = 1.0 / std::sqrt(ss / C + eps);
+    double mgx = 0;
+    for (int c = 0; c < C; ++c) {
+      mgx += double(R[n * C + c]) * w[c] * x[n * C + c] * r / C;
+      gw[c] += R[n * C + c] * x[n * C + c] * r;
+    }
+    for (int c = 0; c < C; ++c)
+      gx[n * C + c] = r * (double(R[n * C + c]) * w[c] - x[n * C + c] * r * mgx);
+  }
+  expect_close("rmsnorm_bwd dx", dx, plus(dx0, gx), kAtol, kRtol);
+  expect_close("rmsnorm_bwd dw", dw, plus(dw0, gw), kAtol, kRtol);
+  const VecD xd = to_d(x), wd = to_d(w);
+  const VecD fx = fd_grad([&](const VecD& v) { return dot(rmsnorm_ref(v, wd, N, C, eps), R); }, xd);
+  const VecD fw = fd_grad([&](const VecD& v) { return dot(rmsnorm_ref(xd, v, N, C, eps), R); }, wd);
+  expect_close("rmsnorm_bwd dx (fd)", dx, plus(dx0, fx), kFdAtol, kFdRtol);
+  expect_close("rmsnorm_bwd dw (fd)", dw, plus(dw0, fw), kFdAtol, kFdRtol);
+}
+
+// ----------------------------------------------------------- activations ----
+
+double gelu_ref(double x) {
+  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+double silu_ref(double x) { return x / (1.0 + std::exp(-x)); }
+
+TEST(Activation, Gelu) {
+  const size_t n = 3000;
+  Vec x = randn(n, 24, 3.0f);
+  x[0] = 0.0f;
+  x[1] = -30.0f;
+  x[2] = 30.0f;
+  Vec out(n);
+  backend().gelu_fwd(out.data(), x.data(), n);
+  VecD ref(n);
+  for (size_t i = 0; i < n; ++i) ref[i] = gelu_ref(x[i]);
+  expect_close("gelu_fwd", out, ref, 1e-6, 1e-5);
+
+  const Vec R = randn(n, 25);
+  Vec dx = randn(n, 26);  // WRITTEN: the old contents must not matter
+  backend().gelu_bwd(dx.data(), R.data(), x.data(), n);
+  VecD fd(n);
+  for (size_t i = 0; i < n; ++i) {
+    const double h = 1e-5;
+    fd[i] = R[i] * (gelu_ref(x[i] + h) - gelu_ref(x[i] - h)) / (2 * h);
+  }
+  expect_close("gelu_bwd (fd)", dx, fd, 1e-5, 1e-4);
+}
+
+TEST(Activation, SwiGlu) {
+  const size_t n = 2000;
+  const Vec gate = randn(n, 27, 3.0f), up = randn(n, 28);
+  Vec out(n);
+  backend().swiglu_fwd(out.data(), gate.data(), up.data(), n);
+  VecD ref(n);
+  for (size_t i = 0; i < n; ++i) ref[i] = silu_ref(gate[i]) * up[i];
+  expect_close("swiglu_fwd", out, ref, 1e-6, 1e-5);
+
+  const Vec R = randn(n, 29);
+  Vec dgate = randn(n, 30), dup = randn(n, 31);
+  backend().swiglu_bwd(dgate.data(), dup.data(), R.data(), gate.data(), up.data(), n);
+  VecD fg(n), fu(n);
+  for (size_t i = 0; i < n; ++i) {
+    const double h = 1e-5;
+    fg[i] = R[i] * up[i] * (silu_ref(gate[i] + h) - silu_ref(gate[i] - h)) / (2 * h);
+    fu[i] = R[i] * silu_ref(gate[i]);
+  }
+  expect_close("swiglu_bwd dgate (fd)", dgate, fg, 1e-5, 1e-4);
+  expect_close("swiglu_bwd dup", dup, fu, 1e-6, 1e-5);
+}
+
+// ------------------------------------------------------------------ rope ----
+
+VecD rope_ref(const VecD& x, int B, int T, int H, int D, int pos_offset, double theta) {
+  VecD out(x.size());
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t)
+      for (int h = 0; h < H; ++h)
+        for (int i = 0; i < D / 2; ++i) {
+          const double a = (pos_offset + t) * std::pow(theta, -2.0 * i / D);
+          const size_t o = ((size_t(b) * T + t) * H + h) * D + 2 * i;
+          out[o] = x[o] * std::cos(a) - x[o + 1] * std::sin(a);
+          out[o + 1] = x[o] * std::sin(a) + x[o + 1] * std::cos(a);
+        }
+  return out;
+}
+
+TEST(Rope, ForwardBackward) {
+  const int B = 2, T = 5, H = 3, D = 8, pos_offset = 37;
+  const float theta = 10000.0f;
+  const Vec x = randn(size_t(B) * T * H * D, 32);
+  Vec y = x;
+  backend().rope_fwd(y.data(), B, T, H, D, pos_offset, theta);
+  expect_close("rope_fwd", y, rope_ref(to_d(x), B, T, H, D, pos_offset, theta), kAtol, kRtol);
+
+  const Vec R = randn(x.size(), 33);
+  Vec g = R;
+  backend().rope_bwd(g.data(), B, T, H, D, pos_offset, theta);
+  const VecD fd = fd_grad(
+      [&](const VecD& v) { return dot(rope_ref(v, B, T, H, D, pos_offset, theta), R); }, to_d(x));
+  expect_close("rope_bwd (fd)", g, fd, kFdAtol, kFdRtol);
+  backend().rope_bwd(y.data(), B, T, H, D, pos_offset, theta);  // inverse of the forward
+  expect_close("rope_bwd(rope_fwd(x)) = x", y, to_d(x), kAtol, kRtol);
+}
+
+// ------------------------------------------------------------- embedding ----
+
+TEST(Embedding, VocabSliceForwardBackward) {
+  const int B = 2, T = 5, C = 70, V = 6, vocab_start = 4, pos_offset = 3, max_pos = 10;
+  // Tokens in [4, 10) belong to the slice; 1, 11 and 12 do not; 5 repeats.
+  const std::vector<int32_t> tokens = {5, 1, 5, 9, 11, 4, 5, 12, 7, 5};
+  const Vec wte = randn(size_t(V) * C, 34), wpe = randn(size_t(max_pos) * C, 35);
+  for (int with_wpe = 0; with_wpe < 2; ++with_wpe) {
+    const float* wpe_p = with_wpe ? wpe.data() : nullptr;
+    Vec out(size_t(B) * T * C, 99.0f);
+    backend().embedding_fwd(out.data(), tokens.data(), wte.data(), wpe_p, B, T, C, vocab_start,
+                            V, pos_offset);
+    VecD ref(out.size(), 0.0);
+    for (int bt = 0; bt < B * T; ++bt) {
+      const int row = tokens[bt] - vocab_start;
+      for (int c = 0; c < C; ++c) {
+        double v = (row >= 0 && row < V) ? wte[size_t(row) * C + c] : 0.0;
+        if (with_wpe) v += wpe[size_t(pos_offset + bt % T) * C + c];
+        ref[size_t(bt) * C + c] = v;
+      }
+    }
+    expect_close("embedding_fwd wpe=" + std::to_string(with_wpe), out, ref, 0, 1e-7);
+
+    const Vec R = randn(out.size(), 36);
+    Vec dwte = randn(wte.size(), 37), dwpe = randn(wpe.size(), 38);
+    const Vec dwte0 = dwte, dwpe0 = dwpe;
+    backend().embedding_bwd(dwte.data(), with_wpe ? dwpe.data() : nullptr, R.data(),
+                            tokens.data(), B, T, C, vocab_start, V, pos_offset);
+    VecD gte(dwte.size()), gpe(dwpe.size());
+    for (int bt = 0; bt < B * T; ++bt) {
+      const int row = tokens[bt] - vocab_start;
+      for (int c = 0; c < C; ++c) {
+        if (row >= 0 && row < V) gte[size_t(row) * C + c] += R[size_t(bt) * C + c];
+        if (with_wpe) gpe[size_t(pos_offset + bt % T) * C + c] += R[size_t(bt) * C + c];
+      }
+    }
+    expect_close("embedding_bwd dwte", dwte, plus(dwte0, gte), 1e-6, 1e-6);
+    expect_close("embedding_bwd dwpe", dwpe, plus(dwpe0, gpe), 1e-6, 1e-6);
+  }
+}
+
+// ------------------------------------------------------------- attention ----
+
+struct AttnShape {
+  int B, Tq, Tk, H, Hkv, D, q_offset, k_offset;
+  bool causal;
+  std::string str() const {
+    return "B" + std::to_string(B) + " Tq" + std::to_string(Tq) + " Tk" + std::to_string(Tk) +
+           " H" + std::to_string(H) + " Hkv" + std::to_string(Hkv) + " D" + std::to_string(D) +
+           " qo" + std::to_string(q_offset) + " ko" + std::to_string(k_offset) +
+           (causal ? " causal" : " full");
+  }
+  size_t nq() const { return size_t(B) * Tq * H * D; }
+  size_t nk() const { return size_t(B) * Tk * Hkv * D; }
+  size_t nlse() const { return size_t(B) * H * Tq; }
+};
+
+bool visible(const AttnShape& s, int i, int j) {
+  return !s.causal || s.k_offset + j <= s.q_offset + i;
+}
+
+// Double reference: out (B,Tq,H,D), lse (B,H,Tq); optional gradients.
+void attn_ref(const AttnShape& s, const VecD& q, const VecD& k, const VecD& v, VecD* out,
+              VecD* lse, const Vec* dout = nullptr, VecD* dq = nullptr, VecD* dk = nullptr,
+              VecD* dv = nullptr) {
+  const double scale = 1.0 / std::sqrt(double(s.D));
+  const int g = s.H / s.Hkv;
+  if (out) out->assign(s.nq(), 0.0);
+  if (lse) lse->assign(s.nlse(), 0.0);
+  if (dq) dq->assign(s.nq(), 0.0), dk->assign(s.nk(), 0.0), dv->assign(s.nk(), 0.0);
+  auto qi = [&](int b, int t, int h) { return ((size_t(b) * s.Tq + t) * s.H + h) * s.D; };
+  auto ki = [&](int b, int t, int h) { return ((size_t(b) * s.Tk + t) * s.Hkv + h) * s.D; };
+  VecD p(s.Tk), dp(s.Tk);
+  for (int b = 0; b < s.B; ++b)
+    for (int h = 0; h < s.H; ++h)
+      for (int i = 0; i < s.Tq; ++i) {
+        const int kh = h / g;
+        double m = -kInf;
+        for (int j = 0; j < s.Tk; ++j) {
+          p[j] = -kInf;
+          if (!visible(s, i, j)) continue;
+          double d = 0;
+          for (int e = 0; e < s.D; ++e) d += q[qi(b, i, h) + e] * k[ki(b, j, kh) + e];
+          p[j] = d * scale;
+          m = std::max(m, p[j]);
+        }
+        double l = -kInf;
+        if (m > -kInf) {
+          double sum = 0;
+          for (int j = 0; j < s.Tk; ++j) sum += (p[j] > -kInf) ? std::exp(p[j] - m) : 0.0;
+          l = m + std::log(sum);
+        }
+        if (lse) (*lse)[(size_t(b) * s.H + h) * s.Tq + i] = l;
+        for (int j = 0; j < s.Tk; ++j) p[j] = (p[j] > -kInf) ? std::exp(p[j] - l) : 0.0;
+        if (out)
+          for (int j = 0; j < s.Tk; ++j)
+            for (int e = 0; e < s.D; ++e) (*out)[qi(b, i, h) + e] += p[j] * v[ki(b, j, kh) + e];
+        if (!dq) continue;
+        double drow = 0;
+        for (int j = 0; j < s.Tk; ++j) {
+          dp[j] = 0;
+          for (int e = 0; e < s.D; ++e) dp[j] += double((*dout)[qi(b, i, h) + e]) * v[ki(b, j, kh) + e];
+          drow += p[j] * dp[j];
+        }
+        for (int j = 0; j < s.Tk; ++j) {
+          const double ds = p[j] * (dp[j] - drow);
+          for (int e = 0; e < s.D; ++e) {
+            (*dq)[qi(b, i, h) + e] += scale * ds * k[ki(b, j, kh) + e];
+            (*dk)[ki(b, j, kh) + e] += scale * ds * q[qi(b, i, h) + e];
+            (*dv)[ki(b, j, kh) + e] += p[j] * (*dout)[qi(b, i, h) + e];
+          }
+        }
+      }
+}
+
+struct AttnData {
+  Vec q, k, v, dout;
+  AttnData(const AttnShape& s, uint32_t seed)
+      : q(randn(s.nq(), seed)), k(randn(s.nk(), seed + 1)), v(randn(s.nk(), seed + 2)),
+        dout(randn(s.nq(), seed + 3)) {}
+};
+
+struct AttnOut {
+  Vec out, lse, probs;
+};
+
+AttnOut run_attn_fwd(const AttnShape& s, const AttnData& d, bool keep_probs) {
+  AttnOut r{Vec(s.nq(), 7.0f), Vec(s.nlse(), 7.0f), {}};
+  if (keep_probs) r.probs.assign(s.nlse() * s.Tk, 7.0f);
+  backend().attention_fwd(r.out.data(), r.lse.data(), keep_probs ? r.probs.data() : nullptr,
+                          d.q.data(), d.k.data(), d.v.data(), s.B, s.Tq, s.Tk, s.H, s.Hkv, s.D,
+                          s.q_offset, s.k_offset, s.causal);
+  return r;
+}
+
+const std::vector<AttnShape> kAttnShapes = {
+    {2, 6, 6, 4, 4, 8, 0, 0, true},     // causal MHA
+    {2, 6, 6, 4, 4, 8, 0, 0, false},    // non-causal
+    {1, 5, 7, 4, 2, 4, 3, 0, true},     // GQA 2 heads per kv head, Tq != Tk, offset
+    {2, 4, 6, 4, 1, 4, 0, 2, true},     // MQA; rows 0, 1 fully masked (k_offset > q_offset)
+    {1, 70, 70, 2, 1, 8, 0, 0, true},   // two 64-row blocks
+    {1, 67, 66, 2, 2, 8, 10, 40, true}, // offsets, masked rows spanning a block
+};
+
+TEST(Attention, ForwardMatchesReference) {
+  for (const AttnShape& s : kAttnShapes) {
+    SCOPED_TRACE(s.str());
+    const AttnData d(s, 40);
+    const AttnOut r = run_attn_fwd(s, d, true);
+    VecD out, lse;
+    attn_ref(s, to_d(d.q), to_d(d.k), to_d(d.v), &out, &lse);
+    expect_close("attention out", r.out, out, kAtol, kRtol);
+    expect_close("attention lse", r.lse, lse, kAtol, kRtol);
+    for (float x : r.probs) ASSERT_TRUE(std::isfinite(x));
+  }
+}
+
+TEST(Attention, BackwardMatchesReferenceAndFd) {
+  for (const AttnShape& s : kAttnShapes) {
+    SCOPED_TRACE(s.str());
+    const AttnData d(s, 50);
+    const AttnOut r = run_attn_fwd(s, d, false);
+    Vec dq = randn(s.nq(), 51), dk = randn(s.nk(), 52), dv = randn(s.nk(), 53);
+    const Vec dq0 = dq, dk0 = dk, dv0 = dv;
+    backend().attention_bwd(dq.data(), dk.data(), dv.data(), d.dout.data(), r.out.data(),
+                            r.lse.data(), nullptr, d.q.data(), d.k.data(), d.v.data(), s.B, s.Tq,
+                            s.Tk, s.H, s.Hkv, s.D, s.q_offset, s.k_offset, s.causal);
+    const VecD qd = to_d(d.q), kd = to_d(d.k), vd = to_d(d.v);
+    VecD gq, gk, gv;
+    attn_ref(s, qd, kd, vd, nullptr, nullptr, &d.dout, &gq, &gk, &gv);
+    expect_close("attention dq", dq, plus(dq0, gq), kAtol, kRtol);
+    expect_close("attention dk", dk, plus(dk0, gk), kAtol, kRtol);
+    expect_close("attention dv", dv, plus(dv0, gv), kAtol, kRtol);
+    if (s.Tq > 8) continue;  // finite differences on the small shapes only
+    auto loss = [&](const VecD& qq, const VecD& kk, const VecD& vv) {
+      VecD out;
+      attn_ref(s, qq, kk, vv, &out, nullptr);
+      return dot(out, d.dout);
+    };
+    expect_close("attention dq (fd)", dq,
+                 plus(dq0, fd_grad([&](const VecD& x) { return loss(x, kd, vd); }, qd)), kFdAtol,
+                 kFdRtol);
+    expect_close("attention dk (fd)", dk,
+                 plus(dk0, fd_grad([&](const VecD& x) { return loss(qd, x, vd); }, kd)), kFdAtol,
+                 kFdRtol);
+    expect_close("attention dv (fd)", dv,
+                 plus(dv0, fd_grad([&](const VecD& x) { return loss(qd, kd, x); }, vd)), kFdAtol,
+                 kFdRtol);
+  }
+}
+
+TEST(Attention, FullyMaskedRowsAreZeroNotNan) {
+  const AttnShape s{1, 4, 4, 2, 1, 4, 0, 2, true};  // rows 0, 1 see no key
+  const AttnData d(s, 60);
+  const AttnOut r = run_attn_fwd(s, d, true);
+  for (int h = 0; h < s.H; ++h)
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(r.lse[h * s.Tq + i], -std::numeric_limits<float>::infinity());
+      for (int e = 0; e < s.D; ++e) EXPECT_EQ(r.out[(i * s.H + h) * s.D + e], 0.0f);
+    }
+  for (int pass = 0; pass < 2; ++pass) {
+    Vec dq(s.nq()), dk(s.nk()), dv(s.nk());
+    backend().attention_bwd(dq.data(), dk.data(), dv.data(), d.dout.data(), r.out.data(),
+                            r.lse.data(), pass ? r.probs.data() : nullptr, d.q.data(), d.k.data(),
+                            d.v.data(), s.B, s.Tq, s.Tk, s.H, s.Hkv, s.D, s.q_offset, s.k_offset,
+                            s.causal);
+    for (float x : dq) ASSERT_TRUE(std::isfinite(x));
+    for (float x : dk) ASSERT_TRUE(std::isfinite(x));
+    for (int h = 0; h < s.H; ++h)
+      for (int i = 0; i < 2; ++i)
+        for (int e = 0; e < s.D; ++e) EXPECT_EQ(dq[(i * s.H + h) * s.D + e], 0.0f);
+  }
+}
+
+TEST(Attention, KeptAndRecomputedProbsGiveIdenticalGradients) {
+  for (const AttnShape& s : kAttnShapes) {
+    SCOPED_TRACE(s.str());
+    const AttnData d(s, 70);
+    const AttnOut r = run_attn_fwd(s, d, true);
+    const AttnOut r2 = run_attn_fwd(s, d, false);
+    expect_bitwise("out with/without probs", r.out, r2.out);
+    Vec grads[2][3];
+    for (int pass = 0; pass < 2; ++pass) {
+      Vec& dq = grads[pass][0] = Vec(s.nq());
+      Vec& dk = grads[pass][1] = Vec(s.nk());
+      Vec& dv = grads[pass][2] = Vec(s.nk());
+      backend().attention_bwd(dq.data(), dk.data(), dv.data(), d.dout.data(), r.out.data(),
+                              r.lse.data(), pass ? r.probs.data() : nullptr, d.q.data(),
+                              d.k.data(), d.v.data(), s.B, s.Tq, s.Tk, s.H, s.Hkv, s.D,
+                              s.q_offset, s.k_offset, s.causal);
+    }
+    expect_bitwise("dq", grads[0][0], grads[1][0]);
+    expect_bitwise("dk", grads[0][1], grads[1][1]);
+    expect_bitwise("dv", grads[0][2], grads[1][2]);
+  }
+}
+
+// Ring attention: keys split in two blocks, forward merged by lse, backward of
+// each block run with the merged out/lse; must equal the one-block result.
+TEST(Attention, SplitKeyMergeMatchesSingleBlock) {
+  const std::vector<AttnShape> shapes = {{2, 6, 8, 4, 2, 4, 2, 0, true},
+                                         {1, 8, 8, 4, 4, 8, 0, 0, true},
+                                         {1, 5, 8, 2, 1, 4, 0, 0, false}};
+  for (const AttnShape& s : shapes) {
+    SCOPED_TRACE(s.str());
+    const AttnData d(s, 80);
+    const AttnOut full = run_attn_fwd(s, d, false);
+    const int half = s.Tk / 2;
+    AttnShape sh = s;
+    sh.Tk = half;
+    // The two key halves as separate (B, Tk/2, Hkv, D) tensors.
+    AttnData blk[2] = {AttnData(sh, 1), AttnData(sh, 1)};
+    const size_t row = size_t(s.Hkv) * s.D;
+    for (int part = 0; part < 2; ++part)
+      for (int b = 0; b < s.B; ++b)
+        for (int t = 0; t < half; ++t) {
+          const size_t src = (size_t(b) * s.Tk + part * half + t) * row;
+          const size_t dst = (size_t(b) * half + t) * row;
+          std::copy_n(d.k.begin() + src, row, blk[part].k.begin() + dst);
+          std::copy_n(d.v.begin() + src, row, blk[part].v.begin() + dst);
+        }
+    AttnOut parts[2];
+    for (int part = 0; part < 2; ++part) {
+      AttnShape sp = sh;
+      sp.k_offset = s.k_offset + part * half;
+      blk[part].q = d.q;
+      parts[part] = run_attn_fwd(sp, blk[part], false);
+    }
+    Vec out(s.nq()), lse(s.nlse());
+    for (int b = 0; b < s.B; ++b)
+      for (int h = 0; h < s.H; ++h)
+        for (int i = 0; i < s.Tq; ++i) {
+          const size_t li = (size_t(b) * s.H + h) * s.Tq + i;
+          const double l0 = parts[0].lse[li], l1 = parts[1].lse[li];
+          const double m = std::max(l0, l1);
+          const double l = m == -kInf ? -kInf : m + std::log(std::exp(l0 - m) + std::exp(l1 - m));
+          lse[li] = float(l);
+          for (int e = 0; e < s.D; ++e) {
+            const size_t oi = ((size_t(b) * s.Tq + i) * s.H + h) * s.D + e;
+            out[oi] = l == -kInf ? 0.0f
+                                 : float(std::exp(l0 - l) * parts[0].out[oi] +
+                                         std::exp(l1 - l) * parts[1].out[oi]);
+          }
+        }
+    expect_close("merged out", out, to_d(full.out), kAtol, kRtol);
+    expect_close("merged lse", lse, to_d(full.lse), kAtol, kRtol);
+
+    Vec dq(s.nq()), dk(s.nk()), dv(s.nk());
+    backend().attention_bwd(dq.data(), dk.data(), dv.data(), d.dout.data(), full.out.data(),
+                            full.lse.data(), nullptr, d.q.data(), d.k.data(), d.v.data(), s.B,
+                            s.Tq, s.Tk, s.H, s.Hkv, s.D, s.q_offset, s.k_offset, s.causal);
+    Vec dq_split(s.nq()), dk_split(s.nk()), dv_split(s.nk());
+    for (int part = 0; part < 2; ++part) {
+      Vec dkp(sh.nk()), dvp(sh.nk());
+      backend().attention_bwd(dq_split.data(), dkp.data(), dvp.data(), d.dout.data(), out.data(),
+                              lse.data(), nullptr, d.q.data(), blk[part].k.data(),
+                              blk[part].v.data(), s.B, s.Tq, half, s.H, s.Hkv, s.D, s.q_offset,
+                              s.k_offset + part * half, s.causal);
+      for (int b = 0; b < s.B; ++b)
+        for (int t = 0; t < half; ++t) {
+          const size_t dst = (size_t(b) * s.Tk + part * half + t) * row;
+          const size_t src = (size_t(b) * half + t) * row;
+          std::copy_n(dkp.begin() + src, row, dk_split.begin() + dst);
+          std::copy_n(dvp.begin() + src, row, dv_split.begin() + dst);
+        }
+    }
+    expect_close("split dq", dq_split, to_d(dq), kAtol, kRtol);
+    expect_close("split dk", dk_split, to_d(dk), kAtol, kRtol);
+    expect_close("split dv", dv_split, to_d(dv), kAtol, kRtol);
+  }
+}
+
+// ------------------------------------------------------------------ xent ----
+
+TEST(Xent, SingleSliceMatchesReference) {
+  const int N = 6, V = 37;
+  const Vec logits = randn(size_t(N) * V, 90, 3.0f);
+  const std::vector<int32_t> targets = {3, 0, 36, -1, 17, 17};
+  const float grad_scale = 0.25f;
+  Vec rowmax(N), sumexp(N), tl(N), losses(N, 9.0f), dl(logits.size(), 9.0f);
+  backend().xent_rowmax(rowmax.data(), logits.data(), N, V);
+  backend().xent_sumexp(sumexp.data(), tl.data(), logits.data(), rowmax.data(), targets.data(), N,
+                        V, 0);
+  backend().xent_bwd(dl.data(), losses.data(), logits.data(), rowmax.data(), sumexp.data(),
+                     tl.data(), targets.data(), grad_scale, N, V, 0);
+  VecD ref_loss(N), ref_grad(logits.size());
+  for (int n = 0; n < N; ++n) {
+    double m = -kInf, s = 0;
+    for (int j = 0; j < V; ++j) m = std::max(m, double(logits[n * V + j]));
+    for (int j = 0; j < V; ++j) s += std::exp(logits[n * V + j] - m);
+    if (targets[n] < 0) continue;
+    ref_loss[n] = std::log(s) + m - logits[n * V + targets[n]];
+    for (int j = 0; j < V; ++j)
+      ref_grad[n * V + j] =
+          grad_scale * (std::exp(logits[n * V + j] - m) / s - (j == targets[n] ? 1.0 : 0.0));
+  }
+  expect_close("xent losses", losses, ref_loss, kAtol, kRtol);
+  expect_close("xent dlogits", dl, ref_grad, 1e-6, kRtol);
+  // Gradient by finite differences of sum(losses) * grad_scale.
+  auto loss_fn = [&](const VecD& x) {
+    double total = 0;
+    for (int n = 0; n < N; ++n) {
+      if (targets[n] < 0) continue;
+      double m = -kInf, s = 0;
+      for (int j = 0; j < V; ++j) m = std::max(m, x[n * V + j]);
+      for (int j = 0; j < V; ++j) s += std::exp(x[n * V + j] - m);
+      total += std::log(s) + m - x[n * V + targets[n]];
+    }
+    return grad_scale * total;
+  };
+  expect_close("xent dlogits (fd)", dl, fd_grad(loss_fn, to_d(logits)), 1e-5, 1e-3);
+  // In place (dlogits aliasing logits) gives the same bits.
+  Vec alias = logits;
+  backend().xent_bwd(alias.data(), nullptr, alias.data(), rowmax.data(), sumexp.data(), tl.data(),
+                     targets.data(), grad_scale, N, V, 0);
+  expect_bitwise("xent in place", alias, dl);
+}
+
+TEST(Xent, TwoVocabSlicesCombine) {
+  const int N = 5, V = 40, V0 = 17, V1 = V - V0;
+  const Vec logits = randn(size_t(N) * V, 91, 2.0f);
+  const std::vector<int32_t> targets = {0, 16, 17, 39, -1};
+  Vec slice[2] = {Vec(size_t(N) * V0), Vec(size_t(N) * V1)};
+  for (int n = 0; n < N; ++n) {
+    std::copy_n(logits.begin() + n * V, V0, slice[0].begin() + n * V0);
+    std::copy_n(logits.begin() + n * V + V0, V1, slice[1].begin() + n * V1);
+  }
+  Backend& be = backend();
+  Vec rowmax(N), sumexp(N), tl(N), losses(N), dl(logits.size());
+  be.xent_rowmax(rowmax.data(), logits.data(), N, V);
+  be.xent_sumexp(sumexp.data(), tl.data(), logits.data(), rowmax.data(), targets.data(), N, V, 0);
+  be.xent_bwd(dl.data(), losses.data(), logits.data(), rowmax.data(), sumexp.data(), tl.data(),
+              targets.data(), 1.0f, N, V, 0);
+
+  const int widths[2] = {V0, V1}, starts[2] = {0, V0};
+  Vec mx[2] = {Vec(N), Vec(N)}, se[2] = {Vec(N), Vec(N)}, tg[2] = {Vec(N), Vec(N)};
+  for (int p = 0; p < 2; ++p) be.xent_rowmax(mx[p].data(), slice[p].data(), N, widths[p]);
+  Vec gmax(N);  // "all-reduce max"
+  for (int n = 0; n < N; ++n) gmax[n] = std::max(mx[0][n], mx[1][n]);
+  for (int p = 0; p < 2; ++p)
+    be.xent_sumexp(se[p].data(), tg[p].data(), slice[p].data(), gmax.data(), targets.data(), N,
+                   widths[p], starts[p]);
+  Vec gsum(N), gtl(N);  // "all-reduce sum"
+  for (int n = 0; n < N; ++n) gsum[n] = se[0][n] + se[1][n], gtl[n] = tg[0][n] + tg[1][n];
+  Vec dl_split(logits.size()), loss_split[2] = {Vec(N), Vec(N)};
+  for (int p = 0; p < 2; ++p) {
+    Vec g(size_t(N) * widths[p]);
+    be.xent_bwd(g.data(), loss_split[p].data(), slice[p].data(), gmax.data(), gsum.data(),
+                gtl.data(), targets.data(), 1.0f, N, widths[p], starts[p]);
+    for (int n = 0; n < N; ++n)
+      std::copy_n(g.begin() + n * widths[p], widths[p], dl_split.begin() + n * V + starts[p]);
+  }
+  expect_close("split rowmax", gmax, to_d(rowmax), 0, 0);
+  expect_close("split sumexp", gsum, to_d(sumexp), 0, 1e-6);
+  expect_close("split losses", loss_split[0], to_d(losses), 1e-6, 1e-6);
+  expect_close("split losses (other slice)", loss_split[1], to_d(losses), 1e-6, 1e-6);
+  expect_close("split dlogits", dl_split, to_d(dl), 1e-7, 1e-5);
+  EXPECT_EQ(losses[4], 0.0f);
+  for (int j = 0; j < V; ++j) EXPECT_EQ(dl[4 * V + j], 0.0f);
+}
+
+// ----------------------------------------------------------------- adamw ----
+
+TEST(AdamW, ThreeStepsMatchDoubleReference) {
+  const size_t n = 1000;
+  const float lr = 3e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, gs = 0.7f;
+  Vec p = randn(n, 92), m(n), v(n);
+  VecD pr = to_d(p), mr(n), vr(n);
+  for (int step = 1; step <= 3; ++step) {
+    const Vec g = randn(n, 93 + step);
+    backend().adamw(p.data(), g.data(), m.data(), v.data(), n, lr, b1, b2, eps, wd, gs, step);
+    const double bc1 = 1 - std::pow(double(b1), step), bc2 = 1 - std::pow(double(b2), step);
+    for (size_t i = 0; i < n; ++i) {
+      const double gi = double(g[i]) * gs;
+      pr[i] *= 1 - double(lr) * wd;
+      mr[i] = b1 * mr[i] + (1 - double(b1)) * gi;
+      vr[i] = b2 * vr[i] + (1 - double(b2)) * gi * gi;
+      pr[i] -= lr / bc1 * mr[i] / (std::sqrt(vr[i]) / std::sqrt(bc2) + eps);
+    }
+    expect_close("adamw m step " + std::to_string(step), m, mr, 1e-7, 1e-5);
+    expect_close("adamw v step " + std::to_string(step), v, vr, 1e-9, 1e-5);
+    expect_close("adamw p step " + std::to_string(step), p, pr, 1e-6, 1e-5);
+  }
+}
+
+}  // namespace

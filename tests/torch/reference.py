@@ -42,6 +42,13 @@ LR_RTOL = 1e-6             # lr is a closed formula; fp32 representation ~6e-8
 # the grad norm, a norm of second-order-sensitive quantities, drifted up to
 # 3.5e-5 relative at later steps.
 FINAL_ATOL_LR = 2e-3       # x sum over steps of lr(s)
+# gpt2's key bias is the exception: its true gradient is zero at every step,
+# so in fp32 Adam turns rounding noise g ~ u*scale into updates of up to lr
+# each step (|g| > eps once the model's gradients exceed ~0.1). Its final
+# value is not determined by the math; we only bound it by Adam's reach,
+# |m_hat/sqrt(v_hat)| <= (1-b1)/sqrt((1-b2)(1-b1^2/b2)) ~ 1.2 per step for
+# both runs: 2.4 * sum lr.
+FINAL_BK_ATOL_LR = 2.4
 FINAL_RTOL = 1e-4
 TRAJ_LOSS_RTOL = 1e-5      # per-step loss, every step
 TRAJ_NORM_RTOL = 3e-4      # per-step grad norm, steps >= 2
@@ -309,8 +316,9 @@ def main():
                    LOSS_RTOL if s == 0 else TRAJ_NORM_RTOL)
     lr_sum = sum(lrs)
     for n in names:
-        rep.tensor("final", "final/" + n, f["final"][n][...], p[n].detach().numpy(),
-                   FINAL_ATOL_LR, FINAL_RTOL, scale=lr_sum)
+        bk = n.endswith("attn/bk")
+        rep.tensor("final(bk bound)" if bk else "final", "final/" + n, f["final"][n][...],
+                   p[n].detach().numpy(), FINAL_BK_ATOL_LR if bk else FINAL_ATOL_LR, FINAL_RTOL, scale=lr_sum)
 
     # Non-triviality: learning happened, and it moved every parameter.
     drop = (losses[0] - losses[-1]) / losses[0]

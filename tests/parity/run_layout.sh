@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The layout parity harness: train DECK for N steps on 1 rank and under a
+# layout on NP ranks, then compare the per-step losses and final parameters.
+#   run_layout.sh DECK NP "REF_SETS" "LAYOUT_SETS"
+# REF_SETS / LAYOUT_SETS: extra "--set k=v" words for the 1-rank and the
+# parallel run (the global batch must be the same: micro_batch*grad_accum*dp).
+# env: PENTAD, MPIEXEC, PENTAD_SOURCE_DIR, PENTAD_PYTHON
+set -euo pipefail
+deck=$1; np=$2; ref_sets=$3; layout_sets=$4
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/src/*.cpp > /dev/null
+common=(--set data.train="$tmp/data/train.bin")
+# shellcheck disable=SC2086
+"$MPIEXEC" -n 1 "$PENTAD" train "$deck" "${common[@]}" $ref_sets --set log.dump="$tmp/ref.h5" > "$tmp/ref.log" 2>&1 \
+  || { cat "$tmp/ref.log"; exit 1; }
+# shellcheck disable=SC2086
+"$MPIEXEC" -n "$np" "$PENTAD" train "$deck" "${common[@]}" $layout_sets --set log.dump="$tmp/run.h5" > "$tmp/run.log" 2>&1 \
+  || { cat "$tmp/run.log"; exit 1; }
+grep -E "^summary" "$tmp/run.log" || true
+"$PENTAD_PYTHON" "$(dirname "$0")/compare_dumps.py" "$tmp/run.h5" "$tmp/ref.h5"

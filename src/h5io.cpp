@@ -56,11 +56,14 @@ void H5Writer::write(const std::string& name, const double* data, const std::vec
 }
 
 void H5Writer::attr(const std::string& name, const std::string& value) {
+  // Variable-length UTF-8, which h5py returns as a Python str.
   const hid_t type = HDF5_CHECK(H5Tcopy(H5T_C_S1));
-  HDF5_CHECK(H5Tset_size(type, value.empty() ? 1 : value.size()));
+  HDF5_CHECK(H5Tset_size(type, H5T_VARIABLE));
+  HDF5_CHECK(H5Tset_cset(type, H5T_CSET_UTF8));
   const hid_t space = HDF5_CHECK(H5Screate(H5S_SCALAR));
   const hid_t a = HDF5_CHECK(H5Acreate2(file_, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT));
-  HDF5_CHECK(H5Awrite(a, type, value.empty() ? "" : value.data()));
+  const char* ptr = value.c_str();
+  HDF5_CHECK(H5Awrite(a, type, &ptr));
   H5Aclose(a);
   H5Sclose(space);
   H5Tclose(type);

@@ -8,3 +8,7 @@ foreach(case missing_data truncated_data bad_magic token_out_of_vocab unreadable
   set_tests_properties(cli_bad_input_${case} PROPERTIES LABELS "mpi;cli"
                        ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
 endforeach()
+
+add_test(NAME default_run_tiny_dp2 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/default_run.sh)
+set_tests_properties(default_run_tiny_dp2 PROPERTIES LABELS "mpi;cli"
+                     ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 400)

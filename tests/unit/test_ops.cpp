@@ -13,6 +13,7 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,15 @@ Vec randn(size_t n, uint32_t seed, float sd = 1.0f, float mean = 0.0f) {
   Vec v(n);
   for (auto& x : v) x = dist(gen);
   return v;
+}
+
+// Concatenates its arguments as text (std::string operator+ trips a GCC 12
+// -Wrestrict false positive).
+template <class... Args>
+std::string cat(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
 }
 
 VecD to_d(const Vec& v) { return VecD(v.begin(), v.end()); }
@@ -153,7 +163,7 @@ TEST(Gemm, AllTransposesWithStridesAndBeta) {
           ref[size_t(i) * ldc + j] = alpha * s + beta * double(C[size_t(i) * ldc + j]);
         }
       backend().gemm(ta, tb, M, N, K, alpha, A.data(), lda, Bm.data(), ldb, beta, C.data(), ldc);
-      expect_close("gemm ta=" + std::to_string(ta) + " tb=" + std::to_string(tb), C, ref, kAtol,
+      expect_close(cat("gemm ta=", ta, " tb=", tb), C, ref, kAtol,
                    kRtol);
     }
 }
@@ -440,7 +450,7 @@ TEST(Embedding, VocabSliceForwardBackward) {
         ref[size_t(bt) * C + c] = v;
       }
     }
-    expect_close("embedding_fwd wpe=" + std::to_string(with_wpe), out, ref, 0, 1e-7);
+    expect_close(cat("embedding_fwd wpe=", with_wpe), out, ref, 0, 1e-7);
 
     const Vec R = randn(out.size(), 36);
     Vec dwte = randn(wte.size(), 37), dwpe = randn(wpe.size(), 38);
@@ -466,10 +476,8 @@ struct AttnShape {
   int B, Tq, Tk, H, Hkv, D, q_offset, k_offset;
   bool causal;
   std::string str() const {
-    return "B" + std::to_string(B) + " Tq" + std::to_string(Tq) + " Tk" + std::to_string(Tk) +
-           " H" + std::to_string(H) + " Hkv" + std::to_string(Hkv) + " D" + std::to_string(D) +
-           " qo" + std::to_string(q_offset) + " ko" + std::to_string(k_offset) +
-           (causal ? " causal" : " full");
+    return cat("B", B, " Tq", Tq, " Tk", Tk, " H", H, " Hkv", Hkv, " D", D, " qo", q_offset,
+               " ko", k_offset, causal ? " causal" : " full");
   }
   size_t nq() const { return size_t(B) * Tq * H * D; }
   size_t nk() const { return size_t(B) * Tk * Hkv * D; }
@@ -838,9 +846,9 @@ TEST(AdamW, ThreeStepsMatchDoubleReference) {
       vr[i] = b2 * vr[i] + (1 - double(b2)) * gi * gi;
       pr[i] -= lr / bc1 * mr[i] / (std::sqrt(vr[i]) / std::sqrt(bc2) + eps);
     }
-    expect_close("adamw m step " + std::to_string(step), m, mr, 1e-7, 1e-5);
-    expect_close("adamw v step " + std::to_string(step), v, vr, 1e-9, 1e-5);
-    expect_close("adamw p step " + std::to_string(step), p, pr, 1e-6, 1e-5);
+    expect_close(cat("adamw m step ", step), m, mr, 1e-7, 1e-5);
+    expect_close(cat("adamw v step ", step), v, vr, 1e-9, 1e-5);
+    expect_close(cat("adamw p step ", step), p, pr, 1e-6, 1e-5);
   }
 }
 

@@ -1,0 +1,14 @@
+# PyTorch parity tests (label `torch`): each tiny deck is trained by pentad
+# under every recompute mode and its dump checked by the fp64 oracle
+# reference.py (step-1 logits/loss/grads, per-step loss/lr/grad norm, final
+# parameters). Included from tests/CMakeLists.txt, which defines PENTAD_TEST_ENV.
+foreach(model gpt2 llama)
+  foreach(recompute none selective full)
+    set(name torch_parity_${model}_${recompute})
+    add_test(NAME ${name}
+      COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_parity.sh
+              ${CMAKE_CURRENT_LIST_DIR}/${model}_tiny.toml ${recompute})
+    set_tests_properties(${name} PROPERTIES LABELS torch
+      ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
+  endforeach()
+endforeach()

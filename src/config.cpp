@@ -325,6 +325,10 @@ const std::vector<Key>& schema() {
     s.push_back(int_key(PENTAD_FIELD(checkpoint, every), 0, kNoMax,
                         "steps between checkpoints; 0 = none during training"));
     s.push_back(bool_key(PENTAD_FIELD(checkpoint, save_final), "write <dir>/final.h5 at the end"));
+    s.push_back(int_key(PENTAD_FIELD(checkpoint, keep), 0, kNoMax,
+                        "newest step checkpoints kept; 0 = keep all"));
+    s.push_back(string_key(PENTAD_FIELD(checkpoint, resume),
+                           "\"\" = fresh, \"latest\" = newest in dir (fresh if none), or a file"));
 
     s.push_back(int_key(PENTAD_FIELD(log, every), 1, kNoMax, "steps between log lines"));
     s.push_back(string_key(PENTAD_FIELD(log, metrics), "JSON-lines metrics file; \"\" = none"));

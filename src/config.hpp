@@ -73,6 +73,8 @@ struct CheckpointConfig {
   std::string dir = "ckpt";
   int every = 0;           // 0 = none during training
   bool save_final = false; // write <dir>/final.h5 at the end
+  int keep = 3;            // newest step files kept; 0 = keep all
+  std::string resume;      // "" = fresh, "latest" = newest in dir (fresh if none), or a file
 
   bool operator==(const CheckpointConfig&) const = default;
 };

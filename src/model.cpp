@@ -50,8 +50,9 @@ struct Model::Scratch {
   float* fc_act = nullptr;    // (B,T,F) recomputed MLP activation (selective/full)
 };
 
-Model::Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backend& backend)
-    : cfg_(cfg), recompute_(recompute), be_(backend), params_(backend) {
+Model::Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backend& backend,
+             ModelParallel par)
+    : cfg_(cfg), recompute_(recompute), par_(par), be_(backend), params_(backend) {
   B_ = micro_batch;
   T_ = cfg.seq_len;
   C_ = cfg.d_model;
@@ -78,11 +79,13 @@ void Model::build_params() {
   const float std_out = std / std::sqrt(2.0f * float(L_));
   const int64_t C = C_, HD = int64_t(H_) * D_, KD = int64_t(Hkv_) * D_, F = F_, V = V_;
   auto& P = params_;
+  P.begin_unit(0);
   wte_ = P.add("model/wte", {V, C}, Init::normal, std, true);
   if (gpt2_) wpe_ = P.add("model/wpe", {int64_t(T_), C}, Init::normal, std, true);
   layers_.resize(size_t(L_));
   for (int l = 0; l < L_; ++l) {
     const std::string p = "model/layers/" + std::to_string(l) + "/";
+    P.begin_unit(l + 1);
     LayerIdx& x = layers_[size_t(l)];
     x.attn_norm_w = P.add(p + "attn_norm/w", {C}, Init::ones, 0, false);
     if (gpt2_) x.attn_norm_b = P.add(p + "attn_norm/b", {C}, Init::zeros, 0, false);
@@ -104,6 +107,7 @@ void Model::build_params() {
     x.w_down = P.add(p + "mlp/w_down", {C, F}, Init::normal, std_out, true);
     if (gpt2_) x.b_down = P.add(p + "mlp/b_down", {C}, Init::zeros, 0, false);
   }
+  P.begin_unit(L_ + 1);
   lnf_w_ = P.add("model/final_norm/w", {C}, Init::ones, 0, false);
   if (gpt2_) lnf_b_ = P.add("model/final_norm/b", {C}, Init::zeros, 0, false);
   if (!cfg_.tied()) lm_head_ = P.add("model/lm_head", {V, C}, Init::normal, std, true);
@@ -336,15 +340,19 @@ void Model::forward_blocks(const int32_t* inputs, const int32_t* targets, bool k
   const size_t BT = size_t(B_) * T_;
   be_.from_host(tokens_dev_, inputs, BT * sizeof(int32_t));
   be_.from_host(targets_dev_, targets, BT * sizeof(int32_t));
+  hooks_->acquire(0, false);
   embed(tokens_dev_);
+  hooks_->release(0, false);
   for (int l = 0; l < L_; ++l) {
     Acts& a = acts_for(l);
+    hooks_->acquire(l + 1, false);
     block_fwd(l, a, keep_probs);
     // Block output = post-attention residual + MLP branch.
     const LayerIdx& x = layers_[size_t(l)];
     float* out = res_[size_t(l) + 1];
     be_.copy_bytes(out, a.res_mid, BT * C_ * sizeof(float));
     linear_fwd(out, a.fc_act, x.w_down, x.b_down, C_, F_, 1.0f);
+    hooks_->release(l + 1, false);
   }
 }
 
@@ -355,16 +363,36 @@ Model::Acts& Model::acts_for(int l) {
 double Model::forward_backward(const int32_t* inputs, const int32_t* targets, float loss_scale,
                                float* logits_out) {
   forward_blocks(inputs, targets, recompute_ == Recompute::none);
+  const bool tied = cfg_.tied();
+  hooks_->acquire(L_ + 1, false);
+  if (tied) hooks_->acquire(0, false);
   const double loss = head(targets_dev_, loss_scale, true, logits_out);
-  for (int l = L_ - 1; l >= 0; --l) block_bwd(l, acts_for(l));
+  if (tied) hooks_->release(0, false);
+  hooks_->grads_ready(L_ + 1);
+  hooks_->release(L_ + 1, false);
+  for (int l = L_ - 1; l >= 0; --l) {
+    hooks_->acquire(l + 1, true);
+    block_bwd(l, acts_for(l));
+    hooks_->grads_ready(l + 1);
+    hooks_->release(l + 1, true);
+  }
+  hooks_->acquire(0, true);
   be_.embedding_bwd(params_.grad(wte_), gpt2_ ? params_.grad(wpe_) : nullptr, scratch_->dres,
                     tokens_dev_, B_, T_, C_, 0, V_, 0);
+  hooks_->grads_ready(0);
+  hooks_->release(0, true);
   return loss;
 }
 
 double Model::forward_loss(const int32_t* inputs, const int32_t* targets) {
   forward_blocks(inputs, targets, false);
-  return head(targets_dev_, 0.0f, false, nullptr);
+  const bool tied = cfg_.tied();
+  hooks_->acquire(L_ + 1, false);
+  if (tied) hooks_->acquire(0, false);
+  const double loss = head(targets_dev_, 0.0f, false, nullptr);
+  if (tied) hooks_->release(0, false);
+  hooks_->release(L_ + 1, false);
+  return loss;
 }
 
 }  // namespace pentad

@@ -19,14 +19,38 @@
 
 namespace pentad {
 
+class Comm;
+
+// How this rank's shard of the model is cut (tp = nullptr: whole model).
+struct ModelParallel {
+  Comm* tp = nullptr;   // tensor-parallel group
+  bool sp = false;      // sequence parallelism inside the tp group
+};
+
+// Called by the model around each unit (0 = embedding, 1..L = blocks,
+// L+1 = head) so data parallelism can overlap gradient reduction with
+// backward and ZeRO-3 can gather a unit's parameters just before use.
+class UnitHooks {
+ public:
+  virtual ~UnitHooks() = default;
+  // The unit's parameters are about to be read (in forward, or in backward).
+  virtual void acquire(int unit, bool backward) {}
+  virtual void release(int unit, bool backward) {}
+  // This micro-batch's contribution to the unit's gradients is complete.
+  virtual void grads_ready(int unit) {}
+};
+
 class Model {
  public:
-  Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backend& backend);
+  Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backend& backend,
+        ModelParallel par = {});
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
   ParamStore& params() { return params_; }
+  void set_hooks(UnitHooks* hooks) { hooks_ = hooks ? hooks : &no_hooks_; }
+  int n_units() const { return L_ + 2; }
   const ModelConfig& config() const { return cfg_; }
   int micro_batch() const { return B_; }
 
@@ -69,6 +93,9 @@ class Model {
 
   ModelConfig cfg_;
   Recompute recompute_;
+  ModelParallel par_;
+  UnitHooks no_hooks_;
+  UnitHooks* hooks_ = &no_hooks_;
   Backend& be_;
   ParamStore params_;
   int B_, T_, C_, H_, Hkv_, D_, F_, V_, L_;

@@ -24,20 +24,38 @@ ParamStore::~ParamStore() {
   if (grads_) backend_.free_bytes(grads_);
 }
 
+void ParamStore::begin_unit(int unit) {
+  if (unit != int(unit_offset_.size())) throw std::logic_error("ParamStore: units must be added in order");
+  cur_unit_ = unit;
+  unit_offset_.push_back(numel_);
+  unit_numel_.push_back(0);
+}
+
 int ParamStore::add(const std::string& name, std::vector<int64_t> shape, Init init, float std,
                     bool decay) {
+  std::vector<int64_t> start(shape.size(), 0);
+  return add_block(name, shape, start, shape, init, std, decay);
+}
+
+int ParamStore::add_block(const std::string& name, std::vector<int64_t> shape,
+                          std::vector<int64_t> local_start, std::vector<int64_t> local_shape,
+                          Init init, float std, bool decay) {
   if (params_) throw std::logic_error("ParamStore::add after allocation");
+  if (unit_offset_.empty()) begin_unit(0);
   ParamInfo p;
   p.name = name;
-  p.shape = shape;
-  p.local_shape = shape;
-  p.local_start.assign(shape.size(), 0);
+  p.shape = std::move(shape);
+  p.local_shape = std::move(local_shape);
+  p.local_start = std::move(local_start);
+  p.unit = cur_unit_;
   p.offset = numel_;
   p.init = init;
   p.std = std;
   p.decay = decay;
   // Keep every tensor 16-element aligned inside the flat buffer (64 bytes).
-  numel_ += (p.numel() + 15) / 16 * 16;
+  const size_t padded = (p.numel() + 15) / 16 * 16;
+  numel_ += padded;
+  unit_numel_.back() += padded;
   infos_.push_back(std::move(p));
   return int(infos_.size()) - 1;
 }
@@ -54,9 +72,19 @@ int64_t ParamStore::global_numel() const {
   return n;
 }
 
+void ParamStore::reset_unit_bases() {
+  param_base_.resize(unit_offset_.size());
+  grad_base_.resize(unit_offset_.size());
+  for (size_t u = 0; u < unit_offset_.size(); ++u) {
+    param_base_[u] = params_ + unit_offset_[u];
+    grad_base_[u] = grads_ + unit_offset_[u];
+  }
+}
+
 void ParamStore::allocate_and_init(uint64_t seed) {
   params_ = backend_.alloc(numel_, Mem::params);
   grads_ = backend_.alloc(numel_, Mem::grads);
+  reset_unit_bases();
   std::vector<float> host;
   for (const auto& p : infos_) {
     host.assign(p.numel(), 0.0f);
@@ -66,16 +94,18 @@ void ParamStore::allocate_and_init(uint64_t seed) {
       const CounterRng rng{seed, fnv1a64(p.name)};
       // Local element -> global flat index (row-major), so a slice draws the
       // same numbers as the full tensor.
-      const size_t nd = p.shape.size();
-      std::vector<int64_t> idx(nd, 0);
-      for (size_t e = 0; e < host.size(); ++e) {
-        int64_t g = 0;
-        for (size_t d = 0; d < nd; ++d) g = g * p.shape[d] + (p.local_start[d] + idx[d]);
-        host[e] = float(p.std * rng.normal(uint64_t(g)));
-        for (size_t d = nd; d-- > 0;) {
-          if (++idx[d] < p.local_shape[d]) break;
-          idx[d] = 0;
+      const int nd = int(p.shape.size());
+      const int64_t n = int64_t(host.size());
+#pragma omp parallel for schedule(static)
+      for (int64_t e = 0; e < n; ++e) {
+        int64_t rest = e, g = 0, stride = 1;
+        for (int d = nd - 1; d >= 0; --d) {
+          const int64_t i = rest % p.local_shape[size_t(d)];
+          rest /= p.local_shape[size_t(d)];
+          g += (p.local_start[size_t(d)] + i) * stride;
+          stride *= p.shape[size_t(d)];
         }
+        host[size_t(e)] = float(p.std * rng.normal(uint64_t(g)));
       }
     }
     backend_.from_host(params_ + p.offset, host.data(), host.size() * sizeof(float));

@@ -149,6 +149,7 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
   auto backend = make_cpu_backend(cfg.train.threads);
   Backend& be = *backend;
   auto dp = make_mpi_comm(topo.dp, "dp");
+  auto tp = make_mpi_comm(topo.tp, "tp");
 
   const ModelConfig& mc = cfg.model;
   const TrainConfig& tc = cfg.train;
@@ -180,7 +181,7 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
     agree_or_throw(msg.empty(), msg, topo.job);
   }
 
-  Model model(mc, tc.recompute, b, be);
+  Model model(mc, tc.recompute, b, be, ModelParallel{tp.get(), cfg.parallel.sp});
   ParamStore& params = model.params();
   params.allocate_and_init(tc.seed);
   AdamW opt(params, be, tc);

@@ -1,0 +1,76 @@
+// Checkpoints: one HDF5 file per checkpoint, written collectively with
+// parallel HDF5 (MPI-IO). Every tensor (parameters, AdamW moments) is a
+// dataset with its GLOBAL shape; each rank writes / reads the block it holds
+// (local_start, local_shape), so a checkpoint written under one layout loads
+// under any other. Commit is atomic: <dir>/step_NNNNNN.h5.tmp is written,
+// closed, fsynced and renamed, the directory fsynced, then <dir>/latest (a
+// one-line text file naming the committed file) is replaced the same way.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace pentad {
+
+// One tensor as this rank sees it. The trainer builds these; the checkpoint
+// code never knows about TP/PP/ZeRO: it only moves blocks of global tensors.
+struct CkptTensor {
+  std::string name;                  // dataset path, e.g. "model/wte", "optim/m/model/wte"
+  std::vector<int64_t> shape;        // global shape
+  std::vector<int64_t> local_start;  // this rank's block: start per dimension
+  std::vector<int64_t> local_shape;  // this rank's block: extent per dimension
+  // Save: this rank writes its block (ranks holding replicas of the same
+  // block: exactly one of them has writer = true).
+  bool writer = true;
+  // Host-side access to the block, row-major over local_shape (collective
+  // calls inside, e.g. a ZeRO all-gather, are allowed: every rank calls get()
+  // / set() for every tensor in the same order, writer or not).
+  std::function<void(float* host)> get;
+  std::function<void(const float* host)> set;
+};
+
+struct CkptMeta {
+  int64_t step = 0;                // optimizer steps completed
+  uint64_t seed = 0;               // data/init seed (the batch of step s is f(seed, s))
+  std::string config_toml;         // the resolved deck that wrote it
+  std::string layout;              // e.g. "dp=2 tp=2 pp=2 cp=1 ep=1 zero=1"
+  std::string model_signature;     // family + shapes; loading checks it matches
+};
+
+// Collective over `comm`. Writes <dir>/step_<step:06d>.h5 atomically, updates
+// <dir>/latest, then deletes older step files beyond the newest `keep`
+// (keep = 0: keep all). Returns the committed path. Throws InputError (on
+// every rank) if the directory cannot be written.
+std::string save_checkpoint(const std::string& dir, const CkptMeta& meta,
+                            const std::vector<CkptTensor>& tensors, int keep, MPI_Comm comm);
+
+// Resolve "latest" (via <dir>/latest), a directory, or a file path to a
+// committed checkpoint file. Throws InputError naming what is missing.
+std::string resolve_checkpoint(const std::string& spec, const std::string& dir);
+
+// Collective over `comm`. Reads meta and every tensor's block (calls set()).
+// Verifies checksums (Fletcher32), the model signature and every dataset's
+// global shape; any mismatch, missing dataset or corrupt/truncated file is an
+// InputError naming the file and tensor, raised on every rank.
+CkptMeta load_checkpoint(const std::string& path, const std::string& model_signature,
+                         const std::vector<CkptTensor>& tensors, MPI_Comm comm);
+
+// `pentad ckpt info PATH`: human-readable summary (step, layout, tensors,
+// shapes, checksum verification). Rank 0 prints; collective over comm.
+int ckpt_info(const std::string& spec, MPI_Comm comm);
+
+// `pentad ckpt export PATH --to DIR`: DIR/model.h5 with the global parameter
+// tensors only, and for the GPT-2 family DIR/gpt2_model.bin in llm.c's
+// checkpoint layout. Rank 0 works; collective over comm.
+int ckpt_export(const std::string& spec, const std::string& out_dir, MPI_Comm comm);
+
+// Preemption: SIGUSR1 / SIGTERM set a flag; the trainer polls it every step,
+// agrees on it over the job (max), checkpoints and exits 0.
+void install_signal_handlers();
+bool signal_received();  // this rank's flag (async-signal-safe read)
+
+}  // namespace pentad

@@ -2,6 +2,8 @@
 // Large buffers are split into calls of at most 2^30 elements (MPI counts are int).
 #include <algorithm>
 #include <climits>
+#include <numeric>
+#include <vector>
 
 #include "comm.hpp"
 #include "error.hpp"
@@ -53,7 +55,71 @@ class MpiComm final : public Comm {
     }
   }
 
+  Request iallreduce_sum(float* buf, size_t n) override {
+    if (n > size_t(INT_MAX)) PENTAD_FATAL("iallreduce: buffer too large for one MPI call");
+    const Request r = slot();
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, int(n), MPI_FLOAT, MPI_SUM, comm_, &reqs_[size_t(r)]));
+    bytes_sent_ += 2.0 * double(size_ - 1) / size_ * double(n) * sizeof(float);
+    return r;
+  }
+
+  Request ireduce_scatter_sum(const float* send, float* recv, const std::vector<int>& counts) override {
+    const Request r = slot();
+    MPI_CHECK(MPI_Ireduce_scatter(send, recv, counts.data(), MPI_FLOAT, MPI_SUM, comm_, &reqs_[size_t(r)]));
+    const double total = std::accumulate(counts.begin(), counts.end(), 0.0);
+    bytes_sent_ += double(size_ - 1) / size_ * total * sizeof(float);
+    return r;
+  }
+
+  Request iallgatherv(const float* send, float* recv, const std::vector<int>& counts) override {
+    const Request r = slot();
+    counts_[size_t(r)] = counts;
+    displs_[size_t(r)].resize(counts.size());
+    std::exclusive_scan(counts.begin(), counts.end(), displs_[size_t(r)].begin(), 0);
+    // send == nullptr: in place (this rank's piece already sits in recv).
+    MPI_CHECK(MPI_Iallgatherv(send ? send : MPI_IN_PLACE, counts[size_t(rank_)], MPI_FLOAT, recv, counts_[size_t(r)].data(),
+                              displs_[size_t(r)].data(), MPI_FLOAT, comm_, &reqs_[size_t(r)]));
+    const double total = std::accumulate(counts.begin(), counts.end(), 0.0);
+    bytes_sent_ += double(size_ - 1) / size_ * total * sizeof(float);
+    return r;
+  }
+
+  void wait(Request r) override {
+    MPI_CHECK(MPI_Wait(&reqs_[size_t(r)], MPI_STATUS_IGNORE));
+    free_.push_back(r);
+  }
+
+  bool test(Request r) override {
+    int done = 0;
+    MPI_CHECK(MPI_Test(&reqs_[size_t(r)], &done, MPI_STATUS_IGNORE));
+    return done != 0;  // the slot is released by wait()
+  }
+
+  void progress() override {
+    for (MPI_Request& q : reqs_) {
+      if (q == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      MPI_CHECK(MPI_Test(&q, &done, MPI_STATUS_IGNORE));
+    }
+  }
+
  private:
+  // Request slots; the count/displacement arrays must outlive the operation.
+  std::vector<MPI_Request> reqs_;
+  std::vector<std::vector<int>> counts_, displs_;
+  std::vector<Request> free_;
+  Request slot() {
+    if (free_.empty()) {
+      reqs_.push_back(MPI_REQUEST_NULL);
+      counts_.emplace_back();
+      displs_.emplace_back();
+      return Request(reqs_.size() - 1);
+    }
+    const Request r = free_.back();
+    free_.pop_back();
+    return r;
+  }
+
   void allreduce(float* buf, size_t n, MPI_Op op) {
     if (size_ == 1) return;
     for (size_t off = 0; off < n; off += kMaxCount) {

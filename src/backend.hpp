@@ -39,6 +39,11 @@ class Backend {
   virtual void fill(float* p, float value, size_t n) = 0;
   virtual void synchronize() = 0;
   const MemStats& mem_stats() const { return mem_; }
+  // Forget the peaks (e.g. after a start-up measurement): peak := current.
+  void reset_peaks() {
+    mem_.peak_bytes = mem_.cur_bytes;
+    mem_.total_peak_bytes = mem_.total_cur_bytes;
+  }
 
   float* alloc(size_t n, Mem category) {
     return static_cast<float*>(alloc_bytes(n * sizeof(float), category));

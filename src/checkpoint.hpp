@@ -48,14 +48,25 @@ struct CkptMeta {
 std::string save_checkpoint(const std::string& dir, const CkptMeta& meta,
                             const std::vector<CkptTensor>& tensors, int keep, MPI_Comm comm);
 
+// Collective over `comm`. The atomic write behind save_checkpoint, to an
+// exact path (e.g. <dir>/final.h5): no `latest` update, no pruning.
+std::string write_checkpoint_file(const std::string& path, const CkptMeta& meta,
+                                  const std::vector<CkptTensor>& tensors, MPI_Comm comm);
+
 // Resolve "latest" (via <dir>/latest), a directory, or a file path to a
 // committed checkpoint file. Throws InputError naming what is missing.
 std::string resolve_checkpoint(const std::string& spec, const std::string& dir);
 
+// The committed file <dir>/latest names, or "" when <dir>/latest does not
+// exist (checkpoint.resume = "latest" then starts fresh). Throws InputError
+// if the pointer exists but names a missing file.
+std::string latest_checkpoint(const std::string& dir);
+
 // Collective over `comm`. Reads meta and every tensor's block (calls set()).
 // Verifies checksums (Fletcher32), the model signature and every dataset's
 // global shape; any mismatch, missing dataset or corrupt/truncated file is an
-// InputError naming the file and tensor, raised on every rank.
+// InputError naming the file and tensor, raised on every rank. An empty
+// model_signature skips the signature check (tools).
 CkptMeta load_checkpoint(const std::string& path, const std::string& model_signature,
                          const std::vector<CkptTensor>& tensors, MPI_Comm comm);
 

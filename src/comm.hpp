@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace pentad {
 
@@ -35,6 +36,22 @@ class Comm {
   virtual void broadcast(float* buf, size_t n, int root) = 0;
   virtual void send(const float* buf, size_t n, int peer, int tag) = 0;
   virtual void recv(float* buf, size_t n, int peer, int tag) = 0;
+
+  // Non-blocking collectives (gradient buckets, ZeRO gathers). A request is
+  // completed by wait(); test() and progress() let MPI advance it while the
+  // caller computes (MPICH progresses only inside MPI calls unless its async
+  // progress thread is on).
+  using Request = int;
+  virtual Request iallreduce_sum(float* buf, size_t n) = 0;
+  // send holds size() consecutive pieces of counts[r] elements; this rank
+  // receives the sum of piece rank() into recv.
+  virtual Request ireduce_scatter_sum(const float* send, float* recv, const std::vector<int>& counts) = 0;
+  // Every rank contributes counts[rank()] elements (send); recv receives all
+  // pieces back to back, in rank order. send == nullptr: in place.
+  virtual Request iallgatherv(const float* send, float* recv, const std::vector<int>& counts) = 0;
+  virtual void wait(Request r) = 0;
+  virtual bool test(Request r) = 0;
+  virtual void progress() = 0;  // test every outstanding request
 
   // Host scalars (losses, norms, counters): always MPI, fp64.
   void allreduce_sum_host(double* buf, int n);

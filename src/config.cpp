@@ -293,6 +293,8 @@ const std::vector<Key>& schema() {
                         "expert-parallel ranks (divides dp)"));
     s.push_back(int_key(PENTAD_FIELD(parallel, zero), 0, 3, "ZeRO stage"));
     s.push_back(bool_key(PENTAD_FIELD(parallel, sp), "sequence parallelism (needs tp > 1)"));
+    s.push_back(float_key(PENTAD_FIELD(parallel, bucket_mb), gt(0), none(),
+                          "gradient bucket size in MiB (reduction overlaps backward)"));
 
     s.push_back(int_key(PENTAD_FIELD(train, steps), 0, kNoMax, "optimizer steps"));
     s.push_back(int_key(PENTAD_FIELD(train, micro_batch), 1, kNoMax,
@@ -561,7 +563,15 @@ void validate(const Config& cfg, int world_size) {
     fail(cfg, kv("model.n_heads", m.n_heads) + " is not divisible by " + kv("parallel.tp", p.tp));
   if (m.n_kv_heads % p.tp != 0)
     fail(cfg, kv("model.n_kv_heads", m.n_kv_heads) + " is not divisible by " +
-                  kv("parallel.tp", p.tp));
+                  kv("parallel.tp", p.tp) +
+                  (m.n_kv_heads < p.tp ? " (key/value heads are split over tp, not replicated: "
+                                         "use parallel.tp <= model.n_kv_heads)"
+                                       : ""));
+  if (m.d_ff % p.tp != 0)
+    fail(cfg, kv("model.d_ff", m.d_ff) + " is not divisible by " + kv("parallel.tp", p.tp));
+  if (m.vocab_size % p.tp != 0)
+    fail(cfg, kv("model.vocab_size", m.vocab_size) + " is not divisible by " +
+                  kv("parallel.tp", p.tp) + " (no padding: pad the vocabulary in the data)");
   if (p.pp > m.n_layers)
     fail(cfg, kv("parallel.pp", p.pp) + " exceeds " + kv("model.n_layers", m.n_layers) +
                   ": every pipeline stage needs at least one layer");
@@ -583,12 +593,9 @@ void validate(const Config& cfg, int world_size) {
 void check_supported(const Config& cfg) {
   const ParallelConfig& p = cfg.parallel;
   const std::string not_yet = " is not available in this build yet";
-  if (p.tp > 1) fail(cfg, kv("parallel.tp", p.tp) + ": tensor parallelism" + not_yet);
   if (p.pp > 1) fail(cfg, kv("parallel.pp", p.pp) + ": pipeline parallelism" + not_yet);
   if (p.cp > 1) fail(cfg, kv("parallel.cp", p.cp) + ": context parallelism" + not_yet);
   if (p.ep > 1) fail(cfg, kv("parallel.ep", p.ep) + ": expert parallelism" + not_yet);
-  if (p.sp) fail(cfg, "parallel.sp=true: sequence parallelism" + not_yet);
-  if (p.zero > 0) fail(cfg, kv("parallel.zero", p.zero) + ": ZeRO sharding" + not_yet);
   if (cfg.train.dtype == "bf16") fail(cfg, "train.dtype=bf16: bf16 training" + not_yet);
 #ifndef PENTAD_HAVE_CUDA
   if (cfg.backend == "cuda")

@@ -38,6 +38,7 @@ struct ParallelConfig {
   int dp = 1, tp = 1, pp = 1, cp = 1, ep = 1;
   int zero = 0;          // 0..3
   bool sp = false;       // sequence parallelism (needs tp > 1)
+  float bucket_mb = 25;  // gradient bucket size (MiB)
 
   bool operator==(const ParallelConfig&) const = default;
 };

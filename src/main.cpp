@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint.hpp"
 #include "config.hpp"
 #include "data.hpp"
 #include "error.hpp"
@@ -21,6 +22,9 @@ const char* kUsage =
     "usage:\n"
     "  pentad train DECK.toml [--set section.key=value]...   train a model\n"
     "  pentad prep --out DIR [--val-fraction F] FILE...       text files -> byte token files\n"
+    "  pentad ckpt info SPEC                                  summarise and verify a checkpoint\n"
+    "  pentad ckpt export SPEC --to DIR                       global weights (+ llm.c GPT-2 .bin)\n"
+    "    SPEC: a checkpoint file, a checkpoint directory (its latest), or latest (ckpt/latest)\n"
     "  pentad --help | --version\n";
 
 struct UsageError : std::runtime_error {
@@ -105,6 +109,29 @@ int cmd_prep(const std::vector<std::string>& args, int rank) {
   return 0;
 }
 
+int cmd_ckpt(const std::vector<std::string>& args) {
+  if (args.empty()) throw UsageError("ckpt: expected 'info SPEC' or 'export SPEC --to DIR'");
+  const std::string& sub = args[0];
+  std::string spec, to;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (sub == "export" && a == "--to" && i + 1 < args.size()) {
+      to = args[++i];
+    } else if (!a.empty() && a[0] == '-') {
+      throw UsageError("ckpt " + sub + ": unknown or incomplete option '" + a + "'");
+    } else if (spec.empty()) {
+      spec = a;
+    } else {
+      throw UsageError("ckpt " + sub + ": more than one checkpoint given ('" + spec + "' and '" + a + "')");
+    }
+  }
+  if (sub != "info" && sub != "export") throw UsageError("ckpt: unknown subcommand '" + sub + "'");
+  if (spec.empty()) throw UsageError("ckpt " + sub + ": no checkpoint given");
+  if (sub == "info") return pentad::ckpt_info(spec, MPI_COMM_WORLD);
+  if (to.empty()) throw UsageError("ckpt export: --to DIR is required");
+  return pentad::ckpt_export(spec, to, MPI_COMM_WORLD);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -125,6 +152,8 @@ int main(int argc, char** argv) {
       rc = cmd_train({args.begin() + 1, args.end()}, rank, size);
     } else if (args[0] == "prep") {
       rc = cmd_prep({args.begin() + 1, args.end()}, rank);
+    } else if (args[0] == "ckpt") {
+      rc = cmd_ckpt({args.begin() + 1, args.end()});
     } else {
       throw UsageError("unknown command '" + args[0] + "'");
     }

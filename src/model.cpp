@@ -2,11 +2,22 @@
 // layer over the backend's coarse ops. The loss head fuses the logits
 // matmul, the softmax cross-entropy and its backward chunk by chunk of rows,
 // so the full (B*T, V) logits are never held at once.
+// Tensor parallelism: each block has two column-parallel regions (Q/K/V; the
+// MLP's gate/up) entered through gather_rows and two row-parallel layers (wo;
+// down) left through reduce_rows. Without sp the activations between them are
+// replicated (all rows on every tp rank) and the conjugate all-reduce is in
+// backward; with sp each rank keeps a contiguous range of the flattened (B*T)
+// token rows, all-gathers before the column-parallel layers and
+// reduce-scatters after the row-parallel ones (and the conjugates backward).
 #include "model.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <string>
+
+#include "comm.hpp"
+#include "tensor_parallel.hpp"
 
 namespace pentad {
 
@@ -17,28 +28,30 @@ struct Model::LayerIdx {
   int w_gate = -1, w_up = -1, b_up = -1, w_down = -1, b_down = -1;
 };
 
+// Shapes are local: Nl = this rank's token rows (B*T/tp with sp, else B*T),
+// N = B*T, H, Hkv, F = this rank's heads, KV heads and MLP width.
 struct Model::Acts {
-  float* ln1 = nullptr;       // (B,T,C)
-  float* ln1_mean = nullptr;  // (B,T)
-  float* ln1_rstd = nullptr;  // (B,T)
+  float* ln1 = nullptr;       // (Nl,C)
+  float* ln1_mean = nullptr;  // (Nl)
+  float* ln1_rstd = nullptr;  // (Nl)
   float* q = nullptr;         // (B,T,H*D), after RoPE
   float* k = nullptr;         // (B,T,Hkv*D), after RoPE
   float* v = nullptr;         // (B,T,Hkv*D)
   float* att = nullptr;       // (B,T,H*D)
   float* lse = nullptr;       // (B,H,T)
   float* probs = nullptr;     // (B,H,T,T), only with recompute = none
-  float* res_mid = nullptr;   // (B,T,C) residual after attention
-  float* ln2 = nullptr;       // (B,T,C)
-  float* ln2_mean = nullptr;  // (B,T)
-  float* ln2_rstd = nullptr;  // (B,T)
+  float* res_mid = nullptr;   // (Nl,C) residual after attention
+  float* ln2 = nullptr;       // (Nl,C)
+  float* ln2_mean = nullptr;  // (Nl)
+  float* ln2_rstd = nullptr;  // (Nl)
   float* fc_pre = nullptr;    // (B,T,F) GELU input, or SwiGLU gate
   float* fc_up = nullptr;     // (B,T,F) SwiGLU up (llama)
   float* fc_act = nullptr;    // (B,T,F) MLP activation (kept only with none)
 };
 
 struct Model::Scratch {
-  float* dres = nullptr;      // (B,T,C) gradient of the residual stream
-  float* d_ln = nullptr;      // (B,T,C)
+  float* dres = nullptr;      // (Nl,C) gradient of the residual stream
+  float* d_ln = nullptr;      // (Nl,C)
   float* d_att = nullptr;     // (B,T,H*D)
   float* dq = nullptr;        // (B,T,H*D)
   float* dk = nullptr;        // (B,T,Hkv*D)
@@ -46,23 +59,47 @@ struct Model::Scratch {
   float* d_fc_act = nullptr;  // (B,T,F)
   float* d_fc_pre = nullptr;  // (B,T,F)
   float* d_up = nullptr;      // (B,T,F) llama
-  float* d_lnf = nullptr;     // (B,T,C)
+  float* d_lnf = nullptr;     // (B,T,C) (partial sums over the vocab slice with tp)
   float* fc_act = nullptr;    // (B,T,F) recomputed MLP activation (selective/full)
+  float* part = nullptr;      // (B,T,C) partial sums of a row-parallel output (tp > 1)
+  float* gath_x = nullptr;    // (B,T,C) all-gathered norm output (sp)
+  float* gath_dy = nullptr;   // (B,T,C) all-gathered residual gradient (sp)
+  float* rep_grad = nullptr;  // (4,C) staged norm gradients of one unit (sp)
+  float* logits_all = nullptr;  // (tp, chunk, V/tp) all-gathered logits for debug dumps
 };
 
 Model::Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backend& backend,
              ModelParallel par)
     : cfg_(cfg), recompute_(recompute), par_(par), be_(backend), params_(backend) {
+  if (par_.tp) {
+    tp_size_ = par_.tp->size();
+    tp_rank_ = par_.tp->rank();
+  }
+  sp_ = par_.sp && tp_size_ > 1;
+  const int n = tp_size_;
+  auto need = [&](int v, const char* what) {
+    if (v % n != 0)
+      throw std::invalid_argument(std::string("Model: ") + what + "=" + std::to_string(v) +
+                                  " is not divisible by tp=" + std::to_string(n));
+  };
+  need(cfg.n_heads, "n_heads");
+  need(cfg.n_kv_heads, "n_kv_heads");
+  need(cfg.d_ff, "d_ff");
+  need(cfg.vocab_size, "vocab_size");
+  if (sp_) need(micro_batch * cfg.seq_len, "micro_batch*seq_len");
   B_ = micro_batch;
   T_ = cfg.seq_len;
   C_ = cfg.d_model;
-  H_ = cfg.n_heads;
-  Hkv_ = cfg.n_kv_heads;
+  H_ = cfg.n_heads / n;
+  Hkv_ = cfg.n_kv_heads / n;
   D_ = cfg.head_dim();
-  F_ = cfg.d_ff;
-  V_ = cfg.vocab_size;
+  F_ = cfg.d_ff / n;
+  V_ = cfg.vocab_size / n;
   L_ = cfg.n_layers;
   gpt2_ = cfg.family == Family::gpt2;
+  vocab_start_ = tp_rank_ * V_;
+  N_ = B_ * T_;
+  Nl_ = sp_ ? N_ / n : N_;
   build_params();
   alloc_activations();
 }
@@ -77,10 +114,25 @@ void Model::build_params() {
   // Output projections of the residual branches are scaled by 1/sqrt(2L)
   // (GPT-2), so the residual stream's variance does not grow with depth.
   const float std_out = std / std::sqrt(2.0f * float(L_));
-  const int64_t C = C_, HD = int64_t(H_) * D_, KD = int64_t(Hkv_) * D_, F = F_, V = V_;
+  // Global sizes; each tp rank registers its part r of n of the split dimension.
+  const int64_t C = C_, HD = int64_t(cfg_.n_heads) * D_, KD = int64_t(cfg_.n_kv_heads) * D_,
+                F = cfg_.d_ff, V = cfg_.vocab_size;
+  const int n = tp_size_, r = tp_rank_;
   auto& P = params_;
+  // (rows, cols) split by rows (column-parallel: output features / vocabulary).
+  auto by_rows = [&](const std::string& name, int64_t rows, int64_t cols, float s) {
+    return P.add_block(name, {rows, cols}, {r * (rows / n), 0}, {rows / n, cols}, Init::normal, s, true);
+  };
+  // (rows, cols) split by columns (row-parallel: input features).
+  auto by_cols = [&](const std::string& name, int64_t rows, int64_t cols, float s) {
+    return P.add_block(name, {rows, cols}, {0, r * (cols / n)}, {rows, cols / n}, Init::normal, s, true);
+  };
+  // The bias of a column-parallel layer, split like its output.
+  auto split_bias = [&](const std::string& name, int64_t len) {
+    return P.add_block(name, {len}, {r * (len / n)}, {len / n}, Init::zeros, 0, false);
+  };
   P.begin_unit(0);
-  wte_ = P.add("model/wte", {V, C}, Init::normal, std, true);
+  wte_ = by_rows("model/wte", V, C, std);
   if (gpt2_) wpe_ = P.add("model/wpe", {int64_t(T_), C}, Init::normal, std, true);
   layers_.resize(size_t(L_));
   for (int l = 0; l < L_; ++l) {
@@ -89,32 +141,33 @@ void Model::build_params() {
     LayerIdx& x = layers_[size_t(l)];
     x.attn_norm_w = P.add(p + "attn_norm/w", {C}, Init::ones, 0, false);
     if (gpt2_) x.attn_norm_b = P.add(p + "attn_norm/b", {C}, Init::zeros, 0, false);
-    x.wq = P.add(p + "attn/wq", {HD, C}, Init::normal, std, true);
-    x.wk = P.add(p + "attn/wk", {KD, C}, Init::normal, std, true);
-    x.wv = P.add(p + "attn/wv", {KD, C}, Init::normal, std, true);
-    x.wo = P.add(p + "attn/wo", {C, HD}, Init::normal, std_out, true);
+    x.wq = by_rows(p + "attn/wq", HD, C, std);
+    x.wk = by_rows(p + "attn/wk", KD, C, std);
+    x.wv = by_rows(p + "attn/wv", KD, C, std);
+    x.wo = by_cols(p + "attn/wo", C, HD, std_out);
     if (gpt2_) {
-      x.bq = P.add(p + "attn/bq", {HD}, Init::zeros, 0, false);
-      x.bk = P.add(p + "attn/bk", {KD}, Init::zeros, 0, false);
-      x.bv = P.add(p + "attn/bv", {KD}, Init::zeros, 0, false);
+      x.bq = split_bias(p + "attn/bq", HD);
+      x.bk = split_bias(p + "attn/bk", KD);
+      x.bv = split_bias(p + "attn/bv", KD);
       x.bo = P.add(p + "attn/bo", {C}, Init::zeros, 0, false);
     }
     x.mlp_norm_w = P.add(p + "mlp_norm/w", {C}, Init::ones, 0, false);
     if (gpt2_) x.mlp_norm_b = P.add(p + "mlp_norm/b", {C}, Init::zeros, 0, false);
-    if (!gpt2_) x.w_gate = P.add(p + "mlp/w_gate", {F, C}, Init::normal, std, true);
-    x.w_up = P.add(p + "mlp/w_up", {F, C}, Init::normal, std, true);
-    if (gpt2_) x.b_up = P.add(p + "mlp/b_up", {F}, Init::zeros, 0, false);
-    x.w_down = P.add(p + "mlp/w_down", {C, F}, Init::normal, std_out, true);
+    if (!gpt2_) x.w_gate = by_rows(p + "mlp/w_gate", F, C, std);
+    x.w_up = by_rows(p + "mlp/w_up", F, C, std);
+    if (gpt2_) x.b_up = split_bias(p + "mlp/b_up", F);
+    x.w_down = by_cols(p + "mlp/w_down", C, F, std_out);
     if (gpt2_) x.b_down = P.add(p + "mlp/b_down", {C}, Init::zeros, 0, false);
   }
   P.begin_unit(L_ + 1);
   lnf_w_ = P.add("model/final_norm/w", {C}, Init::ones, 0, false);
   if (gpt2_) lnf_b_ = P.add("model/final_norm/b", {C}, Init::zeros, 0, false);
-  if (!cfg_.tied()) lm_head_ = P.add("model/lm_head", {V, C}, Init::normal, std, true);
+  if (!cfg_.tied()) lm_head_ = by_rows("model/lm_head", V, C, std);
 }
 
 void Model::alloc_activations() {
-  const size_t BT = size_t(B_) * T_, BTC = BT * C_, HD = size_t(H_) * D_, KD = size_t(Hkv_) * D_;
+  const size_t BT = size_t(N_), BTC = BT * C_, HD = size_t(H_) * D_, KD = size_t(Hkv_) * D_;
+  const size_t NlC = size_t(Nl_) * C_;
   auto take = [&](size_t n, Mem cat) {
     float* p = be_.alloc(n, cat);
     owned_.push_back(p);
@@ -131,13 +184,13 @@ void Model::alloc_activations() {
   for (int l = 0; l <= L_; ++l) {
     // With full recompute only the block inputs are kept; the last residual
     // feeds the head and is needed too.
-    res_[size_t(l)] = take(BTC, Mem::activations);
+    res_[size_t(l)] = take(NlC, Mem::activations);
   }
 
   scratch_ = new Scratch;
   Scratch& s = *scratch_;
-  s.dres = take(BTC, Mem::scratch);
-  s.d_ln = take(BTC, Mem::scratch);
+  s.dres = take(NlC, Mem::scratch);
+  s.d_ln = take(NlC, Mem::scratch);
   s.d_att = take(BT * HD, Mem::scratch);
   s.dq = take(BT * HD, Mem::scratch);
   s.dk = take(BT * KD, Mem::scratch);
@@ -147,6 +200,12 @@ void Model::alloc_activations() {
   if (!gpt2_) s.d_up = take(BT * F_, Mem::scratch);
   s.d_lnf = take(BTC, Mem::scratch);
   if (recompute_ != Recompute::none) s.fc_act = take(BT * F_, Mem::scratch);
+  if (tp_size_ > 1) s.part = take(BTC, Mem::scratch);
+  if (sp_) {
+    s.gath_x = take(BTC, Mem::scratch);
+    s.gath_dy = take(BTC, Mem::scratch);
+    s.rep_grad = take(4 * size_t(C_), Mem::scratch);
+  }
 
   // Per-block activations: one set per layer, or one shared set (full).
   const bool shared = recompute_ == Recompute::full;
@@ -154,40 +213,39 @@ void Model::alloc_activations() {
   const Mem cat = shared ? Mem::scratch : Mem::activations;
   acts_.resize(size_t(n_sets));
   for (Acts& a : acts_) {
-    a.ln1 = take(BTC, cat);
-    a.ln1_mean = take(BT, cat);
-    a.ln1_rstd = take(BT, cat);
+    a.ln1 = take(NlC, cat);
+    a.ln1_mean = take(size_t(Nl_), cat);
+    a.ln1_rstd = take(size_t(Nl_), cat);
     a.q = take(BT * HD, cat);
     a.k = take(BT * KD, cat);
     a.v = take(BT * KD, cat);
     a.att = take(BT * HD, cat);
     a.lse = take(size_t(B_) * H_ * T_, cat);
     if (recompute_ == Recompute::none) a.probs = take(size_t(B_) * H_ * T_ * T_, cat);
-    a.res_mid = take(BTC, cat);
-    a.ln2 = take(BTC, cat);
-    a.ln2_mean = take(BT, cat);
-    a.ln2_rstd = take(BT, cat);
+    a.res_mid = take(NlC, cat);
+    a.ln2 = take(NlC, cat);
+    a.ln2_mean = take(size_t(Nl_), cat);
+    a.ln2_rstd = take(size_t(Nl_), cat);
     a.fc_pre = take(BT * F_, cat);
     if (!gpt2_) a.fc_up = take(BT * F_, cat);
     a.fc_act = recompute_ == Recompute::none ? take(BT * F_, cat) : s.fc_act;
   }
 
-  lnf_ = take(BTC, Mem::activations);
-  lnf_mean_ = take(BT, Mem::activations);
-  lnf_rstd_ = take(BT, Mem::activations);
+  lnf_ = take(NlC, Mem::activations);
+  lnf_mean_ = take(size_t(Nl_), Mem::activations);
+  lnf_rstd_ = take(size_t(Nl_), Mem::activations);
   losses_ = take(BT, Mem::activations);
   // Logits are processed in chunks of rows of at most ~64 MiB.
   chunk_rows_ = int(std::clamp<size_t>((size_t(16) << 20) / size_t(V_), 1, BT));
   logits_ = take(size_t(chunk_rows_) * V_, Mem::scratch);
   xent_rowmax_ = take(size_t(chunk_rows_), Mem::scratch);
-  xent_sumexp_ = take(size_t(chunk_rows_), Mem::scratch);
-  xent_target_ = take(size_t(chunk_rows_), Mem::scratch);
+  xent_sumexp_ = take(2 * size_t(chunk_rows_), Mem::scratch);
 }
 
 // ---- building blocks --------------------------------------------------------
 
 void Model::norm_fwd(float* out, float* mean, float* rstd, const float* x, int w, int b) {
-  const int N = B_ * T_;
+  const int N = Nl_;
   if (gpt2_)
     be_.layernorm_fwd(out, mean, rstd, x, params_.param(w), params_.param(b), N, C_, cfg_.norm_eps);
   else
@@ -195,31 +253,76 @@ void Model::norm_fwd(float* out, float* mean, float* rstd, const float* x, int w
 }
 
 void Model::norm_bwd(float* dx, const float* dout, const float* x, int w, int b, const float* mean,
-                     const float* rstd) {
-  const int N = B_ * T_;
+                     const float* rstd, int slot) {
+  const int N = Nl_;
+  float* dw = sp_ ? scratch_->rep_grad + size_t(slot) * C_ : params_.grad(w);
+  float* db = sp_ ? scratch_->rep_grad + size_t(slot + 1) * C_ : params_.grad(b);
   if (gpt2_)
-    be_.layernorm_bwd(dx, params_.grad(w), params_.grad(b), dout, x, params_.param(w), mean, rstd,
-                      N, C_);
+    be_.layernorm_bwd(dx, dw, db, dout, x, params_.param(w), mean, rstd, N, C_);
   else
-    be_.rmsnorm_bwd(dx, params_.grad(w), dout, x, params_.param(w), rstd, N, C_);
+    be_.rmsnorm_bwd(dx, dw, dout, x, params_.param(w), rstd, N, C_);
+}
+
+// With sp the norms of a unit see 1/tp of the token rows: sum their weight
+// gradients (staged per micro-batch, so accumulated ones are not summed
+// again) over tp, then add them to every rank's replicated copy.
+void Model::sync_replicated(std::initializer_list<int> idx) {
+  if (!sp_) return;
+  float* stage = scratch_->rep_grad;
+  par_.tp->allreduce_sum(stage, idx.size() * size_t(C_));
+  size_t slot = 0;
+  for (int i : idx) {
+    if (i >= 0) be_.add(params_.grad(i), params_.grad(i), stage + slot * C_, size_t(C_));
+    ++slot;
+  }
+  be_.fill(stage, 0.0f, 4 * size_t(C_));
+}
+
+const float* Model::gather_rows(const float* local, float* full) {
+  if (!sp_) return local;
+  par_.tp->allgather(local, full, size_t(Nl_) * C_);
+  return full;
+}
+
+const float* Model::reduce_rows(float* partial, float* local) {
+  if (tp_size_ == 1) return partial;
+  if (sp_) {
+    par_.tp->reduce_scatter_sum(partial, local, size_t(Nl_) * C_);
+    return local;
+  }
+  par_.tp->allreduce_sum(partial, size_t(N_) * C_);
+  return partial;
+}
+
+void Model::row_parallel_fwd(float* out, const float* resid, const float* x, int w, int b, int n_in) {
+  const size_t NlC = size_t(Nl_) * C_;
+  if (tp_size_ == 1) {  // the serial order of operations
+    be_.copy_bytes(out, resid, NlC * sizeof(float));
+    linear_fwd(out, x, w, b, C_, n_in, 1.0f);
+    return;
+  }
+  linear_fwd(scratch_->part, x, w, -1, C_, n_in);  // (B,T,C) partial sums over F/tp or H*D/tp
+  const float* sum = reduce_rows(scratch_->part, out);
+  be_.add(out, sum, resid, NlC);
+  if (b >= 0) be_.bias_add(out, params_.param(b), Nl_, C_);
 }
 
 void Model::linear_fwd(float* y, const float* x, int w, int b, int n_out, int n_in, float beta) {
-  const int N = B_ * T_;
+  const int N = N_;
   be_.gemm(false, true, N, n_out, n_in, 1.0f, x, n_in, params_.param(w), n_in, beta, y, n_out);
   if (b >= 0) be_.bias_add(y, params_.param(b), N, n_out);
 }
 
 void Model::linear_bwd(float* dx, const float* dy, const float* x, int w, int b, int n_out, int n_in,
                        float dx_beta) {
-  const int N = B_ * T_;
+  const int N = N_;
   if (dx) be_.gemm(false, false, N, n_in, n_out, 1.0f, dy, n_out, params_.param(w), n_in, dx_beta, dx, n_in);
   be_.gemm(true, false, n_out, n_in, N, 1.0f, dy, n_out, x, n_in, 1.0f, params_.grad(w), n_in);
   if (b >= 0) be_.bias_bwd(params_.grad(b), dy, N, n_out);
 }
 
 void Model::mlp_act_fwd(Acts& a) {
-  const size_t n = size_t(B_) * T_ * F_;
+  const size_t n = size_t(N_) * F_;
   if (gpt2_)
     be_.gelu_fwd(a.fc_act, a.fc_pre, n);
   else
@@ -227,8 +330,17 @@ void Model::mlp_act_fwd(Acts& a) {
 }
 
 void Model::embed(const int32_t* tokens) {
-  be_.embedding_fwd(res_[0], tokens, params_.param(wte_), gpt2_ ? params_.param(wpe_) : nullptr, B_,
-                    T_, C_, 0, V_, 0);
+  const float* wpe = gpt2_ ? params_.param(wpe_) : nullptr;
+  if (tp_size_ == 1) {
+    be_.embedding_fwd(res_[0], tokens, params_.param(wte_), wpe, B_, T_, C_, 0, V_, 0);
+    return;
+  }
+  // Vocab-parallel: rows of tokens outside this slice are zero; the positions
+  // are added by tp rank 0 only, so the reduction adds them once.
+  be_.embedding_fwd(scratch_->part, tokens, params_.param(wte_), tp_rank_ == 0 ? wpe : nullptr, B_, T_,
+                    C_, vocab_start_, V_, 0);
+  const float* sum = reduce_rows(scratch_->part, res_[0]);
+  if (sum != res_[0]) be_.copy_bytes(res_[0], sum, size_t(Nl_) * C_ * sizeof(float));
 }
 
 // ---- one transformer block -----------------------------------------------------
@@ -236,26 +348,26 @@ void Model::embed(const int32_t* tokens) {
 void Model::block_fwd(int l, Acts& a, bool keep_probs) {
   const LayerIdx& x = layers_[size_t(l)];
   const int HD = H_ * D_, KD = Hkv_ * D_;
-  const float* in = res_[size_t(l)];
+  const float* in = res_[size_t(l)];  // (Nl,C)
   norm_fwd(a.ln1, a.ln1_mean, a.ln1_rstd, in, x.attn_norm_w, x.attn_norm_b);
-  linear_fwd(a.q, a.ln1, x.wq, x.bq, HD, C_);
-  linear_fwd(a.k, a.ln1, x.wk, x.bk, KD, C_);
-  linear_fwd(a.v, a.ln1, x.wv, x.bv, KD, C_);
+  const float* x1 = gather_rows(a.ln1, scratch_->gath_x);  // (B,T,C)
+  linear_fwd(a.q, x1, x.wq, x.bq, HD, C_);
+  linear_fwd(a.k, x1, x.wk, x.bk, KD, C_);
+  linear_fwd(a.v, x1, x.wv, x.bv, KD, C_);
   if (!gpt2_) {
     be_.rope_fwd(a.q, B_, T_, H_, D_, 0, cfg_.rope_theta);
     be_.rope_fwd(a.k, B_, T_, Hkv_, D_, 0, cfg_.rope_theta);
   }
   be_.attention_fwd(a.att, a.lse, keep_probs ? a.probs : nullptr, a.q, a.k, a.v, B_, T_, T_, H_, Hkv_,
                     D_, 0, 0, true);
-  const size_t BTC = size_t(B_) * T_ * C_;
-  be_.copy_bytes(a.res_mid, in, BTC * sizeof(float));
-  linear_fwd(a.res_mid, a.att, x.wo, x.bo, C_, HD, 1.0f);
+  row_parallel_fwd(a.res_mid, in, a.att, x.wo, x.bo, HD);
   norm_fwd(a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, x.mlp_norm_w, x.mlp_norm_b);
+  const float* x2 = gather_rows(a.ln2, scratch_->gath_x);  // (B,T,C)
   if (gpt2_) {
-    linear_fwd(a.fc_pre, a.ln2, x.w_up, x.b_up, F_, C_);
+    linear_fwd(a.fc_pre, x2, x.w_up, x.b_up, F_, C_);
   } else {
-    linear_fwd(a.fc_pre, a.ln2, x.w_gate, -1, F_, C_);
-    linear_fwd(a.fc_up, a.ln2, x.w_up, -1, F_, C_);
+    linear_fwd(a.fc_pre, x2, x.w_gate, -1, F_, C_);
+    linear_fwd(a.fc_up, x2, x.w_up, -1, F_, C_);
   }
   mlp_act_fwd(a);
 }
@@ -269,22 +381,32 @@ void Model::block_bwd(int l, Acts& a) {
   else if (recompute_ == Recompute::selective)
     mlp_act_fwd(a);  // fc_act is shared scratch
 
+  // Column-parallel input gradients are partial sums over this rank's
+  // heads / MLP columns until reduce_rows.
+  float* d_part = tp_size_ == 1 ? s.d_ln : s.part;  // (B,T,C)
+
   // MLP branch. s.dres holds dL/d(block output) = dL/d(res_mid) through the skip.
-  linear_bwd(s.d_fc_act, s.dres, a.fc_act, x.w_down, x.b_down, C_, F_, 0.0f);
-  const size_t BTF = size_t(B_) * T_ * F_;
+  // The row-parallel bias gradient comes from all rows, so it is the same on
+  // every tp rank.
+  const float* dy = gather_rows(s.dres, s.gath_dy);  // (B,T,C)
+  linear_bwd(s.d_fc_act, dy, a.fc_act, x.w_down, x.b_down, C_, F_, 0.0f);
+  const size_t BTF = size_t(N_) * F_;
+  const float* x2 = gather_rows(a.ln2, s.gath_x);  // (B,T,C)
   if (gpt2_) {
     be_.gelu_bwd(s.d_fc_pre, s.d_fc_act, a.fc_pre, BTF);
-    linear_bwd(s.d_ln, s.d_fc_pre, a.ln2, x.w_up, x.b_up, F_, C_, 0.0f);
+    linear_bwd(d_part, s.d_fc_pre, x2, x.w_up, x.b_up, F_, C_, 0.0f);
   } else {
     be_.swiglu_bwd(s.d_fc_pre, s.d_up, s.d_fc_act, a.fc_pre, a.fc_up, BTF);
-    linear_bwd(s.d_ln, s.d_fc_pre, a.ln2, x.w_gate, -1, F_, C_, 0.0f);
-    linear_bwd(s.d_ln, s.d_up, a.ln2, x.w_up, -1, F_, C_, 1.0f);
+    linear_bwd(d_part, s.d_fc_pre, x2, x.w_gate, -1, F_, C_, 0.0f);
+    linear_bwd(d_part, s.d_up, x2, x.w_up, -1, F_, C_, 1.0f);
   }
-  norm_bwd(s.dres, s.d_ln, a.res_mid, x.mlp_norm_w, x.mlp_norm_b, a.ln2_mean, a.ln2_rstd);
+  norm_bwd(s.dres, reduce_rows(d_part, s.d_ln), a.res_mid, x.mlp_norm_w, x.mlp_norm_b, a.ln2_mean,
+           a.ln2_rstd, 2);
 
   // Attention branch. s.dres now holds dL/d(res_mid) = dL/d(block input) via the skip.
-  linear_bwd(s.d_att, s.dres, a.att, x.wo, x.bo, C_, HD, 0.0f);
-  const size_t BT = size_t(B_) * T_;
+  dy = gather_rows(s.dres, s.gath_dy);
+  linear_bwd(s.d_att, dy, a.att, x.wo, x.bo, C_, HD, 0.0f);
+  const size_t BT = size_t(N_);
   be_.fill(s.dq, 0.0f, BT * HD);
   be_.fill(s.dk, 0.0f, BT * KD);
   be_.fill(s.dv, 0.0f, BT * KD);
@@ -294,33 +416,62 @@ void Model::block_bwd(int l, Acts& a) {
     be_.rope_bwd(s.dq, B_, T_, H_, D_, 0, cfg_.rope_theta);
     be_.rope_bwd(s.dk, B_, T_, Hkv_, D_, 0, cfg_.rope_theta);
   }
-  linear_bwd(s.d_ln, s.dq, a.ln1, x.wq, x.bq, HD, C_, 0.0f);
-  linear_bwd(s.d_ln, s.dk, a.ln1, x.wk, x.bk, KD, C_, 1.0f);
-  linear_bwd(s.d_ln, s.dv, a.ln1, x.wv, x.bv, KD, C_, 1.0f);
-  norm_bwd(s.dres, s.d_ln, res_[size_t(l)], x.attn_norm_w, x.attn_norm_b, a.ln1_mean, a.ln1_rstd);
+  const float* x1 = gather_rows(a.ln1, s.gath_x);  // (B,T,C)
+  linear_bwd(d_part, s.dq, x1, x.wq, x.bq, HD, C_, 0.0f);
+  linear_bwd(d_part, s.dk, x1, x.wk, x.bk, KD, C_, 1.0f);
+  linear_bwd(d_part, s.dv, x1, x.wv, x.bv, KD, C_, 1.0f);
+  norm_bwd(s.dres, reduce_rows(d_part, s.d_ln), res_[size_t(l)], x.attn_norm_w, x.attn_norm_b,
+           a.ln1_mean, a.ln1_rstd, 0);
+  sync_replicated({x.attn_norm_w, x.attn_norm_b, x.mlp_norm_w, x.mlp_norm_b});
 }
 
 // ---- loss head --------------------------------------------------------------------
 
+// The logits of a chunk of rows, gathered over the vocabulary slices of the
+// tp group into logits_out (B*T, V). Debug dumps only: training never holds
+// full logits. Collective over tp.
+static void write_logits(Backend& be, Comm* tp, float* logits_out, const float* logits,
+                         float* gathered, int n, int V_local) {
+  const size_t nv = size_t(n) * V_local;
+  const int n_ranks = tp ? tp->size() : 1;
+  if (n_ranks == 1) {
+    be.to_host(logits_out, logits, nv * sizeof(float));
+    return;
+  }
+  tp->allgather(logits, gathered, nv);
+  std::vector<float> host(nv * size_t(n_ranks));
+  be.to_host(host.data(), gathered, host.size() * sizeof(float));
+  const size_t V = size_t(V_local) * n_ranks;
+  for (int q = 0; q < n_ranks; ++q)
+    for (int i = 0; i < n; ++i)
+      std::copy_n(host.data() + size_t(q) * nv + size_t(i) * V_local, V_local,
+                  logits_out + size_t(i) * V + size_t(q) * V_local);
+}
+
 double Model::head(const int32_t* targets, float loss_scale, bool backward, float* logits_out) {
-  const int N = B_ * T_;
-  const float* xL = res_[size_t(L_)];
+  const int N = N_;
+  const float* xL = res_[size_t(L_)];  // (Nl,C)
   norm_fwd(lnf_, lnf_mean_, lnf_rstd_, xL, lnf_w_, lnf_b_);
+  const float* xf = gather_rows(lnf_, scratch_->gath_x);  // (B,T,C)
   const int w = cfg_.tied() ? wte_ : lm_head_;
-  const float* W = params_.param(w);  // (V, C)
+  const float* W = params_.param(w);  // (V/tp, C)
   float* dW = params_.grad(w);
+  if (logits_out && tp_size_ > 1 && !scratch_->logits_all) {
+    scratch_->logits_all = be_.alloc(size_t(chunk_rows_) * V_ * tp_size_, Mem::scratch);
+    owned_.push_back(scratch_->logits_all);
+  }
   for (int r0 = 0; r0 < N; r0 += chunk_rows_) {
     const int n = std::min(chunk_rows_, N - r0);
-    be_.gemm(false, true, n, V_, C_, 1.0f, lnf_ + size_t(r0) * C_, C_, W, C_, 0.0f, logits_, V_);
-    if (logits_out) be_.to_host(logits_out + size_t(r0) * V_, logits_, size_t(n) * V_ * sizeof(float));
-    be_.xent_rowmax(xent_rowmax_, logits_, n, V_);
-    be_.xent_sumexp(xent_sumexp_, xent_target_, logits_, xent_rowmax_, targets + r0, n, V_, 0);
-    be_.xent_bwd(backward ? logits_ : nullptr, losses_ + r0, logits_, xent_rowmax_, xent_sumexp_,
-                 xent_target_, targets + r0, loss_scale, n, V_, 0);
+    be_.gemm(false, true, n, V_, C_, 1.0f, xf + size_t(r0) * C_, C_, W, C_, 0.0f, logits_, V_);
+    if (logits_out)
+      write_logits(be_, par_.tp, logits_out + size_t(r0) * cfg_.vocab_size, logits_,
+                   scratch_->logits_all, n, V_);
+    vocab_parallel_xent(be_, par_.tp, backward ? logits_ : nullptr, losses_ + r0, logits_,
+                        xent_rowmax_, xent_sumexp_, targets + r0, loss_scale, n, V_, vocab_start_);
     if (backward) {
-      // logits_ now holds dlogits (n, V).
+      // logits_ now holds dlogits (n, V/tp); d_lnf gets this slice's share.
       be_.gemm(false, false, n, C_, V_, 1.0f, logits_, V_, W, C_, 0.0f, scratch_->d_lnf + size_t(r0) * C_, C_);
-      be_.gemm(true, false, V_, C_, n, 1.0f, logits_, V_, lnf_ + size_t(r0) * C_, C_, 1.0f, dW, C_);
+      be_.gemm(true, false, V_, C_, n, 1.0f, logits_, V_, xf + size_t(r0) * C_, C_, 1.0f, dW, C_);
     }
   }
   std::vector<float> losses(static_cast<size_t>(N));
@@ -328,8 +479,10 @@ double Model::head(const int32_t* targets, float loss_scale, bool backward, floa
   double sum = 0;
   for (float v : losses) sum += v;
   if (backward) {
-    be_.fill(scratch_->dres, 0.0f, size_t(N) * C_);
-    norm_bwd(scratch_->dres, scratch_->d_lnf, xL, lnf_w_, lnf_b_, lnf_mean_, lnf_rstd_);
+    be_.fill(scratch_->dres, 0.0f, size_t(Nl_) * C_);
+    norm_bwd(scratch_->dres, reduce_rows(scratch_->d_lnf, scratch_->d_ln), xL, lnf_w_, lnf_b_,
+             lnf_mean_, lnf_rstd_, 0);
+    sync_replicated({lnf_w_, lnf_b_});
   }
   return sum;
 }
@@ -337,7 +490,7 @@ double Model::head(const int32_t* targets, float loss_scale, bool backward, floa
 // ---- whole model ---------------------------------------------------------------------
 
 void Model::forward_blocks(const int32_t* inputs, const int32_t* targets, bool keep_probs) {
-  const size_t BT = size_t(B_) * T_;
+  const size_t BT = size_t(N_);
   be_.from_host(tokens_dev_, inputs, BT * sizeof(int32_t));
   be_.from_host(targets_dev_, targets, BT * sizeof(int32_t));
   hooks_->acquire(0, false);
@@ -349,9 +502,7 @@ void Model::forward_blocks(const int32_t* inputs, const int32_t* targets, bool k
     block_fwd(l, a, keep_probs);
     // Block output = post-attention residual + MLP branch.
     const LayerIdx& x = layers_[size_t(l)];
-    float* out = res_[size_t(l) + 1];
-    be_.copy_bytes(out, a.res_mid, BT * C_ * sizeof(float));
-    linear_fwd(out, a.fc_act, x.w_down, x.b_down, C_, F_, 1.0f);
+    row_parallel_fwd(res_[size_t(l) + 1], a.res_mid, a.fc_act, x.w_down, x.b_down, F_);
     hooks_->release(l + 1, false);
   }
 }
@@ -363,13 +514,15 @@ Model::Acts& Model::acts_for(int l) {
 double Model::forward_backward(const int32_t* inputs, const int32_t* targets, float loss_scale,
                                float* logits_out) {
   forward_blocks(inputs, targets, recompute_ == Recompute::none);
+  // The head runs its forward and backward together: acquire it (and a tied
+  // embedding) as a backward unit, since it produces gradients.
   const bool tied = cfg_.tied();
-  hooks_->acquire(L_ + 1, false);
-  if (tied) hooks_->acquire(0, false);
+  hooks_->acquire(L_ + 1, true);
+  if (tied) hooks_->acquire(0, true);
   const double loss = head(targets_dev_, loss_scale, true, logits_out);
-  if (tied) hooks_->release(0, false);
+  if (tied) hooks_->release(0, true);
   hooks_->grads_ready(L_ + 1);
-  hooks_->release(L_ + 1, false);
+  hooks_->release(L_ + 1, true);
   for (int l = L_ - 1; l >= 0; --l) {
     hooks_->acquire(l + 1, true);
     block_bwd(l, acts_for(l));
@@ -377,8 +530,11 @@ double Model::forward_backward(const int32_t* inputs, const int32_t* targets, fl
     hooks_->release(l + 1, true);
   }
   hooks_->acquire(0, true);
-  be_.embedding_bwd(params_.grad(wte_), gpt2_ ? params_.grad(wpe_) : nullptr, scratch_->dres,
-                    tokens_dev_, B_, T_, C_, 0, V_, 0);
+  // All rows of the gradient: the vocab slice needs every token's, and the
+  // replicated positions get the same gradient on every tp rank.
+  const float* dy = gather_rows(scratch_->dres, scratch_->gath_dy);  // (B,T,C)
+  be_.embedding_bwd(params_.grad(wte_), gpt2_ ? params_.grad(wpe_) : nullptr, dy, tokens_dev_, B_, T_,
+                    C_, vocab_start_, V_, 0);
   hooks_->grads_ready(0);
   hooks_->release(0, true);
   return loss;

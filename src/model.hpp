@@ -8,9 +8,14 @@
 //             the saved log-sum-exp) and the MLP activation in backward;
 //   full      keep only each block's input, recompute the block in backward.
 // All three give bitwise-identical gradients.
+// Tensor parallelism (Megatron-LM) splits Q/K/V and the MLP's first matrices
+// by output (heads, d_ff), wo and the MLP's down matrix by input, and the
+// vocabulary of the embedding and the head; sequence parallelism also splits
+// the token rows (B*T flattened) of everything between the tp regions.
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "backend.hpp"
@@ -82,9 +87,23 @@ class Model {
   void block_bwd(int l, Acts& a);
   void mlp_act_fwd(Acts& a);
   double head(const int32_t* targets_dev, float loss_scale, bool backward, float* logits_out);
+  // Norms run on this rank's token rows; with sp their weight gradients go
+  // to staging slot `slot` (and slot+1 for the bias) of rep_grad until the
+  // unit's sync_replicated() sums them over tp.
   void norm_fwd(float* out, float* mean, float* rstd, const float* x, int w, int b);
   void norm_bwd(float* dx, const float* dout, const float* x, int w, int b, const float* mean,
-                const float* rstd);
+                const float* rstd, int slot);
+  void sync_replicated(std::initializer_list<int> idx);  // collective over tp (sp only)
+  // The tp-region boundaries ("f" and "g" of Megatron). gather_rows: this
+  // rank's rows (Nl, C) -> all rows (N, C) (all-gather over tp with sp,
+  // identity otherwise). reduce_rows: partial sums (N, C) -> this rank's
+  // rows of the sum (reduce-scatter with sp, all-reduce in place otherwise);
+  // returns where the result is. Both collective over tp.
+  const float* gather_rows(const float* local, float* full);
+  const float* reduce_rows(float* partial, float* local);
+  // out(Nl, C) = resid + reduce(x W^T) + bias: a row-parallel linear layer
+  // whose bias is added once, after the reduction.
+  void row_parallel_fwd(float* out, const float* resid, const float* x, int w, int b, int n_in);
   // y(N, out) = x(N, in) W^T (+ bias)
   void linear_fwd(float* y, const float* x, int w, int b, int n_out, int n_in, float beta = 0.f);
   // dx (+)= dy W; dW += dy^T x; db += colsum(dy)
@@ -98,8 +117,14 @@ class Model {
   UnitHooks* hooks_ = &no_hooks_;
   Backend& be_;
   ParamStore params_;
+  // H_, Hkv_, F_, V_ are this tp rank's counts (heads, d_ff, vocab slice).
   int B_, T_, C_, H_, Hkv_, D_, F_, V_, L_;
   bool gpt2_;
+  int tp_size_ = 1, tp_rank_ = 0;
+  bool sp_ = false;
+  int vocab_start_ = 0;  // first vocabulary row of this rank's slice
+  int N_ = 0;            // token rows of the micro-batch (B*T)
+  int Nl_ = 0;           // this rank's token rows: N/tp with sp, else N
 
   int wte_ = -1, wpe_ = -1, lm_head_ = -1, lnf_w_ = -1, lnf_b_ = -1;
   std::vector<LayerIdx> layers_;
@@ -107,15 +132,14 @@ class Model {
   // Activations.
   int32_t* tokens_dev_ = nullptr;   // (B*T)
   int32_t* targets_dev_ = nullptr;  // (B*T)
-  std::vector<float*> res_;         // L+1 residual-stream tensors (B,T,C)
+  std::vector<float*> res_;         // L+1 residual-stream tensors (Nl,C)
   std::vector<Acts> acts_;          // L blocks (none/selective) or 1 shared (full)
-  float* lnf_ = nullptr;            // (B,T,C)
-  float* lnf_mean_ = nullptr;       // (B,T)
-  float* lnf_rstd_ = nullptr;       // (B,T)
-  float* logits_ = nullptr;         // (chunk, V)
+  float* lnf_ = nullptr;            // (Nl,C)
+  float* lnf_mean_ = nullptr;       // (Nl)
+  float* lnf_rstd_ = nullptr;       // (Nl)
+  float* logits_ = nullptr;         // (chunk, V/tp)
   float* xent_rowmax_ = nullptr;    // (chunk)
-  float* xent_sumexp_ = nullptr;
-  float* xent_target_ = nullptr;
+  float* xent_sumexp_ = nullptr;    // (2*chunk) sum of exp, then target logits
   float* losses_ = nullptr;         // (B*T)
   int chunk_rows_ = 0;
   Scratch* scratch_ = nullptr;

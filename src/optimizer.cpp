@@ -18,10 +18,10 @@ float clip_scale(double grad_norm, float grad_clip) {
   return float(grad_clip / (grad_norm + 1e-6));
 }
 
-AdamW::AdamW(ParamStore& params, Backend& backend, const TrainConfig& cfg)
-    : params_(params), be_(backend), cfg_(cfg), n_(params.numel()) {
-  m_ = be_.alloc(n_, Mem::optim);
-  v_ = be_.alloc(n_, Mem::optim);
+AdamW::AdamW(ParamStore& params, Backend& backend, const TrainConfig& cfg, size_t lo, size_t hi)
+    : params_(params), be_(backend), cfg_(cfg), lo_(lo), hi_(hi), n_(hi - lo) {
+  m_ = be_.alloc(std::max<size_t>(n_, 1), Mem::optim);
+  v_ = be_.alloc(std::max<size_t>(n_, 1), Mem::optim);
 }
 
 AdamW::~AdamW() {
@@ -29,11 +29,14 @@ AdamW::~AdamW() {
   be_.free_bytes(v_);
 }
 
-void AdamW::step(int step, float lr, float grad_scale) {
-  for (const ParamInfo& p : params_.infos()) {
-    const size_t o = p.offset;
-    be_.adamw(params_.params() + o, params_.grads() + o, m_ + o, v_ + o, p.numel(), lr, cfg_.beta1,
-              cfg_.beta2, cfg_.eps, p.decay ? cfg_.weight_decay : 0.0f, grad_scale, step);
+void AdamW::step(float* p, const float* g, int step, float lr, float grad_scale) {
+  for (const ParamInfo& t : params_.infos()) {
+    // The part of this tensor inside [lo, hi) (weight decay differs per tensor).
+    const size_t a = std::max(lo_, t.offset), b = std::min(hi_, t.offset + t.numel());
+    if (a >= b) continue;
+    const size_t o = a - lo_;
+    be_.adamw(p + o, g + o, m_ + o, v_ + o, b - a, lr, cfg_.beta1, cfg_.beta2, cfg_.eps,
+              t.decay ? cfg_.weight_decay : 0.0f, grad_scale, step);
   }
 }
 

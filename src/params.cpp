@@ -1,6 +1,7 @@
 // Flat parameter/gradient storage and the layout-independent initialisation.
 #include "params.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "rng.hpp"
@@ -73,32 +74,44 @@ int64_t ParamStore::global_numel() const {
 }
 
 void ParamStore::reset_unit_bases() {
-  param_base_.resize(unit_offset_.size());
-  grad_base_.resize(unit_offset_.size());
+  param_base_.assign(unit_offset_.size(), nullptr);
+  grad_base_.assign(unit_offset_.size(), nullptr);
   for (size_t u = 0; u < unit_offset_.size(); ++u) {
-    param_base_[u] = params_ + unit_offset_[u];
-    grad_base_[u] = grads_ + unit_offset_[u];
+    if (params_) param_base_[u] = params_ + unit_offset_[u];
+    if (grads_) grad_base_[u] = grads_ + unit_offset_[u];
   }
 }
 
-void ParamStore::allocate_and_init(uint64_t seed) {
-  params_ = backend_.alloc(numel_, Mem::params);
-  grads_ = backend_.alloc(numel_, Mem::grads);
+void ParamStore::allocate(size_t capacity, bool params_full, bool grads_full) {
+  if (capacity < numel_) throw std::logic_error("ParamStore::allocate: capacity below numel");
+  if (params_full) params_ = backend_.alloc(capacity, Mem::params);
+  if (grads_full) grads_ = backend_.alloc(capacity, Mem::grads);
   reset_unit_bases();
+}
+
+void ParamStore::allocate_and_init(uint64_t seed) {
+  allocate(numel_, true, true);
+  init_range(seed, 0, numel_, params_);
+}
+
+void ParamStore::init_range(uint64_t seed, size_t lo, size_t hi, float* dst) const {
   std::vector<float> host;
   for (const auto& p : infos_) {
-    host.assign(p.numel(), 0.0f);
+    // Intersection of this tensor's flat range with [lo, hi).
+    const size_t a = std::max(lo, p.offset), b = std::min(hi, p.offset + p.numel());
+    if (a >= b) continue;
+    host.assign(b - a, 0.0f);
     if (p.init == Init::ones) {
-      host.assign(p.numel(), 1.0f);
+      host.assign(b - a, 1.0f);
     } else if (p.init == Init::normal) {
       const CounterRng rng{seed, fnv1a64(p.name)};
-      // Local element -> global flat index (row-major), so a slice draws the
+      // Local element -> global flat index (row-major), so a block draws the
       // same numbers as the full tensor.
       const int nd = int(p.shape.size());
-      const int64_t n = int64_t(host.size());
+      const int64_t first = int64_t(a - p.offset), n = int64_t(b - a);
 #pragma omp parallel for schedule(static)
       for (int64_t e = 0; e < n; ++e) {
-        int64_t rest = e, g = 0, stride = 1;
+        int64_t rest = first + e, g = 0, stride = 1;
         for (int d = nd - 1; d >= 0; --d) {
           const int64_t i = rest % p.local_shape[size_t(d)];
           rest /= p.local_shape[size_t(d)];
@@ -108,10 +121,12 @@ void ParamStore::allocate_and_init(uint64_t seed) {
         host[size_t(e)] = float(p.std * rng.normal(uint64_t(g)));
       }
     }
-    backend_.from_host(params_ + p.offset, host.data(), host.size() * sizeof(float));
+    backend_.from_host(dst + (a - lo), host.data(), host.size() * sizeof(float));
   }
 }
 
-void ParamStore::zero_grads() { backend_.fill(grads_, 0.0f, numel_); }
+void ParamStore::zero_grads() {
+  if (grads_) backend_.fill(grads_, 0.0f, numel_);
+}
 
 }  // namespace pentad

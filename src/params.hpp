@@ -52,8 +52,15 @@ class ParamStore {
   // tensor of global `shape` (tensor-parallel slices).
   int add_block(const std::string& name, std::vector<int64_t> shape, std::vector<int64_t> local_start,
                 std::vector<int64_t> local_shape, Init init, float std, bool decay);
-  // Allocate params and grads (zeroed) and draw the initial values.
+  // Allocate full params and grads (zeroed) and draw the initial values.
   void allocate_and_init(uint64_t seed);
+  // Allocate `capacity` (>= numel(), e.g. padded to a multiple of the dp
+  // size) elements of params and/or grads; a buffer not allocated is left
+  // null and its units must be pointed at windows (ZeRO-2/3).
+  void allocate(size_t capacity, bool params_full, bool grads_full);
+  // Draw the initial values of the flat range [lo, hi) into dst (backend
+  // memory, hi - lo elements); padding between tensors is zero.
+  void init_range(uint64_t seed, size_t lo, size_t hi, float* dst) const;
 
   const std::vector<ParamInfo>& infos() const { return infos_; }
   const ParamInfo& info(int i) const { return infos_[size_t(i)]; }

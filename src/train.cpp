@@ -21,10 +21,12 @@
 
 #include "comm.hpp"
 #include "data.hpp"
+#include "data_parallel.hpp"
 #include "error.hpp"
 #include "h5io.hpp"
 #include "metrics.hpp"
 #include "model.hpp"
+#include "tensor_parallel.hpp"
 #include "optimizer.hpp"
 #include "topology.hpp"
 
@@ -120,14 +122,21 @@ std::unique_ptr<TokenFile> open_tokens(const std::string& path, const Config& cf
   return f;
 }
 
-void write_params(H5Writer& w, const std::string& prefix, ParamStore& params, Backend& be,
-                  bool grads) {
-  std::vector<float> host;
+// Collective over the job (ZeRO-3 gathers shards): every rank calls it for
+// every tensor; only the rank holding a writer (w != nullptr) writes.
+// Tensors split over tp are assembled into their global shape (collective over tp).
+void write_params(H5Writer* w, const std::string& prefix, ParamStore& params, DataParallel& dpar,
+                  Comm* tp, bool grads) {
+  std::vector<float> host, global;
   for (int i = 0; i < int(params.infos().size()); ++i) {
     const ParamInfo& p = params.info(i);
     host.resize(p.numel());
-    be.to_host(host.data(), grads ? params.grad(i) : params.param(i), host.size() * sizeof(float));
-    w.write(prefix + p.name, host.data(), p.shape);
+    if (grads)
+      dpar.get_grad(i, host.data());
+    else
+      dpar.get_param(i, host.data());
+    gather_global(tp, p, host.data(), global);
+    if (w) w->write(prefix + p.name, global.data(), p.shape);
   }
 }
 
@@ -183,8 +192,9 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
 
   Model model(mc, tc.recompute, b, be, ModelParallel{tp.get(), cfg.parallel.sp});
   ParamStore& params = model.params();
-  params.allocate_and_init(tc.seed);
-  AdamW opt(params, be, tc);
+  DataParallel dpar(params, be, *dp, tc, cfg.parallel.zero, cfg.parallel.bucket_mb);
+  dpar.init(tc.seed);
+  model.set_hooks(&dpar);
   const double n_params = double(params.global_numel());
   const double fpt = flops_per_token(mc, n_params);
 
@@ -195,6 +205,7 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
     double s = peak_tflops;
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_SUM, topo.job));
     peak_tflops = s / topo.size;
+    be.reset_peaks();  // the measurement's buffers are not part of training
   }
   if (root) {
     std::printf("model: %s, %.3fM parameters, %.3g FLOP/token; global batch %lld x %d tokens "
@@ -207,10 +218,12 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
 
   Dump dump;
   const bool dumping = !cfg.log.dump.empty();
-  if (dumping && root) {
-    dump.w = std::make_unique<H5Writer>(cfg.log.dump);
-    dump.w->attr("config", cfg.resolved_toml);
-    write_params(*dump.w, "init/", params, be, false);
+  if (dumping) {
+    if (root) {
+      dump.w = std::make_unique<H5Writer>(cfg.log.dump);
+      dump.w->attr("config", cfg.resolved_toml);
+    }
+    write_params(dump.w.get(), "init/", params, dpar, tp.get(), false);
   }
 
   // Host buffers for this rank's micro-batches (b sequences each).
@@ -236,20 +249,23 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
     const auto t0 = Clock::now();
     const float lr = float(lr_at(tc, step));
     sample_batch(*train_data, tc.seed, step, first_seq, A * b, T, in.data(), tg.data());
-    params.zero_grads();
+    dpar.begin_step();
     const bool want_logits = dumping && step == 1;
     if (want_logits) logits.assign(size_t(A) * b * T * mc.vocab_size, 0.0f);
     double loss_sum = 0;
     for (int mb = 0; mb < A; ++mb) {
       const size_t o = size_t(mb) * b * T;
+      dpar.begin_micro_batch(mb, A);
       loss_sum += model.forward_backward(in.data() + o, tg.data() + o, float(1.0 / tokens_global),
                                          want_logits ? logits.data() + o * mc.vocab_size : nullptr);
+      dpar.end_micro_batch();
     }
-    // Gradient reduction over the data-parallel group (sum of already-scaled grads).
-    dp->allreduce_sum(params.grads(), params.numel());
+    // Gradient reduction over dp was launched bucket by bucket during the
+    // last backward (sum of already-scaled gradients); wait for it.
+    dpar.finish_backward();
     dp->allreduce_sum_host(&loss_sum, 1);
     const double loss = loss_sum / tokens_global;
-    const double grad_norm = std::sqrt(be.sum_squares(params.grads(), params.numel()));
+    const double grad_norm = dpar.grad_norm();
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
       throw InputError("step " + std::to_string(step) + ": loss or gradient norm is not finite (loss " +
                        std::to_string(loss) + ", grad norm " + std::to_string(grad_norm) +
@@ -270,16 +286,14 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
         std::vector<float> glog(root ? size_t(B_global) * T * mc.vocab_size : 0);
         MPI_CHECK(MPI_Gather(logits.data(), n_local * mc.vocab_size, MPI_FLOAT, glog.data(),
                              n_local * mc.vocab_size, MPI_FLOAT, 0, topo.dp));
-        if (root) {
-          dump.w->write("logits", glog.data(), {B_global, T, mc.vocab_size});
-          write_params(*dump.w, "grad/", params, be, true);
-        }
+        if (root) dump.w->write("logits", glog.data(), {B_global, T, mc.vocab_size});
+        write_params(dump.w.get(), "grad/", params, dpar, tp.get(), true);
       }
       dump.loss.push_back(loss);
       dump.lr.push_back(lr);
       dump.grad_norm.push_back(grad_norm);
     }
-    opt.step(step, lr, clip_scale(grad_norm, tc.grad_clip));
+    dpar.optimizer_step(step, lr, clip_scale(grad_norm, tc.grad_clip));
     be.synchronize();
     const double dt = seconds_since(t0);
     step_times.push_back(dt);
@@ -305,7 +319,9 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
           {"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
           {"tokens_per_s", tok_s}, {"tflops", tflops}, {"mfu", mfu},
           {"peak_mem_bytes", double(ms.total_peak_bytes)}, {"step_ms", dt * 1e3},
-          {"dp_bytes_sent", dp->bytes_sent()}};
+          {"dp_bytes_sent", dp->bytes_sent()}, {"dp_reductions", double(dpar.reductions())},
+          {"dp_buckets", double(dpar.n_buckets())}, {"dp_comm_hidden", dpar.hidden_fraction()},
+          {"param_elems", double(params.numel())}, {"shard_elems", double(dpar.shard_elems())}};
       for (int c = 0; c < int(Mem::count); ++c)
         row.emplace_back(std::string("peak_mem_") + mem_name(Mem(c)), double(ms.peak_bytes[size_t(c)]));
       if (eval_now) row.emplace_back("val_loss", last_val);
@@ -314,6 +330,7 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
     dp->reset_bytes();
   }
 
+  if (dumping) write_params(dump.w.get(), "final/", params, dpar, tp.get(), false);
   if (dumping && root) {
     const int64_t S = tc.steps;
     dump.w->write("batch/inputs", dump.inputs.data(), {S, B_global, T});
@@ -321,19 +338,23 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
     dump.w->write("metrics/loss", dump.loss.data(), {S});
     dump.w->write("metrics/lr", dump.lr.data(), {S});
     dump.w->write("metrics/grad_norm", dump.grad_norm.data(), {S});
-    write_params(*dump.w, "final/", params, be, false);
     dump.w->commit();
   }
-  if (cfg.checkpoint.save_final && root) {
+  if (cfg.checkpoint.save_final) {
     const std::string path = cfg.checkpoint.dir + "/final.h5";
-    H5Writer w(path);
-    w.attr("format", "pentad-weights");
-    w.attr("format_version", int64_t(1));
-    w.attr("step", int64_t(tc.steps));
-    w.attr("config", cfg.resolved_toml);
-    write_params(w, "", params, be, false);
-    w.commit();
-    std::printf("weights written to %s\n", path.c_str());
+    std::unique_ptr<H5Writer> w;
+    if (root) {
+      w = std::make_unique<H5Writer>(path);
+      w->attr("format", "pentad-weights");
+      w->attr("format_version", int64_t(1));
+      w->attr("step", int64_t(tc.steps));
+      w->attr("config", cfg.resolved_toml);
+    }
+    write_params(w.get(), "", params, dpar, tp.get(), false);
+    if (root) {
+      w->commit();
+      std::printf("weights written to %s\n", path.c_str());
+    }
   }
 
   if (root) {

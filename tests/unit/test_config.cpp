@@ -383,7 +383,16 @@ TEST(Config, ParallelChecks) {
             "input/tiny.toml: model.n_heads=3 is not divisible by parallel.tp=2");
   EXPECT_EQ(error_of(kMinimal + "[model]\nfamily = \"llama\"\nn_heads = 4\nn_kv_heads = 1\n"
                                 "[parallel]\ntp = 2\n", {}, 2),
-            "input/tiny.toml: model.n_kv_heads=1 is not divisible by parallel.tp=2");
+            "input/tiny.toml: model.n_kv_heads=1 is not divisible by parallel.tp=2 (key/value "
+            "heads are split over tp, not replicated: use parallel.tp <= model.n_kv_heads)");
+  EXPECT_EQ(error_of(kMinimal + "[model]\nn_heads = 8\nd_ff = 100\n[parallel]\ntp = 8\n", {}, 8),
+            "input/tiny.toml: model.d_ff=100 is not divisible by parallel.tp=8");
+  EXPECT_EQ(error_of(kMinimal + "[model]\nn_heads = 8\nvocab_size = 300\n[parallel]\ntp = 8\n", {}, 8),
+            "input/tiny.toml: model.vocab_size=300 is not divisible by parallel.tp=8 (no padding: "
+            "pad the vocabulary in the data)");
+  // Supported layouts parse.
+  EXPECT_EQ(parse(kMinimal + "[parallel]\ntp = 4\nsp = true\n", {}, 4).parallel.tp, 4);
+  EXPECT_TRUE(parse(kMinimal + "[parallel]\ntp = 2\ndp = 2\nsp = true\n", {}, 4).parallel.sp);
   EXPECT_EQ(error_of(kMinimal + "[parallel]\nsp = true\n"),
             "input/tiny.toml: parallel.sp = true needs parallel.tp > 1 (got parallel.tp=1)");
   EXPECT_EQ(error_of(kMinimal + "[model]\nseq_len = 65\n[parallel]\ntp = 2\nsp = true\n", {}, 2),
@@ -406,18 +415,12 @@ TEST(Config, TrainAndDataChecks) {
 
 TEST(Config, UnsupportedFeaturesNameTheKey) {
   const std::string not_yet = " is not available in this build yet";
-  EXPECT_EQ(error_of(kMinimal + "[parallel]\ntp = 2\n", {}, 2),
-            "input/tiny.toml: parallel.tp=2: tensor parallelism" + not_yet);
   EXPECT_EQ(error_of(kMinimal + "[parallel]\npp = 2\n", {}, 2),
             "input/tiny.toml: parallel.pp=2: pipeline parallelism" + not_yet);
   EXPECT_EQ(error_of(kMinimal + "[parallel]\ncp = 2\n", {}, 2),
             "input/tiny.toml: parallel.cp=2: context parallelism" + not_yet);
   EXPECT_EQ(error_of(kMinimal + "[parallel]\ndp = 2\nep = 2\n", {}, 2),
             "input/tiny.toml: parallel.ep=2: expert parallelism" + not_yet);
-  EXPECT_EQ(error_of(kMinimal + "[parallel]\ntp = 2\n", {"parallel.sp=true"}, 2),
-            "input/tiny.toml: parallel.tp=2: tensor parallelism" + not_yet);
-  EXPECT_EQ(error_of(kMinimal + "[parallel]\nzero = 1\n"),
-            "input/tiny.toml: parallel.zero=1: ZeRO sharding" + not_yet);
   EXPECT_EQ(error_of(kMinimal + "[train]\ndtype = \"bf16\"\n"),
             "input/tiny.toml: train.dtype=bf16: bf16 training" + not_yet);
 #ifndef PENTAD_HAVE_CUDA
@@ -480,7 +483,7 @@ TEST(Config, EveryResolvedKeyIsSettable) {
     if (section == "data" && line.rfind("train", 0) == 0) value = "tok/x.bin";  // has escapes
     sets.push_back((section.empty() ? "" : section + ".") + line.substr(0, eq) + "=" + value);
   }
-  EXPECT_EQ(sets.size(), 48u);  // 1 top-level + 12 model + 7 parallel + 17 train + 2 data + 5 checkpoint + 4 log
+  EXPECT_EQ(sets.size(), 49u);  // 1 top-level + 12 model + 8 parallel + 17 train + 2 data + 5 checkpoint + 4 log
   Config expected = c;
   expected.data.train = "tok/x.bin";
   expected.resolved_toml = pentad::config_to_toml(expected);

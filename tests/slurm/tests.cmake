@@ -1,0 +1,12 @@
+# SLURM tests: each case brings up its own single-node SLURM (slurm_env.sh),
+# submits jobscripts/train.sbatch and checks the outcome (slurm_case.sh says
+# what each case checks). Serialised: every case starts daemons and ranks on
+# the same few cores. Skipped (exit 77) only when not run as root.
+foreach(case "train;2" "train;4" "impossible" "bad_deck" "rank_killed" "preempt" "sweep")
+  string(REPLACE ";" "_n" name "${case}")
+  add_test(NAME slurm_${name}
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/slurm_case.sh ${case})
+  set_tests_properties(slurm_${name} PROPERTIES LABELS slurm
+                       ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 240
+                       RESOURCE_LOCK pentad_slurm SKIP_RETURN_CODE 77)
+endforeach()

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint.hpp"
 #include "comm.hpp"
 #include "data.hpp"
 #include "data_parallel.hpp"
@@ -28,6 +29,7 @@
 #include "model.hpp"
 #include "tensor_parallel.hpp"
 #include "optimizer.hpp"
+#include "run_state.hpp"
 #include "topology.hpp"
 
 namespace pentad {
@@ -195,6 +197,50 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
   DataParallel dpar(params, be, *dp, tc, cfg.parallel.zero, cfg.parallel.bucket_mb);
   dpar.init(tc.seed);
   model.set_hooks(&dpar);
+  install_signal_handlers();
+  const std::vector<CkptTensor> ckpt_tensors = checkpoint_tensors(params, dpar, topo);
+  const std::string signature = model_signature(mc);
+  auto save = [&](int step) {
+    CkptMeta meta;
+    meta.step = step;
+    meta.seed = tc.seed;
+    meta.config_toml = cfg.resolved_toml;
+    meta.layout = topo.describe() + " zero=" + std::to_string(cfg.parallel.zero);
+    meta.model_signature = signature;
+    const std::string path = save_checkpoint(cfg.checkpoint.dir, meta, ckpt_tensors, cfg.checkpoint.keep, topo.job);
+    if (root) {
+      std::printf("checkpoint: step %d written to %s\n", step, path.c_str());
+      std::fflush(stdout);
+    }
+  };
+
+  // Resume: "latest" starts fresh when the directory has no committed checkpoint yet.
+  int start_step = 1;
+  if (!cfg.checkpoint.resume.empty()) {
+    std::string path;
+    bool fresh = false;
+    if (cfg.checkpoint.resume == "latest") {
+      struct stat st{};
+      fresh = ::stat((cfg.checkpoint.dir + "/latest").c_str(), &st) != 0;
+    }
+    if (!fresh) {
+      path = resolve_checkpoint(cfg.checkpoint.resume, cfg.checkpoint.dir);
+      const CkptMeta meta = load_checkpoint(path, signature, ckpt_tensors, topo.job);
+      start_step = int(meta.step) + 1;
+      if (root) {
+        std::printf("resumed from %s (written at step %lld under %s)\n", path.c_str(),
+                    (long long)meta.step, meta.layout.c_str());
+        if (meta.seed != tc.seed)
+          std::printf("warning: train.seed %llu differs from the checkpoint's %llu: the data order changes\n",
+                      (unsigned long long)tc.seed, (unsigned long long)meta.seed);
+      }
+    } else if (root) {
+      std::printf("checkpoint.resume = latest: no checkpoint in %s yet, starting fresh\n",
+                  cfg.checkpoint.dir.c_str());
+    }
+  }
+  if (start_step > 1 && !cfg.log.dump.empty())
+    throw InputError("log.dump records a run from step 1; it cannot be combined with a resumed run (checkpoint.resume)");
   const double n_params = double(params.global_numel());
   const double fpt = flops_per_token(mc, n_params);
 
@@ -245,7 +291,7 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
 
   std::vector<double> step_times;
   double last_loss = NAN, last_val = NAN;
-  for (int step = 1; step <= tc.steps; ++step) {
+  for (int step = start_step; step <= tc.steps; ++step) {
     const auto t0 = Clock::now();
     const float lr = float(lr_at(tc, step));
     sample_batch(*train_data, tc.seed, step, first_seq, A * b, T, in.data(), tg.data());
@@ -280,12 +326,18 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
       }
       int32_t* gin = root ? dump.inputs.data() + size_t(step - 1) * B_global * T : nullptr;
       int32_t* gtg = root ? dump.targets.data() + size_t(step - 1) * B_global * T : nullptr;
-      MPI_CHECK(MPI_Gather(in.data(), n_local, MPI_INT32_T, gin, n_local, MPI_INT32_T, 0, topo.dp));
-      MPI_CHECK(MPI_Gather(tg.data(), n_local, MPI_INT32_T, gtg, n_local, MPI_INT32_T, 0, topo.dp));
+      // Only the dp group of tp rank 0 (the root's) gathers; the other tp
+      // ranks hold copies of the same batch and logits.
+      const bool gatherer = topo.me.tp == 0;
+      if (gatherer) {
+        MPI_CHECK(MPI_Gather(in.data(), n_local, MPI_INT32_T, gin, n_local, MPI_INT32_T, 0, topo.dp));
+        MPI_CHECK(MPI_Gather(tg.data(), n_local, MPI_INT32_T, gtg, n_local, MPI_INT32_T, 0, topo.dp));
+      }
       if (step == 1) {
         std::vector<float> glog(root ? size_t(B_global) * T * mc.vocab_size : 0);
-        MPI_CHECK(MPI_Gather(logits.data(), n_local * mc.vocab_size, MPI_FLOAT, glog.data(),
-                             n_local * mc.vocab_size, MPI_FLOAT, 0, topo.dp));
+        if (gatherer)
+          MPI_CHECK(MPI_Gather(logits.data(), n_local * mc.vocab_size, MPI_FLOAT, glog.data(),
+                               n_local * mc.vocab_size, MPI_FLOAT, 0, topo.dp));
         if (root) dump.w->write("logits", glog.data(), {B_global, T, mc.vocab_size});
         write_params(dump.w.get(), "grad/", params, dpar, tp.get(), true);
       }
@@ -328,6 +380,15 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
       if (metrics) metrics->write(row);
     }
     dp->reset_bytes();
+
+    // Checkpoint every N steps, and on SIGUSR1/SIGTERM at a step all ranks agree on.
+    int stop = signal_received() ? 1 : 0;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, topo.job));
+    if ((cfg.checkpoint.every > 0 && step % cfg.checkpoint.every == 0) || stop) save(step);
+    if (stop) {
+      if (root) std::printf("signal received: stopped after step %d with a checkpoint; exiting\n", step);
+      break;
+    }
   }
 
   if (dumping) write_params(dump.w.get(), "final/", params, dpar, tp.get(), false);

@@ -284,11 +284,17 @@ void test_roundtrips(const std::string& dir, MPI_Comm comm) {
     Store unused;
     const int64_t step = 10 + int64_t(si);
     const auto saved = make_tensors(kSpecs, all[si], step, &unused, comm);
+    auto t0 = std::chrono::steady_clock::now();
     const std::string path = save_checkpoint(dir, meta_for(step), saved, 0, comm);
+    if (g_rank == 0 && std::getenv("PENTAD_CKPT_TIMES"))
+      std::fprintf(stderr, "  save %.3f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     for (Split load : {all[(si + 1) % all.size()], all[(si + 3) % all.size()], Split::single}) {
       Store got;
       const auto loading = make_tensors(kSpecs, load, step, &got, comm);
+      t0 = std::chrono::steady_clock::now();
       const CkptMeta m = load_checkpoint(path, meta_for(step).model_signature, loading, comm);
+      if (g_rank == 0 && std::getenv("PENTAD_CKPT_TIMES"))
+        std::fprintf(stderr, "  load %.3f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       std::string first;
       const int64_t bad = mismatches(loading, got, step, &first);
       check(bad == 0, std::string("save ") + split_name(all[si]) + " / load " + split_name(load) + ": " +

@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
-# shellcheck disable=SC2317  # functions run from traps / check
 # One SLURM test case: brings up a private single-node SLURM (slurm_env.sh),
 # submits jobscripts/train.sbatch with tests/slurm/tiny.toml on data prepared
 # from the project's sources, checks the outcome, and tears SLURM down.
-#   slurm_case.sh train N | impossible | bad_deck | rank_killed | preempt | sweep
+#   slurm_case.sh train N | impossible | bad_deck | rank_killed | preempt | sweep | gpu_select
 set -euo pipefail
 case_name=${1:?usage: slurm_case.sh CASE [ARGS]}
 : "${PENTAD:?}" "${PENTAD_SOURCE_DIR:?}"
@@ -52,6 +51,7 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 print(rows[0]["step"], rows[-1]["step"], rows[0]["loss"], rows[-1]["loss"], len(rows))
 PY
 }
+# shellcheck disable=SC2317  # called through check
 # lt A B [D]: A < B - D (D defaults to 0)
 lt() { "${PENTAD_PYTHON:-python3}" -c "import sys; sys.exit(0 if float(sys.argv[1]) < float(sys.argv[2]) - float(sys.argv[3]) else 1)" "$1" "$2" "${3:-0}"; }
 # PIDs of pentad processes of job $1 (rank $2 if given), from /proc.
@@ -66,6 +66,7 @@ job_pentad_pids() {
   done
   return 0
 }
+# shellcheck disable=SC2317  # called through check
 wait_metrics_rows() {  # wait_metrics_rows FILE N TIMEOUT_S
   timeout "$3" bash -c "until [ -f '$1' ] && [ \$(wc -l < '$1') -ge $2 ]; do sleep 0.2; done"
 }
@@ -192,6 +193,32 @@ sweep)
     check "$point: job $id COMPLETED (got $st)" test "$st" = COMPLETED
     check "$point: runs/tiny-ranks$r-$id/train.log has dp = $r" grep -qE "^dp = $r( |$)" "$PENTAD_RUNS/tiny-ranks$r-$id/train.log"
   done <<< "$out"
+  [ $failed = 0 ] || show_logs
+  ;;
+
+gpu_select)
+  # The per-task GPU choice, checked without GPUs: the job is given
+  # CUDA_VISIBLE_DEVICES=3,5,7,9 (as SLURM does for --gpus-per-node=4) and a
+  # stand-in binary that records what each task sees. Each task must keep
+  # exactly the device at its SLURM_LOCALID, and a CPU-only binary is not
+  # switched to backend = "cuda".
+  stub=$SLURM_TMP/stub-pentad
+  # shellcheck disable=SC2016  # expanded by the stub, not here
+  printf '#!/bin/bash\necho "local=$SLURM_LOCALID cuda=$CUDA_VISIBLE_DEVICES args=$*" >> %q\n' \
+    "$SLURM_TMP/seen.txt" > "$stub"
+  chmod +x "$stub"
+  set +e
+  id=$(CUDA_VISIBLE_DEVICES=3,5,7,9 PENTAD=$stub timeout 60 sbatch --parsable --wait -n 4 -J gpu "$sbatch_script" "$deck")
+  rc=$?
+  set -e
+  id=${id%%;*}
+  check "job $id exit status 0 (got $rc)" test "$rc" = 0
+  seen=$(sort "$SLURM_TMP/seen.txt" 2>/dev/null | sed -E 's/ args=.*//' | tr '\n' ' ')
+  echo "tasks saw: $seen"
+  check "task i sees only device i of 3,5,7,9" test "$seen" = "local=0 cuda=3 local=1 cuda=5 local=2 cuda=7 local=3 cuda=9 "
+  check "no backend=cuda for a binary without CUDA" test -z "$(grep -l 'backend=cuda' "$SLURM_TMP/seen.txt")"
+  check "the job log reports 4 GPUs per node" grep -q "4 GPU(s)/node" "$SLURM_TMP/slurm-$id.out"
+  check "the job log warns that the binary has no CUDA backend" grep -q "has no CUDA backend" "$SLURM_TMP/slurm-$id.out"
   [ $failed = 0 ] || show_logs
   ;;
 

@@ -2,7 +2,7 @@
 # submits jobscripts/train.sbatch and checks the outcome (slurm_case.sh says
 # what each case checks). Serialised: every case starts daemons and ranks on
 # the same few cores. Skipped (exit 77) only when not run as root.
-foreach(case "train;2" "train;4" "impossible" "bad_deck" "rank_killed" "preempt" "sweep")
+foreach(case "train;2" "train;4" "impossible" "bad_deck" "rank_killed" "preempt" "sweep" "gpu_select")
   string(REPLACE ";" "_n" name "${case}")
   add_test(NAME slurm_${name}
            COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/slurm_case.sh ${case})

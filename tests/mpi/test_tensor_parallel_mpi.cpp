@@ -1,0 +1,165 @@
+// Tensor-parallel layers against their serial twins on the same rank: the
+// whole job is one tp group; every rank also builds the serial model. Checks
+//  * the vocab-parallel cross-entropy (losses and the logit-gradient slice)
+//    against the backend's serial cross-entropy;
+//  * one forward/backward of the model (gpt2 and llama, sp off/on, every
+//    recompute policy): loss, the gathered logits and the gradient of every
+//    parameter, assembled into its global shape, against the serial model.
+// Every parallel layer (column-parallel Q/K/V and gate/up, row-parallel wo and
+// down with their once-added biases, vocab-parallel embedding and head,
+// sequence-parallel norms) owns at least one of those gradients.
+// Tolerance: |a - b| <= 1e-5 * max|b| + 1e-4 * |b| (fp32, reordered sums).
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "backend.hpp"
+#include "comm.hpp"
+#include "model.hpp"
+#include "params.hpp"
+#include "tensor_parallel.hpp"
+
+using namespace pentad;
+
+namespace {
+
+int failures = 0;
+int rank = 0;
+
+// Worst excess over the tolerance; prints the worst mismatch.
+void expect_close(const std::string& what, const std::vector<float>& got, const std::vector<float>& ref) {
+  double ref_max = 0, worst = 0, worst_excess = -1;
+  for (float r : ref) ref_max = std::max(ref_max, double(std::fabs(r)));
+  bool ok = got.size() == ref.size();
+  for (size_t i = 0; ok && i < ref.size(); ++i) {
+    const double d = std::fabs(double(got[i]) - ref[i]);
+    const double excess = d - (1e-5 * ref_max + 1e-4 * std::fabs(ref[i]));
+    worst = std::max(worst, d);
+    worst_excess = std::max(worst_excess, excess);
+  }
+  ok = ok && worst_excess <= 0;
+  if (!ok) ++failures;
+  if (rank == 0 && (!ok || std::getenv("PENTAD_VERBOSE")))
+    std::printf("%s %s: max |diff| %.3e (max|ref| %.3e)\n", ok ? "ok  " : "FAIL", what.c_str(), worst,
+                ref_max);
+}
+
+std::vector<float> host_of(Backend& be, const float* dev, size_t n) {
+  std::vector<float> h(n);
+  be.to_host(h.data(), dev, n * sizeof(float));
+  return h;
+}
+
+void test_xent(Backend& be, Comm& tp) {
+  const int N = 7, V = 12 * tp.size(), Vl = V / tp.size(), v0 = tp.rank() * Vl;
+  std::vector<float> logits(size_t(N) * V);
+  std::vector<int32_t> targets(static_cast<size_t>(N));
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = float(std::sin(0.37 * double(i)) * 3.0);
+  for (int n = 0; n < N; ++n) targets[size_t(n)] = n == 3 ? -1 : (n * 5 + 2) % V;  // one ignored row
+  int32_t* tg = be.alloc_i32(size_t(N), Mem::scratch);
+  be.from_host(tg, targets.data(), targets.size() * sizeof(int32_t));
+  // Serial: the whole vocabulary.
+  float* lg = be.alloc(logits.size(), Mem::scratch);
+  float* scratch = be.alloc(3 * size_t(N), Mem::scratch);
+  float* loss = be.alloc(size_t(N), Mem::scratch);
+  be.from_host(lg, logits.data(), logits.size() * sizeof(float));
+  vocab_parallel_xent(be, nullptr, lg, loss, lg, scratch, scratch + N, tg, 0.5f, N, V, 0);
+  const std::vector<float> ref_loss = host_of(be, loss, size_t(N));
+  const std::vector<float> ref_d = host_of(be, lg, logits.size());
+  // Parallel: this rank's columns.
+  std::vector<float> slice(size_t(N) * Vl);
+  for (int n = 0; n < N; ++n)
+    std::copy_n(logits.data() + size_t(n) * V + v0, Vl, slice.data() + size_t(n) * Vl);
+  float* ls = be.alloc(slice.size(), Mem::scratch);
+  be.from_host(ls, slice.data(), slice.size() * sizeof(float));
+  vocab_parallel_xent(be, &tp, ls, loss, ls, scratch, scratch + N, tg, 0.5f, N, Vl, v0);
+  expect_close("xent losses", host_of(be, loss, size_t(N)), ref_loss);
+  std::vector<float> ref_slice(slice.size());
+  for (int n = 0; n < N; ++n)
+    std::copy_n(ref_d.data() + size_t(n) * V + v0, Vl, ref_slice.data() + size_t(n) * Vl);
+  expect_close("xent dlogits slice", host_of(be, ls, slice.size()), ref_slice);
+  for (void* p : {static_cast<void*>(tg), static_cast<void*>(lg), static_cast<void*>(scratch),
+                  static_cast<void*>(loss), static_cast<void*>(ls)})
+    be.free_bytes(p);
+}
+
+void test_model(Backend& be, Comm& tp, Family family, bool sp, Recompute rc) {
+  ModelConfig mc;
+  mc.family = family;
+  mc.n_layers = 2;
+  mc.d_model = 32;
+  mc.n_heads = 8;
+  mc.n_kv_heads = family == Family::llama ? 4 : 8;
+  mc.d_ff = family == Family::llama ? 96 : 128;
+  mc.vocab_size = 64;
+  mc.seq_len = 8;
+  mc.tied_embeddings = family == Family::gpt2 ? 1 : 0;
+  const int B = 2, N = B * mc.seq_len;
+  const std::string tag = std::string(family == Family::gpt2 ? "gpt2" : "llama") + (sp ? " sp" : "") +
+                          " recompute " + std::to_string(int(rc)) + ": ";
+  std::vector<int32_t> in(static_cast<size_t>(N)), tg(static_cast<size_t>(N));
+  for (int i = 0; i < N; ++i) {
+    in[size_t(i)] = (i * 13 + 5) % mc.vocab_size;
+    tg[size_t(i)] = (i * 29 + 3) % mc.vocab_size;
+  }
+  const float scale = 1.0f / float(N);
+  std::vector<float> logits_ref(size_t(N) * mc.vocab_size), logits_tp(logits_ref.size());
+
+  Model serial(mc, rc, B, be);
+  serial.params().allocate_and_init(1234);
+  const double loss_ref = serial.forward_backward(in.data(), tg.data(), scale, logits_ref.data());
+  Model par(mc, rc, B, be, ModelParallel{&tp, sp});
+  par.params().allocate_and_init(1234);
+  // Twice: the second call checks that gradients accumulate (sp stages the
+  // replicated norm gradients per micro-batch).
+  par.forward_backward(in.data(), tg.data(), scale, nullptr);
+  const double loss_tp = par.forward_backward(in.data(), tg.data(), scale, logits_tp.data());
+  serial.forward_backward(in.data(), tg.data(), scale, nullptr);
+
+  expect_close(tag + "loss", {float(loss_tp)}, {float(loss_ref)});
+  expect_close(tag + "logits", logits_tp, logits_ref);
+  const double eval_tp = par.forward_loss(in.data(), tg.data());
+  expect_close(tag + "eval loss", {float(eval_tp)}, {float(loss_ref)});
+  ParamStore& ps = par.params();
+  ParamStore& ss = serial.params();
+  std::vector<float> local, global;
+  for (int i = 0; i < int(ps.infos().size()); ++i) {
+    const ParamInfo& p = ps.info(i);
+    local = host_of(be, ps.grad(i), p.numel());
+    gather_global(&tp, p, local.data(), global);
+    expect_close(tag + "grad " + p.name, global, host_of(be, ss.grad(ss.find(p.name)), size_t(p.global_numel())));
+    local = host_of(be, ps.param(i), p.numel());
+    gather_global(&tp, p, local.data(), global);
+    expect_close(tag + "init " + p.name, global, host_of(be, ss.param(ss.find(p.name)), size_t(p.global_numel())));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm group;
+  MPI_Comm_dup(MPI_COMM_WORLD, &group);
+  {
+    auto be = make_cpu_backend(1);
+    auto tp = make_mpi_comm(group, "tp");
+    test_xent(*be, *tp);
+    for (Family f : {Family::gpt2, Family::llama})
+      for (bool sp : {false, true})
+        for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full})
+          test_model(*be, *tp, f, sp, rc);
+  }
+  int total = 0;
+  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0) std::printf("tensor parallel vs serial: %s (%d failed checks over all ranks)\n",
+                             total ? "FAILED" : "passed", total);
+  MPI_Comm_free(&group);
+  MPI_Finalize();
+  return total ? 1 : 0;
+}

@@ -8,4 +8,4 @@ scripts/deps.sh
 cmake --preset cpu-release >/dev/null
 cmake --build --preset cpu-release -j "$(nproc)"
 cd build
-ctest --output-on-failure --timeout 600 "$@"
+ctest --output-on-failure --timeout 600 -j "$(nproc)" "$@"

@@ -17,7 +17,6 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <numeric>
@@ -426,7 +425,7 @@ H5Id mpio_fapl(MPI_Comm comm, bool collective_metadata) {
   HDF5_CHECK(H5Pset_fapl_mpio(fapl.get(), comm, MPI_INFO_NULL));
   // v2 object headers and superblock: the file's metadata carries checksums too.
   HDF5_CHECK(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18));
-  if (collective_metadata && !std::getenv("XP_NOCOLLMETA")) {
+  if (collective_metadata) {
     HDF5_CHECK(H5Pset_all_coll_metadata_ops(fapl.get(), true));
     HDF5_CHECK(H5Pset_coll_metadata_write(fapl.get(), true));
   }
@@ -472,7 +471,7 @@ void write_tmp(const std::string& tmp, const CkptMeta& meta, const std::vector<C
     const std::vector<hsize_t> dims(t.shape.begin(), t.shape.end());
     const int64_t n_global = n_elements(t.shape);
     H5Id dcpl = plist(H5P_DATASET_CREATE);
-    if (n_global > 0 && !std::getenv("XP_CONTIG")) {
+    if (n_global > 0) {
       const auto chunk = chunk_dims(t.shape);
       HDF5_CHECK(H5Pset_chunk(dcpl.get(), int(chunk.size()), chunk.data()));
       HDF5_CHECK(H5Pset_fletcher32(dcpl.get()));

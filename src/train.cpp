@@ -423,10 +423,11 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
     std::sort(sorted.begin(), sorted.end());
     const double median = sorted.empty() ? NAN : sorted[sorted.size() / 2];
     const MemStats& ms = be.mem_stats();
-    std::printf("summary: %d steps in %.1f s | final loss %.4f%s | median step %.1f ms | "
+    std::printf("summary: %d steps (%d to %d) in %.1f s | final loss %.4f%s | median step %.1f ms | "
                 "%.0f tok/s | %.3f TFLOP/s | MFU %.1f%% | peak tracked memory %s "
                 "(params %s, grads %s, optim %s, activations %s, scratch %s) | max RSS %s\n",
-                tc.steps, seconds_since(t_start), last_loss,
+                int(step_times.size()), start_step, start_step + int(step_times.size()) - 1,
+                seconds_since(t_start), last_loss,
                 std::isfinite(last_val) ? (" | val loss " + std::to_string(last_val)).c_str() : "",
                 median * 1e3, tokens_global / median, tokens_global / median * fpt / 1e12,
                 100 * tokens_global / median * fpt / 1e12 / (peak_tflops * topo.size),

@@ -132,7 +132,17 @@ void test_model(Backend& be, Comm& tp, Family family, bool sp, Recompute rc) {
     const ParamInfo& p = ps.info(i);
     local = host_of(be, ps.grad(i), p.numel());
     gather_global(&tp, p, local.data(), global);
-    expect_close(tag + "grad " + p.name, global, host_of(be, ss.grad(ss.find(p.name)), size_t(p.global_numel())));
+    if (p.name.ends_with("attn/bk")) {
+      // Zero in exact arithmetic (softmax ignores a per-row shift of the
+      // scores): fp32 leaves ~1e-11 of noise, different in every layout.
+      double m = 0;
+      for (float g : global) m = std::max(m, double(std::fabs(g)));
+      if (m > 1e-8) ++failures;
+      if (m > 1e-8 && rank == 0) std::printf("FAIL %sgrad %s is not negligible: %.3e\n", tag.c_str(), p.name.c_str(), m);
+    } else {
+      expect_close(tag + "grad " + p.name, global,
+                   host_of(be, ss.grad(ss.find(p.name)), size_t(p.global_numel())));
+    }
     local = host_of(be, ps.param(i), p.numel());
     gather_global(&tp, p, local.data(), global);
     expect_close(tag + "init " + p.name, global, host_of(be, ss.param(ss.find(p.name)), size_t(p.global_numel())));
@@ -150,10 +160,12 @@ int main(int argc, char** argv) {
     auto be = make_cpu_backend(1);
     auto tp = make_mpi_comm(group, "tp");
     test_xent(*be, *tp);
+    // "quick": recompute none only (4 ranks oversubscribe small CI machines).
+    const bool quick = argc > 1 && std::string(argv[1]) == "quick";
     for (Family f : {Family::gpt2, Family::llama})
       for (bool sp : {false, true})
         for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full})
-          test_model(*be, *tp, f, sp, rc);
+          if (!quick || rc == Recompute::none) test_model(*be, *tp, f, sp, rc);
   }
   int total = 0;
   MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

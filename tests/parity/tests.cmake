@@ -52,8 +52,9 @@ set_tests_properties(dp_no_sync_until_last_micro_batch PROPERTIES LABELS "mpi;pa
 # to a gradient error is then at most lr/eps, and every check (tolerances
 # unchanged) has ~30x margin while a real layout bug still fails it.
 # tp 4 on llama needs n_kv_heads divisible by 4: 8 query / 4 key-value heads.
-# With micro_batch 2 x seq_len 16 the sp shards of tp 2 are whole sequences;
-# tp 4 + sp cuts every sequence in two (positions, causal attention).
+# sp shards are contiguous ranges of the flattened (B*T) token rows: with
+# micro_batch 2 the shards of tp 2 are whole sequences, with micro_batch 1
+# (tp2_sp_mb1) every sequence is cut in two (positions, causal attention).
 foreach(model gpt2 llama)
   set(c "--set train.eps=1e-3")
   if(model STREQUAL "llama")
@@ -62,7 +63,7 @@ foreach(model gpt2 llama)
   pentad_parity_test(tp2 ${model} 2 "${c}" "${c} --set parallel.tp=2")
   pentad_parity_test(tp4 ${model} 4 "${c}" "${c} --set parallel.tp=4")
   pentad_parity_test(tp2_sp ${model} 2 "${c}" "${c} --set parallel.tp=2 --set parallel.sp=true")
-  pentad_parity_test(tp4_sp ${model} 4 "${c}" "${c} --set parallel.tp=4 --set parallel.sp=true")
+  pentad_parity_test(tp2_sp_mb1 ${model} 2 "${c} --set train.micro_batch=1 --set train.grad_accum=2" "${c} --set parallel.tp=2 --set parallel.sp=true --set train.micro_batch=1 --set train.grad_accum=2")
   pentad_parity_test(tp2_dp2 ${model} 4 "${c} --set train.grad_accum=2" "${c} --set parallel.tp=2 --set parallel.dp=2")
   pentad_parity_test(tp2_sp_accum4 ${model} 2 "${c} --set train.grad_accum=4" "${c} --set parallel.tp=2 --set parallel.sp=true --set train.grad_accum=4")
   pentad_parity_test(tp2_full ${model} 2 "${c}" "${c} --set parallel.tp=2 --set train.recompute=full")

@@ -146,7 +146,7 @@ preempt)
   # SIGUSR1 to the batch shell (what --signal=B:USR1@T sends before the time
   # limit): pentad checkpoints and exits 0, the job requeues itself, and the
   # second run resumes from the checkpoint and completes.
-  steps=200
+  steps=100
   id=$(sbatch --parsable -n 2 -J preempt "$sbatch_script" "$deck" "${data_sets[@]}" --set train.steps=$steps --set log.every=20)
   id=${id%%;*}
   run_dir=$PENTAD_RUNS/preempt-$id

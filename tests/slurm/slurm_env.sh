@@ -8,7 +8,7 @@
 #   source tests/slurm/slurm_env.sh
 #   slurm_up [CPUS]      # exports SLURM_CONF, SLURM_TMP; returns once the node is idle
 #   ...sbatch / srun / scontrol...
-#   (teardown runs from the EXIT trap)
+#   (teardown runs from the EXIT trap; SLURM_KEEP=1 keeps the directory)
 
 SLURM_TMP=""
 SLURM_PIDS=()
@@ -63,7 +63,12 @@ slurm_down() {
   left=$(slurm_job_pids)
   # shellcheck disable=SC2086
   [ -z "$left" ] || slurm_kill_pids $left
-  rm -rf "$SLURM_TMP"
+  if [ "${SLURM_KEEP:-0}" = 1 ]; then
+    rm -f "$SLURM_TMP/run/owner"
+    slurm_log "kept $SLURM_TMP (SLURM_KEEP=1)"
+  else
+    rm -rf "$SLURM_TMP"
+  fi
   SLURM_TMP=""
   return $rc
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "error.hpp"
+#include "tensor_parallel.hpp"
 
 namespace pentad {
 
@@ -229,10 +230,19 @@ const float* DataParallel::reduced_grad_shard() const {
   return zero_ >= 2 ? g_shard_ : params_.grads() + own_lo_;
 }
 
-double DataParallel::grad_norm() {
-  if (zero_ == 0) return std::sqrt(be_.sum_squares(params_.grads(), N_));
-  double s = own_hi_ > own_lo_ ? be_.sum_squares(reduced_grad_shard(), own_hi_ - own_lo_) : 0.0;
-  dp_.allreduce_sum_host(&s, 1);
+double DataParallel::grad_norm(Comm* tp) {
+  // Tensor-parallel blocks count on every tp rank, replicated tensors on tp
+  // rank 0 only (tp_sum_squares), then the shards (dp) and tp ranks are summed.
+  const int tp_rank = tp ? tp->rank() : 0, tp_size = tp ? tp->size() : 1;
+  double s = 0;
+  if (zero_ == 0) {
+    s = tp_sum_squares(params_, be_, params_.grads(), 0, N_, tp_rank, tp_size);
+  } else {
+    if (own_hi_ > own_lo_)
+      s = tp_sum_squares(params_, be_, reduced_grad_shard(), own_lo_, own_hi_, tp_rank, tp_size);
+    dp_.allreduce_sum_host(&s, 1);
+  }
+  if (tp_size > 1) tp->allreduce_sum_host(&s, 1);
   return std::sqrt(s);
 }
 

@@ -39,7 +39,7 @@ class DataParallel final : public UnitHooks {
   void begin_micro_batch(int mb, int n_mb);    // reductions only on the last one (zero 0/1)
   void end_micro_batch();                      // ZeRO-2/3: finish this micro-batch's reductions
   void finish_backward();                      // wait for every outstanding reduction
-  double grad_norm();                          // global L2 norm of the reduced gradient
+  double grad_norm(Comm* tp = nullptr);        // global L2 norm of the reduced gradient
   void optimizer_step(int step, float lr, float grad_scale);  // update own range, re-share params
 
   // Host copies of one tensor's whole local values (collective over dp).

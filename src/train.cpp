@@ -200,14 +200,18 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
   install_signal_handlers();
   const std::vector<CkptTensor> ckpt_tensors = checkpoint_tensors(params, dpar, topo);
   const std::string signature = model_signature(mc);
-  auto save = [&](int step) {
+  auto meta_at = [&](int step) {
     CkptMeta meta;
     meta.step = step;
     meta.seed = tc.seed;
     meta.config_toml = cfg.resolved_toml;
     meta.layout = topo.describe() + " zero=" + std::to_string(cfg.parallel.zero);
     meta.model_signature = signature;
-    const std::string path = save_checkpoint(cfg.checkpoint.dir, meta, ckpt_tensors, cfg.checkpoint.keep, topo.job);
+    return meta;
+  };
+  auto save = [&](int step) {
+    const std::string path =
+        save_checkpoint(cfg.checkpoint.dir, meta_at(step), ckpt_tensors, cfg.checkpoint.keep, topo.job);
     if (root) {
       std::printf("checkpoint: step %d written to %s\n", step, path.c_str());
       std::fflush(stdout);
@@ -219,10 +223,7 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
   if (!cfg.checkpoint.resume.empty()) {
     std::string path;
     bool fresh = false;
-    if (cfg.checkpoint.resume == "latest") {
-      struct stat st{};
-      fresh = ::stat((cfg.checkpoint.dir + "/latest").c_str(), &st) != 0;
-    }
+    if (cfg.checkpoint.resume == "latest") fresh = latest_checkpoint(cfg.checkpoint.dir).empty();
     if (!fresh) {
       path = resolve_checkpoint(cfg.checkpoint.resume, cfg.checkpoint.dir);
       const CkptMeta meta = load_checkpoint(path, signature, ckpt_tensors, topo.job);
@@ -311,7 +312,7 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
     dpar.finish_backward();
     dp->allreduce_sum_host(&loss_sum, 1);
     const double loss = loss_sum / tokens_global;
-    const double grad_norm = dpar.grad_norm();
+    const double grad_norm = dpar.grad_norm(tp.get());
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
       throw InputError("step " + std::to_string(step) + ": loss or gradient norm is not finite (loss " +
                        std::to_string(loss) + ", grad norm " + std::to_string(grad_norm) +
@@ -401,21 +402,13 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
     dump.w->write("metrics/grad_norm", dump.grad_norm.data(), {S});
     dump.w->commit();
   }
+  int last_step = start_step + int(step_times.size()) - 1;
   if (cfg.checkpoint.save_final) {
+    // The final state as a checkpoint file (weights and AdamW moments, global
+    // tensors): resumable, and readable as plain weights under model/.
     const std::string path = cfg.checkpoint.dir + "/final.h5";
-    std::unique_ptr<H5Writer> w;
-    if (root) {
-      w = std::make_unique<H5Writer>(path);
-      w->attr("format", "pentad-weights");
-      w->attr("format_version", int64_t(1));
-      w->attr("step", int64_t(tc.steps));
-      w->attr("config", cfg.resolved_toml);
-    }
-    write_params(w.get(), "", params, dpar, tp.get(), false);
-    if (root) {
-      w->commit();
-      std::printf("weights written to %s\n", path.c_str());
-    }
+    write_checkpoint_file(path, meta_at(last_step), ckpt_tensors, topo.job);
+    if (root) std::printf("weights written to %s\n", path.c_str());
   }
 
   if (root) {
@@ -426,7 +419,7 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
     std::printf("summary: %d steps (%d to %d) in %.1f s | final loss %.4f%s | median step %.1f ms | "
                 "%.0f tok/s | %.3f TFLOP/s | MFU %.1f%% | peak tracked memory %s "
                 "(params %s, grads %s, optim %s, activations %s, scratch %s) | max RSS %s\n",
-                int(step_times.size()), start_step, start_step + int(step_times.size()) - 1,
+                int(step_times.size()), start_step, last_step,
                 seconds_since(t_start), last_loss,
                 std::isfinite(last_val) ? (" | val loss " + std::to_string(last_val)).c_str() : "",
                 median * 1e3, tokens_global / median, tokens_global / median * fpt / 1e12,

@@ -28,7 +28,7 @@ for trial in $(seq 1 "$TRIALS"); do
   # The first trial waits for a first commit, so every kill has one to protect.
   for _ in $(seq 1 400); do [ -e "$DIR/latest" ] && break; sleep 0.05; done
   rank=$((RANDOM % 4))
-  delay=$(awk -v s="$RANDOM" 'BEGIN { srand(s); printf "%.2f", 0.05 + 1.5 * rand() }')
+  delay=$(awk -v s="$RANDOM" 'BEGIN { srand(s); printf "%.2f", 0.05 + 3.0 * rand() }')
   sleep "$delay"
   pid=$(cat "$DIR/pid.$rank" 2>/dev/null)
   if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then

@@ -12,3 +12,15 @@ add_test(NAME ckpt_crash_safety COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/crash_saf
   $<TARGET_FILE:test_checkpoint>)
 set_tests_properties(ckpt_crash_safety PROPERTIES LABELS "mpi;ckpt" ENVIRONMENT "${PENTAD_TEST_ENV}"
   TIMEOUT 180)
+
+add_test(NAME ckpt_cli COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli.sh $<TARGET_FILE:test_checkpoint>)
+set_tests_properties(ckpt_cli PROPERTIES LABELS "mpi;ckpt" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
+
+# Training resume, reshard and signal, end to end with the pentad binary.
+add_test(NAME ckpt_resume_bitwise_1rank COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh bitwise 1 "")
+add_test(NAME ckpt_resume_bitwise_tp2_dp2_zero1 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh bitwise 4
+  "--set parallel.tp=2 --set parallel.dp=2 --set parallel.zero=1")
+add_test(NAME ckpt_reshard COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh reshard)
+add_test(NAME ckpt_signal COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh signal)
+set_tests_properties(ckpt_resume_bitwise_1rank ckpt_resume_bitwise_tp2_dp2_zero1 ckpt_reshard ckpt_signal
+  PROPERTIES LABELS "mpi;ckpt" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)

@@ -6,7 +6,7 @@
 // the llm.c export, and signals. Extra modes for the crash-safety script and
 // the throughput figures:
 //   test_checkpoint [DIR]                 the tests (DIR: scratch, default /tmp)
-//   test_checkpoint --write-loop DIR      save checkpoints forever (until killed)
+//   test_checkpoint --write-loop DIR [N]  save N checkpoints (default: until killed)
 //   test_checkpoint --verify-latest DIR   load DIR's latest under this job's split, verify
 //   test_checkpoint --bench DIR MB        save + load throughput of an MB-sized checkpoint
 #include <fcntl.h>
@@ -212,7 +212,7 @@ CkptMeta meta_for(int64_t step) {
   CkptMeta m;
   m.step = step;
   m.seed = 0xFEDCBA9876543210ull;
-  m.config_toml = "[model]\nfamily = \"gpt2\"  # caf\xc3\xa9\n";
+  m.config_toml = "[model]\nfamily = \"llama\"  # caf\xc3\xa9\n";
   m.layout = "dp=" + std::to_string(g_size) + " tp=1 pp=1 cp=1 ep=1 zero=0";
   m.model_signature = "test: synthetic tensors v1";
   return m;
@@ -551,7 +551,7 @@ void test_signals() {
 const std::vector<Spec> kLoopSpecs = {
     {"model/a", {256, 512}}, {"model/b", {1000, 100}}, {"model/c", {4096}}, {"optim/m/model/a", {256, 512}}};
 
-int write_loop(const std::string& dir, MPI_Comm comm) {
+int write_loop(const std::string& dir, int64_t n_steps, MPI_Comm comm) {
   std::ofstream(dir + "/pid." + std::to_string(g_rank)) << getpid() << "\n";
   int64_t first = 1;
   if (g_rank == 0) {
@@ -561,7 +561,7 @@ int write_loop(const std::string& dir, MPI_Comm comm) {
     }
   }
   MPI_Bcast(&first, 1, MPI_INT64_T, 0, comm);
-  for (int64_t step = first; step < first + 100000; ++step) {
+  for (int64_t step = first; step < first + n_steps; ++step) {
     Store unused;
     CkptMeta m = meta_for(step);
     save_checkpoint(dir, m, make_tensors(kLoopSpecs, Split::mixed, step, &unused, comm), 2, comm);
@@ -608,8 +608,14 @@ int bench(const std::string& dir, int64_t mb, MPI_Comm comm) {
   const int64_t cols = 4096, rows_total = mb * (1 << 20) / (4 * cols);
   std::vector<Spec> specs;
   for (int i = 0; i < 10; ++i) specs.push_back({"model/t" + std::to_string(i), {rows_total / 10, cols}});
-  Store got;
-  const auto tensors = make_tensors(specs, Split::rows, 1, &got, comm);
+  Store got, ready;
+  auto tensors = make_tensors(specs, Split::rows, 1, &got, comm);
+  for (auto& t : tensors) {  // contents computed before the clock starts
+    auto& b = ready[t.name];
+    b.resize(size_t(numel(t.local_shape)));
+    t.get(b.data());
+    t.get = [&b](float* p) { std::memcpy(p, b.data(), b.size() * sizeof(float)); };
+  }
   MPI_Barrier(comm);
   auto t0 = std::chrono::steady_clock::now();
   const std::string path = save_checkpoint(dir, meta_for(1), tensors, 1, comm);
@@ -639,7 +645,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   int rc = 0;
   if (args.size() >= 2 && args[0] == "--write-loop") {
-    rc = write_loop(args[1], MPI_COMM_WORLD);
+    rc = write_loop(args[1], args.size() >= 3 ? std::stoll(args[2]) : int64_t{1} << 40, MPI_COMM_WORLD);
   } else if (args.size() >= 2 && args[0] == "--verify-latest") {
     rc = verify_latest(args[1], MPI_COMM_WORLD);
   } else if (args.size() >= 3 && args[0] == "--bench") {

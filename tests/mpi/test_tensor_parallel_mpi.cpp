@@ -4,7 +4,8 @@
 //    against the backend's serial cross-entropy;
 //  * one forward/backward of the model (gpt2 and llama, sp off/on, every
 //    recompute policy): loss, the gathered logits and the gradient of every
-//    parameter, assembled into its global shape, against the serial model.
+//    parameter, assembled into its global shape, against the serial model;
+//  * the tp bytes of one micro-batch against the accounting formulas.
 // Every parallel layer (column-parallel Q/K/V and gate/up, row-parallel wo and
 // down with their once-added biases, vocab-parallel embedding and head,
 // sequence-parallel norms) owns at least one of those gradients.
@@ -116,8 +117,37 @@ void test_model(Backend& be, Comm& tp, Family family, bool sp, Recompute rc) {
   Model par(mc, rc, B, be, ModelParallel{&tp, sp});
   par.params().allocate_and_init(1234);
   // Twice: the second call checks that gradients accumulate (sp stages the
-  // replicated norm gradients per micro-batch).
+  // replicated norm gradients per micro-batch). The first one's tp traffic
+  // must match the accounting formulas (bytes a ring algorithm sends):
+  //   u = (t-1)/t * b*s*h * 4 bytes (one all-gather or reduce-scatter;
+  //   an all-reduce of b*s*h counts 2u);
+  //   no sp: all-reduces of b*s*h: embedding 1, per layer 2 forward +
+  //          2 backward (+1 recomputed with full: wo; the down
+  //          projection's output is the kept next-block input), head 1
+  //          -> (2 + 4L) * 2u;
+  //   sp:    embedding RS, per layer 2 AG + 2 RS forward, 4 AG (2 of the
+  //          residual gradient, 2 re-gathers of norm outputs) + 2 RS
+  //          backward (+2 AG + 1 RS recomputed with full), head AG + RS,
+  //          embedding-backward AG -> (4 + 10L) * u, plus the all-reduce of
+  //          the norm weight gradients (4h per layer, 2h in the head);
+  //   both:  the loss all-reduces 3 floats per token (max, sumexp, target).
+  tp.reset_bytes();
   par.forward_backward(in.data(), tg.data(), scale, nullptr);
+  {
+    const double t = tp.size(), L = mc.n_layers, h = mc.d_model, bsh = double(N) * h;
+    const double u = (t - 1) / t * bsh * 4, ar = 2 * (t - 1) / t * 4;  // ar: bytes per all-reduced float
+    const double full = rc == Recompute::full ? 1 : 0;
+    double expect = 3.0 * N * ar;
+    if (!sp)
+      expect += (2 + 4 * L + L * full) * 2 * u;
+    else
+      expect += (4 + 10 * L + 3 * L * full) * u + (4 * h * L + 2 * h) * ar;
+    const bool ok = std::fabs(tp.bytes_sent() - expect) <= 1e-9 * expect;
+    if (!ok) ++failures;
+    if (rank == 0 && (!ok || std::getenv("PENTAD_VERBOSE")))
+      std::printf("%s %stp bytes per micro-batch %.0f, formula %.0f\n", ok ? "ok  " : "FAIL", tag.c_str(),
+                  tp.bytes_sent(), expect);
+  }
   const double loss_tp = par.forward_backward(in.data(), tg.data(), scale, logits_tp.data());
   serial.forward_backward(in.data(), tg.data(), scale, nullptr);
 

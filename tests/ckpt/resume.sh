@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Training resume through checkpoints, end to end with the pentad binary.
+#   resume.sh bitwise NP "LAYOUT_SETS"   10 steps straight (checkpoint at 5) vs
+#                                        resume from step 5: identical per-step
+#                                        losses and identical final tensors
+#   resume.sh reshard                    save under tp2 x dp2 zero1; load under
+#                                        dp4 zero3, tp4 and 1 rank: every
+#                                        tensor (weights and AdamW moments)
+#                                        equal bitwise; continuing under dp4
+#                                        zero3 matches the unresharded run
+#   resume.sh signal                     SIGUSR1 to the ranks mid-run: one
+#                                        committed checkpoint at a step all
+#                                        ranks agree on, exit 0
+# env: PENTAD, MPIEXEC, PENTAD_SOURCE_DIR, PENTAD_PYTHON
+set -euo pipefail
+mode=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+deck=$PENTAD_SOURCE_DIR/tests/parity/gpt2.toml
+"$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/src/*.cpp > /dev/null
+common=(--set data.train="$tmp/data/train.bin" --set train.eps=1e-3)
+train() {  # NP LOGNAME args...
+  local np=$1 name=$2; shift 2
+  "$MPIEXEC" -n "$np" "$PENTAD" train "$deck" "${common[@]}" "$@" > "$tmp/$name.log" 2>&1 \
+    || { cat "$tmp/$name.log"; exit 1; }
+}
+compare() {  # FILE_A FILE_B MODE(bitwise|close) [METRICS_A METRICS_B]
+  "$PENTAD_PYTHON" - "$@" <<'PY'
+import json, sys
+import h5py, numpy as np
+a, b, mode = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r"), sys.argv[3]
+names = []
+a.visit(lambda n: names.append(n) if isinstance(a[n], h5py.Dataset) else None)
+failed = 0
+diff = [n for n in names if not np.array_equal(a[n][...], b[n][...])]
+ok = not diff and len(names) > 0 and any(n.startswith("optim/") for n in names)
+print(("ok    " if ok else "FAIL  ") + f"{len(names)} tensors (weights and moments) bitwise equal"
+      + (f"; {len(diff)} differ, first {diff[0]}" if diff else ""))
+failed += not ok
+if len(sys.argv) > 5:
+    la = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[4]))}
+    lb = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[5]))}
+    steps = sorted(set(la) & set(lb))
+    if mode == "bitwise":
+        ok = steps and all(la[s] == lb[s] for s in steps)
+        what = "identical"
+    else:
+        worst = max(abs(la[s] - lb[s]) / abs(lb[s]) for s in steps)
+        ok = worst <= 1e-5
+        what = f"within 1e-5 relative (worst {worst:.1e})"
+    print(("ok    " if ok else "FAIL  ") + f"losses of steps {steps[0]}..{steps[-1]} {what}")
+    failed += not ok
+n_checks = 2 if len(sys.argv) > 5 else 1
+print(f"{n_checks - failed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
+PY
+}
+
+case "$mode" in
+  bitwise)
+    np=$2; layout=$3
+    # shellcheck disable=SC2086
+    train "$np" straight $layout --set checkpoint.dir="$tmp/A" --set checkpoint.every=5 --set log.metrics="$tmp/a.jsonl"
+    # shellcheck disable=SC2086
+    train "$np" resumed $layout --set checkpoint.dir="$tmp/B" --set checkpoint.resume="$tmp/A/step_000005.h5" \
+      --set checkpoint.every=5 --set log.metrics="$tmp/b.jsonl"
+    grep -q "resumed from" "$tmp/resumed.log"
+    compare "$tmp/A/step_000010.h5" "$tmp/B/step_000010.h5" bitwise "$tmp/a.jsonl" "$tmp/b.jsonl" ;;
+  reshard)
+    src=(--set parallel.tp=2 --set parallel.dp=2 --set parallel.zero=1 --set train.micro_batch=1 --set train.grad_accum=2)
+    train 4 src "${src[@]}" --set checkpoint.dir="$tmp/S" --set checkpoint.every=5 --set log.metrics="$tmp/s.jsonl"
+    ck=$tmp/S/step_000005.h5
+    i=0
+    for layout in "4 --set parallel.dp=4 --set parallel.zero=3 --set train.micro_batch=1 --set train.grad_accum=1" \
+                  "4 --set parallel.tp=4 --set train.micro_batch=2 --set train.grad_accum=2" \
+                  "1 --set train.micro_batch=2 --set train.grad_accum=2"; do
+      i=$((i + 1))
+      # shellcheck disable=SC2086
+      train "${layout%% *}" "L$i" ${layout#* } --set checkpoint.dir="$tmp/L$i" --set checkpoint.resume="$ck" \
+        --set train.steps=5 --set checkpoint.save_final=true
+      echo "layout $i: $layout"
+      compare "$ck" "$tmp/L$i/final.h5" bitwise
+    done
+    # Continue under dp4 zero3 to step 10: the same trajectory as the source run.
+    train 4 cont --set parallel.dp=4 --set parallel.zero=3 --set train.micro_batch=1 \
+      --set checkpoint.dir="$tmp/C" --set checkpoint.resume="$ck" --set log.metrics="$tmp/c.jsonl"
+    "$PENTAD_PYTHON" - "$tmp/s.jsonl" "$tmp/c.jsonl" <<'PY'
+import json, sys
+a = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[1]))}
+b = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[2]))}
+steps = sorted(b)
+worst = max(abs(a[s] - b[s]) / abs(a[s]) for s in steps)
+ok = steps == list(range(6, 11)) and worst <= 1e-5
+print(("ok    " if ok else "FAIL  ") + f"continued under dp4 zero3, steps {steps[0]}..{steps[-1]}: worst loss rel diff {worst:.1e} (tolerance 1e-5)")
+print(f"{int(ok)} passed, {int(not ok)} failed")
+sys.exit(0 if ok else 1)
+PY
+    ;;
+  signal)
+    "$MPIEXEC" -n 2 "$PENTAD" train "$deck" "${common[@]}" --set parallel.dp=2 --set train.steps=100000 \
+      --set checkpoint.dir="$tmp/G" --set log.metrics="$tmp/g.jsonl" > "$tmp/sig.log" 2>&1 &
+    launcher=$!
+    for _ in $(seq 600); do
+      [ -f "$tmp/g.jsonl" ] && [ "$(wc -l < "$tmp/g.jsonl")" -ge 3 ] && break
+      sleep 0.1
+    done
+    # SIGUSR1 to every rank (what srun forwards on a SLURM warning signal).
+    # (matched on this test's own checkpoint dir, so concurrent tests are spared)
+    pkill -USR1 -f "checkpoint.dir=$tmp/G" || true
+    rc=0
+    timeout 60 tail --pid=$launcher -f /dev/null || rc=124
+    wait $launcher || rc=$?
+    cat "$tmp/sig.log" | grep -E "signal received|checkpoint:" || true
+    "$PENTAD_PYTHON" - "$tmp" "$rc" <<'PY'
+import json, os, re, sys
+import h5py
+tmp, rc = sys.argv[1], int(sys.argv[2])
+log = open(f"{tmp}/sig.log").read()
+rows = [json.loads(l) for l in open(f"{tmp}/g.jsonl")]
+latest = open(f"{tmp}/G/latest").read().strip()
+step = int(h5py.File(os.path.join(f"{tmp}/G", os.path.basename(latest)), "r").attrs["step"])
+m = re.search(r"signal received: stopped after step (\d+)", log)
+checks = [
+    (f"exit code 0 (got {rc})", rc == 0),
+    ("one 'signal received' line", log.count("signal received") == 1 and m is not None),
+    (f"committed checkpoint at step {step} = last logged step {rows[-1]['step']}", m and step == rows[-1]["step"] == int(m.group(1))),
+    ("no temporary file left", not any(f.endswith(".tmp") for f in os.listdir(f"{tmp}/G"))),
+]
+failed = 0
+for what, ok in checks:
+    print(("ok    " if ok else "FAIL  ") + what)
+    failed += not ok
+print(f"{len(checks) - failed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
+PY
+    ;;
+  *) echo "unknown mode $mode"; exit 2 ;;
+esac

@@ -17,7 +17,7 @@ mode=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 deck=$PENTAD_SOURCE_DIR/tests/parity/gpt2.toml
-"$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/src/*.cpp > /dev/null
+"$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/tests/data/corpus.txt > /dev/null
 common=(--set data.train="$tmp/data/train.bin" --set train.eps=1e-3)
 train() {  # NP LOGNAME args...
   local np=$1 name=$2; shift 2

@@ -9,7 +9,7 @@ trap 'rm -rf "$tmp"' EXIT
 NP=2
 
 # A small valid corpus and deck.
-"$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/src/*.cpp > /dev/null || { echo "prep failed"; exit 1; }
+"$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/tests/data/corpus.txt > /dev/null || { echo "prep failed"; exit 1; }
 cat > "$tmp/deck.toml" <<DECK
 [model]
 n_layers = 1

@@ -17,7 +17,7 @@ set -euo pipefail
 deck=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/src/*.cpp > /dev/null
+"$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/tests/data/corpus.txt > /dev/null
 for z in 0 1 2 3; do
   "$MPIEXEC" -n 4 "$PENTAD" train "$deck" --set data.train="$tmp/data/train.bin" --set parallel.dp=4 \
     --set parallel.zero=$z --set train.steps=2 --set parallel.bucket_mb=0.001 --set model.n_layers=8 \

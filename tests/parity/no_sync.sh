@@ -7,7 +7,7 @@ set -euo pipefail
 deck=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/src/*.cpp > /dev/null
+"$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/tests/data/corpus.txt > /dev/null
 for z in 0 1 2; do
   "$MPIEXEC" -n 2 "$PENTAD" train "$deck" --set data.train="$tmp/data/train.bin" --set parallel.dp=2 \
     --set parallel.zero=$z --set train.grad_accum=4 --set train.steps=3 --set parallel.bucket_mb=0.02 \

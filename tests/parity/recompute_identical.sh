@@ -6,7 +6,7 @@ set -euo pipefail
 deck=$1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/src/*.cpp > /dev/null
+"$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/tests/data/corpus.txt > /dev/null
 for r in none selective full; do
   "$MPIEXEC" -n 1 "$PENTAD" train "$deck" --set data.train="$tmp/data/train.bin" \
     --set train.grad_accum=2 --set train.recompute=$r --set log.dump="$tmp/$r.h5" > "$tmp/$r.log" 2>&1 \

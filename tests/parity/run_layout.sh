@@ -9,7 +9,7 @@ set -euo pipefail
 deck=$1; np=$2; ref_sets=$3; layout_sets=$4
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/src/*.cpp > /dev/null
+"$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/tests/data/corpus.txt > /dev/null
 common=(--set data.train="$tmp/data/train.bin")
 # shellcheck disable=SC2086
 "$MPIEXEC" -n 1 "$PENTAD" train "$deck" "${common[@]}" $ref_sets --set log.dump="$tmp/ref.h5" > "$tmp/ref.log" 2>&1 \
@@ -18,4 +18,9 @@ common=(--set data.train="$tmp/data/train.bin")
 "$MPIEXEC" -n "$np" "$PENTAD" train "$deck" "${common[@]}" $layout_sets --set log.dump="$tmp/run.h5" > "$tmp/run.log" 2>&1 \
   || { cat "$tmp/run.log"; exit 1; }
 grep -E "^summary" "$tmp/run.log" || true
-"$PENTAD_PYTHON" "$(dirname "$0")/compare_dumps.py" "$tmp/run.h5" "$tmp/ref.h5"
+if ! "$PENTAD_PYTHON" "$(dirname "$0")/compare_dumps.py" "$tmp/run.h5" "$tmp/ref.h5"; then
+  # Keep the evidence for a post-mortem.
+  keep=${TMPDIR:-/tmp}/pentad_parity_failed.$$
+  cp -r "$tmp" "$keep" && echo "dumps and logs kept in $keep"
+  exit 1
+fi

@@ -40,7 +40,7 @@ show_logs() {  # the job's own logs, for a failing case
 slurm_up 8
 cd "$SLURM_TMP"
 export PENTAD_RUNS=$SLURM_TMP/runs
-"$PENTAD" prep --out "$SLURM_TMP/data" "$src"/src/*.cpp >/dev/null
+"$PENTAD" prep --out "$SLURM_TMP/data" "$src"/tests/data/corpus.txt >/dev/null
 data_sets=(--set "data.train=$SLURM_TMP/data/train.bin" --set "data.val=$SLURM_TMP/data/val.bin")
 
 # Python helper: reads metrics files, prints "first_step last_step first_loss last_loss n".

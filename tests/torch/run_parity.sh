@@ -20,7 +20,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/pentad_parity.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-"$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR/README.md" "$PENTAD_SOURCE_DIR"/src/*.cpp
+"$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/tests/data/corpus.txt
 "$MPIEXEC" -n 1 "$PENTAD" train "$deck" \
   --set "data.train=$tmp/data/train.bin" \
   --set "train.recompute=$recompute" \

@@ -247,6 +247,8 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
 
   double peak_tflops = cfg.log.peak_tflops;
   if (peak_tflops <= 0) {
+    // Every rank measures at the same moment (after a barrier), as they will run.
+    MPI_CHECK(MPI_Barrier(topo.job));
     peak_tflops = measure_peak_tflops(be);
     // Ranks sharing a node measure different rates; use the job's mean.
     double s = peak_tflops;

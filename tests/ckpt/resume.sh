@@ -126,12 +126,9 @@ checks = [
     (f"committed checkpoint at step {step} = last logged step {rows[-1]['step']}", m and step == rows[-1]["step"] == int(m.group(1))),
     ("no temporary file left", not any(f.endswith(".tmp") for f in os.listdir(f"{tmp}/G"))),
 ]
-failed = 0
-for what, ok in checks:
-    print(("ok    " if ok else "FAIL  ") + what)
-    failed += not ok
-print(f"{len(checks) - failed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+sys.path.insert(0, os.path.join(os.environ["PENTAD_SOURCE_DIR"], "tests", "lib"))
+from report import report  # noqa: E402
+sys.exit(report(checks))
 PY
     ;;
   *) echo "unknown mode $mode"; exit 2 ;;

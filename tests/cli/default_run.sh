@@ -14,7 +14,7 @@ src=$PENTAD_SOURCE_DIR
   --set log.metrics="$tmp/metrics.jsonl" --set checkpoint.save_final=true --set checkpoint.dir="$tmp/ckpt" \
   | grep -E "^(step|summary|weights)"
 "$PENTAD_PYTHON" - "$tmp" <<'PY'
-import json, sys, h5py, tomllib
+import json, os, sys, h5py, tomllib
 tmp = sys.argv[1]
 rows = [json.loads(l) for l in open(f"{tmp}/metrics.jsonl")]
 need = {"step", "loss", "lr", "grad_norm", "tokens_per_s", "mfu", "peak_mem_bytes"}
@@ -30,10 +30,7 @@ C, V, T = cfg["model"]["d_model"], cfg["model"]["vocab_size"], cfg["model"]["seq
 checks.append((f"final.h5 model/wte shape {f['model/wte'].shape}", f["model/wte"].shape == (V, C)))
 checks.append((f"final.h5 model/wpe shape {f['model/wpe'].shape}", f["model/wpe"].shape == (T, C)))
 checks.append(("final.h5 step attribute", int(f.attrs["step"]) == len(rows)))
-failed = 0
-for what, ok in checks:
-    print(("ok    " if ok else "FAIL  ") + what)
-    failed += not ok
-print(f"{len(checks) - failed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+sys.path.insert(0, os.path.join(os.environ["PENTAD_SOURCE_DIR"], "tests", "lib"))
+from report import report  # noqa: E402
+sys.exit(report(checks))
 PY

@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
-# Per-rank memory by ZeRO stage, measured by the backend's allocation
-# accounting, against the formulas in the README (fp32: 4 bytes per parameter
+# Per-rank memory and dp communication by ZeRO stage, measured by the
+# backend's allocation accounting and the Comm byte counters, against the
+# formulas in the README. Communication per step (d = 4, one micro-batch,
+# bytes = 4 x elements x (d-1)/d as ring algorithms move them):
+#   zero 0: all-reduce of N: 2 x 3N = 6N bytes
+#   zero 1, 2: reduce-scatter of N (3N) + all-gather of S*d (3*4S ~ 3N)
+#   zero 3: reduce-scatter (3N) + every unit gathered in forward and again in
+#           backward (~2N elements, 3 x 2N bytes), +- one unit (the head is
+#           gathered once for its fused forward/backward, the tied embedding twice)
+# Memory, as in the README (fp32: 4 bytes per parameter
 # and gradient, AdamW moments 8 bytes per parameter; N = parameters incl.
 # padding, d = dp size, S = ceil(N/d) rounded up to 16 = the shard):
 #   zero 0: params 4N, grads 4N, optim 8N
@@ -24,7 +32,7 @@ for z in 0 1 2 3; do
     --set log.metrics="$tmp/m$z.jsonl" > "$tmp/log$z" 2>&1 || { cat "$tmp/log$z"; exit 1; }
 done
 "$PENTAD_PYTHON" - "$tmp" <<'PY'
-import json, sys
+import json, os, sys
 tmp = sys.argv[1]
 checks = []
 def near(a, b, rel=0.01):
@@ -48,13 +56,18 @@ for z in range(4):
         checks.append((f"z{z} grads below zero 1's 4N {4*N:.0f}", g < 4 * N))
     if z == 2:
         checks.append((f"z2 params = 4N", near(p, 4 * N)))
+    b = r["dp_bytes_sent"]
+    if z == 0:
+        checks.append((f"z0 dp bytes {b:.0f} = 6N {6*N:.0f}", near(b, 6 * N, 1e-6)))
+    if z in (1, 2):
+        checks.append((f"z{z} dp bytes {b:.0f} = 3N + 12S {3*N + 12*S:.0f}", near(b, 3 * N + 12 * S, 1e-6)))
+    if z == 3:
+        lo, hi = 3 * N + 3 * (2 * N - 1.2 * unit), 3 * N + 3 * (2 * N + 1.2 * unit)
+        checks.append((f"z3 dp bytes {b:.0f} in 3N + 3(2N +- unit) = [{lo:.0f}, {hi:.0f}]", lo <= b <= hi))
     if z == 3:
         checks.append((f"z3 params {p:.0f} in [4S, 4S + 4 windows] = [{4*S:.0f}, {4*S + 3*4*unit*1.6:.0f}]",
                        4 * S <= p <= 4 * S + 4 * 4 * unit * 1.2))
-failed = 0
-for what, ok in checks:
-    print(("ok    " if ok else "FAIL  ") + what)
-    failed += not ok
-print(f"{len(checks) - failed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+sys.path.insert(0, os.path.join(os.environ["PENTAD_SOURCE_DIR"], "tests", "lib"))
+from report import report  # noqa: E402
+sys.exit(report(checks))
 PY

@@ -72,3 +72,7 @@ foreach(model gpt2 llama)
     pentad_parity_test(tp2_dp2_zero${z} ${model} 4 "${c} --set train.grad_accum=2" "${c} --set parallel.tp=2 --set parallel.dp=2 --set parallel.zero=${z}")
   endforeach()
 endforeach()
+
+add_test(NAME dp_zero_memory_by_stage COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/memory.sh ${CMAKE_CURRENT_LIST_DIR}/gpt2.toml)
+set_tests_properties(dp_zero_memory_by_stage PROPERTIES LABELS "mpi;parity"
+                     ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 180)

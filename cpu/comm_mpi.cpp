@@ -13,6 +13,14 @@ namespace {
 
 constexpr size_t kMaxCount = size_t(1) << 30;
 
+// Adds the wall time of a scope to a counter (time blocked in MPI).
+struct Blocked {
+  explicit Blocked(double& acc) : acc_(acc), t0_(MPI_Wtime()) {}
+  ~Blocked() { acc_ += MPI_Wtime() - t0_; }
+  double& acc_;
+  double t0_;
+};
+
 class MpiComm final : public Comm {
  public:
   using Comm::Comm;
@@ -21,18 +29,21 @@ class MpiComm final : public Comm {
   void allreduce_max(float* buf, size_t n) override { allreduce(buf, n, MPI_MAX); }
 
   void allgather(const float* send, float* recv, size_t n_per_rank) override {
+    const Blocked timer(seconds_);
     if (n_per_rank > size_t(INT_MAX)) PENTAD_FATAL("allgather: shard too large for MPI");
     MPI_CHECK(MPI_Allgather(send, int(n_per_rank), MPI_FLOAT, recv, int(n_per_rank), MPI_FLOAT, comm_));
     bytes_sent_ += double(size_ - 1) * double(n_per_rank) * sizeof(float);
   }
 
   void reduce_scatter_sum(const float* send, float* recv, size_t n_per_rank) override {
+    const Blocked timer(seconds_);
     if (n_per_rank > size_t(INT_MAX)) PENTAD_FATAL("reduce_scatter: shard too large for MPI");
     MPI_CHECK(MPI_Reduce_scatter_block(send, recv, int(n_per_rank), MPI_FLOAT, MPI_SUM, comm_));
     bytes_sent_ += double(size_ - 1) * double(n_per_rank) * sizeof(float);
   }
 
   void broadcast(float* buf, size_t n, int root) override {
+    const Blocked timer(seconds_);
     for (size_t off = 0; off < n; off += kMaxCount) {
       const int c = int(std::min(kMaxCount, n - off));
       MPI_CHECK(MPI_Bcast(buf + off, c, MPI_FLOAT, root, comm_));
@@ -41,6 +52,7 @@ class MpiComm final : public Comm {
   }
 
   void send(const float* buf, size_t n, int peer, int tag) override {
+    const Blocked timer(seconds_);
     for (size_t off = 0; off < n; off += kMaxCount) {
       const int c = int(std::min(kMaxCount, n - off));
       MPI_CHECK(MPI_Send(buf + off, c, MPI_FLOAT, peer, tag, comm_));
@@ -49,6 +61,7 @@ class MpiComm final : public Comm {
   }
 
   void recv(float* buf, size_t n, int peer, int tag) override {
+    const Blocked timer(seconds_);
     for (size_t off = 0; off < n; off += kMaxCount) {
       const int c = int(std::min(kMaxCount, n - off));
       MPI_CHECK(MPI_Recv(buf + off, c, MPI_FLOAT, peer, tag, comm_, MPI_STATUS_IGNORE));
@@ -85,6 +98,7 @@ class MpiComm final : public Comm {
   }
 
   void wait(Request r) override {
+    const Blocked timer(seconds_);
     MPI_CHECK(MPI_Wait(&reqs_[size_t(r)], MPI_STATUS_IGNORE));
     free_.push_back(r);
   }
@@ -121,6 +135,7 @@ class MpiComm final : public Comm {
   }
 
   void allreduce(float* buf, size_t n, MPI_Op op) {
+    const Blocked timer(seconds_);
     if (size_ == 1) return;
     for (size_t off = 0; off < n; off += kMaxCount) {
       const int c = int(std::min(kMaxCount, n - off));

@@ -26,7 +26,13 @@ class Comm {
   // counted as a ring algorithm moves them: all-reduce 2(n-1)/n * bytes,
   // all-gather and reduce-scatter (n-1)/n * bytes of the full buffer.
   double bytes_sent() const { return bytes_sent_; }
-  void reset_bytes() { bytes_sent_ = 0; }
+  // Wall time this rank spent blocked in this group's calls (blocking
+  // collectives and wait()), i.e. communication not hidden behind compute.
+  double seconds_blocked() const { return seconds_; }
+  void reset_bytes() {
+    bytes_sent_ = 0;
+    seconds_ = 0;
+  }
 
   // Device buffers (backend memory).
   virtual void allreduce_sum(float* buf, size_t n) = 0;   // in place
@@ -62,6 +68,7 @@ class Comm {
   std::string name_;
   int size_ = 1, rank_ = 0;
   double bytes_sent_ = 0;
+  double seconds_ = 0;
 };
 
 // The MPI implementation (host memory), used by the CPU backend.

@@ -374,7 +374,8 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
           {"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
           {"tokens_per_s", tok_s}, {"tflops", tflops}, {"mfu", mfu},
           {"peak_mem_bytes", double(ms.total_peak_bytes)}, {"step_ms", dt * 1e3},
-          {"dp_bytes_sent", dp->bytes_sent()}, {"dp_reductions", double(dpar.reductions())},
+          {"dp_bytes_sent", dp->bytes_sent()}, {"tp_bytes_sent", tp->bytes_sent()},
+          {"dp_blocked_ms", dp->seconds_blocked() * 1e3}, {"tp_blocked_ms", tp->seconds_blocked() * 1e3}, {"dp_reductions", double(dpar.reductions())},
           {"dp_buckets", double(dpar.n_buckets())}, {"dp_comm_hidden", dpar.hidden_fraction()},
           {"param_elems", double(params.numel())}, {"shard_elems", double(dpar.shard_elems())}};
       for (int c = 0; c < int(Mem::count); ++c)
@@ -383,6 +384,7 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
       if (metrics) metrics->write(row);
     }
     dp->reset_bytes();
+    tp->reset_bytes();
 
     // Checkpoint every N steps, and on SIGUSR1/SIGTERM at a step all ranks agree on.
     int stop = signal_received() ? 1 : 0;

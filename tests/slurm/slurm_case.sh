@@ -146,8 +146,10 @@ preempt)
   # SIGUSR1 to the batch shell (what --signal=B:USR1@T sends before the time
   # limit): pentad checkpoints and exits 0, the job requeues itself, and the
   # second run resumes from the checkpoint and completes.
-  steps=100
-  id=$(sbatch --parsable -n 2 -J preempt "$sbatch_script" "$deck" "${data_sets[@]}" --set train.steps=$steps --set log.every=20)
+  # Enough steps that run 0 cannot finish before the signal lands (a step of
+  # this deck takes ~2 ms; 100 steps once finished first on a quiet machine).
+  steps=4000
+  id=$(sbatch --parsable -n 2 -J preempt "$sbatch_script" "$deck" "${data_sets[@]}" --set train.steps=$steps --set log.every=500)
   id=${id%%;*}
   run_dir=$PENTAD_RUNS/preempt-$id
   check "job $id is training (15 metrics rows within 60 s)" wait_metrics_rows "$run_dir/metrics.jsonl" 15 60

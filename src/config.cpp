@@ -295,6 +295,18 @@ const std::vector<Key>& schema() {
     s.push_back(bool_key(PENTAD_FIELD(parallel, sp), "sequence parallelism (needs tp > 1)"));
     s.push_back(float_key(PENTAD_FIELD(parallel, bucket_mb), gt(0), none(),
                           "gradient bucket size in MiB (reduction overlaps backward)"));
+    s.push_back(enum_key(PENTAD_FIELD(parallel, schedule), {"afab", "1f1b", "interleaved"},
+                         "pipeline schedule"));
+    s.push_back(int_key(PENTAD_FIELD(parallel, virtual_stages), 1, kNoMax,
+                        "model chunks per pipeline rank (schedule = interleaved)"));
+    s.push_back(string_key(PENTAD_FIELD(parallel, stage_layers),
+                           "blocks per pipeline stage, e.g. \"3,2,2,3\"; \"\" = balanced"));
+    s.push_back(enum_key(PENTAD_FIELD(parallel, cp_layout), {"contiguous", "zigzag"},
+                         "how sequences are cut over the cp group"));
+    s.push_back(enum_key(PENTAD_FIELD(parallel, comm), {"auto", "mpi", "nccl"},
+                         "collectives library; auto = nccl with backend cuda, mpi with cpu"));
+    s.push_back(float_key(PENTAD_FIELD(parallel, comm_timeout_s), gt(0), none(),
+                          "seconds before a stuck collective ends the job (nccl)"));
 
     s.push_back(int_key(PENTAD_FIELD(train, steps), 0, kNoMax, "optimizer steps"));
     s.push_back(int_key(PENTAD_FIELD(train, micro_batch), 1, kNoMax,
@@ -337,6 +349,8 @@ const std::vector<Key>& schema() {
     s.push_back(string_key(PENTAD_FIELD(log, dump), "debug HDF5 dump; \"\" = none"));
     s.push_back(float_key(PENTAD_FIELD(log, peak_tflops), ge(0), none(),
                           "peak TFLOP/s for MFU; 0 = measure sgemm at start"));
+    s.push_back(string_key(PENTAD_FIELD(log, trace),
+                           "Chrome-trace JSON timeline (Perfetto); \"\" = none"));
     return s;
   }();
   return keys;

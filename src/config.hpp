@@ -39,6 +39,15 @@ struct ParallelConfig {
   int zero = 0;          // 0..3
   bool sp = false;       // sequence parallelism (needs tp > 1)
   float bucket_mb = 25;  // gradient bucket size (MiB)
+  // Pipeline parallelism.
+  std::string schedule = "1f1b";  // afab | 1f1b | interleaved
+  int virtual_stages = 1;         // model chunks per pipeline rank (interleaved)
+  std::string stage_layers;       // "" = balanced; else blocks per stage, e.g. "3,2,2,3"
+  // Context parallelism.
+  std::string cp_layout = "zigzag";  // contiguous | zigzag
+  // Communication library for the collectives.
+  std::string comm = "auto";      // auto (nccl with cuda, mpi with cpu) | mpi | nccl
+  float comm_timeout_s = 600;     // a collective stuck this long ends the job (nccl)
 
   bool operator==(const ParallelConfig&) const = default;
 };
@@ -85,6 +94,7 @@ struct LogConfig {
   std::string metrics;     // JSON-lines file, "" = none
   std::string dump;        // debug HDF5 dump (params, grads, batches), "" = none
   double peak_tflops = 0;  // 0 = measure sgemm at start
+  std::string trace;       // Chrome-trace JSON of the pipeline timeline, "" = none
 
   bool operator==(const LogConfig&) const = default;
 };

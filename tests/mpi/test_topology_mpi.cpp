@@ -1,5 +1,6 @@
 // Every named communicator of the grid holds exactly the ranks the pure
 // coordinate math says it should, for several grids on 8 ranks.
+#include <array>
 #include <mpi.h>
 
 #include <cstdio>
@@ -55,11 +56,14 @@ int main(int argc, char** argv) {
   int size = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  const std::vector<ParallelConfig> grids = {
-      {8, 1, 1, 1, 1, 0, false}, {2, 2, 2, 1, 1, 0, false}, {4, 2, 1, 1, 2, 0, false},
-      {2, 1, 2, 2, 1, 0, false}, {1, 2, 2, 2, 1, 0, false}, {1, 8, 1, 1, 1, 0, false}};
+  // {dp, tp, pp, cp, ep}
+  const std::vector<std::array<int, 5>> grids = {
+      {8, 1, 1, 1, 1}, {2, 2, 2, 1, 1}, {4, 2, 1, 1, 2},
+      {2, 1, 2, 2, 1}, {1, 2, 2, 2, 1}, {1, 8, 1, 1, 1}};
   int grid = 0;
-  for (ParallelConfig p : grids) {
+  for (const auto& g : grids) {
+    ParallelConfig p;
+    p.dp = g[0], p.tp = g[1], p.pp = g[2], p.cp = g[3], p.ep = g[4];
     ++grid;
     if (p.dp * p.tp * p.pp * p.cp != size) continue;
     Topology t(MPI_COMM_WORLD, p);

@@ -483,7 +483,7 @@ TEST(Config, EveryResolvedKeyIsSettable) {
     if (section == "data" && line.rfind("train", 0) == 0) value = "tok/x.bin";  // has escapes
     sets.push_back((section.empty() ? "" : section + ".") + line.substr(0, eq) + "=" + value);
   }
-  EXPECT_EQ(sets.size(), 49u);  // 1 top-level + 12 model + 8 parallel + 17 train + 2 data + 5 checkpoint + 4 log
+  EXPECT_EQ(sets.size(), 56u);  // 1 top-level + 12 model + 8 parallel + 17 train + 2 data + 5 checkpoint + 4 log
   Config expected = c;
   expected.data.train = "tok/x.bin";
   expected.resolved_toml = pentad::config_to_toml(expected);

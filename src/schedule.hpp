@@ -1,0 +1,81 @@
+// Pipeline schedules as data (ARCHITECTURE.md section 6). A generator turns
+// (kind, pp, virtual stages v, micro-batches m) into one list of actions per
+// pipeline rank; one executor (pipeline.hpp) runs any list, and a checker
+// validates a list without MPI: every send has its receive, the order cannot
+// deadlock, and the activation high-water mark per rank is the expected one.
+//
+// The model is cut into pp * v chunks of consecutive blocks; chunk g lives on
+// pipeline rank g % pp, so with v > 1 each rank holds v non-adjacent chunks
+// (rank r: chunks r, r + pp, r + 2pp, ...). Activations flow g -> g + 1 in
+// forward and gradients g + 1 -> g in backward. The first chunk also runs
+// the embedding, the last one the final norm, the head and the loss.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace pentad {
+
+enum class ScheduleKind { afab, one_f_one_b, interleaved, forward_only };
+
+enum class ActionKind { forward, backward, recv_act, send_act, recv_grad, send_grad };
+
+// One step of a rank's list. recv_* post a non-blocking receive for the
+// input of (mb, chunk) (placed one compute action ahead of its use); send_*
+// send the output of (mb, chunk) right after it is computed.
+struct Action {
+  ActionKind kind;
+  int mb;
+  int chunk;  // global chunk index in [0, pp * v)
+  bool operator==(const Action&) const = default;
+};
+
+struct Schedule {
+  ScheduleKind kind = ScheduleKind::one_f_one_b;
+  int pp = 1, v = 1, m = 1;
+  std::vector<std::vector<Action>> ranks;  // [pp rank] -> actions in order
+
+  int n_chunks() const { return pp * v; }
+  int owner(int chunk) const { return chunk % pp; }
+};
+
+// "afab" | "1f1b" | "interleaved" -> kind (the deck's parallel.schedule).
+ScheduleKind parse_schedule_kind(const std::string& name);
+const char* schedule_name(ScheduleKind k);
+
+// "" when (kind, pp, v, m) can be scheduled, else a message naming the deck
+// keys (parallel.schedule, parallel.pp, parallel.virtual_stages,
+// train.grad_accum = m).
+std::string schedule_problem(ScheduleKind kind, int pp, int v, int m);
+
+// Throws std::invalid_argument with schedule_problem()'s message.
+Schedule make_schedule(ScheduleKind kind, int pp, int v, int m);
+
+// The in-flight (mb, chunk) activation sets rank r holds at most: m for
+// afab, min(pp - r, m) for 1f1b, min(warm-up + 1, m v) for interleaved with
+// warm-up = 2 (pp - r - 1) + (v - 1) pp, and 1 for forward_only (evaluation
+// keeps nothing for a backward).
+int expected_inflight(ScheduleKind kind, int pp, int v, int m, int rank);
+
+// The textbook bubble of the schedule, as idle time over busy time per rank:
+// (pp - 1) / m, and (pp - 1) / (v m) for interleaved.
+double bubble_formula(ScheduleKind kind, int pp, int v, int m);
+
+struct ScheduleCheck {
+  std::string error;                 // "" when the schedule is valid
+  std::vector<int> peak_inflight;    // per rank, (mb, chunk) activation sets
+  // A timed replay with forward = t_f and backward = t_b per chunk,
+  // communication free: per-rank idle / busy over the step's makespan.
+  std::vector<double> sim_bubble;
+  double sim_makespan = 0;
+  bool ok() const { return error.empty(); }
+};
+
+// Replays the lists without MPI. t_f, t_b: cost of one chunk's forward and
+// backward in the timed replay.
+ScheduleCheck check_schedule(const Schedule& s, double t_f = 1.0, double t_b = 2.0);
+
+// Human-readable per-rank lists, e.g. "rank 0: F0.0 F1.0 B0.0 ...".
+std::string describe_schedule(const Schedule& s);
+
+}  // namespace pentad

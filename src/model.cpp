@@ -68,6 +68,22 @@ struct Model::Scratch {
   float* logits_all = nullptr;  // (tp, chunk, V/tp) all-gathered logits for debug dumps
 };
 
+// One micro-batch's activations through chunk g = blocks [l0, l1).
+struct Model::Slot {
+  int chunk = -1;
+  bool busy = false;
+  int32_t* tokens = nullptr;   // (B*T) first chunk
+  int32_t* targets = nullptr;  // (B*T) last chunk
+  std::vector<float*> res;     // residual stream (Nl,C) at l0..l1 (global index, null elsewhere)
+  std::vector<Acts> acts;      // per block l0..l1-1 (none/selective; global index)
+  float* lnf = nullptr;        // last chunk: (Nl,C) final norm output
+  float* lnf_mean = nullptr;   // (Nl)
+  float* lnf_rstd = nullptr;   // (Nl)
+  float* losses = nullptr;     // (B*T)
+  std::vector<void*> owned;
+  size_t bytes = 0;
+};
+
 Model::Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backend& backend,
              ModelParallel par)
     : cfg_(cfg), recompute_(recompute), par_(par), be_(backend), params_(backend) {
@@ -100,12 +116,24 @@ Model::Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backe
   vocab_start_ = tp_rank_ * V_;
   N_ = B_ * T_;
   Nl_ = sp_ ? N_ / n : N_;
+  pp_rank_ = par_.pp_rank;
+  pp_size_ = par_.pp_size;
+  chunk_begin_ = par_.chunk_blocks.empty() ? std::vector<int>{0, L_} : par_.chunk_blocks;
+  const int G = n_chunks();
+  if (G < 1 || G % pp_size_ != 0 || chunk_begin_.front() != 0 || chunk_begin_.back() != L_ ||
+      !std::is_sorted(chunk_begin_.begin(), chunk_begin_.end()))
+    throw std::invalid_argument("Model: bad pipeline partition");
+  has_embedding_ = owns_chunk(0);
+  has_head_ = owns_chunk(G - 1);
   build_params();
-  alloc_activations();
+  alloc_shared();
 }
 
 Model::~Model() {
+  for (auto& sl : slots_)
+    for (void* p : sl->owned) be_.free_bytes(p);
   for (void* p : owned_) be_.free_bytes(p);
+  delete shared_acts_;
   delete scratch_;
 }
 
@@ -131,13 +159,22 @@ void Model::build_params() {
   auto split_bias = [&](const std::string& name, int64_t len) {
     return P.add_block(name, {len}, {r * (len / n)}, {len / n}, Init::zeros, 0, false);
   };
+  // Every rank opens every unit (so unit numbers are global); a pipeline
+  // stage fills only the units of its chunks.
   P.begin_unit(0);
-  wte_ = by_rows("model/wte", V, C, std);
-  if (gpt2_) wpe_ = P.add("model/wpe", {int64_t(T_), C}, Init::normal, std, true);
+  if (has_embedding_) {
+    wte_ = by_rows("model/wte", V, C, std);
+    if (gpt2_) wpe_ = P.add("model/wpe", {int64_t(T_), C}, Init::normal, std, true);
+  }
   layers_.resize(size_t(L_));
+  std::vector<bool> local(size_t(L_), false);
+  for (int g = 0; g < n_chunks(); ++g)
+    if (owns_chunk(g))
+      for (int l = chunk_first_block(g); l < chunk_end_block(g); ++l) local[size_t(l)] = true;
   for (int l = 0; l < L_; ++l) {
     const std::string p = "model/layers/" + std::to_string(l) + "/";
     P.begin_unit(l + 1);
+    if (!local[size_t(l)]) continue;
     LayerIdx& x = layers_[size_t(l)];
     x.attn_norm_w = P.add(p + "attn_norm/w", {C}, Init::ones, 0, false);
     if (gpt2_) x.attn_norm_b = P.add(p + "attn_norm/b", {C}, Init::zeros, 0, false);
@@ -160,33 +197,30 @@ void Model::build_params() {
     if (gpt2_) x.b_down = P.add(p + "mlp/b_down", {C}, Init::zeros, 0, false);
   }
   P.begin_unit(L_ + 1);
+  if (!has_head_) return;
   lnf_w_ = P.add("model/final_norm/w", {C}, Init::ones, 0, false);
   if (gpt2_) lnf_b_ = P.add("model/final_norm/b", {C}, Init::zeros, 0, false);
-  if (!cfg_.tied()) lm_head_ = by_rows("model/lm_head", V, C, std);
+  if (!cfg_.tied()) {
+    lm_head_ = head_w_ = by_rows("model/lm_head", V, C, std);
+  } else if (has_embedding_) {
+    head_w_ = wte_;
+  } else {
+    // Tied embeddings across pipeline stages: the last stage holds a copy of
+    // wte (drawn with the same values); the two stages sum their gradients
+    // before the optimizer, so the copies stay identical.
+    head_w_ = by_rows("model/wte", V, C, std);
+    P.mark_stage_copy(head_w_);
+  }
 }
 
-void Model::alloc_activations() {
+void Model::alloc_shared() {
   const size_t BT = size_t(N_), BTC = BT * C_, HD = size_t(H_) * D_, KD = size_t(Hkv_) * D_;
   const size_t NlC = size_t(Nl_) * C_;
   auto take = [&](size_t n, Mem cat) {
     float* p = be_.alloc(n, cat);
     owned_.push_back(p);
-    if (cat == Mem::activations) act_bytes_ += n * sizeof(float);
     return p;
   };
-  tokens_dev_ = be_.alloc_i32(BT, Mem::activations);
-  targets_dev_ = be_.alloc_i32(BT, Mem::activations);
-  owned_.push_back(tokens_dev_);
-  owned_.push_back(targets_dev_);
-  act_bytes_ += 2 * BT * sizeof(int32_t);
-
-  res_.resize(size_t(L_) + 1);
-  for (int l = 0; l <= L_; ++l) {
-    // With full recompute only the block inputs are kept; the last residual
-    // feeds the head and is needed too.
-    res_[size_t(l)] = take(NlC, Mem::activations);
-  }
-
   scratch_ = new Scratch;
   Scratch& s = *scratch_;
   s.dres = take(NlC, Mem::scratch);
@@ -198,7 +232,7 @@ void Model::alloc_activations() {
   s.d_fc_act = take(BT * F_, Mem::scratch);
   s.d_fc_pre = take(BT * F_, Mem::scratch);
   if (!gpt2_) s.d_up = take(BT * F_, Mem::scratch);
-  s.d_lnf = take(BTC, Mem::scratch);
+  if (has_head_) s.d_lnf = take(BTC, Mem::scratch);
   if (recompute_ != Recompute::none) s.fc_act = take(BT * F_, Mem::scratch);
   if (tp_size_ > 1) s.part = take(BTC, Mem::scratch);
   if (sp_) {
@@ -206,41 +240,121 @@ void Model::alloc_activations() {
     s.gath_dy = take(BTC, Mem::scratch);
     s.rep_grad = take(4 * size_t(C_), Mem::scratch);
   }
-
-  // Per-block activations: one set per layer, or one shared set (full).
-  const bool shared = recompute_ == Recompute::full;
-  const int n_sets = shared ? 1 : L_;
-  const Mem cat = shared ? Mem::scratch : Mem::activations;
-  acts_.resize(size_t(n_sets));
-  for (Acts& a : acts_) {
-    a.ln1 = take(NlC, cat);
-    a.ln1_mean = take(size_t(Nl_), cat);
-    a.ln1_rstd = take(size_t(Nl_), cat);
-    a.q = take(BT * HD, cat);
-    a.k = take(BT * KD, cat);
-    a.v = take(BT * KD, cat);
-    a.att = take(BT * HD, cat);
-    a.lse = take(size_t(B_) * H_ * T_, cat);
-    if (recompute_ == Recompute::none) a.probs = take(size_t(B_) * H_ * T_ * T_, cat);
-    a.res_mid = take(NlC, cat);
-    a.ln2 = take(NlC, cat);
-    a.ln2_mean = take(size_t(Nl_), cat);
-    a.ln2_rstd = take(size_t(Nl_), cat);
-    a.fc_pre = take(BT * F_, cat);
-    if (!gpt2_) a.fc_up = take(BT * F_, cat);
-    a.fc_act = recompute_ == Recompute::none ? take(BT * F_, cat) : s.fc_act;
+  // Full recompute: one block set shared by all blocks (scratch).
+  if (recompute_ == Recompute::full) {
+    shared_acts_ = new Acts;
+    Acts& a = *shared_acts_;
+    a.ln1 = take(NlC, Mem::scratch);
+    a.ln1_mean = take(size_t(Nl_), Mem::scratch);
+    a.ln1_rstd = take(size_t(Nl_), Mem::scratch);
+    a.q = take(BT * HD, Mem::scratch);
+    a.k = take(BT * KD, Mem::scratch);
+    a.v = take(BT * KD, Mem::scratch);
+    a.att = take(BT * HD, Mem::scratch);
+    a.lse = take(size_t(B_) * H_ * T_, Mem::scratch);
+    a.res_mid = take(NlC, Mem::scratch);
+    a.ln2 = take(NlC, Mem::scratch);
+    a.ln2_mean = take(size_t(Nl_), Mem::scratch);
+    a.ln2_rstd = take(size_t(Nl_), Mem::scratch);
+    a.fc_pre = take(BT * F_, Mem::scratch);
+    if (!gpt2_) a.fc_up = take(BT * F_, Mem::scratch);
+    a.fc_act = s.fc_act;
   }
-
-  lnf_ = take(NlC, Mem::activations);
-  lnf_mean_ = take(size_t(Nl_), Mem::activations);
-  lnf_rstd_ = take(size_t(Nl_), Mem::activations);
-  losses_ = take(BT, Mem::activations);
-  // Logits are processed in chunks of rows of at most ~64 MiB.
-  chunk_rows_ = int(std::clamp<size_t>((size_t(16) << 20) / size_t(V_), 1, BT));
-  logits_ = take(size_t(chunk_rows_) * V_, Mem::scratch);
-  xent_rowmax_ = take(size_t(chunk_rows_), Mem::scratch);
-  xent_sumexp_ = take(2 * size_t(chunk_rows_), Mem::scratch);
+  if (has_head_) {
+    // Logits are processed in chunks of rows of at most ~64 MiB.
+    chunk_rows_ = int(std::clamp<size_t>((size_t(16) << 20) / size_t(V_), 1, BT));
+    logits_ = take(size_t(chunk_rows_) * V_, Mem::scratch);
+    xent_rowmax_ = take(size_t(chunk_rows_), Mem::scratch);
+    xent_sumexp_ = take(2 * size_t(chunk_rows_), Mem::scratch);
+  }
 }
+
+int Model::acquire_slot(int chunk) {
+  if (!owns_chunk(chunk)) throw std::logic_error("Model: chunk " + std::to_string(chunk) + " is not on this rank");
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (!slots_[i]->busy && slots_[i]->chunk == chunk) {
+      slots_[i]->busy = true;
+      return int(i);
+    }
+  auto sl = std::make_unique<Slot>();
+  Slot& S = *sl;
+  S.chunk = chunk;
+  S.busy = true;
+  const size_t BT = size_t(N_), HD = size_t(H_) * D_, KD = size_t(Hkv_) * D_;
+  const size_t NlC = size_t(Nl_) * C_;
+  auto take = [&](size_t n) {
+    float* p = be_.alloc(n, Mem::activations);
+    S.owned.push_back(p);
+    S.bytes += n * sizeof(float);
+    return p;
+  };
+  auto take_i32 = [&](size_t n) {
+    int32_t* p = be_.alloc_i32(n, Mem::activations);
+    S.owned.push_back(p);
+    S.bytes += n * sizeof(int32_t);
+    return p;
+  };
+  const int G = n_chunks(), l0 = chunk_first_block(chunk), l1 = chunk_end_block(chunk);
+  if (chunk == 0) S.tokens = take_i32(BT);
+  if (chunk == G - 1) S.targets = take_i32(BT);
+  // The block inputs l0..l1-1 and the chunk's output l1 (the head's input on
+  // the last chunk); full recompute keeps only these.
+  S.res.assign(size_t(L_) + 1, nullptr);
+  for (int l = l0; l <= l1; ++l) S.res[size_t(l)] = take(NlC);
+  if (recompute_ != Recompute::full) {
+    S.acts.resize(size_t(L_));
+    for (int l = l0; l < l1; ++l) {
+      Acts& a = S.acts[size_t(l)];
+      a.ln1 = take(NlC);
+      a.ln1_mean = take(size_t(Nl_));
+      a.ln1_rstd = take(size_t(Nl_));
+      a.q = take(BT * HD);
+      a.k = take(BT * KD);
+      a.v = take(BT * KD);
+      a.att = take(BT * HD);
+      a.lse = take(size_t(B_) * H_ * T_);
+      if (recompute_ == Recompute::none) a.probs = take(size_t(B_) * H_ * T_ * T_);
+      a.res_mid = take(NlC);
+      a.ln2 = take(NlC);
+      a.ln2_mean = take(size_t(Nl_));
+      a.ln2_rstd = take(size_t(Nl_));
+      a.fc_pre = take(BT * F_);
+      if (!gpt2_) a.fc_up = take(BT * F_);
+      a.fc_act = recompute_ == Recompute::none ? take(BT * F_) : scratch_->fc_act;
+    }
+  }
+  if (chunk == G - 1) {
+    S.lnf = take(NlC);
+    S.lnf_mean = take(size_t(Nl_));
+    S.lnf_rstd = take(size_t(Nl_));
+    S.losses = take(BT);
+  }
+  slots_.push_back(std::move(sl));
+  return int(slots_.size()) - 1;
+}
+
+void Model::release_slot(int s) { slot(s).busy = false; }
+
+size_t Model::slot_bytes(int g) const {
+  for (const auto& sl : slots_)
+    if (sl->chunk == g) return sl->bytes;
+  // Not allocated yet: measure one (and keep it pooled).
+  Model* self = const_cast<Model*>(this);
+  const int s = self->acquire_slot(g);
+  self->release_slot(s);
+  return slots_[size_t(s)]->bytes;
+}
+
+size_t Model::activation_bytes() const {
+  size_t n = 0;
+  for (int g = 0; g < n_chunks(); ++g)
+    if (owns_chunk(g)) n += slot_bytes(g);
+  return n;
+}
+
+float* Model::slot_input(int s) { return slot(s).res[size_t(chunk_first_block(slot(s).chunk))]; }
+const float* Model::slot_output(int s) { return slot(s).res[size_t(chunk_end_block(slot(s).chunk))]; }
+float* Model::boundary_grad() { return scratch_->dres; }
 
 // ---- building blocks --------------------------------------------------------
 
@@ -329,26 +443,25 @@ void Model::mlp_act_fwd(Acts& a) {
     be_.swiglu_fwd(a.fc_act, a.fc_pre, a.fc_up, n);
 }
 
-void Model::embed(const int32_t* tokens) {
+void Model::embed(const int32_t* tokens, float* out) {
   const float* wpe = gpt2_ ? params_.param(wpe_) : nullptr;
   if (tp_size_ == 1) {
-    be_.embedding_fwd(res_[0], tokens, params_.param(wte_), wpe, B_, T_, C_, 0, V_, 0);
+    be_.embedding_fwd(out, tokens, params_.param(wte_), wpe, B_, T_, C_, 0, V_, 0);
     return;
   }
   // Vocab-parallel: rows of tokens outside this slice are zero; the positions
   // are added by tp rank 0 only, so the reduction adds them once.
   be_.embedding_fwd(scratch_->part, tokens, params_.param(wte_), tp_rank_ == 0 ? wpe : nullptr, B_, T_,
                     C_, vocab_start_, V_, 0);
-  const float* sum = reduce_rows(scratch_->part, res_[0]);
-  if (sum != res_[0]) be_.copy_bytes(res_[0], sum, size_t(Nl_) * C_ * sizeof(float));
+  const float* sum = reduce_rows(scratch_->part, out);
+  if (sum != out) be_.copy_bytes(out, sum, size_t(Nl_) * C_ * sizeof(float));
 }
 
 // ---- one transformer block -----------------------------------------------------
 
-void Model::block_fwd(int l, Acts& a, bool keep_probs) {
+void Model::block_fwd(int l, Acts& a, const float* in, bool keep_probs) {
   const LayerIdx& x = layers_[size_t(l)];
   const int HD = H_ * D_, KD = Hkv_ * D_;
-  const float* in = res_[size_t(l)];  // (Nl,C)
   norm_fwd(a.ln1, a.ln1_mean, a.ln1_rstd, in, x.attn_norm_w, x.attn_norm_b);
   const float* x1 = gather_rows(a.ln1, scratch_->gath_x);  // (B,T,C)
   linear_fwd(a.q, x1, x.wq, x.bq, HD, C_);
@@ -372,12 +485,12 @@ void Model::block_fwd(int l, Acts& a, bool keep_probs) {
   mlp_act_fwd(a);
 }
 
-void Model::block_bwd(int l, Acts& a) {
+void Model::block_bwd(int l, Acts& a, const float* in) {
   const LayerIdx& x = layers_[size_t(l)];
   Scratch& s = *scratch_;
   const int HD = H_ * D_, KD = Hkv_ * D_;
   if (recompute_ == Recompute::full)
-    block_fwd(l, a, false);  // the shared set now holds this block's activations
+    block_fwd(l, a, in, false);  // the shared set now holds this block's activations
   else if (recompute_ == Recompute::selective)
     mlp_act_fwd(a);  // fc_act is shared scratch
 
@@ -420,7 +533,7 @@ void Model::block_bwd(int l, Acts& a) {
   linear_bwd(d_part, s.dq, x1, x.wq, x.bq, HD, C_, 0.0f);
   linear_bwd(d_part, s.dk, x1, x.wk, x.bk, KD, C_, 1.0f);
   linear_bwd(d_part, s.dv, x1, x.wv, x.bv, KD, C_, 1.0f);
-  norm_bwd(s.dres, reduce_rows(d_part, s.d_ln), res_[size_t(l)], x.attn_norm_w, x.attn_norm_b,
+  norm_bwd(s.dres, reduce_rows(d_part, s.d_ln), in, x.attn_norm_w, x.attn_norm_b,
            a.ln1_mean, a.ln1_rstd, 0);
   sync_replicated({x.attn_norm_w, x.attn_norm_b, x.mlp_norm_w, x.mlp_norm_b});
 }
@@ -448,12 +561,13 @@ static void write_logits(Backend& be, Comm* tp, float* logits_out, const float* 
                   logits_out + size_t(i) * V + size_t(q) * V_local);
 }
 
-double Model::head(const int32_t* targets, float loss_scale, bool backward, float* logits_out) {
+double Model::head(Slot& S, float loss_scale, bool backward, float* logits_out) {
   const int N = N_;
-  const float* xL = res_[size_t(L_)];  // (Nl,C)
-  norm_fwd(lnf_, lnf_mean_, lnf_rstd_, xL, lnf_w_, lnf_b_);
-  const float* xf = gather_rows(lnf_, scratch_->gath_x);  // (B,T,C)
-  const int w = cfg_.tied() ? wte_ : lm_head_;
+  const int32_t* targets = S.targets;
+  const float* xL = S.res[size_t(L_)];  // (Nl,C)
+  norm_fwd(S.lnf, S.lnf_mean, S.lnf_rstd, xL, lnf_w_, lnf_b_);
+  const float* xf = gather_rows(S.lnf, scratch_->gath_x);  // (B,T,C)
+  const int w = head_w_;
   const float* W = params_.param(w);  // (V/tp, C)
   float* dW = params_.grad(w);
   if (logits_out && tp_size_ > 1 && !scratch_->logits_all) {
@@ -466,7 +580,7 @@ double Model::head(const int32_t* targets, float loss_scale, bool backward, floa
     if (logits_out)
       write_logits(be_, par_.tp, logits_out + size_t(r0) * cfg_.vocab_size, logits_,
                    scratch_->logits_all, n, V_);
-    vocab_parallel_xent(be_, par_.tp, backward ? logits_ : nullptr, losses_ + r0, logits_,
+    vocab_parallel_xent(be_, par_.tp, backward ? logits_ : nullptr, S.losses + r0, logits_,
                         xent_rowmax_, xent_sumexp_, targets + r0, loss_scale, n, V_, vocab_start_);
     if (backward) {
       // logits_ now holds dlogits (n, V/tp); d_lnf gets this slice's share.
@@ -475,79 +589,109 @@ double Model::head(const int32_t* targets, float loss_scale, bool backward, floa
     }
   }
   std::vector<float> losses(static_cast<size_t>(N));
-  be_.to_host(losses.data(), losses_, losses.size() * sizeof(float));
+  be_.to_host(losses.data(), S.losses, losses.size() * sizeof(float));
   double sum = 0;
   for (float v : losses) sum += v;
   if (backward) {
     be_.fill(scratch_->dres, 0.0f, size_t(Nl_) * C_);
     norm_bwd(scratch_->dres, reduce_rows(scratch_->d_lnf, scratch_->d_ln), xL, lnf_w_, lnf_b_,
-             lnf_mean_, lnf_rstd_, 0);
+             S.lnf_mean, S.lnf_rstd, 0);
     sync_replicated({lnf_w_, lnf_b_});
   }
   return sum;
 }
 
-// ---- whole model ---------------------------------------------------------------------
+// ---- one chunk, and the whole model -------------------------------------------
 
-void Model::forward_blocks(const int32_t* inputs, const int32_t* targets, bool keep_probs) {
+Model::Acts& Model::acts_for(Slot& S, int l) {
+  return recompute_ == Recompute::full ? *shared_acts_ : S.acts[size_t(l)];
+}
+
+void Model::forward_chunk(int s, const int32_t* inputs, const int32_t* targets, bool train) {
+  Slot& S = slot(s);
+  const int G = n_chunks(), g = S.chunk;
   const size_t BT = size_t(N_);
-  be_.from_host(tokens_dev_, inputs, BT * sizeof(int32_t));
-  be_.from_host(targets_dev_, targets, BT * sizeof(int32_t));
-  hooks_->acquire(0, false);
-  embed(tokens_dev_);
-  hooks_->release(0, false);
-  for (int l = 0; l < L_; ++l) {
-    Acts& a = acts_for(l);
+  if (g == G - 1) be_.from_host(S.targets, targets, BT * sizeof(int32_t));
+  if (g == 0) {
+    be_.from_host(S.tokens, inputs, BT * sizeof(int32_t));
+    hooks_->acquire(0, false);
+    embed(S.tokens, S.res[0]);
+    hooks_->release(0, false);
+  }
+  const bool keep_probs = train && recompute_ == Recompute::none;
+  for (int l = chunk_first_block(g); l < chunk_end_block(g); ++l) {
+    Acts& a = acts_for(S, l);
     hooks_->acquire(l + 1, false);
-    block_fwd(l, a, keep_probs);
+    block_fwd(l, a, S.res[size_t(l)], keep_probs);
     // Block output = post-attention residual + MLP branch.
     const LayerIdx& x = layers_[size_t(l)];
-    row_parallel_fwd(res_[size_t(l) + 1], a.res_mid, a.fc_act, x.w_down, x.b_down, F_);
+    row_parallel_fwd(S.res[size_t(l) + 1], a.res_mid, a.fc_act, x.w_down, x.b_down, F_);
     hooks_->release(l + 1, false);
   }
 }
 
-Model::Acts& Model::acts_for(int l) {
-  return acts_[recompute_ == Recompute::full ? 0 : size_t(l)];
+double Model::backward_chunk(int s, float loss_scale, float* logits_out) {
+  Slot& S = slot(s);
+  const int G = n_chunks(), g = S.chunk;
+  double loss = 0;
+  if (g == G - 1) {
+    // The head runs its forward and backward together: acquire it (and a
+    // tied embedding held by this stage) as a backward unit, since it
+    // produces gradients.
+    const bool tied_here = cfg_.tied() && has_embedding_;
+    hooks_->acquire(L_ + 1, true);
+    if (tied_here) hooks_->acquire(0, true);
+    loss = head(S, loss_scale, true, logits_out);
+    if (tied_here) hooks_->release(0, true);
+    hooks_->grads_ready(L_ + 1);
+    hooks_->release(L_ + 1, true);
+  }
+  for (int l = chunk_end_block(g) - 1; l >= chunk_first_block(g); --l) {
+    hooks_->acquire(l + 1, true);
+    block_bwd(l, acts_for(S, l), S.res[size_t(l)]);
+    hooks_->grads_ready(l + 1);
+    hooks_->release(l + 1, true);
+  }
+  if (g == 0) {
+    hooks_->acquire(0, true);
+    // All rows of the gradient: the vocab slice needs every token's, and the
+    // replicated positions get the same gradient on every tp rank.
+    const float* dy = gather_rows(scratch_->dres, scratch_->gath_dy);  // (B,T,C)
+    be_.embedding_bwd(params_.grad(wte_), gpt2_ ? params_.grad(wpe_) : nullptr, dy, S.tokens, B_, T_,
+                      C_, vocab_start_, V_, 0);
+    hooks_->grads_ready(0);
+    hooks_->release(0, true);
+  }
+  return loss;
+}
+
+double Model::loss_chunk(int s) {
+  Slot& S = slot(s);
+  const bool tied_here = cfg_.tied() && has_embedding_;
+  hooks_->acquire(L_ + 1, false);
+  if (tied_here) hooks_->acquire(0, false);
+  const double loss = head(S, 0.0f, false, nullptr);
+  if (tied_here) hooks_->release(0, false);
+  hooks_->release(L_ + 1, false);
+  return loss;
 }
 
 double Model::forward_backward(const int32_t* inputs, const int32_t* targets, float loss_scale,
                                float* logits_out) {
-  forward_blocks(inputs, targets, recompute_ == Recompute::none);
-  // The head runs its forward and backward together: acquire it (and a tied
-  // embedding) as a backward unit, since it produces gradients.
-  const bool tied = cfg_.tied();
-  hooks_->acquire(L_ + 1, true);
-  if (tied) hooks_->acquire(0, true);
-  const double loss = head(targets_dev_, loss_scale, true, logits_out);
-  if (tied) hooks_->release(0, true);
-  hooks_->grads_ready(L_ + 1);
-  hooks_->release(L_ + 1, true);
-  for (int l = L_ - 1; l >= 0; --l) {
-    hooks_->acquire(l + 1, true);
-    block_bwd(l, acts_for(l));
-    hooks_->grads_ready(l + 1);
-    hooks_->release(l + 1, true);
-  }
-  hooks_->acquire(0, true);
-  // All rows of the gradient: the vocab slice needs every token's, and the
-  // replicated positions get the same gradient on every tp rank.
-  const float* dy = gather_rows(scratch_->dres, scratch_->gath_dy);  // (B,T,C)
-  be_.embedding_bwd(params_.grad(wte_), gpt2_ ? params_.grad(wpe_) : nullptr, dy, tokens_dev_, B_, T_,
-                    C_, vocab_start_, V_, 0);
-  hooks_->grads_ready(0);
-  hooks_->release(0, true);
+  if (n_chunks() != 1) throw std::logic_error("Model::forward_backward: the model is cut into pipeline chunks");
+  const int s = acquire_slot(0);
+  forward_chunk(s, inputs, targets, true);
+  const double loss = backward_chunk(s, loss_scale, logits_out);
+  release_slot(s);
   return loss;
 }
 
 double Model::forward_loss(const int32_t* inputs, const int32_t* targets) {
-  forward_blocks(inputs, targets, false);
-  const bool tied = cfg_.tied();
-  hooks_->acquire(L_ + 1, false);
-  if (tied) hooks_->acquire(0, false);
-  const double loss = head(targets_dev_, 0.0f, false, nullptr);
-  if (tied) hooks_->release(0, false);
-  hooks_->release(L_ + 1, false);
+  if (n_chunks() != 1) throw std::logic_error("Model::forward_loss: the model is cut into pipeline chunks");
+  const int s = acquire_slot(0);
+  forward_chunk(s, inputs, targets, false);
+  const double loss = loss_chunk(s);
+  release_slot(s);
   return loss;
 }
 

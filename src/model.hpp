@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <vector>
 
 #include "backend.hpp"
@@ -30,6 +31,11 @@ class Comm;
 struct ModelParallel {
   Comm* tp = nullptr;   // tensor-parallel group
   bool sp = false;      // sequence parallelism inside the tp group
+  // Pipeline: the model is cut into chunks of consecutive blocks; chunk g
+  // holds blocks [chunk_blocks[g], chunk_blocks[g+1]) and lives on pipeline
+  // rank g % pp_size (schedule.hpp). Empty: one chunk, the whole model.
+  int pp_rank = 0, pp_size = 1;
+  std::vector<int> chunk_blocks;
 };
 
 // Called by the model around each unit (0 = embedding, 1..L = blocks,
@@ -70,23 +76,56 @@ class Model {
   // Forward and loss only (evaluation); returns the sum of per-token losses.
   double forward_loss(const int32_t* inputs, const int32_t* targets);
 
-  // Bytes of activation memory this policy keeps for one micro-batch.
-  size_t activation_bytes() const { return act_bytes_; }
+  // Bytes of activation memory this policy keeps for one micro-batch
+  // through this rank's part of the model (every chunk it holds).
+  size_t activation_bytes() const;
+
+  // ---- pipeline interface (pipeline.hpp drives it) ---------------------------
+  // A slot is one micro-batch's activations through one chunk, live from its
+  // forward to its backward. Slots are pooled: a new one is allocated only
+  // when every slot of the chunk is in use, so the activation peak is the
+  // schedule's in-flight high-water mark times slot_bytes(chunk).
+  int n_chunks() const { return int(chunk_begin_.size()) - 1; }
+  bool owns_chunk(int g) const { return g % pp_size_ == pp_rank_; }
+  int chunk_first_block(int g) const { return chunk_begin_[size_t(g)]; }
+  int chunk_end_block(int g) const { return chunk_begin_[size_t(g) + 1]; }
+  size_t slot_bytes(int g) const;
+  int acquire_slot(int chunk);
+  void release_slot(int slot);
+  int slots_allocated() const { return int(slots_.size()); }
+  // The residual stream at the chunk's input (where a received activation
+  // goes) and at its output (what is sent on); (Nl, C) each.
+  float* slot_input(int slot);
+  const float* slot_output(int slot);
+  size_t boundary_elems() const { return size_t(Nl_) * C_; }
+  // The gradient at a chunk boundary, (Nl, C): before backward_chunk, the
+  // gradient of the chunk's output (filled by the caller unless the chunk is
+  // the last); after it, the gradient of the chunk's input.
+  float* boundary_grad();
+  // Forward of one chunk. inputs (first chunk) and targets (last chunk) are
+  // host (B, T) token ids; train = false drops what only backward needs.
+  void forward_chunk(int slot, const int32_t* inputs, const int32_t* targets, bool train);
+  // Backward of one chunk; the last chunk first runs the head (its forward
+  // and backward together) and returns the micro-batch's loss sum, others 0.
+  double backward_chunk(int slot, float loss_scale, float* logits_out);
+  // Evaluation on the last chunk after forward_chunk: the loss sum.
+  double loss_chunk(int slot);
 
  private:
   struct LayerIdx;   // parameter indices of one block
   struct Acts;       // activation pointers of one block
   struct Scratch;    // gradient scratch shared by all blocks
+  struct Slot;       // one micro-batch's activations through one chunk
 
   void build_params();
-  void alloc_activations();
-  void embed(const int32_t* inputs_dev);
-  void forward_blocks(const int32_t* inputs, const int32_t* targets, bool keep_probs);
-  Acts& acts_for(int l);
-  void block_fwd(int l, Acts& a, bool keep_probs);
-  void block_bwd(int l, Acts& a);
+  void alloc_shared();
+  Slot& slot(int s) { return *slots_[size_t(s)]; }
+  void embed(const int32_t* tokens_dev, float* out);
+  Acts& acts_for(Slot& s, int l);
+  void block_fwd(int l, Acts& a, const float* in, bool keep_probs);
+  void block_bwd(int l, Acts& a, const float* in);
   void mlp_act_fwd(Acts& a);
-  double head(const int32_t* targets_dev, float loss_scale, bool backward, float* logits_out);
+  double head(Slot& s, float loss_scale, bool backward, float* logits_out);
   // Norms run on this rank's token rows; with sp their weight gradients go
   // to staging slot `slot` (and slot+1 for the bias) of rep_grad until the
   // unit's sync_replicated() sums them over tp.
@@ -127,24 +166,24 @@ class Model {
   int Nl_ = 0;           // this rank's token rows: N/tp with sp, else N
 
   int wte_ = -1, wpe_ = -1, lm_head_ = -1, lnf_w_ = -1, lnf_b_ = -1;
-  std::vector<LayerIdx> layers_;
+  int head_w_ = -1;  // the head's matrix: lm_head, wte, or (tied, pp > 1) the last stage's copy of wte
+  std::vector<LayerIdx> layers_;  // every block; indices -1 where not held
 
-  // Activations.
-  int32_t* tokens_dev_ = nullptr;   // (B*T)
-  int32_t* targets_dev_ = nullptr;  // (B*T)
-  std::vector<float*> res_;         // L+1 residual-stream tensors (Nl,C)
-  std::vector<Acts> acts_;          // L blocks (none/selective) or 1 shared (full)
-  float* lnf_ = nullptr;            // (Nl,C)
-  float* lnf_mean_ = nullptr;       // (Nl)
-  float* lnf_rstd_ = nullptr;       // (Nl)
+  // Pipeline partition.
+  int pp_rank_ = 0, pp_size_ = 1;
+  std::vector<int> chunk_begin_;  // n_chunks + 1 block boundaries
+  bool has_embedding_ = true, has_head_ = true;
+
+  // Activations: pooled slots, plus the block set shared by all blocks with
+  // full recompute.
+  std::vector<std::unique_ptr<Slot>> slots_;
+  Acts* shared_acts_ = nullptr;
   float* logits_ = nullptr;         // (chunk, V/tp)
   float* xent_rowmax_ = nullptr;    // (chunk)
   float* xent_sumexp_ = nullptr;    // (2*chunk) sum of exp, then target logits
-  float* losses_ = nullptr;         // (B*T)
   int chunk_rows_ = 0;
   Scratch* scratch_ = nullptr;
-  std::vector<void*> owned_;        // every activation allocation
-  size_t act_bytes_ = 0;
+  std::vector<void*> owned_;        // every shared allocation
 };
 
 }  // namespace pentad

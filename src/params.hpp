@@ -27,6 +27,10 @@ struct ParamInfo {
   Init init = Init::normal;
   float std = 0.02f;
   bool decay = true;                  // AdamW weight decay (matrices, embeddings)
+  // A copy of a tensor another pipeline stage owns (the last stage's wte
+  // with tied embeddings): kept identical by summing the two stages'
+  // gradients; counted once in the gradient norm and written once.
+  bool stage_copy = false;
 
   size_t numel() const;          // local elements
   int64_t global_numel() const;
@@ -52,6 +56,7 @@ class ParamStore {
   // tensor of global `shape` (tensor-parallel slices).
   int add_block(const std::string& name, std::vector<int64_t> shape, std::vector<int64_t> local_start,
                 std::vector<int64_t> local_shape, Init init, float std, bool decay);
+  void mark_stage_copy(int i) { infos_[size_t(i)].stage_copy = true; }
   // Allocate full params and grads (zeroed) and draw the initial values.
   void allocate_and_init(uint64_t seed);
   // Allocate `capacity` (>= numel(), e.g. padded to a multiple of the dp

@@ -25,21 +25,30 @@ DataParallel::DataParallel(ParamStore& params, Backend& be, Comm& dp, const Trai
   const size_t bucket_elems = std::max<size_t>(1, size_t(bucket_mb * (1 << 20) / sizeof(float)));
   const int U = params.n_units();
   bucket_of_unit_.assign(size_t(U), -1);
+  // Units without parameters here (other pipeline stages') join no bucket.
   for (int u = U - 1; u >= 0;) {
+    if (params.unit_numel(u) == 0) {
+      --u;
+      continue;
+    }
     Bucket b;
     b.unit_last = u;
     size_t n = 0;
     while (u >= 0 && (n == 0 || n < bucket_elems)) {
-      n += params.unit_numel(u);
-      bucket_of_unit_[size_t(u)] = int(buckets_.size());
+      if (params.unit_numel(u) > 0) {
+        n += params.unit_numel(u);
+        bucket_of_unit_[size_t(u)] = int(buckets_.size());
+        b.unit_first = u;
+        ++b.units;
+      }
       --u;
     }
-    b.unit_first = u + 1;
     b.lo = params.unit_offset(b.unit_first);
     b.hi = params.unit_offset(b.unit_last) + params.unit_numel(b.unit_last);
     buckets_.push_back(b);
   }
   pwin_.resize(size_t(U));
+  held_.assign(size_t(U), false);
 }
 
 DataParallel::~DataParallel() {
@@ -80,12 +89,26 @@ void DataParallel::begin_step() {
   params_.zero_grads();
   if (g_shard_) be_.fill(g_shard_, 0.0f, S_);
   n_reductions_ = 0;
-  for (Bucket& b : buckets_) b.done_seen = false;
+  for (Bucket& b : buckets_) {
+    b.done_seen = false;
+    b.pending = b.units;
+  }
 }
 
 void DataParallel::begin_micro_batch(int mb, int n_mb) {
   last_mb_ = mb == n_mb - 1;
-  for (Bucket& b : buckets_) b.pending = b.unit_last - b.unit_first + 1;
+  // ZeRO-2/3 reduce every micro-batch; zero 0/1 count only the last one's
+  // grads_ready (per unit, so pipeline schedules may interleave micro-batches).
+  if (zero_ >= 2)
+    for (Bucket& b : buckets_) b.pending = b.units;
+}
+
+void DataParallel::hold_unit(int unit) { held_[size_t(unit)] = true; }
+
+void DataParallel::release_held(int unit) {
+  held_[size_t(unit)] = false;
+  Bucket& b = buckets_[size_t(bucket_of_unit_[size_t(unit)])];
+  if (--b.pending == 0) launch(b);
 }
 
 // ---- hooks -----------------------------------------------------------------
@@ -139,8 +162,10 @@ void DataParallel::release(int unit, bool backward) {
 }
 
 void DataParallel::grads_ready(int unit) {
-  Bucket& b = buckets_[size_t(bucket_of_unit_[size_t(unit)])];
-  if (--b.pending == 0 && (last_mb_ || zero_ >= 2)) launch(b);
+  if ((last_mb_ || zero_ >= 2) && !held_[size_t(unit)]) {
+    Bucket& b = buckets_[size_t(bucket_of_unit_[size_t(unit)])];
+    if (--b.pending == 0) launch(b);
+  }
   poll();
 }
 
@@ -230,9 +255,10 @@ const float* DataParallel::reduced_grad_shard() const {
   return zero_ >= 2 ? g_shard_ : params_.grads() + own_lo_;
 }
 
-double DataParallel::grad_norm(Comm* tp) {
+double DataParallel::grad_norm(Comm* tp, Comm* pp) {
   // Tensor-parallel blocks count on every tp rank, replicated tensors on tp
-  // rank 0 only (tp_sum_squares), then the shards (dp) and tp ranks are summed.
+  // rank 0 only (tp_sum_squares), then the shards (dp), tp ranks and
+  // pipeline stages are summed (a stage's copy of a tied tensor not counted).
   const int tp_rank = tp ? tp->rank() : 0, tp_size = tp ? tp->size() : 1;
   double s = 0;
   if (zero_ == 0) {
@@ -243,6 +269,7 @@ double DataParallel::grad_norm(Comm* tp) {
     dp_.allreduce_sum_host(&s, 1);
   }
   if (tp_size > 1) tp->allreduce_sum_host(&s, 1);
+  if (pp && pp->size() > 1) pp->allreduce_sum_host(&s, 1);
   return std::sqrt(s);
 }
 

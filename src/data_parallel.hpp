@@ -39,7 +39,12 @@ class DataParallel final : public UnitHooks {
   void begin_micro_batch(int mb, int n_mb);    // reductions only on the last one (zero 0/1)
   void end_micro_batch();                      // ZeRO-2/3: finish this micro-batch's reductions
   void finish_backward();                      // wait for every outstanding reduction
-  double grad_norm(Comm* tp = nullptr);        // global L2 norm of the reduced gradient
+  double grad_norm(Comm* tp = nullptr, Comm* pp = nullptr);  // global L2 norm of the reduced gradient
+  // Keep a unit's reduction back after its last grads_ready until
+  // release_held (zero 0/1): the pipeline first sums a tied embedding's
+  // gradient over the first and last stage.
+  void hold_unit(int unit);
+  void release_held(int unit);
   void optimizer_step(int step, float lr, float grad_scale);  // update own range, re-share params
 
   // Host copies of one tensor's whole local values (collective over dp).
@@ -64,6 +69,7 @@ class DataParallel final : public UnitHooks {
   struct Bucket {
     int unit_first = 0, unit_last = 0;  // units [first, last] (ascending)
     size_t lo = 0, hi = 0;              // flat range
+    int units = 0;                      // units with parameters in [first, last]
     int pending = 0;                    // units whose gradients are not ready yet
     float* window = nullptr;            // ZeRO-2/3: this micro-batch's gradients
     int request = -1;
@@ -96,7 +102,8 @@ class DataParallel final : public UnitHooks {
   float* g_shard_ = nullptr;   // ZeRO-2/3: owned reduced gradients
   float* rs_tmp_ = nullptr;    // reduce-scatter landing area (S)
   std::vector<Bucket> buckets_;
-  std::vector<int> bucket_of_unit_;
+  std::vector<int> bucket_of_unit_;  // -1: no parameters here
+  std::vector<bool> held_;
   std::vector<ParamWindow> pwin_;  // ZeRO-3, per unit
   std::vector<int> in_flight_;     // ZeRO-2/3 bucket indices in launch order
   bool last_mb_ = true;

@@ -34,7 +34,7 @@ std::vector<Compute> compute_order(ScheduleKind kind, int pp, int v, int m, int 
     while (b < m) out.push_back({false, b++, r});  // cool-down
     return out;
   }
-  // Interleaved (and forward_only with v chunks): "virtual micro-batch" k of
+  // Interleaved: "virtual micro-batch" k of
   // this rank runs micro-batch mb(k) on its local chunk c(k); micro-batches
   // go in groups of pp through each local chunk in turn. Backward visits the
   // local chunks in reverse.
@@ -45,8 +45,9 @@ std::vector<Compute> compute_order(ScheduleKind kind, int pp, int v, int m, int 
     return forward ? c : v - 1 - c;
   };
   auto chunk_of = [&](int k, bool forward) { return local_chunk(k, forward) * pp + r; };
-  if (kind == ScheduleKind::forward_only) {
-    for (int k = 0; k < total; ++k) out.push_back({true, mb_of(k), chunk_of(k, true)});
+  if (kind == ScheduleKind::forward_only) {  // evaluation: micro-batch by micro-batch
+    for (int mb = 0; mb < m; ++mb)
+      for (int c = 0; c < v; ++c) out.push_back({true, mb, c * pp + r});
     return out;
   }
   const int warmup = std::min(total, (pp - r - 1) * 2 + (v - 1) * pp);
@@ -358,6 +359,54 @@ ScheduleCheck check_schedule(const Schedule& s, double t_f, double t_b) {
   for (int r = 0; r < P; ++r)
     res.sim_bubble[size_t(r)] = busy[size_t(r)] > 0 ? (res.sim_makespan - busy[size_t(r)]) / busy[size_t(r)] : 0;
   return res;
+}
+
+std::vector<int> partition_blocks(int n_layers, int n_chunks, const std::string& stage_layers) {
+  const std::string key = "parallel.stage_layers";
+  std::vector<int> count;
+  if (stage_layers.empty()) {
+    if (n_layers < n_chunks)
+      throw std::invalid_argument("model.n_layers=" + std::to_string(n_layers) + " is fewer than the " +
+                                  std::to_string(n_chunks) +
+                                  " pipeline chunks (parallel.pp x parallel.virtual_stages); give "
+                                  "parallel.stage_layers to allow chunks without blocks");
+    count.assign(size_t(n_chunks), n_layers / n_chunks);
+    std::vector<int> order;  // who gets the remainder first
+    for (int g = 1; g + 1 < n_chunks; ++g) order.push_back(g);
+    order.push_back(0);
+    if (n_chunks > 1) order.push_back(n_chunks - 1);
+    for (int i = 0; i < n_layers % n_chunks; ++i) ++count[size_t(order[size_t(i)])];
+  } else {
+    size_t pos = 0;
+    while (pos <= stage_layers.size()) {
+      const size_t comma = std::min(stage_layers.find(',', pos), stage_layers.size());
+      const std::string item = stage_layers.substr(pos, comma - pos);
+      size_t used = 0;
+      int v = -1;
+      try {
+        v = std::stoi(item, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (item.empty() || used != item.size() || v < 0)
+        throw std::invalid_argument(key + "=\"" + stage_layers + "\": '" + item +
+                                    "' is not a block count (expected non-negative integers separated by commas)");
+      count.push_back(v);
+      pos = comma + 1;
+    }
+    if (int(count.size()) != n_chunks)
+      throw std::invalid_argument(key + "=\"" + stage_layers + "\" gives " + std::to_string(count.size()) +
+                                  " counts for " + std::to_string(n_chunks) +
+                                  " pipeline chunks (parallel.pp x parallel.virtual_stages)");
+    int sum = 0;
+    for (int c : count) sum += c;
+    if (sum != n_layers)
+      throw std::invalid_argument(key + "=\"" + stage_layers + "\" sums to " + std::to_string(sum) +
+                                  " blocks, but model.n_layers=" + std::to_string(n_layers));
+  }
+  std::vector<int> b(size_t(n_chunks) + 1, 0);
+  for (int g = 0; g < n_chunks; ++g) b[size_t(g) + 1] = b[size_t(g)] + count[size_t(g)];
+  return b;
 }
 
 std::string describe_schedule(const Schedule& s) {

@@ -75,6 +75,14 @@ struct ScheduleCheck {
 // backward in the timed replay.
 ScheduleCheck check_schedule(const Schedule& s, double t_f = 1.0, double t_b = 2.0);
 
+// Blocks per chunk: chunk g holds blocks [b[g], b[g+1]) of n_layers, for
+// n_chunks = pp * virtual_stages. stage_layers "" = balanced: n_layers /
+// n_chunks each, the remainder one more to chunks 1, 2, ... (the middle
+// ones first, then chunk 0, then the last: the first chunk also embeds and
+// the last runs the head and the loss). Otherwise a comma-separated count
+// per chunk. Throws std::invalid_argument naming parallel.stage_layers.
+std::vector<int> partition_blocks(int n_layers, int n_chunks, const std::string& stage_layers);
+
 // Human-readable per-rank lists, e.g. "rank 0: F0.0 F1.0 B0.0 ...".
 std::string describe_schedule(const Schedule& s);
 

@@ -64,10 +64,12 @@ void gather_global(Comm* tp, const ParamInfo& p, const float* local, std::vector
 
 double tp_sum_squares(const ParamStore& params, Backend& be, const float* flat, size_t lo, size_t hi,
                       int tp_rank, int tp_size) {
-  if (tp_size == 1) return hi > lo ? be.sum_squares(flat, hi - lo) : 0.0;
+  const bool copies = std::any_of(params.infos().begin(), params.infos().end(),
+                                  [](const ParamInfo& p) { return p.stage_copy; });
+  if (tp_size == 1 && !copies) return hi > lo ? be.sum_squares(flat, hi - lo) : 0.0;
   double s = 0;
   for (const ParamInfo& p : params.infos()) {
-    if (!is_tp_split(p) && tp_rank != 0) continue;
+    if (p.stage_copy || (!is_tp_split(p) && tp_rank != 0)) continue;
     const size_t a = std::max(lo, p.offset), b = std::min(hi, p.offset + p.numel());
     if (a < b) s += be.sum_squares(flat + (a - lo), b - a);
   }

@@ -49,7 +49,8 @@ void gather_global(Comm* tp, const ParamInfo& p, const float* local, std::vector
 // parameters: `flat` holds the flat elements [lo, hi). Elements of tp-split
 // tensors count on every tp rank, those of replicated tensors on tp rank 0
 // only, so summing the shares over the tp group (and over disjoint ranges,
-// e.g. ZeRO shards over dp) gives the norm of the global model. Local.
+// e.g. ZeRO shards over dp) gives the norm of the global model; a pipeline
+// stage's copy of a tied tensor counts on its owner stage only. Local.
 double tp_sum_squares(const ParamStore& params, Backend& be, const float* flat, size_t lo, size_t hi,
                       int tp_rank, int tp_size);
 

@@ -28,11 +28,10 @@ TEST(Schedule, AllKindsValidOverGrid) {
       expect_valid(ScheduleKind::afab, pp, 1, m);
       expect_valid(ScheduleKind::one_f_one_b, pp, 1, m);
       expect_valid(ScheduleKind::forward_only, pp, 1, m);
-      for (int v : {2, 3, 4})
-        if (m % pp == 0) {
-          expect_valid(ScheduleKind::interleaved, pp, v, m);
-          expect_valid(ScheduleKind::forward_only, pp, v, m);
-        }
+      for (int v : {2, 3, 4}) {
+        expect_valid(ScheduleKind::forward_only, pp, v, m);
+        if (m % pp == 0) expect_valid(ScheduleKind::interleaved, pp, v, m);
+      }
     }
 }
 
@@ -112,4 +111,28 @@ TEST(Schedule, CheckerRejectsBrokenLists) {
   auto b = std::find_if(r0.begin(), r0.end(), [](const Action& a) { return a.kind == ActionKind::backward && a.mb == 0; });
   std::iter_swap(f, b);
   EXPECT_FALSE(check_schedule(backwards).ok());
+}
+
+TEST(Partition, BalancedAndOverride) {
+  EXPECT_EQ(partition_blocks(4, 2, ""), (std::vector<int>{0, 2, 4}));
+  // The remainder goes to the middle chunks first, then the first, then the last.
+  EXPECT_EQ(partition_blocks(5, 3, ""), (std::vector<int>{0, 2, 4, 5}));
+  EXPECT_EQ(partition_blocks(4, 3, ""), (std::vector<int>{0, 1, 3, 4}));
+  EXPECT_EQ(partition_blocks(5, 2, ""), (std::vector<int>{0, 3, 5}));
+  EXPECT_EQ(partition_blocks(7, 4, ""), (std::vector<int>{0, 2, 4, 6, 7}));
+  EXPECT_EQ(partition_blocks(4, 2, "3,1"), (std::vector<int>{0, 3, 4}));
+  EXPECT_EQ(partition_blocks(4, 3, "0,2,2"), (std::vector<int>{0, 0, 2, 4}));
+  auto message = [](int L, int G, const std::string& s) {
+    try {
+      partition_blocks(L, G, s);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(message(2, 4, "").find("model.n_layers=2"), std::string::npos);
+  EXPECT_NE(message(4, 2, "3,2").find("sums to 5"), std::string::npos);
+  EXPECT_NE(message(4, 2, "4").find("1 counts for 2"), std::string::npos);
+  EXPECT_NE(message(4, 2, "2,x").find("'x'"), std::string::npos);
+  EXPECT_NE(message(4, 2, "2,-1").find("parallel.stage_layers"), std::string::npos);
 }

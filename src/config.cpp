@@ -22,6 +22,7 @@
 #include <toml++/toml.h>
 
 #include "error.hpp"
+#include "schedule.hpp"
 
 namespace pentad {
 namespace {
@@ -586,9 +587,21 @@ void validate(const Config& cfg, int world_size) {
   if (m.vocab_size % p.tp != 0)
     fail(cfg, kv("model.vocab_size", m.vocab_size) + " is not divisible by " +
                   kv("parallel.tp", p.tp) + " (no padding: pad the vocabulary in the data)");
-  if (p.pp > m.n_layers)
-    fail(cfg, kv("parallel.pp", p.pp) + " exceeds " + kv("model.n_layers", m.n_layers) +
-                  ": every pipeline stage needs at least one layer");
+  // Pipeline: the partition of the blocks and the schedule's constraints.
+  try {
+    partition_blocks(m.n_layers, p.pp * p.virtual_stages, p.stage_layers);
+  } catch (const std::invalid_argument& e) {
+    fail(cfg, e.what());
+  }
+  if (p.pp > 1 || p.virtual_stages > 1) {
+    const std::string problem =
+        schedule_problem(parse_schedule_kind(p.schedule), p.pp, p.virtual_stages, t.grad_accum);
+    if (!problem.empty()) fail(cfg, problem);
+  }
+  if (p.pp > 1 && p.zero >= 2)
+    fail(cfg, kv("parallel.zero", p.zero) + " with " + kv("parallel.pp", p.pp) +
+                  ": ZeRO-2/3 are not supported with pipeline parallelism (they reduce gradients "
+                  "every micro-batch, which the pipeline interleaves); use parallel.zero = 0 or 1");
   if (p.sp && p.tp <= 1)
     fail(cfg, "parallel.sp = true needs parallel.tp > 1 (got " + kv("parallel.tp", p.tp) + ")");
   if (p.sp && m.seq_len % p.tp != 0)
@@ -607,7 +620,6 @@ void validate(const Config& cfg, int world_size) {
 void check_supported(const Config& cfg) {
   const ParallelConfig& p = cfg.parallel;
   const std::string not_yet = " is not available in this build yet";
-  if (p.pp > 1) fail(cfg, kv("parallel.pp", p.pp) + ": pipeline parallelism" + not_yet);
   if (p.cp > 1) fail(cfg, kv("parallel.cp", p.cp) + ": context parallelism" + not_yet);
   if (p.ep > 1) fail(cfg, kv("parallel.ep", p.ep) + ": expert parallelism" + not_yet);
   if (cfg.train.dtype == "bf16") fail(cfg, "train.dtype=bf16: bf16 training" + not_yet);

@@ -106,7 +106,7 @@ void DataParallel::begin_micro_batch(int mb, int n_mb) {
 void DataParallel::hold_unit(int unit) { held_[size_t(unit)] = true; }
 
 void DataParallel::release_held(int unit) {
-  held_[size_t(unit)] = false;
+  // The unit stays held for the next steps; this counts its grads_ready now.
   Bucket& b = buckets_[size_t(bucket_of_unit_[size_t(unit)])];
   if (--b.pending == 0) launch(b);
 }

@@ -40,9 +40,9 @@ class DataParallel final : public UnitHooks {
   void end_micro_batch();                      // ZeRO-2/3: finish this micro-batch's reductions
   void finish_backward();                      // wait for every outstanding reduction
   double grad_norm(Comm* tp = nullptr, Comm* pp = nullptr);  // global L2 norm of the reduced gradient
-  // Keep a unit's reduction back after its last grads_ready until
-  // release_held (zero 0/1): the pipeline first sums a tied embedding's
-  // gradient over the first and last stage.
+  // Keep a unit's reduction back, every step, after its last grads_ready
+  // until release_held (zero 0/1): the pipeline first sums a tied
+  // embedding's gradient over the first and last stage.
   void hold_unit(int unit);
   void release_held(int unit);
   void optimizer_step(int step, float lr, float grad_scale);  // update own range, re-share params

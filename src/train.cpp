@@ -14,7 +14,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +31,8 @@
 #include "model.hpp"
 #include "tensor_parallel.hpp"
 #include "optimizer.hpp"
+#include "pipeline.hpp"
+#include "schedule.hpp"
 #include "run_state.hpp"
 #include "topology.hpp"
 
@@ -126,19 +130,29 @@ std::unique_ptr<TokenFile> open_tokens(const std::string& path, const Config& cf
 
 // Collective over the job (ZeRO-3 gathers shards): every rank calls it for
 // every tensor; only the rank holding a writer (w != nullptr) writes.
-// Tensors split over tp are assembled into their global shape (collective over tp).
-void write_params(H5Writer* w, const std::string& prefix, ParamStore& params, DataParallel& dpar,
-                  Comm* tp, bool grads) {
+// Tensors split over tp are assembled into their global shape (collective
+// over tp), and a later pipeline stage's tensors are sent to the writer.
+void write_params(H5Writer* w, const std::string& prefix, const std::vector<GlobalTensor>& all,
+                  ParamStore& params, DataParallel& dpar, Comm* tp, const Topology& topo, bool grads) {
   std::vector<float> host, global;
-  for (int i = 0; i < int(params.infos().size()); ++i) {
-    const ParamInfo& p = params.info(i);
-    host.resize(p.numel());
-    if (grads)
-      dpar.get_grad(i, host.data());
-    else
-      dpar.get_param(i, host.data());
-    gather_global(tp, p, host.data(), global);
-    if (w) w->write(prefix + p.name, global.data(), p.shape);
+  const bool sender = topo.dp_rank() == 0 && topo.me.tp == 0 && topo.me.cp == 0;
+  for (const GlobalTensor& g : all) {
+    global.resize(size_t(std::accumulate(g.shape.begin(), g.shape.end(), int64_t(1), std::multiplies<>())));
+    if (topo.me.pp == g.stage) {
+      const int i = params.find(g.name);
+      const ParamInfo& p = params.info(i);
+      host.resize(p.numel());
+      if (grads)
+        dpar.get_grad(i, host.data());
+      else
+        dpar.get_param(i, host.data());
+      gather_global(tp, p, host.data(), global);
+      if (g.stage != 0 && sender)
+        MPI_CHECK(MPI_Send(global.data(), int(global.size()), MPI_FLOAT, 0, 7, topo.pp));
+    } else if (w && g.stage != 0) {
+      MPI_CHECK(MPI_Recv(global.data(), int(global.size()), MPI_FLOAT, g.stage, 7, topo.pp, MPI_STATUS_IGNORE));
+    }
+    if (w) w->write(prefix + g.name, global.data(), g.shape);
   }
 }
 
@@ -161,6 +175,7 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
   Backend& be = *backend;
   auto dp = make_mpi_comm(topo.dp, "dp");
   auto tp = make_mpi_comm(topo.tp, "tp");
+  auto pp = make_mpi_comm(topo.pp, "pp");
 
   const ModelConfig& mc = cfg.model;
   const TrainConfig& tc = cfg.train;
@@ -192,13 +207,37 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
     agree_or_throw(msg.empty(), msg, topo.job);
   }
 
-  Model model(mc, tc.recompute, b, be, ModelParallel{tp.get(), cfg.parallel.sp});
+  // Pipeline: pp * virtual_stages chunks of blocks; chunk g on stage g % pp.
+  const int n_pp = topo.shape.pp, n_virtual = cfg.parallel.virtual_stages;
+  ModelParallel mpar{tp.get(), cfg.parallel.sp};
+  mpar.pp_rank = topo.me.pp;
+  mpar.pp_size = n_pp;
+  mpar.chunk_blocks = partition_blocks(mc.n_layers, n_pp * n_virtual, cfg.parallel.stage_layers);
+  Model model(mc, tc.recompute, b, be, mpar);
   ParamStore& params = model.params();
   DataParallel dpar(params, be, *dp, tc, cfg.parallel.zero, cfg.parallel.bucket_mb);
   dpar.init(tc.seed);
   model.set_hooks(&dpar);
+  const ScheduleKind sched_kind = n_pp == 1 && n_virtual == 1 ? ScheduleKind::one_f_one_b
+                                                              : parse_schedule_kind(cfg.parallel.schedule);
+  Pipeline pipe(model, be, *pp, dpar, make_schedule(sched_kind, n_pp, n_virtual, A),
+                make_schedule(ScheduleKind::forward_only, n_pp, n_virtual, tc.eval_batches));
+  // Tied embeddings over pipeline stages: the first stage's wte and the last
+  // stage's copy sum their gradients (before the dp reduction, which then
+  // yields the same sum on both) and stay identical.
+  const bool tied_stages = mc.tied() && n_pp > 1;
+  const int tied_unit = topo.is_first_stage() ? 0 : mc.n_layers + 1;
+  const bool in_tied_pair = tied_stages && (topo.is_first_stage() || topo.is_last_stage());
+  std::unique_ptr<Comm> emb;
+  {
+    MPI_Comm c = MPI_COMM_NULL;
+    MPI_CHECK(MPI_Comm_split(topo.pp, in_tied_pair ? 0 : MPI_UNDEFINED, topo.me.pp, &c));
+    if (c != MPI_COMM_NULL) emb = make_mpi_comm(c, "emb");
+  }
+  if (in_tied_pair) dpar.hold_unit(tied_unit);
   install_signal_handlers();
-  const std::vector<CkptTensor> ckpt_tensors = checkpoint_tensors(params, dpar, topo);
+  const std::vector<GlobalTensor> all_tensors = global_tensors(params, topo.pp);
+  const std::vector<CkptTensor> ckpt_tensors = checkpoint_tensors(params, dpar, topo, all_tensors);
   const std::string signature = model_signature(mc);
   auto meta_at = [&](int step) {
     CkptMeta meta;
@@ -272,7 +311,7 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
       dump.w = std::make_unique<H5Writer>(cfg.log.dump);
       dump.w->attr("config", cfg.resolved_toml);
     }
-    write_params(dump.w.get(), "init/", params, dpar, tp.get(), false);
+    write_params(dump.w.get(), "init/", all_tensors, params, dpar, tp.get(), topo, false);
   }
 
   // Host buffers for this rank's micro-batches (b sequences each).
@@ -281,16 +320,17 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
   const int64_t first_seq = int64_t(topo.dp_rank()) * A * b;
 
   auto evaluate = [&]() -> double {
-    double sums[2] = {0, 0};
-    std::vector<int32_t> ein(size_t(b) * T), etg(size_t(b) * T);
-    for (int e = 0; e < tc.eval_batches; ++e) {
-      eval_batch(*val_data, e, int64_t(topo.dp_rank()) * b, b, b * n_dp, T, ein.data(), etg.data());
-      sums[0] += model.forward_loss(ein.data(), etg.data());
-      sums[1] += double(b) * T;
-    }
-    dp->allreduce_sum_host(sums, 2);
-    return sums[0] / sums[1];
+    const size_t bt = size_t(b) * T;
+    std::vector<int32_t> ein(size_t(tc.eval_batches) * bt), etg(size_t(tc.eval_batches) * bt);
+    for (int e = 0; e < tc.eval_batches; ++e)
+      eval_batch(*val_data, e, int64_t(topo.dp_rank()) * b, b, b * n_dp, T, ein.data() + e * bt,
+                 etg.data() + e * bt);
+    double sum = pipe.eval(ein.data(), etg.data());  // the last stage's
+    dp->allreduce_sum_host(&sum, 1);
+    pp->allreduce_sum_host(&sum, 1);
+    return sum / (double(tc.eval_batches) * bt * n_dp);
   };
+  const int trace_steps = cfg.log.trace.empty() ? 0 : 8;  // the first steps of the run
 
   std::vector<double> step_times;
   double last_loss = NAN, last_val = NAN;
@@ -301,20 +341,21 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
     dpar.begin_step();
     const bool want_logits = dumping && step == 1;
     if (want_logits) logits.assign(size_t(A) * b * T * mc.vocab_size, 0.0f);
-    double loss_sum = 0;
-    for (int mb = 0; mb < A; ++mb) {
-      const size_t o = size_t(mb) * b * T;
-      dpar.begin_micro_batch(mb, A);
-      loss_sum += model.forward_backward(in.data() + o, tg.data() + o, float(1.0 / tokens_global),
-                                         want_logits ? logits.data() + o * mc.vocab_size : nullptr);
-      dpar.end_micro_batch();
+    pipe.set_tracing(step - start_step < trace_steps, step);
+    double loss_sum = pipe.train_step(in.data(), tg.data(), float(1.0 / tokens_global),
+                                      want_logits && topo.is_last_stage() ? logits.data() : nullptr);
+    if (in_tied_pair) {
+      const int i = params.find("model/wte");
+      emb->allreduce_sum(params.grad(i), params.info(i).numel());
+      dpar.release_held(tied_unit);
     }
     // Gradient reduction over dp was launched bucket by bucket during the
     // last backward (sum of already-scaled gradients); wait for it.
     dpar.finish_backward();
     dp->allreduce_sum_host(&loss_sum, 1);
+    pp->allreduce_sum_host(&loss_sum, 1);
     const double loss = loss_sum / tokens_global;
-    const double grad_norm = dpar.grad_norm(tp.get());
+    const double grad_norm = dpar.grad_norm(tp.get(), pp.get());
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
       throw InputError("step " + std::to_string(step) + ": loss or gradient norm is not finite (loss " +
                        std::to_string(loss) + ", grad norm " + std::to_string(grad_norm) +
@@ -330,19 +371,26 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
       int32_t* gin = root ? dump.inputs.data() + size_t(step - 1) * B_global * T : nullptr;
       int32_t* gtg = root ? dump.targets.data() + size_t(step - 1) * B_global * T : nullptr;
       // Only the dp group of tp rank 0 (the root's) gathers; the other tp
-      // ranks hold copies of the same batch and logits.
+      // ranks hold copies of the same batch and logits. The logits come
+      // from the last pipeline stage.
       const bool gatherer = topo.me.tp == 0;
-      if (gatherer) {
+      if (gatherer && topo.is_first_stage()) {
         MPI_CHECK(MPI_Gather(in.data(), n_local, MPI_INT32_T, gin, n_local, MPI_INT32_T, 0, topo.dp));
         MPI_CHECK(MPI_Gather(tg.data(), n_local, MPI_INT32_T, gtg, n_local, MPI_INT32_T, 0, topo.dp));
       }
       if (step == 1) {
-        std::vector<float> glog(root ? size_t(B_global) * T * mc.vocab_size : 0);
-        if (gatherer)
+        const size_t n_glog = size_t(B_global) * T * mc.vocab_size;
+        const bool stage_root = topo.dp_rank() == 0 && gatherer;
+        std::vector<float> glog(stage_root ? n_glog : 0);
+        if (gatherer && topo.is_last_stage())
           MPI_CHECK(MPI_Gather(logits.data(), n_local * mc.vocab_size, MPI_FLOAT, glog.data(),
                                n_local * mc.vocab_size, MPI_FLOAT, 0, topo.dp));
+        if (n_pp > 1 && stage_root && topo.is_last_stage())
+          MPI_CHECK(MPI_Send(glog.data(), int(n_glog), MPI_FLOAT, 0, 8, topo.pp));
+        if (n_pp > 1 && root)
+          MPI_CHECK(MPI_Recv(glog.data(), int(n_glog), MPI_FLOAT, n_pp - 1, 8, topo.pp, MPI_STATUS_IGNORE));
         if (root) dump.w->write("logits", glog.data(), {B_global, T, mc.vocab_size});
-        write_params(dump.w.get(), "grad/", params, dpar, tp.get(), true);
+        write_params(dump.w.get(), "grad/", all_tensors, params, dpar, tp.get(), topo, true);
       }
       dump.loss.push_back(loss);
       dump.lr.push_back(lr);
@@ -396,7 +444,7 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
     }
   }
 
-  if (dumping) write_params(dump.w.get(), "final/", params, dpar, tp.get(), false);
+  if (dumping) write_params(dump.w.get(), "final/", all_tensors, params, dpar, tp.get(), topo, false);
   if (dumping && root) {
     const int64_t S = tc.steps;
     dump.w->write("batch/inputs", dump.inputs.data(), {S, B_global, T});

@@ -109,6 +109,7 @@ void check_outputs(const Config& cfg, const Topology& topo) {
       probe_dir("checkpoint.dir", cfg.checkpoint.dir);
     if (!cfg.log.metrics.empty()) probe_dir("log.metrics", parent_dir(cfg.log.metrics));
     if (!cfg.log.dump.empty()) probe_dir("log.dump", parent_dir(cfg.log.dump));
+    if (!cfg.log.trace.empty()) probe_dir("log.trace", parent_dir(cfg.log.trace));
   }
   agree_or_throw(ok, msg, topo.job);
 }
@@ -332,7 +333,15 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
   };
   const int trace_steps = cfg.log.trace.empty() ? 0 : 8;  // the first steps of the run
 
-  std::vector<double> step_times;
+  std::vector<double> step_times, bubbles;
+  // Per pipeline stage, gathered to the root's pp group: bubble, peak
+  // in-flight activation slots, activation peak bytes, slot bytes.
+  constexpr int kStageStats = 4;
+  std::vector<double> stage_stats(size_t(kStageStats) * n_pp);
+  size_t my_slot_bytes = 0;
+  for (int g = 0; g < model.n_chunks(); ++g)
+    if (model.owns_chunk(g)) my_slot_bytes += model.slot_bytes(g);
+  be.reset_peaks();  // slot_bytes may have allocated a pooled slot before any step
   double last_loss = NAN, last_val = NAN;
   for (int step = start_step; step <= tc.steps; ++step) {
     const auto t0 = Clock::now();
@@ -400,6 +409,13 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
     be.synchronize();
     const double dt = seconds_since(t0);
     step_times.push_back(dt);
+    bubbles.push_back(pipe.bubble());
+    {
+      const double mine[kStageStats] = {pipe.bubble(), double(pipe.peak_inflight()),
+                                        double(be.mem_stats().peak_bytes[int(Mem::activations)]),
+                                        double(my_slot_bytes)};
+      MPI_CHECK(MPI_Gather(mine, kStageStats, MPI_DOUBLE, stage_stats.data(), kStageStats, MPI_DOUBLE, 0, topo.pp));
+    }
     last_loss = loss;
 
     const bool eval_now = val_data && ((tc.eval_every > 0 && step % tc.eval_every == 0) || step == tc.steps);
@@ -423,16 +439,31 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
           {"tokens_per_s", tok_s}, {"tflops", tflops}, {"mfu", mfu},
           {"peak_mem_bytes", double(ms.total_peak_bytes)}, {"step_ms", dt * 1e3},
           {"dp_bytes_sent", dp->bytes_sent()}, {"tp_bytes_sent", tp->bytes_sent()},
-          {"dp_blocked_ms", dp->seconds_blocked() * 1e3}, {"tp_blocked_ms", tp->seconds_blocked() * 1e3}, {"dp_reductions", double(dpar.reductions())},
+          {"dp_blocked_ms", dp->seconds_blocked() * 1e3}, {"tp_blocked_ms", tp->seconds_blocked() * 1e3},
+          {"pp_bytes_sent", pp->bytes_sent()}, {"pp_blocked_ms", pp->seconds_blocked() * 1e3},
+          {"pp_bubble_formula", n_pp > 1 ? bubble_formula(sched_kind, n_pp, n_virtual, A) : 0.0},
+          {"dp_reductions", double(dpar.reductions())},
           {"dp_buckets", double(dpar.n_buckets())}, {"dp_comm_hidden", dpar.hidden_fraction()},
           {"param_elems", double(params.numel())}, {"shard_elems", double(dpar.shard_elems())}};
       for (int c = 0; c < int(Mem::count); ++c)
         row.emplace_back(std::string("peak_mem_") + mem_name(Mem(c)), double(ms.peak_bytes[size_t(c)]));
+      double worst_bubble = 0;
+      for (int q = 0; q < n_pp; ++q) {
+        const double* st = stage_stats.data() + size_t(q) * kStageStats;
+        const std::string k = "pp" + std::to_string(q) + "_";
+        row.emplace_back(k + "bubble", st[0]);
+        row.emplace_back(k + "inflight", st[1]);
+        row.emplace_back(k + "act_peak_bytes", st[2]);
+        row.emplace_back(k + "slot_bytes", st[3]);
+        worst_bubble = std::max(worst_bubble, st[0]);
+      }
+      row.emplace_back("pp_bubble", worst_bubble);
       if (eval_now) row.emplace_back("val_loss", last_val);
       if (metrics) metrics->write(row);
     }
     dp->reset_bytes();
     tp->reset_bytes();
+    pp->reset_bytes();
 
     // Checkpoint every N steps, and on SIGUSR1/SIGTERM at a step all ranks agree on.
     int stop = signal_received() ? 1 : 0;
@@ -463,6 +494,34 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
     if (root) std::printf("weights written to %s\n", path.c_str());
   }
 
+  if (!cfg.log.trace.empty()) {
+    const std::string label = "rank " + std::to_string(topo.rank) + " (pp " + std::to_string(topo.me.pp) +
+                              ", dp " + std::to_string(topo.dp_rank()) + ", tp " + std::to_string(topo.me.tp) + ")";
+    write_trace(cfg.log.trace, pipe.trace_events(topo.rank, label), 0, topo.job);
+    if (root) std::printf("trace of steps %d to %d written to %s (open in Perfetto or chrome://tracing)\n",
+                          start_step, std::min(last_step, start_step + trace_steps - 1), cfg.log.trace.c_str());
+  }
+  if (n_pp > 1) {
+    // Median bubble per stage over the steps after the first.
+    std::vector<double> b(bubbles.begin() + (bubbles.size() > 1 ? 1 : 0), bubbles.end());
+    std::sort(b.begin(), b.end());
+    double med = b.empty() ? 0.0 : b[b.size() / 2];
+    std::vector<double> all(static_cast<size_t>(n_pp), 0.0);
+    MPI_CHECK(MPI_Gather(&med, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, 0, topo.pp));
+    if (root) {
+      std::string per;
+      for (int q = 0; q < n_pp; ++q) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%s%.3f", q ? ", " : "", all[size_t(q)]);
+        per += buf;
+      }
+      std::printf("pipeline: %s pp=%d virtual_stages=%d micro-batches=%d | bubble (idle/busy, median) per stage "
+                  "[%s] | formula %s = %.3f\n",
+                  schedule_name(sched_kind), n_pp, n_virtual, A, per.c_str(),
+                  sched_kind == ScheduleKind::interleaved ? "(pp-1)/(v m)" : "(pp-1)/m",
+                  bubble_formula(sched_kind, n_pp, n_virtual, A));
+    }
+  }
   if (root) {
     std::vector<double> sorted(step_times.begin() + (step_times.size() > 1 ? 1 : 0), step_times.end());
     std::sort(sorted.begin(), sorted.end());

@@ -4,7 +4,7 @@
 #                                        resume from step 5: identical per-step
 #                                        losses and identical final tensors
 #   resume.sh reshard                    save under tp2 x dp2 zero1; load under
-#                                        dp4 zero3, tp4 and 1 rank: every
+#                                        dp4 zero3, tp4, 1 rank and pp2: every
 #                                        tensor (weights and AdamW moments)
 #                                        equal bitwise; continuing under dp4
 #                                        zero3 matches the unresharded run
@@ -73,7 +73,8 @@ case "$mode" in
     i=0
     for layout in "4 --set parallel.dp=4 --set parallel.zero=3 --set train.micro_batch=1 --set train.grad_accum=1" \
                   "4 --set parallel.tp=4 --set train.micro_batch=2 --set train.grad_accum=2" \
-                  "1 --set train.micro_batch=2 --set train.grad_accum=2"; do
+                  "1 --set train.micro_batch=2 --set train.grad_accum=2" \
+                  "2 --set parallel.pp=2 --set train.micro_batch=1 --set train.grad_accum=4"; do
       i=$((i + 1))
       # shellcheck disable=SC2086
       train "${layout%% *}" "L$i" ${layout#* } --set checkpoint.dir="$tmp/L$i" --set checkpoint.resume="$ck" \

@@ -85,6 +85,19 @@ case "$case_name" in
     run "parallel.*dp.*3.*2 ranks|2 ranks.*dp" train "$tmp/deck.toml" --set parallel.dp=3 ;;
   heads_not_dividing)
     run "model.d_model=16 is not divisible by model.n_heads=3" train "$tmp/deck.toml" --set model.n_heads=3 ;;
+  pp_too_few_micro_batches)
+    run "train.grad_accum=1 gives 1 micro-batches, fewer than parallel.pp=2" train "$tmp/deck.toml" \
+      --set parallel.dp=1 --set parallel.pp=2 --set model.n_layers=2 ;;
+  pp_interleaved_not_multiple)
+    run "train.grad_accum=3 micro-batches must be a multiple of parallel.pp=2" train "$tmp/deck.toml" \
+      --set parallel.dp=1 --set parallel.pp=2 --set model.n_layers=4 --set parallel.virtual_stages=2 \
+      --set parallel.schedule=interleaved --set train.grad_accum=3 ;;
+  pp_zero2)
+    run "parallel.zero=2 with parallel.pp=2: ZeRO-2/3 are not supported with pipeline" train "$tmp/deck.toml" \
+      --set parallel.dp=1 --set parallel.pp=2 --set model.n_layers=2 --set train.grad_accum=2 --set parallel.zero=2 ;;
+  pp_stage_layers)
+    run "parallel.stage_layers=\"2,1\" sums to 3 blocks, but model.n_layers=2" train "$tmp/deck.toml" \
+      --set parallel.dp=1 --set parallel.pp=2 --set model.n_layers=2 --set train.grad_accum=2 --set parallel.stage_layers=2,1 ;;
   unwritable_dir)
     touch "$tmp/afile"
     run "checkpoint.dir: cannot create directory '.*afile/ck'" train "$tmp/deck.toml" \

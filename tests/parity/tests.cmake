@@ -71,3 +71,40 @@ endforeach()
 add_test(NAME dp_zero_memory_by_stage COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/memory.sh ${CMAKE_CURRENT_LIST_DIR}/gpt2.toml)
 set_tests_properties(dp_zero_memory_by_stage PROPERTIES LABELS "mpi;parity"
                      ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 180)
+
+# Pipeline parallelism (issue: PP). The reference accumulates the same
+# micro-batches on one rank; pp 4 needs 4 blocks. GPT-2 ties its embeddings,
+# so every gpt2 case also sums wte's gradient over the first and last stage.
+foreach(model gpt2 llama)
+  set(L4 "--set model.n_layers=4")
+  foreach(sched afab 1f1b)
+    pentad_parity_test(pp2_${sched} ${model} 2 "--set train.grad_accum=4"
+                       "--set parallel.pp=2 --set parallel.schedule=${sched} --set train.grad_accum=4")
+    pentad_parity_test(pp4_${sched} ${model} 4 "${L4} --set train.grad_accum=8"
+                       "${L4} --set parallel.pp=4 --set parallel.schedule=${sched} --set train.grad_accum=8")
+  endforeach()
+  pentad_parity_test(pp2_v2_interleaved ${model} 2 "${L4} --set train.grad_accum=4"
+                     "${L4} --set parallel.pp=2 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved --set train.grad_accum=4")
+  pentad_parity_test(pp2_dp2_zero1 ${model} 4 "--set train.grad_accum=4"
+                     "--set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=1 --set train.grad_accum=2")
+endforeach()
+pentad_parity_test(pp2_tp2 gpt2 4 "--set train.grad_accum=2"
+                   "--set parallel.pp=2 --set parallel.tp=2 --set train.grad_accum=2")
+pentad_parity_test(pp2_tp2_sp llama 4 "--set model.n_heads=8 --set model.n_kv_heads=4 --set train.grad_accum=2"
+                   "--set model.n_heads=8 --set model.n_kv_heads=4 --set parallel.pp=2 --set parallel.tp=2 --set parallel.sp=true --set train.grad_accum=2")
+# Llama with tied embeddings across the stages; uneven stages by deck.
+pentad_parity_test(pp2_tied llama 2 "--set model.tied_embeddings=true --set train.grad_accum=2"
+                   "--set model.tied_embeddings=true --set parallel.pp=2 --set train.grad_accum=2")
+pentad_parity_test(pp2_stage_layers gpt2 2 "--set model.n_layers=4 --set train.grad_accum=2"
+                   "--set model.n_layers=4 --set parallel.pp=2 --set parallel.stage_layers=3,1 --set train.grad_accum=2")
+pentad_parity_test(pp2_recompute_full gpt2 2 "--set train.recompute=full --set train.grad_accum=2"
+                   "--set train.recompute=full --set parallel.pp=2 --set train.grad_accum=2")
+pentad_parity_test(pp2_recompute_selective llama 2 "--set train.recompute=selective --set train.grad_accum=2"
+                   "--set train.recompute=selective --set parallel.pp=2 --set train.grad_accum=2")
+
+# Activation high-water marks (afab vs 1f1b) against the schedule checker,
+# and the trace / bubble report.
+add_test(NAME pipeline_activation_high_water COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/pipeline_memory.sh)
+add_test(NAME pipeline_trace COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/pipeline_trace.sh)
+set_tests_properties(pipeline_activation_high_water pipeline_trace PROPERTIES LABELS "mpi;parity"
+                     ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 180)

@@ -398,9 +398,26 @@ TEST(Config, ParallelChecks) {
   EXPECT_EQ(error_of(kMinimal + "[model]\nseq_len = 65\n[parallel]\ntp = 2\nsp = true\n", {}, 2),
             "input/tiny.toml: model.seq_len=65 is not divisible by parallel.tp=2 "
             "(needed by parallel.sp = true)");
-  EXPECT_EQ(error_of(kMinimal + "[parallel]\npp = 4\n", {}, 4),
-            "input/tiny.toml: parallel.pp=4 exceeds model.n_layers=2: every pipeline stage needs "
-            "at least one layer");
+  EXPECT_EQ(error_of(kMinimal + "[parallel]\npp = 4\n[train]\ngrad_accum = 4\n", {}, 4),
+            "input/tiny.toml: model.n_layers=2 is fewer than the 4 pipeline chunks (parallel.pp x "
+            "parallel.virtual_stages); give parallel.stage_layers to allow chunks without blocks");
+}
+
+TEST(Config, PipelineChecks) {
+  EXPECT_EQ(parse(kMinimal + "[parallel]\npp = 2\n[train]\ngrad_accum = 2\n", {}, 2).parallel.pp, 2);
+  EXPECT_EQ(error_of(kMinimal + "[parallel]\npp = 2\n", {}, 2),
+            "input/tiny.toml: train.grad_accum=1 gives 1 micro-batches, fewer than parallel.pp=2 stages: "
+            "the pipeline would never fill (use train.grad_accum >= parallel.pp)");
+  EXPECT_EQ(error_of(kMinimal + "[model]\nn_layers = 4\n[parallel]\npp = 2\nvirtual_stages = 2\n[train]\ngrad_accum = 2\n", {}, 2),
+            "input/tiny.toml: parallel.virtual_stages=2 needs parallel.schedule=interleaved (got "
+            "parallel.schedule=1f1b)");
+  EXPECT_EQ(error_of(kMinimal + "[parallel]\npp = 2\nzero = 3\n[train]\ngrad_accum = 2\n", {}, 2),
+            "input/tiny.toml: parallel.zero=3 with parallel.pp=2: ZeRO-2/3 are not supported with pipeline "
+            "parallelism (they reduce gradients every micro-batch, which the pipeline interleaves); use "
+            "parallel.zero = 0 or 1");
+  EXPECT_EQ(error_of(kMinimal + "[parallel]\npp = 2\nstage_layers = \"1\"\n[train]\ngrad_accum = 2\n", {}, 2),
+            "input/tiny.toml: parallel.stage_layers=\"1\" gives 1 counts for 2 pipeline chunks "
+            "(parallel.pp x parallel.virtual_stages)");
 }
 
 TEST(Config, TrainAndDataChecks) {
@@ -415,8 +432,6 @@ TEST(Config, TrainAndDataChecks) {
 
 TEST(Config, UnsupportedFeaturesNameTheKey) {
   const std::string not_yet = " is not available in this build yet";
-  EXPECT_EQ(error_of(kMinimal + "[parallel]\npp = 2\n", {}, 2),
-            "input/tiny.toml: parallel.pp=2: pipeline parallelism" + not_yet);
   EXPECT_EQ(error_of(kMinimal + "[parallel]\ncp = 2\n", {}, 2),
             "input/tiny.toml: parallel.cp=2: context parallelism" + not_yet);
   EXPECT_EQ(error_of(kMinimal + "[parallel]\ndp = 2\nep = 2\n", {}, 2),
@@ -483,7 +498,7 @@ TEST(Config, EveryResolvedKeyIsSettable) {
     if (section == "data" && line.rfind("train", 0) == 0) value = "tok/x.bin";  // has escapes
     sets.push_back((section.empty() ? "" : section + ".") + line.substr(0, eq) + "=" + value);
   }
-  EXPECT_EQ(sets.size(), 56u);  // 1 top-level + 12 model + 8 parallel + 17 train + 2 data + 5 checkpoint + 4 log
+  EXPECT_EQ(sets.size(), 56u);  // 1 top-level + 12 model + 14 parallel + 17 train + 2 data + 5 checkpoint + 5 log
   Config expected = c;
   expected.data.train = "tok/x.bin";
   expected.resolved_toml = pentad::config_to_toml(expected);

@@ -97,6 +97,21 @@ class MpiComm final : public Comm {
     return r;
   }
 
+  Request isend(const float* buf, size_t n, int peer, int tag) override {
+    if (n > size_t(INT_MAX)) PENTAD_FATAL("isend: buffer too large for one MPI call");
+    const Request r = slot();
+    MPI_CHECK(MPI_Isend(buf, int(n), MPI_FLOAT, peer, tag, comm_, &reqs_[size_t(r)]));
+    bytes_sent_ += double(n) * sizeof(float);
+    return r;
+  }
+
+  Request irecv(float* buf, size_t n, int peer, int tag) override {
+    if (n > size_t(INT_MAX)) PENTAD_FATAL("irecv: buffer too large for one MPI call");
+    const Request r = slot();
+    MPI_CHECK(MPI_Irecv(buf, int(n), MPI_FLOAT, peer, tag, comm_, &reqs_[size_t(r)]));
+    return r;
+  }
+
   void wait(Request r) override {
     const Blocked timer(seconds_);
     MPI_CHECK(MPI_Wait(&reqs_[size_t(r)], MPI_STATUS_IGNORE));

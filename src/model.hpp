@@ -12,14 +12,19 @@
 // by output (heads, d_ff), wo and the MLP's down matrix by input, and the
 // vocabulary of the embedding and the head; sequence parallelism also splits
 // the token rows (B*T flattened) of everything between the tp regions.
+// Context parallelism gives each cp rank T/cp tokens of every sequence, in
+// chunk-major order (context_parallel.hpp); positions are global, and the
+// attention is ring attention over the cp group.
 #pragma once
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <vector>
 
 #include "backend.hpp"
 #include "config.hpp"
+#include "context_parallel.hpp"
 #include "params.hpp"
 
 namespace pentad {
@@ -30,6 +35,8 @@ class Comm;
 struct ModelParallel {
   Comm* tp = nullptr;   // tensor-parallel group
   bool sp = false;      // sequence parallelism inside the tp group
+  Comm* cp = nullptr;   // context-parallel group (periodic ring)
+  CpLayout cp_layout = CpLayout::zigzag;
 };
 
 // Called by the model around each unit (0 = embedding, 1..L = blocks,
@@ -60,7 +67,8 @@ class Model {
   int micro_batch() const { return B_; }
 
   // One micro-batch: forward, loss and backward. inputs/targets are host
-  // arrays of (B, T) token ids. Gradients ACCUMULATE into params().grads(),
+  // arrays of (B, T) token ids; with cp > 1 this rank's (n_chunks, B, m)
+  // tokens of the B sequences (cp_slice), and logits_out rows are in that order. Gradients ACCUMULATE into params().grads(),
   // scaled by loss_scale (1 / tokens of the global batch) so the sum over
   // micro-batches and ranks is the gradient of the mean loss. Returns the SUM
   // of the per-token losses of this micro-batch (unscaled). If logits_out is
@@ -72,6 +80,8 @@ class Model {
 
   // Bytes of activation memory this policy keeps for one micro-batch.
   size_t activation_bytes() const { return act_bytes_; }
+  // Ring attention accounting (nullptr without context parallelism).
+  RingAttention* ring() { return ring_.get(); }
 
  private:
   struct LayerIdx;   // parameter indices of one block
@@ -86,6 +96,12 @@ class Model {
   void block_fwd(int l, Acts& a, bool keep_probs);
   void block_bwd(int l, Acts& a);
   void mlp_act_fwd(Acts& a);
+  // Attention of one block: the local kernel, or ring attention over cp.
+  void attention_fwd(Acts& a, bool keep_probs);
+  void attention_bwd(Acts& a);
+  // RoPE on x (B*T rows of n_heads*D), chunk by chunk at global positions.
+  void rope(float* x, int n_heads, bool backward);
+  void embedding_bwd(const float* dy);
   double head(const int32_t* targets_dev, float loss_scale, bool backward, float* logits_out);
   // Norms run on this rank's token rows; with sp their weight gradients go
   // to staging slot `slot` (and slot+1 for the bias) of rep_grad until the
@@ -125,6 +141,9 @@ class Model {
   int vocab_start_ = 0;  // first vocabulary row of this rank's slice
   int N_ = 0;            // token rows of the micro-batch (B*T)
   int Nl_ = 0;           // this rank's token rows: N/tp with sp, else N
+  CpSplit cp_split_;     // T_ = cp_split_.local_len() tokens per sequence here
+  int cp_rank_ = 0;
+  std::unique_ptr<RingAttention> ring_;  // cp > 1
 
   int wte_ = -1, wpe_ = -1, lm_head_ = -1, lnf_w_ = -1, lnf_b_ = -1;
   std::vector<LayerIdx> layers_;

@@ -29,7 +29,8 @@ struct CpSplit {
   int cp = 1;
   CpLayout layout = CpLayout::contiguous;
 
-  int n_chunks() const { return layout == CpLayout::zigzag ? 2 : 1; }
+  // Zig-zag over one rank is the contiguous layout (one chunk).
+  int n_chunks() const { return layout == CpLayout::zigzag && cp > 1 ? 2 : 1; }
   int chunk_len() const { return seq_len / (cp * n_chunks()); }  // m
   int local_len() const { return seq_len / cp; }                  // T/cp
   // Global position of the first token of chunk c (< n_chunks) of cp rank r.

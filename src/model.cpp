@@ -79,8 +79,8 @@ Model::Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backe
   sp_ = par_.sp && tp_size_ > 1;
   const int n_cp = par_.cp ? par_.cp->size() : 1;
   cp_rank_ = par_.cp ? par_.cp->rank() : 0;
-  // One contiguous chunk without cp: every call below is then the serial one.
-  cp_split_ = CpSplit{cfg.seq_len, n_cp, n_cp > 1 ? par_.cp_layout : CpLayout::contiguous};
+  // One chunk without cp: every call below is then the serial one.
+  cp_split_ = CpSplit{cfg.seq_len, n_cp, par_.cp_layout};
   if (cfg.seq_len % (n_cp * cp_split_.n_chunks()) != 0)
     throw std::invalid_argument("Model: seq_len=" + std::to_string(cfg.seq_len) +
                                 " is not divisible by " + std::to_string(n_cp * cp_split_.n_chunks()) +

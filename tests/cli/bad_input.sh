@@ -85,6 +85,14 @@ case "$case_name" in
     run "parallel.*dp.*3.*2 ranks|2 ranks.*dp" train "$tmp/deck.toml" --set parallel.dp=3 ;;
   heads_not_dividing)
     run "model.d_model=16 is not divisible by model.n_heads=3" train "$tmp/deck.toml" --set model.n_heads=3 ;;
+  cp_seq_len_zigzag)
+    # zig-zag cuts each sequence into 2*cp chunks: 6 tokens do not split into 4.
+    run "model.seq_len=6 is not divisible by 2\*parallel.cp=2 \(parallel.cp_layout = \"zigzag\"" \
+      train "$tmp/deck.toml" --set parallel.dp=1 --set parallel.cp=2 --set model.seq_len=6 ;;
+  cp_seq_len_contiguous)
+    run "model.seq_len=7 is not divisible by parallel.cp=2 \(parallel.cp_layout = \"contiguous\"\)" \
+      train "$tmp/deck.toml" --set parallel.dp=1 --set parallel.cp=2 --set parallel.cp_layout=contiguous \
+      --set model.seq_len=7 ;;
   unwritable_dir)
     touch "$tmp/afile"
     run "checkpoint.dir: cannot create directory '.*afile/ck'" train "$tmp/deck.toml" \

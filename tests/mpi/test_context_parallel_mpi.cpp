@@ -244,9 +244,20 @@ void test_ring(Backend& be, Comm& cp, bool zz, int H, int Hkv) {
   float* lgk = be.alloc(size_t(B) * Tl * Hkv * D, Mem::scratch);
   float* lgv = be.alloc(size_t(B) * Tl * Hkv * D, Mem::scratch);
   RingAttention ring(be, cp, split, B, H, Hkv, D);
+  cp.reset_bytes();
   ring.forward(lo, llse, lq, lk, lv);
-  const double fwd_flops = ring.flops();
+  const double fwd_flops = ring.flops(), fwd_bytes = cp.bytes_sent();
   ring.backward(lgq, lgk, lgv, ldo, lo, llse, lq, lk, lv);
+  {
+    // Ring traffic: forward passes K and V on P-1 times; backward passes them
+    // on P-1 times and the dK/dV accumulator P times (back to its owner).
+    const double kv_bytes = 2.0 * B * Tl * Hkv * D * sizeof(float);
+    const double want_fwd = (P - 1) * kv_bytes, want_bwd = (P - 1) * kv_bytes + P * kv_bytes;
+    expect(fwd_bytes == want_fwd && cp.bytes_sent() - fwd_bytes == want_bwd,
+           tag + "cp bytes: forward " + std::to_string(fwd_bytes) + " (formula " + std::to_string(want_fwd) +
+               "), backward " + std::to_string(cp.bytes_sent() - fwd_bytes) + " (formula " +
+               std::to_string(want_bwd) + ")");
+  }
   // lse (nc, B, H, m) -> rows (nc, B, m, H) for the row unslicer.
   std::vector<float> lse_rows(size_t(B) * Tl * H);
   const auto lse_h = host_of(be, llse, lse_rows.size());
@@ -280,7 +291,9 @@ void test_ring(Backend& be, Comm& cp, bool zz, int H, int Hkv) {
   for (float* p : {lq, lk, lv, ldo, lo, llse, lgq, lgk, lgv}) be.free_bytes(p);
 }
 
-void test_model(Backend& be, Comm& cp, Family family, bool zz, Recompute rc) {
+// mask_first: every target of the first T/cp positions is ignored, so with the
+// contiguous layout cp rank 0 has no token that counts (no NaN allowed).
+void test_model(Backend& be, Comm& cp, Family family, bool zz, Recompute rc, bool mask_first = false) {
   ModelConfig mc;
   mc.family = family;
   mc.n_layers = 2;
@@ -293,11 +306,13 @@ void test_model(Backend& be, Comm& cp, Family family, bool zz, Recompute rc) {
   mc.tied_embeddings = family == Family::gpt2 ? 1 : 0;
   const int B = 2, T = mc.seq_len, N = B * T, P = cp.size(), r = cp.rank();
   const std::string tag = std::string(family == Family::gpt2 ? "gpt2 " : "llama ") +
-                          (zz ? "zigzag" : "contiguous") + " recompute " + std::to_string(int(rc)) + ": ";
+                          (zz ? "zigzag" : "contiguous") + " recompute " + std::to_string(int(rc)) +
+                          (mask_first ? " rank 0 all masked" : "") + ": ";
   std::vector<int32_t> in(static_cast<size_t>(N)), tg(static_cast<size_t>(N));
   for (int i = 0; i < N; ++i) {
     in[size_t(i)] = (i * 13 + 5) % mc.vocab_size;
     tg[size_t(i)] = i % 11 == 4 ? -1 : (i * 29 + 3) % mc.vocab_size;  // some ignored targets
+    if (mask_first && i % T < T / P) tg[size_t(i)] = -1;
   }
   const float scale = 1.0f / float(N);
   std::vector<float> logits_ref(size_t(N) * mc.vocab_size);
@@ -314,6 +329,11 @@ void test_model(Backend& be, Comm& cp, Family family, bool zz, Recompute rc) {
   par.params().allocate_and_init(1234);
   std::vector<float> logits_loc(size_t(N / P) * mc.vocab_size);
   double loss = par.forward_backward(lin.data(), ltg.data(), scale, logits_loc.data());
+  if (mask_first) {
+    int ok = std::isfinite(loss) && (r != 0 || loss == 0.0);
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, cp.mpi());
+    expect(ok, tag + "every rank's loss sum is finite, the fully masked rank's is 0");
+  }
   cp.allreduce_sum_host(&loss, 1);
   expect_close(tag + "loss", {float(loss)}, {float(loss_ref)});
   std::vector<float> all(logits_loc.size() * size_t(P)), logits(logits_ref.size());
@@ -365,6 +385,7 @@ int main(int argc, char** argv) {
       for (bool zz : {false, true})
         for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full})
           if (!quick || rc == Recompute::none) test_model(*be, *cp, f, zz, rc);
+    test_model(*be, *cp, Family::llama, false, Recompute::selective, /*mask_first=*/true);
   }
   int total = 0;
   MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

@@ -76,6 +76,7 @@ void cp_unslice(const CpSplit& s, const float* all_ranks, int n_mb, int n_seq, i
 
 RingAttention::RingAttention(Backend& be, Comm& cp, const CpSplit& split, int B, int H, int Hkv, int D)
     : be_(be), cp_(cp), split_(split), B_(B), H_(H), Hkv_(Hkv), D_(D) {
+  if (cp.size() != split.cp) PENTAD_FATAL("RingAttention: the cp group does not match the split");
   m_ = split.chunk_len();
   nc_ = split.n_chunks();
   rank_ = cp.rank();

@@ -417,12 +417,13 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
     step_times.push_back(dt);
     last_loss = loss;
 
+    // Ring attention work and kernel time, the extremes over the cp group
+    // (read before the evaluation adds its forward passes).
+    double cp_attn[4] = {0, 0, 0, 0};
+    if (model.ring()) cp_attention_stats(*model.ring(), *cp, cp_attn);
     const bool eval_now = val_data && ((tc.eval_every > 0 && step % tc.eval_every == 0) || step == tc.steps);
     if (eval_now) last_val = evaluate();
 
-    // Ring attention work and kernel time, the extremes over the cp group.
-    double cp_attn[4] = {0, 0, 0, 0};
-    if (model.ring()) cp_attention_stats(*model.ring(), *cp, cp_attn);
     if (root) {
       const double tok_s = tokens_global / dt;
       const double tflops = tok_s * fpt / 1e12;

@@ -175,4 +175,16 @@ void CpuBackend::attention_bwd(float* dq, float* dk, float* dv, const float* dou
   }
 }
 
+void CpuBackend::attention_merge(float* out, float* lse, const float* out_part,
+                                 const float* lse_part, int B, int T, int H, int D) {
+#pragma omp parallel for schedule(static)
+  for (int bh = 0; bh < B * H; ++bh) {
+    const int b = bh / H, h = bh % H;
+    for (int t = 0; t < T; ++t) {
+      const size_t row = ((size_t(b) * T + t) * H + h) * D, li = size_t(bh) * T + t;
+      attention_merge_row(out + row, lse + li, out_part + row, lse_part[li], D);
+    }
+  }
+}
+
 }  // namespace pentad

@@ -98,7 +98,7 @@ class MpiComm final : public Comm {
   }
 
   Request isend(const float* buf, size_t n, int peer, int tag) override {
-    if (n > size_t(INT_MAX)) PENTAD_FATAL("isend: message too large for one MPI call");
+    if (n > size_t(INT_MAX)) PENTAD_FATAL("isend: buffer too large for one MPI call");
     const Request r = slot();
     MPI_CHECK(MPI_Isend(buf, int(n), MPI_FLOAT, peer, tag, comm_, &reqs_[size_t(r)]));
     bytes_sent_ += double(n) * sizeof(float);
@@ -106,7 +106,7 @@ class MpiComm final : public Comm {
   }
 
   Request irecv(float* buf, size_t n, int peer, int tag) override {
-    if (n > size_t(INT_MAX)) PENTAD_FATAL("irecv: message too large for one MPI call");
+    if (n > size_t(INT_MAX)) PENTAD_FATAL("irecv: buffer too large for one MPI call");
     const Request r = slot();
     MPI_CHECK(MPI_Irecv(buf, int(n), MPI_FLOAT, peer, tag, comm_, &reqs_[size_t(r)]));
     return r;

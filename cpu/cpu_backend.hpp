@@ -72,6 +72,8 @@ class CpuBackend final : public Backend {
                      const float* lse, const float* probs, const float* q, const float* k,
                      const float* v, int B, int Tq, int Tk, int H, int Hkv, int D, int q_offset,
                      int k_offset, bool causal) override;
+  void attention_merge(float* out, float* lse, const float* out_part, const float* lse_part, int B,
+                       int T, int H, int D) override;
 
   void xent_rowmax(float* rowmax, const float* logits, int N, int V) override;
   void xent_sumexp(float* sumexp, float* target_logit, const float* logits, const float* rowmax,

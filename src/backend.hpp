@@ -6,9 +6,12 @@
 // Hkv key/value heads, D head dim, F MLP width, V vocabulary (local slice).
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -125,6 +128,15 @@ class Backend {
                              const float* v, int B, int Tq, int Tk, int H, int Hkv, int D,
                              int q_offset, int k_offset, bool causal) = 0;
 
+  // Merge a partial result over another block of keys into (out, lse), in
+  // place (ring attention): lse' = logsumexp(lse, lse_part),
+  // out' = exp(lse - lse') out + exp(lse_part - lse') out_part. out, out_part
+  // (B,T,H,D); lse, lse_part (B,H,T). Rows with both lse = -inf stay (0, -inf);
+  // merging into (0, -inf) returns the part bitwise. The default runs on the
+  // host (copies); backends override it.
+  virtual void attention_merge(float* out, float* lse, const float* out_part, const float* lse_part,
+                               int B, int T, int H, int D);
+
   // ---- softmax cross-entropy over a (possibly vocab-parallel) slice ---------
   // logits (N,V) hold columns [vocab_start, vocab_start+V) of the full vocabulary.
   // The caller all-reduces rowmax (max) and sumexp/target_logit (sum) over tp
@@ -154,6 +166,16 @@ class Backend {
   void track_free(size_t n_bytes, Mem category);
   MemStats mem_;
 };
+
+// One row of attention_merge: o(D), *l (the running result), op(D), lp (the part).
+inline void attention_merge_row(float* o, float* l, const float* op, float lp, int D) {
+  const float m = std::max(*l, lp);
+  if (m == -std::numeric_limits<float>::infinity()) return;  // nothing visible yet
+  const float wa = std::exp(*l - m), wb = std::exp(lp - m), s = wa + wb;
+  const float ca = wa / s, cb = wb / s;
+  for (int d = 0; d < D; ++d) o[d] = ca * o[d] + cb * op[d];
+  *l = m + std::log(s);
+}
 
 // The CPU backend (always built); threads = 0 keeps OpenMP's default.
 std::unique_ptr<Backend> make_cpu_backend(int threads);

@@ -10,6 +10,14 @@ Comm::Comm(MPI_Comm comm, std::string name) : comm_(comm), name_(std::move(name)
   MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
 }
 
+Comm::Request Comm::isend(const float*, size_t, int, int) {
+  PENTAD_FATAL("comm '" + name_ + "' has no non-blocking send (needed by context parallelism)");
+}
+
+Comm::Request Comm::irecv(float*, size_t, int, int) {
+  PENTAD_FATAL("comm '" + name_ + "' has no non-blocking receive (needed by context parallelism)");
+}
+
 void Comm::allreduce_sum_host(double* buf, int n) {
   if (size_ > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, comm_));
 }

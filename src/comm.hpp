@@ -55,9 +55,11 @@ class Comm {
   // Every rank contributes counts[rank()] elements (send); recv receives all
   // pieces back to back, in rank order. send == nullptr: in place.
   virtual Request iallgatherv(const float* send, float* recv, const std::vector<int>& counts) = 0;
-  // Non-blocking point-to-point (activations between pipeline stages).
-  virtual Request isend(const float* buf, size_t n, int peer, int tag) = 0;
-  virtual Request irecv(float* buf, size_t n, int peer, int tag) = 0;
+  // Non-blocking point-to-point (pipeline activations between stages, ring
+  // attention's K/V blocks over cp): the buffer must stay untouched until wait(). Comms that cannot do it keep the
+  // default, which stops the job with a message naming the group.
+  virtual Request isend(const float* buf, size_t n, int peer, int tag);
+  virtual Request irecv(float* buf, size_t n, int peer, int tag);
   virtual void wait(Request r) = 0;
   virtual bool test(Request r) = 0;
   virtual void progress() = 0;  // test every outstanding request

@@ -604,9 +604,22 @@ void validate(const Config& cfg, int world_size) {
                   "every micro-batch, which the pipeline interleaves); use parallel.zero = 0 or 1");
   if (p.sp && p.tp <= 1)
     fail(cfg, "parallel.sp = true needs parallel.tp > 1 (got " + kv("parallel.tp", p.tp) + ")");
-  if (p.sp && m.seq_len % p.tp != 0)
+  if (p.sp && p.cp == 1 && m.seq_len % p.tp != 0)
     fail(cfg, kv("model.seq_len", m.seq_len) + " is not divisible by " + kv("parallel.tp", p.tp) +
                   " (needed by parallel.sp = true)");
+  // Context parallelism: every cp rank holds seq_len/cp tokens of each
+  // sequence, cut in 2*cp chunks with the zig-zag layout.
+  const int cp_chunks = p.cp_layout == "zigzag" ? 2 * p.cp : p.cp;
+  if (p.cp > 1 && m.seq_len % cp_chunks != 0)
+    fail(cfg, kv("model.seq_len", m.seq_len) + " is not divisible by " +
+                  (p.cp_layout == "zigzag" ? "2*" + kv("parallel.cp", p.cp) +
+                                                 " (parallel.cp_layout = \"zigzag\" cuts each sequence into 2*cp chunks)"
+                                           : kv("parallel.cp", p.cp) +
+                                                 " (parallel.cp_layout = \"contiguous\")"));
+  if (p.sp && p.cp > 1 && (m.seq_len / p.cp) % p.tp != 0)
+    fail(cfg, kv("model.seq_len", m.seq_len) + " / " + kv("parallel.cp", p.cp) + " = " +
+                  std::to_string(m.seq_len / p.cp) + " tokens per cp rank is not divisible by " +
+                  kv("parallel.tp", p.tp) + " (needed by parallel.sp = true)");
 
   if (t.min_lr > t.lr)
     fail(cfg, "train.min_lr=" + fmt_number(t.min_lr) + " must be <= train.lr=" + fmt_number(t.lr));
@@ -620,7 +633,6 @@ void validate(const Config& cfg, int world_size) {
 void check_supported(const Config& cfg) {
   const ParallelConfig& p = cfg.parallel;
   const std::string not_yet = " is not available in this build yet";
-  if (p.cp > 1) fail(cfg, kv("parallel.cp", p.cp) + ": context parallelism" + not_yet);
   if (p.ep > 1) fail(cfg, kv("parallel.ep", p.ep) + ": expert parallelism" + not_yet);
   if (cfg.train.dtype == "bf16") fail(cfg, "train.dtype=bf16: bf16 training" + not_yet);
 #ifndef PENTAD_HAVE_CUDA

@@ -28,7 +28,8 @@ struct Model::LayerIdx {
   int w_gate = -1, w_up = -1, b_up = -1, w_down = -1, b_down = -1;
 };
 
-// Shapes are local: Nl = this rank's token rows (B*T/tp with sp, else B*T),
+// Shapes are local: T = seq_len/cp tokens per sequence (chunk-major rows with
+// cp > 1), Nl = this rank's token rows (B*T/tp with sp, else B*T),
 // N = B*T, H, Hkv, F = this rank's heads, KV heads and MLP width.
 struct Model::Acts {
   float* ln1 = nullptr;       // (Nl,C)
@@ -39,7 +40,7 @@ struct Model::Acts {
   float* v = nullptr;         // (B,T,Hkv*D)
   float* att = nullptr;       // (B,T,H*D)
   float* lse = nullptr;       // (B,H,T)
-  float* probs = nullptr;     // (B,H,T,T), only with recompute = none
+  float* probs = nullptr;     // (B,H,T,T), only with recompute = none and cp = 1
   float* res_mid = nullptr;   // (Nl,C) residual after attention
   float* ln2 = nullptr;       // (Nl,C)
   float* ln2_mean = nullptr;  // (Nl)
@@ -92,6 +93,14 @@ Model::Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backe
     tp_rank_ = par_.tp->rank();
   }
   sp_ = par_.sp && tp_size_ > 1;
+  const int n_cp = par_.cp ? par_.cp->size() : 1;
+  cp_rank_ = par_.cp ? par_.cp->rank() : 0;
+  // One chunk without cp: every call below is then the serial one.
+  cp_split_ = CpSplit{cfg.seq_len, n_cp, par_.cp_layout};
+  if (cfg.seq_len % (n_cp * cp_split_.n_chunks()) != 0)
+    throw std::invalid_argument("Model: seq_len=" + std::to_string(cfg.seq_len) +
+                                " is not divisible by " + std::to_string(n_cp * cp_split_.n_chunks()) +
+                                " (cp chunks)");
   const int n = tp_size_;
   auto need = [&](int v, const char* what) {
     if (v % n != 0)
@@ -102,9 +111,9 @@ Model::Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backe
   need(cfg.n_kv_heads, "n_kv_heads");
   need(cfg.d_ff, "d_ff");
   need(cfg.vocab_size, "vocab_size");
-  if (sp_) need(micro_batch * cfg.seq_len, "micro_batch*seq_len");
+  if (sp_) need(micro_batch * cp_split_.local_len(), "micro_batch*seq_len/cp");
   B_ = micro_batch;
-  T_ = cfg.seq_len;
+  T_ = cp_split_.local_len();
   C_ = cfg.d_model;
   H_ = cfg.n_heads / n;
   Hkv_ = cfg.n_kv_heads / n;
@@ -127,6 +136,7 @@ Model::Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backe
   has_head_ = owns_chunk(G - 1);
   build_params();
   alloc_shared();
+  if (n_cp > 1) ring_ = std::make_unique<RingAttention>(be_, *par_.cp, cp_split_, B_, H_, Hkv_, D_);
 }
 
 Model::~Model() {
@@ -164,7 +174,7 @@ void Model::build_params() {
   P.begin_unit(0);
   if (has_embedding_) {
     wte_ = by_rows("model/wte", V, C, std);
-    if (gpt2_) wpe_ = P.add("model/wpe", {int64_t(T_), C}, Init::normal, std, true);
+    if (gpt2_) wpe_ = P.add("model/wpe", {int64_t(cfg_.seq_len), C}, Init::normal, std, true);
   }
   layers_.resize(size_t(L_));
   std::vector<bool> local(size_t(L_), false);
@@ -313,7 +323,8 @@ int Model::acquire_slot(int chunk) {
       a.v = take(BT * KD);
       a.att = take(BT * HD);
       a.lse = take(size_t(B_) * H_ * T_);
-      if (recompute_ == Recompute::none) a.probs = take(size_t(B_) * H_ * T_ * T_);
+      // Ring attention recomputes its probabilities (they are per key block).
+      if (recompute_ == Recompute::none && cp_split_.cp == 1) a.probs = take(size_t(B_) * H_ * T_ * T_);
       a.res_mid = take(NlC);
       a.ln2 = take(NlC);
       a.ln2_mean = take(size_t(Nl_));
@@ -445,16 +456,66 @@ void Model::mlp_act_fwd(Acts& a) {
 
 void Model::embed(const int32_t* tokens, float* out) {
   const float* wpe = gpt2_ ? params_.param(wpe_) : nullptr;
-  if (tp_size_ == 1) {
-    be_.embedding_fwd(out, tokens, params_.param(wte_), wpe, B_, T_, C_, 0, V_, 0);
-    return;
-  }
   // Vocab-parallel: rows of tokens outside this slice are zero; the positions
   // are added by tp rank 0 only, so the reduction adds them once.
-  be_.embedding_fwd(scratch_->part, tokens, params_.param(wte_), tp_rank_ == 0 ? wpe : nullptr, B_, T_,
-                    C_, vocab_start_, V_, 0);
+  float* rows = tp_size_ == 1 ? out : scratch_->part;
+  if (tp_rank_ != 0) wpe = nullptr;
+  // Chunk by chunk (one without cp), each at its global positions.
+  const int m = cp_split_.chunk_len();
+  for (int c = 0; c < cp_split_.n_chunks(); ++c) {
+    const size_t row = size_t(c) * B_ * m;
+    be_.embedding_fwd(rows + row * C_, tokens + row, params_.param(wte_), wpe, B_, m, C_, vocab_start_,
+                      V_, cp_split_.chunk_start(cp_rank_, c));
+  }
+  if (tp_size_ == 1) return;
   const float* sum = reduce_rows(scratch_->part, out);
   if (sum != out) be_.copy_bytes(out, sum, size_t(Nl_) * C_ * sizeof(float));
+}
+
+// ---- attention and positions ---------------------------------------------------
+
+void Model::attention_fwd(Acts& a, bool keep_probs) {
+  if (ring_) {
+    ring_->forward(a.att, a.lse, a.q, a.k, a.v);
+    return;
+  }
+  be_.attention_fwd(a.att, a.lse, keep_probs ? a.probs : nullptr, a.q, a.k, a.v, B_, T_, T_, H_, Hkv_,
+                    D_, 0, 0, true);
+}
+
+void Model::attention_bwd(Acts& a) {
+  Scratch& s = *scratch_;
+  const size_t BT = size_t(N_);
+  be_.fill(s.dq, 0.0f, BT * H_ * D_);
+  be_.fill(s.dk, 0.0f, BT * Hkv_ * D_);
+  be_.fill(s.dv, 0.0f, BT * Hkv_ * D_);
+  if (ring_) {
+    ring_->backward(s.dq, s.dk, s.dv, s.d_att, a.att, a.lse, a.q, a.k, a.v);
+    return;
+  }
+  be_.attention_bwd(s.dq, s.dk, s.dv, s.d_att, a.att, a.lse, a.probs, a.q, a.k, a.v, B_, T_, T_, H_,
+                    Hkv_, D_, 0, 0, true);
+}
+
+void Model::rope(float* x, int n_heads, bool backward) {
+  const int m = cp_split_.chunk_len();
+  for (int c = 0; c < cp_split_.n_chunks(); ++c) {
+    float* xc = x + size_t(c) * B_ * m * n_heads * D_;
+    const int pos = cp_split_.chunk_start(cp_rank_, c);
+    if (backward)
+      be_.rope_bwd(xc, B_, m, n_heads, D_, pos, cfg_.rope_theta);
+    else
+      be_.rope_fwd(xc, B_, m, n_heads, D_, pos, cfg_.rope_theta);
+  }
+}
+
+void Model::embedding_bwd(const float* dy, const int32_t* tokens) {
+  const int m = cp_split_.chunk_len();
+  for (int c = 0; c < cp_split_.n_chunks(); ++c) {
+    const size_t row = size_t(c) * B_ * m;
+    be_.embedding_bwd(params_.grad(wte_), gpt2_ ? params_.grad(wpe_) : nullptr, dy + row * C_,
+                      tokens + row, B_, m, C_, vocab_start_, V_, cp_split_.chunk_start(cp_rank_, c));
+  }
 }
 
 // ---- one transformer block -----------------------------------------------------
@@ -468,11 +529,10 @@ void Model::block_fwd(int l, Acts& a, const float* in, bool keep_probs) {
   linear_fwd(a.k, x1, x.wk, x.bk, KD, C_);
   linear_fwd(a.v, x1, x.wv, x.bv, KD, C_);
   if (!gpt2_) {
-    be_.rope_fwd(a.q, B_, T_, H_, D_, 0, cfg_.rope_theta);
-    be_.rope_fwd(a.k, B_, T_, Hkv_, D_, 0, cfg_.rope_theta);
+    rope(a.q, H_, false);
+    rope(a.k, Hkv_, false);
   }
-  be_.attention_fwd(a.att, a.lse, keep_probs ? a.probs : nullptr, a.q, a.k, a.v, B_, T_, T_, H_, Hkv_,
-                    D_, 0, 0, true);
+  attention_fwd(a, keep_probs);
   row_parallel_fwd(a.res_mid, in, a.att, x.wo, x.bo, HD);
   norm_fwd(a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, x.mlp_norm_w, x.mlp_norm_b);
   const float* x2 = gather_rows(a.ln2, scratch_->gath_x);  // (B,T,C)
@@ -519,15 +579,10 @@ void Model::block_bwd(int l, Acts& a, const float* in) {
   // Attention branch. s.dres now holds dL/d(res_mid) = dL/d(block input) via the skip.
   dy = gather_rows(s.dres, s.gath_dy);
   linear_bwd(s.d_att, dy, a.att, x.wo, x.bo, C_, HD, 0.0f);
-  const size_t BT = size_t(N_);
-  be_.fill(s.dq, 0.0f, BT * HD);
-  be_.fill(s.dk, 0.0f, BT * KD);
-  be_.fill(s.dv, 0.0f, BT * KD);
-  be_.attention_bwd(s.dq, s.dk, s.dv, s.d_att, a.att, a.lse, a.probs, a.q, a.k, a.v, B_, T_, T_, H_,
-                    Hkv_, D_, 0, 0, true);
+  attention_bwd(a);
   if (!gpt2_) {
-    be_.rope_bwd(s.dq, B_, T_, H_, D_, 0, cfg_.rope_theta);
-    be_.rope_bwd(s.dk, B_, T_, Hkv_, D_, 0, cfg_.rope_theta);
+    rope(s.dq, H_, true);
+    rope(s.dk, Hkv_, true);
   }
   const float* x1 = gather_rows(a.ln1, s.gath_x);  // (B,T,C)
   linear_bwd(d_part, s.dq, x1, x.wq, x.bq, HD, C_, 0.0f);
@@ -657,8 +712,7 @@ double Model::backward_chunk(int s, float loss_scale, float* logits_out) {
     // All rows of the gradient: the vocab slice needs every token's, and the
     // replicated positions get the same gradient on every tp rank.
     const float* dy = gather_rows(scratch_->dres, scratch_->gath_dy);  // (B,T,C)
-    be_.embedding_bwd(params_.grad(wte_), gpt2_ ? params_.grad(wpe_) : nullptr, dy, S.tokens, B_, T_,
-                      C_, vocab_start_, V_, 0);
+    embedding_bwd(dy, S.tokens);
     hooks_->grads_ready(0);
     hooks_->release(0, true);
   }

@@ -12,6 +12,9 @@
 // by output (heads, d_ff), wo and the MLP's down matrix by input, and the
 // vocabulary of the embedding and the head; sequence parallelism also splits
 // the token rows (B*T flattened) of everything between the tp regions.
+// Context parallelism gives each cp rank T/cp tokens of every sequence, in
+// chunk-major order (context_parallel.hpp); positions are global, and the
+// attention is ring attention over the cp group.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +24,7 @@
 
 #include "backend.hpp"
 #include "config.hpp"
+#include "context_parallel.hpp"
 #include "params.hpp"
 
 namespace pentad {
@@ -31,6 +35,8 @@ class Comm;
 struct ModelParallel {
   Comm* tp = nullptr;   // tensor-parallel group
   bool sp = false;      // sequence parallelism inside the tp group
+  Comm* cp = nullptr;   // context-parallel group (periodic ring)
+  CpLayout cp_layout = CpLayout::zigzag;
   // Pipeline: the model is cut into chunks of consecutive blocks; chunk g
   // holds blocks [chunk_blocks[g], chunk_blocks[g+1]) and lives on pipeline
   // rank g % pp_size (schedule.hpp). Empty: one chunk, the whole model.
@@ -64,9 +70,12 @@ class Model {
   int n_units() const { return L_ + 2; }
   const ModelConfig& config() const { return cfg_; }
   int micro_batch() const { return B_; }
+  // Token ids per micro-batch on this rank: B x seq_len/cp.
+  size_t tokens_per_micro_batch() const { return size_t(N_); }
 
   // One micro-batch: forward, loss and backward. inputs/targets are host
-  // arrays of (B, T) token ids. Gradients ACCUMULATE into params().grads(),
+  // arrays of (B, T) token ids; with cp > 1 this rank's (n_chunks, B, m)
+  // tokens of the B sequences (cp_slice), and logits_out rows are in that order. Gradients ACCUMULATE into params().grads(),
   // scaled by loss_scale (1 / tokens of the global batch) so the sum over
   // micro-batches and ranks is the gradient of the mean loss. Returns the SUM
   // of the per-token losses of this micro-batch (unscaled). If logits_out is
@@ -110,6 +119,8 @@ class Model {
   double backward_chunk(int slot, float loss_scale, float* logits_out);
   // Evaluation on the last chunk after forward_chunk: the loss sum.
   double loss_chunk(int slot);
+  // Ring attention accounting (nullptr without context parallelism).
+  RingAttention* ring() { return ring_.get(); }
 
  private:
   struct LayerIdx;   // parameter indices of one block
@@ -125,6 +136,12 @@ class Model {
   void block_fwd(int l, Acts& a, const float* in, bool keep_probs);
   void block_bwd(int l, Acts& a, const float* in);
   void mlp_act_fwd(Acts& a);
+  // Attention of one block: the local kernel, or ring attention over cp.
+  void attention_fwd(Acts& a, bool keep_probs);
+  void attention_bwd(Acts& a);
+  // RoPE on x (B*T rows of n_heads*D), chunk by chunk at global positions.
+  void rope(float* x, int n_heads, bool backward);
+  void embedding_bwd(const float* dy, const int32_t* tokens);
   double head(Slot& s, float loss_scale, bool backward, float* logits_out);
   // Norms run on this rank's token rows; with sp their weight gradients go
   // to staging slot `slot` (and slot+1 for the bias) of rep_grad until the
@@ -164,6 +181,9 @@ class Model {
   int vocab_start_ = 0;  // first vocabulary row of this rank's slice
   int N_ = 0;            // token rows of the micro-batch (B*T)
   int Nl_ = 0;           // this rank's token rows: N/tp with sp, else N
+  CpSplit cp_split_;     // T_ = cp_split_.local_len() tokens per sequence here
+  int cp_rank_ = 0;
+  std::unique_ptr<RingAttention> ring_;  // cp > 1
 
   int wte_ = -1, wpe_ = -1, lm_head_ = -1, lnf_w_ = -1, lnf_b_ = -1;
   int head_w_ = -1;  // the head's matrix: lm_head, wte, or (tied, pp > 1) the last stage's copy of wte

@@ -58,7 +58,7 @@ double Pipeline::eval(const int32_t* inputs, const int32_t* targets) {
 double Pipeline::run(const Schedule& s, bool train, const int32_t* inputs, const int32_t* targets,
                      float loss_scale, float* logits_out) {
   const int me = pp_.rank(), G = s.n_chunks(), M = s.m;
-  const size_t mb_tokens = size_t(model_.micro_batch()) * model_.config().seq_len;
+  const size_t mb_tokens = model_.tokens_per_micro_batch();  // this rank's (B x seq_len/cp)
   const size_t n = model_.boundary_elems();
   const size_t V = size_t(model_.config().vocab_size);
 

@@ -4,6 +4,8 @@
 // Loss normalisation happens in exactly one place: every micro-batch's
 // gradient is scaled by 1 / (tokens of the global batch), so the sum over
 // micro-batches and dp ranks is the gradient of the global mean loss.
+// With context parallelism each cp rank takes its tokens of every sequence
+// of its dp rank's batch; losses and gradients are summed over dp x cp.
 #include "train.hpp"
 
 #include <sys/stat.h>
@@ -23,6 +25,7 @@
 
 #include "checkpoint.hpp"
 #include "comm.hpp"
+#include "context_parallel.hpp"
 #include "data.hpp"
 #include "data_parallel.hpp"
 #include "error.hpp"
@@ -157,6 +160,51 @@ void write_params(H5Writer* w, const std::string& prefix, const std::vector<Glob
   }
 }
 
+// Causal attention work per cp rank for both layouts (index math), printed at start.
+void print_cp_balance(const CpSplit& s) {
+  auto ratio = [&](CpLayout layout) {
+    const CpSplit x{s.seq_len, s.cp, layout};
+    int64_t lo = x.causal_pairs(0), hi = lo;
+    for (int r = 1; r < s.cp; ++r) {
+      lo = std::min(lo, x.causal_pairs(r));
+      hi = std::max(hi, x.causal_pairs(r));
+    }
+    return double(hi) / double(lo);
+  };
+  std::printf("context parallel: cp=%d %s, %d tokens of each sequence per rank; causal attention "
+              "work per rank max/min: zigzag %.3f, contiguous %.3f\n",
+              s.cp, s.layout == CpLayout::zigzag ? "zigzag" : "contiguous", s.local_len(),
+              ratio(CpLayout::zigzag), ratio(CpLayout::contiguous));
+}
+
+// Metrics of the step's ring attention: GFLOP of this rank's attention
+// (max, min over cp) and its kernel time (max, min). Collective over cp.
+constexpr const char* kCpAttnKeys[4] = {"cp_attn_gflop_max", "cp_attn_gflop_min", "cp_attn_ms_max",
+                                        "cp_attn_ms_min"};
+void cp_attention_stats(const RingAttention& ring, Comm& cp, double out[4]) {
+  double mx[2] = {ring.flops() / 1e9, ring.compute_ms()};
+  double mn[2] = {-mx[0], -mx[1]};
+  cp.allreduce_max_host(mx, 2);
+  cp.allreduce_max_host(mn, 2);
+  out[0] = mx[0];
+  out[1] = -mn[0];
+  out[2] = mx[1];
+  out[3] = -mn[1];
+}
+
+// Step-1 logits of the cp group in global token order on cp rank 0:
+// logits (A*b*T/cp, V) in cp_slice order -> (A*b, T, V). Collective over cp.
+void gather_cp_logits(const CpSplit& s, MPI_Comm cp, int cp_rank, int A, int b, int V,
+                      std::vector<float>& logits) {
+  if (s.cp == 1) return;
+  const int n = int(logits.size());
+  std::vector<float> all(cp_rank == 0 ? logits.size() * size_t(s.cp) : 0);
+  MPI_CHECK(MPI_Gather(logits.data(), n, MPI_FLOAT, all.data(), n, MPI_FLOAT, 0, cp));
+  if (cp_rank != 0) return;
+  logits.assign(all.size(), 0.0f);
+  cp_unslice(s, all.data(), A, b, V, logits.data());
+}
+
 // Debug dump for the PyTorch oracle and the layout parity harness: initial
 // parameters, the step-1 gradients and logits, every step's global batch,
 // per-step metrics and the final parameters, all as global tensors.
@@ -174,13 +222,17 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
   const bool root = topo.is_root();
   auto backend = make_cpu_backend(cfg.train.threads);
   Backend& be = *backend;
-  auto dp = make_mpi_comm(topo.dp, "dp");
+  // Gradients, ZeRO shards and loss sums go over dp x cp (the cp ranks hold
+  // other tokens of the same sequences); with cp = 1 that is the dp group.
+  auto dp = make_mpi_comm(topo.dp_cp, "dp_cp");
   auto tp = make_mpi_comm(topo.tp, "tp");
   auto pp = make_mpi_comm(topo.pp, "pp");
+  auto cp = make_mpi_comm(topo.cp, "cp");
+  const CpSplit cp_split{cfg.model.seq_len, topo.shape.cp, cp_layout_of(cfg.parallel.cp_layout)};
 
   const ModelConfig& mc = cfg.model;
   const TrainConfig& tc = cfg.train;
-  const int T = mc.seq_len, b = tc.micro_batch, A = tc.grad_accum, n_dp = topo.shape.dp;
+  const int T = mc.seq_len, Tl = cp_split.local_len(), b = tc.micro_batch, A = tc.grad_accum, n_dp = topo.shape.dp;
   const int64_t B_global = int64_t(b) * A * n_dp;
   const double tokens_global = double(B_global) * T;
 
@@ -210,7 +262,7 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
 
   // Pipeline: pp * virtual_stages chunks of blocks; chunk g on stage g % pp.
   const int n_pp = topo.shape.pp, n_virtual = cfg.parallel.virtual_stages;
-  ModelParallel mpar{tp.get(), cfg.parallel.sp};
+  ModelParallel mpar{tp.get(), cfg.parallel.sp, cp.get(), cp_split.layout};
   mpar.pp_rank = topo.me.pp;
   mpar.pp_size = n_pp;
   mpar.chunk_blocks = partition_blocks(mc.n_layers, n_pp * n_virtual, cfg.parallel.stage_layers);
@@ -302,6 +354,7 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
                 mc.family == Family::gpt2 ? "gpt2" : "llama", n_params / 1e6, fpt,
                 (long long)B_global, T, b, A, n_dp, peak_tflops,
                 cfg.log.peak_tflops > 0 ? " (deck)" : " (measured sgemm)");
+    if (cp_split.cp > 1) print_cp_balance(cp_split);
     std::fflush(stdout);
   }
 
@@ -315,19 +368,26 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
     write_params(dump.w.get(), "init/", all_tensors, params, dpar, tp.get(), topo, false);
   }
 
-  // Host buffers for this rank's micro-batches (b sequences each).
-  std::vector<int32_t> in(size_t(A) * b * T), tg(size_t(A) * b * T);
-  std::vector<float> logits;  // (A*b, T, V) this rank's step-1 logits when dumping
+  // Host buffers for this rank's micro-batches (b sequences each): the whole
+  // sequences (seq_*), and this cp rank's tokens of them (cp_slice order).
+  std::vector<int32_t> seq_in(size_t(A) * b * T), seq_tg(size_t(A) * b * T);
+  std::vector<int32_t> in(size_t(A) * b * Tl), tg(size_t(A) * b * Tl);
+  std::vector<float> logits;  // (A*b*T/cp, V) this rank's step-1 logits when dumping
   const int64_t first_seq = int64_t(topo.dp_rank()) * A * b;
 
   auto evaluate = [&]() -> double {
-    const size_t bt = size_t(b) * T;
-    std::vector<int32_t> ein(size_t(tc.eval_batches) * bt), etg(size_t(tc.eval_batches) * bt);
-    for (int e = 0; e < tc.eval_batches; ++e)
-      eval_batch(*val_data, e, int64_t(topo.dp_rank()) * b, b, b * n_dp, T, ein.data() + e * bt,
-                 etg.data() + e * bt);
+    // Whole sequences, then this cp rank's tokens of them, one micro-batch
+    // per evaluation batch through the forward-only schedule.
+    const size_t bt = size_t(b) * T, btl = size_t(b) * Tl;
+    std::vector<int32_t> whole_in(bt), whole_tg(bt);
+    std::vector<int32_t> ein(size_t(tc.eval_batches) * btl), etg(size_t(tc.eval_batches) * btl);
+    for (int e = 0; e < tc.eval_batches; ++e) {
+      eval_batch(*val_data, e, int64_t(topo.dp_rank()) * b, b, b * n_dp, T, whole_in.data(), whole_tg.data());
+      cp_slice(cp_split, topo.me.cp, whole_in.data(), 1, b, ein.data() + e * btl);
+      cp_slice(cp_split, topo.me.cp, whole_tg.data(), 1, b, etg.data() + e * btl);
+    }
     double sum = pipe.eval(ein.data(), etg.data());  // the last stage's
-    dp->allreduce_sum_host(&sum, 1);
+    dp->allreduce_sum_host(&sum, 1);                 // over dp x cp
     pp->allreduce_sum_host(&sum, 1);
     return sum / (double(tc.eval_batches) * bt * n_dp);
   };
@@ -346,10 +406,13 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
   for (int step = start_step; step <= tc.steps; ++step) {
     const auto t0 = Clock::now();
     const float lr = float(lr_at(tc, step));
-    sample_batch(*train_data, tc.seed, step, first_seq, A * b, T, in.data(), tg.data());
+    sample_batch(*train_data, tc.seed, step, first_seq, A * b, T, seq_in.data(), seq_tg.data());
+    cp_slice(cp_split, topo.me.cp, seq_in.data(), A, b, in.data());
+    cp_slice(cp_split, topo.me.cp, seq_tg.data(), A, b, tg.data());
+    if (model.ring()) model.ring()->reset_stats();
     dpar.begin_step();
     const bool want_logits = dumping && step == 1;
-    if (want_logits) logits.assign(size_t(A) * b * T * mc.vocab_size, 0.0f);
+    if (want_logits) logits.assign(size_t(A) * b * Tl * mc.vocab_size, 0.0f);
     pipe.set_tracing(step - start_step < trace_steps, step);
     double loss_sum = pipe.train_step(in.data(), tg.data(), float(1.0 / tokens_global),
                                       want_logits && topo.is_last_stage() ? logits.data() : nullptr);
@@ -372,25 +435,28 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
     }
     if (dumping) {
       // Gather this step's batch (and step-1 logits) in global sequence order.
-      const int n_local = A * b * T;
+      const int n_local = A * b * T;  // whole sequences
       if (root) {
         dump.inputs.resize(dump.inputs.size() + size_t(B_global) * T);
         dump.targets.resize(dump.targets.size() + size_t(B_global) * T);
       }
       int32_t* gin = root ? dump.inputs.data() + size_t(step - 1) * B_global * T : nullptr;
       int32_t* gtg = root ? dump.targets.data() + size_t(step - 1) * B_global * T : nullptr;
-      // Only the dp group of tp rank 0 (the root's) gathers; the other tp
-      // ranks hold copies of the same batch and logits. The logits come
-      // from the last pipeline stage.
-      const bool gatherer = topo.me.tp == 0;
+      // Only the dp group of tp rank 0 and cp rank 0 (the root's) gathers;
+      // the other tp ranks hold copies of the same batch and logits, the
+      // other cp ranks the same sequences. The logits come from the last
+      // pipeline stage.
+      const bool gatherer = topo.me.tp == 0 && topo.me.cp == 0;
       if (gatherer && topo.is_first_stage()) {
-        MPI_CHECK(MPI_Gather(in.data(), n_local, MPI_INT32_T, gin, n_local, MPI_INT32_T, 0, topo.dp));
-        MPI_CHECK(MPI_Gather(tg.data(), n_local, MPI_INT32_T, gtg, n_local, MPI_INT32_T, 0, topo.dp));
+        MPI_CHECK(MPI_Gather(seq_in.data(), n_local, MPI_INT32_T, gin, n_local, MPI_INT32_T, 0, topo.dp));
+        MPI_CHECK(MPI_Gather(seq_tg.data(), n_local, MPI_INT32_T, gtg, n_local, MPI_INT32_T, 0, topo.dp));
       }
       if (step == 1) {
         const size_t n_glog = size_t(B_global) * T * mc.vocab_size;
         const bool stage_root = topo.dp_rank() == 0 && gatherer;
         std::vector<float> glog(stage_root ? n_glog : 0);
+        if (topo.me.tp == 0 && topo.is_last_stage())
+          gather_cp_logits(cp_split, topo.cp, topo.me.cp, A, b, mc.vocab_size, logits);
         if (gatherer && topo.is_last_stage())
           MPI_CHECK(MPI_Gather(logits.data(), n_local * mc.vocab_size, MPI_FLOAT, glog.data(),
                                n_local * mc.vocab_size, MPI_FLOAT, 0, topo.dp));
@@ -418,6 +484,10 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
     }
     last_loss = loss;
 
+    // Ring attention work and kernel time, the extremes over the cp group
+    // (read before the evaluation adds its forward passes).
+    double cp_attn[4] = {0, 0, 0, 0};
+    if (model.ring()) cp_attention_stats(*model.ring(), *cp, cp_attn);
     const bool eval_now = val_data && ((tc.eval_every > 0 && step % tc.eval_every == 0) || step == tc.steps);
     if (eval_now) last_val = evaluate();
 
@@ -442,6 +512,7 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
           {"dp_blocked_ms", dp->seconds_blocked() * 1e3}, {"tp_blocked_ms", tp->seconds_blocked() * 1e3},
           {"pp_bytes_sent", pp->bytes_sent()}, {"pp_blocked_ms", pp->seconds_blocked() * 1e3},
           {"pp_bubble_formula", n_pp > 1 ? bubble_formula(sched_kind, n_pp, n_virtual, A) : 0.0},
+          {"cp_bytes_sent", cp->bytes_sent()}, {"cp_blocked_ms", cp->seconds_blocked() * 1e3},
           {"dp_reductions", double(dpar.reductions())},
           {"dp_buckets", double(dpar.n_buckets())}, {"dp_comm_hidden", dpar.hidden_fraction()},
           {"param_elems", double(params.numel())}, {"shard_elems", double(dpar.shard_elems())}};
@@ -459,11 +530,14 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
       }
       row.emplace_back("pp_bubble", worst_bubble);
       if (eval_now) row.emplace_back("val_loss", last_val);
+      if (model.ring())
+        for (int i = 0; i < 4; ++i) row.emplace_back(kCpAttnKeys[i], cp_attn[i]);
       if (metrics) metrics->write(row);
     }
     dp->reset_bytes();
     tp->reset_bytes();
     pp->reset_bytes();
+    cp->reset_bytes();
 
     // Checkpoint every N steps, and on SIGUSR1/SIGTERM at a step all ranks agree on.
     int stop = signal_received() ? 1 : 0;

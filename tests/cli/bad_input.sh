@@ -98,6 +98,14 @@ case "$case_name" in
   pp_stage_layers)
     run "parallel.stage_layers=\"2,1\" sums to 3 blocks, but model.n_layers=2" train "$tmp/deck.toml" \
       --set parallel.dp=1 --set parallel.pp=2 --set model.n_layers=2 --set train.grad_accum=2 --set parallel.stage_layers=2,1 ;;
+  cp_seq_len_zigzag)
+    # zig-zag cuts each sequence into 2*cp chunks: 6 tokens do not split into 4.
+    run "model.seq_len=6 is not divisible by 2\*parallel.cp=2 \(parallel.cp_layout = \"zigzag\"" \
+      train "$tmp/deck.toml" --set parallel.dp=1 --set parallel.cp=2 --set model.seq_len=6 ;;
+  cp_seq_len_contiguous)
+    run "model.seq_len=7 is not divisible by parallel.cp=2 \(parallel.cp_layout = \"contiguous\"\)" \
+      train "$tmp/deck.toml" --set parallel.dp=1 --set parallel.cp=2 --set parallel.cp_layout=contiguous \
+      --set model.seq_len=7 ;;
   unwritable_dir)
     touch "$tmp/afile"
     run "checkpoint.dir: cannot create directory '.*afile/ck'" train "$tmp/deck.toml" \

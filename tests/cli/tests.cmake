@@ -2,6 +2,7 @@
 # message, the exit code on every rank and that nothing hangs or is left behind.
 foreach(case missing_data truncated_data bad_magic token_out_of_vocab unreadable_deck
         non_numeric set_unknown_key set_non_numeric toml_syntax bad_layout heads_not_dividing
+        cp_seq_len_zigzag cp_seq_len_contiguous
         unwritable_dir unwritable_metrics diverged_no_partial_output unknown_command
         pp_too_few_micro_batches pp_interleaved_not_multiple pp_zero2 pp_stage_layers)
   add_test(NAME cli_bad_input_${case}

@@ -13,3 +13,13 @@ add_test(NAME mpi_tensor_parallel_2 COMMAND ${PENTAD_MPIEXEC} -n 2 $<TARGET_FILE
 add_test(NAME mpi_tensor_parallel_4 COMMAND ${PENTAD_MPIEXEC} -n 4 $<TARGET_FILE:test_tensor_parallel_mpi> quick)
 set_tests_properties(mpi_tensor_parallel_2 mpi_tensor_parallel_4 PROPERTIES LABELS mpi
                      ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
+
+# Ring attention and the context-parallel model against their serial twins
+# (cp = 2 and 4, contiguous and zig-zag, GQA), and the cp index math.
+add_executable(test_context_parallel_mpi ${CMAKE_CURRENT_LIST_DIR}/test_context_parallel_mpi.cpp)
+target_compile_options(test_context_parallel_mpi PRIVATE ${PENTAD_WARNINGS})
+target_link_libraries(test_context_parallel_mpi PRIVATE pentad_core pentad_cpu)
+add_test(NAME mpi_context_parallel_2 COMMAND ${PENTAD_MPIEXEC} -n 2 $<TARGET_FILE:test_context_parallel_mpi>)
+add_test(NAME mpi_context_parallel_4 COMMAND ${PENTAD_MPIEXEC} -n 4 $<TARGET_FILE:test_context_parallel_mpi> quick)
+set_tests_properties(mpi_context_parallel_2 mpi_context_parallel_4 PROPERTIES LABELS mpi
+                     ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Recompute policies none / selective / full give bitwise-identical step-1
 # gradients, per-step losses and final parameters (same ops, same order).
-#   recompute_identical.sh DECK      env: PENTAD, MPIEXEC, PENTAD_SOURCE_DIR, PENTAD_PYTHON
+#   recompute_identical.sh DECK [NP "SETS"]   env: PENTAD, MPIEXEC, PENTAD_SOURCE_DIR, PENTAD_PYTHON
+# NP ranks (default 1) and extra "--set k=v" words, e.g. a parallel layout.
 set -euo pipefail
-deck=$1
+deck=$1; np=${2:-1}; sets=${3:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/tests/data/corpus.txt > /dev/null
 for r in none selective full; do
-  "$MPIEXEC" -n 1 "$PENTAD" train "$deck" --set data.train="$tmp/data/train.bin" \
+  # shellcheck disable=SC2086
+  "$MPIEXEC" -n "$np" "$PENTAD" train "$deck" --set data.train="$tmp/data/train.bin" $sets \
     --set train.grad_accum=2 --set train.recompute=$r --set log.dump="$tmp/$r.h5" > "$tmp/$r.log" 2>&1 \
     || { cat "$tmp/$r.log"; exit 1; }
 done

@@ -108,3 +108,33 @@ add_test(NAME pipeline_activation_high_water COMMAND bash ${CMAKE_CURRENT_LIST_D
 add_test(NAME pipeline_trace COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/pipeline_trace.sh)
 set_tests_properties(pipeline_activation_high_water pipeline_trace PROPERTIES LABELS "mpi;parity"
                      ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 180)
+
+# Context parallelism (issue 6): ring attention over cp ranks against the
+# 1-rank run of the same batch. Zig-zag is the default layout; cp x tp uses
+# 8 query / 4 key-value heads on llama (as the tp tests), cp x dp x ZeRO
+# shards the optimizer state over dp x cp.
+foreach(model gpt2 llama)
+  set(c "")
+  if(model STREQUAL "llama")
+    set(c "--set model.n_heads=8 --set model.n_kv_heads=4")
+  endif()
+  pentad_parity_test(cp2 ${model} 2 "" "--set parallel.cp=2")
+  pentad_parity_test(cp2_contiguous ${model} 2 "" "--set parallel.cp=2 --set parallel.cp_layout=contiguous")
+  pentad_parity_test(cp4 ${model} 4 "" "--set parallel.cp=4")
+  pentad_parity_test(cp2_tp2 ${model} 4 "${c}" "${c} --set parallel.cp=2 --set parallel.tp=2")
+  pentad_parity_test(cp2_dp2_zero1 ${model} 4 "--set train.grad_accum=2" "--set parallel.cp=2 --set parallel.dp=2 --set parallel.zero=1")
+endforeach()
+# cp x tp x sp (sp splits each cp rank's tokens again over tp), and ZeRO-3 over dp x cp.
+pentad_parity_test(cp2_tp2_sp_selective llama 4 "--set model.n_heads=8 --set model.n_kv_heads=4" "--set model.n_heads=8 --set model.n_kv_heads=4 --set parallel.cp=2 --set parallel.tp=2 --set parallel.sp=true --set train.recompute=selective")
+pentad_parity_test(cp2_dp2_zero3_full llama 4 "--set train.grad_accum=2" "--set parallel.cp=2 --set parallel.dp=2 --set parallel.zero=3 --set train.recompute=full")
+
+# Ring attention recomputes its probabilities in every policy: none,
+# selective and full stay bitwise identical under cp.
+add_test(NAME recompute_identical_llama_cp2
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/recompute_identical.sh ${CMAKE_CURRENT_LIST_DIR}/llama.toml 2 "--set parallel.cp=2")
+set_tests_properties(recompute_identical_llama_cp2 PROPERTIES LABELS "mpi;parity"
+                     ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
+
+# Context x pipeline parallelism.
+pentad_parity_test(cp2_pp2 gpt2 4 "--set train.grad_accum=2" "--set parallel.cp=2 --set parallel.pp=2 --set train.grad_accum=2")
+pentad_parity_test(cp2_pp2 llama 4 "--set train.grad_accum=2" "--set parallel.cp=2 --set parallel.pp=2 --set train.grad_accum=2")

@@ -428,12 +428,28 @@ TEST(Config, TrainAndDataChecks) {
             "input/tiny.toml: data.train: required: a token file made by `pentad prep`");
 }
 
+TEST(Config, ContextParallelChecks) {
+  // Accepted: seq_len 64 = 2*cp chunks of 16 (zig-zag, the default layout).
+  const Config c = parse(kMinimal + "[parallel]\ncp = 2\n", {}, 2);
+  EXPECT_EQ(c.parallel.cp, 2);
+  EXPECT_EQ(c.parallel.cp_layout, "zigzag");
+  EXPECT_EQ(error_of(kMinimal + "[parallel]\ncp = 3\n", {}, 3),
+            "input/tiny.toml: model.seq_len=64 is not divisible by 2*parallel.cp=3 "
+            "(parallel.cp_layout = \"zigzag\" cuts each sequence into 2*cp chunks)");
+  EXPECT_EQ(error_of(kMinimal + "[parallel]\ncp = 3\ncp_layout = \"contiguous\"\n", {}, 3),
+            "input/tiny.toml: model.seq_len=64 is not divisible by parallel.cp=3 "
+            "(parallel.cp_layout = \"contiguous\")");
+  EXPECT_EQ(error_of(kMinimal + "[model]\nseq_len = 20\n[parallel]\ncp = 2\ntp = 4\nsp = true\n", {}, 8),
+            "input/tiny.toml: model.seq_len=20 / parallel.cp=2 = 10 tokens per cp rank is not "
+            "divisible by parallel.tp=4 (needed by parallel.sp = true)");
+  EXPECT_EQ(parse(kMinimal + "[model]\nseq_len = 32\n[parallel]\ncp = 2\ntp = 4\nsp = true\n", {}, 8)
+                .parallel.cp, 2);
+}
+
 // --------------------------------------------- not yet in this build
 
 TEST(Config, UnsupportedFeaturesNameTheKey) {
   const std::string not_yet = " is not available in this build yet";
-  EXPECT_EQ(error_of(kMinimal + "[parallel]\ncp = 2\n", {}, 2),
-            "input/tiny.toml: parallel.cp=2: context parallelism" + not_yet);
   EXPECT_EQ(error_of(kMinimal + "[parallel]\ndp = 2\nep = 2\n", {}, 2),
             "input/tiny.toml: parallel.ep=2: expert parallelism" + not_yet);
   EXPECT_EQ(error_of(kMinimal + "[train]\ndtype = \"bf16\"\n"),

@@ -610,7 +610,9 @@ void check_supported(const Config& cfg) {
   if (p.pp > 1) fail(cfg, kv("parallel.pp", p.pp) + ": pipeline parallelism" + not_yet);
   if (p.cp > 1) fail(cfg, kv("parallel.cp", p.cp) + ": context parallelism" + not_yet);
   if (p.ep > 1) fail(cfg, kv("parallel.ep", p.ep) + ": expert parallelism" + not_yet);
-  if (cfg.train.dtype == "bf16") fail(cfg, "train.dtype=bf16: bf16 training" + not_yet);
+  if (p.comm == "nccl" && cfg.backend != "cuda")
+    fail(cfg, "parallel.comm = nccl needs backend = cuda (got backend = " + cfg.backend +
+                  "); use parallel.comm = mpi or auto with the cpu backend");
 #ifndef PENTAD_HAVE_CUDA
   if (cfg.backend == "cuda")
     fail(cfg, "backend = cuda: this binary was built without the CUDA backend");

@@ -30,6 +30,7 @@
 #include "tensor_parallel.hpp"
 #include "optimizer.hpp"
 #include "run_state.hpp"
+#include "runtime.hpp"
 #include "topology.hpp"
 
 namespace pentad {
@@ -157,10 +158,10 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
   const auto t_start = Clock::now();
   Topology topo(job_comm, cfg.parallel);
   const bool root = topo.is_root();
-  auto backend = make_cpu_backend(cfg.train.threads);
+  auto backend = make_backend(cfg, topo.job);
   Backend& be = *backend;
-  auto dp = make_mpi_comm(topo.dp, "dp");
-  auto tp = make_mpi_comm(topo.tp, "tp");
+  auto dp = make_comm(cfg, be, topo.dp, "dp");
+  auto tp = make_comm(cfg, be, topo.tp, "tp");
 
   const ModelConfig& mc = cfg.model;
   const TrainConfig& tc = cfg.train;

@@ -45,7 +45,12 @@ class NcclComm final : public Comm {
     CUDA_CHECK(cudaSetDevice(be_.device()));
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
-    NCCL_CHECK(ncclCommInitRank(&nccl_, size_, id, rank_));
+    const ncclResult_t rc = ncclCommInitRank(&nccl_, size_, id, rank_);
+    if (rc != ncclSuccess)
+      cuda_fail(__FILE__, __LINE__, "ncclCommInitRank", "NCCL",
+                std::string(ncclGetErrorString(rc)) + " (" + ncclGetLastError(nullptr) +
+                    ") creating the communicator of group '" + name_ +
+                    "'; NCCL needs one GPU per rank: to share GPUs set parallel.comm = mpi");
   }
 
   ~NcclComm() override {

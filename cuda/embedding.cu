@@ -1,8 +1,11 @@
 // Token (+ learned position) embedding over a vocab slice [vocab_start,
 // vocab_start+V); tokens outside it read zeros and get no gradient. The
-// backward walks all tokens in order per channel (one thread per channel for
-// dwte, per (position, channel) for dwpe): deterministic, no atomics, but
-// only C-way parallel for dwte (a sort-by-token kernel would be faster).
+// backward has no atomics and a fixed order: for dwte a thread owns one
+// channel of a contiguous range of vocabulary rows and walks every token in
+// order (tokens staged in shared memory), adding the ones in its range; for
+// dwpe a thread owns one (position, channel) and sums the batch in order.
+#include <algorithm>
+
 #include "cuda_backend.hpp"
 
 namespace pentad {
@@ -26,13 +29,25 @@ __global__ void embedding_fwd_kernel(float* out, const int32_t* tokens, const fl
   out[e] = v;
 }
 
+constexpr int kVocabBlocks = 64;  // vocabulary ranges (grid.y)
+constexpr int kTokenChunk = 1024; // tokens staged in shared memory at a time
+
 __global__ void embedding_dwte_kernel(float* dwte, const float* dout, const int32_t* tokens, int BT,
                                       int C, int vocab_start, int V) {
+  __shared__ int32_t rows[kTokenChunk];
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  for (int bt = 0; bt < BT; ++bt) {
-    const int row = tokens[bt] - vocab_start;
-    if (row >= 0 && row < V) dwte[size_t(row) * C + c] += dout[size_t(bt) * C + c];
+  const int per = (V + int(gridDim.y) - 1) / int(gridDim.y);
+  const int lo = int(blockIdx.y) * per, hi = min(V, lo + per);
+  for (int t0 = 0; t0 < BT; t0 += kTokenChunk) {
+    const int n = min(kTokenChunk, BT - t0);
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) rows[i] = tokens[t0 + i] - vocab_start;
+    __syncthreads();
+    if (c >= C) continue;
+    for (int i = 0; i < n; ++i) {
+      const int row = rows[i];
+      if (row >= lo && row < hi) dwte[size_t(row) * C + c] += dout[size_t(t0 + i) * C + c];
+    }
   }
 }
 
@@ -62,8 +77,8 @@ void CudaBackend::embedding_bwd(float* dwte, float* dwpe, const float* dout, con
                                 int B, int T, int C, int vocab_start, int V, int pos_offset) {
   if (size_t(B) * T * C == 0) return;
   if (dwte) {
-    embedding_dwte_kernel<<<blocks_for(size_t(C), 128), 128, 0, stream_>>>(dwte, dout, tokens, B * T, C,
-                                                                             vocab_start, V);
+    const dim3 grid(blocks_for(size_t(C), 128), unsigned(std::min(kVocabBlocks, std::max(V, 1))));
+    embedding_dwte_kernel<<<grid, 128, 0, stream_>>>(dwte, dout, tokens, B * T, C, vocab_start, V);
     CUDA_LAUNCH_CHECK();
   }
   if (dwpe) {

@@ -261,27 +261,29 @@ TEST_F(CudaOps, Rope) {
 // ------------------------------------------------------------- embedding ----
 
 TEST_F(CudaOps, EmbeddingVocabSlice) {
-  const int B = 3, T = 17, C = 40, V = 50, vocab_start = 25, pos = 5;
-  std::mt19937 gen(20);
-  IVec tok(size_t(B) * T);
-  for (auto& t : tok) t = int32_t(gen() % 100);  // about half outside the slice
-  const Vec wte = randn(size_t(V) * C, 21), wpe = randn(size_t(T + pos) * C, 22),
-            dout = randn(size_t(B) * T * C, 23);
-  Vec out(size_t(B) * T * C);
-  float* d_out = up(out);
-  int32_t* d_tok = up(tok);
-  for (bool with_pos : {false, true}) {
-    cpu_->embedding_fwd(out.data(), tok.data(), wte.data(), with_pos ? wpe.data() : nullptr, B, T, C,
-                        vocab_start, V, pos);
-    gpu_->embedding_fwd(d_out, d_tok, up(wte), with_pos ? up(wpe) : nullptr, B, T, C, vocab_start, V, pos);
-    compare(with_pos ? "embedding_fwd +wpe" : "embedding_fwd", down(d_out, out.size()), out, 0, 0);
+  for (int V : {50, 1000}) {  // fewer and more vocabulary rows than dwte's 64 row ranges
+    const int B = 3, T = 17, C = 40, vocab_start = V / 2, pos = 5;
+    std::mt19937 gen(20);
+    IVec tok(size_t(B) * T);
+    for (auto& t : tok) t = int32_t(gen() % uint32_t(2 * V));  // about half outside the slice
+    const Vec wte = randn(size_t(V) * C, 21), wpe = randn(size_t(T + pos) * C, 22),
+              dout = randn(size_t(B) * T * C, 23);
+    Vec out(size_t(B) * T * C);
+    float* d_out = up(out);
+    int32_t* d_tok = up(tok);
+    for (bool with_pos : {false, true}) {
+      cpu_->embedding_fwd(out.data(), tok.data(), wte.data(), with_pos ? wpe.data() : nullptr, B, T, C,
+                          vocab_start, V, pos);
+      gpu_->embedding_fwd(d_out, d_tok, up(wte), with_pos ? up(wpe) : nullptr, B, T, C, vocab_start, V, pos);
+      compare(with_pos ? "embedding_fwd +wpe" : "embedding_fwd", down(d_out, out.size()), out, 0, 0);
+    }
+    Vec dwte = randn(wte.size(), 24), dwpe = randn(wpe.size(), 25);
+    float *d_dwte = up(dwte), *d_dwpe = up(dwpe);
+    cpu_->embedding_bwd(dwte.data(), dwpe.data(), dout.data(), tok.data(), B, T, C, vocab_start, V, pos);
+    gpu_->embedding_bwd(d_dwte, d_dwpe, up(dout), d_tok, B, T, C, vocab_start, V, pos);
+    compare("embedding_bwd dwte V=" + std::to_string(V), down(d_dwte, dwte.size()), dwte);
+    compare("embedding_bwd dwpe V=" + std::to_string(V), down(d_dwpe, dwpe.size()), dwpe);
   }
-  Vec dwte = randn(wte.size(), 24), dwpe = randn(wpe.size(), 25);
-  float *d_dwte = up(dwte), *d_dwpe = up(dwpe);
-  cpu_->embedding_bwd(dwte.data(), dwpe.data(), dout.data(), tok.data(), B, T, C, vocab_start, V, pos);
-  gpu_->embedding_bwd(d_dwte, d_dwpe, up(dout), d_tok, B, T, C, vocab_start, V, pos);
-  compare("embedding_bwd dwte", down(d_dwte, dwte.size()), dwte);
-  compare("embedding_bwd dwpe", down(d_dwpe, dwpe.size()), dwpe);
 }
 
 // ------------------------------------------------------------- attention ----

@@ -37,3 +37,10 @@ add_test(NAME gpu_one_device_dp2_tp2_comm_mpi
 set_tests_properties(gpu_ops gpu_parity_fp32_gpt2 gpu_parity_fp32_llama gpu_bf16_follows_fp32_gpt2
                      gpu_bf16_follows_fp32_llama gpu_one_device_dp2_tp2_comm_mpi
                      PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 600)
+
+# The other side: the CUDA binary where no GPU is usable must stop with one
+# clear message (label cuda; skipped where a GPU is present).
+add_test(NAME cuda_backend_without_gpu_message
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/no_gpu.sh $<TARGET_FILE:cuda_probe>)
+set_tests_properties(cuda_backend_without_gpu_message PROPERTIES LABELS "cuda;mpi" SKIP_RETURN_CODE 77
+                     ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)

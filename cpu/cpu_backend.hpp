@@ -10,6 +10,7 @@
 #include <mutex>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "backend.hpp"
 
@@ -88,6 +89,9 @@ class CpuBackend final : public Backend {
  private:
   std::mutex alloc_mutex_;
   std::unordered_map<void*, std::pair<size_t, Mem>> allocs_;  // pointer -> (bytes, category)
+  // bf16-rounded operand copies (compute dtype bf16); gemm is called from
+  // one thread at a time (the model's), so one pair is enough.
+  std::vector<float> bf16_a_, bf16_b_;
 };
 
 namespace cpu_detail {

@@ -1,18 +1,55 @@
 // Dense matrix products through OpenBLAS cblas_sgemm (row-major). The batched
 // form runs one single-threaded sgemm per matrix inside an OpenMP loop when
 // there are enough matrices to occupy the team, else threaded sgemms in turn.
+// With compute dtype bf16 (train.dtype) the operands A and B are first copied
+// with every element rounded to bf16 (bf16.hpp), then multiplied by sgemm:
+// the products of bf16 values are exact in fp32 and the sums accumulate in
+// fp32, as a bf16 tensor-core GEMM with fp32 accumulation computes them. C,
+// alpha and beta stay fp32.
 #include <omp.h>
 
 #include <cblas.h>
 
+#include "bf16.hpp"
 #include "cpu_backend.hpp"
 
 namespace pentad {
+
+namespace {
+
+// Copies `rows` rows of `cols` elements (leading dimension ld) of each of
+// `batch` matrices (element stride `stride`) into `dst`, densely (leading
+// dimension cols, stride rows*cols), rounding every element to bf16.
+void pack_bf16(std::vector<float>& dst, const float* src, int rows, int cols, int ld, long stride,
+               int batch) {
+  const size_t per = size_t(rows) * cols;
+  dst.resize(per * size_t(batch));
+#pragma omp parallel for collapse(2) schedule(static) if (per * batch > (1u << 15))
+  for (int i = 0; i < batch; ++i)
+    for (int r = 0; r < rows; ++r) {
+      const float* s = src + i * stride + long(r) * ld;
+      float* d = dst.data() + size_t(i) * per + size_t(r) * cols;
+      for (int c = 0; c < cols; ++c) d[c] = round_bf16(s[c]);
+    }
+}
+
+}  // namespace
 
 void CpuBackend::gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                       const float* A, int lda, const float* B, int ldb, float beta, float* C,
                       int ldc) {
   if (M <= 0 || N <= 0) return;
+  if (compute_dtype_ == Dtype::bf16 && K > 0) {
+    // Stored shapes: A is (M,K), or (K,M) when transposed; B is (K,N) or (N,K).
+    const int a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
+    const int b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
+    pack_bf16(bf16_a_, A, a_rows, a_cols, lda, 0, 1);
+    pack_bf16(bf16_b_, B, b_rows, b_cols, ldb, 0, 1);
+    A = bf16_a_.data();
+    lda = a_cols;
+    B = bf16_b_.data();
+    ldb = b_cols;
+  }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
@@ -22,6 +59,18 @@ void CpuBackend::gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, f
                               long stride_b, float beta, float* C, int ldc, long stride_c,
                               int batch) {
   if (M <= 0 || N <= 0 || batch <= 0) return;
+  if (compute_dtype_ == Dtype::bf16 && K > 0) {
+    const int a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
+    const int b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
+    pack_bf16(bf16_a_, A, a_rows, a_cols, lda, stride_a, batch);
+    pack_bf16(bf16_b_, B, b_rows, b_cols, ldb, stride_b, batch);
+    A = bf16_a_.data();
+    lda = a_cols;
+    stride_a = long(a_rows) * a_cols;
+    B = bf16_b_.data();
+    ldb = b_cols;
+    stride_b = long(b_rows) * b_cols;
+  }
   const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
   if (batch >= omp_get_max_threads() && batch > 1) {

@@ -21,6 +21,12 @@ namespace pentad {
 enum class Mem : int { params = 0, grads, optim, activations, comm, scratch, count };
 const char* mem_name(Mem m);
 
+// Precision of the matrix products (train.dtype). Storage is always fp32
+// (master weights, moments, gradients, activations); with bf16 the operands
+// A and B of gemm/gemm_batched are rounded to bfloat16 (round to nearest
+// even) and the products accumulate in fp32 into an fp32 C.
+enum class Dtype : int { fp32 = 0, bf16 };
+
 struct MemStats {
   std::array<size_t, static_cast<int>(Mem::count)> cur_bytes{};
   std::array<size_t, static_cast<int>(Mem::count)> peak_bytes{};
@@ -47,6 +53,9 @@ class Backend {
     mem_.peak_bytes = mem_.cur_bytes;
     mem_.total_peak_bytes = mem_.total_cur_bytes;
   }
+
+  void set_compute_dtype(Dtype d) { compute_dtype_ = d; }
+  Dtype compute_dtype() const { return compute_dtype_; }
 
   float* alloc(size_t n, Mem category) {
     return static_cast<float*>(alloc_bytes(n * sizeof(float), category));
@@ -165,6 +174,7 @@ class Backend {
   void track_alloc(size_t n_bytes, Mem category);
   void track_free(size_t n_bytes, Mem category);
   MemStats mem_;
+  Dtype compute_dtype_ = Dtype::fp32;
 };
 
 // One row of attention_merge: o(D), *l (the running result), op(D), lp (the part).
@@ -179,5 +189,12 @@ inline void attention_merge_row(float* o, float* l, const float* op, float lp, i
 
 // The CPU backend (always built); threads = 0 keeps OpenMP's default.
 std::unique_ptr<Backend> make_cpu_backend(int threads);
+
+// The CUDA backend (cuda/, only in builds with PENTAD_CUDA=ON, where
+// PENTAD_HAVE_CUDA is defined): device = local_rank modulo the visible GPUs.
+// Fails with a message when no usable GPU is present.
+std::unique_ptr<Backend> make_cuda_backend(int local_rank);
+// True when this build has the CUDA backend and a GPU can be used here.
+bool cuda_device_available(std::string* why = nullptr);
 
 }  // namespace pentad

@@ -11,11 +11,11 @@ Comm::Comm(MPI_Comm comm, std::string name) : comm_(comm), name_(std::move(name)
 }
 
 Comm::Request Comm::isend(const float*, size_t, int, int) {
-  PENTAD_FATAL("comm '" + name_ + "' has no non-blocking send (needed by context parallelism)");
+  PENTAD_FATAL("comm '" + name_ + "' has no non-blocking send (needed by pipeline and context parallelism)");
 }
 
 Comm::Request Comm::irecv(float*, size_t, int, int) {
-  PENTAD_FATAL("comm '" + name_ + "' has no non-blocking receive (needed by context parallelism)");
+  PENTAD_FATAL("comm '" + name_ + "' has no non-blocking receive (needed by pipeline and context parallelism)");
 }
 
 void Comm::allreduce_sum_host(double* buf, int n) {

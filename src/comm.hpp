@@ -79,4 +79,13 @@ class Comm {
 // The MPI implementation (host memory), used by the CPU backend.
 std::unique_ptr<Comm> make_mpi_comm(MPI_Comm comm, std::string name);
 
+class Backend;
+// CUDA builds only (cuda/). Host-staged MPI on device buffers (several ranks
+// may share one GPU), and NCCL bound to the same group: one communicator per
+// group, created from `comm` (collective over it); a collective that has not
+// finished after timeout_s, or an NCCL asynchronous error, ends the job.
+std::unique_ptr<Comm> make_staged_mpi_comm(MPI_Comm comm, std::string name, Backend& be);
+std::unique_ptr<Comm> make_nccl_comm(MPI_Comm comm, std::string name, Backend& be,
+                                     double timeout_s);
+
 }  // namespace pentad

@@ -634,7 +634,15 @@ void check_supported(const Config& cfg) {
   const ParallelConfig& p = cfg.parallel;
   const std::string not_yet = " is not available in this build yet";
   if (p.ep > 1) fail(cfg, kv("parallel.ep", p.ep) + ": expert parallelism" + not_yet);
-  if (cfg.train.dtype == "bf16") fail(cfg, "train.dtype=bf16: bf16 training" + not_yet);
+  if (p.comm == "nccl" && cfg.backend != "cuda")
+    fail(cfg, "parallel.comm = nccl needs backend = cuda (got backend = " + cfg.backend +
+                  "); use parallel.comm = mpi or auto with the cpu backend");
+  // The NCCL comm has collectives only; stage-to-stage and ring messages
+  // need point-to-point (the host-staged MPI comm has it).
+  if (cfg.backend == "cuda" && p.comm != "mpi" && (p.pp > 1 || p.cp > 1))
+    fail(cfg, "parallel.pp=" + std::to_string(p.pp) + " / parallel.cp=" + std::to_string(p.cp) +
+                  " with backend = cuda need point-to-point messages, which the NCCL comm does not "
+                  "have yet; set parallel.comm = mpi");
 #ifndef PENTAD_HAVE_CUDA
   if (cfg.backend == "cuda")
     fail(cfg, "backend = cuda: this binary was built without the CUDA backend");

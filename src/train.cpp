@@ -37,6 +37,7 @@
 #include "pipeline.hpp"
 #include "schedule.hpp"
 #include "run_state.hpp"
+#include "runtime.hpp"
 #include "topology.hpp"
 
 namespace pentad {
@@ -220,14 +221,14 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
   const auto t_start = Clock::now();
   Topology topo(job_comm, cfg.parallel);
   const bool root = topo.is_root();
-  auto backend = make_cpu_backend(cfg.train.threads);
+  auto backend = make_backend(cfg, topo.job);
   Backend& be = *backend;
   // Gradients, ZeRO shards and loss sums go over dp x cp (the cp ranks hold
   // other tokens of the same sequences); with cp = 1 that is the dp group.
-  auto dp = make_mpi_comm(topo.dp_cp, "dp_cp");
-  auto tp = make_mpi_comm(topo.tp, "tp");
-  auto pp = make_mpi_comm(topo.pp, "pp");
-  auto cp = make_mpi_comm(topo.cp, "cp");
+  auto dp = make_comm(cfg, be, topo.dp_cp, "dp_cp");
+  auto tp = make_comm(cfg, be, topo.tp, "tp");
+  auto pp = make_comm(cfg, be, topo.pp, "pp");
+  auto cp = make_comm(cfg, be, topo.cp, "cp");
   const CpSplit cp_split{cfg.model.seq_len, topo.shape.cp, cp_layout_of(cfg.parallel.cp_layout)};
 
   const ModelConfig& mc = cfg.model;
@@ -262,7 +263,11 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
 
   // Pipeline: pp * virtual_stages chunks of blocks; chunk g on stage g % pp.
   const int n_pp = topo.shape.pp, n_virtual = cfg.parallel.virtual_stages;
-  ModelParallel mpar{tp.get(), cfg.parallel.sp, cp.get(), cp_split.layout};
+  ModelParallel mpar;
+  mpar.tp = tp.get();
+  mpar.sp = cfg.parallel.sp;
+  mpar.cp = cp.get();
+  mpar.cp_layout = cp_split.layout;
   mpar.pp_rank = topo.me.pp;
   mpar.pp_size = n_pp;
   mpar.chunk_blocks = partition_blocks(mc.n_layers, n_pp * n_virtual, cfg.parallel.stage_layers);
@@ -285,7 +290,7 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
   {
     MPI_Comm c = MPI_COMM_NULL;
     MPI_CHECK(MPI_Comm_split(topo.pp, in_tied_pair ? 0 : MPI_UNDEFINED, topo.me.pp, &c));
-    if (c != MPI_COMM_NULL) emb = make_mpi_comm(c, "emb");
+    if (c != MPI_COMM_NULL) emb = make_comm(cfg, be, c, "emb");
   }
   if (in_tied_pair) dpar.hold_unit(tied_unit);
   install_signal_handlers();
@@ -334,7 +339,10 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
   }
   if (start_step > 1 && !cfg.log.dump.empty())
     throw InputError("log.dump records a run from step 1; it cannot be combined with a resumed run (checkpoint.resume)");
-  const double n_params = double(params.global_numel());
+  // Parameters of the whole model (every pipeline stage's), for FLOPs per token.
+  double n_params = 0;
+  for (const GlobalTensor& g : all_tensors)
+    n_params += double(std::accumulate(g.shape.begin(), g.shape.end(), int64_t(1), std::multiplies<>()));
   const double fpt = flops_per_token(mc, n_params);
 
   double peak_tflops = cfg.log.peak_tflops;
@@ -577,9 +585,9 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
   }
   if (n_pp > 1) {
     // Median bubble per stage over the steps after the first.
-    std::vector<double> b(bubbles.begin() + (bubbles.size() > 1 ? 1 : 0), bubbles.end());
-    std::sort(b.begin(), b.end());
-    double med = b.empty() ? 0.0 : b[b.size() / 2];
+    std::vector<double> bs(bubbles.begin() + (bubbles.size() > 1 ? 1 : 0), bubbles.end());
+    std::sort(bs.begin(), bs.end());
+    double med = bs.empty() ? 0.0 : bs[bs.size() / 2];
     std::vector<double> all(static_cast<size_t>(n_pp), 0.0);
     MPI_CHECK(MPI_Gather(&med, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, 0, topo.pp));
     if (root) {

@@ -325,7 +325,10 @@ void test_model(Backend& be, Comm& cp, Family family, bool zz, Recompute rc, boo
   std::vector<int32_t> lin(size_t(N / P)), ltg(size_t(N / P));
   cp_slice(split, r, in.data(), 1, B, lin.data());
   cp_slice(split, r, tg.data(), 1, B, ltg.data());
-  Model par(mc, rc, B, be, ModelParallel{nullptr, false, &cp, layout});
+  ModelParallel mp;
+  mp.cp = &cp;
+  mp.cp_layout = layout;
+  Model par(mc, rc, B, be, mp);
   par.params().allocate_and_init(1234);
   std::vector<float> logits_loc(size_t(N / P) * mc.vocab_size);
   double loss = par.forward_backward(lin.data(), ltg.data(), scale, logits_loc.data());

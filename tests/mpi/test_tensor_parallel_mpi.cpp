@@ -114,7 +114,10 @@ void test_model(Backend& be, Comm& tp, Family family, bool sp, Recompute rc) {
   Model serial(mc, rc, B, be);
   serial.params().allocate_and_init(1234);
   const double loss_ref = serial.forward_backward(in.data(), tg.data(), scale, logits_ref.data());
-  Model par(mc, rc, B, be, ModelParallel{&tp, sp});
+  ModelParallel mp;
+  mp.tp = &tp;
+  mp.sp = sp;
+  Model par(mc, rc, B, be, mp);
   par.params().allocate_and_init(1234);
   // Twice: the second call checks that gradients accumulate (sp stages the
   // replicated norm gradients per micro-batch). The first one's tp traffic

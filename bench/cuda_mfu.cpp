@@ -1,0 +1,288 @@
+// One-GPU training throughput of the CUDA backend at T = 1024: tokens/s,
+// achieved TFLOP/s and MFU against 989 TFLOP/s (H100/H200 dense BF16), for
+// GPT-2 124M, GPT-2 350M and a ~1.1B Llama shape, then per-op times of one
+// step. FLOPs per token = 6N + 12*L*C*T (src/metrics.cpp, PaLM appendix B).
+// A step is forward + backward + global-norm clipping + AdamW, as the trainer
+// runs it on one rank. Per-op times come from a second pass that wraps the
+// backend and synchronises around every call (so they include launch gaps
+// and add up to more than the free-running step).
+//   cuda_mfu [--shape all|gpt2-124m|gpt2-350m|llama-1b] [--batch B] [--steps N]
+//            [--dtype bf16|fp32] [--recompute none|selective|full]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend.hpp"
+#include "metrics.hpp"
+#include "model.hpp"
+#include "optimizer.hpp"
+#include "rng.hpp"
+
+namespace {
+
+using pentad::Backend;
+using Clock = std::chrono::steady_clock;
+constexpr double kPeakTflops = 989.0;  // H100/H200 SXM dense BF16
+
+struct Shape {
+  const char* name;
+  pentad::ModelConfig m;
+  int batch;
+};
+
+pentad::ModelConfig gpt2(int L, int C, int H) {
+  pentad::ModelConfig m;
+  m.family = pentad::Family::gpt2;
+  m.n_layers = L;
+  m.d_model = C;
+  m.n_heads = H;
+  m.n_kv_heads = H;
+  m.d_ff = 4 * C;
+  m.vocab_size = 50257;
+  m.seq_len = 1024;
+  m.tied_embeddings = 1;
+  return m;
+}
+
+pentad::ModelConfig llama_1b() {
+  pentad::ModelConfig m;
+  m.family = pentad::Family::llama;
+  m.n_layers = 16;
+  m.d_model = 2048;
+  m.n_heads = 32;
+  m.n_kv_heads = 8;
+  m.d_ff = 8192;
+  m.vocab_size = 32000;
+  m.seq_len = 1024;
+  m.tied_embeddings = 0;
+  return m;
+}
+
+// Forwards every op to the real backend; when `on`, synchronises around each
+// call and adds its wall time to a per-op total.
+class TimedBackend final : public Backend {
+ public:
+  explicit TimedBackend(Backend& inner) : in_(inner) {}
+  bool on = false;
+  std::map<std::string, std::pair<int, double>> totals;  // op -> (calls, seconds)
+
+  std::string name() const override { return in_.name(); }
+  void* alloc_bytes(size_t n, pentad::Mem c) override { return in_.alloc_bytes(n, c); }
+  void free_bytes(void* p) override { in_.free_bytes(p); }
+  void copy_bytes(void* d, const void* s, size_t n) override { time("copy_bytes", [&] { in_.copy_bytes(d, s, n); }); }
+  void to_host(void* h, const void* d, size_t n) override { time("to_host", [&] { in_.to_host(h, d, n); }); }
+  void from_host(void* d, const void* h, size_t n) override { time("from_host", [&] { in_.from_host(d, h, n); }); }
+  void fill(float* p, float v, size_t n) override { time("fill", [&] { in_.fill(p, v, n); }); }
+  void synchronize() override { in_.synchronize(); }
+  void gemm(bool ta, bool tb, int M, int N, int K, float al, const float* A, int lda, const float* B, int ldb,
+            float be, float* C, int ldc) override {
+    time("gemm", [&] { in_.gemm(ta, tb, M, N, K, al, A, lda, B, ldb, be, C, ldc); });
+  }
+  void gemm_batched(bool ta, bool tb, int M, int N, int K, float al, const float* A, int lda, long sa,
+                    const float* B, int ldb, long sb, float be, float* C, int ldc, long sc, int batch) override {
+    time("gemm_batched", [&] { in_.gemm_batched(ta, tb, M, N, K, al, A, lda, sa, B, ldb, sb, be, C, ldc, sc, batch); });
+  }
+  void add(float* o, const float* a, const float* b, size_t n) override { time("add", [&] { in_.add(o, a, b, n); }); }
+  void scale(float* x, float s, size_t n) override { time("scale", [&] { in_.scale(x, s, n); }); }
+  double sum_squares(const float* x, size_t n) override {
+    double r = 0;
+    time("sum_squares", [&] { r = in_.sum_squares(x, n); });
+    return r;
+  }
+  void bias_add(float* x, const float* b, int N, int C) override { time("bias_add", [&] { in_.bias_add(x, b, N, C); }); }
+  void bias_bwd(float* db, const float* g, int N, int C) override { time("bias_bwd", [&] { in_.bias_bwd(db, g, N, C); }); }
+  void layernorm_fwd(float* o, float* m, float* r, const float* x, const float* w, const float* b, int N, int C,
+                     float eps) override {
+    time("layernorm_fwd", [&] { in_.layernorm_fwd(o, m, r, x, w, b, N, C, eps); });
+  }
+  void layernorm_bwd(float* dx, float* dw, float* db, const float* g, const float* x, const float* w,
+                     const float* m, const float* r, int N, int C) override {
+    time("layernorm_bwd", [&] { in_.layernorm_bwd(dx, dw, db, g, x, w, m, r, N, C); });
+  }
+  void rmsnorm_fwd(float* o, float* r, const float* x, const float* w, int N, int C, float eps) override {
+    time("rmsnorm_fwd", [&] { in_.rmsnorm_fwd(o, r, x, w, N, C, eps); });
+  }
+  void rmsnorm_bwd(float* dx, float* dw, const float* g, const float* x, const float* w, const float* r, int N,
+                   int C) override {
+    time("rmsnorm_bwd", [&] { in_.rmsnorm_bwd(dx, dw, g, x, w, r, N, C); });
+  }
+  void gelu_fwd(float* o, const float* x, size_t n) override { time("gelu_fwd", [&] { in_.gelu_fwd(o, x, n); }); }
+  void gelu_bwd(float* dx, const float* g, const float* x, size_t n) override {
+    time("gelu_bwd", [&] { in_.gelu_bwd(dx, g, x, n); });
+  }
+  void swiglu_fwd(float* o, const float* g, const float* u, size_t n) override {
+    time("swiglu_fwd", [&] { in_.swiglu_fwd(o, g, u, n); });
+  }
+  void swiglu_bwd(float* dg, float* du, const float* d, const float* g, const float* u, size_t n) override {
+    time("swiglu_bwd", [&] { in_.swiglu_bwd(dg, du, d, g, u, n); });
+  }
+  void rope_fwd(float* x, int B, int T, int H, int D, int p, float th) override {
+    time("rope_fwd", [&] { in_.rope_fwd(x, B, T, H, D, p, th); });
+  }
+  void rope_bwd(float* x, int B, int T, int H, int D, int p, float th) override {
+    time("rope_bwd", [&] { in_.rope_bwd(x, B, T, H, D, p, th); });
+  }
+  void embedding_fwd(float* o, const int32_t* t, const float* wte, const float* wpe, int B, int T, int C, int vs,
+                     int V, int p) override {
+    time("embedding_fwd", [&] { in_.embedding_fwd(o, t, wte, wpe, B, T, C, vs, V, p); });
+  }
+  void embedding_bwd(float* dwte, float* dwpe, const float* g, const int32_t* t, int B, int T, int C, int vs,
+                     int V, int p) override {
+    time("embedding_bwd", [&] { in_.embedding_bwd(dwte, dwpe, g, t, B, T, C, vs, V, p); });
+  }
+  void attention_fwd(float* o, float* l, float* pr, const float* q, const float* k, const float* v, int B,
+                     int Tq, int Tk, int H, int Hkv, int D, int qo, int ko, bool c) override {
+    time("attention_fwd", [&] { in_.attention_fwd(o, l, pr, q, k, v, B, Tq, Tk, H, Hkv, D, qo, ko, c); });
+  }
+  void attention_bwd(float* dq, float* dk, float* dv, const float* g, const float* o, const float* l,
+                     const float* pr, const float* q, const float* k, const float* v, int B, int Tq, int Tk,
+                     int H, int Hkv, int D, int qo, int ko, bool c) override {
+    time("attention_bwd", [&] { in_.attention_bwd(dq, dk, dv, g, o, l, pr, q, k, v, B, Tq, Tk, H, Hkv, D, qo, ko, c); });
+  }
+  void xent_rowmax(float* r, const float* l, int N, int V) override { time("xent", [&] { in_.xent_rowmax(r, l, N, V); }); }
+  void xent_sumexp(float* s, float* t, const float* l, const float* r, const int32_t* tg, int N, int V,
+                   int vs) override {
+    time("xent", [&] { in_.xent_sumexp(s, t, l, r, tg, N, V, vs); });
+  }
+  void xent_bwd(float* dl, float* ls, const float* l, const float* r, const float* s, const float* t,
+                const int32_t* tg, float gs, int N, int V, int vs) override {
+    time("xent", [&] { in_.xent_bwd(dl, ls, l, r, s, t, tg, gs, N, V, vs); });
+  }
+  void adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, float b1, float b2, float eps,
+             float wd, float gs, int step) override {
+    time("adamw", [&] { in_.adamw(p, g, m, v, n, lr, b1, b2, eps, wd, gs, step); });
+  }
+
+ private:
+  template <class F>
+  void time(const char* op, F f) {
+    if (!on) return f();
+    in_.synchronize();
+    const auto t0 = Clock::now();
+    f();
+    in_.synchronize();
+    auto& [calls, secs] = totals[op];
+    ++calls;
+    secs += std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  Backend& in_;
+};
+
+struct Args {
+  std::string shape = "all", dtype = "bf16", recompute = "none";
+  int batch = 0, steps = 10;
+};
+
+int run_shape(const Shape& s, const Args& a, Backend& gpu) {
+  TimedBackend be(gpu);
+  gpu.set_compute_dtype(a.dtype == "bf16" ? pentad::Dtype::bf16 : pentad::Dtype::fp32);
+  const pentad::Recompute rc = a.recompute == "full"        ? pentad::Recompute::full
+                               : a.recompute == "selective" ? pentad::Recompute::selective
+                                                            : pentad::Recompute::none;
+  const int B = a.batch > 0 ? a.batch : s.batch, T = s.m.seq_len;
+  pentad::Model model(s.m, rc, B, be);
+  model.params().allocate_and_init(1);
+  pentad::TrainConfig tc;
+  pentad::AdamW opt(model.params(), be, tc);
+  const size_t n = size_t(B) * T;
+  std::vector<int32_t> in(n), tg(n);
+  const pentad::CounterRng rng{7, 7};
+  for (size_t i = 0; i < n; ++i) {
+    in[i] = int32_t(rng.u64(2 * i) % uint64_t(s.m.vocab_size));
+    tg[i] = int32_t(rng.u64(2 * i + 1) % uint64_t(s.m.vocab_size));
+  }
+  int step = 0;
+  auto train_step = [&] {
+    model.params().zero_grads();
+    model.forward_backward(in.data(), tg.data(), float(1.0 / double(n)));
+    const double norm = std::sqrt(be.sum_squares(model.params().grads(), model.params().numel()));
+    opt.step(++step, 1e-4f, pentad::clip_scale(norm, 1.0f));
+  };
+  for (int w = 0; w < 2; ++w) train_step();  // warm-up (cuBLAS heuristics, allocations)
+  gpu.synchronize();
+  std::vector<double> times;
+  for (int i = 0; i < a.steps; ++i) {
+    const auto t0 = Clock::now();
+    train_step();
+    gpu.synchronize();
+    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  const double median = times[times.size() / 2];
+  const double n_params = double(model.params().global_numel());
+  const double fpt = pentad::flops_per_token(s.m, n_params);
+  const double tok_s = double(n) / median, tflops = tok_s * fpt / 1e12;
+  std::printf("%-10s %7.1fM params | B=%d T=%d %s recompute=%s | median step %8.2f ms | %10.0f tok/s | "
+              "%7.1f TFLOP/s | MFU %5.1f%% | peak tracked memory %.2f GiB\n",
+              s.name, n_params / 1e6, B, T, a.dtype.c_str(), a.recompute.c_str(), median * 1e3, tok_s,
+              tflops, 100.0 * tflops / kPeakTflops, double(gpu.mem_stats().total_peak_bytes) / (1 << 30));
+  // Per-op times of one step, each call synchronised.
+  be.on = true;
+  train_step();
+  be.on = false;
+  double total = 0;
+  std::vector<std::pair<double, std::string>> rows;
+  for (const auto& [op, ct] : be.totals) {
+    total += ct.second;
+    rows.emplace_back(ct.second, op);
+  }
+  std::sort(rows.rbegin(), rows.rend());
+  std::printf("  per-op times of one synchronised step (%.2f ms in ops):\n", total * 1e3);
+  for (const auto& [secs, op] : rows)
+    std::printf("    %-16s %6d calls %9.3f ms %5.1f%%\n", op.c_str(), be.totals[op].first, secs * 1e3,
+                100 * secs / total);
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (!v) {
+      std::fprintf(stderr, "cuda_mfu: %s needs a value\n", k.c_str());
+      return 2;
+    }
+    if (k == "--shape") a.shape = v;
+    else if (k == "--batch") a.batch = std::atoi(v);
+    else if (k == "--steps") a.steps = std::max(1, std::atoi(v));
+    else if (k == "--dtype") a.dtype = v;
+    else if (k == "--recompute") a.recompute = v;
+    else {
+      std::fprintf(stderr, "cuda_mfu: unknown option %s\n", k.c_str());
+      return 2;
+    }
+    ++i;
+  }
+  std::string why;
+  if (!pentad::cuda_device_available(&why)) {
+    std::fprintf(stderr, "cuda_mfu: no GPU: %s\n", why.c_str());
+    return 77;
+  }
+  auto gpu = pentad::make_cuda_backend(0);
+  const Shape shapes[] = {{"gpt2-124m", gpt2(12, 768, 12), 16},
+                          {"gpt2-350m", gpt2(24, 1024, 16), 8},
+                          {"llama-1b", llama_1b(), 4}};
+  std::printf("cuda_mfu: MFU against %.0f TFLOP/s dense BF16 (H100/H200); FLOPs/token = 6N + 12*L*C*T\n",
+              kPeakTflops);
+  bool any = false;
+  for (const Shape& s : shapes) {
+    if (a.shape != "all" && a.shape != s.name) continue;
+    any = true;
+    run_shape(s, a, *gpu);
+  }
+  if (!any) {
+    std::fprintf(stderr, "cuda_mfu: unknown shape %s\n", a.shape.c_str());
+    return 2;
+  }
+  return 0;
+}

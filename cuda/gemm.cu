@@ -1,0 +1,81 @@
+// Matrix products through cuBLAS (cublasGemmEx / cublasGemmStridedBatchedEx).
+// Row-major C = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T.
+// fp32: fp32 operands, CUBLAS_COMPUTE_32F with the default (non-TF32) math.
+// bf16 (train.dtype): A and B are converted to bf16 (round to nearest even,
+// as cpu/bf16.hpp) into scratch, multiplied on the tensor cores with fp32
+// accumulation (CUBLAS_COMPUTE_32F), and C stays fp32. The weights are
+// converted at every call (no persistent bf16 copy yet: a known cost).
+#include <cuda_bf16.h>
+
+#include <algorithm>
+
+#include "cuda_backend.hpp"
+
+namespace pentad {
+
+namespace {
+
+// dst (batch, rows, cols) dense <- src rows x cols with leading dimension ld,
+// matrices `stride` elements apart.
+__global__ void to_bf16_kernel(__nv_bfloat16* dst, const float* src, int rows, int cols, int ld,
+                               long stride, int batch) {
+  const size_t per = size_t(rows) * cols, total = per * size_t(batch);
+  for (size_t e = blockIdx.x * size_t(blockDim.x) + threadIdx.x; e < total;
+       e += size_t(gridDim.x) * blockDim.x) {
+    const size_t i = e / per, rc = e % per, r = rc / cols, c = rc % cols;
+    dst[e] = __float2bfloat16_rn(src[i * stride + r * ld + c]);
+  }
+}
+
+__nv_bfloat16* convert(cudaStream_t s, void* scratch, const float* src, int rows, int cols, int ld,
+                       long stride, int batch) {
+  auto* dst = static_cast<__nv_bfloat16*>(scratch);
+  const size_t total = size_t(rows) * cols * size_t(batch);
+  const unsigned blocks = unsigned(std::min<size_t>(cuda_detail::blocks_for(total), 65535u * 8));
+  to_bf16_kernel<<<blocks, cuda_detail::kThreads, 0, s>>>(dst, src, rows, cols, ld, stride, batch);
+  CUDA_LAUNCH_CHECK();
+  return dst;
+}
+
+}  // namespace
+
+void CudaBackend::gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                       const float* A, int lda, const float* B, int ldb, float beta, float* C,
+                       int ldc) {
+  gemm_batched(trans_a, trans_b, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, ldc, 0, 1);
+}
+
+void CudaBackend::gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                               const float* A, int lda, long stride_a, const float* B, int ldb,
+                               long stride_b, float beta, float* C, int ldc, long stride_c,
+                               int batch) {
+  if (M <= 0 || N <= 0 || batch <= 0) return;
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const void* a = A;
+  const void* b = B;
+  cudaDataType_t type = CUDA_R_32F;
+  if (compute_dtype_ == Dtype::bf16 && K > 0) {
+    const int a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
+    const int b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
+    const size_t na = size_t(a_rows) * a_cols * batch, nb = size_t(b_rows) * b_cols * batch;
+    a = convert(stream_, scratch(0, na * sizeof(__nv_bfloat16)), A, a_rows, a_cols, lda, stride_a, batch);
+    b = convert(stream_, scratch(1, nb * sizeof(__nv_bfloat16)), B, b_rows, b_cols, ldb, stride_b, batch);
+    lda = a_cols;
+    ldb = b_cols;
+    stride_a = long(a_rows) * a_cols;
+    stride_b = long(b_rows) * b_cols;
+    type = CUDA_R_16BF;
+  }
+  if (batch == 1) {
+    CUBLAS_CHECK(cublasGemmEx(cublas_, op_b, op_a, N, M, K, &alpha, b, type, ldb, a, type, lda,
+                              &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  } else {
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(cublas_, op_b, op_a, N, M, K, &alpha, b, type, ldb,
+                                            stride_b, a, type, lda, stride_a, &beta, C, CUDA_R_32F,
+                                            ldc, stride_c, batch, CUBLAS_COMPUTE_32F,
+                                            CUBLAS_GEMM_DEFAULT));
+  }
+}
+
+}  // namespace pentad

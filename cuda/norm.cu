@@ -1,0 +1,156 @@
+// LayerNorm (Ba et al. 2016; biased variance) and RMSNorm (Zhang & Sennrich
+// 2019). Forward and dx: one warp per row, lanes striding the channels,
+// butterfly sums (the same order for every row). dw/db: a thread per channel
+// and row stride, the strided partials added in a fixed order: no atomics.
+#include "cuda_backend.hpp"
+
+namespace pentad {
+
+namespace {
+
+constexpr int kRowsPerBlock = 8;  // warps per block, one row each
+
+__device__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__global__ void layernorm_fwd_kernel(float* out, float* mean, float* rstd, const float* x,
+                                     const float* w, const float* b, int N, int C, float eps) {
+  const int n = blockIdx.x * kRowsPerBlock + threadIdx.y;
+  if (n >= N) return;
+  const int lane = threadIdx.x;
+  const float* xr = x + size_t(n) * C;
+  float s = 0.0f;
+  for (int c = lane; c < C; c += 32) s += xr[c];
+  const float m = warp_sum(s) / float(C);
+  float ss = 0.0f;
+  for (int c = lane; c < C; c += 32) ss += (xr[c] - m) * (xr[c] - m);
+  const float r = rsqrtf(warp_sum(ss) / float(C) + eps);
+  float* yr = out + size_t(n) * C;
+  for (int c = lane; c < C; c += 32) yr[c] = (xr[c] - m) * r * w[c] + b[c];
+  if (lane == 0) {
+    mean[n] = m;
+    rstd[n] = r;
+  }
+}
+
+__global__ void layernorm_dx_kernel(float* dx, const float* dout, const float* x, const float* w,
+                                    const float* mean, const float* rstd, int N, int C) {
+  const int n = blockIdx.x * kRowsPerBlock + threadIdx.y;
+  if (n >= N) return;
+  const int lane = threadIdx.x;
+  const float* xr = x + size_t(n) * C;
+  const float* gr = dout + size_t(n) * C;
+  const float m = mean[n], r = rstd[n];
+  float sum_g = 0.0f, sum_gx = 0.0f;
+  for (int c = lane; c < C; c += 32) {
+    const float g = gr[c] * w[c];
+    sum_g += g;
+    sum_gx += g * (xr[c] - m) * r;
+  }
+  const float mean_g = warp_sum(sum_g) / float(C), mean_gx = warp_sum(sum_gx) / float(C);
+  float* dxr = dx + size_t(n) * C;
+  for (int c = lane; c < C; c += 32) {
+    const float xhat = (xr[c] - m) * r;
+    dxr[c] += r * (gr[c] * w[c] - mean_g - xhat * mean_gx);
+  }
+}
+
+// dw (+ db when non-null) over columns: block (32, 8).
+__global__ void norm_dw_kernel(float* dw, float* db, const float* dout, const float* x,
+                               const float* mean, const float* rstd, int N, int C) {
+  __shared__ float sw[8][33], sb[8][33];
+  const int c = blockIdx.x * 32 + threadIdx.x;
+  float aw = 0.0f, ab = 0.0f;
+  if (c < C)
+    for (int n = threadIdx.y; n < N; n += 8) {
+      const float g = dout[size_t(n) * C + c];
+      const float m = mean ? mean[n] : 0.0f;
+      aw += g * ((x[size_t(n) * C + c] - m) * rstd[n]);
+      ab += g;
+    }
+  sw[threadIdx.y][threadIdx.x] = aw;
+  sb[threadIdx.y][threadIdx.x] = ab;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < C) {
+    float tw = 0.0f, tb = 0.0f;
+    for (int y = 0; y < 8; ++y) {
+      tw += sw[y][threadIdx.x];
+      tb += sb[y][threadIdx.x];
+    }
+    dw[c] += tw;
+    if (db) db[c] += tb;
+  }
+}
+
+__global__ void rmsnorm_fwd_kernel(float* out, float* rstd, const float* x, const float* w, int N,
+                                   int C, float eps) {
+  const int n = blockIdx.x * kRowsPerBlock + threadIdx.y;
+  if (n >= N) return;
+  const int lane = threadIdx.x;
+  const float* xr = x + size_t(n) * C;
+  float ss = 0.0f;
+  for (int c = lane; c < C; c += 32) ss += xr[c] * xr[c];
+  const float r = rsqrtf(warp_sum(ss) / float(C) + eps);
+  float* yr = out + size_t(n) * C;
+  for (int c = lane; c < C; c += 32) yr[c] = xr[c] * r * w[c];
+  if (lane == 0) rstd[n] = r;
+}
+
+__global__ void rmsnorm_dx_kernel(float* dx, const float* dout, const float* x, const float* w,
+                                  const float* rstd, int N, int C) {
+  const int n = blockIdx.x * kRowsPerBlock + threadIdx.y;
+  if (n >= N) return;
+  const int lane = threadIdx.x;
+  const float* xr = x + size_t(n) * C;
+  const float* gr = dout + size_t(n) * C;
+  const float r = rstd[n];
+  float sum_gx = 0.0f;
+  for (int c = lane; c < C; c += 32) sum_gx += gr[c] * w[c] * (xr[c] * r);
+  const float mean_gx = warp_sum(sum_gx) / float(C);
+  float* dxr = dx + size_t(n) * C;
+  for (int c = lane; c < C; c += 32) dxr[c] += r * (gr[c] * w[c] - xr[c] * r * mean_gx);
+}
+
+unsigned row_blocks(int N) { return unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock); }
+
+}  // namespace
+
+void CudaBackend::layernorm_fwd(float* out, float* mean, float* rstd, const float* x,
+                                const float* w, const float* b, int N, int C, float eps) {
+  if (N <= 0) return;
+  layernorm_fwd_kernel<<<row_blocks(N), dim3(32, kRowsPerBlock), 0, stream_>>>(out, mean, rstd, x, w,
+                                                                               b, N, C, eps);
+  CUDA_LAUNCH_CHECK();
+}
+
+void CudaBackend::layernorm_bwd(float* dx, float* dw, float* db, const float* dout, const float* x,
+                                const float* w, const float* mean, const float* rstd, int N,
+                                int C) {
+  if (N <= 0) return;
+  layernorm_dx_kernel<<<row_blocks(N), dim3(32, kRowsPerBlock), 0, stream_>>>(dx, dout, x, w, mean,
+                                                                              rstd, N, C);
+  CUDA_LAUNCH_CHECK();
+  norm_dw_kernel<<<unsigned((C + 31) / 32), dim3(32, 8), 0, stream_>>>(dw, db, dout, x, mean, rstd, N, C);
+  CUDA_LAUNCH_CHECK();
+}
+
+void CudaBackend::rmsnorm_fwd(float* out, float* rstd, const float* x, const float* w, int N,
+                              int C, float eps) {
+  if (N <= 0) return;
+  rmsnorm_fwd_kernel<<<row_blocks(N), dim3(32, kRowsPerBlock), 0, stream_>>>(out, rstd, x, w, N, C, eps);
+  CUDA_LAUNCH_CHECK();
+}
+
+void CudaBackend::rmsnorm_bwd(float* dx, float* dw, const float* dout, const float* x,
+                              const float* w, const float* rstd, int N, int C) {
+  if (N <= 0) return;
+  rmsnorm_dx_kernel<<<row_blocks(N), dim3(32, kRowsPerBlock), 0, stream_>>>(dx, dout, x, w, rstd, N, C);
+  CUDA_LAUNCH_CHECK();
+  norm_dw_kernel<<<unsigned((C + 31) / 32), dim3(32, 8), 0, stream_>>>(dw, nullptr, dout, x, nullptr,
+                                                                       rstd, N, C);
+  CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace pentad

@@ -1,0 +1,46 @@
+// Rotary position embedding (Su et al. 2021), interleaved pairs (x[2i],
+// x[2i+1]) within each head, angle = pos * theta^(-2i/D) evaluated in double
+// and rounded to float once, as cpu/rope.cpp builds its table.
+#include "cuda_backend.hpp"
+
+namespace pentad {
+
+namespace {
+
+// One thread per pair; sign = +1 forward, -1 the transpose (backward).
+__global__ void rope_kernel(float* x, int B, int T, int H, int D, int pos_offset, double theta,
+                            float sign) {
+  const int half = D / 2;
+  const size_t n = size_t(B) * T * H * half;
+  const size_t e = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  if (e >= n) return;
+  const int i = int(e % half);
+  const size_t bth = e / half;
+  const int t = int((bth / H) % T);
+  const double angle = double(pos_offset + t) * pow(theta, -2.0 * i / D);
+  const float c = float(cos(angle)), s = sign * float(sin(angle));
+  float* xh = x + bth * D;
+  const float x0 = xh[2 * i], x1 = xh[2 * i + 1];
+  xh[2 * i] = x0 * c - x1 * s;
+  xh[2 * i + 1] = x0 * s + x1 * c;
+}
+
+}  // namespace
+
+void CudaBackend::rope_fwd(float* x, int B, int T, int H, int D, int pos_offset, float theta) {
+  const size_t n = size_t(B) * T * H * (D / 2);
+  if (n == 0) return;
+  rope_kernel<<<cuda_detail::blocks_for(n), cuda_detail::kThreads, 0, stream_>>>(
+      x, B, T, H, D, pos_offset, double(theta), 1.0f);
+  CUDA_LAUNCH_CHECK();
+}
+
+void CudaBackend::rope_bwd(float* dx, int B, int T, int H, int D, int pos_offset, float theta) {
+  const size_t n = size_t(B) * T * H * (D / 2);
+  if (n == 0) return;
+  rope_kernel<<<cuda_detail::blocks_for(n), cuda_detail::kThreads, 0, stream_>>>(
+      dx, B, T, H, D, pos_offset, double(theta), -1.0f);
+  CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace pentad

@@ -1,0 +1,46 @@
+# GPU tests (label gpu; CUDA builds only). Each first asks cuda_probe for a
+# usable GPU and is reported as Skipped, with the reason, where there is none.
+add_executable(cuda_probe ${CMAKE_CURRENT_LIST_DIR}/cuda_probe.cpp)
+target_link_libraries(cuda_probe PRIVATE pentad_core pentad_cpu pentad_cuda)
+
+add_executable(test_cuda_ops ${CMAKE_CURRENT_LIST_DIR}/test_cuda_ops.cpp)
+target_compile_options(test_cuda_ops PRIVATE ${PENTAD_WARNINGS})
+target_link_libraries(test_cuda_ops PRIVATE pentad_core pentad_cpu pentad_cuda GTest::gtest GTest::gtest_main)
+
+set(gpu_run bash ${CMAKE_CURRENT_LIST_DIR}/with_gpu.sh $<TARGET_FILE:cuda_probe>)
+set(gpu_parity ${PROJECT_SOURCE_DIR}/tests/parity)
+
+# Every CUDA op against the CPU op (forward and backward).
+add_test(NAME gpu_ops COMMAND ${gpu_run} $<TARGET_FILE:test_cuda_ops>)
+
+# Training parity, CUDA against CPU on the tiny parity decks (10 steps).
+# fp32: the layout harness and its tolerances (per-step loss 1e-5 relative,
+# final parameters 1e-5 abs + 1e-4 rel): only the summation order differs.
+foreach(model gpt2 llama)
+  add_test(NAME gpu_parity_fp32_${model}
+           COMMAND ${gpu_run} bash ${gpu_parity}/run_layout.sh ${gpu_parity}/${model}.toml 1 ""
+                   "--set backend=cuda")
+  # bf16 on the GPU follows the CPU's fp32 loss curve within the bound of the
+  # CPU bf16 test (tests/precision), 20 steps of the tiny deck.
+  add_test(NAME gpu_bf16_follows_fp32_${model}
+           COMMAND ${gpu_run} bash ${PROJECT_SOURCE_DIR}/tests/precision/loss_curves.sh
+                   ${gpu_parity}/${model}.toml 20 1e-2 "" "--set backend=cuda --set train.dtype=bf16")
+endforeach()
+
+# Four ranks sharing one GPU (host-staged MPI collectives), dp 2 x tp 2,
+# against the 1-rank CUDA run of the same global batch.
+add_test(NAME gpu_one_device_dp2_tp2_comm_mpi
+         COMMAND ${gpu_run} bash ${gpu_parity}/run_layout.sh ${gpu_parity}/gpt2.toml 4
+                 "--set backend=cuda --set train.grad_accum=2"
+                 "--set backend=cuda --set parallel.comm=mpi --set parallel.dp=2 --set parallel.tp=2")
+
+set_tests_properties(gpu_ops gpu_parity_fp32_gpt2 gpu_parity_fp32_llama gpu_bf16_follows_fp32_gpt2
+                     gpu_bf16_follows_fp32_llama gpu_one_device_dp2_tp2_comm_mpi
+                     PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 600)
+
+# The other side: the CUDA binary where no GPU is usable must stop with one
+# clear message (label cuda; skipped where a GPU is present).
+add_test(NAME cuda_backend_without_gpu_message
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/no_gpu.sh $<TARGET_FILE:cuda_probe>)
+set_tests_properties(cuda_backend_without_gpu_message PROPERTIES LABELS "cuda;mpi" SKIP_RETURN_CODE 77
+                     ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)

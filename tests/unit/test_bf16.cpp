@@ -1,0 +1,241 @@
+// Mixed precision on the CPU (train.dtype = bf16): the bf16 rounding against
+// known bit patterns and a brute-force nearest-value search; the bf16 GEMM
+// against an fp64 product of the rounded operands; and the FP32 master
+// weights of the trainer's optimizer path (DataParallel + AdamW) keeping
+// updates that are each below half a bf16 ulp.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "bf16.hpp"
+#include "comm.hpp"
+#include "config.hpp"
+#include "data_parallel.hpp"
+#include "params.hpp"
+#include "runtime.hpp"
+
+namespace {
+
+using pentad::bf16_bits;
+using pentad::round_bf16;
+
+uint16_t bits_of(uint32_t f32_bits) { return bf16_bits(std::bit_cast<float>(f32_bits)); }
+
+// --------------------------------------------------------------- rounding ---
+
+TEST(Bf16, KnownBitPatterns) {
+  EXPECT_EQ(bits_of(0x3f800000u), 0x3f80u);  // 1.0 exact
+  EXPECT_EQ(bits_of(0x3f807fffu), 0x3f80u);  // just below the tie: down
+  EXPECT_EQ(bits_of(0x3f808000u), 0x3f80u);  // tie, even below: down
+  EXPECT_EQ(bits_of(0x3f808001u), 0x3f81u);  // just above the tie: up
+  EXPECT_EQ(bits_of(0x3f818000u), 0x3f82u);  // tie, odd below: up to even
+  EXPECT_EQ(bits_of(0xbf818000u), 0xbf82u);  // the same, negative
+  EXPECT_EQ(bits_of(0x3f7f8000u), 0x3f80u);  // tie across the exponent boundary
+  EXPECT_EQ(bits_of(0x00008000u), 0x0000u);  // subnormal tie, even: down
+  EXPECT_EQ(bits_of(0x00018000u), 0x0002u);  // subnormal tie, odd: up
+  EXPECT_EQ(bits_of(0x80000000u), 0x8000u);  // -0 keeps its sign
+  EXPECT_EQ(bits_of(0x7f800000u), 0x7f80u);  // +Inf
+  EXPECT_EQ(bits_of(0xff800000u), 0xff80u);  // -Inf
+  EXPECT_EQ(bits_of(0x7f7f0000u), 0x7f7fu);  // largest bf16 is exact
+  EXPECT_EQ(bits_of(0x7f7fffffu), 0x7f80u);  // FLT_MAX rounds to +Inf
+  // NaNs stay NaN (including a signalling one whose payload sits in the
+  // dropped bits, which truncation would turn into Inf), sign kept.
+  for (uint32_t nan : {0x7fc00000u, 0x7f800001u, 0xff800001u, 0x7fffffffu}) {
+    const float r = round_bf16(std::bit_cast<float>(nan));
+    EXPECT_TRUE(std::isnan(r)) << std::hex << nan;
+    EXPECT_EQ(std::signbit(r), (nan >> 31) != 0) << std::hex << nan;
+  }
+}
+
+// The nearest bf16 by search: the two candidates around x (truncation and
+// the next value up in magnitude), compared in double, ties to an even
+// mantissa. Independent of the bit trick in bf16.hpp.
+uint16_t nearest_bf16_by_search(float x) {
+  const uint32_t u = std::bit_cast<uint32_t>(x);
+  const uint16_t lo = uint16_t(u >> 16), hi = uint16_t(lo + 1);
+  const double dx = x;
+  const double dlo = std::fabs(double(pentad::bf16_to_float(lo)) - dx);
+  // hi may be Inf (lo is the largest finite): compare against the midpoint.
+  double dhi;
+  if ((hi & 0x7f80u) == 0x7f80u) {
+    const double max_bf16 = double(pentad::bf16_to_float(lo));
+    const double ulp = std::ldexp(1.0, std::ilogb(max_bf16) - 7);
+    dhi = std::fabs(std::copysign(std::fabs(max_bf16) + ulp, dx) - dx);
+  } else {
+    dhi = std::fabs(double(pentad::bf16_to_float(hi)) - dx);
+  }
+  if (dlo < dhi) return lo;
+  if (dhi < dlo) return hi;
+  return (lo & 1u) ? hi : lo;
+}
+
+TEST(Bf16, MatchesNearestValueSearch) {
+  std::mt19937 gen(7);
+  int checked = 0;
+  for (int i = 0; i < 2000000; ++i) {
+    const uint32_t u = gen();
+    const float x = std::bit_cast<float>(u);
+    if (!std::isfinite(x)) continue;
+    const uint16_t want = nearest_bf16_by_search(x);
+    ASSERT_EQ(bf16_bits(x), want) << "x bits " << std::hex << u;
+    ++checked;
+  }
+  EXPECT_GT(checked, 1900000);
+}
+
+// ------------------------------------------------------------------- gemm ---
+
+struct Mat {
+  int rows, cols, ld;
+  std::vector<float> v;
+  float at(int r, int c) const { return v[size_t(r) * ld + c]; }
+};
+
+Mat random_mat(int rows, int cols, int pad, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  Mat m{rows, cols, cols + pad, std::vector<float>(size_t(rows) * (cols + pad))};
+  for (auto& x : m.v) x = d(gen);
+  return m;
+}
+
+// C = alpha op(A) op(B) + beta C0 checked against fp64 from the rounded
+// operands (or the unrounded ones, rounded = false), with the error bound of
+// fp32 summation: |err| <= 2 K u sum_k |a_ik b_kj| + u |c|, u = 2^-24.
+// Returns the largest |C_bf16 - C_exact_fp32ops| / bound, to show that the
+// rounding changes the result by more than accumulation error.
+double check_gemm(bool ta, bool tb, int M, int N, int K, int batch) {
+  auto be = pentad::make_cpu_backend(2);
+  be->set_compute_dtype(pentad::Dtype::bf16);
+  const float alpha = 0.75f, beta = 0.5f;
+  const Mat A = random_mat(batch * (ta ? K : M), ta ? M : K, 3, 1);
+  const Mat B = random_mat(batch * (tb ? N : K), tb ? K : N, 2, 2);
+  const Mat C0 = random_mat(batch * M, N, 1, 3);
+  std::vector<float> C = C0.v;
+  const long sa = long(ta ? K : M) * A.ld, sb = long(tb ? N : K) * B.ld, sc = long(M) * C0.ld;
+  if (batch == 1)
+    be->gemm(ta, tb, M, N, K, alpha, A.v.data(), A.ld, B.v.data(), B.ld, beta, C.data(), C0.ld);
+  else
+    be->gemm_batched(ta, tb, M, N, K, alpha, A.v.data(), A.ld, sa, B.v.data(), B.ld, sb, beta,
+                     C.data(), C0.ld, sc, batch);
+  const double u = std::ldexp(1.0, -24);
+  double worst = 0, worst_unrounded = 0;
+  for (int b = 0; b < batch; ++b)
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) {
+        double exact = 0, exact_unrounded = 0, mag = 0;
+        for (int k = 0; k < K; ++k) {
+          const float a = ta ? A.at(b * K + k, i) : A.at(b * M + i, k);
+          const float bb = tb ? B.at(b * N + j, k) : B.at(b * K + k, j);
+          exact += double(round_bf16(a)) * double(round_bf16(bb));
+          exact_unrounded += double(a) * double(bb);
+          mag += std::fabs(double(round_bf16(a)) * double(round_bf16(bb)));
+        }
+        const double c0 = C0.at(b * M + i, j);
+        const double ref = alpha * exact + beta * c0;
+        const double got = C[size_t(b * M + i) * C0.ld + j];
+        const double bound = 2.0 * K * u * std::fabs(alpha) * mag + 2 * u * (std::fabs(ref) + std::fabs(beta * c0));
+        worst = std::max(worst, std::fabs(got - ref) / bound);
+        worst_unrounded = std::max(worst_unrounded, std::fabs(got - (alpha * exact_unrounded + beta * c0)) / bound);
+      }
+  EXPECT_LE(worst, 1.0) << "bf16 gemm vs fp64 of the rounded operands: worst error / fp32 bound = " << worst;
+  std::printf("gemm ta=%d tb=%d batch=%d: worst |err|/bound %.3g vs rounded operands, %.3g vs unrounded\n",
+              int(ta), int(tb), batch, worst, worst_unrounded);
+  return worst_unrounded;
+}
+
+TEST(Bf16, GemmEqualsProductOfRoundedOperands) {
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      // The rounding is really applied: against the unrounded operands the
+      // result is off by far more than fp32 accumulation error.
+      EXPECT_GT(check_gemm(ta, tb, 13, 11, 64, 1), 10.0);
+    }
+  EXPECT_GT(check_gemm(false, true, 9, 7, 40, 3), 10.0);
+  EXPECT_GT(check_gemm(true, false, 9, 7, 40, 3), 10.0);
+}
+
+TEST(Bf16, Fp32ComputeIsUnchanged) {
+  auto be = pentad::make_cpu_backend(2);
+  const float a = 1.0f + std::ldexp(1.0f, -12), b = 3.0f;  // a is not a bf16 value
+  float c = 0;
+  be->gemm(false, false, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, &c, 1);
+  EXPECT_EQ(c, a * b);
+  be->set_compute_dtype(pentad::Dtype::bf16);
+  be->gemm(false, false, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, &c, 1);
+  EXPECT_EQ(c, 3.0f);
+}
+
+// ---------------------------------------------------------- master weights ---
+
+// The trainer's path: make_backend from a deck with train.dtype = bf16, a
+// ParamStore, DataParallel (dp = 1) and its AdamW; the weight is read through
+// the backend's gemm as the model reads it. Each AdamW update (~lr, with a
+// constant gradient) is below half a bf16 ulp of the weight, so a bf16
+// parameter store would never change; the fp32 master accumulates them.
+TEST(Bf16, MasterWeightsKeepUpdatesBelowHalfUlp) {
+  const std::string deck =
+      "[model]\nn_layers = 1\n[train]\ndtype = \"bf16\"\nweight_decay = 0\n"
+      "[data]\ntrain = \"x.bin\"\n";
+  const pentad::Config cfg = pentad::parse_config(deck, "deck.toml", {}, 1);
+  auto be = pentad::make_backend(cfg, MPI_COMM_SELF);
+  ASSERT_EQ(be->compute_dtype(), pentad::Dtype::bf16);
+  auto dp = pentad::make_comm(cfg, *be, MPI_COMM_SELF, "dp");
+
+  const int n = 4;
+  pentad::ParamStore params(*be);
+  const int w = params.add("w", {1, n}, pentad::Init::ones, 0, false);
+  pentad::DataParallel dpar(params, *be, *dp, cfg.train, 0, 1.0);
+  dpar.init(1);
+  const float lr = 1e-4f;  // < 2^-9, half the bf16 spacing just below 1.0
+  const std::vector<float> ones(n, 1.0f);
+  std::vector<float> master(n), pure(n, 1.0f);
+  // A bf16-stored weight under the same updates: the same AdamW kernel on a
+  // separate buffer, rounded back to bf16 after every step.
+  float* pure_dev = be->alloc(n, pentad::Mem::scratch);
+  float* m = be->alloc(n, pentad::Mem::scratch);
+  float* v = be->alloc(n, pentad::Mem::scratch);
+  float* g = be->alloc(n, pentad::Mem::scratch);
+  be->from_host(pure_dev, pure.data(), n * sizeof(float));
+  be->from_host(g, ones.data(), n * sizeof(float));
+  float prev = 1.0f;
+  const int steps = 200;
+  for (int s = 1; s <= steps; ++s) {
+    dpar.begin_step();
+    be->from_host(params.grad(w), ones.data(), n * sizeof(float));
+    dpar.finish_backward();
+    dpar.optimizer_step(s, lr, 1.0f);
+    dpar.get_param(w, master.data());
+    ASSERT_LT(std::fabs(prev - master[0]), std::ldexp(1.0f, -9)) << "step " << s << ": update not below half an ulp";
+    prev = master[0];
+    be->adamw(pure_dev, g, m, v, n, lr, cfg.train.beta1, cfg.train.beta2, cfg.train.eps, 0.0f, 1.0f, s);
+    be->to_host(pure.data(), pure_dev, n * sizeof(float));
+    for (float& x : pure) x = round_bf16(x);
+    be->from_host(pure_dev, pure.data(), n * sizeof(float));
+  }
+  // Adam with a constant gradient moves by ~lr per step.
+  EXPECT_NEAR(1.0 - master[0], steps * lr, 0.05 * steps * lr);
+  EXPECT_EQ(pure[0], 1.0f) << "a bf16-stored weight should not have moved";
+  // The compute copy the GEMMs see is the rounded master, not the initial 1.
+  const float one = 1.0f;
+  float y = 0;
+  be->gemm(false, true, 1, 1, 1, 1.0f, &one, 1, params.param(w), 1, 0.0f, &y, 1);
+  EXPECT_EQ(y, round_bf16(master[0]));
+  EXPECT_LT(y, 1.0f);
+  for (float* p : {pure_dev, m, v, g}) be->free_bytes(p);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  const int rc = RUN_ALL_TESTS();
+  MPI_Finalize();
+  return rc;
+}

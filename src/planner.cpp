@@ -604,7 +604,10 @@ std::string explain_prediction(const Config& cfg, const Prediction& pr, const Ma
   for (size_t s = 0; s < pr.mem.stages.size(); ++s) {
     const StageMemory& m = pr.mem.stages[s];
     std::string sl;
-    for (int n : m.slots) sl += (sl.empty() ? "" : ",") + std::to_string(n);
+    for (int n : m.slots) {
+      if (!sl.empty()) sl += ',';
+      sl += std::to_string(n);
+    }
     std::snprintf(buf, sizeof buf,
                   "  stage %zu: N = %.0f parameter elements (padded), shard S = %.0f, activation slots per chunk "
                   "[%s] x %s per in-flight micro-batch, %d boundary buffers\n",

@@ -53,7 +53,7 @@ int deck_dp(const std::string& text, const std::string& path, const std::vector<
 
 const std::vector<std::string> kSingle = {"parallel.dp=1", "parallel.tp=1", "parallel.pp=1",
                                           "parallel.cp=1", "parallel.ep=1", "parallel.virtual_stages=1",
-                                          "parallel.sp=false", "parallel.zero=0"};
+                                          "parallel.sp=false", "parallel.zero=0", "parallel.stage_layers=\"\""};
 
 struct Candidate {
   Config cfg;
@@ -226,7 +226,8 @@ int cmd_plan(const std::vector<std::string>& args) {
       if ((ranks / dp) % tp) continue;
       const int pp = ranks / dp / tp;
       for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp)
-        for (const std::string sched : {std::string("1f1b"), std::string("interleaved")}) {
+        for (const char* sched_c : {"1f1b", "interleaved"}) {
+          const std::string sched = sched_c;
           if (sched == "interleaved" && pp == 1) continue;
           for (int zero = 0; zero <= 3; ++zero)
             for (const char* rc : rcs)

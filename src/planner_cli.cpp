@@ -63,7 +63,8 @@ struct Candidate {
 
 std::string sets_text(const std::vector<std::string>& sets) {
   std::string s;
-  for (const auto& x : sets) s += " --set " + x;
+  // Shell-quoted, so the printed command can be pasted (TOML strings keep their quotes).
+  for (const auto& x : sets) s += " --set " + (x.find_first_of("\"' $") == std::string::npos ? x : "'" + x + "'");
   return s;
 }
 
@@ -278,6 +279,11 @@ int cmd_plan(const std::vector<std::string>& args) {
   }
   std::printf("  not enumerated: cp and ep (not in this build), afab (same bubble as 1f1b, more memory), "
               "virtual_stages > 2, bucket_mb (kept at the deck's)\n");
+  if (fit.empty() && n_oom == 0) {
+    std::printf("no valid layout for %d ranks: every candidate breaks a deck check above (a larger global "
+                "batch, e.g. --set train.grad_accum=..., gives dp and pp more room)\n", ranks);
+    return 3;
+  }
   if (fit.empty()) {
     std::printf("no layout fits: raise --gpu-mem, add ranks, or shrink the micro-batch/sequence\n");
     return 3;

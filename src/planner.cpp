@@ -491,7 +491,8 @@ Prediction predict(const Config& cfg, const Machine& mach, int gpus_per_node) {
     // The reduction of all but the last bucket hides behind the last
     // micro-batch's backward (about 2/3 of its compute); ZeRO-3 gathers
     // behind all compute (prefetch).
-    const double exposed_part = c.dp_exposed_bytes / bw(t.dp_intra) + (c.dp_calls > 0 ? 2 * lat(t.dp_intra) : 0.0);
+    const double exposed_part =
+        std::min(dp_s, c.dp_exposed_bytes / bw(t.dp_intra) + std::min(c.dp_calls, 2.0) * lat(t.dp_intra));
     const double hideable = std::max(0.0, dp_s - exposed_part);
     const double window = p.zero == 3 ? compute : compute / A * 2.0 / 3.0;
     const double dp_exposed = exposed_part + std::max(0.0, hideable - window);

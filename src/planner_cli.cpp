@@ -96,14 +96,30 @@ std::vector<std::string> layout_sets(const std::string& spec, int b_global, int 
     out.push_back(it->second + "=" + val);
   }
   // Keep the deck's global batch: grad_accum follows dp and the micro-batch.
+  // Without mb=, the largest micro-batch up to the deck's that divides the
+  // per-dp batch and gives the pipeline at least pp micro-batches.
   if (!kv.count("accum")) {
     const int dp = kv.count("dp") ? positive_int("--layout dp", kv["dp"]) : 1;
-    const int mb = kv.count("mb") ? positive_int("--layout mb", kv["mb"]) : deck_mb;
-    if (b_global % (dp * mb) != 0)
+    const int pp = kv.count("pp") ? positive_int("--layout pp", kv["pp"]) : 1;
+    if (b_global % dp != 0)
+      throw InputError("--layout: the deck's global batch of " + std::to_string(b_global) +
+                       " sequences does not split over dp=" + std::to_string(dp));
+    const int per_dp = b_global / dp;
+    int mb = 0;
+    if (kv.count("mb")) {
+      mb = positive_int("--layout mb", kv["mb"]);
+    } else {
+      for (int c = std::min(deck_mb, per_dp); c >= 1 && mb == 0; --c)
+        if (per_dp % c == 0 && per_dp / c >= pp) mb = c;
+      for (int c = std::min(deck_mb, per_dp); c >= 1 && mb == 0; --c)
+        if (per_dp % c == 0) mb = c;
+      out.push_back("train.micro_batch=" + std::to_string(mb));
+    }
+    if (per_dp % mb != 0)
       throw InputError("--layout: the deck's global batch of " + std::to_string(b_global) +
                        " sequences does not split into dp=" + std::to_string(dp) + " x micro_batch=" +
-                       std::to_string(mb) + " (give accum= or mb=)");
-    out.push_back("train.grad_accum=" + std::to_string(b_global / (dp * mb)));
+                       std::to_string(mb) + " (give accum= or another mb=)");
+    out.push_back("train.grad_accum=" + std::to_string(per_dp / mb));
   }
   return out;
 }

@@ -48,6 +48,11 @@ cases=(
   "pp2_stage_layers|2|$L4 --set parallel.pp=2 --set parallel.stage_layers=3,1 --set train.grad_accum=2"
   "pp2_recompute_full|2|--set train.recompute=full --set parallel.pp=2 --set train.grad_accum=2"
   "recompute_selective|1|--set train.recompute=selective"
+  "zero1_dp3_padding|3|--set parallel.dp=3 --set parallel.zero=1 --set parallel.bucket_mb=0.01"
+  "tp2_dp2_zero1|4|$c --set parallel.tp=2 --set parallel.dp=2 --set parallel.zero=1"
+  "pp2_tp2|4|$c --set parallel.pp=2 --set parallel.tp=2 --set train.grad_accum=2"
+  "pp2_tied|2|--set model.tied_embeddings=true --set parallel.pp=2 --set train.grad_accum=2"
+  "pp2_recompute_selective|2|--set train.recompute=selective --set parallel.pp=2 --set train.grad_accum=2"
 )
 for entry in "${cases[@]}"; do
   IFS='|' read -r name np sets <<< "$entry"

@@ -41,4 +41,4 @@ for n in 1 2 4; do run weak-dp $n --set parallel.dp=$n --set train.micro_batch=4
 for n in 1 2 4; do run strong-dp $n --set parallel.dp=$n --set train.micro_batch=4 --set train.grad_accum=$((4 / n)); done
 for n in 1 2 4; do run strong-tp $n --set parallel.tp=$n --set train.micro_batch=8 --set train.grad_accum=1; done
 for n in 1 2 4; do run strong-pp $n --set parallel.pp=$n --set parallel.schedule=1f1b --set train.micro_batch=4 --set train.grad_accum=4; done
-"$pentad" report "${dirs[@]}" --machine "$machine" --cores "$(nproc)" --csv "$out/scaling.csv" --plot "$out/scaling.png"
+"$pentad" report "${dirs[@]}" --machine "$machine" --one-node --csv "$out/scaling.csv" --plot "$out/scaling.png"

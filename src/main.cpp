@@ -31,7 +31,7 @@ const char* kUsage =
     "  pentad plan DECK --ranks N [--gpu-mem 80GiB] [--gpus-per-node G] [--machine FILE.toml]\n"
     "              [--layout dp=2,tp=2,pp=2,...] [--explain] [--top K] [--set section.key=value]...\n"
     "                                                         rank the layouts that fit by predicted step time\n"
-    "  pentad report RUN_DIR_OR_CSV... [--machine FILE.toml] [--cores N] [--csv OUT.csv] [--plot OUT.png]\n"
+    "  pentad report RUN_DIR_OR_CSV... [--machine FILE.toml] [--one-node] [--csv OUT.csv] [--plot OUT.png]\n"
     "                                                         scaling efficiency, prediction beside measurement\n"
     "    SPEC: a checkpoint file, a checkpoint directory (its latest), or latest (ckpt/latest)\n"
     "  pentad --help | --version\n";

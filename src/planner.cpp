@@ -460,21 +460,22 @@ StageComm stage_comm(const Config& cfg, const StageParams& s, const std::vector<
 
 }  // namespace
 
-Prediction predict(const Config& cfg, const Machine& mach, int gpus_per_node) {
+Prediction predict(const Config& cfg, const Machine& mach, int gpus_per_node, int ranks_per_node) {
   const ParallelConfig& p = cfg.parallel;
   Prediction pr;
   pr.mem = estimate_memory(cfg);
   const std::vector<int> cb = partition_blocks(cfg.model.n_layers, p.pp * p.virtual_stages, p.stage_layers);
   const int ranks = p.dp * p.tp * p.pp * p.cp;
-  const int gpn = gpus_per_node > 0 ? gpus_per_node : mach.devices_per_node;
+  const int devices = gpus_per_node > 0 ? gpus_per_node : mach.devices_per_node;
+  // One rank per device unless told otherwise; never more than the job has.
+  const int rpn = std::min(ranks, ranks_per_node > 0 ? ranks_per_node : devices);
   TimeEstimate& t = pr.time;
   // Rank order (topology.hpp): pp outermost, then dp, cp, tp innermost; a
   // group is inside a node when the ranks it spans fit in one node.
-  t.tp_intra = p.tp <= gpn;
-  t.dp_intra = p.dp * p.cp * p.tp <= gpn;
-  t.pp_intra = ranks <= gpn;
-  const int ranks_per_node = std::min(ranks, gpn);
-  t.oversubscription = std::max(1.0, double(ranks_per_node) / mach.devices_per_node);
+  t.tp_intra = p.tp <= rpn;
+  t.dp_intra = p.dp * p.cp * p.tp <= rpn;
+  t.pp_intra = ranks <= rpn;
+  t.oversubscription = std::max(1.0, double(rpn) / devices);
   const double rate = mach.peak_tflops * 1e12 * mach.compute_efficiency / t.oversubscription;
   auto bw = [&](bool intra) { return (intra ? mach.intra_node_gbs : mach.inter_node_gbs) * 1e9; };
   auto lat = [&](bool intra) { return (intra ? mach.intra_node_latency_us : mach.inter_node_latency_us) * 1e-6; };

@@ -91,8 +91,10 @@ struct Prediction {
   TimeEstimate time;
 };
 
-// gpus_per_node overrides machine.devices_per_node when > 0.
-Prediction predict(const Config& cfg, const Machine& m, int gpus_per_node = 0);
+// gpus_per_node overrides machine.devices_per_node when > 0. ranks_per_node:
+// ranks placed on one node (0 = one per device); more ranks than devices
+// share them (oversubscription: compute slows by ranks / devices).
+Prediction predict(const Config& cfg, const Machine& m, int gpus_per_node = 0, int ranks_per_node = 0);
 
 // "dp=2,tp=2,pp=2" style description of cfg's layout (and the knobs the planner varies).
 std::string describe_layout(const Config& cfg);

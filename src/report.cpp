@@ -114,7 +114,7 @@ std::string group_of(const std::string& dir) {
   return b;
 }
 
-Point read_run_dir(const std::string& dir, const Machine& mach, int cores) {
+Point read_run_dir(const std::string& dir, const Machine& mach, bool one_node) {
   Point p;
   p.source = dir;
   p.group = group_of(dir);
@@ -135,7 +135,6 @@ Point read_run_dir(const std::string& dir, const Machine& mach, int cores) {
   const Config cfg = parse_config(deck, dir + "/train.log", {}, ranks);
   p.ranks = ranks;
   p.layout = describe_layout(cfg);
-  p.oversubscribed = ranks * std::max(1, cfg.train.threads) > cores ? 1 : 0;
   // Metrics: every metrics*.jsonl of the directory (a requeued job writes several).
   std::vector<std::map<std::string, double>> rows;
   if (DIR* d = ::opendir(dir.c_str())) {
@@ -173,7 +172,8 @@ Point read_run_dir(const std::string& dir, const Machine& mach, int cores) {
   p.dp_bytes = last["dp_bytes_sent"];
   p.tp_bytes = last["tp_bytes_sent"];
   p.pp_bytes = last["pp_bytes_sent"];
-  const Prediction pr = predict(cfg, mach, cores);
+  const Prediction pr = predict(cfg, mach, 0, one_node ? ranks : 0);
+  p.oversubscribed = pr.time.oversubscription > 1 ? 1 : 0;
   p.pred_tokens_per_s = pr.time.tokens_per_s;
   p.pred_step_ms = pr.time.step_s * 1e3;
   p.pred_mfu = pr.time.mfu;
@@ -313,7 +313,7 @@ void plot(const std::vector<Point>& pts, const std::string& png) {
 int cmd_report(const std::vector<std::string>& args) {
   std::vector<std::string> inputs;
   std::string csv_out, png, machine_path;
-  int cores = 0;
+  bool one_node = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> std::string {
@@ -323,10 +323,8 @@ int cmd_report(const std::vector<std::string>& args) {
     if (a == "--csv") csv_out = value();
     else if (a == "--plot") png = value();
     else if (a == "--machine") machine_path = value();
-    else if (a == "--cores") {
-      const std::string s = value();
-      cores = std::atoi(s.c_str());
-      if (cores < 1) throw CliUsageError("report: --cores needs a positive integer (got '" + s + "')");
+    else if (a == "--one-node") {
+      one_node = true;
     } else if (!a.empty() && a[0] == '-') throw CliUsageError("report: unknown option '" + a + "'");
     else inputs.push_back(a);
   }
@@ -334,11 +332,10 @@ int cmd_report(const std::vector<std::string>& args) {
   Machine mach;
   mach.name = "built-in defaults";
   if (!machine_path.empty()) mach = load_machine(machine_path);
-  if (cores == 0) cores = mach.devices_per_node;
   std::vector<Point> pts;
   for (const auto& in : inputs) {
     if (is_dir(in)) {
-      pts.push_back(read_run_dir(in, mach, cores));
+      pts.push_back(read_run_dir(in, mach, one_node));
     } else {
       std::vector<Point> c = read_csv(in);
       pts.insert(pts.end(), c.begin(), c.end());

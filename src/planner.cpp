@@ -375,7 +375,7 @@ namespace {
 // matmul parameters) per token forward, attention 4 T C / tp per token
 // forward (scores and weighted values, counted non-causal as the trainer's
 // 12 L C T does), backward twice forward, full recompute one more forward
-// of the blocks.
+// of the blocks, selective the attention scores again.
 double stage_flops_per_mb(const Config& cfg, const StageParams& s, const std::vector<int>& cb) {
   const Dims d = dims_of(cfg);
   const double HD = d.H * d.D, KD = d.Hkv * d.D;
@@ -383,7 +383,10 @@ double stage_flops_per_mb(const Config& cfg, const StageParams& s, const std::ve
   double n_blocks = 0;
   for (int g : s.chunks) n_blocks += cb[size_t(g) + 1] - cb[size_t(g)];
   const double fwd = n_blocks * blk + (s.has_head ? 2 * d.V * d.C : 0.0);
-  const double extra = cfg.train.recompute == Recompute::full ? n_blocks * blk : 0.0;
+  // Selective recomputes the attention scores (Q K^T, 2 T C/tp per token) in backward.
+  const double extra = cfg.train.recompute == Recompute::full        ? n_blocks * blk
+                       : cfg.train.recompute == Recompute::selective ? n_blocks * 2 * d.T * d.H * d.D
+                                                                     : 0.0;
   return d.N() * (3 * fwd + extra);
 }
 

@@ -327,7 +327,12 @@ int cmd_plan(const std::vector<std::string>& args) {
                 (a.bubble_s - b.bubble_s) * 1e3, (a.tp_s - b.tp_s) * 1e3, (a.dp_exposed_s - b.dp_exposed_s) * 1e3,
                 (a.pp_s - b.pp_s) * 1e3);
   }
-  std::vector<std::string> run_sets = sets;
+  // The user's --set, less the keys the layout sets, then the layout.
+  std::vector<std::string> run_sets;
+  auto key_of = [](const std::string& x) { return x.substr(0, x.find('=')); };
+  for (const auto& x : sets)
+    if (std::none_of(w.sets.begin(), w.sets.end(), [&](const std::string& y) { return key_of(y) == key_of(x); }))
+      run_sets.push_back(x);
   run_sets.insert(run_sets.end(), w.sets.begin(), w.sets.end());
   std::printf("run: pentad train %s%s\n", deck.c_str(), sets_text(run_sets).c_str());
   return 0;

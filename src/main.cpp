@@ -29,7 +29,7 @@ const char* kUsage =
     "  pentad schedule --pp P --m M [--schedule afab|1f1b|interleaved] [--v V]\n"
     "                                                         print and check a pipeline schedule\n"
     "  pentad plan DECK --ranks N [--gpu-mem 80GiB] [--gpus-per-node G] [--machine FILE.toml]\n"
-    "              [--layout dp=2,tp=2,pp=2,...] [--explain] [--top K] [--set section.key=value]...\n"
+    "              [--layout dp=2,tp=2,pp=2,...|deck] [--explain|--json] [--top K] [--set k=v]...\n"
     "                                                         rank the layouts that fit by predicted step time\n"
     "  pentad report RUN_DIR_OR_CSV... [--machine FILE.toml] [--one-node] [--csv OUT.csv] [--plot OUT.png]\n"
     "                                                         scaling efficiency, prediction beside measurement\n"
@@ -224,7 +224,7 @@ int main(int argc, char** argv) {
         } catch (const pentad::CliUsageError& e) {
           err = e.what();
           code = -2;
-        } catch (const pentad::InputError& e) {
+        } catch (const std::exception& e) {  // InputError, or a model/schedule check
           err = e.what();
           code = -1;
         }

@@ -14,6 +14,7 @@
 #include "config.hpp"
 #include "data.hpp"
 #include "error.hpp"
+#include "planner_cli.hpp"
 #include "schedule.hpp"
 #include "train.hpp"
 
@@ -27,6 +28,11 @@ const char* kUsage =
     "  pentad ckpt export SPEC --to DIR                       global weights (+ llm.c GPT-2 .bin)\n"
     "  pentad schedule --pp P --m M [--schedule afab|1f1b|interleaved] [--v V]\n"
     "                                                         print and check a pipeline schedule\n"
+    "  pentad plan DECK --ranks N [--gpu-mem 80GiB] [--gpus-per-node G] [--machine FILE.toml]\n"
+    "              [--layout dp=2,tp=2,pp=2,...|deck] [--explain|--json] [--top K] [--set k=v]...\n"
+    "                                                         rank the layouts that fit by predicted step time\n"
+    "  pentad report RUN_DIR_OR_CSV... [--machine FILE.toml] [--one-node] [--csv OUT.csv] [--plot OUT.png]\n"
+    "                                                         scaling efficiency, prediction beside measurement\n"
     "    SPEC: a checkpoint file, a checkpoint directory (its latest), or latest (ckpt/latest)\n"
     "  pentad --help | --version\n";
 
@@ -207,6 +213,26 @@ int main(int argc, char** argv) {
       rc = cmd_ckpt({args.begin() + 1, args.end()});
     } else if (args[0] == "schedule") {
       rc = cmd_schedule({args.begin() + 1, args.end()}, rank);
+    } else if (args[0] == "plan" || args[0] == "report") {
+      // Serial tools: rank 0 works, the others wait for its exit code.
+      std::string err;
+      int code = 0;
+      if (rank == 0) {
+        try {
+          code = args[0] == "plan" ? pentad::cmd_plan({args.begin() + 1, args.end()})
+                                   : pentad::cmd_report({args.begin() + 1, args.end()});
+        } catch (const pentad::CliUsageError& e) {
+          err = e.what();
+          code = -2;
+        } catch (const std::exception& e) {  // InputError, or a model/schedule check
+          err = e.what();
+          code = -1;
+        }
+      }
+      MPI_CHECK(MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD));
+      if (code == -2) throw UsageError(err);
+      if (code == -1) throw pentad::InputError(err);
+      rc = code;
     } else {
       throw UsageError("unknown command '" + args[0] + "'");
     }

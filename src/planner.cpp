@@ -1,0 +1,728 @@
+// The planner's memory, communication and time models (see planner.hpp).
+// Memory mirrors the allocation code term by term (fp32: 4 bytes per element)
+// and walks the schedule lists for the in-flight high-water marks; what is a
+// window or an approximation is said where it is computed and collected in
+// MemoryEstimate::notes. Time is a roofline: compute at a stated fraction of
+// the machine's peak, each collective at a bus bandwidth of its link class
+// plus a latency per call, dp reduction overlapped with backward except the
+// last bucket, tp not overlapped, the pipeline bubble of bubble_formula.
+#include "planner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string_view>
+
+#include <toml++/toml.h>
+
+#include "error.hpp"
+#include "schedule.hpp"
+
+namespace pentad {
+namespace {
+
+constexpr double kF = 4.0;  // bytes per fp32 element / int32 token id
+
+double pad16(double n) { return std::ceil(n / 16.0) * 16.0; }
+
+// Local (tp-sharded) sizes of the model, as Model's constructor computes them.
+struct Dims {
+  double B, T, C, H, Hkv, D, F, V;  // H, Hkv, F, V: this tp rank's
+  int L, tp;
+  bool sp, gpt2, tied;
+  double N() const { return B * T; }
+  double Nl() const { return sp ? B * T / tp : B * T; }
+};
+
+Dims dims_of(const Config& cfg) {
+  const ModelConfig& m = cfg.model;
+  const int t = cfg.parallel.tp;
+  Dims d{};
+  d.B = cfg.train.micro_batch;
+  d.T = m.seq_len;
+  d.C = m.d_model;
+  d.H = double(m.n_heads / t);
+  d.Hkv = double(m.n_kv_heads / t);
+  d.D = m.head_dim();
+  d.F = double(m.d_ff / t);
+  d.V = double(m.vocab_size / t);
+  d.L = m.n_layers;
+  d.tp = t;
+  d.sp = cfg.parallel.sp && t > 1;
+  d.gpt2 = m.family == Family::gpt2;
+  d.tied = m.tied();
+  return d;
+}
+
+// The flat buffer of one pipeline stage, unit by unit (0 embedding, 1..L
+// blocks, L+1 head), each tensor padded to 16 elements (ParamStore::add_block).
+struct StageParams {
+  std::vector<double> unit;  // padded elements per unit
+  double N = 0;
+  bool has_embedding = false, has_head = false;
+  std::vector<int> chunks;   // chunks held
+};
+
+StageParams stage_params(const Config& cfg, const std::vector<int>& cb, int pp_rank) {
+  const Dims d = dims_of(cfg);
+  const int pp = cfg.parallel.pp, G = int(cb.size()) - 1;
+  StageParams s;
+  s.unit.assign(size_t(d.L) + 2, 0.0);
+  for (int g = 0; g < G; ++g)
+    if (g % pp == pp_rank) s.chunks.push_back(g);
+  s.has_embedding = 0 % pp == pp_rank;
+  s.has_head = (G - 1) % pp == pp_rank;
+  const double HD = d.H * d.D, KD = d.Hkv * d.D;
+  if (s.has_embedding) {
+    s.unit[0] += pad16(d.V * d.C);
+    if (d.gpt2) s.unit[0] += pad16(d.T * d.C);
+  }
+  for (int g : s.chunks)
+    for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) {
+      double& u = s.unit[size_t(l) + 1];
+      u += pad16(d.C) + pad16(HD * d.C) + 2 * pad16(KD * d.C) + pad16(d.C * HD);
+      if (d.gpt2) u += pad16(d.C) + pad16(HD) + 2 * pad16(KD) + pad16(d.C);
+      u += pad16(d.C);
+      if (d.gpt2) u += pad16(d.C);
+      if (!d.gpt2) u += pad16(d.F * d.C);
+      u += pad16(d.F * d.C) + pad16(d.C * d.F);
+      if (d.gpt2) u += pad16(d.F) + pad16(d.C);
+    }
+  if (s.has_head) {
+    double& u = s.unit[size_t(d.L) + 1];
+    u += pad16(d.C);
+    if (d.gpt2) u += pad16(d.C);
+    if (!d.tied || !s.has_embedding) u += pad16(d.V * d.C);  // lm_head, or the stage copy of wte
+  }
+  for (double u : s.unit) s.N += u;
+  return s;
+}
+
+// Bytes of one activation slot of chunk g (Model::acquire_slot).
+double slot_bytes(const Config& cfg, const std::vector<int>& cb, int g) {
+  const Dims d = dims_of(cfg);
+  const int G = int(cb.size()) - 1, nb = cb[size_t(g) + 1] - cb[size_t(g)];
+  const double BT = d.N(), NlC = d.Nl() * d.C, Nl = d.Nl(), HD = d.H * d.D, KD = d.Hkv * d.D;
+  const Recompute rc = cfg.train.recompute;
+  double e = 0;
+  if (g == 0) e += BT;      // tokens
+  if (g == G - 1) e += BT;  // targets
+  e += (nb + 1) * NlC;      // block inputs and the chunk's output
+  if (rc != Recompute::full) {
+    double blk = NlC + 2 * Nl + BT * HD + 2 * BT * KD + BT * HD + d.B * d.H * d.T;
+    if (rc == Recompute::none) blk += d.B * d.H * d.T * d.T;  // attention probabilities
+    blk += NlC + NlC + 2 * Nl + BT * d.F;                    // res_mid, ln2, stats, fc_pre
+    if (!d.gpt2) blk += BT * d.F;                            // fc_up
+    if (rc == Recompute::none) blk += BT * d.F;              // fc_act
+    e += nb * blk;
+  }
+  if (g == G - 1) e += NlC + 2 * Nl + BT;  // final norm, its stats, per-token losses
+  return kF * e;
+}
+
+// Model::alloc_shared (plus the debug-dump logits buffer).
+double scratch_bytes(const Config& cfg, bool has_head) {
+  const Dims d = dims_of(cfg);
+  const double BT = d.N(), BTC = BT * d.C, NlC = d.Nl() * d.C, Nl = d.Nl(), HD = d.H * d.D, KD = d.Hkv * d.D;
+  const Recompute rc = cfg.train.recompute;
+  double e = 2 * NlC + 2 * BT * HD + 2 * BT * KD + 2 * BT * d.F;
+  if (!d.gpt2) e += BT * d.F;
+  if (has_head) e += BTC;
+  if (rc != Recompute::none) e += BT * d.F;
+  if (d.tp > 1) e += BTC;
+  if (d.sp) e += 2 * BTC + 4 * d.C;
+  if (rc == Recompute::full) {
+    e += NlC + 2 * Nl + 2 * BT * HD + 2 * BT * KD + d.B * d.H * d.T + 2 * NlC + 2 * Nl + BT * d.F;
+    if (!d.gpt2) e += BT * d.F;
+  }
+  if (has_head) {
+    const double rows = std::clamp(std::floor(double(16 << 20) / d.V), 1.0, BT);
+    e += rows * d.V + 3 * rows;
+    if (!cfg.log.dump.empty() && d.tp > 1) e += rows * d.V * d.tp;
+  }
+  return kF * e;
+}
+
+ScheduleKind train_kind(const Config& cfg) {
+  return cfg.parallel.pp == 1 && cfg.parallel.virtual_stages == 1 ? ScheduleKind::one_f_one_b
+                                                                  : parse_schedule_kind(cfg.parallel.schedule);
+}
+
+// Buckets of whole units in backward order (DataParallel's constructor):
+// per bucket its unit range [first, last] and its elements.
+struct Bucket {
+  int first, last;
+  double elems;
+};
+
+std::vector<Bucket> buckets_of(const StageParams& s, double bucket_mb) {
+  const double bucket_elems = std::max(1.0, std::floor(bucket_mb * (1 << 20) / 4.0));
+  std::vector<Bucket> out;
+  const int U = int(s.unit.size());
+  for (int u = U - 1; u >= 0;) {
+    if (s.unit[size_t(u)] == 0) {
+      --u;
+      continue;
+    }
+    Bucket b{u, u, 0};
+    while (u >= 0 && (b.elems == 0 || b.elems < bucket_elems)) {
+      if (s.unit[size_t(u)] > 0) {
+        b.elems += s.unit[size_t(u)];
+        b.first = u;
+      }
+      --u;
+    }
+    out.push_back(b);
+  }
+  return out;
+}
+
+int bucket_of(const std::vector<Bucket>& bs, int unit) {
+  for (size_t i = 0; i < bs.size(); ++i)
+    if (unit >= bs[i].first && unit <= bs[i].last) return int(i);
+  return -1;
+}
+
+// ZeRO-2/3 gradient windows alive at once during one micro-batch's backward
+// (pp = 1): a window opens when backward first touches a unit of its bucket
+// (the tied embedding's with the head), at most two reductions stay in flight.
+double grad_window_peak(const StageParams& s, const std::vector<Bucket>& bs, bool tied) {
+  const int L1 = int(s.unit.size()) - 1;  // the head's unit
+  std::vector<int> pending(bs.size());
+  for (size_t i = 0; i < bs.size(); ++i) {
+    int n = 0;
+    for (int u = bs[i].first; u <= bs[i].last; ++u) n += s.unit[size_t(u)] > 0;
+    pending[i] = n;
+  }
+  std::set<int> alive;
+  std::deque<int> in_flight;
+  double peak = 0;
+  auto open = [&](int u) {
+    alive.insert(bucket_of(bs, u));
+    double sum = 0;
+    for (int b : alive) sum += bs[size_t(b)].elems;
+    peak = std::max(peak, sum);
+  };
+  auto ready = [&](int u) {
+    const int b = bucket_of(bs, u);
+    if (--pending[size_t(b)] > 0) return;
+    in_flight.push_back(b);
+    while (in_flight.size() > 2) {
+      alive.erase(in_flight.front());
+      in_flight.pop_front();
+    }
+  };
+  open(L1);
+  if (tied) open(0);
+  ready(L1);
+  for (int u = L1 - 1; u >= 0; --u) {
+    open(u);
+    ready(u);
+  }
+  return peak;
+}
+
+// ZeRO-3 parameter windows alive at once: the unit in use and the prefetched
+// next one; the head's fused forward/backward also holds the next block and,
+// with tied embeddings, the embedding.
+double param_window_peak(const StageParams& s, bool tied) {
+  const int last = int(s.unit.size()) - 1;
+  std::set<int> alive;
+  double peak = 0;
+  auto gather = [&](int u) {
+    if (u < 0 || u > last) return;
+    alive.insert(u);
+    double sum = 0;
+    for (int a : alive) sum += s.unit[size_t(a)];
+    peak = std::max(peak, sum);
+  };
+  for (int u = 0; u < last; ++u) {  // forward: embedding and blocks
+    gather(u);
+    gather(u + 1);
+    alive.erase(u);
+  }
+  gather(last);  // backward: the head (prefetched in forward)
+  gather(last - 1);
+  if (tied) {
+    gather(0);
+    alive.erase(0);
+  }
+  alive.erase(last);
+  for (int u = last - 1; u >= 0; --u) {
+    gather(u);
+    gather(u - 1);
+    alive.erase(u);
+  }
+  return peak;
+}
+
+// Walk one rank's action list: pooled slots per chunk (forward acquires,
+// backward releases) and pipeline boundary buffers (a posted receive holds
+// one until its compute action; a gradient send holds a copy to the end of
+// the step).
+void walk_schedule(const Schedule& s, int rank, std::vector<int>& slots_hw, int& buffers_hw) {
+  const int G = s.n_chunks();
+  std::vector<int> live(size_t(G), 0);
+  int bufs = 0;
+  for (const Action& a : s.ranks[size_t(rank)]) {
+    switch (a.kind) {
+      case ActionKind::recv_act:
+      case ActionKind::recv_grad:
+      case ActionKind::send_grad:
+        buffers_hw = std::max(buffers_hw, ++bufs);
+        break;
+      case ActionKind::forward:
+        if (a.chunk > 0) --bufs;
+        slots_hw[size_t(a.chunk)] = std::max(slots_hw[size_t(a.chunk)], ++live[size_t(a.chunk)]);
+        if (s.kind == ScheduleKind::forward_only) --live[size_t(a.chunk)];
+        break;
+      case ActionKind::backward:
+        if (a.chunk < G - 1) --bufs;
+        --live[size_t(a.chunk)];
+        break;
+      case ActionKind::send_act:
+        break;
+    }
+  }
+}
+
+double shard_of(double N, int dp) { return pad16(std::ceil(N / dp)); }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Memory
+
+MemoryEstimate estimate_memory(const Config& cfg) {
+  const ParallelConfig& p = cfg.parallel;
+  const int pp = p.pp, v = p.virtual_stages, A = cfg.train.grad_accum, z = p.zero, dp = p.dp;
+  const std::vector<int> cb = partition_blocks(cfg.model.n_layers, pp * v, p.stage_layers);
+  const Dims d = dims_of(cfg);
+  const Schedule train = make_schedule(train_kind(cfg), pp, v, A);
+  MemoryEstimate est;
+  double worst = -1;
+  for (int r = 0; r < pp; ++r) {
+    const StageParams sp = stage_params(cfg, cb, r);
+    StageMemory m;
+    const double N = sp.N, S = shard_of(N, dp);
+    m.param_elems = N;
+    m.shard_elems = S;
+    auto& b = m.bytes;
+    const int P = int(Mem::params), Gr = int(Mem::grads), O = int(Mem::optim), Ac = int(Mem::activations),
+              Co = int(Mem::comm), Sc = int(Mem::scratch);
+    const bool tied_here = d.tied && sp.has_embedding && sp.has_head;
+    // Parameters and gradients: flat buffers of S*dp, or the shard plus windows.
+    b[P] = z < 3 ? kF * S * dp : kF * (S + param_window_peak(sp, tied_here));
+    if (z < 2) {
+      b[Gr] = kF * S * dp;
+    } else {
+      b[Gr] = kF * (S + grad_window_peak(sp, buckets_of(sp, p.bucket_mb), tied_here));
+    }
+    // AdamW moments over the owned range (rank 0 of dp: [0, min(N, S))).
+    const double own = z == 0 ? N : std::min(N, S);
+    b[O] = 2 * kF * std::max(own, 1.0);
+    // Activations: pooled slots per chunk = the chunk's in-flight high-water
+    // (at least one: the trainer sizes a slot before the first step).
+    std::vector<int> hw(size_t(pp * v), 0);
+    int bufs = 0;
+    walk_schedule(train, r, hw, bufs);
+    if (!cfg.data.val.empty()) {
+      const Schedule ev = make_schedule(ScheduleKind::forward_only, pp, v, cfg.train.eval_batches);
+      walk_schedule(ev, r, hw, bufs);
+    }
+    for (int g : sp.chunks) {
+      const int n = std::max(1, hw[size_t(g)]);
+      m.slots.push_back(n);
+      const double sb = slot_bytes(cfg, cb, g);
+      m.slot_bytes += sb;
+      b[Ac] += n * sb;
+    }
+    m.boundary_buffers = bufs;
+    b[Co] = (z >= 1 ? kF * S : 0.0) + bufs * kF * d.Nl() * d.C;
+    b[Sc] = scratch_bytes(cfg, sp.has_head);
+    for (double x : b) m.total += x;
+    if (m.total > worst) {
+      worst = m.total;
+      est.worst_stage = r;
+    }
+    est.stages.push_back(m);
+  }
+  if (z >= 2)
+    est.notes.push_back("ZeRO-2/3 gradient windows: at most two bucket reductions in flight plus the bucket being "
+                        "computed (and the tied embedding's), from the bucket sizes");
+  if (z == 3)
+    est.notes.push_back("ZeRO-3 parameter windows: the unit in use plus the prefetched one (plus the tied "
+                        "embedding during the head)");
+  est.notes.push_back("total = sum of the per-category peaks (an upper bound: windows of different categories "
+                      "need not peak at the same moment)");
+  est.notes.push_back("not modelled: checkpoint/dump host copies, MPI and BLAS internal buffers, allocator "
+                      "rounding (the backend tracks requested bytes)");
+  if (p.cp > 1 || p.ep > 1)
+    est.notes.push_back("cp/ep: not modelled (not in this build); the estimate is for cp = ep = 1");
+  return est;
+}
+
+// ---------------------------------------------------------------------------
+// Communication and time
+
+namespace {
+
+// Per micro-batch forward+backward FLOPs of a stage's rank: 2 x (local
+// matmul parameters) per token forward, attention 4 T C / tp per token
+// forward (scores and weighted values, counted non-causal as the trainer's
+// 12 L C T does), backward twice forward, full recompute one more forward
+// of the blocks, selective the attention scores again.
+double stage_flops_per_mb(const Config& cfg, const StageParams& s, const std::vector<int>& cb) {
+  const Dims d = dims_of(cfg);
+  const double HD = d.H * d.D, KD = d.Hkv * d.D;
+  const double blk = 2 * (d.C * (HD + 2 * KD) + HD * d.C + (d.gpt2 ? 2 : 3) * d.C * d.F) + 4 * d.T * d.H * d.D;
+  double n_blocks = 0;
+  for (int g : s.chunks) n_blocks += cb[size_t(g) + 1] - cb[size_t(g)];
+  const double fwd = n_blocks * blk + (s.has_head ? 2 * d.V * d.C : 0.0);
+  // Selective recomputes the attention scores (Q K^T, 2 T C/tp per token) in backward.
+  const double extra = cfg.train.recompute == Recompute::full        ? n_blocks * blk
+                       : cfg.train.recompute == Recompute::selective ? n_blocks * 2 * d.T * d.H * d.D
+                                                                     : 0.0;
+  return d.N() * (3 * fwd + extra);
+}
+
+StageComm stage_comm(const Config& cfg, const StageParams& s, const std::vector<int>& cb) {
+  const ParallelConfig& p = cfg.parallel;
+  const Dims d = dims_of(cfg);
+  const int A = cfg.train.grad_accum, z = p.zero, G = int(cb.size()) - 1;
+  const double dpn = p.dp, N = s.N, S = shard_of(N, p.dp);
+  StageComm c;
+  // dp: bucketed reduction (every micro-batch for ZeRO-2/3), the ZeRO-1/2
+  // all-gather of updated shards, the ZeRO-3 unit gathers.
+  const std::vector<Bucket> bs = buckets_of(s, p.bucket_mb);
+  const double last_bucket = bs.empty() ? 0.0 : bs.back().elems;
+  const double ring = (dpn - 1) / dpn;
+  if (z == 0 && p.dp > 1) {
+    c.dp_bytes = 2 * ring * kF * N;
+    c.dp_calls = double(bs.size());
+    c.dp_exposed_bytes = 2 * ring * kF * last_bucket;
+  } else if (z == 1 && p.dp > 1) {
+    c.dp_bytes = ring * kF * N + ring * kF * S * dpn;
+    c.dp_calls = double(bs.size()) + 1;
+    c.dp_exposed_bytes = ring * kF * last_bucket + ring * kF * S * dpn;
+  } else if (z >= 2) {
+    c.dp_bytes = A * ring * kF * N;
+    c.dp_calls = A * double(bs.size());
+    c.dp_exposed_bytes = A * ring * kF * last_bucket;
+    if (z == 2 && p.dp > 1) {
+      c.dp_bytes += ring * kF * S * dpn;
+      c.dp_calls += 1;
+      c.dp_exposed_bytes += ring * kF * S * dpn;
+    }
+    if (z == 3) {
+      const bool tied_here = d.tied && s.has_embedding && s.has_head;
+      const double gathered = 2 * N - s.unit.back() + (tied_here ? s.unit[0] : 0.0);
+      c.dp_bytes += A * ring * kF * gathered;
+      c.dp_calls += A * (2.0 * double(s.unit.size()) - 1);
+    }
+  }
+  // tp: per block per micro-batch (see Model::block_fwd/block_bwd).
+  if (d.tp > 1) {
+    const double t = d.tp, BTC = d.N() * d.C, ar = 2 * (t - 1) / t * kF, ag = (t - 1) / t * kF;
+    double n_blocks = 0;
+    for (int g : s.chunks) n_blocks += cb[size_t(g) + 1] - cb[size_t(g)];
+    const bool full = cfg.train.recompute == Recompute::full;
+    double bytes = 0, calls = 0;
+    if (!d.sp) {
+      bytes += n_blocks * (4 + full) * ar * BTC;
+      calls += n_blocks * (4 + full);
+    } else {
+      const double n_ag = 6 + 2 * full, n_rs = 4 + full;
+      bytes += n_blocks * ((n_ag + n_rs) * ag * BTC + ar * 4 * d.C);
+      calls += n_blocks * (n_ag + n_rs + 1);
+    }
+    if (s.has_embedding) {  // vocab-parallel embedding: reduce forward, gather the gradient (sp)
+      bytes += d.sp ? 2 * ag * BTC : ar * BTC;
+      calls += d.sp ? 2 : 1;
+    }
+    if (s.has_head) {  // gather (sp), loss max/sum over the vocab slices, reduce the gradient
+      const double rows = std::clamp(std::floor(double(16 << 20) / d.V), 1.0, d.N());
+      bytes += ar * 3 * d.N() + (d.sp ? 2 * ag * BTC + ar * 2 * d.C : ar * BTC);
+      calls += 2 * std::ceil(d.N() / rows) + (d.sp ? 3 : 1);
+    }
+    c.tp_bytes = A * bytes;
+    c.tp_calls = A * calls;
+  }
+  // pp: one boundary activation forward and one gradient backward per chunk edge.
+  for (int g : s.chunks) {
+    if (g < G - 1) c.pp_msgs += A;
+    if (g > 0) c.pp_msgs += A;
+  }
+  c.pp_bytes = c.pp_msgs * kF * d.Nl() * d.C;
+  return c;
+}
+
+}  // namespace
+
+Prediction predict(const Config& cfg, const Machine& mach, int gpus_per_node, int ranks_per_node) {
+  const ParallelConfig& p = cfg.parallel;
+  Prediction pr;
+  pr.mem = estimate_memory(cfg);
+  const std::vector<int> cb = partition_blocks(cfg.model.n_layers, p.pp * p.virtual_stages, p.stage_layers);
+  const int ranks = p.dp * p.tp * p.pp * p.cp;
+  const int devices = gpus_per_node > 0 ? gpus_per_node : mach.devices_per_node;
+  // One rank per device unless told otherwise; never more than the job has.
+  const int rpn = std::min(ranks, ranks_per_node > 0 ? ranks_per_node : devices);
+  TimeEstimate& t = pr.time;
+  // Rank order (topology.hpp): pp outermost, then dp, cp, tp innermost; a
+  // group is inside a node when the ranks it spans fit in one node.
+  t.tp_intra = p.tp <= rpn;
+  t.dp_intra = p.dp * p.cp * p.tp <= rpn;
+  t.pp_intra = ranks <= rpn;
+  t.oversubscription = std::max(1.0, double(rpn) / devices);
+  const double rate = mach.peak_tflops * 1e12 * mach.compute_efficiency / t.oversubscription;
+  auto bw = [&](bool intra) { return (intra ? mach.intra_node_gbs : mach.inter_node_gbs) * 1e9; };
+  auto lat = [&](bool intra) { return (intra ? mach.intra_node_latency_us : mach.inter_node_latency_us) * 1e-6; };
+  const double p2p = mach.p2p_gbs > 0 ? mach.p2p_gbs * 1e9 : bw(t.pp_intra);
+  const int A = cfg.train.grad_accum;
+  double worst = -1;
+  for (int r = 0; r < p.pp; ++r) {
+    const StageParams s = stage_params(cfg, cb, r);
+    const StageComm c = stage_comm(cfg, s, cb);
+    pr.comm.push_back(c);
+    const double compute = A * stage_flops_per_mb(cfg, s, cb) / rate;
+    const double tp_s = c.tp_bytes / bw(t.tp_intra) + c.tp_calls * lat(t.tp_intra);
+    const double dp_s = c.dp_bytes / bw(t.dp_intra) + c.dp_calls * lat(t.dp_intra);
+    // The reduction of all but the last bucket hides behind the last
+    // micro-batch's backward (about 2/3 of its compute); ZeRO-3 gathers
+    // behind all compute (prefetch).
+    const double exposed_part =
+        std::min(dp_s, c.dp_exposed_bytes / bw(t.dp_intra) + std::min(c.dp_calls, 2.0) * lat(t.dp_intra));
+    const double hideable = std::max(0.0, dp_s - exposed_part);
+    const double window = p.zero == 3 ? compute : compute / A * 2.0 / 3.0;
+    const double dp_exposed = exposed_part + std::max(0.0, hideable - window);
+    const double bubble = p.pp > 1 ? bubble_formula(train_kind(cfg), p.pp, p.virtual_stages, A) : 0.0;
+    const double msg = kF * dims_of(cfg).Nl() * cfg.model.d_model;
+    const double pp_s = p.pp > 1 ? 2.0 * (p.pp - 1) * (msg / p2p + lat(t.pp_intra)) : 0.0;
+    const double step = compute * (1 + bubble) + tp_s * (1 + bubble) + dp_exposed + pp_s;
+    if (step > worst) {
+      worst = step;
+      t.compute_s = compute;
+      t.bubble = bubble;
+      t.bubble_s = bubble * (compute + tp_s);
+      t.tp_s = tp_s;
+      t.dp_s = dp_s;
+      t.dp_exposed_s = dp_exposed;
+      t.pp_s = pp_s;
+      t.step_s = step;
+    }
+  }
+  const ModelConfig& m = cfg.model;
+  const double tokens = double(cfg.train.micro_batch) * A * p.dp * m.seq_len;
+  // The whole model's parameters (unpadded, a tied embedding once).
+  const Dims d = dims_of(cfg);
+  const double C = m.d_model, HD = double(m.n_heads) * d.D, KD = double(m.n_kv_heads) * d.D, F = m.d_ff,
+               V = m.vocab_size;
+  double blk = C * (HD + 2 * KD) + HD * C + (d.gpt2 ? 2 : 3) * C * F + 2 * C;
+  if (d.gpt2) blk += HD + 2 * KD + C + F + C + 2 * C;
+  double n_params = V * C + (d.gpt2 ? m.seq_len * C : 0.0) + m.n_layers * blk + C * (d.gpt2 ? 2 : 1) +
+                    (d.tied ? 0.0 : V * C);
+  const double fpt = 6.0 * n_params + 12.0 * m.n_layers * C * m.seq_len;
+  t.flops_per_step = fpt * tokens;
+  t.tokens_per_s = tokens / t.step_s;
+  t.mfu = t.flops_per_step / t.step_s / (ranks * mach.peak_tflops * 1e12);
+  return pr;
+}
+
+// ---------------------------------------------------------------------------
+// Text
+
+std::string format_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (std::fabs(b) >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
+  return buf;
+}
+
+double parse_bytes(const std::string& s, const std::string& what) {
+  size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(s, &used);
+  } catch (const std::exception&) {
+    throw InputError(what + ": expected a size such as 80GiB, 512MiB or 1e9 (got '" + s + "')");
+  }
+  std::string unit = s.substr(used);
+  double mult = 1;
+  if (unit == "" || unit == "B") mult = 1;
+  else if (unit == "KiB") mult = 1024.0;
+  else if (unit == "MiB") mult = 1024.0 * 1024;
+  else if (unit == "GiB") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "TiB") mult = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "KB") mult = 1e3;
+  else if (unit == "MB") mult = 1e6;
+  else if (unit == "GB") mult = 1e9;
+  else if (unit == "TB") mult = 1e12;
+  else
+    throw InputError(what + ": unknown unit '" + unit + "' in '" + s + "' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)");
+  if (!(x > 0) || !std::isfinite(x)) throw InputError(what + ": must be a positive size (got '" + s + "')");
+  return x * mult;
+}
+
+std::string describe_layout(const Config& cfg) {
+  const ParallelConfig& p = cfg.parallel;
+  const char* rc[] = {"none", "selective", "full"};
+  std::ostringstream o;
+  o << "dp=" << p.dp << ",tp=" << p.tp << ",pp=" << p.pp;
+  if (p.sp) o << ",sp";
+  if (p.pp > 1 || p.virtual_stages > 1) o << "," << p.schedule << (p.virtual_stages > 1 ? ",v=" + std::to_string(p.virtual_stages) : "");
+  o << ",zero=" << p.zero << ",recompute=" << rc[int(cfg.train.recompute)] << ",mb=" << cfg.train.micro_batch
+    << ",accum=" << cfg.train.grad_accum;
+  return o.str();
+}
+
+std::string explain_prediction(const Config& cfg, const Prediction& pr, const Machine& mach) {
+  std::ostringstream o;
+  char buf[512];
+  const ParallelConfig& p = cfg.parallel;
+  o << "layout " << describe_layout(cfg) << " on " << p.dp * p.tp * p.pp * p.cp << " ranks, machine "
+    << mach.name << "\n";
+  o << "memory per rank (bytes the backend allocates; stage = pipeline stage, tp/dp rank 0):\n";
+  std::snprintf(buf, sizeof buf, "  %-6s %12s %12s %12s %12s %12s %12s %12s\n", "stage", "params", "grads", "optim",
+                "activations", "comm", "scratch", "total");
+  o << buf;
+  for (size_t s = 0; s < pr.mem.stages.size(); ++s) {
+    const StageMemory& m = pr.mem.stages[s];
+    std::snprintf(buf, sizeof buf, "  %-6zu", s);
+    o << buf;
+    for (double b : m.bytes) {
+      std::snprintf(buf, sizeof buf, " %12s", format_bytes(b).c_str());
+      o << buf;
+    }
+    std::snprintf(buf, sizeof buf, " %12s\n", format_bytes(m.total).c_str());
+    o << buf;
+  }
+  for (size_t s = 0; s < pr.mem.stages.size(); ++s) {
+    const StageMemory& m = pr.mem.stages[s];
+    std::string sl;
+    for (int n : m.slots) {
+      if (!sl.empty()) sl += ',';
+      sl += std::to_string(n);
+    }
+    std::snprintf(buf, sizeof buf,
+                  "  stage %zu: N = %.0f parameter elements (padded), shard S = %.0f, activation slots per chunk "
+                  "[%s] x %s per in-flight micro-batch, %d boundary buffers\n",
+                  s, m.param_elems, m.shard_elems, sl.c_str(), format_bytes(m.slot_bytes).c_str(),
+                  m.boundary_buffers);
+    o << buf;
+  }
+  for (const auto& n : pr.mem.notes) o << "  note: " << n << "\n";
+  o << "communication per rank per step (bytes sent, counted as ring algorithms move them):\n";
+  for (size_t s = 0; s < pr.comm.size(); ++s) {
+    const StageComm& c = pr.comm[s];
+    std::snprintf(buf, sizeof buf, "  stage %zu: dp %s (%.0f calls, %s exposed) | tp %s (%.0f calls) | pp %s (%.0f messages)\n",
+                  s, format_bytes(c.dp_bytes).c_str(), c.dp_calls, format_bytes(c.dp_exposed_bytes).c_str(),
+                  format_bytes(c.tp_bytes).c_str(), c.tp_calls, format_bytes(c.pp_bytes).c_str(), c.pp_msgs);
+    o << buf;
+  }
+  const TimeEstimate& t = pr.time;
+  std::snprintf(buf, sizeof buf,
+                "step time (busiest stage): compute %.3g ms at %.0f%% of %.3g TFLOP/s%s + bubble %.3f x = %.3g ms"
+                " + tp %.3g ms (%s, not overlapped) + dp exposed %.3g ms of %.3g ms (%s) + pp %.3g ms (%s) = %.4g ms\n"
+                "  -> %.4g tokens/s, MFU %.1f%%\n",
+                t.compute_s * 1e3, 100 * mach.compute_efficiency, mach.peak_tflops,
+                t.oversubscription > 1 ? (" (oversubscribed " + std::to_string(t.oversubscription).substr(0, 4) + "x)").c_str() : "",
+                t.bubble, t.bubble_s * 1e3, t.tp_s * 1e3, t.tp_intra ? "intra-node" : "inter-node",
+                t.dp_exposed_s * 1e3, t.dp_s * 1e3, t.dp_intra ? "intra-node" : "inter-node", t.pp_s * 1e3,
+                t.pp_intra ? "intra-node" : "inter-node", t.step_s * 1e3, t.tokens_per_s, 100 * t.mfu);
+  o << buf;
+  return o.str();
+}
+
+// ---------------------------------------------------------------------------
+// Machine files
+
+Machine parse_machine(const std::string& text, const std::string& path) {
+  toml::table root;
+  try {
+    root = toml::parse(std::string_view(text), std::string_view(path));
+  } catch (const toml::parse_error& e) {
+    throw InputError(path + ":" + std::to_string(e.source().begin.line) + ": TOML syntax error: " +
+                     std::string(e.description()));
+  }
+  Machine m;
+  m.source = path;
+  auto at = [&](const toml::node& n) { return path + ":" + std::to_string(n.source().begin.line) + ": "; };
+  for (auto&& [k, v] : root) {
+    if (k.str() != "machine" || !v.is_table())
+      throw InputError(at(v) + "unknown section or key '" + std::string(k.str()) + "' (expected a [machine] table)");
+  }
+  const toml::table* t = root["machine"].as_table();
+  if (!t) throw InputError(path + ": missing [machine] table");
+  bool seen_peak = false, seen_mem = false, seen_dev = false, seen_name = false;
+  for (auto&& [k, v] : *t) {
+    const std::string key = "machine." + std::string(k.str());
+    auto number = [&](double lo, double hi) {
+      double x;
+      if (auto i = v.as_integer()) x = double(i->get());
+      else if (auto f = v.as_floating_point()) x = f->get();
+      else throw InputError(at(v) + key + ": expected a number");
+      if (!(x >= lo && x <= hi))
+        throw InputError(at(v) + key + ": must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] (got " +
+                         std::to_string(x) + ")");
+      return x;
+    };
+    if (k.str() == "name") {
+      auto s = v.as_string();
+      if (!s) throw InputError(at(v) + key + ": expected a string");
+      m.name = s->get();
+      seen_name = true;
+    } else if (k.str() == "devices_per_node") {
+      auto i = v.as_integer();
+      if (!i || i->get() < 1 || i->get() > 1024) throw InputError(at(v) + key + ": expected an integer in [1, 1024]");
+      m.devices_per_node = int(i->get());
+      seen_dev = true;
+    } else if (k.str() == "memory") {
+      auto s = v.as_string();
+      if (!s) throw InputError(at(v) + key + ": expected a size string such as \"80GiB\"");
+      m.memory_bytes = parse_bytes(s->get(), at(v) + key);
+      seen_mem = true;
+    } else if (k.str() == "peak_tflops") {
+      m.peak_tflops = number(1e-6, 1e6);
+      seen_peak = true;
+    } else if (k.str() == "compute_efficiency") {
+      m.compute_efficiency = number(1e-4, 1.0);
+    } else if (k.str() == "intra_node_gbs") {
+      m.intra_node_gbs = number(1e-6, 1e6);
+    } else if (k.str() == "inter_node_gbs") {
+      m.inter_node_gbs = number(1e-6, 1e6);
+    } else if (k.str() == "intra_node_latency_us") {
+      m.intra_node_latency_us = number(0, 1e6);
+    } else if (k.str() == "inter_node_latency_us") {
+      m.inter_node_latency_us = number(0, 1e6);
+    } else if (k.str() == "p2p_gbs") {
+      m.p2p_gbs = number(0, 1e6);
+    } else {
+      throw InputError(at(v) + "unknown key '" + key +
+                       "' (known: name, devices_per_node, memory, peak_tflops, compute_efficiency, intra_node_gbs, "
+                       "inter_node_gbs, intra_node_latency_us, inter_node_latency_us, p2p_gbs)");
+    }
+  }
+  if (!seen_name || !seen_dev || !seen_mem || !seen_peak)
+    throw InputError(path + ": [machine] needs name, devices_per_node, memory and peak_tflops");
+  return m;
+}
+
+Machine load_machine(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError("--machine: cannot read '" + path + "'");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return parse_machine(ss.str(), path);
+}
+
+}  // namespace pentad

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The planner's memory model (src/planner.cpp) against the peaks the backend
+# measures in real 2-step trainings, for the parity suite's layouts of one
+# model (tests/parity/tests.cmake): per category (params, grads, optim,
+# activations, comm, scratch) and in total on the root rank, and with
+# pipeline parallelism every stage's activation peak (pp{s}_act_peak_bytes).
+# Tolerance: 10% of the measured value (a category measured as 0 must be
+# predicted as 0). Also the dp/tp/pp bytes sent per step (same 10%).
+#   memory_model.sh gpt2|llama
+# env: PENTAD, MPIEXEC, PENTAD_SOURCE_DIR, PENTAD_PYTHON
+set -euo pipefail
+model=$1
+deck=$PENTAD_SOURCE_DIR/tests/parity/$model.toml
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/tests/data/corpus.txt > /dev/null
+c=""
+[ "$model" = llama ] && c="--set model.n_heads=8 --set model.n_kv_heads=4"
+L4="--set model.n_layers=4"
+# name|ranks|sets (the parity suite's layouts of this model)
+cases=(
+  "dp2|2|--set parallel.dp=2"
+  "dp4|4|--set parallel.dp=4"
+  "dp2_accum2|2|--set parallel.dp=2 --set train.grad_accum=2"
+  "zero1_dp2|2|--set parallel.dp=2 --set parallel.zero=1"
+  "zero2_dp2|2|--set parallel.dp=2 --set parallel.zero=2"
+  "zero3_dp2|2|--set parallel.dp=2 --set parallel.zero=3"
+  "zero1_dp4_accum2|4|--set parallel.dp=4 --set parallel.zero=1 --set train.grad_accum=2"
+  "zero2_dp4_accum2|4|--set parallel.dp=4 --set parallel.zero=2 --set train.grad_accum=2"
+  "zero3_dp4_accum2|4|--set parallel.dp=4 --set parallel.zero=3 --set train.grad_accum=2"
+  "zero2_dp3_padding|3|--set parallel.dp=3 --set parallel.zero=2 --set parallel.bucket_mb=0.01"
+  "zero3_dp2_small_buckets|2|--set parallel.dp=2 --set parallel.zero=3 --set parallel.bucket_mb=0.01 $L4"
+  "tp2|2|$c --set parallel.tp=2"
+  "tp4|4|$c --set parallel.tp=4"
+  "tp2_sp|2|$c --set parallel.tp=2 --set parallel.sp=true"
+  "tp2_sp_mb1|2|$c --set parallel.tp=2 --set parallel.sp=true --set train.micro_batch=1 --set train.grad_accum=2"
+  "tp2_dp2|4|$c --set parallel.tp=2 --set parallel.dp=2"
+  "tp2_full|2|$c --set parallel.tp=2 --set train.recompute=full"
+  "tp2_sp_selective|2|$c --set parallel.tp=2 --set parallel.sp=true --set train.recompute=selective"
+  "tp2_dp2_zero3|4|$c --set parallel.tp=2 --set parallel.dp=2 --set parallel.zero=3"
+  "pp2_afab|2|--set parallel.pp=2 --set parallel.schedule=afab --set train.grad_accum=4"
+  "pp2_1f1b|2|--set parallel.pp=2 --set parallel.schedule=1f1b --set train.grad_accum=4"
+  "pp4_1f1b|4|$L4 --set parallel.pp=4 --set parallel.schedule=1f1b --set train.grad_accum=8"
+  "pp4_afab|4|$L4 --set parallel.pp=4 --set parallel.schedule=afab --set train.grad_accum=8"
+  "pp2_v2_interleaved|2|$L4 --set parallel.pp=2 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved --set train.grad_accum=4"
+  "pp2_dp2_zero1|4|--set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=1 --set train.grad_accum=2"
+  "pp2_tp2_sp|4|$c --set parallel.pp=2 --set parallel.tp=2 --set parallel.sp=true --set train.grad_accum=2"
+  "pp2_stage_layers|2|$L4 --set parallel.pp=2 --set parallel.stage_layers=3,1 --set train.grad_accum=2"
+  "pp2_recompute_full|2|--set train.recompute=full --set parallel.pp=2 --set train.grad_accum=2"
+  "recompute_selective|1|--set train.recompute=selective"
+  "zero1_dp3_padding|3|--set parallel.dp=3 --set parallel.zero=1 --set parallel.bucket_mb=0.01"
+  "tp2_dp2_zero1|4|$c --set parallel.tp=2 --set parallel.dp=2 --set parallel.zero=1"
+  "pp2_tp2|4|$c --set parallel.pp=2 --set parallel.tp=2 --set train.grad_accum=2"
+  "pp2_tied|2|--set model.tied_embeddings=true --set parallel.pp=2 --set train.grad_accum=2"
+  "pp2_recompute_selective|2|--set train.recompute=selective --set parallel.pp=2 --set train.grad_accum=2"
+)
+for entry in "${cases[@]}"; do
+  IFS='|' read -r name np sets <<< "$entry"
+  # shellcheck disable=SC2086
+  "$MPIEXEC" -n "$np" "$PENTAD" train "$deck" --set data.train="$tmp/data/train.bin" $sets --set train.steps=2 \
+    --set log.peak_tflops=0.1 --set log.metrics="$tmp/$name.jsonl" > "$tmp/$name.log" 2>&1 \
+    || { cat "$tmp/$name.log"; exit 1; }
+  # shellcheck disable=SC2086
+  "$PENTAD" plan "$deck" --ranks "$np" --set data.train="$tmp/data/train.bin" $sets --layout deck --json \
+    > "$tmp/$name.pred" 2> "$tmp/$name.plan_err" || { cat "$tmp/$name.plan_err"; exit 1; }
+  echo "$name" >> "$tmp/names"
+done
+"$PENTAD_PYTHON" - "$tmp" <<'PY'
+import json, os, sys
+sys.path.insert(0, os.path.join(os.environ["PENTAD_SOURCE_DIR"], "tests", "lib"))
+from report import report
+tmp = sys.argv[1]
+checks = []
+worst = (0.0, "")
+def near(name, what, pred, meas, tol=0.10):
+    global worst
+    if meas == 0:
+        ok, err = pred == 0, (0.0 if pred == 0 else float("inf"))
+    else:
+        err = abs(pred - meas) / meas
+        ok = err <= tol
+    if err > worst[0]:
+        worst = (err, f"{name} {what}")
+    checks.append((f"{name:<24} {what:<22} predicted {pred:>12.0f} measured {meas:>12.0f} ({100*err:.2f}%)", ok))
+for name in open(f"{tmp}/names").read().split():
+    row = [json.loads(l) for l in open(f"{tmp}/{name}.jsonl")][-1]
+    pred = json.load(open(f"{tmp}/{name}.pred"))
+    st0 = pred["stages"][0]
+    for cat in ("params", "grads", "optim", "activations", "comm", "scratch"):
+        near(name, cat, st0[cat], row["peak_mem_" + cat])
+    near(name, "total", st0["total"], row["peak_mem_bytes"])
+    for s, st in enumerate(pred["stages"]):
+        if f"pp{s}_act_peak_bytes" in row and len(pred["stages"]) > 1:
+            near(name, f"stage {s} activations", st["activations"], row[f"pp{s}_act_peak_bytes"])
+    for g in ("dp", "tp", "pp"):
+        near(name, f"{g} bytes/step", st0[g + "_bytes"], row[g + "_bytes_sent"])
+print(f"worst relative error: {100*worst[0]:.2f}% ({worst[1]})")
+sys.exit(report(checks))
+PY

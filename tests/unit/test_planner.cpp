@@ -1,0 +1,108 @@
+// The planner (src/planner.cpp) without MPI: machine files are parsed
+// strictly, sizes parse with units, and the parameter/optimizer terms of the
+// memory model agree with the textbook counts of REFERENCE.md (fp32: 4 bytes
+// per parameter and gradient, 8 for the AdamW moments) derived by hand for a
+// GPT-2 whose tensors need no padding. The allocation-by-allocation check
+// against measured peaks is tests/planner/memory_model.sh.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "config.hpp"
+#include "error.hpp"
+#include "planner.hpp"
+
+namespace {
+
+const std::string kMachine =
+    "[machine]\nname = \"m\"\ndevices_per_node = 4\nmemory = \"2GiB\"\npeak_tflops = 1.5\n";
+
+std::string machine_error(const std::string& text) {
+  try {
+    pentad::parse_machine(text, "m.toml");
+  } catch (const pentad::InputError& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+// GPT-2, L=2, C=32, V=256, T=16: every tensor is a multiple of 16 elements,
+// so the flat buffer holds exactly Psi = V C + T C + L (12 C^2 + 13 C) + 2 C.
+const std::string kDeck =
+    "[model]\nfamily = \"gpt2\"\nn_layers = 2\nd_model = 32\nn_heads = 4\nvocab_size = 256\nseq_len = 16\n"
+    "[train]\nmicro_batch = 2\n[data]\ntrain = \"x\"\n";
+const double kPsi = 256 * 32 + 16 * 32 + 2 * (12 * 32 * 32 + 13 * 32) + 2 * 32;
+
+pentad::MemBytes root_bytes(const std::vector<std::string>& sets, int ranks) {
+  const pentad::Config cfg = pentad::parse_config(kDeck, "t.toml", sets, ranks);
+  return pentad::estimate_memory(cfg).stages[0].bytes;
+}
+
+}  // namespace
+
+TEST(Planner, MachineParses) {
+  const pentad::Machine m = pentad::parse_machine(kMachine + "compute_efficiency = 0.25\n", "m.toml");
+  EXPECT_EQ(m.devices_per_node, 4);
+  EXPECT_DOUBLE_EQ(m.memory_bytes, 2.0 * (1 << 30));
+  EXPECT_DOUBLE_EQ(m.peak_tflops, 1.5);
+  EXPECT_DOUBLE_EQ(m.compute_efficiency, 0.25);
+}
+
+TEST(Planner, MachineErrorsNameKeyAndLine) {
+  EXPECT_EQ(machine_error(kMachine + "speed = 3\n"),
+            "m.toml:6: unknown key 'machine.speed' (known: name, devices_per_node, memory, peak_tflops, "
+            "compute_efficiency, intra_node_gbs, inter_node_gbs, intra_node_latency_us, inter_node_latency_us, "
+            "p2p_gbs)");
+  EXPECT_EQ(machine_error(kMachine + "compute_efficiency = 1.5\n"),
+            "m.toml:6: machine.compute_efficiency: must be in [0.000100, 1.000000] (got 1.500000)");
+  EXPECT_EQ(machine_error(kMachine + "intra_node_gbs = \"fast\"\n"),
+            "m.toml:6: machine.intra_node_gbs: expected a number");
+  EXPECT_EQ(machine_error("[machine]\nname = \"m\"\n"),
+            "m.toml: [machine] needs name, devices_per_node, memory and peak_tflops");
+  EXPECT_EQ(machine_error(kMachine + "[gpu]\n"), "m.toml:6: unknown section or key 'gpu' (expected a [machine] table)");
+  EXPECT_NE(machine_error("[machine\n").find("m.toml:1: TOML syntax error"), std::string::npos);
+}
+
+TEST(Planner, ParseBytes) {
+  EXPECT_DOUBLE_EQ(pentad::parse_bytes("80GiB", "x"), 80.0 * (1ull << 30));
+  EXPECT_DOUBLE_EQ(pentad::parse_bytes("1.5e9", "x"), 1.5e9);
+  EXPECT_DOUBLE_EQ(pentad::parse_bytes("512MB", "x"), 512e6);
+  EXPECT_THROW(pentad::parse_bytes("80Gb", "x"), pentad::InputError);
+  EXPECT_THROW(pentad::parse_bytes("-1GiB", "x"), pentad::InputError);
+  EXPECT_THROW(pentad::parse_bytes("lots", "x"), pentad::InputError);
+}
+
+// REFERENCE.md's table in fp32 (4 + 4 + 8 bytes per parameter), per ZeRO stage.
+TEST(Planner, ZeroTermsMatchTheTextbookCounts) {
+  using pentad::Mem;
+  const auto P = int(Mem::params), G = int(Mem::grads), O = int(Mem::optim);
+  const pentad::MemBytes z0 = root_bytes({}, 1);
+  EXPECT_DOUBLE_EQ(z0[P], 4 * kPsi);
+  EXPECT_DOUBLE_EQ(z0[G], 4 * kPsi);
+  EXPECT_DOUBLE_EQ(z0[O], 8 * kPsi);
+  // dp = 4: Psi = 34176 = 4 x 8544, and 8544 = 534 x 16: no shard padding.
+  const double S = kPsi / 4;
+  const pentad::MemBytes z1 = root_bytes({"parallel.dp=4", "parallel.zero=1"}, 4);
+  EXPECT_DOUBLE_EQ(z1[P], 4 * kPsi);
+  EXPECT_DOUBLE_EQ(z1[G], 4 * kPsi);
+  EXPECT_DOUBLE_EQ(z1[O], 8 * S);
+  const pentad::MemBytes z3 = root_bytes({"parallel.dp=4", "parallel.zero=3"}, 4);
+  EXPECT_DOUBLE_EQ(z3[O], 8 * S);
+  EXPECT_GE(z3[P], 4 * S);     // the shard plus gathered windows
+  EXPECT_LT(z3[P], 4 * kPsi);  // but never the whole model
+}
+
+// 1f1b keeps at most pp - stage micro-batches alive, afab all m.
+TEST(Planner, PipelineActivationsFollowTheSchedule) {
+  using pentad::Mem;
+  const auto A = int(Mem::activations);
+  const auto est = [](const std::string& sched) {
+    return pentad::estimate_memory(pentad::parse_config(
+        kDeck, "t.toml", {"parallel.pp=2", "parallel.schedule=\"" + sched + "\"", "train.grad_accum=8"}, 2));
+  };
+  const auto afab = est("afab"), f1b = est("1f1b");
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_DOUBLE_EQ(afab.stages[size_t(s)].bytes[A], 8 * afab.stages[size_t(s)].slot_bytes);
+    EXPECT_DOUBLE_EQ(f1b.stages[size_t(s)].bytes[A], (2 - s) * f1b.stages[size_t(s)].slot_bytes);
+  }
+}

@@ -285,6 +285,17 @@ const std::vector<Key>& schema() {
     s.push_back(tied_key());
     s.push_back(float_key(PENTAD_FIELD(model, init_std), gt(0), none(),
                           "std of the normal weight init"));
+    s.push_back(int_key(PENTAD_FIELD(model, n_experts), 0, kNoMax,
+                        "experts per MoE block (E); 0 = dense model"));
+    s.push_back(int_key(PENTAD_FIELD(model, top_k), 1, kNoMax, "experts each token is routed to"));
+    s.push_back(int_key(PENTAD_FIELD(model, moe_every), 1, kNoMax,
+                        "every k-th block is an MoE block (blocks k-1, 2k-1, ...)"));
+    s.push_back(float_key(PENTAD_FIELD(model, capacity_factor), ge(0), none(),
+                          "expert capacity per sequence = ceil(cf*T*top_k/E); 0 = dropless"));
+    s.push_back(float_key(PENTAD_FIELD(model, aux_loss_coef), ge(0), none(),
+                          "load-balancing loss coefficient (Switch/GShard)"));
+    s.push_back(float_key(PENTAD_FIELD(model, z_loss_coef), ge(0), none(),
+                          "router z-loss coefficient"));
 
     s.push_back(int_key(PENTAD_FIELD(parallel, dp), 1, kNoMax, "data-parallel ranks"));
     s.push_back(int_key(PENTAD_FIELD(parallel, tp), 1, kNoMax, "tensor-parallel ranks"));
@@ -587,6 +598,25 @@ void validate(const Config& cfg, int world_size) {
   if (m.vocab_size % p.tp != 0)
     fail(cfg, kv("model.vocab_size", m.vocab_size) + " is not divisible by " +
                   kv("parallel.tp", p.tp) + " (no padding: pad the vocabulary in the data)");
+  // Mixture of experts and expert parallelism.
+  if (p.ep > 1 && m.n_experts == 0)
+    fail(cfg, kv("parallel.ep", p.ep) + " needs a mixture-of-experts model (model.n_experts > 0)");
+  if (m.n_experts > 0) {
+    if (m.top_k > m.n_experts)
+      fail(cfg, kv("model.top_k", m.top_k) + " is larger than " + kv("model.n_experts", m.n_experts));
+    if (m.n_experts % p.ep != 0)
+      fail(cfg, kv("model.n_experts", m.n_experts) + " is not divisible by " + kv("parallel.ep", p.ep));
+    if (p.tp > 1)
+      fail(cfg, kv("parallel.tp", p.tp) + " with " + kv("model.n_experts", m.n_experts) +
+                    ": tensor parallelism of MoE blocks is not supported (experts are not split over tp); "
+                    "use parallel.tp = 1");
+    if (p.cp > 1)
+      fail(cfg, kv("parallel.cp", p.cp) + " with " + kv("model.n_experts", m.n_experts) +
+                    ": context parallelism of MoE models is not supported");
+    if (p.zero >= 2)
+      fail(cfg, kv("parallel.zero", p.zero) + " with " + kv("model.n_experts", m.n_experts) +
+                    ": ZeRO-2/3 are not supported for MoE models; use parallel.zero = 0 or 1");
+  }
   // Pipeline: the partition of the blocks and the schedule's constraints.
   try {
     partition_blocks(m.n_layers, p.pp * p.virtual_stages, p.stage_layers);
@@ -621,7 +651,6 @@ void check_supported(const Config& cfg) {
   const ParallelConfig& p = cfg.parallel;
   const std::string not_yet = " is not available in this build yet";
   if (p.cp > 1) fail(cfg, kv("parallel.cp", p.cp) + ": context parallelism" + not_yet);
-  if (p.ep > 1) fail(cfg, kv("parallel.ep", p.ep) + ": expert parallelism" + not_yet);
   if (cfg.train.dtype == "bf16") fail(cfg, "train.dtype=bf16: bf16 training" + not_yet);
 #ifndef PENTAD_HAVE_CUDA
   if (cfg.backend == "cuda")

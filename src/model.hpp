@@ -67,7 +67,12 @@ class Model {
   ParamStore& expert_params() { return expert_params_; }
   // Routing statistics of the training forwards since the last reset.
   const MoeStats& moe_stats() const { return moe_stats_; }
-  void reset_moe_stats() { moe_stats_.reset(L_, cfg_.n_experts); }
+  void reset_moe_stats() {
+    moe_stats_.reset(L_, cfg_.n_experts);
+    if (moe_) moe_->reset_times();
+  }
+  // Time spent in the MoE layers since the last reset (zeros for a dense model).
+  MoeLayer::Times moe_times() const { return moe_ ? moe_->times() : MoeLayer::Times{}; }
   void set_hooks(UnitHooks* hooks) { hooks_ = hooks ? hooks : &no_hooks_; }
   int n_units() const { return L_ + 2; }
   const ModelConfig& config() const { return cfg_; }

@@ -17,7 +17,25 @@
 
 #include "comm.hpp"
 
+#include <chrono>
+
 namespace pentad {
+namespace {
+
+// Adds the wall time of a scope to a counter (the backend is synchronised
+// at the end, so device work is charged to the scope that queued it).
+struct Timed {
+  Timed(Backend& be, double& acc) : be_(be), acc_(acc), t0_(std::chrono::steady_clock::now()) {}
+  ~Timed() {
+    be_.synchronize();
+    acc_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+  Backend& be_;
+  double& acc_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+}  // namespace
 
 struct MoeCtx {
   Backend* be = nullptr;
@@ -94,6 +112,10 @@ MoeParams MoeLayer::add_params(const std::string& prefix, float std, float std_o
 
 void MoeLayer::forward(MoeCtxPtr& ctx, const MoeParams& p, int layer, float* out, const float* resid,
                        const float* x, int n_tokens, MoeStats* stats) {
+  const Times before = times_;
+  double total_s = 0;
+  {
+  const Timed whole(be_, total_s);
   if (!ctx) ctx.reset(new MoeCtx);
   MoeCtx& c = *ctx;
   c.free_dev();
@@ -206,10 +228,12 @@ void MoeLayer::forward(MoeCtxPtr& ctx, const MoeParams& p, int layer, float* out
   // Counts first: rows per (destination, local expert), then the rows.
   const int P = ep_size_, El = E_local_;
   c.recv_seg.assign(size_t(P) * El, 0);
-  if (P > 1)
+  if (P > 1) {
+    const Timed tm(be_, times_.comm_s);
     ep_->alltoall_host(rows_of.data(), c.recv_seg.data(), El);
-  else
+  } else {
     c.recv_seg = rows_of;
+  }
   c.send_counts.assign(size_t(P), 0);
   c.recv_counts.assign(size_t(P), 0);
   for (int q = 0; q < P; ++q)
@@ -227,18 +251,25 @@ void MoeLayer::forward(MoeCtxPtr& ctx, const MoeParams& p, int layer, float* out
   float* send = dev(size_t(c.M) * C);
   be_.from_host(send, xs.data(), xs.size() * sizeof(float));
   c.xr = dev(size_t(c.R) * C);
-  if (P > 1)
-    ep_->alltoallv(send, c.send_counts, c.xr, c.recv_counts);
-  else
-    be_.copy_bytes(c.xr, send, size_t(c.M) * C * sizeof(float));
-
-  experts_fwd(c, p);
-
+  {
+    const Timed tm(be_, times_.comm_s);
+    if (P > 1)
+      ep_->alltoallv(send, c.send_counts, c.xr, c.recv_counts);
+    else
+      be_.copy_bytes(c.xr, send, size_t(c.M) * C * sizeof(float));
+  }
+  {
+    const Timed tm(be_, times_.expert_s);
+    experts_fwd(c, p);
+  }
   // Outputs back in dispatch order, then the weighted combine.
-  if (P > 1)
-    ep_->alltoallv(c.y, c.recv_counts, send, c.send_counts);
-  else
-    be_.copy_bytes(send, c.y, size_t(c.M) * C * sizeof(float));
+  {
+    const Timed tm(be_, times_.comm_s);
+    if (P > 1)
+      ep_->alltoallv(c.y, c.recv_counts, send, c.send_counts);
+    else
+      be_.copy_bytes(send, c.y, size_t(c.M) * C * sizeof(float));
+  }
   c.yb.resize(size_t(c.M) * C);
   be_.to_host(c.yb.data(), send, c.yb.size() * sizeof(float));
   be_.free_bytes(send);
@@ -258,6 +289,8 @@ void MoeLayer::forward(MoeCtxPtr& ctx, const MoeParams& p, int layer, float* out
   be_.from_host(tmp, comb.data(), comb.size() * sizeof(float));
   be_.add(out, resid, tmp, size_t(N) * C);
   be_.free_bytes(tmp);
+  }
+  times_.route_s += total_s - (times_.comm_s - before.comm_s) - (times_.expert_s - before.expert_s);
 }
 
 // Segments of the received rows: source rank q, local expert e.
@@ -348,6 +381,10 @@ void MoeLayer::experts_bwd(MoeCtx& c, const MoeParams& p, const float* dyr, floa
 void MoeLayer::backward(MoeCtxPtr& ctx, const MoeParams& p, float* dx, const float* dy, const float* x,
                         float loss_scale) {
   if (!ctx) throw std::logic_error("MoeLayer::backward without a forward");
+  const Times before = times_;
+  double total_s = 0;
+  {
+  const Timed whole(be_, total_s);
   MoeCtx& c = *ctx;
   const int N = c.N, E = E_, k = k_, C = C_, P = ep_size_;
   std::vector<float> dyh(size_t(N) * C);
@@ -374,15 +411,24 @@ void MoeLayer::backward(MoeCtxPtr& ctx, const MoeParams& p, float* dx, const flo
   float* dyr = dev(size_t(c.R) * C);
   float* dxr = dev(size_t(c.R) * C);
   be_.from_host(sendb, dys.data(), dys.size() * sizeof(float));
-  if (P > 1)
-    ep_->alltoallv(sendb, c.send_counts, dyr, c.recv_counts);
-  else
-    be_.copy_bytes(dyr, sendb, size_t(c.M) * C * sizeof(float));
-  experts_bwd(c, p, dyr, dxr);
-  if (P > 1)
-    ep_->alltoallv(dxr, c.recv_counts, sendb, c.send_counts);
-  else
-    be_.copy_bytes(sendb, dxr, size_t(c.M) * C * sizeof(float));
+  {
+    const Timed tm(be_, times_.comm_s);
+    if (P > 1)
+      ep_->alltoallv(sendb, c.send_counts, dyr, c.recv_counts);
+    else
+      be_.copy_bytes(dyr, sendb, size_t(c.M) * C * sizeof(float));
+  }
+  {
+    const Timed tm(be_, times_.expert_s);
+    experts_bwd(c, p, dyr, dxr);
+  }
+  {
+    const Timed tm(be_, times_.comm_s);
+    if (P > 1)
+      ep_->alltoallv(dxr, c.recv_counts, sendb, c.send_counts);
+    else
+      be_.copy_bytes(sendb, dxr, size_t(c.M) * C * sizeof(float));
+  }
   std::vector<float> dxs(size_t(c.M) * C);
   be_.to_host(dxs.data(), sendb, dxs.size() * sizeof(float));
   be_.free_bytes(sendb);
@@ -431,7 +477,9 @@ void MoeLayer::backward(MoeCtxPtr& ctx, const MoeParams& p, float* dx, const flo
   be_.gemm(false, false, N, C, E, 1.0f, dl, E, dense_.param(p.router), C, 1.0f, dx, C);
   be_.gemm(true, false, E, C, N, 1.0f, dl, E, x, C, 1.0f, dense_.grad(p.router), C);
   be_.free_bytes(dl);
+  }
   ctx.reset();
+  times_.route_s += total_s - (times_.comm_s - before.comm_s) - (times_.expert_s - before.expert_s);
 }
 
 }  // namespace pentad

@@ -59,6 +59,15 @@ class MoeLayer {
 
   int experts_local() const { return E_local_; }
 
+  // Wall time since the last reset: all-to-alls (counts and rows, both
+  // directions), expert matmuls and activations, and the host-side routing,
+  // permutation and combine.
+  struct Times {
+    double comm_s = 0, expert_s = 0, route_s = 0;
+  };
+  const Times& times() const { return times_; }
+  void reset_times() { times_ = {}; }
+
   // out(N,C) = resid + sum_j w_j expert_j(x) for N = n_seq * T token rows;
   // x is the block's MLP input (after the norm). Saves what backward needs in
   // ctx (allocated if empty). stats (nullable) gets this call's routing
@@ -77,6 +86,7 @@ class MoeLayer {
   void experts_fwd(MoeCtx& c, const MoeParams& p);
   void experts_bwd(MoeCtx& c, const MoeParams& p, const float* dyr, float* dxr);
 
+  Times times_;
   ModelConfig cfg_;
   Backend& be_;
   ParamStore& dense_;

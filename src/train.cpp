@@ -346,7 +346,13 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
       n += double(std::accumulate(g.shape.begin(), g.shape.end(), int64_t(1), std::multiplies<>()));
     if (moe) n_params = n;
   }
-  const double fpt = flops_per_token(mc, n_params);
+  // FLOPs per token count the parameters a token uses: top_k of n_experts.
+  double n_active = n_params;
+  for (const GlobalTensor& g : all_tensors)
+    if (g.expert)
+      n_active -= (1.0 - double(mc.top_k) / mc.n_experts) *
+                  double(std::accumulate(g.shape.begin(), g.shape.end(), int64_t(1), std::multiplies<>()));
+  const double fpt = flops_per_token(mc, n_active);
 
   double peak_tflops = cfg.log.peak_tflops;
   if (peak_tflops <= 0) {
@@ -365,6 +371,12 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
                 mc.family == Family::gpt2 ? "gpt2" : "llama", n_params / 1e6, fpt,
                 (long long)B_global, T, b, A, n_dp, peak_tflops,
                 cfg.log.peak_tflops > 0 ? " (deck)" : " (measured sgemm)");
+    if (moe)
+      std::printf("moe: %d experts, top-%d, every %d block(s), capacity %s, ep=%d (%d experts per rank), "
+                  "%.3fM parameters active per token\n",
+                  mc.n_experts, mc.top_k, mc.moe_every,
+                  mc.capacity_factor > 0 ? std::to_string(mc.capacity_factor).c_str() : "dropless",
+                  topo.shape.ep, mc.n_experts / topo.shape.ep, n_active / 1e6);
     std::fflush(stdout);
   }
 
@@ -539,6 +551,10 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
         row.emplace_back("ep_bytes_sent", ep->bytes_sent());
         row.emplace_back("ep_blocked_ms", ep->seconds_blocked() * 1e3);
         row.emplace_back("expert_dp_bytes_sent", edp->bytes_sent());
+        const MoeLayer::Times mt = model.moe_times();  // the root's
+        row.emplace_back("moe_comm_ms", mt.comm_s * 1e3);
+        row.emplace_back("moe_expert_ms", mt.expert_s * 1e3);
+        row.emplace_back("moe_route_ms", mt.route_s * 1e3);
       }
       if (eval_now) row.emplace_back("val_loss", last_val);
       if (metrics) metrics->write(row);

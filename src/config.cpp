@@ -613,9 +613,6 @@ void validate(const Config& cfg, int world_size) {
     if (p.cp > 1)
       fail(cfg, kv("parallel.cp", p.cp) + " with " + kv("model.n_experts", m.n_experts) +
                     ": context parallelism of MoE models is not supported");
-    if (p.zero >= 2)
-      fail(cfg, kv("parallel.zero", p.zero) + " with " + kv("model.n_experts", m.n_experts) +
-                    ": ZeRO-2/3 are not supported for MoE models; use parallel.zero = 0 or 1");
   }
   // Pipeline: the partition of the blocks and the schedule's constraints.
   try {

@@ -124,7 +124,7 @@ void DataParallel::open_grad_window(Bucket& b) {
 
 void DataParallel::start_gather(int unit) {
   ParamWindow& w = pwin_[size_t(unit)];
-  if (w.buf) return;
+  if (w.buf || params_.unit_numel(unit) == 0) return;  // a unit without parameters here
   const size_t lo = params_.unit_offset(unit), hi = lo + params_.unit_numel(unit);
   w.buf = be_.alloc(hi - lo, Mem::params);
   const size_t a = std::clamp(own_lo_, lo, hi);
@@ -134,7 +134,7 @@ void DataParallel::start_gather(int unit) {
 void DataParallel::acquire(int unit, bool backward) {
   if (partner_) partner_->acquire(unit, backward);
   poll();
-  if (zero_ >= 3) {
+  if (zero_ >= 3 && params_.unit_numel(unit) > 0) {
     start_gather(unit);
     ParamWindow& w = pwin_[size_t(unit)];
     if (w.request >= 0) {
@@ -147,7 +147,8 @@ void DataParallel::acquire(int unit, bool backward) {
     const int next = backward ? (unit == last ? last - 1 : unit - 1) : unit + 1;
     if (next >= 0 && next <= last && next != unit) start_gather(next);
   }
-  if (zero_ >= 2 && backward) open_grad_window(buckets_[size_t(bucket_of_unit_[size_t(unit)])]);
+  if (zero_ >= 2 && backward && bucket_of_unit_[size_t(unit)] >= 0)
+    open_grad_window(buckets_[size_t(bucket_of_unit_[size_t(unit)])]);
 }
 
 void DataParallel::release(int unit, bool backward) {

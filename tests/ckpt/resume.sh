@@ -71,8 +71,8 @@ case "$mode" in
   moe)
     # MoE (block 1 of 2 has experts): bitwise resume under dp2 x ep2 zero1;
     # a checkpoint saved under dp4 x ep2 zero1 (experts split over ep, one
-    # writer per block) loads bitwise under 1 rank, dp4 x ep4 and dp2 x ep2 x
-    # pp2 (whose first stage holds no expert).
+    # writer per block) loads bitwise under 1 rank, dp4 x ep4 zero3 and
+    # dp2 x ep2 x pp2 (whose first stage holds no expert).
     deck=$PENTAD_SOURCE_DIR/tests/parity/moe_llama.toml
     lay=(--set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=1)
     train 2 straight "${lay[@]}" --set checkpoint.dir="$tmp/A" --set checkpoint.every=5 --set log.metrics="$tmp/a.jsonl"
@@ -84,7 +84,7 @@ case "$mode" in
       --set checkpoint.every=5 --set train.steps=5
     ck=$tmp/S/step_000005.h5
     i=0
-    for layout in "1 --set train.grad_accum=1" "4 --set parallel.dp=4 --set parallel.ep=4" \
+    for layout in "1 --set train.grad_accum=1" "4 --set parallel.dp=4 --set parallel.ep=4 --set parallel.zero=3" \
                   "4 --set parallel.dp=2 --set parallel.ep=2 --set parallel.pp=2 --set train.grad_accum=2"; do
       i=$((i + 1))
       # shellcheck disable=SC2086

@@ -128,9 +128,6 @@ case "$case_name" in
   moe_tp)
     run "parallel.tp=2 with model.n_experts=4: tensor parallelism of MoE blocks is not supported" train "$tmp/deck.toml" \
       --set model.n_experts=4 --set parallel.tp=2 --set parallel.dp=1 ;;
-  moe_zero2)
-    run "parallel.zero=2 with model.n_experts=4: ZeRO-2/3 are not supported for MoE models" train "$tmp/deck.toml" \
-      --set model.n_experts=4 --set parallel.zero=2 ;;
   unknown_command)
     run "unknown command 'trian'" trian "$tmp/deck.toml" ;;
   *) echo "unknown case $case_name"; exit 2 ;;

@@ -128,3 +128,10 @@ foreach(model moe_gpt2 moe_llama)
   set_tests_properties(recompute_identical_${model} PROPERTIES LABELS "mpi;parity"
                        ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
 endforeach()
+# ZeRO-2/3 shard both stores (gradient windows and gathered parameter units
+# per store; units without experts skipped); small buckets, accumulation.
+pentad_parity_test(dp4_ep2_zero3_accum2 moe_gpt2 4 "--set train.grad_accum=8"
+                   "--set parallel.dp=4 --set parallel.ep=2 --set parallel.zero=3 --set train.grad_accum=2 --set parallel.bucket_mb=0.01")
+pentad_parity_test(dp4_ep2_zero2_accum2 moe_llama 4 "--set train.grad_accum=8"
+                   "--set parallel.dp=4 --set parallel.ep=2 --set parallel.zero=2 --set train.grad_accum=2 --set parallel.bucket_mb=0.01")
+pentad_parity_test(dp2_ep2_zero3 moe_llama 2 "--set train.grad_accum=2" "--set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=3")

@@ -284,8 +284,9 @@ double DataParallel::grad_sum_squares(Comm* tp) {
 double DataParallel::grad_norm(Comm* tp, Comm* pp, Comm* ep) {
   double s = grad_sum_squares(tp);
   if (partner_) {
-    // Expert tensors are split over ep: every ep rank adds its own experts.
-    double e = partner_->grad_sum_squares(tp);
+    // Expert tensors are split over ep (every ep rank adds its own experts)
+    // and replicated over tp (every tp rank holds the same: not summed).
+    double e = partner_->grad_sum_squares(nullptr);
     if (ep && ep->size() > 1) ep->allreduce_sum_host(&e, 1);
     s += e;
   }

@@ -126,7 +126,9 @@ Model::Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backe
   has_embedding_ = owns_chunk(0);
   has_head_ = owns_chunk(G - 1);
   if (cfg.n_experts > 0) {
-    if (tp_size_ > 1) throw std::invalid_argument("Model: MoE blocks do not support tensor parallelism");
+    // With tp the MoE layer is replicated: every tp rank routes the same
+    // (replicated) rows through the same experts (no sp).
+    if (sp_) throw std::invalid_argument("Model: MoE blocks do not support sequence parallelism");
     moe_ = std::make_unique<MoeLayer>(cfg, backend, params_, expert_params_, par_.ep);
   }
   moe_stats_.reset(L_, cfg.n_experts);
@@ -537,8 +539,10 @@ void Model::block_bwd(int l, Acts& a, const float* in) {
     linear_bwd(d_part, s.d_fc_pre, x2, x.w_gate, -1, F_, C_, 0.0f);
     linear_bwd(d_part, s.d_up, x2, x.w_up, -1, F_, C_, 1.0f);
   }
-  norm_bwd(s.dres, reduce_rows(d_part, s.d_ln), a.res_mid, x.mlp_norm_w, x.mlp_norm_b, a.ln2_mean,
-           a.ln2_rstd, 2);
+  // The MoE layer is replicated over tp: its input gradient is whole on every
+  // rank (no partial sums to reduce).
+  norm_bwd(s.dres, moe ? static_cast<const float*>(d_part) : reduce_rows(d_part, s.d_ln), a.res_mid,
+           x.mlp_norm_w, x.mlp_norm_b, a.ln2_mean, a.ln2_rstd, 2);
 
   // Attention branch. s.dres now holds dL/d(res_mid) = dL/d(block input) via the skip.
   dy = gather_rows(s.dres, s.gath_dy);

@@ -89,8 +89,9 @@ std::vector<CkptTensor> checkpoint_tensors(ParamStore& params, DataParallel& dpa
       t.local_shape = p.local_shape;
       // An expert block is replicated over dp/ep (and cp): its dp/ep index 0 writes it.
       const bool first_replica = g.expert ? topo.me.dp_outer == 0 : topo.dp_rank() == 0;
+      // Expert blocks are replicated over tp.
       t.writer = !p.stage_copy && first_replica && topo.me.cp == 0 &&
-                 (!replicated_over_tp || topo.me.tp == 0);
+                 (!(replicated_over_tp || g.expert) || topo.me.tp == 0);
       return t;
     };
     CkptTensor w = make("");

@@ -70,8 +70,8 @@ case "$mode" in
     compare "$tmp/A/step_000010.h5" "$tmp/B/step_000010.h5" bitwise "$tmp/a.jsonl" "$tmp/b.jsonl" ;;
   moe)
     # MoE (block 1 of 2 has experts): bitwise resume under dp2 x ep2 zero1;
-    # a checkpoint saved under dp4 x ep2 zero1 (experts split over ep, one
-    # writer per block) loads bitwise under 1 rank, dp4 x ep4 zero3 and
+    # a checkpoint saved under dp2 x ep2 x tp2 zero1 (experts split over ep,
+    # replicated over tp, one writer per block) loads bitwise under 1 rank, dp4 x ep4 zero3 and
     # dp2 x ep2 x pp2 (whose first stage holds no expert).
     deck=$PENTAD_SOURCE_DIR/tests/parity/moe_llama.toml
     lay=(--set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=1)
@@ -80,7 +80,7 @@ case "$mode" in
       --set checkpoint.every=5 --set log.metrics="$tmp/b.jsonl"
     grep -q "resumed from" "$tmp/resumed.log"
     compare "$tmp/A/step_000010.h5" "$tmp/B/step_000010.h5" bitwise "$tmp/a.jsonl" "$tmp/b.jsonl"
-    train 4 src --set parallel.dp=4 --set parallel.ep=2 --set parallel.zero=1 --set checkpoint.dir="$tmp/S" \
+    train 4 src --set parallel.dp=2 --set parallel.ep=2 --set parallel.tp=2 --set parallel.zero=1 --set checkpoint.dir="$tmp/S" \
       --set checkpoint.every=5 --set train.steps=5
     ck=$tmp/S/step_000005.h5
     i=0

@@ -135,3 +135,9 @@ pentad_parity_test(dp4_ep2_zero3_accum2 moe_gpt2 4 "--set train.grad_accum=8"
 pentad_parity_test(dp4_ep2_zero2_accum2 moe_llama 4 "--set train.grad_accum=8"
                    "--set parallel.dp=4 --set parallel.ep=2 --set parallel.zero=2 --set train.grad_accum=2 --set parallel.bucket_mb=0.01")
 pentad_parity_test(dp2_ep2_zero3 moe_llama 2 "--set train.grad_accum=2" "--set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=3")
+# TP: the MoE layer is replicated over tp (no sp); dense layers split as usual.
+foreach(model moe_gpt2 moe_llama)
+  pentad_parity_test(dp2_ep2_tp2 ${model} 4 "--set train.grad_accum=2" "--set parallel.dp=2 --set parallel.ep=2 --set parallel.tp=2")
+endforeach()
+pentad_parity_test(tp2_full moe_gpt2 2 "" "--set parallel.tp=2 --set train.recompute=full")
+pentad_parity_test(tp2_pp2_zero1 moe_llama 4 "--set train.grad_accum=2" "--set parallel.tp=2 --set parallel.pp=2 --set parallel.zero=1 --set train.grad_accum=2")

@@ -441,8 +441,9 @@ TEST(Config, MoeChecks) {
   EXPECT_EQ(error_of(kMinimal + "[model]\nn_experts = 2\ntop_k = 3\n"),
             "input/tiny.toml: model.top_k=3 is larger than model.n_experts=2");
   EXPECT_NE(error_of(kMinimal + moe + "capacity_factor = -0.5\n").find("model.capacity_factor"), std::string::npos);
-  EXPECT_NE(error_of(kMinimal + moe + "[parallel]\ntp = 2\n", {}, 2).find("tensor parallelism of MoE blocks is not supported"),
+  EXPECT_NE(error_of(kMinimal + moe + "[parallel]\ntp = 2\nsp = true\n", {}, 2).find("sequence parallelism of MoE blocks is not supported"),
             std::string::npos);
+  EXPECT_EQ(error_of(kMinimal + moe + "[parallel]\ntp = 2\n", {}, 2), "<no error thrown>");
   EXPECT_EQ(error_of(kMinimal + moe + "[parallel]\ndp = 4\nep = 2\nzero = 3\n", {}, 4), "<no error thrown>");
   // Valid: dp 4 = 2 x ep 2, dropless.
   EXPECT_EQ(error_of(kMinimal + moe + "capacity_factor = 0\n[parallel]\ndp = 4\nep = 2\nzero = 1\n", {}, 4), "<no error thrown>");

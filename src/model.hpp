@@ -12,6 +12,9 @@
 // by output (heads, d_ff), wo and the MLP's down matrix by input, and the
 // vocabulary of the embedding and the head; sequence parallelism also splits
 // the token rows (B*T flattened) of everything between the tp regions.
+// Mixture of experts (moe.hpp): an MoE block's MLP is the MoE layer, whose
+// router lives in params() and whose experts live in expert_params()
+// (split over ep, replicated over tp).
 #pragma once
 
 #include <cstdint>

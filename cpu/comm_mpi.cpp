@@ -68,6 +68,20 @@ class MpiComm final : public Comm {
     }
   }
 
+  void alltoallv(const float* send, const std::vector<int>& send_counts, float* recv,
+                 const std::vector<int>& recv_counts) override {
+    const Blocked timer(seconds_);
+    std::vector<int> sd(static_cast<size_t>(size_)), rd(static_cast<size_t>(size_));
+    std::exclusive_scan(send_counts.begin(), send_counts.end(), sd.begin(), 0);
+    std::exclusive_scan(recv_counts.begin(), recv_counts.end(), rd.begin(), 0);
+    // MPI wants valid addresses even for empty pieces.
+    float dummy = 0;
+    MPI_CHECK(MPI_Alltoallv(send ? send : &dummy, send_counts.data(), sd.data(), MPI_FLOAT,
+                            recv ? recv : &dummy, recv_counts.data(), rd.data(), MPI_FLOAT, comm_));
+    for (int q = 0; q < size_; ++q)
+      if (q != rank_) bytes_sent_ += double(send_counts[size_t(q)]) * sizeof(float);
+  }
+
   Request iallreduce_sum(float* buf, size_t n) override {
     if (n > size_t(INT_MAX)) PENTAD_FATAL("iallreduce: buffer too large for one MPI call");
     const Request r = slot();

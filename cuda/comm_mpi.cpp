@@ -98,6 +98,18 @@ class StagedMpiComm final : public Comm {
     return r;
   }
 
+  void alltoallv(const float* send, const std::vector<int>& send_counts, float* recv,
+                 const std::vector<int>& recv_counts) override {
+    track([&] {
+      const size_t ns = size_t(std::accumulate(send_counts.begin(), send_counts.end(), 0L));
+      const size_t nr = size_t(std::accumulate(recv_counts.begin(), recv_counts.end(), 0L));
+      std::vector<float> s(ns), r(nr);
+      if (ns) be_.to_host(s.data(), send, ns * sizeof(float));
+      host_->alltoallv(s.data(), send_counts, r.data(), recv_counts);
+      if (nr) be_.from_host(recv, r.data(), nr * sizeof(float));
+    });
+  }
+
   // Point-to-point (pipeline stages, the cp ring): a send stages its buffer
   // now, a receive lands on the host and is copied to the device in wait().
   Request isend(const float* buf, size_t n, int peer, int tag) override {

@@ -42,6 +42,14 @@ class Comm {
   virtual void broadcast(float* buf, size_t n, int root) = 0;
   virtual void send(const float* buf, size_t n, int peer, int tag) = 0;
   virtual void recv(float* buf, size_t n, int peer, int tag) = 0;
+  // All-to-all with per-peer counts (expert dispatch and combine): send holds
+  // size() consecutive pieces, send_counts[r] elements for rank r; recv gets
+  // recv_counts[r] elements from rank r, back to back in rank order. Zero
+  // counts are fine. Counts the bytes sent to the other ranks (the piece for
+  // this rank is a local copy). Comms without it keep the default, which
+  // stops the job with a message naming the group.
+  virtual void alltoallv(const float* send, const std::vector<int>& send_counts, float* recv,
+                         const std::vector<int>& recv_counts);
 
   // Non-blocking collectives (gradient buckets, ZeRO gathers). A request is
   // completed by wait(); test() and progress() let MPI advance it while the
@@ -67,6 +75,8 @@ class Comm {
   // Host scalars (losses, norms, counters): always MPI, fp64.
   void allreduce_sum_host(double* buf, int n);
   void allreduce_max_host(double* buf, int n);
+  // Host integers (token counts before an alltoallv): n_per_rank to every rank.
+  void alltoall_host(const int* send, int* recv, int n_per_rank);
 
  protected:
   MPI_Comm comm_;

@@ -285,6 +285,17 @@ const std::vector<Key>& schema() {
     s.push_back(tied_key());
     s.push_back(float_key(PENTAD_FIELD(model, init_std), gt(0), none(),
                           "std of the normal weight init"));
+    s.push_back(int_key(PENTAD_FIELD(model, n_experts), 0, kNoMax,
+                        "experts per MoE block (E); 0 = dense model"));
+    s.push_back(int_key(PENTAD_FIELD(model, top_k), 1, kNoMax, "experts each token is routed to"));
+    s.push_back(int_key(PENTAD_FIELD(model, moe_every), 1, kNoMax,
+                        "every k-th block is an MoE block (blocks k-1, 2k-1, ...)"));
+    s.push_back(float_key(PENTAD_FIELD(model, capacity_factor), ge(0), none(),
+                          "expert capacity per sequence = ceil(cf*T*top_k/E); 0 = dropless"));
+    s.push_back(float_key(PENTAD_FIELD(model, aux_loss_coef), ge(0), none(),
+                          "load-balancing loss coefficient (Switch/GShard)"));
+    s.push_back(float_key(PENTAD_FIELD(model, z_loss_coef), ge(0), none(),
+                          "router z-loss coefficient"));
 
     s.push_back(int_key(PENTAD_FIELD(parallel, dp), 1, kNoMax, "data-parallel ranks"));
     s.push_back(int_key(PENTAD_FIELD(parallel, tp), 1, kNoMax, "tensor-parallel ranks"));
@@ -587,6 +598,22 @@ void validate(const Config& cfg, int world_size) {
   if (m.vocab_size % p.tp != 0)
     fail(cfg, kv("model.vocab_size", m.vocab_size) + " is not divisible by " +
                   kv("parallel.tp", p.tp) + " (no padding: pad the vocabulary in the data)");
+  // Mixture of experts and expert parallelism.
+  if (p.ep > 1 && m.n_experts == 0)
+    fail(cfg, kv("parallel.ep", p.ep) + " needs a mixture-of-experts model (model.n_experts > 0)");
+  if (m.n_experts > 0) {
+    if (m.top_k > m.n_experts)
+      fail(cfg, kv("model.top_k", m.top_k) + " is larger than " + kv("model.n_experts", m.n_experts));
+    if (m.n_experts % p.ep != 0)
+      fail(cfg, kv("model.n_experts", m.n_experts) + " is not divisible by " + kv("parallel.ep", p.ep));
+    if (p.sp)
+      fail(cfg, "parallel.sp = true with " + kv("model.n_experts", m.n_experts) +
+                    ": sequence parallelism of MoE blocks is not supported (the MoE layer is replicated "
+                    "over tp and needs every token row); use parallel.sp = false");
+    if (p.cp > 1)
+      fail(cfg, kv("parallel.cp", p.cp) + " with " + kv("model.n_experts", m.n_experts) +
+                    ": context parallelism of MoE models is not supported");
+  }
   // Pipeline: the partition of the blocks and the schedule's constraints.
   try {
     partition_blocks(m.n_layers, p.pp * p.virtual_stages, p.stage_layers);
@@ -632,8 +659,6 @@ void validate(const Config& cfg, int world_size) {
 // line here when its feature lands.
 void check_supported(const Config& cfg) {
   const ParallelConfig& p = cfg.parallel;
-  const std::string not_yet = " is not available in this build yet";
-  if (p.ep > 1) fail(cfg, kv("parallel.ep", p.ep) + ": expert parallelism" + not_yet);
   if (p.comm == "nccl" && cfg.backend != "cuda")
     fail(cfg, "parallel.comm = nccl needs backend = cuda (got backend = " + cfg.backend +
                   "); use parallel.comm = mpi or auto with the cpu backend");
@@ -643,6 +668,9 @@ void check_supported(const Config& cfg) {
     fail(cfg, "parallel.pp=" + std::to_string(p.pp) + " / parallel.cp=" + std::to_string(p.cp) +
                   " with backend = cuda need point-to-point messages, which the NCCL comm does not "
                   "have yet; set parallel.comm = mpi");
+  if (cfg.backend == "cuda" && p.comm != "mpi" && p.ep > 1)
+    fail(cfg, kv("parallel.ep", p.ep) + " with backend = cuda needs an all-to-all, which the NCCL comm "
+                  "does not have yet; set parallel.comm = mpi");
 #ifndef PENTAD_HAVE_CUDA
   if (cfg.backend == "cuda")
     fail(cfg, "backend = cuda: this binary was built without the CUDA backend");

@@ -26,10 +26,18 @@ struct ModelConfig {
   float rope_theta = 10000.0f;
   int tied_embeddings = -1;  // -1 = family default (gpt2 tied, llama untied)
   float init_std = 0.02f;
+  // Mixture of experts (moe.hpp). n_experts = 0: every MLP is dense.
+  int n_experts = 0;             // E
+  int top_k = 2;                 // experts per token
+  int moe_every = 1;             // block l is MoE when (l + 1) % moe_every == 0
+  float capacity_factor = 1.25f; // per-expert capacity = ceil(cf * T * top_k / E) per sequence; 0 = dropless
+  float aux_loss_coef = 0.01f;   // load-balancing loss coefficient
+  float z_loss_coef = 0.0f;      // router z-loss coefficient
 
   // Resolved values (after finalize): never 0 / -1.
   int head_dim() const { return d_model / n_heads; }
   bool tied() const { return tied_embeddings == 1; }
+  bool is_moe_block(int l) const { return n_experts > 0 && (l + 1) % moe_every == 0; }
 
   bool operator==(const ModelConfig&) const = default;
 };

@@ -86,6 +86,7 @@ std::vector<int> DataParallel::counts_for(size_t lo, size_t hi) const {
 }
 
 void DataParallel::begin_step() {
+  if (partner_) partner_->begin_step();
   params_.zero_grads();
   if (g_shard_) be_.fill(g_shard_, 0.0f, S_);
   n_reductions_ = 0;
@@ -96,6 +97,7 @@ void DataParallel::begin_step() {
 }
 
 void DataParallel::begin_micro_batch(int mb, int n_mb) {
+  if (partner_) partner_->begin_micro_batch(mb, n_mb);
   last_mb_ = mb == n_mb - 1;
   // ZeRO-2/3 reduce every micro-batch; zero 0/1 count only the last one's
   // grads_ready (per unit, so pipeline schedules may interleave micro-batches).
@@ -122,7 +124,7 @@ void DataParallel::open_grad_window(Bucket& b) {
 
 void DataParallel::start_gather(int unit) {
   ParamWindow& w = pwin_[size_t(unit)];
-  if (w.buf) return;
+  if (w.buf || params_.unit_numel(unit) == 0) return;  // a unit without parameters here
   const size_t lo = params_.unit_offset(unit), hi = lo + params_.unit_numel(unit);
   w.buf = be_.alloc(hi - lo, Mem::params);
   const size_t a = std::clamp(own_lo_, lo, hi);
@@ -130,8 +132,9 @@ void DataParallel::start_gather(int unit) {
 }
 
 void DataParallel::acquire(int unit, bool backward) {
+  if (partner_) partner_->acquire(unit, backward);
   poll();
-  if (zero_ >= 3) {
+  if (zero_ >= 3 && params_.unit_numel(unit) > 0) {
     start_gather(unit);
     ParamWindow& w = pwin_[size_t(unit)];
     if (w.request >= 0) {
@@ -144,10 +147,12 @@ void DataParallel::acquire(int unit, bool backward) {
     const int next = backward ? (unit == last ? last - 1 : unit - 1) : unit + 1;
     if (next >= 0 && next <= last && next != unit) start_gather(next);
   }
-  if (zero_ >= 2 && backward) open_grad_window(buckets_[size_t(bucket_of_unit_[size_t(unit)])]);
+  if (zero_ >= 2 && backward && bucket_of_unit_[size_t(unit)] >= 0)
+    open_grad_window(buckets_[size_t(bucket_of_unit_[size_t(unit)])]);
 }
 
 void DataParallel::release(int unit, bool backward) {
+  if (partner_) partner_->release(unit, backward);
   poll();
   if (zero_ >= 3) {
     ParamWindow& w = pwin_[size_t(unit)];
@@ -162,7 +167,8 @@ void DataParallel::release(int unit, bool backward) {
 }
 
 void DataParallel::grads_ready(int unit) {
-  if ((last_mb_ || zero_ >= 2) && !held_[size_t(unit)]) {
+  if (partner_) partner_->grads_ready(unit);
+  if ((last_mb_ || zero_ >= 2) && !held_[size_t(unit)] && bucket_of_unit_[size_t(unit)] >= 0) {
     Bucket& b = buckets_[size_t(bucket_of_unit_[size_t(unit)])];
     if (--b.pending == 0) launch(b);
   }
@@ -222,16 +228,19 @@ void DataParallel::poll() {
 }
 
 void DataParallel::end_micro_batch() {
+  if (partner_) partner_->end_micro_batch();
   if (zero_ < 2) return;
   for (int i : in_flight_) complete(buckets_[size_t(i)]);
   in_flight_.clear();
 }
 
 void DataParallel::finish_backward() {
+  if (partner_) partner_->finish_backward();
   t_bwd_end_ = Clock::now();
   for (Bucket& b : buckets_) complete(b);
   in_flight_.clear();
-  if (zero_ == 1 && own_hi_ > own_lo_) {
+  // (One rank: nothing was reduced, the full buffer already holds it.)
+  if (zero_ == 1 && own_hi_ > own_lo_ && dp_.size() > 1) {
     // The reduced shard lands in the owned range of the full gradient buffer.
     be_.copy_bytes(params_.grads() + own_lo_, rs_tmp_, (own_hi_ - own_lo_) * sizeof(float));
   }
@@ -255,25 +264,38 @@ const float* DataParallel::reduced_grad_shard() const {
   return zero_ >= 2 ? g_shard_ : params_.grads() + own_lo_;
 }
 
-double DataParallel::grad_norm(Comm* tp, Comm* pp) {
+double DataParallel::grad_sum_squares(Comm* tp) {
   // Tensor-parallel blocks count on every tp rank, replicated tensors on tp
-  // rank 0 only (tp_sum_squares), then the shards (dp), tp ranks and
-  // pipeline stages are summed (a stage's copy of a tied tensor not counted).
+  // rank 0 only (tp_sum_squares), then the shards (dp) and tp ranks are
+  // summed (a stage's copy of a tied tensor not counted).
   const int tp_rank = tp ? tp->rank() : 0, tp_size = tp ? tp->size() : 1;
   double s = 0;
   if (zero_ == 0) {
-    s = tp_sum_squares(params_, be_, params_.grads(), 0, N_, tp_rank, tp_size);
+    if (N_ > 0) s = tp_sum_squares(params_, be_, params_.grads(), 0, N_, tp_rank, tp_size);
   } else {
     if (own_hi_ > own_lo_)
       s = tp_sum_squares(params_, be_, reduced_grad_shard(), own_lo_, own_hi_, tp_rank, tp_size);
     dp_.allreduce_sum_host(&s, 1);
   }
   if (tp_size > 1) tp->allreduce_sum_host(&s, 1);
+  return s;
+}
+
+double DataParallel::grad_norm(Comm* tp, Comm* pp, Comm* ep) {
+  double s = grad_sum_squares(tp);
+  if (partner_) {
+    // Expert tensors are split over ep (every ep rank adds its own experts)
+    // and replicated over tp (every tp rank holds the same: not summed).
+    double e = partner_->grad_sum_squares(nullptr);
+    if (ep && ep->size() > 1) ep->allreduce_sum_host(&e, 1);
+    s += e;
+  }
   if (pp && pp->size() > 1) pp->allreduce_sum_host(&s, 1);
   return std::sqrt(s);
 }
 
 void DataParallel::optimizer_step(int step, float lr, float grad_scale) {
+  if (partner_) partner_->optimizer_step(step, lr, grad_scale);
   if (zero_ == 0) {
     opt_->step(params_.params(), params_.grads(), step, lr, grad_scale);
     return;

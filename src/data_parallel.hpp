@@ -34,12 +34,21 @@ class DataParallel final : public UnitHooks {
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
 
+  // MoE: the experts' DataParallel (its own parameter store, reduced over
+  // expert_dp). The step and micro-batch events, the unit hooks and the
+  // optimizer step are forwarded to it; grad_norm counts it too.
+  void set_partner(DataParallel* experts) { partner_ = experts; }
   void init(uint64_t seed);                    // allocate and draw the initial values
   void begin_step();                           // zero the gradient accumulators
   void begin_micro_batch(int mb, int n_mb);    // reductions only on the last one (zero 0/1)
   void end_micro_batch();                      // ZeRO-2/3: finish this micro-batch's reductions
   void finish_backward();                      // wait for every outstanding reduction
-  double grad_norm(Comm* tp = nullptr, Comm* pp = nullptr);  // global L2 norm of the reduced gradient
+  // Global L2 norm of the reduced gradient (with the partner's, whose
+  // shards are also summed over ep: every ep rank holds other experts).
+  // Collective over dp, tp, pp, and the partner's group and ep.
+  double grad_norm(Comm* tp = nullptr, Comm* pp = nullptr, Comm* ep = nullptr);
+  // This group's squared norm: shards summed over the group and tp.
+  double grad_sum_squares(Comm* tp);
   // Keep a unit's reduction back, every step, after its last grads_ready
   // until release_held (zero 0/1): the pipeline first sums a tied
   // embedding's gradient over the first and last stage.
@@ -92,6 +101,7 @@ class DataParallel final : public UnitHooks {
   const float* reduced_grad_shard() const;
 
   ParamStore& params_;
+  DataParallel* partner_ = nullptr;
   Backend& be_;
   Comm& dp_;
   TrainConfig tc_;

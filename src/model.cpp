@@ -87,7 +87,7 @@ struct Model::Slot {
 
 Model::Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backend& backend,
              ModelParallel par)
-    : cfg_(cfg), recompute_(recompute), par_(par), be_(backend), params_(backend) {
+    : cfg_(cfg), recompute_(recompute), par_(par), be_(backend), params_(backend), expert_params_(backend) {
   if (par_.tp) {
     tp_size_ = par_.tp->size();
     tp_rank_ = par_.tp->rank();
@@ -134,6 +134,13 @@ Model::Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backe
     throw std::invalid_argument("Model: bad pipeline partition");
   has_embedding_ = owns_chunk(0);
   has_head_ = owns_chunk(G - 1);
+  if (cfg.n_experts > 0) {
+    // With tp the MoE layer is replicated: every tp rank routes the same
+    // (replicated) rows through the same experts (no sp).
+    if (sp_) throw std::invalid_argument("Model: MoE blocks do not support sequence parallelism");
+    moe_ = std::make_unique<MoeLayer>(cfg, backend, params_, expert_params_, par_.ep);
+  }
+  moe_stats_.reset(L_, cfg.n_experts);
   build_params();
   alloc_shared();
   if (n_cp > 1) ring_ = std::make_unique<RingAttention>(be_, *par_.cp, cp_split_, B_, H_, Hkv_, D_);
@@ -172,11 +179,13 @@ void Model::build_params() {
   // Every rank opens every unit (so unit numbers are global); a pipeline
   // stage fills only the units of its chunks.
   P.begin_unit(0);
+  expert_params_.begin_unit(0);
   if (has_embedding_) {
     wte_ = by_rows("model/wte", V, C, std);
     if (gpt2_) wpe_ = P.add("model/wpe", {int64_t(cfg_.seq_len), C}, Init::normal, std, true);
   }
   layers_.resize(size_t(L_));
+  moe_p_.resize(size_t(L_));
   std::vector<bool> local(size_t(L_), false);
   for (int g = 0; g < n_chunks(); ++g)
     if (owns_chunk(g))
@@ -184,6 +193,7 @@ void Model::build_params() {
   for (int l = 0; l < L_; ++l) {
     const std::string p = "model/layers/" + std::to_string(l) + "/";
     P.begin_unit(l + 1);
+    expert_params_.begin_unit(l + 1);
     if (!local[size_t(l)]) continue;
     LayerIdx& x = layers_[size_t(l)];
     x.attn_norm_w = P.add(p + "attn_norm/w", {C}, Init::ones, 0, false);
@@ -200,6 +210,10 @@ void Model::build_params() {
     }
     x.mlp_norm_w = P.add(p + "mlp_norm/w", {C}, Init::ones, 0, false);
     if (gpt2_) x.mlp_norm_b = P.add(p + "mlp_norm/b", {C}, Init::zeros, 0, false);
+    if (cfg_.is_moe_block(l)) {
+      moe_p_[size_t(l)] = moe_->add_params(p + "mlp/", std, std_out);
+      continue;
+    }
     if (!gpt2_) x.w_gate = by_rows(p + "mlp/w_gate", F, C, std);
     x.w_up = by_rows(p + "mlp/w_up", F, C, std);
     if (gpt2_) x.b_up = split_bias(p + "mlp/b_up", F);
@@ -207,6 +221,7 @@ void Model::build_params() {
     if (gpt2_) x.b_down = P.add(p + "mlp/b_down", {C}, Init::zeros, 0, false);
   }
   P.begin_unit(L_ + 1);
+  expert_params_.begin_unit(L_ + 1);
   if (!has_head_) return;
   lnf_w_ = P.add("model/final_norm/w", {C}, Init::ones, 0, false);
   if (gpt2_) lnf_b_ = P.add("model/final_norm/b", {C}, Init::zeros, 0, false);
@@ -341,6 +356,7 @@ int Model::acquire_slot(int chunk) {
     S.losses = take(BT);
   }
   slots_.push_back(std::move(sl));
+  moe_ctx_.emplace_back(size_t(L_));
   return int(slots_.size()) - 1;
 }
 
@@ -535,6 +551,7 @@ void Model::block_fwd(int l, Acts& a, const float* in, bool keep_probs) {
   attention_fwd(a, keep_probs);
   row_parallel_fwd(a.res_mid, in, a.att, x.wo, x.bo, HD);
   norm_fwd(a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, x.mlp_norm_w, x.mlp_norm_b);
+  if (cfg_.is_moe_block(l)) return;  // the MoE layer runs in forward_chunk / block_bwd
   const float* x2 = gather_rows(a.ln2, scratch_->gath_x);  // (B,T,C)
   if (gpt2_) {
     linear_fwd(a.fc_pre, x2, x.w_up, x.b_up, F_, C_);
@@ -549,10 +566,16 @@ void Model::block_bwd(int l, Acts& a, const float* in) {
   const LayerIdx& x = layers_[size_t(l)];
   Scratch& s = *scratch_;
   const int HD = H_ * D_, KD = Hkv_ * D_;
-  if (recompute_ == Recompute::full)
+  const bool moe = cfg_.is_moe_block(l);
+  MoeCtxPtr& mctx = moe ? moe_ctx_[size_t(cur_slot_)][size_t(l)] : moe_ctx_[size_t(cur_slot_)][0];
+  if (recompute_ == Recompute::full) {
     block_fwd(l, a, in, false);  // the shared set now holds this block's activations
-  else if (recompute_ == Recompute::selective)
+    // The MoE layer's saved state was dropped after forward: run it again
+    // (its output is not needed; d_ln is free until the MoE backward).
+    if (moe) moe_->forward(mctx, moe_p_[size_t(l)], l, s.d_ln, a.res_mid, a.ln2, N_, nullptr);
+  } else if (recompute_ == Recompute::selective && !moe) {
     mlp_act_fwd(a);  // fc_act is shared scratch
+  }
 
   // Column-parallel input gradients are partial sums over this rank's
   // heads / MLP columns until reduce_rows.
@@ -562,19 +585,24 @@ void Model::block_bwd(int l, Acts& a, const float* in) {
   // The row-parallel bias gradient comes from all rows, so it is the same on
   // every tp rank.
   const float* dy = gather_rows(s.dres, s.gath_dy);  // (B,T,C)
-  linear_bwd(s.d_fc_act, dy, a.fc_act, x.w_down, x.b_down, C_, F_, 0.0f);
   const size_t BTF = size_t(N_) * F_;
   const float* x2 = gather_rows(a.ln2, s.gath_x);  // (B,T,C)
-  if (gpt2_) {
+  if (moe) {
+    moe_->backward(mctx, moe_p_[size_t(l)], d_part, dy, x2, cur_loss_scale_);
+  } else if (gpt2_) {
+    linear_bwd(s.d_fc_act, dy, a.fc_act, x.w_down, x.b_down, C_, F_, 0.0f);
     be_.gelu_bwd(s.d_fc_pre, s.d_fc_act, a.fc_pre, BTF);
     linear_bwd(d_part, s.d_fc_pre, x2, x.w_up, x.b_up, F_, C_, 0.0f);
   } else {
+    linear_bwd(s.d_fc_act, dy, a.fc_act, x.w_down, x.b_down, C_, F_, 0.0f);
     be_.swiglu_bwd(s.d_fc_pre, s.d_up, s.d_fc_act, a.fc_pre, a.fc_up, BTF);
     linear_bwd(d_part, s.d_fc_pre, x2, x.w_gate, -1, F_, C_, 0.0f);
     linear_bwd(d_part, s.d_up, x2, x.w_up, -1, F_, C_, 1.0f);
   }
-  norm_bwd(s.dres, reduce_rows(d_part, s.d_ln), a.res_mid, x.mlp_norm_w, x.mlp_norm_b, a.ln2_mean,
-           a.ln2_rstd, 2);
+  // The MoE layer is replicated over tp: its input gradient is whole on every
+  // rank (no partial sums to reduce).
+  norm_bwd(s.dres, moe ? static_cast<const float*>(d_part) : reduce_rows(d_part, s.d_ln), a.res_mid,
+           x.mlp_norm_w, x.mlp_norm_b, a.ln2_mean, a.ln2_rstd, 2);
 
   // Attention branch. s.dres now holds dL/d(res_mid) = dL/d(block input) via the skip.
   dy = gather_rows(s.dres, s.gath_dy);
@@ -680,13 +708,23 @@ void Model::forward_chunk(int s, const int32_t* inputs, const int32_t* targets, 
     block_fwd(l, a, S.res[size_t(l)], keep_probs);
     // Block output = post-attention residual + MLP branch.
     const LayerIdx& x = layers_[size_t(l)];
-    row_parallel_fwd(S.res[size_t(l) + 1], a.res_mid, a.fc_act, x.w_down, x.b_down, F_);
+    if (cfg_.is_moe_block(l)) {
+      MoeCtxPtr& mctx = moe_ctx_[size_t(s)][size_t(l)];
+      moe_->forward(mctx, moe_p_[size_t(l)], l, S.res[size_t(l) + 1], a.res_mid, a.ln2, N_,
+                    train ? &moe_stats_ : nullptr);
+      // Full recompute runs it again in backward; evaluation has no backward.
+      if (!train || recompute_ == Recompute::full) mctx.reset();
+    } else {
+      row_parallel_fwd(S.res[size_t(l) + 1], a.res_mid, a.fc_act, x.w_down, x.b_down, F_);
+    }
     hooks_->release(l + 1, false);
   }
 }
 
 double Model::backward_chunk(int s, float loss_scale, float* logits_out) {
   Slot& S = slot(s);
+  cur_slot_ = s;
+  cur_loss_scale_ = loss_scale;
   const int G = n_chunks(), g = S.chunk;
   double loss = 0;
   if (g == G - 1) {

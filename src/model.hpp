@@ -15,6 +15,9 @@
 // Context parallelism gives each cp rank T/cp tokens of every sequence, in
 // chunk-major order (context_parallel.hpp); positions are global, and the
 // attention is ring attention over the cp group.
+// Mixture of experts (moe.hpp): an MoE block's MLP is the MoE layer, whose
+// router lives in params() and whose experts live in expert_params()
+// (split over ep, replicated over tp).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +28,7 @@
 #include "backend.hpp"
 #include "config.hpp"
 #include "context_parallel.hpp"
+#include "moe.hpp"
 #include "params.hpp"
 
 namespace pentad {
@@ -37,6 +41,7 @@ struct ModelParallel {
   bool sp = false;      // sequence parallelism inside the tp group
   Comm* cp = nullptr;   // context-parallel group (periodic ring)
   CpLayout cp_layout = CpLayout::zigzag;
+  Comm* ep = nullptr;   // expert-parallel group (MoE blocks; nullptr: every expert here)
   // Pipeline: the model is cut into chunks of consecutive blocks; chunk g
   // holds blocks [chunk_blocks[g], chunk_blocks[g+1]) and lives on pipeline
   // rank g % pp_size (schedule.hpp). Empty: one chunk, the whole model.
@@ -66,6 +71,17 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   ParamStore& params() { return params_; }
+  // MoE experts: this ep rank's experts, reduced over expert_dp, not dp.
+  // Same unit numbering as params(); empty for a dense model.
+  ParamStore& expert_params() { return expert_params_; }
+  // Routing statistics of the training forwards since the last reset.
+  const MoeStats& moe_stats() const { return moe_stats_; }
+  void reset_moe_stats() {
+    moe_stats_.reset(L_, cfg_.n_experts);
+    if (moe_) moe_->reset_times();
+  }
+  // Time spent in the MoE layers since the last reset (zeros for a dense model).
+  MoeLayer::Times moe_times() const { return moe_ ? moe_->times() : MoeLayer::Times{}; }
   void set_hooks(UnitHooks* hooks) { hooks_ = hooks ? hooks : &no_hooks_; }
   int n_units() const { return L_ + 2; }
   const ModelConfig& config() const { return cfg_; }
@@ -173,6 +189,13 @@ class Model {
   UnitHooks* hooks_ = &no_hooks_;
   Backend& be_;
   ParamStore params_;
+  ParamStore expert_params_;
+  std::unique_ptr<MoeLayer> moe_;
+  std::vector<MoeParams> moe_p_;                // per block (MoE blocks only)
+  std::vector<std::vector<MoeCtxPtr>> moe_ctx_;  // [slot][block]
+  MoeStats moe_stats_;
+  int cur_slot_ = 0;
+  float cur_loss_scale_ = 0;
   // H_, Hkv_, F_, V_ are this tp rank's counts (heads, d_ff, vocab slice).
   int B_, T_, C_, H_, Hkv_, D_, F_, V_, L_;
   bool gpt2_;

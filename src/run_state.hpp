@@ -23,19 +23,24 @@ struct GlobalTensor {
   std::vector<int64_t> shape;
   int unit = 0;
   int stage = 0;
+  bool expert = false;  // an MoE expert tensor: split over ep along dim 0 (expert store)
 };
 
 // Every parameter tensor of the model, in unit order, whichever stage holds
 // it (a stage's copy of a tied tensor is listed once, under its owner).
 // Collective over the pp group.
-std::vector<GlobalTensor> global_tensors(const ParamStore& params, MPI_Comm pp);
+// experts: the MoE expert store (nullptr: none).
+std::vector<GlobalTensor> global_tensors(const ParamStore& params, const ParamStore* experts, MPI_Comm pp);
 
 // Tensors "model/<name>", "optim/m/model/<name>", "optim/v/model/<name>" for
 // every tensor of `all` (the same list on every rank). Exactly one rank
 // writes each block: dp rank 0 of the owning stage, and for a tensor every
 // tp rank holds whole (replicated), tp rank 0 only. A rank without the
 // tensor passes an empty block; a stage copy is read but not written.
-std::vector<CkptTensor> checkpoint_tensors(ParamStore& params, DataParallel& dpar, const Topology& topo,
+// Expert tensors (experts/edpar) are blocks over ep along dim 0, written by
+// the ranks with dp/ep index 0 (one per block).
+std::vector<CkptTensor> checkpoint_tensors(ParamStore& params, DataParallel& dpar, ParamStore* experts,
+                                           DataParallel* edpar, const Topology& topo,
                                            const std::vector<GlobalTensor>& all);
 
 }  // namespace pentad

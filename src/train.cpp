@@ -137,21 +137,26 @@ std::unique_ptr<TokenFile> open_tokens(const std::string& path, const Config& cf
 // every tensor; only the rank holding a writer (w != nullptr) writes.
 // Tensors split over tp are assembled into their global shape (collective
 // over tp), and a later pipeline stage's tensors are sent to the writer.
+// MoE expert tensors (expert store, edpar) are split over ep along dim 0 and
+// assembled over ep the same way.
 void write_params(H5Writer* w, const std::string& prefix, const std::vector<GlobalTensor>& all,
-                  ParamStore& params, DataParallel& dpar, Comm* tp, const Topology& topo, bool grads) {
+                  ParamStore& params, DataParallel& dpar, ParamStore* experts, DataParallel* edpar, Comm* tp,
+                  Comm* ep, const Topology& topo, bool grads) {
   std::vector<float> host, global;
   const bool sender = topo.dp_rank() == 0 && topo.me.tp == 0 && topo.me.cp == 0;
   for (const GlobalTensor& g : all) {
     global.resize(size_t(std::accumulate(g.shape.begin(), g.shape.end(), int64_t(1), std::multiplies<>())));
     if (topo.me.pp == g.stage) {
-      const int i = params.find(g.name);
-      const ParamInfo& p = params.info(i);
+      ParamStore& store = g.expert ? *experts : params;
+      DataParallel& dp = g.expert ? *edpar : dpar;
+      const int i = store.find(g.name);
+      const ParamInfo& p = store.info(i);
       host.resize(p.numel());
       if (grads)
-        dpar.get_grad(i, host.data());
+        dp.get_grad(i, host.data());
       else
-        dpar.get_param(i, host.data());
-      gather_global(tp, p, host.data(), global);
+        dp.get_param(i, host.data());
+      gather_global(g.expert ? ep : tp, p, host.data(), global);
       if (g.stage != 0 && sender)
         MPI_CHECK(MPI_Send(global.data(), int(global.size()), MPI_FLOAT, 0, 7, topo.pp));
     } else if (w && g.stage != 0) {
@@ -212,8 +217,45 @@ void gather_cp_logits(const CpSplit& s, MPI_Comm cp, int cp_rank, int A, int b, 
 struct Dump {
   std::unique_ptr<H5Writer> w;  // rank 0 only
   std::vector<int32_t> inputs, targets;  // (steps, B_global, T)
-  std::vector<double> loss, lr, grad_norm;
+  std::vector<double> loss, lr, grad_norm, aux_loss;
 };
+
+// One step's MoE routing summary over the global batch (every rank).
+struct MoeStep {
+  double aux_loss = 0;      // aux_loss_coef * mean_seq aux_s + z_loss_coef * mean_tok lse^2, summed over blocks
+  double balance = 0;       // mean over blocks and sequences of E sum_e f_e P_e (1 = uniform)
+  double tok_min = 0, tok_max = 0, tok_mean = 0;  // kept assignments per (block, expert)
+  double dropped = 0;       // fraction of assignments over capacity
+};
+
+// Sums the model's routing statistics over dp and pp. Collective over both.
+MoeStep moe_step(const MoeStats& st, const ModelConfig& mc, Comm& dp, Comm& pp, double seqs, double tokens) {
+  std::vector<double> v = {st.aux_sum, st.z_sum, st.assigned, st.dropped};
+  v.insert(v.end(), st.per_expert.begin(), st.per_expert.end());
+  dp.allreduce_sum_host(v.data(), int(v.size()));
+  pp.allreduce_sum_host(v.data(), int(v.size()));
+  MoeStep r;
+  int n_moe = 0;
+  for (int l = 0; l < mc.n_layers; ++l) n_moe += mc.is_moe_block(l) ? 1 : 0;
+  r.aux_loss = mc.aux_loss_coef * v[0] / seqs + mc.z_loss_coef * v[1] / tokens;
+  r.balance = n_moe ? v[0] / seqs / n_moe : 0;
+  r.dropped = v[2] > 0 ? v[3] / v[2] : 0;
+  r.tok_min = INFINITY;
+  r.tok_max = 0;
+  double sum = 0;
+  for (int l = 0; l < mc.n_layers; ++l) {
+    if (!mc.is_moe_block(l)) continue;
+    for (int e = 0; e < mc.n_experts; ++e) {
+      const double c = v[4 + size_t(l) * mc.n_experts + size_t(e)];
+      r.tok_min = std::min(r.tok_min, c);
+      r.tok_max = std::max(r.tok_max, c);
+      sum += c;
+    }
+  }
+  r.tok_mean = n_moe ? sum / (double(n_moe) * mc.n_experts) : 0;
+  if (!n_moe) r.tok_min = 0;
+  return r;
+}
 
 }  // namespace
 
@@ -230,6 +272,8 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
   auto pp = make_comm(cfg, be, topo.pp, "pp");
   auto cp = make_comm(cfg, be, topo.cp, "cp");
   const CpSplit cp_split{cfg.model.seq_len, topo.shape.cp, cp_layout_of(cfg.parallel.cp_layout)};
+  auto ep = make_comm(cfg, be, topo.ep, "ep");
+  auto edp = make_comm(cfg, be, topo.expert_dp, "expert_dp");
 
   const ModelConfig& mc = cfg.model;
   const TrainConfig& tc = cfg.train;
@@ -270,11 +314,22 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
   mpar.cp_layout = cp_split.layout;
   mpar.pp_rank = topo.me.pp;
   mpar.pp_size = n_pp;
+  mpar.ep = ep.get();
   mpar.chunk_blocks = partition_blocks(mc.n_layers, n_pp * n_virtual, cfg.parallel.stage_layers);
   Model model(mc, tc.recompute, b, be, mpar);
   ParamStore& params = model.params();
   DataParallel dpar(params, be, *dp, tc, cfg.parallel.zero, cfg.parallel.bucket_mb);
   dpar.init(tc.seed);
+  // MoE experts: their own store, reduced over expert_dp (a stage without
+  // MoE blocks has none).
+  ParamStore& experts = model.expert_params();
+  std::unique_ptr<DataParallel> edpar;
+  if (experts.numel() > 0) {
+    edpar = std::make_unique<DataParallel>(experts, be, *edp, tc, cfg.parallel.zero, cfg.parallel.bucket_mb);
+    edpar->init(tc.seed);
+    dpar.set_partner(edpar.get());
+  }
+  const bool moe = mc.n_experts > 0;
   model.set_hooks(&dpar);
   const ScheduleKind sched_kind = n_pp == 1 && n_virtual == 1 ? ScheduleKind::one_f_one_b
                                                               : parse_schedule_kind(cfg.parallel.schedule);
@@ -294,8 +349,9 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
   }
   if (in_tied_pair) dpar.hold_unit(tied_unit);
   install_signal_handlers();
-  const std::vector<GlobalTensor> all_tensors = global_tensors(params, topo.pp);
-  const std::vector<CkptTensor> ckpt_tensors = checkpoint_tensors(params, dpar, topo, all_tensors);
+  const std::vector<GlobalTensor> all_tensors = global_tensors(params, moe ? &experts : nullptr, topo.pp);
+  const std::vector<CkptTensor> ckpt_tensors =
+      checkpoint_tensors(params, dpar, moe ? &experts : nullptr, edpar.get(), topo, all_tensors);
   const std::string signature = model_signature(mc);
   auto meta_at = [&](int step) {
     CkptMeta meta;
@@ -339,11 +395,18 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
   }
   if (start_step > 1 && !cfg.log.dump.empty())
     throw InputError("log.dump records a run from step 1; it cannot be combined with a resumed run (checkpoint.resume)");
-  // Parameters of the whole model (every pipeline stage's), for FLOPs per token.
+  // Parameters of the whole model (every pipeline stage's; a tied copy is
+  // listed once by global_tensors), for FLOPs per token.
   double n_params = 0;
   for (const GlobalTensor& g : all_tensors)
     n_params += double(std::accumulate(g.shape.begin(), g.shape.end(), int64_t(1), std::multiplies<>()));
-  const double fpt = flops_per_token(mc, n_params);
+  // FLOPs per token count the parameters a token uses: top_k of n_experts.
+  double n_active = n_params;
+  for (const GlobalTensor& g : all_tensors)
+    if (g.expert)
+      n_active -= (1.0 - double(mc.top_k) / mc.n_experts) *
+                  double(std::accumulate(g.shape.begin(), g.shape.end(), int64_t(1), std::multiplies<>()));
+  const double fpt = flops_per_token(mc, n_active);
 
   double peak_tflops = cfg.log.peak_tflops;
   if (peak_tflops <= 0) {
@@ -363,6 +426,12 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
                 (long long)B_global, T, b, A, n_dp, peak_tflops,
                 cfg.log.peak_tflops > 0 ? " (deck)" : " (measured sgemm)");
     if (cp_split.cp > 1) print_cp_balance(cp_split);
+    if (moe)
+      std::printf("moe: %d experts, top-%d, every %d block(s), capacity %s, ep=%d (%d experts per rank), "
+                  "%.3fM parameters active per token\n",
+                  mc.n_experts, mc.top_k, mc.moe_every,
+                  mc.capacity_factor > 0 ? std::to_string(mc.capacity_factor).c_str() : "dropless",
+                  topo.shape.ep, mc.n_experts / topo.shape.ep, n_active / 1e6);
     std::fflush(stdout);
   }
 
@@ -373,7 +442,7 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
       dump.w = std::make_unique<H5Writer>(cfg.log.dump);
       dump.w->attr("config", cfg.resolved_toml);
     }
-    write_params(dump.w.get(), "init/", all_tensors, params, dpar, tp.get(), topo, false);
+    write_params(dump.w.get(), "init/", all_tensors, params, dpar, &experts, edpar.get(), tp.get(), ep.get(), topo, false);
   }
 
   // Host buffers for this rank's micro-batches (b sequences each): the whole
@@ -419,6 +488,7 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
     cp_slice(cp_split, topo.me.cp, seq_tg.data(), A, b, tg.data());
     if (model.ring()) model.ring()->reset_stats();
     dpar.begin_step();
+    model.reset_moe_stats();
     const bool want_logits = dumping && step == 1;
     if (want_logits) logits.assign(size_t(A) * b * Tl * mc.vocab_size, 0.0f);
     pipe.set_tracing(step - start_step < trace_steps, step);
@@ -435,7 +505,8 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
     dp->allreduce_sum_host(&loss_sum, 1);
     pp->allreduce_sum_host(&loss_sum, 1);
     const double loss = loss_sum / tokens_global;
-    const double grad_norm = dpar.grad_norm(tp.get(), pp.get());
+    const double grad_norm = dpar.grad_norm(tp.get(), pp.get(), ep.get());
+    const MoeStep ms_moe = moe ? moe_step(model.moe_stats(), mc, *dp, *pp, double(B_global), tokens_global) : MoeStep{};
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
       throw InputError("step " + std::to_string(step) + ": loss or gradient norm is not finite (loss " +
                        std::to_string(loss) + ", grad norm " + std::to_string(grad_norm) +
@@ -473,11 +544,12 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
         if (n_pp > 1 && root)
           MPI_CHECK(MPI_Recv(glog.data(), int(n_glog), MPI_FLOAT, n_pp - 1, 8, topo.pp, MPI_STATUS_IGNORE));
         if (root) dump.w->write("logits", glog.data(), {B_global, T, mc.vocab_size});
-        write_params(dump.w.get(), "grad/", all_tensors, params, dpar, tp.get(), topo, true);
+        write_params(dump.w.get(), "grad/", all_tensors, params, dpar, &experts, edpar.get(), tp.get(), ep.get(), topo, true);
       }
       dump.loss.push_back(loss);
       dump.lr.push_back(lr);
       dump.grad_norm.push_back(grad_norm);
+      dump.aux_loss.push_back(ms_moe.aux_loss);
     }
     dpar.optimizer_step(step, lr, clip_scale(grad_norm, tc.grad_clip));
     be.synchronize();
@@ -510,6 +582,11 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
                     step, tc.steps, loss, lr, grad_norm, tok_s, tflops, 100 * mfu,
                     human_bytes(double(ms.total_peak_bytes)).c_str(), dt * 1e3,
                     eval_now ? (" | val loss " + std::to_string(last_val)).c_str() : "");
+        if (moe)
+          std::printf("           moe | aux loss %.5f | balance %.4f | tokens/expert min %.0f max %.0f mean %.1f | "
+                      "dropped %.2f%% | ep %s sent\n",
+                      ms_moe.aux_loss, ms_moe.balance, ms_moe.tok_min, ms_moe.tok_max, ms_moe.tok_mean,
+                      100 * ms_moe.dropped, human_bytes(ep->bytes_sent()).c_str());
         std::fflush(stdout);
       }
       std::vector<std::pair<std::string, double>> row = {
@@ -537,6 +614,21 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
         worst_bubble = std::max(worst_bubble, st[0]);
       }
       row.emplace_back("pp_bubble", worst_bubble);
+      if (moe) {
+        row.emplace_back("aux_loss", ms_moe.aux_loss);
+        row.emplace_back("moe_balance", ms_moe.balance);
+        row.emplace_back("moe_tokens_per_expert_min", ms_moe.tok_min);
+        row.emplace_back("moe_tokens_per_expert_max", ms_moe.tok_max);
+        row.emplace_back("moe_tokens_per_expert_mean", ms_moe.tok_mean);
+        row.emplace_back("moe_dropped_fraction", ms_moe.dropped);
+        row.emplace_back("ep_bytes_sent", ep->bytes_sent());
+        row.emplace_back("ep_blocked_ms", ep->seconds_blocked() * 1e3);
+        row.emplace_back("expert_dp_bytes_sent", edp->bytes_sent());
+        const MoeLayer::Times mt = model.moe_times();  // the root's
+        row.emplace_back("moe_comm_ms", mt.comm_s * 1e3);
+        row.emplace_back("moe_expert_ms", mt.expert_s * 1e3);
+        row.emplace_back("moe_route_ms", mt.route_s * 1e3);
+      }
       if (eval_now) row.emplace_back("val_loss", last_val);
       if (model.ring())
         for (int i = 0; i < 4; ++i) row.emplace_back(kCpAttnKeys[i], cp_attn[i]);
@@ -546,6 +638,8 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
     tp->reset_bytes();
     pp->reset_bytes();
     cp->reset_bytes();
+    ep->reset_bytes();
+    edp->reset_bytes();
 
     // Checkpoint every N steps, and on SIGUSR1/SIGTERM at a step all ranks agree on.
     int stop = signal_received() ? 1 : 0;
@@ -557,7 +651,7 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
     }
   }
 
-  if (dumping) write_params(dump.w.get(), "final/", all_tensors, params, dpar, tp.get(), topo, false);
+  if (dumping) write_params(dump.w.get(), "final/", all_tensors, params, dpar, &experts, edpar.get(), tp.get(), ep.get(), topo, false);
   if (dumping && root) {
     const int64_t S = tc.steps;
     dump.w->write("batch/inputs", dump.inputs.data(), {S, B_global, T});
@@ -565,6 +659,7 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
     dump.w->write("metrics/loss", dump.loss.data(), {S});
     dump.w->write("metrics/lr", dump.lr.data(), {S});
     dump.w->write("metrics/grad_norm", dump.grad_norm.data(), {S});
+    if (moe) dump.w->write("metrics/aux_loss", dump.aux_loss.data(), {S});
     dump.w->commit();
   }
   int last_step = start_step + int(step_times.size()) - 1;

@@ -8,6 +8,8 @@
 #                                        tensor (weights and AdamW moments)
 #                                        equal bitwise; continuing under dp4
 #                                        zero3 matches the unresharded run
+#   resume.sh moe                        MoE: bitwise resume under dp2 x ep2, and an
+#                                        ep-split checkpoint loaded under other layouts
 #   resume.sh signal                     SIGUSR1 to the ranks mid-run: one
 #                                        committed checkpoint at a step all
 #                                        ranks agree on, exit 0
@@ -66,6 +68,31 @@ case "$mode" in
       --set checkpoint.every=5 --set log.metrics="$tmp/b.jsonl"
     grep -q "resumed from" "$tmp/resumed.log"
     compare "$tmp/A/step_000010.h5" "$tmp/B/step_000010.h5" bitwise "$tmp/a.jsonl" "$tmp/b.jsonl" ;;
+  moe)
+    # MoE (block 1 of 2 has experts): bitwise resume under dp2 x ep2 zero1;
+    # a checkpoint saved under dp2 x ep2 x tp2 zero1 (experts split over ep,
+    # replicated over tp, one writer per block) loads bitwise under 1 rank, dp4 x ep4 zero3 and
+    # dp2 x ep2 x pp2 (whose first stage holds no expert).
+    deck=$PENTAD_SOURCE_DIR/tests/parity/moe_llama.toml
+    lay=(--set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=1)
+    train 2 straight "${lay[@]}" --set checkpoint.dir="$tmp/A" --set checkpoint.every=5 --set log.metrics="$tmp/a.jsonl"
+    train 2 resumed "${lay[@]}" --set checkpoint.dir="$tmp/B" --set checkpoint.resume="$tmp/A/step_000005.h5" \
+      --set checkpoint.every=5 --set log.metrics="$tmp/b.jsonl"
+    grep -q "resumed from" "$tmp/resumed.log"
+    compare "$tmp/A/step_000010.h5" "$tmp/B/step_000010.h5" bitwise "$tmp/a.jsonl" "$tmp/b.jsonl"
+    train 4 src --set parallel.dp=2 --set parallel.ep=2 --set parallel.tp=2 --set parallel.zero=1 --set checkpoint.dir="$tmp/S" \
+      --set checkpoint.every=5 --set train.steps=5
+    ck=$tmp/S/step_000005.h5
+    i=0
+    for layout in "1 --set train.grad_accum=1" "4 --set parallel.dp=4 --set parallel.ep=4 --set parallel.zero=3" \
+                  "4 --set parallel.dp=2 --set parallel.ep=2 --set parallel.pp=2 --set train.grad_accum=2"; do
+      i=$((i + 1))
+      # shellcheck disable=SC2086
+      train "${layout%% *}" "L$i" ${layout#* } --set checkpoint.dir="$tmp/L$i" --set checkpoint.resume="$ck" \
+        --set train.steps=5 --set checkpoint.save_final=true
+      echo "layout $i: $layout"
+      compare "$ck" "$tmp/L$i/final.h5" bitwise
+    done ;;
   reshard)
     src=(--set parallel.tp=2 --set parallel.dp=2 --set parallel.zero=1 --set train.micro_batch=1 --set train.grad_accum=2)
     train 4 src "${src[@]}" --set checkpoint.dir="$tmp/S" --set checkpoint.every=5 --set log.metrics="$tmp/s.jsonl"

@@ -119,6 +119,23 @@ case "$case_name" in
     run "not finite" train "$tmp/deck.toml" --set train.lr=1e30 --set train.min_lr=1e30 \
       --set train.grad_clip=0 --set train.steps=5 --set log.dump="$tmp/d.h5"
     if [ -e "$tmp/d.h5" ] || [ -e "$tmp/d.h5.tmp" ]; then echo "FAIL: partial dump left behind"; ls -la "$tmp"; exit 1; fi ;;
+  moe_ep_not_dividing_dp)
+    run "parallel.dp=2 is not divisible by parallel.ep=4" train "$tmp/deck.toml" \
+      --set model.n_experts=4 --set parallel.ep=4 ;;
+  moe_ep_not_dividing_experts)
+    run "model.n_experts=3 is not divisible by parallel.ep=2" train "$tmp/deck.toml" \
+      --set model.n_experts=3 --set parallel.ep=2 ;;
+  moe_top_k)
+    run "model.top_k=3 is larger than model.n_experts=2" train "$tmp/deck.toml" \
+      --set model.n_experts=2 --set model.top_k=3 ;;
+  moe_capacity_negative)
+    run "model.capacity_factor" train "$tmp/deck.toml" --set model.n_experts=4 --set model.capacity_factor=-1 ;;
+  moe_ep_dense)
+    run "parallel.ep=2 needs a mixture-of-experts model \\(model.n_experts > 0\\)" train "$tmp/deck.toml" \
+      --set parallel.ep=2 ;;
+  moe_sp)
+    run "parallel.sp = true with model.n_experts=4: sequence parallelism of MoE blocks is not supported" train "$tmp/deck.toml" \
+      --set model.n_experts=4 --set parallel.tp=2 --set parallel.dp=1 --set parallel.sp=true ;;
   unknown_command)
     run "unknown command 'trian'" trian "$tmp/deck.toml" ;;
   *) echo "unknown case $case_name"; exit 2 ;;

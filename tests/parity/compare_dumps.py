@@ -66,6 +66,14 @@ def main(run_path, ref_path):
     rel = np.abs(gn_a - gn_b) / np.abs(gn_b)
     check(rel.max() <= 1e-4, f"per-step grad norm: worst rel diff {rel.max():.2e}")
 
+    if "metrics/aux_loss" in ref:
+        # MoE: the load-balancing (+ z) loss is defined per sequence, so it
+        # too is the same in every layout.
+        aa, ab = run["metrics/aux_loss"][...], ref["metrics/aux_loss"][...]
+        rel = np.abs(aa - ab) / np.maximum(np.abs(ab), 1e-30)
+        check(aa.shape == ab.shape and rel.max() <= LOSS_RTOL and ab.min() > 0,
+              f"per-step MoE aux loss: worst rel diff {rel.max():.2e}, tolerance {LOSS_RTOL:g}")
+
     worst = (0.0, "", 0.0)
     bad = []
     tensors = names(ref["final"])

@@ -5,6 +5,10 @@ Rebuilds the GPT-2 / Llama model of the dump's resolved deck from `init/*`,
 checks step 1 (logits, loss, every `grad/*`), then replays all steps on the
 dump's batches (warmup + cosine lr, clip_grad_norm_ semantics, torch AdamW)
 and checks per-step loss, lr, grad norm and every `final/*` tensor.
+Mixture-of-experts decks (model.n_experts > 0) are rebuilt with the routing
+rules of src/moe.cpp: per-sequence top-k (ties to the lower expert), first
+choices served before second ones, per-sequence capacity, and the
+load-balancing and z losses added to the objective (metrics/aux_loss).
 Usage: /usr/bin/python3 reference.py DUMP.h5   (exit 1 on any failure)
 """
 import math
@@ -69,6 +73,7 @@ def param_shapes(m):
     s = {"model/wte": (V, C)}
     if gpt2:
         s["model/wpe"] = (T, C)
+    E = m.get("n_experts", 0)
     for i in range(m["n_layers"]):
         p = f"model/layers/{i}/"
         s[p + "attn_norm/w"] = (C,)
@@ -84,6 +89,17 @@ def param_shapes(m):
             s[p + "attn/bk"] = (Hkv * D,)
             s[p + "attn/bv"] = (Hkv * D,)
             s[p + "attn/bo"] = (C,)
+        if is_moe_block(m, i):
+            s[p + "mlp/router/w"] = (E, C)
+            x = p + "mlp/experts/"
+            if not gpt2:
+                s[x + "w_gate"] = (E, F_, C)
+            s[x + "w_up"] = (E, F_, C)
+            s[x + "w_down"] = (E, C, F_)
+            if gpt2:
+                s[x + "b_up"] = (E, F_)
+                s[x + "b_down"] = (E, C)
+        elif gpt2:
             s[p + "mlp/w_up"] = (F_, C)
             s[p + "mlp/b_up"] = (F_,)
             s[p + "mlp/w_down"] = (C, F_)
@@ -98,6 +114,63 @@ def param_shapes(m):
     if not m["tied_embeddings"]:
         s["model/lm_head"] = (V, C)
     return s
+
+
+def is_moe_block(m, i):
+    return m.get("n_experts", 0) > 0 and (i + 1) % m["moe_every"] == 0
+
+
+def moe(p, m, a, h, aux):
+    """MoE MLP of block prefix a on h (B, T, C); appends (aux_s (B), lse (B*T)) to aux."""
+    gpt2 = m["family"] == "gpt2"
+    B, T, C = h.shape
+    E, k = m["n_experts"], m["top_k"]
+    x = h.reshape(B * T, C)
+    logits = x @ p[a + "mlp/router/w"].T                              # (N, E)
+    probs = logits.softmax(-1)
+    lse = torch.logsumexp(logits, -1)
+    pr = probs.detach().numpy()
+    idx = np.argsort(-pr, axis=1, kind="stable")[:, :k]               # ties: lower expert first
+    chosen = probs.gather(1, torch.from_numpy(idx))                   # (N, k)
+    w = chosen / chosen.sum(-1, keepdim=True) if k > 1 else chosen
+    cf = m["capacity_factor"]
+    cap = math.ceil(cf * T * k / E) if cf > 0 else T * k
+    keep = np.zeros((B * T, k), dtype=bool)
+    f = np.zeros((B, E))
+    for s in range(B):
+        count = np.zeros(E, dtype=np.int64)
+        for j in range(k):
+            for t in range(s * T, (s + 1) * T):
+                e = idx[t, j]
+                f[s, e] += 1
+                if count[e] < cap:
+                    count[e] += 1
+                    keep[t, j] = True
+    f /= T * k
+    out = torch.zeros_like(x)
+    xp = a + "mlp/experts/"
+    for e in range(E):
+        rows, js = np.nonzero((idx == e) & keep)
+        if len(rows) == 0:
+            continue
+        xe = x[rows]
+        if gpt2:
+            u = F.gelu(xe @ p[xp + "w_up"][e].T + p[xp + "b_up"][e], approximate="tanh")
+            y = u @ p[xp + "w_down"][e].T + p[xp + "b_down"][e]
+        else:
+            u = F.silu(xe @ p[xp + "w_gate"][e].T) * (xe @ p[xp + "w_up"][e].T)
+            y = u @ p[xp + "w_down"][e].T
+        out = out.index_add(0, torch.from_numpy(rows), w[rows, js][:, None] * y)
+    P = probs.view(B, T, E).mean(1)                                    # (B, E)
+    aux.append((E * (torch.from_numpy(f) * P).sum(-1), lse))
+    return out.view(B, T, C)
+
+
+def aux_objective(m, aux):
+    """aux_loss_coef * mean over sequences of aux_s + z_loss_coef * mean lse^2, summed over MoE blocks."""
+    if not aux:
+        return torch.zeros(())
+    return sum(m["aux_loss_coef"] * a.mean() + m["z_loss_coef"] * (z ** 2).mean() for a, z in aux)
 
 
 def rope(x, theta):
@@ -124,8 +197,8 @@ def attention(q, k, v):
     return o.transpose(1, 2).reshape(B, T, H * D)
 
 
-def forward(p, m, tokens):
-    """Logits (B, T, V) for int64 tokens (B, T)."""
+def forward(p, m, tokens, aux=None):
+    """Logits (B, T, V) for int64 tokens (B, T); MoE blocks append their aux terms to aux."""
     gpt2 = m["family"] == "gpt2"
     C, H, Hkv = m["d_model"], m["n_heads"], m["n_kv_heads"]
     D = C // H
@@ -155,7 +228,9 @@ def forward(p, m, tokens):
             q, k = rope(q, m["rope_theta"]), rope(k, m["rope_theta"])
         x = x + lin(attention(q, k, v), a + "attn/wo", bias("bo"))
         h = norm(x, a + "mlp_norm")
-        if gpt2:
+        if is_moe_block(m, i):
+            x = x + moe(p, m, a, h, aux if aux is not None else [])
+        elif gpt2:
             u = F.gelu(lin(h, a + "mlp/w_up", a + "mlp/b_up"), approximate="tanh")
             x = x + lin(u, a + "mlp/w_down", a + "mlp/b_down")
         else:
@@ -278,20 +353,25 @@ def main():
 
     # Step 1 and the whole trajectory in fp64.
     p = {n: torch.from_numpy(f["init"][n][...].astype(np.float64)).requires_grad_() for n in names}
-    decay = [p[n] for n in names if p[n].ndim >= 2]
-    no_decay = [p[n] for n in names if p[n].ndim < 2]
+    # Matrices and embeddings decay; norms and biases (also the experts' (E, F) biases) do not.
+    decays = lambda n: p[n].ndim >= 2 and not n.split("/")[-1].startswith("b_")
+    decay = [p[n] for n in names if decays(n)]
+    no_decay = [p[n] for n in names if not decays(n)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": t["weight_decay"]},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=t["lr"], betas=(t["beta1"], t["beta2"]), eps=t["eps"])
-    losses, lrs, norms, n_clipped = [], [], [], 0
+    losses, lrs, norms, auxes, n_clipped = [], [], [], [], 0
     for s in range(1, n_steps + 1):
         lr = lr_at(s, t)
         for g in opt.param_groups:
             g["lr"] = lr
         opt.zero_grad(set_to_none=False)
-        logits = forward(p, m, inputs[s - 1])
+        aux = []
+        logits = forward(p, m, inputs[s - 1], aux)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets[s - 1].reshape(-1))
-        loss.backward()
+        aux_loss = aux_objective(m, aux)
+        (loss + aux_loss).backward()
+        auxes.append(float(aux_loss))
         norm = math.sqrt(sum(float((p[n].grad ** 2).sum()) for n in names))
         if s == 1:
             step1_checks(rep, f, m, names, p, logits, loss, norm)
@@ -315,6 +395,11 @@ def main():
         rep.scalar("lr/step", f"step {s + 1} lr", got_lr[s], lrs[s], LR_RTOL)
         rep.scalar("grad_norm/step", f"step {s + 1} grad_norm", got_norm[s], norms[s],
                    LOSS_RTOL if s == 0 else TRAJ_NORM_RTOL)
+    if m.get("n_experts", 0) > 0:
+        got_aux = f["metrics/aux_loss"][...].astype(np.float64)
+        rep.check("layout", got_aux.shape == (n_steps,), f"metrics/aux_loss shape {got_aux.shape}")
+        for s in range(n_steps):
+            rep.scalar("aux_loss/step", f"step {s + 1} aux_loss", got_aux[s], auxes[s], TRAJ_LOSS_RTOL)
     lr_sum = sum(lrs)
     for n in names:
         bk = n.endswith("attn/bk")

@@ -12,3 +12,16 @@ foreach(model gpt2 llama)
       ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
   endforeach()
 endforeach()
+
+# Mixture of experts (moe_gpt2: every block; moe_llama: block 1): routing,
+# capacity dropping, experts, aux and z losses against the fp64 rebuild.
+foreach(model moe_gpt2 moe_llama)
+  foreach(recompute none full)
+    set(name torch_parity_${model}_${recompute})
+    add_test(NAME ${name}
+      COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_parity.sh
+              ${CMAKE_CURRENT_LIST_DIR}/${model}_tiny.toml ${recompute})
+    set_tests_properties(${name} PROPERTIES LABELS torch
+      ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
+  endforeach()
+endforeach()

@@ -446,12 +446,30 @@ TEST(Config, ContextParallelChecks) {
                 .parallel.cp, 2);
 }
 
+// --------------------------------------------- mixture of experts
+
+TEST(Config, MoeChecks) {
+  const std::string moe = "[model]\nn_experts = 4\n";
+  EXPECT_EQ(error_of(kMinimal + "[parallel]\ndp = 2\nep = 2\n", {}, 2),
+            "input/tiny.toml: parallel.ep=2 needs a mixture-of-experts model (model.n_experts > 0)");
+  EXPECT_EQ(error_of(kMinimal + moe + "[parallel]\ndp = 2\nep = 4\n", {}, 2),
+            "input/tiny.toml: parallel.dp=2 is not divisible by parallel.ep=4");
+  EXPECT_EQ(error_of(kMinimal + "[model]\nn_experts = 6\n[parallel]\ndp = 4\nep = 4\n", {}, 4),
+            "input/tiny.toml: model.n_experts=6 is not divisible by parallel.ep=4");
+  EXPECT_EQ(error_of(kMinimal + "[model]\nn_experts = 2\ntop_k = 3\n"),
+            "input/tiny.toml: model.top_k=3 is larger than model.n_experts=2");
+  EXPECT_NE(error_of(kMinimal + moe + "capacity_factor = -0.5\n").find("model.capacity_factor"), std::string::npos);
+  EXPECT_NE(error_of(kMinimal + moe + "[parallel]\ntp = 2\nsp = true\n", {}, 2).find("sequence parallelism of MoE blocks is not supported"),
+            std::string::npos);
+  EXPECT_EQ(error_of(kMinimal + moe + "[parallel]\ntp = 2\n", {}, 2), "<no error thrown>");
+  EXPECT_EQ(error_of(kMinimal + moe + "[parallel]\ndp = 4\nep = 2\nzero = 3\n", {}, 4), "<no error thrown>");
+  // Valid: dp 4 = 2 x ep 2, dropless.
+  EXPECT_EQ(error_of(kMinimal + moe + "capacity_factor = 0\n[parallel]\ndp = 4\nep = 2\nzero = 1\n", {}, 4), "<no error thrown>");
+}
+
 // --------------------------------------------- not yet in this build
 
 TEST(Config, UnsupportedFeaturesNameTheKey) {
-  const std::string not_yet = " is not available in this build yet";
-  EXPECT_EQ(error_of(kMinimal + "[parallel]\ndp = 2\nep = 2\n", {}, 2),
-            "input/tiny.toml: parallel.ep=2: expert parallelism" + not_yet);
   // bf16 is supported (emulated by rounding on the cpu backend).
   EXPECT_EQ(error_of(kMinimal + "[train]\ndtype = \"bf16\"\n"), "<no error thrown>");
   EXPECT_EQ(error_of(kMinimal + "[parallel]\ncomm = \"nccl\"\n"),
@@ -517,7 +535,7 @@ TEST(Config, EveryResolvedKeyIsSettable) {
     if (section == "data" && line.rfind("train", 0) == 0) value = "tok/x.bin";  // has escapes
     sets.push_back((section.empty() ? "" : section + ".") + line.substr(0, eq) + "=" + value);
   }
-  EXPECT_EQ(sets.size(), 56u);  // 1 top-level + 12 model + 14 parallel + 17 train + 2 data + 5 checkpoint + 5 log
+  EXPECT_EQ(sets.size(), 62u);  // 1 top-level + 18 model + 14 parallel + 17 train + 2 data + 5 checkpoint + 5 log
   Config expected = c;
   expected.data.train = "tok/x.bin";
   expected.resolved_toml = pentad::config_to_toml(expected);

@@ -1,0 +1,328 @@
+// The MoE layer with expert parallelism against the same layer with every
+// expert on one rank. The whole job is one ep group; every rank also builds
+// the serial layer (same global weights: the initial values are keyed on the
+// global element index) and runs both on its own tokens. Checks, per rank:
+//  * the layer output and the gradient of its input and of the router equal
+//    the serial layer's on the same tokens;
+//  * each rank's expert gradients equal the sum over ranks (all-reduce) of
+//    the serial layers' gradients of those experts: the ep group's ranks see
+//    different tokens, as dp ranks do;
+//  * routing statistics (kept tokens per expert, dropped, aux loss) agree.
+// Cases: plain (capacity 1.25), capacity overflow (0.25, tokens dropped),
+// dropless, and a router that sends no token to half the experts (the last
+// ep ranks receive nothing).
+// "fd" mode: the gradients of the router and of the input by central finite
+// differences of the objective sum(out * dy) + aux + z (aux and z weighted as
+// in training), once with dy = 0 (the auxiliary losses alone) and once with
+// all terms; fp64 accumulation of the objective, fp32 layer.
+// Tolerances: layer vs layer |a - b| <= 1e-5 * max|b| + 1e-4 * |b|;
+// finite differences 1e-3 * max|g| + 1e-2 * |g| (fp32 forward, h = 1e-2).
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "backend.hpp"
+#include "comm.hpp"
+#include "moe.hpp"
+#include "params.hpp"
+
+using namespace pentad;
+
+namespace {
+
+int failures = 0;
+int rank = 0;
+
+void expect_close(const std::string& what, const std::vector<float>& got, const std::vector<float>& ref,
+                  double atol = 1e-5, double rtol = 1e-4) {
+  double ref_max = 0, worst = 0, worst_excess = -1;
+  for (float r : ref) ref_max = std::max(ref_max, double(std::fabs(r)));
+  bool ok = got.size() == ref.size() && !ref.empty();
+  for (size_t i = 0; ok && i < ref.size(); ++i) {
+    const double d = std::fabs(double(got[i]) - ref[i]);
+    const double excess = d - (atol * ref_max + rtol * std::fabs(ref[i]));
+    worst = std::max(worst, d);
+    worst_excess = std::max(worst_excess, excess);
+  }
+  ok = ok && worst_excess <= 0 && ref_max > 0;  // an all-zero reference checks nothing
+  if (!ok) ++failures;
+  if (!ok || (rank == 0 && std::getenv("PENTAD_VERBOSE")))
+    std::printf("[rank %d] %s %s: max |diff| %.3e (max|ref| %.3e)\n", rank, ok ? "ok  " : "FAIL", what.c_str(),
+                worst, ref_max);
+}
+
+void expect(bool ok, const std::string& what) {
+  if (!ok) ++failures;
+  if (!ok || (rank == 0 && std::getenv("PENTAD_VERBOSE")))
+    std::printf("[rank %d] %s %s\n", rank, ok ? "ok  " : "FAIL", what.c_str());
+}
+
+std::vector<float> host_of(Backend& be, const float* dev, size_t n) {
+  std::vector<float> h(n);
+  be.to_host(h.data(), dev, n * sizeof(float));
+  return h;
+}
+
+float* dev_of(Backend& be, const std::vector<float>& h) {
+  float* d = be.alloc(h.size(), Mem::scratch);
+  be.from_host(d, h.data(), h.size() * sizeof(float));
+  return d;
+}
+
+ModelConfig moe_config(Family f, float cf) {
+  ModelConfig mc;
+  mc.family = f;
+  mc.n_layers = 1;
+  mc.d_model = 16;
+  mc.d_ff = 24;
+  mc.seq_len = 8;
+  mc.n_experts = 4;
+  mc.top_k = 2;
+  mc.capacity_factor = cf;
+  mc.aux_loss_coef = 0.5f;
+  mc.z_loss_coef = 0.05f;
+  return mc;
+}
+
+// One layer with its two stores, initialised from `seed`. Biases get
+// non-zero values so their gradients are exercised.
+struct Layer {
+  ParamStore dense, experts;
+  MoeLayer moe;
+  MoeParams p;
+  Layer(const ModelConfig& mc, Backend& be, Comm* ep, bool block_half)
+      : dense(be), experts(be), moe(mc, be, dense, experts, ep) {
+    dense.begin_unit(0);
+    experts.begin_unit(0);
+    p = moe.add_params("moe/", 0.3f, 0.2f);
+    dense.allocate_and_init(99);
+    experts.allocate_and_init(99);
+    for (int i : {p.b_up, p.b_down}) {
+      if (i < 0) continue;
+      const ParamInfo& t = experts.info(i);
+      std::vector<float> v(t.numel());
+      const size_t first = size_t(t.local_start[0]) * (v.size() / size_t(t.local_shape[0]));  // global index
+      for (size_t j = 0; j < v.size(); ++j) v[j] = 0.05f * float(std::sin(0.7 * double(first + j)));
+      be.from_host(experts.param(i), v.data(), v.size() * sizeof(float));
+    }
+    if (block_half) {
+      // Experts E/2.. get a large negative router logit for tokens whose
+      // features are positive (all of them, see tokens()).
+      const int E = mc.n_experts, C = mc.d_model;
+      std::vector<float> w = host_of(be, dense.param(p.router), size_t(E) * C);
+      for (int e = E / 2; e < E; ++e)
+        for (int c = 0; c < C; ++c) w[size_t(e) * C + c] = -4.0f;
+      be.from_host(dense.param(p.router), w.data(), w.size() * sizeof(float));
+    }
+  }
+};
+
+std::vector<float> tokens(int N, int C, int salt, bool positive) {
+  std::vector<float> x(size_t(N) * C);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = std::sin(0.913 * double(i) + 1.7 * salt) + 0.5 * std::cos(0.311 * double(i) * (salt + 1));
+    x[i] = float(positive ? 0.5 + 0.5 * std::fabs(v) : v);
+  }
+  return x;
+}
+
+struct Result {
+  std::vector<float> out, dx, drouter;
+  std::vector<std::vector<float>> dexperts;  // per expert tensor (local block)
+  MoeStats stats;
+};
+
+Result run(Layer& L, Backend& be, const ModelConfig& mc, const std::vector<float>& x, const std::vector<float>& dy,
+           float loss_scale) {
+  const int N = int(x.size()) / mc.d_model, C = mc.d_model;
+  Result r;
+  r.stats.reset(1, mc.n_experts);
+  float* xd = dev_of(be, x);
+  float* dyd = dev_of(be, dy);
+  std::vector<float> zeros(x.size(), 0.0f);
+  float* resid = dev_of(be, zeros);
+  float* out = be.alloc(x.size(), Mem::scratch);
+  float* dx = be.alloc(x.size(), Mem::scratch);
+  L.dense.zero_grads();
+  L.experts.zero_grads();
+  MoeCtxPtr ctx;
+  L.moe.forward(ctx, L.p, 0, out, resid, xd, N, &r.stats);
+  L.moe.backward(ctx, L.p, dx, dyd, xd, loss_scale);
+  r.out = host_of(be, out, size_t(N) * C);
+  r.dx = host_of(be, dx, size_t(N) * C);
+  r.drouter = host_of(be, L.dense.grad(L.p.router), L.dense.info(L.p.router).numel());
+  for (int i : {L.p.w_gate, L.p.w_up, L.p.b_up, L.p.w_down, L.p.b_down})
+    if (i >= 0) r.dexperts.push_back(host_of(be, L.experts.grad(i), L.experts.info(i).numel()));
+  for (float* p : {xd, dyd, resid, out, dx}) be.free_bytes(p);
+  return r;
+}
+
+void test_ep(Backend& be, Comm& ep, Family f, float cf, bool block_half, const std::string& name) {
+  const ModelConfig mc = moe_config(f, cf);
+  const int S = 3, N = S * mc.seq_len, C = mc.d_model, E = mc.n_experts, P = ep.size();
+  const std::string tag = std::string(f == Family::gpt2 ? "gpt2 " : "llama ") + name + " ep=" + std::to_string(P) + ": ";
+  Layer serial(mc, be, nullptr, block_half), par(mc, be, &ep, block_half);
+  const std::vector<float> x = tokens(N, C, rank, block_half), dy = tokens(N, C, 100 + rank, false);
+  const float ls = 1.0f / float(N * P);
+  const Result a = run(serial, be, mc, x, dy, ls);
+  const Result b = run(par, be, mc, x, dy, ls);
+  expect_close(tag + "output", b.out, a.out);
+  expect_close(tag + "input gradient", b.dx, a.dx);
+  expect_close(tag + "router gradient", b.drouter, a.drouter);
+  expect(a.stats.per_expert == b.stats.per_expert && a.stats.dropped == b.stats.dropped &&
+             std::fabs(a.stats.aux_sum - b.stats.aux_sum) <= 1e-9 * std::fabs(a.stats.aux_sum),
+         tag + "routing statistics");
+  // Expert gradients: the serial ones summed over ranks, this rank's block.
+  const int El = E / P;
+  for (size_t t = 0; t < a.dexperts.size(); ++t) {
+    std::vector<float> sum = a.dexperts[t];
+    MPI_Allreduce(MPI_IN_PLACE, sum.data(), int(sum.size()), MPI_FLOAT, MPI_SUM, ep.mpi());
+    const size_t per = sum.size() / size_t(E);
+    std::vector<float> mine(sum.begin() + long(size_t(ep.rank()) * El * per),
+                            sum.begin() + long(size_t(ep.rank() + 1) * El * per));
+    // A rank whose experts got no token has zero gradients: compare exactly.
+    double mx = 0;
+    for (float v : mine) mx = std::max(mx, double(std::fabs(v)));
+    if (mx == 0)
+      expect(std::all_of(b.dexperts[t].begin(), b.dexperts[t].end(), [](float v) { return v == 0; }),
+             tag + "expert tensor " + std::to_string(t) + " gradient (no tokens here: zero)");
+    else
+      expect_close(tag + "expert tensor " + std::to_string(t) + " gradient", b.dexperts[t], mine);
+  }
+  // The case must exercise what it claims.
+  double dropped = a.stats.dropped;
+  MPI_Allreduce(MPI_IN_PLACE, &dropped, 1, MPI_DOUBLE, MPI_SUM, ep.mpi());
+  if (cf > 0 && cf < 1) expect(dropped > 0, tag + "tokens were dropped (" + std::to_string(dropped) + ")");
+  if (cf == 0 || cf >= 2) expect(dropped == 0, tag + "nothing dropped");
+  if (block_half)
+    for (int e = E / 2; e < E; ++e) expect(a.stats.per_expert[size_t(e)] == 0, tag + "expert " + std::to_string(e) + " got no token");
+}
+
+// Central differences of J = sum(out * dy) + aux_coef*ls*T*aux_sum + z_coef*ls*z_sum.
+void test_fd(Backend& be, Family f, bool with_dy) {
+  ModelConfig mc = moe_config(f, 1.0f);
+  const int S = 2, N = S * mc.seq_len, C = mc.d_model, E = mc.n_experts;
+  const std::string tag = std::string(f == Family::gpt2 ? "gpt2" : "llama") + (with_dy ? " all terms" : " aux+z only") + ": ";
+  Layer L(mc, be, nullptr, false);
+  const std::vector<float> x = tokens(N, C, 7, false);
+  std::vector<float> dy = tokens(N, C, 8, false);
+  if (!with_dy) std::fill(dy.begin(), dy.end(), 0.0f);
+  const float ls = 1.0f / float(N);
+  const Result g = run(L, be, mc, x, dy, ls);
+  auto objective = [&](const std::vector<float>& xx) {
+    Result r;
+    r.stats.reset(1, E);
+    float* xd = dev_of(be, xx);
+    std::vector<float> z(xx.size(), 0.0f);
+    float* resid = dev_of(be, z);
+    float* out = be.alloc(xx.size(), Mem::scratch);
+    MoeCtxPtr ctx;
+    L.moe.forward(ctx, L.p, 0, out, resid, xd, N, &r.stats);
+    const std::vector<float> o = host_of(be, out, xx.size());
+    double J = 0;
+    for (size_t i = 0; i < o.size(); ++i) J += double(o[i]) * dy[i];
+    J += double(mc.aux_loss_coef) * ls * mc.seq_len * r.stats.aux_sum + double(mc.z_loss_coef) * ls * r.stats.z_sum;
+    for (float* p : {xd, resid, out}) be.free_bytes(p);
+    return std::make_pair(J, r.stats.per_expert);
+  };
+  const double h = 1e-2;
+  // Router weights.
+  float* w = L.dense.param(L.p.router);
+  std::vector<float> w0 = host_of(be, w, size_t(E) * C), fd_w(w0.size()), an_w;
+  const auto base = objective(x);
+  int flips = 0;
+  for (size_t i = 0; i < w0.size(); ++i) {
+    std::vector<float> wp = w0;
+    wp[i] = float(w0[i] + h);
+    be.from_host(w, wp.data(), wp.size() * sizeof(float));
+    const auto jp = objective(x);
+    wp[i] = float(w0[i] - h);
+    be.from_host(w, wp.data(), wp.size() * sizeof(float));
+    const auto jm = objective(x);
+    fd_w[i] = float((jp.first - jm.first) / (2 * h));
+    // A routing change inside [-h, h] makes the objective jump: skip those.
+    if (jp.second != base.second || jm.second != base.second) {
+      fd_w[i] = g.drouter[i];
+      ++flips;
+    }
+  }
+  be.from_host(w, w0.data(), w0.size() * sizeof(float));
+  expect(flips < int(w0.size()) / 4, tag + "few routing flips under perturbation (" + std::to_string(flips) + ")");
+  expect_close(tag + "router gradient vs finite differences", g.drouter, fd_w, 1e-3, 1e-2);
+  // Inputs (a subset of elements).
+  std::vector<float> fd_x, an_x;
+  for (size_t i = 0; i < x.size(); i += 5) {
+    std::vector<float> xp = x;
+    xp[i] = float(x[i] + h);
+    const auto jp = objective(xp);
+    xp[i] = float(x[i] - h);
+    const auto jm = objective(xp);
+    if (jp.second != base.second || jm.second != base.second) continue;
+    fd_x.push_back(float((jp.first - jm.first) / (2 * h)));
+    an_x.push_back(g.dx[i]);
+  }
+  expect_close(tag + "input gradient vs finite differences (" + std::to_string(fd_x.size()) + " elements)", an_x,
+               fd_x, 1e-3, 1e-2);
+  // Expert weights and biases (every 7th element of each tensor).
+  if (!with_dy) return;
+  size_t t = 0;
+  for (int i : {L.p.w_gate, L.p.w_up, L.p.b_up, L.p.w_down, L.p.b_down}) {
+    if (i < 0) continue;
+    float* pw = L.experts.param(i);
+    const std::vector<float> p0 = host_of(be, pw, L.experts.info(i).numel());
+    std::vector<float> fd_p, an_p;
+    for (size_t e = 0; e < p0.size(); e += 7) {
+      std::vector<float> pp = p0;
+      pp[e] = float(p0[e] + h);
+      be.from_host(pw, pp.data(), pp.size() * sizeof(float));
+      const auto jp = objective(x);
+      pp[e] = float(p0[e] - h);
+      be.from_host(pw, pp.data(), pp.size() * sizeof(float));
+      const auto jm = objective(x);
+      if (jp.second != base.second || jm.second != base.second) continue;
+      fd_p.push_back(float((jp.first - jm.first) / (2 * h)));
+      an_p.push_back(g.dexperts[t][e]);
+    }
+    be.from_host(pw, p0.data(), p0.size() * sizeof(float));
+    expect_close(tag + L.experts.info(i).name + " gradient vs finite differences", an_p, fd_p, 1e-3, 1e-2);
+    ++t;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm group;
+  MPI_Comm_dup(MPI_COMM_WORLD, &group);
+  const bool fd = argc > 1 && std::string(argv[1]) == "fd";
+  {
+    auto be = make_cpu_backend(1);
+    auto ep = make_mpi_comm(group, "ep");
+    for (Family f : {Family::gpt2, Family::llama}) {
+      if (fd) {
+        test_fd(*be, f, false);
+        test_fd(*be, f, true);
+        continue;
+      }
+      test_ep(*be, *ep, f, 1.25f, false, "capacity 1.25");
+      test_ep(*be, *ep, f, 0.25f, false, "capacity 0.25 (overflow)");
+      test_ep(*be, *ep, f, 0.0f, false, "dropless");
+      test_ep(*be, *ep, f, 0.0f, true, "half the experts unused");
+    }
+  }
+  int total = 0;
+  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0)
+    std::printf("moe %s: %s (%d failed checks over all ranks)\n", fd ? "finite differences" : "ep vs serial",
+                total ? "FAILED" : "passed", total);
+  MPI_Comm_free(&group);
+  MPI_Finalize();
+  return total ? 1 : 0;
+}

@@ -312,7 +312,7 @@ const std::vector<Key>& schema() {
     s.push_back(int_key(PENTAD_FIELD(parallel, virtual_stages), 1, kNoMax,
                         "model chunks per pipeline rank (schedule = interleaved)"));
     s.push_back(string_key(PENTAD_FIELD(parallel, stage_layers),
-                           "blocks per pipeline stage, e.g. \"3,2,2,3\"; \"\" = balanced"));
+                           "blocks per pipeline chunk (pp x virtual_stages counts), e.g. \"3,2,2,3\"; \"\" = balanced"));
     s.push_back(enum_key(PENTAD_FIELD(parallel, cp_layout), {"contiguous", "zigzag"},
                          "how sequences are cut over the cp group"));
     s.push_back(enum_key(PENTAD_FIELD(parallel, comm), {"auto", "mpi", "nccl"},

@@ -30,8 +30,10 @@ add_test(NAME ckpt_reshard COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh resh
 add_test(NAME ckpt_signal COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh signal)
 set_tests_properties(ckpt_resume_bitwise_1rank ckpt_resume_bitwise_tp2_dp2_zero1 ckpt_resume_bitwise_pp2_dp2_zero1
   ckpt_resume_bitwise_cp2_zero1
-  ckpt_reshard ckpt_signal
+  ckpt_signal
   PROPERTIES LABELS "mpi;ckpt" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
+# Five trainings, three of them 4-rank collective HDF5 writes oversubscribed on 2 cores.
+set_tests_properties(ckpt_reshard PROPERTIES LABELS "mpi;ckpt" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 600)
 
 # MoE: bitwise resume under dp2 x ep2 zero1, and an ep-split checkpoint saved under dp2 x ep2 x tp2
 # loaded under 1 rank, dp4 x ep4 zero3 and dp2 x ep2 x pp2.

@@ -7,6 +7,6 @@ foreach(case "train;2" "train;4" "impossible" "bad_deck" "rank_killed" "preempt"
   add_test(NAME slurm_${name}
            COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/slurm_case.sh ${case})
   set_tests_properties(slurm_${name} PROPERTIES LABELS slurm
-                       ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 240
+                       ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 360
                        RESOURCE_LOCK pentad_slurm SKIP_RETURN_CODE 77)
 endforeach()

@@ -22,12 +22,15 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "../lib/device_buffers.hpp"
 #include "comm.hpp"
 #include "context_parallel.hpp"
 #include "model.hpp"
 #include "params.hpp"
 
 using namespace pentad;
+using pentad::test::dev_of;
+using pentad::test::host_of;
 
 namespace {
 
@@ -70,18 +73,6 @@ double max_rel(const std::vector<float>& got, const std::vector<float>& ref) {
     d = std::max(d, std::fabs(double(got[i]) - ref[i]));
   }
   return ref_max > 0 ? d / ref_max : d;
-}
-
-std::vector<float> host_of(Backend& be, const float* dev, size_t n) {
-  std::vector<float> h(n);
-  be.to_host(h.data(), dev, n * sizeof(float));
-  return h;
-}
-
-float* dev_of(Backend& be, const std::vector<float>& h) {
-  float* p = be.alloc(h.size(), Mem::scratch);
-  be.from_host(p, h.data(), h.size() * sizeof(float));
-  return p;
 }
 
 // The definition, written independently of CpSplit: global start of chunk c of rank r.

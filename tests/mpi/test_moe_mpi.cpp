@@ -27,11 +27,14 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "../lib/device_buffers.hpp"
 #include "comm.hpp"
 #include "moe.hpp"
 #include "params.hpp"
 
 using namespace pentad;
+using pentad::test::dev_of;
+using pentad::test::host_of;
 
 namespace {
 
@@ -60,18 +63,6 @@ void expect(bool ok, const std::string& what) {
   if (!ok) ++failures;
   if (!ok || (rank == 0 && std::getenv("PENTAD_VERBOSE")))
     std::printf("[rank %d] %s %s\n", rank, ok ? "ok  " : "FAIL", what.c_str());
-}
-
-std::vector<float> host_of(Backend& be, const float* dev, size_t n) {
-  std::vector<float> h(n);
-  be.to_host(h.data(), dev, n * sizeof(float));
-  return h;
-}
-
-float* dev_of(Backend& be, const std::vector<float>& h) {
-  float* d = be.alloc(h.size(), Mem::scratch);
-  be.from_host(d, h.data(), h.size() * sizeof(float));
-  return d;
 }
 
 ModelConfig moe_config(Family f, float cf) {

@@ -20,12 +20,15 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "../lib/device_buffers.hpp"
 #include "comm.hpp"
 #include "model.hpp"
 #include "params.hpp"
 #include "tensor_parallel.hpp"
 
 using namespace pentad;
+using pentad::test::dev_of;
+using pentad::test::host_of;
 
 namespace {
 
@@ -48,12 +51,6 @@ void expect_close(const std::string& what, const std::vector<float>& got, const 
   if (rank == 0 && (!ok || std::getenv("PENTAD_VERBOSE")))
     std::printf("%s %s: max |diff| %.3e (max|ref| %.3e)\n", ok ? "ok  " : "FAIL", what.c_str(), worst,
                 ref_max);
-}
-
-std::vector<float> host_of(Backend& be, const float* dev, size_t n) {
-  std::vector<float> h(n);
-  be.to_host(h.data(), dev, n * sizeof(float));
-  return h;
 }
 
 void test_xent(Backend& be, Comm& tp) {

@@ -305,12 +305,14 @@ double grad_window_peak(const StageParams& s, const std::vector<Bucket>& bs, boo
   std::deque<int> in_flight;
   double peak = 0;
   auto open = [&](int u) {
+    if (s.unit[size_t(u)] == 0) return;  // a unit without parameters (the expert store's embedding, head, dense blocks)
     alive.insert(bucket_of(bs, u));
     double sum = 0;
     for (int b : alive) sum += bs[size_t(b)].elems;
     peak = std::max(peak, sum);
   };
   auto ready = [&](int u) {
+    if (s.unit[size_t(u)] == 0) return;
     const int b = bucket_of(bs, u);
     if (--pending[size_t(b)] > 0) return;
     in_flight.push_back(b);
@@ -425,7 +427,12 @@ MemoryEstimate estimate_memory(const Config& cfg) {
               Co = int(Mem::comm), Sc = int(Mem::scratch);
     const bool tied_here = d.tied && sp.has_embedding && sp.has_head;
     // Parameters and gradients: flat buffers of S*dp, or the shard plus windows.
-    b[P] = z < 3 ? kF * S * dp : kF * (S + param_window_peak(sp, tied_here));
+    // ZeRO-3 with experts: the expert store gathers its unit together with
+    // the dense one (DataParallel's partner), so the windows are one walk
+    // over the unit-wise sum of both stores.
+    StageParams both = sp;
+    for (size_t u = 0; u < both.unit.size(); ++u) both.unit[u] += xp.unit[u];
+    b[P] = z < 3 ? kF * S * dp : kF * (S + param_window_peak(both, tied_here));
     if (z < 2) {
       b[Gr] = kF * S * dp;
     } else {
@@ -437,7 +444,7 @@ MemoryEstimate estimate_memory(const Config& cfg) {
     // The expert store's DataParallel: the same terms over expert_dp (none
     // when this stage holds no expert).
     if (NE > 0) {
-      b[P] += z < 3 ? kF * SE * edp : kF * (SE + param_window_peak(xp, false));
+      b[P] += z < 3 ? kF * SE * edp : kF * SE;
       b[Gr] += z < 2 ? kF * SE * edp : kF * (SE + grad_window_peak(xp, buckets_of(xp, p.bucket_mb), false));
       b[O] += 2 * kF * std::max(z == 0 ? NE : std::min(NE, SE), 1.0);
     }
@@ -621,8 +628,17 @@ StageComm stage_comm(const Config& cfg, const StageParams& s, const std::vector<
     const double n_moe = moe_blocks_of(cfg, cb, s), P = p.ep, El = cfg.model.n_experts / p.ep;
     const MoeRows r = moe_rows(cfg, true);
     const bool full = cfg.train.recompute == Recompute::full;
-    const double fwd = (P - 1) * El * kF + 2 * (P - 1) / P * r.M * d.C * kF;
-    const double bwd = 2 * (P - 1) / P * r.M * d.C * kF;
+    // Off-rank rows each way: with a capacity at most the other ranks'
+    // experts full, (ep-1)*B*(E/ep)*cap (a bound); dropless the balanced
+    // share (ep-1)/ep*N*k (an estimate: a skewed router sends more).
+    const ModelConfig& mc = cfg.model;
+    const double off = mc.capacity_factor > 0
+                           ? std::min(r.M, (P - 1) * cfg.train.micro_batch * El *
+                                               std::ceil(double(mc.capacity_factor) * mc.seq_len * mc.top_k /
+                                                         mc.n_experts))
+                           : (P - 1) / P * r.M;
+    const double fwd = (P - 1) * El * kF + 2 * off * d.C * kF;
+    const double bwd = 2 * off * d.C * kF;
     c.ep_bytes = A * n_moe * (fwd * (full ? 2 : 1) + bwd);
     c.ep_calls = A * n_moe * (3 * (full ? 2 : 1) + 2);
   }
@@ -634,8 +650,11 @@ StageComm stage_comm(const Config& cfg, const StageParams& s, const std::vector<
     const bool full = cfg.train.recompute == Recompute::full;
     double bytes = 0, calls = 0;
     if (!d.sp) {
-      bytes += n_blocks * (4 + full) * ar * BTC;
-      calls += n_blocks * (4 + full);
+      // A MoE block's MLP is replicated over tp: no MLP all-reduce forward
+      // or backward (2 + full instead of 4 + full).
+      const double n_moe = moe_blocks_of(cfg, cb, s);
+      bytes += (n_blocks * (4 + full) - 2 * n_moe) * ar * BTC;
+      calls += n_blocks * (4 + full) - 2 * n_moe;
     } else {
       const double n_ag = 6 + 2 * full, n_rs = 4 + full;
       bytes += n_blocks * ((n_ag + n_rs) * ag * BTC + ar * 4 * d.C);

@@ -34,7 +34,25 @@ cases=(
   "moe_dp2_ep2|2|--set parallel.dp=2 --set parallel.ep=2|moe_$model"
   "moe_dp4_ep2_zero1|4|--set parallel.dp=4 --set parallel.ep=2 --set parallel.zero=1|moe_$model"
   "moe_dp2_ep2_pp2|4|--set parallel.dp=2 --set parallel.ep=2 --set parallel.pp=2 --set train.grad_accum=2|moe_$model"
+  "moe_dp4_ep4|4|--set parallel.dp=4 --set parallel.ep=4|moe_$model"
+  "moe_dp2_ep2_zero1|2|--set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=1|moe_$model"
+  "moe_dp2_ep2_tp2|4|--set parallel.dp=2 --set parallel.ep=2 --set parallel.tp=2|moe_$model"
 )
+if [ "$model" = llama ]; then
+  cases+=(
+    "cp2_tp2_sp_selective|4|$c --set parallel.cp=2 --set parallel.tp=2 --set parallel.sp=true --set train.recompute=selective"
+    "cp2_dp2_zero3_full|4|--set parallel.cp=2 --set parallel.dp=2 --set parallel.zero=3 --set train.recompute=full"
+    "moe_dp4_ep2_zero2_accum2|4|--set parallel.dp=4 --set parallel.ep=2 --set parallel.zero=2 --set train.grad_accum=2 --set parallel.bucket_mb=0.01|moe_$model"
+    "moe_dp2_ep2_zero3|2|--set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=3|moe_$model"
+    "moe_tp2_pp2_zero1|4|--set parallel.tp=2 --set parallel.pp=2 --set parallel.zero=1 --set train.grad_accum=2|moe_$model"
+  )
+else
+  cases+=(
+    "moe_dp2_ep2_full_dropless|2|--set model.capacity_factor=0 --set parallel.dp=2 --set parallel.ep=2 --set train.recompute=full|moe_$model"
+    "moe_dp4_ep2_zero3_accum2|4|--set parallel.dp=4 --set parallel.ep=2 --set parallel.zero=3 --set train.grad_accum=2 --set parallel.bucket_mb=0.01|moe_$model"
+    "moe_tp2_full|2|--set parallel.tp=2 --set train.recompute=full|moe_$model"
+  )
+fi
 else
 cases=(
   "dp2|2|--set parallel.dp=2"
@@ -83,6 +101,7 @@ for entry in "${cases[@]}"; do
   # shellcheck disable=SC2086
   "$PENTAD" plan "$deck" --ranks "$np" --set data.train="$tmp/data/train.bin" $sets --layout deck --json \
     > "$tmp/$name.pred" 2> "$tmp/$name.plan_err" || { cat "$tmp/$name.plan_err"; exit 1; }
+  echo "$sets" > "$tmp/$name.sets"
   echo "$name" >> "$tmp/names"
 done
 "$PENTAD_PYTHON" - "$tmp" <<'PY'
@@ -92,16 +111,16 @@ from report import report
 tmp = sys.argv[1]
 checks = []
 worst = (0.0, "")
-def near(name, what, pred, meas, tol=0.10, bound=False):
+def near(name, what, pred, meas, tol=0.10, bound=False, info=False):
     global worst
     if meas == 0:
         ok, err = pred == 0, (0.0 if pred == 0 else float("inf"))
     else:
         err = abs(pred - meas) / meas
-        ok = pred >= meas if bound else err <= tol
-    if err > worst[0] and not bound:
+        ok = True if info else pred >= meas if bound else err <= tol
+    if err > worst[0] and not bound and not info:
         worst = (err, f"{name} {what}")
-    kind = "bound" if bound else ""
+    kind = "bound" if bound else "estimate, not checked" if info else ""
     checks.append((f"{name:<24} {what:<22} predicted {pred:>12.0f} measured {meas:>12.0f} ({100*err:.2f}%) {kind}", ok))
 for name in open(f"{tmp}/names").read().split():
     row = [json.loads(l) for l in open(f"{tmp}/{name}.jsonl")][-1]
@@ -118,7 +137,9 @@ for name in open(f"{tmp}/names").read().split():
     if "cp_bytes_sent" in row:
         near(name, "cp bytes/step", st0["cp_bytes"], row["cp_bytes_sent"])
     if "ep_bytes_sent" in row:
-        near(name, "ep bytes/step", st0["ep_bytes"], row["ep_bytes_sent"], bound=True)
+        # With a capacity an upper bound; dropless the balanced-routing estimate.
+        dropless = "capacity_factor=0" in open(f"{tmp}/{name}.sets").read()
+        near(name, "ep bytes/step", st0["ep_bytes"], row["ep_bytes_sent"], bound=not dropless, info=dropless)
     if "expert_dp_bytes_sent" in row:
         near(name, "expert_dp bytes/step", st0["expert_dp_bytes"], row["expert_dp_bytes_sent"])
 print(f"worst relative error: {100*worst[0]:.2f}% ({worst[1]})")

@@ -31,8 +31,9 @@ double pad16(double n) { return std::ceil(n / 16.0) * 16.0; }
 
 // Local (tp-sharded) sizes of the model, as Model's constructor computes them.
 struct Dims {
-  double B, T, C, H, Hkv, D, F, V;  // H, Hkv, F, V: this tp rank's
-  int L, tp;
+  double B, T, C, H, Hkv, D, F, V;  // H, Hkv, F, V: this tp rank's; T: this cp rank's tokens
+  double Tg;                        // the whole sequence (seq_len)
+  int L, tp, cp, cp_chunks;
   bool sp, gpt2, tied;
   double N() const { return B * T; }
   double Nl() const { return sp ? B * T / tp : B * T; }
@@ -43,7 +44,10 @@ Dims dims_of(const Config& cfg) {
   const int t = cfg.parallel.tp;
   Dims d{};
   d.B = cfg.train.micro_batch;
-  d.T = m.seq_len;
+  d.Tg = m.seq_len;
+  d.cp = cfg.parallel.cp;
+  d.cp_chunks = d.cp > 1 && cfg.parallel.cp_layout == "zigzag" ? 2 : 1;
+  d.T = double(m.seq_len / d.cp);
   d.C = m.d_model;
   d.H = double(m.n_heads / t);
   d.Hkv = double(m.n_kv_heads / t);
@@ -79,7 +83,7 @@ StageParams stage_params(const Config& cfg, const std::vector<int>& cb, int pp_r
   const double HD = d.H * d.D, KD = d.Hkv * d.D;
   if (s.has_embedding) {
     s.unit[0] += pad16(d.V * d.C);
-    if (d.gpt2) s.unit[0] += pad16(d.T * d.C);
+    if (d.gpt2) s.unit[0] += pad16(d.Tg * d.C);
   }
   for (int g : s.chunks)
     for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) {
@@ -88,6 +92,10 @@ StageParams stage_params(const Config& cfg, const std::vector<int>& cb, int pp_r
       if (d.gpt2) u += pad16(d.C) + pad16(HD) + 2 * pad16(KD) + pad16(d.C);
       u += pad16(d.C);
       if (d.gpt2) u += pad16(d.C);
+      if (cfg.model.is_moe_block(l)) {  // the router; the experts live in the expert store
+        u += pad16(double(cfg.model.n_experts) * d.C);
+        continue;
+      }
       if (!d.gpt2) u += pad16(d.F * d.C);
       u += pad16(d.F * d.C) + pad16(d.C * d.F);
       if (d.gpt2) u += pad16(d.F) + pad16(d.C);
@@ -102,6 +110,88 @@ StageParams stage_params(const Config& cfg, const std::vector<int>& cb, int pp_r
   return s;
 }
 
+// The expert store of one pipeline stage (MoeLayer::add_params): per MoE
+// block this ep rank's E/ep experts, each tensor padded to 16 elements. The
+// MoE layer is replicated over tp: F is the whole d_ff.
+StageParams expert_stage_params(const Config& cfg, const std::vector<int>& cb, int pp_rank) {
+  const ModelConfig& m = cfg.model;
+  const int pp = cfg.parallel.pp, G = int(cb.size()) - 1;
+  StageParams s;
+  s.unit.assign(size_t(m.n_layers) + 2, 0.0);
+  for (int g = 0; g < G; ++g)
+    if (g % pp == pp_rank) s.chunks.push_back(g);
+  if (m.n_experts == 0) return s;
+  const bool gpt2 = m.family == Family::gpt2;
+  const double El = double(m.n_experts / cfg.parallel.ep), C = m.d_model, F = m.d_ff;
+  for (int g : s.chunks)
+    for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) {
+      if (!m.is_moe_block(l)) continue;
+      double& u = s.unit[size_t(l) + 1];
+      if (!gpt2) u += pad16(El * F * C);  // w_gate
+      u += pad16(El * F * C);             // w_up
+      if (gpt2) u += pad16(El * F);       // b_up
+      u += pad16(El * C * F);             // w_down
+      if (gpt2) u += pad16(El * C);       // b_down
+    }
+  for (double u : s.unit) s.N += u;
+  return s;
+}
+
+int moe_blocks_of(const Config& cfg, const std::vector<int>& cb, const StageParams& s) {
+  int n = 0;
+  for (int g : s.chunks)
+    for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) n += cfg.model.is_moe_block(l) ? 1 : 0;
+  return n;
+}
+
+// Rows of one MoE call (MoeLayer::forward) for one micro-batch of N = B*T
+// tokens: M dispatched by this rank, R received by it. Both depend on the
+// routing, so two figures:
+// - bound (the comm model's): with a capacity (capacity_factor > 0) each
+//   sequence keeps at most cap = ceil(cf*T*k/E) rows per expert, so
+//   M <= min(N*k, B*E*cap) and R <= ep*B*(E/ep)*cap; dropless, balanced
+//   routing M = R = N*k (skewed dropless routing can send a rank more, up
+//   to ep*N*k, which no useful bound covers).
+// - expected (the memory model's): uniform random top-k routing. A token
+//   picks a given expert with probability k/E, so one expert's choices in
+//   one sequence are X ~ Binomial(T, k/E) and it keeps min(X, cap):
+//   M = R = B*E*E[min(X, cap)] (dropless: N*k). Neither is a bound on a
+//   skewed router; the notes say so.
+struct MoeRows {
+  double M = 0, R = 0;
+};
+MoeRows moe_rows(const Config& cfg, bool bound) {
+  const ModelConfig& m = cfg.model;
+  MoeRows r;
+  if (m.n_experts == 0) return r;
+  const double B = cfg.train.micro_batch, T = m.seq_len, k = m.top_k, E = m.n_experts, ep = cfg.parallel.ep;
+  const double N = B * T;
+  if (m.capacity_factor <= 0) {
+    r.M = r.R = N * k;
+    return r;
+  }
+  const double cap = std::ceil(double(m.capacity_factor) * T * k / E);
+  if (bound) {
+    r.M = std::min(N * k, B * E * cap);
+    r.R = std::min(ep * r.M, ep * B * (E / ep) * cap);
+    return r;
+  }
+  const double q = std::min(1.0, k / E);
+  double kept = 0;  // E[min(X, cap)]
+  if (q >= 1.0) {
+    kept = std::min(T, cap);
+  } else {
+    const int n = m.seq_len;
+    for (int x = 0; x <= n; ++x) {
+      const double lp = std::lgamma(n + 1.0) - std::lgamma(x + 1.0) - std::lgamma(n - x + 1.0) + x * std::log(q) +
+                        (n - x) * std::log1p(-q);
+      kept += std::min(double(x), cap) * std::exp(lp);
+    }
+  }
+  r.M = r.R = B * E * kept;
+  return r;
+}
+
 // Bytes of one activation slot of chunk g (Model::acquire_slot).
 double slot_bytes(const Config& cfg, const std::vector<int>& cb, int g) {
   const Dims d = dims_of(cfg);
@@ -114,7 +204,7 @@ double slot_bytes(const Config& cfg, const std::vector<int>& cb, int g) {
   e += (nb + 1) * NlC;      // block inputs and the chunk's output
   if (rc != Recompute::full) {
     double blk = NlC + 2 * Nl + BT * HD + 2 * BT * KD + BT * HD + d.B * d.H * d.T;
-    if (rc == Recompute::none) blk += d.B * d.H * d.T * d.T;  // attention probabilities
+    if (rc == Recompute::none && d.cp == 1) blk += d.B * d.H * d.T * d.T;  // probabilities (never under cp)
     blk += NlC + NlC + 2 * Nl + BT * d.F;                    // res_mid, ln2, stats, fc_pre
     if (!d.gpt2) blk += BT * d.F;                            // fc_up
     if (rc == Recompute::none) blk += BT * d.F;              // fc_act
@@ -125,7 +215,7 @@ double slot_bytes(const Config& cfg, const std::vector<int>& cb, int g) {
 }
 
 // Model::alloc_shared (plus the debug-dump logits buffer).
-double scratch_bytes(const Config& cfg, bool has_head) {
+double scratch_bytes(const Config& cfg, bool has_head, bool has_moe) {
   const Dims d = dims_of(cfg);
   const double BT = d.N(), BTC = BT * d.C, NlC = d.Nl() * d.C, Nl = d.Nl(), HD = d.H * d.D, KD = d.Hkv * d.D;
   const Recompute rc = cfg.train.recompute;
@@ -143,6 +233,19 @@ double scratch_bytes(const Config& cfg, bool has_head) {
     const double rows = std::clamp(std::floor(double(16 << 20) / d.V), 1.0, BT);
     e += rows * d.V + 3 * rows;
     if (!cfg.log.dump.empty() && d.tp > 1) e += rows * d.V * d.tp;
+  }
+  if (d.cp > 1) {  // RingAttention: 2 K/V ring buffers, 3 dK/dV accumulators, one partial output and lse
+    const double m = d.T / d.cp_chunks, n_kv = 2 * d.B * d.T * d.Hkv * d.D;
+    e += 5 * n_kv + d.B * m * d.H * d.D + d.B * d.H * m;
+  }
+  if (has_moe) {
+    // Per call, freed before the call returns (the largest of): forward the
+    // router logits (N, E) and the combined output (N, C); backward the
+    // dispatched-row gradients (M, C), received and returned rows 2 (R, C)
+    // and the expert MLP's gradients (2 GPT-2, 3 Llama) x (R, d_ff).
+    const MoeRows r = moe_rows(cfg, false);
+    const double E = cfg.model.n_experts, Ff = cfg.model.d_ff;
+    e += std::max({BT * E, BT * d.C, r.M * d.C + 2 * r.R * d.C + (d.gpt2 ? 2 : 3) * r.R * Ff});
   }
   return kF * e;
 }
@@ -202,12 +305,14 @@ double grad_window_peak(const StageParams& s, const std::vector<Bucket>& bs, boo
   std::deque<int> in_flight;
   double peak = 0;
   auto open = [&](int u) {
+    if (s.unit[size_t(u)] == 0) return;  // a unit without parameters (the expert store's embedding, head, dense blocks)
     alive.insert(bucket_of(bs, u));
     double sum = 0;
     for (int b : alive) sum += bs[size_t(b)].elems;
     peak = std::max(peak, sum);
   };
   auto ready = [&](int u) {
+    if (s.unit[size_t(u)] == 0) return;
     const int b = bucket_of(bs, u);
     if (--pending[size_t(b)] > 0) return;
     in_flight.push_back(b);
@@ -299,7 +404,10 @@ double shard_of(double N, int dp) { return pad16(std::ceil(N / dp)); }
 
 MemoryEstimate estimate_memory(const Config& cfg) {
   const ParallelConfig& p = cfg.parallel;
-  const int pp = p.pp, v = p.virtual_stages, A = cfg.train.grad_accum, z = p.zero, dp = p.dp;
+  // The dense DataParallel runs over dp x cp (topo.dp_cp): ZeRO shards over
+  // both; the expert one over expert_dp (dp x cp / ep).
+  const int pp = p.pp, v = p.virtual_stages, A = cfg.train.grad_accum, z = p.zero, dp = p.dp * p.cp,
+            edp = p.dp * p.cp / p.ep;
   const std::vector<int> cb = partition_blocks(cfg.model.n_layers, pp * v, p.stage_layers);
   const Dims d = dims_of(cfg);
   const Schedule train = make_schedule(train_kind(cfg), pp, v, A);
@@ -307,6 +415,9 @@ MemoryEstimate estimate_memory(const Config& cfg) {
   double worst = -1;
   for (int r = 0; r < pp; ++r) {
     const StageParams sp = stage_params(cfg, cb, r);
+    const StageParams xp = expert_stage_params(cfg, cb, r);
+    const int n_moe = moe_blocks_of(cfg, cb, sp);
+    const double NE = xp.N, SE = shard_of(NE, edp);
     StageMemory m;
     const double N = sp.N, S = shard_of(N, dp);
     m.param_elems = N;
@@ -316,7 +427,12 @@ MemoryEstimate estimate_memory(const Config& cfg) {
               Co = int(Mem::comm), Sc = int(Mem::scratch);
     const bool tied_here = d.tied && sp.has_embedding && sp.has_head;
     // Parameters and gradients: flat buffers of S*dp, or the shard plus windows.
-    b[P] = z < 3 ? kF * S * dp : kF * (S + param_window_peak(sp, tied_here));
+    // ZeRO-3 with experts: the expert store gathers its unit together with
+    // the dense one (DataParallel's partner), so the windows are one walk
+    // over the unit-wise sum of both stores.
+    StageParams both = sp;
+    for (size_t u = 0; u < both.unit.size(); ++u) both.unit[u] += xp.unit[u];
+    b[P] = z < 3 ? kF * S * dp : kF * (S + param_window_peak(both, tied_here));
     if (z < 2) {
       b[Gr] = kF * S * dp;
     } else {
@@ -325,6 +441,13 @@ MemoryEstimate estimate_memory(const Config& cfg) {
     // AdamW moments over the owned range (rank 0 of dp: [0, min(N, S))).
     const double own = z == 0 ? N : std::min(N, S);
     b[O] = 2 * kF * std::max(own, 1.0);
+    // The expert store's DataParallel: the same terms over expert_dp (none
+    // when this stage holds no expert).
+    if (NE > 0) {
+      b[P] += z < 3 ? kF * SE * edp : kF * SE;
+      b[Gr] += z < 2 ? kF * SE * edp : kF * (SE + grad_window_peak(xp, buckets_of(xp, p.bucket_mb), false));
+      b[O] += 2 * kF * std::max(z == 0 ? NE : std::min(NE, SE), 1.0);
+    }
     // Activations: pooled slots per chunk = the chunk's in-flight high-water
     // (at least one: the trainer sizes a slot before the first step).
     std::vector<int> hw(size_t(pp * v), 0);
@@ -340,10 +463,28 @@ MemoryEstimate estimate_memory(const Config& cfg) {
       const double sb = slot_bytes(cfg, cb, g);
       m.slot_bytes += sb;
       b[Ac] += n * sb;
+      // MoE context per MoE block of the chunk, kept from forward to backward
+      // (full recompute drops it after forward): received rows (R, C) and
+      // the expert MLP's (2 GPT-2, 3 Llama) x (R, d_ff).
+      if (cfg.train.recompute != Recompute::full) {
+        const MoeRows mr = moe_rows(cfg, false);
+        double nm = 0;
+        for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) nm += cfg.model.is_moe_block(l) ? 1 : 0;
+        b[Ac] += n * nm * kF * mr.R * (d.C + (d.gpt2 ? 2 : 3) * double(cfg.model.d_ff));
+      }
+    }
+    if (n_moe > 0) {
+      // Inside one MoE call: the dispatched rows (M, C) and the expert
+      // outputs (R, C), freed before it returns (with full recompute also the
+      // one context that exists then).
+      const MoeRows mr = moe_rows(cfg, false);
+      b[Ac] += kF * (mr.M * d.C + mr.R * d.C);
+      if (cfg.train.recompute == Recompute::full)
+        b[Ac] += kF * mr.R * (d.C + (d.gpt2 ? 2 : 3) * double(cfg.model.d_ff));
     }
     m.boundary_buffers = bufs;
-    b[Co] = (z >= 1 ? kF * S : 0.0) + bufs * kF * d.Nl() * d.C;
-    b[Sc] = scratch_bytes(cfg, sp.has_head);
+    b[Co] = (z >= 1 ? kF * S : 0.0) + (z >= 1 && NE > 0 ? kF * SE : 0.0) + bufs * kF * d.Nl() * d.C;
+    b[Sc] = scratch_bytes(cfg, sp.has_head, n_moe > 0);
     for (double x : b) m.total += x;
     if (m.total > worst) {
       worst = m.total;
@@ -361,8 +502,17 @@ MemoryEstimate estimate_memory(const Config& cfg) {
                       "need not peak at the same moment)");
   est.notes.push_back("not modelled: checkpoint/dump host copies, MPI and BLAS internal buffers, allocator "
                       "rounding (the backend tracks requested bytes)");
-  if (p.cp > 1 || p.ep > 1)
-    est.notes.push_back("cp/ep: not modelled (not in this build); the estimate is for cp = ep = 1");
+  if (p.cp > 1)
+    est.notes.push_back("cp: seq_len/cp tokens per rank, no attention probabilities kept, ring attention buffers "
+                        "in scratch, ZeRO shards over dp x cp");
+  if (cfg.model.n_experts > 0)
+    est.notes.push_back(std::string("MoE: the rows routed through the experts are data-dependent; the MoE "
+                                    "buffers are for uniform random routing (") +
+                        (cfg.model.capacity_factor > 0
+                             ? "per expert and sequence min(Binomial(T, top_k/E), capacity) rows; at the capacity "
+                               "bound, every expert full, they are larger"
+                             : "dropless: N*top_k rows") +
+                        "); a skewed router can receive more rows on one rank");
   return est;
 }
 
@@ -379,51 +529,118 @@ namespace {
 double stage_flops_per_mb(const Config& cfg, const StageParams& s, const std::vector<int>& cb) {
   const Dims d = dims_of(cfg);
   const double HD = d.H * d.D, KD = d.Hkv * d.D;
-  const double blk = 2 * (d.C * (HD + 2 * KD) + HD * d.C + (d.gpt2 ? 2 : 3) * d.C * d.F) + 4 * d.T * d.H * d.D;
-  double n_blocks = 0;
-  for (int g : s.chunks) n_blocks += cb[size_t(g) + 1] - cb[size_t(g)];
-  const double fwd = n_blocks * blk + (s.has_head ? 2 * d.V * d.C : 0.0);
+  // Attention: each of this rank's tokens against the whole sequence (cp
+  // splits the queries, the ring brings every key).
+  const double attn = 2 * d.C * (HD + 2 * KD) + 2 * HD * d.C + 4 * d.Tg * d.H * d.D;
+  const double mlp = 2 * (d.gpt2 ? 2 : 3) * d.C * d.F;
+  // A MoE block: the router and top_k experts of the whole d_ff (replicated over tp).
+  const ModelConfig& mc = cfg.model;
+  const double moe_mlp = 2.0 * mc.n_experts * d.C + mc.top_k * 2.0 * (d.gpt2 ? 2 : 3) * d.C * mc.d_ff;
+  double n_blocks = 0, fwd = 0;
+  for (int g : s.chunks)
+    for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) {
+      n_blocks += 1;
+      fwd += attn + (mc.is_moe_block(l) ? moe_mlp : mlp);
+    }
+  const double blocks_fwd = fwd;
+  fwd += s.has_head ? 2 * d.V * d.C : 0.0;
   // Selective recomputes the attention scores (Q K^T, 2 T C/tp per token) in backward.
-  const double extra = cfg.train.recompute == Recompute::full        ? n_blocks * blk
-                       : cfg.train.recompute == Recompute::selective ? n_blocks * 2 * d.T * d.H * d.D
+  const double extra = cfg.train.recompute == Recompute::full        ? blocks_fwd
+                       : cfg.train.recompute == Recompute::selective ? n_blocks * 2 * d.Tg * d.H * d.D
                                                                      : 0.0;
   return d.N() * (3 * fwd + extra);
 }
 
-StageComm stage_comm(const Config& cfg, const StageParams& s, const std::vector<int>& cb) {
+// One DataParallel's bytes and calls per step over a group of dpn ranks
+// (the dense store over dp x cp, the expert store over expert_dp).
+struct DpComm {
+  double bytes = 0, calls = 0, exposed = 0;
+};
+DpComm dp_comm(const Config& cfg, const StageParams& s, int dpn_i, bool tied_here) {
   const ParallelConfig& p = cfg.parallel;
-  const Dims d = dims_of(cfg);
-  const int A = cfg.train.grad_accum, z = p.zero, G = int(cb.size()) - 1;
-  const double dpn = p.dp, N = s.N, S = shard_of(N, p.dp);
-  StageComm c;
-  // dp: bucketed reduction (every micro-batch for ZeRO-2/3), the ZeRO-1/2
+  const int A = cfg.train.grad_accum, z = p.zero;
+  const double dpn = dpn_i, N = s.N, S = shard_of(N, dpn_i);
+  DpComm c;
+  if (N == 0) return c;
+  // Bucketed reduction (every micro-batch for ZeRO-2/3), the ZeRO-1/2
   // all-gather of updated shards, the ZeRO-3 unit gathers.
   const std::vector<Bucket> bs = buckets_of(s, p.bucket_mb);
   const double last_bucket = bs.empty() ? 0.0 : bs.back().elems;
   const double ring = (dpn - 1) / dpn;
-  if (z == 0 && p.dp > 1) {
-    c.dp_bytes = 2 * ring * kF * N;
-    c.dp_calls = double(bs.size());
-    c.dp_exposed_bytes = 2 * ring * kF * last_bucket;
-  } else if (z == 1 && p.dp > 1) {
-    c.dp_bytes = ring * kF * N + ring * kF * S * dpn;
-    c.dp_calls = double(bs.size()) + 1;
-    c.dp_exposed_bytes = ring * kF * last_bucket + ring * kF * S * dpn;
+  if (z == 0 && dpn_i > 1) {
+    c.bytes = 2 * ring * kF * N;
+    c.calls = double(bs.size());
+    c.exposed = 2 * ring * kF * last_bucket;
+  } else if (z == 1 && dpn_i > 1) {
+    c.bytes = ring * kF * N + ring * kF * S * dpn;
+    c.calls = double(bs.size()) + 1;
+    c.exposed = ring * kF * last_bucket + ring * kF * S * dpn;
   } else if (z >= 2) {
-    c.dp_bytes = A * ring * kF * N;
-    c.dp_calls = A * double(bs.size());
-    c.dp_exposed_bytes = A * ring * kF * last_bucket;
-    if (z == 2 && p.dp > 1) {
-      c.dp_bytes += ring * kF * S * dpn;
-      c.dp_calls += 1;
-      c.dp_exposed_bytes += ring * kF * S * dpn;
+    c.bytes = A * ring * kF * N;
+    c.calls = A * double(bs.size());
+    c.exposed = A * ring * kF * last_bucket;
+    if (z == 2 && dpn_i > 1) {
+      c.bytes += ring * kF * S * dpn;
+      c.calls += 1;
+      c.exposed += ring * kF * S * dpn;
     }
     if (z == 3) {
-      const bool tied_here = d.tied && s.has_embedding && s.has_head;
       const double gathered = 2 * N - s.unit.back() + (tied_here ? s.unit[0] : 0.0);
-      c.dp_bytes += A * ring * kF * gathered;
-      c.dp_calls += A * (2.0 * double(s.unit.size()) - 1);
+      c.bytes += A * ring * kF * gathered;
+      c.calls += A * (2.0 * double(s.unit.size()) - 1);
     }
+  }
+  return c;
+}
+
+StageComm stage_comm(const Config& cfg, const StageParams& s, const std::vector<int>& cb, int pp_rank) {
+  const ParallelConfig& p = cfg.parallel;
+  const Dims d = dims_of(cfg);
+  const int A = cfg.train.grad_accum, G = int(cb.size()) - 1;
+  StageComm c;
+  const bool tied_here = d.tied && s.has_embedding && s.has_head;
+  const DpComm dc = dp_comm(cfg, s, p.dp * p.cp, tied_here);
+  c.dp_bytes = dc.bytes;
+  c.dp_calls = dc.calls;
+  c.dp_exposed_bytes = dc.exposed;
+  const StageParams xp = expert_stage_params(cfg, cb, pp_rank);
+  const DpComm ec = dp_comm(cfg, xp, p.dp * p.cp / p.ep, false);
+  c.edp_bytes = ec.bytes;
+  c.edp_calls = ec.calls;
+  c.edp_exposed_bytes = ec.exposed;
+  double n_blocks_here = 0;
+  for (int g : s.chunks) n_blocks_here += cb[size_t(g) + 1] - cb[size_t(g)];
+  // cp: ring attention per block per micro-batch, kv = 2*B*(T/cp)*Hkv*D
+  // floats: forward (cp-1) kv, backward (cp-1) kv + cp kv (the dK/dV
+  // accumulator); full recompute runs the forward ring again.
+  if (d.cp > 1) {
+    const double kv = 2 * d.B * d.T * d.Hkv * d.D, P = d.cp;
+    const bool full = cfg.train.recompute == Recompute::full;
+    c.cp_bytes = A * n_blocks_here * kF * kv * ((P - 1) * (full ? 2 : 1) + (P - 1) + P);
+    c.cp_msgs = A * n_blocks_here * ((P - 1) * (full ? 2 : 1) + (P - 1) + P);
+  }
+  // ep: per MoE block per micro-batch, the row counts (alltoall of E/ep ints)
+  // and four all-to-alls of rows: dispatch and return forward, the same
+  // backward, each moving the off-rank share (ep-1)/ep of M rows of C floats
+  // (M from moe_rows: the capacity bound or balanced dropless, an upper bound
+  // when tokens are dropped).
+  if (p.ep > 1) {
+    const double n_moe = moe_blocks_of(cfg, cb, s), P = p.ep, El = cfg.model.n_experts / p.ep;
+    const MoeRows r = moe_rows(cfg, true);
+    const bool full = cfg.train.recompute == Recompute::full;
+    // Off-rank rows each way: with a capacity at most the other ranks'
+    // experts full, (ep-1)*B*(E/ep)*cap (a bound); dropless the balanced
+    // share (ep-1)/ep*N*k (an estimate: a skewed router sends more).
+    const ModelConfig& mc = cfg.model;
+    const double off = mc.capacity_factor > 0
+                           ? std::min(r.M, (P - 1) * cfg.train.micro_batch * El *
+                                               std::ceil(double(mc.capacity_factor) * mc.seq_len * mc.top_k /
+                                                         mc.n_experts))
+                           : (P - 1) / P * r.M;
+    const double fwd = (P - 1) * El * kF + 2 * off * d.C * kF;
+    const double bwd = 2 * off * d.C * kF;
+    c.ep_bytes = A * n_moe * (fwd * (full ? 2 : 1) + bwd);
+    c.ep_calls = A * n_moe * (3 * (full ? 2 : 1) + 2);
   }
   // tp: per block per micro-batch (see Model::block_fwd/block_bwd).
   if (d.tp > 1) {
@@ -433,8 +650,11 @@ StageComm stage_comm(const Config& cfg, const StageParams& s, const std::vector<
     const bool full = cfg.train.recompute == Recompute::full;
     double bytes = 0, calls = 0;
     if (!d.sp) {
-      bytes += n_blocks * (4 + full) * ar * BTC;
-      calls += n_blocks * (4 + full);
+      // A MoE block's MLP is replicated over tp: no MLP all-reduce forward
+      // or backward (2 + full instead of 4 + full).
+      const double n_moe = moe_blocks_of(cfg, cb, s);
+      bytes += (n_blocks * (4 + full) - 2 * n_moe) * ar * BTC;
+      calls += n_blocks * (4 + full) - 2 * n_moe;
     } else {
       const double n_ag = 6 + 2 * full, n_rs = 4 + full;
       bytes += n_blocks * ((n_ag + n_rs) * ag * BTC + ar * 4 * d.C);
@@ -476,6 +696,8 @@ Prediction predict(const Config& cfg, const Machine& mach, int gpus_per_node, in
   // Rank order (topology.hpp): pp outermost, then dp, cp, tp innermost; a
   // group is inside a node when the ranks it spans fit in one node.
   t.tp_intra = p.tp <= rpn;
+  t.cp_intra = p.cp * p.tp <= rpn;
+  t.ep_intra = p.ep * p.cp * p.tp <= rpn;
   t.dp_intra = p.dp * p.cp * p.tp <= rpn;
   t.pp_intra = ranks <= rpn;
   t.oversubscription = std::max(1.0, double(rpn) / devices);
@@ -487,7 +709,7 @@ Prediction predict(const Config& cfg, const Machine& mach, int gpus_per_node, in
   double worst = -1;
   for (int r = 0; r < p.pp; ++r) {
     const StageParams s = stage_params(cfg, cb, r);
-    const StageComm c = stage_comm(cfg, s, cb);
+    const StageComm c = stage_comm(cfg, s, cb, r);
     pr.comm.push_back(c);
     const double compute = A * stage_flops_per_mb(cfg, s, cb) / rate;
     const double tp_s = c.tp_bytes / bw(t.tp_intra) + c.tp_calls * lat(t.tp_intra);
@@ -503,7 +725,14 @@ Prediction predict(const Config& cfg, const Machine& mach, int gpus_per_node, in
     const double bubble = p.pp > 1 ? bubble_formula(train_kind(cfg), p.pp, p.virtual_stages, A) : 0.0;
     const double msg = kF * dims_of(cfg).Nl() * cfg.model.d_model;
     const double pp_s = p.pp > 1 ? 2.0 * (p.pp - 1) * (msg / p2p + lat(t.pp_intra)) : 0.0;
-    const double step = compute * (1 + bubble) + tp_s * (1 + bubble) + dp_exposed + pp_s;
+    // cp: the ring transfers overlap the attention blocks; what exceeds the
+    // attention compute (about 1/4 of a block's) is exposed. ep: the
+    // all-to-alls are blocking; the expert_dp reduction is counted whole.
+    const double cp_all = c.cp_bytes / bw(t.cp_intra) + c.cp_msgs * lat(t.cp_intra);
+    const double cp_s = std::max(0.0, cp_all - compute / 4);
+    const double ep_s = c.ep_bytes / bw(t.ep_intra) + c.ep_calls * lat(t.ep_intra) +
+                        c.edp_bytes / bw(t.dp_intra) + c.edp_calls * lat(t.dp_intra);
+    const double step = compute * (1 + bubble) + (tp_s + cp_s + ep_s) * (1 + bubble) + dp_exposed + pp_s;
     if (step > worst) {
       worst = step;
       t.compute_s = compute;
@@ -513,6 +742,8 @@ Prediction predict(const Config& cfg, const Machine& mach, int gpus_per_node, in
       t.dp_s = dp_s;
       t.dp_exposed_s = dp_exposed;
       t.pp_s = pp_s;
+      t.cp_s = cp_s;
+      t.ep_s = ep_s;
       t.step_s = step;
     }
   }
@@ -526,6 +757,10 @@ Prediction predict(const Config& cfg, const Machine& mach, int gpus_per_node, in
   if (d.gpt2) blk += HD + 2 * KD + C + F + C + 2 * C;
   double n_params = V * C + (d.gpt2 ? m.seq_len * C : 0.0) + m.n_layers * blk + C * (d.gpt2 ? 2 : 1) +
                     (d.tied ? 0.0 : V * C);
+  // MoE blocks: the parameters a token uses (the router, top_k experts), as the trainer counts them.
+  const double mlp = (d.gpt2 ? 2 : 3) * C * F + (d.gpt2 ? F + C : 0.0);
+  for (int l = 0; l < m.n_layers; ++l)
+    if (m.is_moe_block(l)) n_params += m.n_experts * C + (m.top_k - 1) * mlp;
   const double fpt = 6.0 * n_params + 12.0 * m.n_layers * C * m.seq_len;
   t.flops_per_step = fpt * tokens;
   t.tokens_per_s = tokens / t.step_s;
@@ -578,6 +813,8 @@ std::string describe_layout(const Config& cfg) {
   const char* rc[] = {"none", "selective", "full"};
   std::ostringstream o;
   o << "dp=" << p.dp << ",tp=" << p.tp << ",pp=" << p.pp;
+  if (p.cp > 1) o << ",cp=" << p.cp << (p.cp_layout == "zigzag" ? ",zigzag" : "");
+  if (p.ep > 1) o << ",ep=" << p.ep;
   if (p.sp) o << ",sp";
   if (p.pp > 1 || p.virtual_stages > 1) o << "," << p.schedule << (p.virtual_stages > 1 ? ",v=" + std::to_string(p.virtual_stages) : "");
   o << ",zero=" << p.zero << ",recompute=" << rc[int(cfg.train.recompute)] << ",mb=" << cfg.train.micro_batch
@@ -628,6 +865,12 @@ std::string explain_prediction(const Config& cfg, const Prediction& pr, const Ma
                   s, format_bytes(c.dp_bytes).c_str(), c.dp_calls, format_bytes(c.dp_exposed_bytes).c_str(),
                   format_bytes(c.tp_bytes).c_str(), c.tp_calls, format_bytes(c.pp_bytes).c_str(), c.pp_msgs);
     o << buf;
+    if (c.cp_bytes > 0 || c.ep_bytes > 0 || c.edp_bytes > 0) {
+      std::snprintf(buf, sizeof buf, "  stage %zu: cp %s (%.0f ring hops) | ep %s (%.0f calls, upper bound) | "
+                    "expert_dp %s (%.0f calls)\n", s, format_bytes(c.cp_bytes).c_str(), c.cp_msgs,
+                    format_bytes(c.ep_bytes).c_str(), c.ep_calls, format_bytes(c.edp_bytes).c_str(), c.edp_calls);
+      o << buf;
+    }
   }
   const TimeEstimate& t = pr.time;
   std::snprintf(buf, sizeof buf,
@@ -640,6 +883,11 @@ std::string explain_prediction(const Config& cfg, const Prediction& pr, const Ma
                 t.dp_exposed_s * 1e3, t.dp_s * 1e3, t.dp_intra ? "intra-node" : "inter-node", t.pp_s * 1e3,
                 t.pp_intra ? "intra-node" : "inter-node", t.step_s * 1e3, t.tokens_per_s, 100 * t.mfu);
   o << buf;
+  if (t.cp_s > 0 || t.ep_s > 0) {
+    std::snprintf(buf, sizeof buf, "  (included above with tp: cp exposed %.3g ms, ep and expert_dp %.3g ms)\n",
+                  t.cp_s * 1e3, t.ep_s * 1e3);
+    o << buf;
+  }
   return o.str();
 }
 

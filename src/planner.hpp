@@ -67,6 +67,9 @@ struct StageComm {
   double dp_bytes = 0, tp_bytes = 0, pp_bytes = 0;
   double dp_calls = 0, tp_calls = 0, pp_msgs = 0;
   double dp_exposed_bytes = 0;  // the part not overlapped with backward (last bucket, ZeRO all-gather)
+  double cp_bytes = 0, cp_msgs = 0;  // ring attention (K/V and dK/dV hops)
+  double ep_bytes = 0, ep_calls = 0;  // MoE all-to-alls (an upper bound: dropped tokens are not sent)
+  double edp_bytes = 0, edp_calls = 0, edp_exposed_bytes = 0;  // the expert store's DataParallel (expert_dp)
 };
 
 struct TimeEstimate {
@@ -77,12 +80,14 @@ struct TimeEstimate {
   double dp_s = 0;          // total dp time, and the exposed part
   double dp_exposed_s = 0;
   double pp_s = 0;          // exposed point-to-point time (fill and drain)
+  double cp_s = 0;          // ring attention transfers beyond the attention compute they overlap
+  double ep_s = 0;          // MoE all-to-alls and the expert_dp reduction (not overlapped)
   double step_s = 0;
   double tokens_per_s = 0;
   double flops_per_step = 0;  // model FLOPs (6N + 12 L C T per token), as the trainer counts MFU
   double mfu = 0;
   double oversubscription = 1;  // ranks per device on a node (> 1: sharing cores)
-  bool dp_intra = true, tp_intra = true, pp_intra = true;
+  bool dp_intra = true, tp_intra = true, pp_intra = true, cp_intra = true, ep_intra = true;
 };
 
 struct Prediction {

@@ -137,11 +137,13 @@ std::string prediction_json(const Config& cfg, const Prediction& pr) {
     for (int k = 0; k < kMemCategories; ++k) o << "\"" << mem_name(Mem(k)) << "\":" << m.bytes[size_t(k)] << ",";
     o << "\"total\":" << m.total << ",\"slot_bytes\":" << m.slot_bytes << ",\"param_elems\":" << m.param_elems
       << ",\"shard_elems\":" << m.shard_elems << ",\"dp_bytes\":" << c.dp_bytes << ",\"tp_bytes\":" << c.tp_bytes
-      << ",\"pp_bytes\":" << c.pp_bytes << "}";
+      << ",\"pp_bytes\":" << c.pp_bytes << ",\"cp_bytes\":" << c.cp_bytes << ",\"ep_bytes\":" << c.ep_bytes
+      << ",\"expert_dp_bytes\":" << c.edp_bytes << "}";
   }
   const TimeEstimate& t = pr.time;
   o << "],\"step_s\":" << t.step_s << ",\"compute_s\":" << t.compute_s << ",\"bubble\":" << t.bubble
     << ",\"tp_s\":" << t.tp_s << ",\"dp_exposed_s\":" << t.dp_exposed_s << ",\"pp_s\":" << t.pp_s
+    << ",\"cp_s\":" << t.cp_s << ",\"ep_s\":" << t.ep_s
     << ",\"tokens_per_s\":" << t.tokens_per_s << ",\"mfu\":" << t.mfu << ",\"worst_total\":" << pr.mem.worst_total()
     << "}\n";
   return o.str();
@@ -231,17 +233,24 @@ int cmd_plan(const std::vector<std::string>& args) {
     return need <= mach.memory_bytes ? 0 : 3;
   }
 
-  // Enumerate: dp x tp x pp = ranks (cp = ep = 1: not in this build), sp,
+  // Enumerate: dp x cp x tp x pp = ranks, ep | dp for MoE decks, sp,
   // schedule, ZeRO stage, recompute and micro-batch, keeping the global batch.
+  // The deck's checks decide validity (seq_len divisible by cp or 2*cp,
+  // ep | n_experts, MoE refuses sp and cp, ...).
   std::vector<Candidate> fit;
   int n_tried = 0, n_invalid = 0, n_oom = 0;
   std::map<std::string, int> why_invalid;
   const char* rcs[] = {"none", "selective", "full"};
+  const bool moe = base.model.n_experts > 0;
   for (int dp = 1; dp <= ranks; ++dp) {
     if (ranks % dp || b_global % dp) continue;
-    for (int tp = 1; tp <= ranks / dp; ++tp) {
-      if ((ranks / dp) % tp) continue;
-      const int pp = ranks / dp / tp;
+    for (int cp = 1; cp <= ranks / dp; ++cp) {
+    if ((ranks / dp) % cp) continue;
+    for (int tp = 1; tp <= ranks / dp / cp; ++tp) {
+      if ((ranks / dp / cp) % tp) continue;
+      const int pp = ranks / dp / cp / tp;
+      for (int ep = 1; ep <= (moe ? dp : 1); ++ep) {
+      if (dp % ep) continue;
       for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp)
         for (const char* sched_c : {"1f1b", "interleaved"}) {
           const std::string sched = sched_c;
@@ -253,7 +262,8 @@ int cmd_plan(const std::vector<std::string>& args) {
                 std::vector<std::string> s = sets;
                 const std::vector<std::string> ls = {
                     "parallel.dp=" + std::to_string(dp), "parallel.tp=" + std::to_string(tp),
-                    "parallel.pp=" + std::to_string(pp), "parallel.sp=" + std::string(sp ? "true" : "false"),
+                    "parallel.pp=" + std::to_string(pp), "parallel.cp=" + std::to_string(cp),
+                    "parallel.ep=" + std::to_string(ep), "parallel.sp=" + std::string(sp ? "true" : "false"),
                     "parallel.schedule=\"" + sched + "\"",
                     "parallel.virtual_stages=" + std::string(sched == "interleaved" ? "2" : "1"),
                     "parallel.zero=" + std::to_string(zero), "train.recompute=\"" + std::string(rc) + "\"",
@@ -280,6 +290,8 @@ int cmd_plan(const std::vector<std::string>& args) {
                 fit.push_back(std::move(c));
               }
         }
+      }
+    }
     }
   }
   std::sort(fit.begin(), fit.end(), [](const Candidate& a, const Candidate& b) {
@@ -293,7 +305,7 @@ int cmd_plan(const std::vector<std::string>& args) {
     for (const auto& [k, n] : why_invalid) std::printf(" %s (%d)", k.c_str(), n);
     std::printf("\n");
   }
-  std::printf("  not enumerated: cp and ep (not in this build), afab (same bubble as 1f1b, more memory), "
+  std::printf("  not enumerated: afab (same bubble as 1f1b, more memory), cp_layout (kept at the deck's), "
               "virtual_stages > 2, bucket_mb (kept at the deck's)\n");
   if (fit.empty() && n_oom == 0) {
     std::printf("no valid layout for %d ranks: every candidate breaks a deck check above (a larger global "
@@ -315,7 +327,8 @@ int cmd_plan(const std::vector<std::string>& args) {
   std::map<std::string, const Candidate*> best_shape;
   for (const Candidate& c : fit) {
     const std::string k = "dp=" + std::to_string(c.cfg.parallel.dp) + ",tp=" + std::to_string(c.cfg.parallel.tp) +
-                          ",pp=" + std::to_string(c.cfg.parallel.pp);
+                          ",pp=" + std::to_string(c.cfg.parallel.pp) + ",cp=" + std::to_string(c.cfg.parallel.cp) +
+                          ",ep=" + std::to_string(c.cfg.parallel.ep);
     if (!best_shape.count(k)) best_shape[k] = &c;
   }
   for (const auto& [k, c] : best_shape) {

@@ -33,9 +33,15 @@ add_test(NAME gpu_one_device_dp2_tp2_comm_mpi
          COMMAND ${gpu_run} bash ${gpu_parity}/run_layout.sh ${gpu_parity}/gpt2.toml 4
                  "--set backend=cuda --set train.grad_accum=2"
                  "--set backend=cuda --set parallel.comm=mpi --set parallel.dp=2 --set parallel.tp=2")
+# Two pipeline stages on one GPU (staged point-to-point), 1f1b with the tied
+# embedding summed over the stages.
+add_test(NAME gpu_one_device_pp2_comm_mpi
+         COMMAND ${gpu_run} bash ${gpu_parity}/run_layout.sh ${gpu_parity}/gpt2.toml 2
+                 "--set backend=cuda --set train.grad_accum=2"
+                 "--set backend=cuda --set parallel.comm=mpi --set parallel.pp=2 --set train.grad_accum=2")
 
 set_tests_properties(gpu_ops gpu_parity_fp32_gpt2 gpu_parity_fp32_llama gpu_bf16_follows_fp32_gpt2
-                     gpu_bf16_follows_fp32_llama gpu_one_device_dp2_tp2_comm_mpi
+                     gpu_bf16_follows_fp32_llama gpu_one_device_dp2_tp2_comm_mpi gpu_one_device_pp2_comm_mpi
                      PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 600)
 
 # The other side: the CUDA binary where no GPU is usable must stop with one

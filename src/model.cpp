@@ -362,17 +362,16 @@ int Model::acquire_slot(int chunk) {
 
 void Model::release_slot(int s) { slot(s).busy = false; }
 
-size_t Model::slot_bytes(int g) const {
+size_t Model::slot_bytes(int g) {
   for (const auto& sl : slots_)
     if (sl->chunk == g) return sl->bytes;
-  // Not allocated yet: measure one (and keep it pooled).
-  Model* self = const_cast<Model*>(this);
-  const int s = self->acquire_slot(g);
-  self->release_slot(s);
+  // Not allocated yet: allocate one (it stays in the pool) and measure it.
+  const int s = acquire_slot(g);
+  release_slot(s);
   return slots_[size_t(s)]->bytes;
 }
 
-size_t Model::activation_bytes() const {
+size_t Model::activation_bytes() {
   size_t n = 0;
   for (int g = 0; g < n_chunks(); ++g)
     if (owns_chunk(g)) n += slot_bytes(g);

@@ -103,7 +103,8 @@ class Model {
 
   // Bytes of activation memory this policy keeps for one micro-batch
   // through this rank's part of the model (every chunk it holds).
-  size_t activation_bytes() const;
+  // Allocates a pooled slot per chunk not yet used.
+  size_t activation_bytes();
 
   // ---- pipeline interface (pipeline.hpp drives it) ---------------------------
   // A slot is one micro-batch's activations through one chunk, live from its
@@ -114,7 +115,7 @@ class Model {
   bool owns_chunk(int g) const { return g % pp_size_ == pp_rank_; }
   int chunk_first_block(int g) const { return chunk_begin_[size_t(g)]; }
   int chunk_end_block(int g) const { return chunk_begin_[size_t(g) + 1]; }
-  size_t slot_bytes(int g) const;
+  size_t slot_bytes(int g);  // allocates the chunk's first slot if none exists
   int acquire_slot(int chunk);
   void release_slot(int slot);
   int slots_allocated() const { return int(slots_.size()); }

@@ -35,4 +35,9 @@ void Comm::alltoall_host(const int* send, int* recv, int n_per_rank) {
   bytes_sent_ += double(size_ - 1) * n_per_rank * sizeof(int);
 }
 
+void Comm::allgather_host(const int* send, int* recv, int n_per_rank) {
+  MPI_CHECK(MPI_Allgather(send, n_per_rank, MPI_INT, recv, n_per_rank, MPI_INT, comm_));
+  bytes_sent_ += double(size_ - 1) * n_per_rank * sizeof(int);
+}
+
 }  // namespace pentad

@@ -77,6 +77,9 @@ class Comm {
   void allreduce_max_host(double* buf, int n);
   // Host integers (token counts before an alltoallv): n_per_rank to every rank.
   void alltoall_host(const int* send, int* recv, int n_per_rank);
+  // Host integers (routing choices of a cut sequence): every rank's n_per_rank
+  // values, back to back in rank order.
+  void allgather_host(const int* send, int* recv, int n_per_rank);
 
  protected:
   MPI_Comm comm_;

@@ -606,13 +606,6 @@ void validate(const Config& cfg, int world_size) {
       fail(cfg, kv("model.top_k", m.top_k) + " is larger than " + kv("model.n_experts", m.n_experts));
     if (m.n_experts % p.ep != 0)
       fail(cfg, kv("model.n_experts", m.n_experts) + " is not divisible by " + kv("parallel.ep", p.ep));
-    if (p.sp)
-      fail(cfg, "parallel.sp = true with " + kv("model.n_experts", m.n_experts) +
-                    ": sequence parallelism of MoE blocks is not supported (the MoE layer is replicated "
-                    "over tp and needs every token row); use parallel.sp = false");
-    if (p.cp > 1)
-      fail(cfg, kv("parallel.cp", p.cp) + " with " + kv("model.n_experts", m.n_experts) +
-                    ": context parallelism of MoE models is not supported");
   }
   // Pipeline: the partition of the blocks and the schedule's constraints.
   try {

@@ -136,9 +136,9 @@ Model::Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backe
   has_head_ = owns_chunk(G - 1);
   if (cfg.n_experts > 0) {
     // With tp the MoE layer is replicated: every tp rank routes the same
-    // (replicated) rows through the same experts (no sp).
-    if (sp_) throw std::invalid_argument("Model: MoE blocks do not support sequence parallelism");
-    moe_ = std::make_unique<MoeLayer>(cfg, backend, params_, expert_params_, par_.ep);
+    // rows (all-gathered over tp with sp) through the same experts and keeps
+    // its own rows of the output. With cp each cp rank routes its tokens.
+    moe_ = std::make_unique<MoeLayer>(cfg, backend, params_, expert_params_, par_.ep, par_.cp, par_.cp_layout);
   }
   moe_stats_.reset(L_, cfg.n_experts);
   build_params();
@@ -571,7 +571,7 @@ void Model::block_bwd(int l, Acts& a, const float* in) {
     block_fwd(l, a, in, false);  // the shared set now holds this block's activations
     // The MoE layer's saved state was dropped after forward: run it again
     // (its output is not needed; d_ln is free until the MoE backward).
-    if (moe) moe_->forward(mctx, moe_p_[size_t(l)], l, s.d_ln, a.res_mid, a.ln2, N_, nullptr);
+    if (moe) moe_fwd(mctx, l, s.d_ln, a, nullptr);
   } else if (recompute_ == Recompute::selective && !moe) {
     mlp_act_fwd(a);  // fc_act is shared scratch
   }
@@ -599,8 +599,9 @@ void Model::block_bwd(int l, Acts& a, const float* in) {
     linear_bwd(d_part, s.d_up, x2, x.w_up, -1, F_, C_, 1.0f);
   }
   // The MoE layer is replicated over tp: its input gradient is whole on every
-  // rank (no partial sums to reduce).
-  norm_bwd(s.dres, moe ? static_cast<const float*>(d_part) : reduce_rows(d_part, s.d_ln), a.res_mid,
+  // rank (no partial sums to reduce); with sp this rank takes its rows.
+  const float* d_ln2 = moe ? d_part + (sp_ ? size_t(tp_rank_) * Nl_ * C_ : 0) : reduce_rows(d_part, s.d_ln);
+  norm_bwd(s.dres, d_ln2, a.res_mid,
            x.mlp_norm_w, x.mlp_norm_b, a.ln2_mean, a.ln2_rstd, 2);
 
   // Attention branch. s.dres now holds dL/d(res_mid) = dL/d(block input) via the skip.
@@ -618,6 +619,13 @@ void Model::block_bwd(int l, Acts& a, const float* in) {
   norm_bwd(s.dres, reduce_rows(d_part, s.d_ln), in, x.attn_norm_w, x.attn_norm_b,
            a.ln1_mean, a.ln1_rstd, 0);
   sync_replicated({x.attn_norm_w, x.attn_norm_b, x.mlp_norm_w, x.mlp_norm_b});
+}
+
+// out(Nl, C) = res_mid + the MoE layer of block l on ln2 (all-gathered over
+// tp with sp; this rank keeps its rows of the output).
+void Model::moe_fwd(MoeCtxPtr& ctx, int l, float* out, Acts& a, MoeStats* stats) {
+  const float* x = gather_rows(a.ln2, scratch_->gath_x);  // (B,T,C)
+  moe_->forward(ctx, moe_p_[size_t(l)], l, out, a.res_mid, x, N_, stats, sp_ ? tp_rank_ * Nl_ : 0, Nl_);
 }
 
 // ---- loss head --------------------------------------------------------------------
@@ -709,8 +717,7 @@ void Model::forward_chunk(int s, const int32_t* inputs, const int32_t* targets, 
     const LayerIdx& x = layers_[size_t(l)];
     if (cfg_.is_moe_block(l)) {
       MoeCtxPtr& mctx = moe_ctx_[size_t(s)][size_t(l)];
-      moe_->forward(mctx, moe_p_[size_t(l)], l, S.res[size_t(l) + 1], a.res_mid, a.ln2, N_,
-                    train ? &moe_stats_ : nullptr);
+      moe_fwd(mctx, l, S.res[size_t(l) + 1], a, train ? &moe_stats_ : nullptr);
       // Full recompute runs it again in backward; evaluation has no backward.
       if (!train || recompute_ == Recompute::full) mctx.reset();
     } else {

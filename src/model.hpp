@@ -17,7 +17,9 @@
 // attention is ring attention over the cp group.
 // Mixture of experts (moe.hpp): an MoE block's MLP is the MoE layer, whose
 // router lives in params() and whose experts live in expert_params()
-// (split over ep, replicated over tp).
+// (split over ep, replicated over tp; with sp the layer sees the all-gathered
+// rows and each tp rank keeps its own rows of the output; with cp each cp
+// rank routes its own tokens).
 #pragma once
 
 #include <cstdint>
@@ -153,6 +155,7 @@ class Model {
   void block_fwd(int l, Acts& a, const float* in, bool keep_probs);
   void block_bwd(int l, Acts& a, const float* in);
   void mlp_act_fwd(Acts& a);
+  void moe_fwd(MoeCtxPtr& ctx, int l, float* out, Acts& a, MoeStats* stats);
   // Attention of one block: the local kernel, or ring attention over cp.
   void attention_fwd(Acts& a, bool keep_probs);
   void attention_bwd(Acts& a);

@@ -48,7 +48,8 @@ struct MoeCtx {
   std::vector<int> row;             // (N, k) dispatched row of a choice, -1 if dropped
   std::vector<int> row_token;       // (M) token of each dispatched row
   std::vector<int> row_choice;      // (M) t*k + j of each dispatched row
-  std::vector<float> f;             // (N/T, E) choice fraction per sequence
+  std::vector<float> f;             // (n_seq, E) choice fraction per (whole) sequence
+  std::vector<int> seq;             // (N) sequence of each token row
   std::vector<int> send_counts, recv_counts;  // per ep rank, elements (rows * C)
   std::vector<int> recv_seg;        // (ep, E_local) rows received per source and local expert
   std::vector<float> yb;            // (M, C) expert outputs back in dispatch order (host)
@@ -70,8 +71,10 @@ void MoeCtxDeleter::operator()(MoeCtx* c) const {
   delete c;
 }
 
-MoeLayer::MoeLayer(const ModelConfig& cfg, Backend& be, ParamStore& dense, ParamStore& experts, Comm* ep)
-    : cfg_(cfg), be_(be), dense_(dense), experts_(experts), ep_(ep) {
+MoeLayer::MoeLayer(const ModelConfig& cfg, Backend& be, ParamStore& dense, ParamStore& experts, Comm* ep,
+                   Comm* cp, CpLayout cp_layout)
+    : cfg_(cfg), be_(be), dense_(dense), experts_(experts), ep_(ep), cp_(cp && cp->size() > 1 ? cp : nullptr) {
+  split_ = CpSplit{cfg.seq_len, cp_ ? cp_->size() : 1, cp_ ? cp_layout : CpLayout::contiguous};
   if (ep_) {
     ep_size_ = ep_->size();
     ep_rank_ = ep_->rank();
@@ -111,7 +114,7 @@ MoeParams MoeLayer::add_params(const std::string& prefix, float std, float std_o
 // ---- forward --------------------------------------------------------------------
 
 void MoeLayer::forward(MoeCtxPtr& ctx, const MoeParams& p, int layer, float* out, const float* resid,
-                       const float* x, int n_tokens, MoeStats* stats) {
+                       const float* x, int n_tokens, MoeStats* stats, int row0, int n_out) {
   const Times before = times_;
   double total_s = 0;
   {
@@ -121,8 +124,11 @@ void MoeLayer::forward(MoeCtxPtr& ctx, const MoeParams& p, int layer, float* out
   c.free_dev();
   c.be = &be_;
   const int N = n_tokens, E = E_, k = k_, C = C_;
-  if (N % T_ != 0) throw std::logic_error("MoeLayer: token rows are not whole sequences");
-  const int S = N / T_;
+  const int Tl = split_.local_len();
+  if (N % Tl != 0) throw std::logic_error("MoeLayer: token rows are not whole sequences (or cp slices of them)");
+  if (n_out < 0) n_out = N;
+  if (row0 < 0 || row0 + n_out > N) throw std::logic_error("MoeLayer: output rows outside the token rows");
+  const int S = N / Tl;
   c.N = N;
 
   // Router logits (N, E) and softmax, on the host.
@@ -161,32 +167,63 @@ void MoeLayer::forward(MoeCtxPtr& ctx, const MoeParams& p, int layer, float* out
     }
   }
 
+  // Where token row r of cp rank q sits: sequence b, position t of the
+  // (S, T) micro-batch, from the chunk-major (n_chunks, S, m) row order.
+  const int cl = split_.chunk_len();
+  auto global_row = [&](int q, int r) {
+    const int ch = r / (S * cl), b = (r / cl) % S;
+    return size_t(b) * T_ + size_t(split_.chunk_start(q, ch) + r % cl);
+  };
+  c.seq.resize(size_t(N));
+  for (int r = 0; r < N; ++r) c.seq[size_t(r)] = (r / cl) % S;
+  // Every rank's choices of the whole sequences, in global token order.
+  const int P_cp = split_.cp, me_cp = cp_ ? cp_->rank() : 0;
+  std::vector<int> gidx(size_t(S) * T_ * k);
+  {
+    std::vector<int> all;
+    const int* src = c.idx.data();
+    if (cp_) {
+      const Timed tm(be_, times_.comm_s);
+      all.resize(size_t(P_cp) * N * k);
+      cp_->allgather_host(c.idx.data(), all.data(), N * k);
+      src = all.data();
+    }
+    for (int q = 0; q < P_cp; ++q)
+      for (int r = 0; r < N; ++r)
+        std::copy_n(src + (size_t(q) * N + r) * k, k, gidx.data() + global_row(q, r) * k);
+  }
+
   // Capacity per sequence; first choices of every token are served before
   // second choices, tokens in order within a choice slot.
   const long cap = cfg_.capacity_factor > 0
                        ? long(std::ceil(double(cfg_.capacity_factor) * T_ * k / E))
                        : long(T_) * k;
-  c.row.assign(size_t(N) * k, -1);
   c.f.assign(size_t(S) * E, 0.0f);
   std::vector<long> kept(static_cast<size_t>(E));
-  std::vector<char> keep(size_t(N) * k, 0);
-  double dropped = 0;
+  std::vector<char> gkeep(size_t(S) * T_ * k, 0);
   for (int s = 0; s < S; ++s) {
     std::fill(kept.begin(), kept.end(), 0);
     float* f = c.f.data() + size_t(s) * E;
     for (int j = 0; j < k; ++j)
       for (int t = s * T_; t < (s + 1) * T_; ++t) {
-        const int e = c.idx[size_t(t) * k + j];
+        const int e = gidx[size_t(t) * k + j];
         f[e] += 1.0f;
         if (kept[size_t(e)] < cap) {
           ++kept[size_t(e)];
-          keep[size_t(t) * k + j] = 1;
-        } else {
-          dropped += 1;
+          gkeep[size_t(t) * k + j] = 1;
         }
       }
     for (int e = 0; e < E; ++e) f[e] /= float(T_ * k);
   }
+  // This rank's tokens' part of the decision.
+  c.row.assign(size_t(N) * k, -1);
+  std::vector<char> keep(size_t(N) * k, 0);
+  double dropped = 0;
+  for (int r = 0; r < N; ++r)
+    for (int j = 0; j < k; ++j) {
+      keep[size_t(r) * k + j] = gkeep[global_row(me_cp, r) * k + j];
+      dropped += keep[size_t(r) * k + j] ? 0 : 1;
+    }
 
   // Dispatch order: by expert, then token, then choice.
   std::vector<int> rows_of(size_t(E), 0);
@@ -211,13 +248,13 @@ void MoeLayer::forward(MoeCtxPtr& ctx, const MoeParams& p, int layer, float* out
   }
 
   if (stats) {
+    // aux_s is linear in P_e: this rank adds its tokens' share.
+    std::vector<double> Psum(size_t(S) * E, 0.0);
+    for (int r = 0; r < N; ++r)
+      for (int e = 0; e < E; ++e) Psum[size_t(c.seq[size_t(r)]) * E + e] += c.probs[size_t(r) * E + e];
     double aux = 0;
     for (int s = 0; s < S; ++s)
-      for (int e = 0; e < E; ++e) {
-        double P = 0;
-        for (int t = s * T_; t < (s + 1) * T_; ++t) P += c.probs[size_t(t) * E + e];
-        aux += double(E) * c.f[size_t(s) * E + e] * (P / T_);
-      }
+      for (int e = 0; e < E; ++e) aux += double(E) * c.f[size_t(s) * E + e] * (Psum[size_t(s) * E + e] / T_);
     stats->aux_sum += aux;
     for (int t = 0; t < N; ++t) stats->z_sum += double(c.lse[size_t(t)]) * c.lse[size_t(t)];
     stats->assigned += double(N) * k;
@@ -285,9 +322,9 @@ void MoeLayer::forward(MoeCtxPtr& ctx, const MoeParams& p, int layer, float* out
       float* o = comb.data() + size_t(t) * C;
       for (int i = 0; i < C; ++i) o[i] += wt * yr[i];
     }
-  float* tmp = be_.alloc(size_t(N) * C, Mem::scratch);
-  be_.from_host(tmp, comb.data(), comb.size() * sizeof(float));
-  be_.add(out, resid, tmp, size_t(N) * C);
+  float* tmp = be_.alloc(size_t(n_out) * C, Mem::scratch);
+  be_.from_host(tmp, comb.data() + size_t(row0) * C, size_t(n_out) * C * sizeof(float));
+  be_.add(out, resid, tmp, size_t(n_out) * C);
   be_.free_bytes(tmp);
   }
   times_.route_s += total_s - (times_.comm_s - before.comm_s) - (times_.expert_s - before.expert_s);
@@ -464,7 +501,7 @@ void MoeLayer::backward(MoeCtxPtr& ctx, const MoeParams& p, float* dx, const flo
       dp[size_t(c.idx[size_t(t)])] += dw[size_t(t)];
     }
     // d aux_s / d p_te = E * f_e / T.
-    const float* f = c.f.data() + size_t(t / T_) * E;
+    const float* f = c.f.data() + size_t(c.seq[size_t(t)]) * E;
     for (int e = 0; e < E; ++e) dp[size_t(e)] += aux_w * E * f[e] / T_;
     double pdp = 0;
     for (int e = 0; e < E; ++e) pdp += pr[e] * dp[size_t(e)];

@@ -4,7 +4,10 @@
 // k chosen (top_k = 1 keeps the raw probability, as Switch). Routing groups
 // are single sequences: capacity, dropping and the load-balancing statistics
 // are per sequence, so every layout (dp, ep, pp, accumulation) routes the same
-// tokens the same way. Experts are ordinary MLPs (GELU with biases for gpt2,
+// tokens the same way. With context parallelism a sequence is cut over the cp
+// group: each cp rank routes its own tokens, and the ranks exchange their
+// top-k choices (k integers per token) so that capacity and the balance
+// statistics are decided on the whole sequence, in global token order. Experts are ordinary MLPs (GELU with biases for gpt2,
 // SwiGLU for llama); expert e lives on ep rank e / (E/ep). Tokens go out with
 // an all-to-all (counts first, then rows), come back with the reverse one.
 #pragma once
@@ -15,6 +18,7 @@
 
 #include "backend.hpp"
 #include "config.hpp"
+#include "context_parallel.hpp"
 #include "params.hpp"
 
 namespace pentad {
@@ -28,7 +32,9 @@ struct MoeParams {
   int w_gate = -1, w_up = -1, b_up = -1, w_down = -1, b_down = -1;  // (E/ep, F, C), (E/ep, F), (E/ep, C, F), (E/ep, C)
 };
 
-// Routing statistics, summed over MoE blocks and micro-batches (host).
+// Routing statistics, summed over MoE blocks and micro-batches (host), of
+// this rank's tokens: with cp the totals are the sums over the cp group
+// (aux_sum is linear in the probabilities, so each rank adds its share).
 struct MoeStats {
   double aux_sum = 0;      // sum over (block, sequence) of E * sum_e f_e P_e
   double z_sum = 0;        // sum over (block, token) of logsumexp(logits)^2
@@ -51,7 +57,11 @@ using MoeCtxPtr = std::unique_ptr<MoeCtx, MoeCtxDeleter>;
 class MoeLayer {
  public:
   // ep: the expert-parallel group (nullptr or size 1: every expert is here).
-  MoeLayer(const ModelConfig& cfg, Backend& be, ParamStore& dense, ParamStore& experts, Comm* ep);
+  // cp: the context-parallel group and how it cuts a sequence (nullptr:
+  // whole sequences here); token rows are then chunk-major, as the model
+  // holds them (context_parallel.hpp).
+  MoeLayer(const ModelConfig& cfg, Backend& be, ParamStore& dense, ParamStore& experts, Comm* ep,
+           Comm* cp = nullptr, CpLayout cp_layout = CpLayout::contiguous);
 
   // Register block `prefix`'s router (in the dense store's current unit) and
   // this ep rank's experts (in the expert store's current unit).
@@ -68,13 +78,17 @@ class MoeLayer {
   const Times& times() const { return times_; }
   void reset_times() { times_ = {}; }
 
-  // out(N,C) = resid + sum_j w_j expert_j(x) for N = n_seq * T token rows;
-  // x is the block's MLP input (after the norm). Saves what backward needs in
-  // ctx (allocated if empty). stats (nullable) gets this call's routing
-  // statistics under block `layer`. Collective over ep.
+  // out = resid + sum_j w_j expert_j(x) for the N = n_seq * T/cp token rows
+  // of x, the block's MLP input (after the norm). out and resid hold rows
+  // [row0, row0 + n_out) of the N (n_out < 0: all N); sequence parallelism
+  // passes the all-gathered x and this tp rank's rows. Saves what backward
+  // needs in ctx (allocated if empty). stats (nullable) gets this call's
+  // routing statistics of this rank's tokens under block `layer`.
+  // Collective over ep (and cp).
   void forward(MoeCtxPtr& ctx, const MoeParams& p, int layer, float* out, const float* resid,
-               const float* x, int n_tokens, MoeStats* stats);
-  // dx(N,C) = the gradient of x (written); parameter gradients accumulate.
+               const float* x, int n_tokens, MoeStats* stats, int row0 = 0, int n_out = -1);
+  // dx(N,C) = the gradient of x (written, all N rows); parameter gradients
+  // accumulate (from this rank's tokens).
   // dy: the gradient of the block output. loss_scale weighs one token's
   // loss (1 / tokens of the global batch): one sequence's load-balancing
   // loss weighs aux_loss_coef * loss_scale * T, one token's z-loss
@@ -92,6 +106,8 @@ class MoeLayer {
   ParamStore& dense_;
   ParamStore& experts_;
   Comm* ep_;
+  Comm* cp_;
+  CpSplit split_;  // how a sequence is cut over cp (one chunk without cp)
   int ep_size_ = 1, ep_rank_ = 0;
   int E_, E_local_, k_, C_, F_, T_;
   bool gpt2_;

@@ -228,11 +228,12 @@ struct MoeStep {
   double dropped = 0;       // fraction of assignments over capacity
 };
 
-// Sums the model's routing statistics over dp and pp. Collective over both.
-MoeStep moe_step(const MoeStats& st, const ModelConfig& mc, Comm& dp, Comm& pp, double seqs, double tokens) {
+// Sums the model's routing statistics over dp x cp (each rank's tokens) and
+// pp (each stage's blocks); tp ranks hold the same. Collective over both.
+MoeStep moe_step(const MoeStats& st, const ModelConfig& mc, Comm& dp_cp, Comm& pp, double seqs, double tokens) {
   std::vector<double> v = {st.aux_sum, st.z_sum, st.assigned, st.dropped};
   v.insert(v.end(), st.per_expert.begin(), st.per_expert.end());
-  dp.allreduce_sum_host(v.data(), int(v.size()));
+  dp_cp.allreduce_sum_host(v.data(), int(v.size()));
   pp.allreduce_sum_host(v.data(), int(v.size()));
   MoeStep r;
   int n_moe = 0;

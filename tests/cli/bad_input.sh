@@ -133,9 +133,6 @@ case "$case_name" in
   moe_ep_dense)
     run "parallel.ep=2 needs a mixture-of-experts model \\(model.n_experts > 0\\)" train "$tmp/deck.toml" \
       --set parallel.ep=2 ;;
-  moe_sp)
-    run "parallel.sp = true with model.n_experts=4: sequence parallelism of MoE blocks is not supported" train "$tmp/deck.toml" \
-      --set model.n_experts=4 --set parallel.tp=2 --set parallel.dp=1 --set parallel.sp=true ;;
   unknown_command)
     run "unknown command 'trian'" trian "$tmp/deck.toml" ;;
   *) echo "unknown case $case_name"; exit 2 ;;

@@ -86,8 +86,9 @@ struct Layer {
   ParamStore dense, experts;
   MoeLayer moe;
   MoeParams p;
-  Layer(const ModelConfig& mc, Backend& be, Comm* ep, bool block_half)
-      : dense(be), experts(be), moe(mc, be, dense, experts, ep) {
+  Layer(const ModelConfig& mc, Backend& be, Comm* ep, bool block_half, Comm* cp = nullptr,
+        CpLayout layout = CpLayout::contiguous)
+      : dense(be), experts(be), moe(mc, be, dense, experts, ep, cp, layout) {
     dense.begin_unit(0);
     experts.begin_unit(0);
     p = moe.add_params("moe/", 0.3f, 0.2f);
@@ -192,6 +193,59 @@ void test_ep(Backend& be, Comm& ep, Family f, float cf, bool block_half, const s
   if (cf == 0 || cf >= 2) expect(dropped == 0, tag + "nothing dropped");
   if (block_half)
     for (int e = E / 2; e < E; ++e) expect(a.stats.per_expert[size_t(e)] == 0, tag + "expert " + std::to_string(e) + " got no token");
+}
+
+// Rows (S, T, width) -> cp rank r's chunk-major (n_chunks, S, m, width).
+std::vector<float> cp_rows(const CpSplit& sp, int r, const std::vector<float>& x, int S, int width) {
+  const int T = sp.seq_len, m = sp.chunk_len();
+  std::vector<float> out;
+  for (int c = 0; c < sp.n_chunks(); ++c)
+    for (int b = 0; b < S; ++b) {
+      const float* src = x.data() + (size_t(b) * T + size_t(sp.chunk_start(r, c))) * width;
+      out.insert(out.end(), src, src + size_t(m) * width);
+    }
+  return out;
+}
+
+// The layer on cp slices of whole sequences (every rank holds the same S
+// sequences, cut over the group) against the serial layer on the sequences:
+// outputs and input gradients are this rank's rows of the serial ones;
+// parameter gradients and routing statistics sum over the group to the
+// serial ones (capacity is decided on the whole sequence).
+void test_cp(Backend& be, Comm& cp, Family f, float cf, CpLayout layout, const std::string& name) {
+  const ModelConfig mc = moe_config(f, cf);
+  const int S = 3, N = S * mc.seq_len, C = mc.d_model, P = cp.size();
+  const CpSplit sp{mc.seq_len, P, layout};
+  const std::string tag = std::string(f == Family::gpt2 ? "gpt2 " : "llama ") + name + " cp=" + std::to_string(P) + ": ";
+  Layer serial(mc, be, nullptr, false), par(mc, be, nullptr, false, &cp, layout);
+  const std::vector<float> x = tokens(N, C, 7, false), dy = tokens(N, C, 107, false);
+  const float ls = 1.0f / float(N);
+  const Result a = run(serial, be, mc, x, dy, ls);
+  const Result b = run(par, be, mc, cp_rows(sp, cp.rank(), x, S, C), cp_rows(sp, cp.rank(), dy, S, C), ls);
+  // With overflow a late slice of every sequence can lose all its choices:
+  // its output rows are then exactly zero (the residual is zero here).
+  const std::vector<float> ref_out = cp_rows(sp, cp.rank(), a.out, S, C);
+  if (std::all_of(ref_out.begin(), ref_out.end(), [](float v) { return v == 0; }))
+    expect(b.out == ref_out, tag + "output (every choice of these rows dropped: zero)");
+  else
+    expect_close(tag + "output", b.out, ref_out);
+  expect_close(tag + "input gradient", b.dx, cp_rows(sp, cp.rank(), a.dx, S, C));
+  auto summed = [&](std::vector<float> v) {
+    MPI_Allreduce(MPI_IN_PLACE, v.data(), int(v.size()), MPI_FLOAT, MPI_SUM, cp.mpi());
+    return v;
+  };
+  expect_close(tag + "router gradient", summed(b.drouter), a.drouter);
+  for (size_t t = 0; t < a.dexperts.size(); ++t)
+    expect_close(tag + "expert tensor " + std::to_string(t) + " gradient", summed(b.dexperts[t]), a.dexperts[t]);
+  std::vector<double> st = {b.stats.aux_sum, b.stats.z_sum, b.stats.assigned, b.stats.dropped};
+  st.insert(st.end(), b.stats.per_expert.begin(), b.stats.per_expert.end());
+  MPI_Allreduce(MPI_IN_PLACE, st.data(), int(st.size()), MPI_DOUBLE, MPI_SUM, cp.mpi());
+  expect(std::equal(a.stats.per_expert.begin(), a.stats.per_expert.end(), st.begin() + 4) &&
+             st[2] == a.stats.assigned && st[3] == a.stats.dropped &&
+             std::fabs(st[0] - a.stats.aux_sum) <= 1e-9 * std::fabs(a.stats.aux_sum) &&
+             std::fabs(st[1] - a.stats.z_sum) <= 1e-6 * std::fabs(a.stats.z_sum),
+         tag + "routing statistics summed over cp");
+  if (cf > 0 && cf < 1) expect(a.stats.dropped > 0, tag + "tokens were dropped");
 }
 
 // Central differences of J = sum(out * dy) + aux_coef*ls*T*aux_sum + z_coef*ls*z_sum.
@@ -306,12 +360,17 @@ int main(int argc, char** argv) {
       test_ep(*be, *ep, f, 0.25f, false, "capacity 0.25 (overflow)");
       test_ep(*be, *ep, f, 0.0f, false, "dropless");
       test_ep(*be, *ep, f, 0.0f, true, "half the experts unused");
+      // The same ranks as a context-parallel group (the sequence length, 8,
+      // takes zig-zag over 2 ranks and contiguous over 2 and 4).
+      if (ep->size() == 2) test_cp(*be, *ep, f, 0.25f, CpLayout::zigzag, "zigzag capacity 0.25 (overflow)");
+      test_cp(*be, *ep, f, 0.25f, CpLayout::contiguous, "contiguous capacity 0.25 (overflow)");
+      test_cp(*be, *ep, f, 0.0f, CpLayout::contiguous, "contiguous dropless");
     }
   }
   int total = 0;
   MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   if (rank == 0)
-    std::printf("moe %s: %s (%d failed checks over all ranks)\n", fd ? "finite differences" : "ep vs serial",
+    std::printf("moe %s: %s (%d failed checks over all ranks)\n", fd ? "finite differences" : "ep and cp vs serial",
                 total ? "FAILED" : "passed", total);
   MPI_Comm_free(&group);
   MPI_Finalize();

@@ -143,7 +143,7 @@ pentad_parity_test(cp2_pp2 llama 4 "--set train.grad_accum=2" "--set parallel.cp
 # block MoE; moe_llama: block 1 MoE, block 0 dense (so with pp 2 the first
 # stage holds no expert). Routing groups are single sequences, so every
 # layout routes and drops the same tokens as the 1-rank run; the dumps also
-# compare the per-step aux loss. TP with MoE is refused (bad-input test).
+# compare the per-step aux loss.
 foreach(model moe_gpt2 moe_llama)
   pentad_parity_test(dp2_ep2 ${model} 2 "--set train.grad_accum=2" "--set parallel.dp=2 --set parallel.ep=2")
   pentad_parity_test(dp4_ep4 ${model} 4 "--set train.grad_accum=4" "--set parallel.dp=4 --set parallel.ep=4")
@@ -171,3 +171,18 @@ foreach(model moe_gpt2 moe_llama)
 endforeach()
 pentad_parity_test(tp2_full moe_gpt2 2 "" "--set parallel.tp=2 --set train.recompute=full")
 pentad_parity_test(tp2_pp2_zero1 moe_llama 4 "--set train.grad_accum=2" "--set parallel.tp=2 --set parallel.pp=2 --set parallel.zero=1 --set train.grad_accum=2")
+# SP: the MoE layer sees the all-gathered rows, each tp rank keeps its own.
+# CP: each cp rank routes its tokens; capacity is decided on the whole
+# sequence from the exchanged top-k choices (moe_llama drops tokens at
+# capacity_factor 1.0, so a wrong order shows).
+foreach(model moe_gpt2 moe_llama)
+  pentad_parity_test(tp2_sp ${model} 2 "" "--set parallel.tp=2 --set parallel.sp=true")
+  pentad_parity_test(cp2 ${model} 2 "" "--set parallel.cp=2")
+  pentad_parity_test(cp2_dp2_ep2 ${model} 4 "--set train.grad_accum=2" "--set parallel.cp=2 --set parallel.dp=2 --set parallel.ep=2")
+endforeach()
+pentad_parity_test(tp2_sp_full moe_gpt2 2 "" "--set parallel.tp=2 --set parallel.sp=true --set train.recompute=full")
+pentad_parity_test(cp4_contiguous_dropless_full moe_gpt2 4 "--set model.capacity_factor=0"
+                   "--set model.capacity_factor=0 --set parallel.cp=4 --set parallel.cp_layout=contiguous --set train.recompute=full")
+pentad_parity_test(cp2_tp2_sp moe_llama 4 "" "--set parallel.cp=2 --set parallel.tp=2 --set parallel.sp=true")
+pentad_parity_test(cp2_pp2_zero1 moe_llama 4 "--set train.grad_accum=2" "--set parallel.cp=2 --set parallel.pp=2 --set parallel.zero=1 --set train.grad_accum=2")
+pentad_parity_test(cp2_dp2_ep2_zero3 moe_gpt2 4 "--set train.grad_accum=2" "--set parallel.cp=2 --set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=3")

@@ -459,8 +459,9 @@ TEST(Config, MoeChecks) {
   EXPECT_EQ(error_of(kMinimal + "[model]\nn_experts = 2\ntop_k = 3\n"),
             "input/tiny.toml: model.top_k=3 is larger than model.n_experts=2");
   EXPECT_NE(error_of(kMinimal + moe + "capacity_factor = -0.5\n").find("model.capacity_factor"), std::string::npos);
-  EXPECT_NE(error_of(kMinimal + moe + "[parallel]\ntp = 2\nsp = true\n", {}, 2).find("sequence parallelism of MoE blocks is not supported"),
-            std::string::npos);
+  // MoE composes with sp (the layer sees the all-gathered rows) and cp.
+  EXPECT_EQ(error_of(kMinimal + moe + "[parallel]\ntp = 2\nsp = true\n", {}, 2), "<no error thrown>");
+  EXPECT_EQ(error_of(kMinimal + moe + "[parallel]\ncp = 2\ndp = 2\nep = 2\n", {}, 4), "<no error thrown>");
   EXPECT_EQ(error_of(kMinimal + moe + "[parallel]\ntp = 2\n", {}, 2), "<no error thrown>");
   EXPECT_EQ(error_of(kMinimal + moe + "[parallel]\ndp = 4\nep = 2\nzero = 3\n", {}, 4), "<no error thrown>");
   // Valid: dp 4 = 2 x ep 2, dropless.

@@ -27,8 +27,8 @@ run() {  # name sets...
 }
 run ep1_cap --set parallel.ep=1
 run ep2_cap --set parallel.ep=2
-run ep1_dropless --set parallel.ep=1 --set model.capacity_factor=0
-run ep2_dropless --set parallel.ep=2 --set model.capacity_factor=0
+run ep1_dropless --set parallel.ep=1 --set model.dropless=true
+run ep2_dropless --set parallel.ep=2 --set model.dropless=true
 /usr/bin/python3 - "$tmp" <<'PY'
 import json, statistics, sys
 tmp = sys.argv[1]

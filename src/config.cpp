@@ -290,8 +290,9 @@ const std::vector<Key>& schema() {
     s.push_back(int_key(PENTAD_FIELD(model, top_k), 1, kNoMax, "experts each token is routed to"));
     s.push_back(int_key(PENTAD_FIELD(model, moe_every), 1, kNoMax,
                         "every k-th block is an MoE block (blocks k-1, 2k-1, ...)"));
-    s.push_back(float_key(PENTAD_FIELD(model, capacity_factor), ge(0), none(),
-                          "expert capacity per sequence = ceil(cf*T*top_k/E); 0 = dropless"));
+    s.push_back(float_key(PENTAD_FIELD(model, capacity_factor), gt(0), none(),
+                          "expert capacity per sequence = ceil(cf*T*top_k/E) (for no capacity: dropless = true)"));
+    s.push_back(bool_key(PENTAD_FIELD(model, dropless), "no expert capacity: every routed choice is served"));
     s.push_back(float_key(PENTAD_FIELD(model, aux_loss_coef), ge(0), none(),
                           "load-balancing loss coefficient (Switch/GShard)"));
     s.push_back(float_key(PENTAD_FIELD(model, z_loss_coef), ge(0), none(),

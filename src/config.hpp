@@ -30,7 +30,8 @@ struct ModelConfig {
   int n_experts = 0;             // E
   int top_k = 2;                 // experts per token
   int moe_every = 1;             // block l is MoE when (l + 1) % moe_every == 0
-  float capacity_factor = 1.25f; // per-expert capacity = ceil(cf * T * top_k / E) per sequence; 0 = dropless
+  float capacity_factor = 1.25f; // per-expert capacity = ceil(cf * T * top_k / E) per sequence (> 0)
+  bool dropless = false;         // no capacity: every choice is served (capacity_factor unused)
   float aux_loss_coef = 0.01f;   // load-balancing loss coefficient
   float z_loss_coef = 0.0f;      // router z-loss coefficient
 

@@ -195,9 +195,7 @@ void MoeLayer::forward(MoeCtxPtr& ctx, const MoeParams& p, int layer, float* out
 
   // Capacity per sequence; first choices of every token are served before
   // second choices, tokens in order within a choice slot.
-  const long cap = cfg_.capacity_factor > 0
-                       ? long(std::ceil(double(cfg_.capacity_factor) * T_ * k / E))
-                       : long(T_) * k;
+  const long cap = cfg_.dropless ? long(T_) * k : long(std::ceil(double(cfg_.capacity_factor) * T_ * k / E));
   c.f.assign(size_t(S) * E, 0.0f);
   std::vector<long> kept(static_cast<size_t>(E));
   std::vector<char> gkeep(size_t(S) * T_ * k, 0);

@@ -147,7 +147,7 @@ int moe_blocks_of(const Config& cfg, const std::vector<int>& cb, const StagePara
 // Rows of one MoE call (MoeLayer::forward) for one micro-batch of N = B*T
 // tokens: M dispatched by this rank, R received by it. Both depend on the
 // routing, so two figures:
-// - bound (the comm model's): with a capacity (capacity_factor > 0) each
+// - bound (the comm model's): with a capacity (not dropless) each
 //   sequence keeps at most cap = ceil(cf*T*k/E) rows per expert, so
 //   M <= min(N*k, B*E*cap) and R <= ep*B*(E/ep)*cap; dropless, balanced
 //   routing M = R = N*k (skewed dropless routing can send a rank more, up
@@ -166,7 +166,7 @@ MoeRows moe_rows(const Config& cfg, bool bound) {
   if (m.n_experts == 0) return r;
   const double B = cfg.train.micro_batch, T = m.seq_len, k = m.top_k, E = m.n_experts, ep = cfg.parallel.ep;
   const double N = B * T;
-  if (m.capacity_factor <= 0) {
+  if (m.dropless) {
     r.M = r.R = N * k;
     return r;
   }
@@ -508,7 +508,7 @@ MemoryEstimate estimate_memory(const Config& cfg) {
   if (cfg.model.n_experts > 0)
     est.notes.push_back(std::string("MoE: the rows routed through the experts are data-dependent; the MoE "
                                     "buffers are for uniform random routing (") +
-                        (cfg.model.capacity_factor > 0
+                        (!cfg.model.dropless
                              ? "per expert and sequence min(Binomial(T, top_k/E), capacity) rows; at the capacity "
                                "bound, every expert full, they are larger"
                              : "dropless: N*top_k rows") +
@@ -632,7 +632,7 @@ StageComm stage_comm(const Config& cfg, const StageParams& s, const std::vector<
     // experts full, (ep-1)*B*(E/ep)*cap (a bound); dropless the balanced
     // share (ep-1)/ep*N*k (an estimate: a skewed router sends more).
     const ModelConfig& mc = cfg.model;
-    const double off = mc.capacity_factor > 0
+    const double off = !mc.dropless
                            ? std::min(r.M, (P - 1) * cfg.train.micro_batch * El *
                                                std::ceil(double(mc.capacity_factor) * mc.seq_len * mc.top_k /
                                                          mc.n_experts))

@@ -431,7 +431,7 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
       std::printf("moe: %d experts, top-%d, every %d block(s), capacity %s, ep=%d (%d experts per rank), "
                   "%.3fM parameters active per token\n",
                   mc.n_experts, mc.top_k, mc.moe_every,
-                  mc.capacity_factor > 0 ? std::to_string(mc.capacity_factor).c_str() : "dropless",
+                  mc.dropless ? "dropless" : std::to_string(mc.capacity_factor).c_str(),
                   topo.shape.ep, mc.n_experts / topo.shape.ep, n_active / 1e6);
     std::fflush(stdout);
   }

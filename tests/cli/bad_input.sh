@@ -128,8 +128,8 @@ case "$case_name" in
   moe_top_k)
     run "model.top_k=3 is larger than model.n_experts=2" train "$tmp/deck.toml" \
       --set model.n_experts=2 --set model.top_k=3 ;;
-  moe_capacity_negative)
-    run "model.capacity_factor" train "$tmp/deck.toml" --set model.n_experts=4 --set model.capacity_factor=-1 ;;
+  moe_capacity_zero)
+    run "model.capacity_factor=0: must be > 0" train "$tmp/deck.toml" --set model.n_experts=4 --set model.capacity_factor=0 ;;
   moe_ep_dense)
     run "parallel.ep=2 needs a mixture-of-experts model \\(model.n_experts > 0\\)" train "$tmp/deck.toml" \
       --set parallel.ep=2 ;;

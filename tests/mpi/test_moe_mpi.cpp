@@ -74,7 +74,8 @@ ModelConfig moe_config(Family f, float cf) {
   mc.seq_len = 8;
   mc.n_experts = 4;
   mc.top_k = 2;
-  mc.capacity_factor = cf;
+  mc.capacity_factor = cf > 0 ? cf : 1.25f;  // cf = 0: dropless
+  mc.dropless = cf == 0;
   mc.aux_loss_coef = 0.5f;
   mc.z_loss_coef = 0.05f;
   return mc;

@@ -151,8 +151,8 @@ foreach(model moe_gpt2 moe_llama)
   pentad_parity_test(dp4_ep2_zero1 ${model} 4 "--set train.grad_accum=4" "--set parallel.dp=4 --set parallel.ep=2 --set parallel.zero=1")
   pentad_parity_test(dp2_ep2_zero1 ${model} 2 "--set train.grad_accum=2" "--set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=1")
   pentad_parity_test(dp2_ep2_pp2 ${model} 4 "--set train.grad_accum=4" "--set parallel.dp=2 --set parallel.ep=2 --set parallel.pp=2 --set train.grad_accum=2")
-  pentad_parity_test(dp2_ep2_full_dropless ${model} 2 "--set model.capacity_factor=0 --set train.grad_accum=2"
-                     "--set model.capacity_factor=0 --set parallel.dp=2 --set parallel.ep=2 --set train.recompute=full")
+  pentad_parity_test(dp2_ep2_full_dropless ${model} 2 "--set model.dropless=true --set train.grad_accum=2"
+                     "--set model.dropless=true --set parallel.dp=2 --set parallel.ep=2 --set train.recompute=full")
   add_test(NAME recompute_identical_${model}
            COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/recompute_identical.sh ${CMAKE_CURRENT_LIST_DIR}/${model}.toml)
   set_tests_properties(recompute_identical_${model} PROPERTIES LABELS "mpi;parity"
@@ -181,8 +181,8 @@ foreach(model moe_gpt2 moe_llama)
   pentad_parity_test(cp2_dp2_ep2 ${model} 4 "--set train.grad_accum=2" "--set parallel.cp=2 --set parallel.dp=2 --set parallel.ep=2")
 endforeach()
 pentad_parity_test(tp2_sp_full moe_gpt2 2 "" "--set parallel.tp=2 --set parallel.sp=true --set train.recompute=full")
-pentad_parity_test(cp4_contiguous_dropless_full moe_gpt2 4 "--set model.capacity_factor=0"
-                   "--set model.capacity_factor=0 --set parallel.cp=4 --set parallel.cp_layout=contiguous --set train.recompute=full")
+pentad_parity_test(cp4_contiguous_dropless_full moe_gpt2 4 "--set model.dropless=true"
+                   "--set model.dropless=true --set parallel.cp=4 --set parallel.cp_layout=contiguous --set train.recompute=full")
 pentad_parity_test(cp2_tp2_sp moe_llama 4 "" "--set parallel.cp=2 --set parallel.tp=2 --set parallel.sp=true")
 pentad_parity_test(cp2_pp2_zero1 moe_llama 4 "--set train.grad_accum=2" "--set parallel.cp=2 --set parallel.pp=2 --set parallel.zero=1 --set train.grad_accum=2")
 pentad_parity_test(cp2_dp2_ep2_zero3 moe_gpt2 4 "--set train.grad_accum=2" "--set parallel.cp=2 --set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=3")

@@ -48,7 +48,7 @@ if [ "$model" = llama ]; then
   )
 else
   cases+=(
-    "moe_dp2_ep2_full_dropless|2|--set model.capacity_factor=0 --set parallel.dp=2 --set parallel.ep=2 --set train.recompute=full|moe_$model"
+    "moe_dp2_ep2_full_dropless|2|--set model.dropless=true --set parallel.dp=2 --set parallel.ep=2 --set train.recompute=full|moe_$model"
     "moe_dp4_ep2_zero3_accum2|4|--set parallel.dp=4 --set parallel.ep=2 --set parallel.zero=3 --set train.grad_accum=2 --set parallel.bucket_mb=0.01|moe_$model"
     "moe_tp2_full|2|--set parallel.tp=2 --set train.recompute=full|moe_$model"
   )
@@ -138,7 +138,7 @@ for name in open(f"{tmp}/names").read().split():
         near(name, "cp bytes/step", st0["cp_bytes"], row["cp_bytes_sent"])
     if "ep_bytes_sent" in row:
         # With a capacity an upper bound; dropless the balanced-routing estimate.
-        dropless = "capacity_factor=0" in open(f"{tmp}/{name}.sets").read()
+        dropless = "dropless=true" in open(f"{tmp}/{name}.sets").read()
         near(name, "ep bytes/step", st0["ep_bytes"], row["ep_bytes_sent"], bound=not dropless, info=dropless)
     if "expert_dp_bytes_sent" in row:
         near(name, "expert_dp bytes/step", st0["expert_dp_bytes"], row["expert_dp_bytes_sent"])

@@ -133,8 +133,7 @@ def moe(p, m, a, h, aux):
     idx = np.argsort(-pr, axis=1, kind="stable")[:, :k]               # ties: lower expert first
     chosen = probs.gather(1, torch.from_numpy(idx))                   # (N, k)
     w = chosen / chosen.sum(-1, keepdim=True) if k > 1 else chosen
-    cf = m["capacity_factor"]
-    cap = math.ceil(cf * T * k / E) if cf > 0 else T * k
+    cap = T * k if m.get("dropless", False) else math.ceil(m["capacity_factor"] * T * k / E)
     keep = np.zeros((B * T, k), dtype=bool)
     f = np.zeros((B, E))
     for s in range(B):

@@ -465,7 +465,9 @@ TEST(Config, MoeChecks) {
   EXPECT_EQ(error_of(kMinimal + moe + "[parallel]\ntp = 2\n", {}, 2), "<no error thrown>");
   EXPECT_EQ(error_of(kMinimal + moe + "[parallel]\ndp = 4\nep = 2\nzero = 3\n", {}, 4), "<no error thrown>");
   // Valid: dp 4 = 2 x ep 2, dropless.
-  EXPECT_EQ(error_of(kMinimal + moe + "capacity_factor = 0\n[parallel]\ndp = 4\nep = 2\nzero = 1\n", {}, 4), "<no error thrown>");
+  EXPECT_EQ(error_of(kMinimal + moe + "dropless = true\n[parallel]\ndp = 4\nep = 2\nzero = 1\n", {}, 4), "<no error thrown>");
+  // A capacity factor must be positive; no capacity is its own key.
+  EXPECT_NE(error_of(kMinimal + moe + "capacity_factor = 0\n").find("model.capacity_factor"), std::string::npos);
 }
 
 // --------------------------------------------- not yet in this build
@@ -536,7 +538,7 @@ TEST(Config, EveryResolvedKeyIsSettable) {
     if (section == "data" && line.rfind("train", 0) == 0) value = "tok/x.bin";  // has escapes
     sets.push_back((section.empty() ? "" : section + ".") + line.substr(0, eq) + "=" + value);
   }
-  EXPECT_EQ(sets.size(), 62u);  // 1 top-level + 18 model + 14 parallel + 17 train + 2 data + 5 checkpoint + 5 log
+  EXPECT_EQ(sets.size(), 63u);  // 1 top-level + 19 model + 14 parallel + 17 train + 2 data + 5 checkpoint + 5 log
   Config expected = c;
   expected.data.train = "tok/x.bin";
   expected.resolved_toml = pentad::config_to_toml(expected);

@@ -29,11 +29,13 @@ const char* kUsage =
     "  pentad schedule --pp P --m M [--schedule afab|1f1b|interleaved] [--v V]\n"
     "                                                         print and check a pipeline schedule\n"
     "  pentad plan DECK --ranks N [--gpu-mem 80GiB] [--gpus-per-node G] [--machine FILE.toml]\n"
-    "              [--layout dp=2,tp=2,pp=2,...|deck] [--explain|--json] [--top K] [--set k=v]...\n"
+    "              [--layout dp=2,tp=2,pp=2,...|deck] [--explain|--json] [--top K] [--moe-load F] [--set k=v]...\n"
     "                                                         rank the layouts that fit by predicted step time\n"
     "  pentad report RUN_DIR_OR_CSV... [--machine FILE.toml] [--one-node] [--csv OUT.csv] [--plot OUT.png]\n"
     "                                                         scaling efficiency, prediction beside measurement\n"
     "    SPEC: a checkpoint file, a checkpoint directory (its latest), or latest (ckpt/latest)\n"
+    "    F: dropless MoE, rows one ep rank receives per call over the balanced share (default 1;\n"
+    "       a run's metrics log it as moe_recv_load_max)\n"
     "  pentad --help | --version\n";
 
 struct UsageError : std::runtime_error {

@@ -277,6 +277,7 @@ void MoeLayer::forward(MoeCtxPtr& ctx, const MoeParams& p, int layer, float* out
       c.recv_counts[size_t(q)] += c.recv_seg[size_t(q) * El + e] * C;
     }
   c.R = std::accumulate(c.recv_seg.begin(), c.recv_seg.end(), 0);
+  if (stats) stats->recv_load_max = std::max(stats->recv_load_max, double(c.R) / (double(N) * k));
 
   std::vector<float> xh(size_t(N) * C), xs(size_t(c.M) * C);
   be_.to_host(xh.data(), x, xh.size() * sizeof(float));

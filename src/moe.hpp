@@ -41,8 +41,12 @@ struct MoeStats {
   double assigned = 0;     // token-expert assignments chosen by top-k
   double dropped = 0;      // of which over capacity
   std::vector<double> per_expert;  // (L*E) kept assignments per block and expert
+  // Receive load: the most rows this rank received in one call (R) over the
+  // uniform share N*top_k (what it receives when every rank's choices spread
+  // evenly over the ep ranks); 1 = balanced. The planner's --moe-load.
+  double recv_load_max = 0;
   void reset(int n_layers, int n_experts) {
-    aux_sum = z_sum = assigned = dropped = 0;
+    aux_sum = z_sum = assigned = dropped = recv_load_max = 0;
     per_expert.assign(size_t(n_layers) * size_t(n_experts), 0.0);
   }
 };

@@ -152,22 +152,24 @@ int moe_blocks_of(const Config& cfg, const std::vector<int>& cb, const StagePara
 //   M <= min(N*k, B*E*cap) and R <= ep*B*(E/ep)*cap; dropless, balanced
 //   routing M = R = N*k (skewed dropless routing can send a rank more, up
 //   to ep*N*k, which no useful bound covers).
-// - expected (the memory model's): uniform random top-k routing. A token
-//   picks a given expert with probability k/E, so one expert's choices in
-//   one sequence are X ~ Binomial(T, k/E) and it keeps min(X, cap):
-//   M = R = B*E*E[min(X, cap)] (dropless: N*k). Neither is a bound on a
-//   skewed router; the notes say so.
+// - expected (the memory model's): with a capacity, uniform random top-k
+//   routing. A token picks a given expert with probability k/E, so one
+//   expert's choices in one sequence are X ~ Binomial(T, k/E) and it keeps
+//   min(X, cap): M = R = B*E*E[min(X, cap)]. Not a bound on a skewed
+//   router; the notes say so. Dropless, M = N*k always and R is the given
+//   receive load: R = min(load, ep)*N*k (load = 1: balanced; ep = 1: N*k).
 struct MoeRows {
   double M = 0, R = 0;
 };
-MoeRows moe_rows(const Config& cfg, bool bound) {
+MoeRows moe_rows(const Config& cfg, bool bound, double load = 1.0) {
   const ModelConfig& m = cfg.model;
   MoeRows r;
   if (m.n_experts == 0) return r;
   const double B = cfg.train.micro_batch, T = m.seq_len, k = m.top_k, E = m.n_experts, ep = cfg.parallel.ep;
   const double N = B * T;
   if (m.dropless) {
-    r.M = r.R = N * k;
+    r.M = N * k;
+    r.R = (bound || ep == 1 ? 1.0 : std::min(load, ep)) * N * k;
     return r;
   }
   const double cap = std::ceil(double(m.capacity_factor) * T * k / E);
@@ -215,7 +217,7 @@ double slot_bytes(const Config& cfg, const std::vector<int>& cb, int g) {
 }
 
 // Model::alloc_shared (plus the debug-dump logits buffer).
-double scratch_bytes(const Config& cfg, bool has_head, bool has_moe) {
+double scratch_bytes(const Config& cfg, bool has_head, bool has_moe, double moe_load) {
   const Dims d = dims_of(cfg);
   const double BT = d.N(), BTC = BT * d.C, NlC = d.Nl() * d.C, Nl = d.Nl(), HD = d.H * d.D, KD = d.Hkv * d.D;
   const Recompute rc = cfg.train.recompute;
@@ -243,7 +245,7 @@ double scratch_bytes(const Config& cfg, bool has_head, bool has_moe) {
     // router logits (N, E) and the combined output (N, C); backward the
     // dispatched-row gradients (M, C), received and returned rows 2 (R, C)
     // and the expert MLP's gradients (2 GPT-2, 3 Llama) x (R, d_ff).
-    const MoeRows r = moe_rows(cfg, false);
+    const MoeRows r = moe_rows(cfg, false, moe_load);
     const double E = cfg.model.n_experts, Ff = cfg.model.d_ff;
     e += std::max({BT * E, BT * d.C, r.M * d.C + 2 * r.R * d.C + (d.gpt2 ? 2 : 3) * r.R * Ff});
   }
@@ -402,7 +404,7 @@ double shard_of(double N, int dp) { return pad16(std::ceil(N / dp)); }
 // ---------------------------------------------------------------------------
 // Memory
 
-MemoryEstimate estimate_memory(const Config& cfg) {
+MemoryEstimate estimate_memory(const Config& cfg, double moe_load) {
   const ParallelConfig& p = cfg.parallel;
   // The dense DataParallel runs over dp x cp (topo.dp_cp): ZeRO shards over
   // both; the expert one over expert_dp (dp x cp / ep).
@@ -467,7 +469,7 @@ MemoryEstimate estimate_memory(const Config& cfg) {
       // (full recompute drops it after forward): received rows (R, C) and
       // the expert MLP's (2 GPT-2, 3 Llama) x (R, d_ff).
       if (cfg.train.recompute != Recompute::full) {
-        const MoeRows mr = moe_rows(cfg, false);
+        const MoeRows mr = moe_rows(cfg, false, moe_load);
         double nm = 0;
         for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) nm += cfg.model.is_moe_block(l) ? 1 : 0;
         b[Ac] += n * nm * kF * mr.R * (d.C + (d.gpt2 ? 2 : 3) * double(cfg.model.d_ff));
@@ -477,14 +479,14 @@ MemoryEstimate estimate_memory(const Config& cfg) {
       // Inside one MoE call: the dispatched rows (M, C) and the expert
       // outputs (R, C), freed before it returns (with full recompute also the
       // one context that exists then).
-      const MoeRows mr = moe_rows(cfg, false);
+      const MoeRows mr = moe_rows(cfg, false, moe_load);
       b[Ac] += kF * (mr.M * d.C + mr.R * d.C);
       if (cfg.train.recompute == Recompute::full)
         b[Ac] += kF * mr.R * (d.C + (d.gpt2 ? 2 : 3) * double(cfg.model.d_ff));
     }
     m.boundary_buffers = bufs;
     b[Co] = (z >= 1 ? kF * S : 0.0) + (z >= 1 && NE > 0 ? kF * SE : 0.0) + bufs * kF * d.Nl() * d.C;
-    b[Sc] = scratch_bytes(cfg, sp.has_head, n_moe > 0);
+    b[Sc] = scratch_bytes(cfg, sp.has_head, n_moe > 0, moe_load);
     for (double x : b) m.total += x;
     if (m.total > worst) {
       worst = m.total;
@@ -505,14 +507,28 @@ MemoryEstimate estimate_memory(const Config& cfg) {
   if (p.cp > 1)
     est.notes.push_back("cp: seq_len/cp tokens per rank, no attention probabilities kept, ring attention buffers "
                         "in scratch, ZeRO shards over dp x cp");
-  if (cfg.model.n_experts > 0)
-    est.notes.push_back(std::string("MoE: the rows routed through the experts are data-dependent; the MoE "
-                                    "buffers are for uniform random routing (") +
-                        (!cfg.model.dropless
-                             ? "per expert and sequence min(Binomial(T, top_k/E), capacity) rows; at the capacity "
-                               "bound, every expert full, they are larger"
-                             : "dropless: N*top_k rows") +
-                        "); a skewed router can receive more rows on one rank");
+  const ModelConfig& mc = cfg.model;
+  if (mc.n_experts > 0 && !mc.dropless)
+    est.notes.push_back("MoE: the rows routed through the experts are data-dependent; the MoE buffers are for "
+                        "uniform random routing (per expert and sequence min(Binomial(T, top_k/E), capacity) "
+                        "rows; at the capacity bound, every expert full, they are larger); a skewed router can "
+                        "receive more rows on one rank");
+  if (mc.n_experts > 0 && mc.dropless && p.ep == 1)
+    est.notes.push_back("MoE dropless, ep = 1: every routed row stays on this rank (R = B*seq_len*top_k rows per "
+                        "call, whatever the routing)");
+  if (mc.n_experts > 0 && mc.dropless && p.ep > 1) {
+    est.moe_load = std::min(moe_load, double(p.ep));
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "MoE dropless: the MoE buffers are for R = %.4g x B*seq_len*top_k rows received per call (%s). "
+                  "Dropless peaks scale with routing skew, up to ep = %d x balanced: give --moe-load F, the "
+                  "busiest rank's measured load (a run's metrics: moe_recv_load_max)",
+                  est.moe_load,
+                  moe_load == 1.0 ? "balanced routing, the default" : moe_load > p.ep ? "--moe-load, capped at ep"
+                                                                                       : "--moe-load",
+                  p.ep);
+    est.notes.push_back(buf);
+  }
   return est;
 }
 
@@ -683,10 +699,10 @@ StageComm stage_comm(const Config& cfg, const StageParams& s, const std::vector<
 
 }  // namespace
 
-Prediction predict(const Config& cfg, const Machine& mach, int gpus_per_node, int ranks_per_node) {
+Prediction predict(const Config& cfg, const Machine& mach, int gpus_per_node, int ranks_per_node, double moe_load) {
   const ParallelConfig& p = cfg.parallel;
   Prediction pr;
-  pr.mem = estimate_memory(cfg);
+  pr.mem = estimate_memory(cfg, moe_load);
   const std::vector<int> cb = partition_blocks(cfg.model.n_layers, p.pp * p.virtual_stages, p.stage_layers);
   const int ranks = p.dp * p.tp * p.pp * p.cp;
   const int devices = gpus_per_node > 0 ? gpus_per_node : mach.devices_per_node;

@@ -57,9 +57,17 @@ struct MemoryEstimate {
   int worst_stage = 0;
   double worst_total() const { return stages[size_t(worst_stage)].total; }
   std::vector<std::string> notes;   // what is approximated or ignored
+  double moe_load = 0;              // the receive load applied (dropless MoE with ep > 1: min(moe_load, ep)), else 0
 };
 
-MemoryEstimate estimate_memory(const Config& cfg);
+// moe_load: dropless MoE only (model.dropless = true). The rows one rank
+// receives in one MoE call over the uniform share N*top_k (N = B*seq_len);
+// 1 = balanced routing. The MoE buffers of R = min(moe_load, ep)*N*top_k
+// received rows are modelled (R <= ep*N*top_k: every rank sends it all).
+// A run logs it per step: moe_recv_load (the root's), moe_recv_load_max
+// (the busiest rank's). With a capacity it is not used (uniform routing
+// under the capacity, see moe_rows in planner.cpp).
+MemoryEstimate estimate_memory(const Config& cfg, double moe_load = 1.0);
 
 // Bytes this rank sends per optimizer step, per group, as Comm counts them,
 // and the number of calls (for the latency term).
@@ -99,7 +107,9 @@ struct Prediction {
 // gpus_per_node overrides machine.devices_per_node when > 0. ranks_per_node:
 // ranks placed on one node (0 = one per device); more ranks than devices
 // share them (oversubscription: compute slows by ranks / devices).
-Prediction predict(const Config& cfg, const Machine& m, int gpus_per_node = 0, int ranks_per_node = 0);
+// moe_load: as for estimate_memory (memory only; comm and time keep balanced routing).
+Prediction predict(const Config& cfg, const Machine& m, int gpus_per_node = 0, int ranks_per_node = 0,
+                   double moe_load = 1.0);
 
 // "dp=2,tp=2,pp=2" style description of cfg's layout (and the knobs the planner varies).
 std::string describe_layout(const Config& cfg);

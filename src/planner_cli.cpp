@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include <toml++/toml.h>
@@ -35,6 +36,17 @@ int positive_int(const std::string& flag, const std::string& s) {
   } catch (const std::exception&) {
   }
   throw CliUsageError(flag + " needs a positive integer (got '" + s + "')");
+}
+
+// --moe-load F: a positive, finite number.
+double positive_number(const std::string& flag, const std::string& s) {
+  try {
+    size_t used = 0;
+    const double x = std::stod(s, &used);
+    if (used == s.size() && std::isfinite(x) && x > 0) return x;
+  } catch (const std::exception&) {
+  }
+  throw CliUsageError(flag + " needs a positive number (got '" + s + "')");
 }
 
 // The deck's parallel.dp (deck, then the last --set), for the global batch.
@@ -129,7 +141,12 @@ std::vector<std::string> layout_sets(const std::string& spec, int b_global, int 
 std::string prediction_json(const Config& cfg, const Prediction& pr) {
   std::ostringstream o;
   o.precision(17);
-  o << "{\"layout\":\"" << describe_layout(cfg) << "\",\"stages\":[";
+  o << "{\"layout\":\"" << describe_layout(cfg) << "\",\"moe_load\":";
+  if (pr.mem.moe_load > 0)
+    o << pr.mem.moe_load;  // dropless MoE with ep > 1: the receive load the MoE buffers are for
+  else
+    o << "null";
+  o << ",\"stages\":[";
   for (size_t s = 0; s < pr.mem.stages.size(); ++s) {
     const StageMemory& m = pr.mem.stages[s];
     const StageComm& c = pr.comm[s];
@@ -167,6 +184,7 @@ void print_row(int i, const Candidate& c) {
 int cmd_plan(const std::vector<std::string>& args) {
   std::string deck, machine_path, layout, gpu_mem;
   int ranks = 0, gpn = 0, top = 10;
+  std::optional<double> moe_load;  // dropless MoE: received rows over the balanced share (planner.hpp)
   bool explain = false, json = false;
   std::vector<std::string> sets;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -181,6 +199,7 @@ int cmd_plan(const std::vector<std::string>& args) {
     else if (a == "--machine") machine_path = value();
     else if (a == "--layout") layout = value();
     else if (a == "--top") top = positive_int("--top", value());
+    else if (a == "--moe-load") moe_load = positive_number("--moe-load", value());
     else if (a == "--explain") explain = true;
     else if (a == "--json") json = true;
     else if (a == "--set") sets.push_back(value());
@@ -200,6 +219,14 @@ int cmd_plan(const std::vector<std::string>& args) {
   std::vector<std::string> base_sets = sets;
   base_sets.insert(base_sets.end(), kSingle.begin(), kSingle.end());
   const Config base = parse_config(text, deck, base_sets, 1);  // the model and batch are valid
+  if (moe_load && base.model.n_experts == 0)
+    throw InputError("--moe-load: the deck has no MoE blocks (model.n_experts = 0)");
+  if (moe_load && !base.model.dropless) {
+    std::ostringstream cf;
+    cf << base.model.capacity_factor;
+    throw InputError("--moe-load: applies to dropless routing (model.dropless = true); with model.capacity_factor=" +
+                     cf.str() + " the rows are modelled as uniform routing under the capacity");
+  }
   const int dp0 = deck_dp(text, deck, sets);
   const int b_global = base.train.micro_batch * base.train.grad_accum * dp0;
   if (!json)
@@ -216,7 +243,7 @@ int cmd_plan(const std::vector<std::string>& args) {
       s.insert(s.end(), ls.begin(), ls.end());
     }
     const Config cfg = parse_config(text, deck, s, ranks);
-    const Prediction pr = predict(cfg, mach, gpn);
+    const Prediction pr = predict(cfg, mach, gpn, 0, moe_load.value_or(1.0));
     const double need = pr.mem.worst_total();
     if (json) {
       std::fputs(prediction_json(cfg, pr).c_str(), stdout);
@@ -282,7 +309,7 @@ int cmd_plan(const std::vector<std::string>& args) {
                   why_invalid[w.substr(0, w.find(' '))]++;
                   continue;
                 }
-                Candidate c{cfg, predict(cfg, mach, gpn), ls};
+                Candidate c{cfg, predict(cfg, mach, gpn, 0, moe_load.value_or(1.0)), ls};
                 if (c.pred.mem.worst_total() > mach.memory_bytes) {
                   ++n_oom;
                   continue;

@@ -172,7 +172,15 @@ Point read_run_dir(const std::string& dir, const Machine& mach, bool one_node) {
   p.dp_bytes = last["dp_bytes_sent"];
   p.tp_bytes = last["tp_bytes_sent"];
   p.pp_bytes = last["pp_bytes_sent"];
-  const Prediction pr = predict(cfg, mach, 0, one_node ? ranks : 0);
+  // Dropless MoE: the run's own receive load (the root's, as the peak is the
+  // root's), an input of the memory model like the batch size.
+  double moe_load = 1.0;
+  if (cfg.model.n_experts > 0 && cfg.model.dropless) {
+    double root_load = 0;
+    for (auto& r : rows) root_load = std::max(root_load, r.count("moe_recv_load") ? r["moe_recv_load"] : 0.0);
+    if (root_load > 0) moe_load = root_load;
+  }
+  const Prediction pr = predict(cfg, mach, 0, one_node ? ranks : 0, moe_load);
   p.oversubscribed = pr.time.oversubscription > 1 ? 1 : 0;
   p.pred_tokens_per_s = pr.time.tokens_per_s;
   p.pred_step_ms = pr.time.step_s * 1e3;

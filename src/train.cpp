@@ -226,10 +226,15 @@ struct MoeStep {
   double balance = 0;       // mean over blocks and sequences of E sum_e f_e P_e (1 = uniform)
   double tok_min = 0, tok_max = 0, tok_mean = 0;  // kept assignments per (block, expert)
   double dropped = 0;       // fraction of assignments over capacity
+  // Receive load (MoeStats::recv_load_max): rows received in one MoE call
+  // over the uniform share, the most over this step's calls: the root's
+  // (beside its peak_mem_*) and the busiest rank's (what to plan with).
+  double recv_load_root = 0, recv_load_max = 0;
 };
 
 // Sums the model's routing statistics over dp x cp (each rank's tokens) and
-// pp (each stage's blocks); tp ranks hold the same. Collective over both.
+// pp (each stage's blocks); tp ranks hold the same (the receive load: the
+// maximum). Collective over both.
 MoeStep moe_step(const MoeStats& st, const ModelConfig& mc, Comm& dp_cp, Comm& pp, double seqs, double tokens) {
   std::vector<double> v = {st.aux_sum, st.z_sum, st.assigned, st.dropped};
   v.insert(v.end(), st.per_expert.begin(), st.per_expert.end());
@@ -255,6 +260,9 @@ MoeStep moe_step(const MoeStats& st, const ModelConfig& mc, Comm& dp_cp, Comm& p
   }
   r.tok_mean = n_moe ? sum / (double(n_moe) * mc.n_experts) : 0;
   if (!n_moe) r.tok_min = 0;
+  r.recv_load_root = r.recv_load_max = st.recv_load_max;
+  dp_cp.allreduce_max_host(&r.recv_load_max, 1);
+  pp.allreduce_max_host(&r.recv_load_max, 1);
   return r;
 }
 
@@ -622,6 +630,8 @@ int run_train(const Config& cfg, MPI_Comm job_comm) {
         row.emplace_back("moe_tokens_per_expert_max", ms_moe.tok_max);
         row.emplace_back("moe_tokens_per_expert_mean", ms_moe.tok_mean);
         row.emplace_back("moe_dropped_fraction", ms_moe.dropped);
+        row.emplace_back("moe_recv_load", ms_moe.recv_load_root);
+        row.emplace_back("moe_recv_load_max", ms_moe.recv_load_max);
         row.emplace_back("ep_bytes_sent", ep->bytes_sent());
         row.emplace_back("ep_blocked_ms", ep->seconds_blocked() * 1e3);
         row.emplace_back("expert_dp_bytes_sent", edp->bytes_sent());

@@ -7,7 +7,8 @@
 //  * each rank's expert gradients equal the sum over ranks (all-reduce) of
 //    the serial layers' gradients of those experts: the ep group's ranks see
 //    different tokens, as dp ranks do;
-//  * routing statistics (kept tokens per expert, dropped, aux loss) agree.
+//  * routing statistics (kept tokens per expert, dropped, aux loss) agree,
+//    and each rank's receive load is the rows its experts kept over N*top_k.
 // Cases: plain (capacity 1.25), capacity overflow (0.25, tokens dropped),
 // dropless, and a router that sends no token to half the experts (the last
 // ep ranks receive nothing).
@@ -170,8 +171,24 @@ void test_ep(Backend& be, Comm& ep, Family f, float cf, bool block_half, const s
   expect(a.stats.per_expert == b.stats.per_expert && a.stats.dropped == b.stats.dropped &&
              std::fabs(a.stats.aux_sum - b.stats.aux_sum) <= 1e-9 * std::fabs(a.stats.aux_sum),
          tag + "routing statistics");
-  // Expert gradients: the serial ones summed over ranks, this rank's block.
   const int El = E / P;
+  // Receive load: the rows this rank's experts got from every rank (the
+  // serial kept counts summed over ranks) over N*top_k; serially every kept
+  // row stays.
+  {
+    std::vector<double> kept = a.stats.per_expert;
+    MPI_Allreduce(MPI_IN_PLACE, kept.data(), int(kept.size()), MPI_DOUBLE, MPI_SUM, ep.mpi());
+    double R = 0, M = 0;
+    for (int e = 0; e < E; ++e) {
+      if (e / El == ep.rank()) R += kept[size_t(e)];
+      M += a.stats.per_expert[size_t(e)];
+    }
+    const double share = double(N) * mc.top_k;
+    expect(b.stats.recv_load_max == R / share, tag + "receive load " + std::to_string(b.stats.recv_load_max) +
+                                                   " (expected " + std::to_string(R / share) + ")");
+    expect(a.stats.recv_load_max == M / share, tag + "serial receive load");
+  }
+  // Expert gradients: the serial ones summed over ranks, this rank's block.
   for (size_t t = 0; t < a.dexperts.size(); ++t) {
     std::vector<float> sum = a.dexperts[t];
     MPI_Allreduce(MPI_IN_PLACE, sum.data(), int(sum.size()), MPI_FLOAT, MPI_SUM, ep.mpi());

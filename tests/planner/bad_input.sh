@@ -33,6 +33,10 @@ expect 1 "m2.toml:5: machine.peak_tflops: must be in" -- "$PENTAD" plan "$deck" 
 printf '[machine]\nname = "x"\nmemory = "1GiB"\npeak_tflops = 1.0\n' > "$tmp/m3.toml"
 expect 1 "needs name, devices_per_node, memory and peak_tflops" -- "$PENTAD" plan "$deck" --ranks 2 --machine "$tmp/m3.toml"
 expect 3 "no layout fits" -- "$PENTAD" plan "$deck" --ranks 2 --gpu-mem 1KiB
+expect 2 "--moe-load needs a positive number (got '0')" -- "$PENTAD" plan "$deck" --ranks 2 --moe-load 0
+expect 1 "--moe-load: the deck has no MoE blocks" -- "$PENTAD" plan "$deck" --ranks 2 --moe-load 1.2
+expect 1 "--moe-load: applies to dropless routing (model.dropless = true); with model.capacity_factor=1 " -- \
+  "$PENTAD" plan "$PENTAD_SOURCE_DIR/tests/parity/moe_gpt2.toml" --ranks 2 --moe-load 1.2
 expect 2 "no run directory or CSV given" -- "$PENTAD" report
 expect 1 "missing column 'group'" -- "$PENTAD" report "$deck"
 mkdir -p "$tmp/run-ranks1"; echo "hello" > "$tmp/run-ranks1/train.log"

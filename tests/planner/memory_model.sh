@@ -8,6 +8,11 @@
 # predicted as 0). Also the dp/tp/pp/cp and expert_dp bytes sent per step
 # (same 10%); the ep all-to-all bytes are an upper bound (tokens dropped at
 # the capacity are not sent): predicted >= measured, the gap reported.
+# Dropless MoE layouts: the rows a rank receives depend on the router's skew,
+# so the run's measured receive load is an input of the model, like the
+# batch size: the root's (moe_recv_load, the most over both steps, as the
+# peaks it is checked against are the root's over both steps) goes to
+# `pentad plan --moe-load`.
 #   memory_model.sh gpt2|llama [base|cp_moe]
 # base: the dp/ZeRO/tp/sp/pp layouts; cp_moe: the context-parallel layouts
 # of gpt2|llama and the MoE/ep layouts of moe_gpt2|moe_llama.
@@ -37,6 +42,7 @@ cases=(
   "moe_dp4_ep4|4|--set parallel.dp=4 --set parallel.ep=4|moe_$model"
   "moe_dp2_ep2_zero1|2|--set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=1|moe_$model"
   "moe_dp2_ep2_tp2|4|--set parallel.dp=2 --set parallel.ep=2 --set parallel.tp=2|moe_$model"
+  "moe_dp2_ep2_full_dropless|2|--set model.dropless=true --set parallel.dp=2 --set parallel.ep=2 --set train.recompute=full|moe_$model"
 )
 if [ "$model" = llama ]; then
   cases+=(
@@ -48,7 +54,6 @@ if [ "$model" = llama ]; then
   )
 else
   cases+=(
-    "moe_dp2_ep2_full_dropless|2|--set model.dropless=true --set parallel.dp=2 --set parallel.ep=2 --set train.recompute=full|moe_$model"
     "moe_dp4_ep2_zero3_accum2|4|--set parallel.dp=4 --set parallel.ep=2 --set parallel.zero=3 --set train.grad_accum=2 --set parallel.bucket_mb=0.01|moe_$model"
     "moe_tp2_full|2|--set parallel.tp=2 --set train.recompute=full|moe_$model"
   )
@@ -98,8 +103,13 @@ for entry in "${cases[@]}"; do
   "$MPIEXEC" -n "$np" "$PENTAD" train "$deck" --set data.train="$tmp/data/train.bin" $sets --set train.steps=2 \
     --set log.peak_tflops=0.1 --set log.metrics="$tmp/$name.jsonl" > "$tmp/$name.log" 2>&1 \
     || { cat "$tmp/$name.log"; exit 1; }
+  load=""
+  if [[ "$sets" == *dropless=true* ]]; then
+    load="--moe-load $("$PENTAD_PYTHON" -c 'import json, sys
+print(max(json.loads(l)["moe_recv_load"] for l in open(sys.argv[1])))' "$tmp/$name.jsonl")"
+  fi
   # shellcheck disable=SC2086
-  "$PENTAD" plan "$deck" --ranks "$np" --set data.train="$tmp/data/train.bin" $sets --layout deck --json \
+  "$PENTAD" plan "$deck" --ranks "$np" --set data.train="$tmp/data/train.bin" $sets $load --layout deck --json \
     > "$tmp/$name.pred" 2> "$tmp/$name.plan_err" || { cat "$tmp/$name.plan_err"; exit 1; }
   echo "$sets" > "$tmp/$name.sets"
   echo "$name" >> "$tmp/names"
@@ -123,12 +133,16 @@ def near(name, what, pred, meas, tol=0.10, bound=False, info=False):
     kind = "bound" if bound else "estimate, not checked" if info else ""
     checks.append((f"{name:<24} {what:<22} predicted {pred:>12.0f} measured {meas:>12.0f} ({100*err:.2f}%) {kind}", ok))
 for name in open(f"{tmp}/names").read().split():
-    row = [json.loads(l) for l in open(f"{tmp}/{name}.jsonl")][-1]
+    rows = [json.loads(l) for l in open(f"{tmp}/{name}.jsonl")]
+    row = rows[-1]
     pred = json.load(open(f"{tmp}/{name}.pred"))
     st0 = pred["stages"][0]
     for cat in ("params", "grads", "optim", "activations", "comm", "scratch"):
         near(name, cat, st0[cat], row["peak_mem_" + cat])
     near(name, "total", st0["total"], row["peak_mem_bytes"])
+    if pred["moe_load"] is not None:
+        print(f"info  {name:<24} {'receive load':<22} given {pred['moe_load']:.4f} (the root's, measured; "
+              f"busiest rank {max(r['moe_recv_load_max'] for r in rows):.4f})")
     for s, st in enumerate(pred["stages"]):
         if f"pp{s}_act_peak_bytes" in row and len(pred["stages"]) > 1:
             near(name, f"stage {s} activations", st["activations"], row[f"pp{s}_act_peak_bytes"])

@@ -106,3 +106,38 @@ TEST(Planner, PipelineActivationsFollowTheSchedule) {
     EXPECT_DOUBLE_EQ(f1b.stages[size_t(s)].bytes[A], (2 - s) * f1b.stages[size_t(s)].slot_bytes);
   }
 }
+
+// Dropless MoE: the received rows R = min(moe_load, ep) x B*T*top_k set the
+// MoE buffers. GPT-2 with full recompute, derived by hand from moe.cpp: one
+// call holds the dispatched rows (M, C), the received rows and expert
+// outputs 2 x (R, C) and the expert MLP's 2 x (R, d_ff) (activations);
+// its backward the row gradients (M, C) + 2 x (R, C) and 2 x (R, d_ff)
+// (scratch). So each received row costs 4 x (2 C + 2 d_ff) bytes in both.
+TEST(Planner, DroplessMoeBuffersFollowTheReceiveLoad) {
+  using pentad::Mem;
+  const auto A = int(Mem::activations), Sc = int(Mem::scratch);
+  const std::string moe = "[model]\nfamily = \"gpt2\"\nn_layers = 2\nd_model = 32\nd_ff = 64\nn_heads = 4\n"
+                          "vocab_size = 256\nseq_len = 16\nn_experts = 4\ntop_k = 2\nmoe_every = 1\n"
+                          "[train]\nmicro_batch = 2\nrecompute = \"full\"\n[data]\ntrain = \"x\"\n";
+  const auto est = [&](const std::string& cf, int ep, double load) {
+    return pentad::estimate_memory(
+        pentad::parse_config(moe, "t.toml",
+                             {cf == "0" ? std::string("model.dropless=true") : "model.capacity_factor=" + cf, "parallel.dp=2", "parallel.ep=" + std::to_string(ep)}, 2),
+        load);
+  };
+  const double rows = 2 * 16 * 2, per_row = 4 * (2 * 32 + 2 * 64);  // B*T*top_k; bytes per received row
+  const auto bal = est("0", 2, 1.0), skew = est("0", 2, 1.5);
+  EXPECT_DOUBLE_EQ(skew.stages[0].bytes[A] - bal.stages[0].bytes[A], 0.5 * rows * per_row);
+  EXPECT_DOUBLE_EQ(skew.stages[0].bytes[Sc] - bal.stages[0].bytes[Sc], 0.5 * rows * per_row);
+  EXPECT_DOUBLE_EQ(bal.moe_load, 1.0);
+  EXPECT_DOUBLE_EQ(skew.moe_load, 1.5);
+  // At most ep x balanced: every rank sends this one all its rows.
+  const auto capped = est("0", 2, 5.0), full = est("0", 2, 2.0);
+  EXPECT_DOUBLE_EQ(capped.stages[0].total, full.stages[0].total);
+  EXPECT_DOUBLE_EQ(capped.moe_load, 2.0);
+  // ep = 1 keeps every row; with a capacity the load is not an input.
+  EXPECT_DOUBLE_EQ(est("0", 1, 1.5).stages[0].total, est("0", 1, 1.0).stages[0].total);
+  EXPECT_DOUBLE_EQ(est("0", 1, 1.5).moe_load, 0.0);
+  EXPECT_DOUBLE_EQ(est("1.0", 2, 1.5).stages[0].total, est("1.0", 2, 1.0).stages[0].total);
+  EXPECT_DOUBLE_EQ(est("1.0", 2, 1.5).moe_load, 0.0);
+}

@@ -144,8 +144,9 @@ int moe_blocks_of(const Config& cfg, const std::vector<int>& cb, const StagePara
   return n;
 }
 
-// Rows of one MoE call (MoeLayer::forward) for one micro-batch of N = B*T
-// tokens: M dispatched by this rank, R received by it. Both depend on the
+// Rows of one MoE call (MoeLayer::forward) for one micro-batch of N = B*T/cp
+// tokens (cp: each rank routes its slice of every sequence; capacity stays
+// per whole sequence): M dispatched by this rank, R received by it. Both depend on the
 // routing, so two figures:
 // - bound (the comm model's): with a capacity (not dropless) each
 //   sequence keeps at most cap = ceil(cf*T*k/E) rows per expert, so
@@ -155,7 +156,9 @@ int moe_blocks_of(const Config& cfg, const std::vector<int>& cb, const StagePara
 // - expected (the memory model's): with a capacity, uniform random top-k
 //   routing. A token picks a given expert with probability k/E, so one
 //   expert's choices in one sequence are X ~ Binomial(T, k/E) and it keeps
-//   min(X, cap): M = R = B*E*E[min(X, cap)]. Not a bound on a skewed
+//   min(X, cap): M = R = B*E*E[min(X, cap)]/cp (with cp the kept rows
+//   split evenly over the slices: zig-zag balances early and late
+//   positions; contiguous favours rank 0). Not a bound on a skewed
 //   router; the notes say so. Dropless, M = N*k always and R is the given
 //   receive load: R = min(load, ep)*N*k (load = 1: balanced; ep = 1: N*k).
 struct MoeRows {
@@ -166,7 +169,7 @@ MoeRows moe_rows(const Config& cfg, bool bound, double load = 1.0) {
   MoeRows r;
   if (m.n_experts == 0) return r;
   const double B = cfg.train.micro_batch, T = m.seq_len, k = m.top_k, E = m.n_experts, ep = cfg.parallel.ep;
-  const double N = B * T;
+  const double cp = cfg.parallel.cp, N = B * T / cp;
   if (m.dropless) {
     r.M = N * k;
     r.R = (bound || ep == 1 ? 1.0 : std::min(load, ep)) * N * k;
@@ -190,7 +193,7 @@ MoeRows moe_rows(const Config& cfg, bool bound, double load = 1.0) {
       kept += std::min(double(x), cap) * std::exp(lp);
     }
   }
-  r.M = r.R = B * E * kept;
+  r.M = r.R = B * E * kept / cp;
   return r;
 }
 
@@ -242,12 +245,13 @@ double scratch_bytes(const Config& cfg, bool has_head, bool has_moe, double moe_
   }
   if (has_moe) {
     // Per call, freed before the call returns (the largest of): forward the
-    // router logits (N, E) and the combined output (N, C); backward the
+    // router logits (N, E) and this rank's rows of the combined output
+    // (Nl, C: with sp the layer sees the all-gathered rows); backward the
     // dispatched-row gradients (M, C), received and returned rows 2 (R, C)
     // and the expert MLP's gradients (2 GPT-2, 3 Llama) x (R, d_ff).
     const MoeRows r = moe_rows(cfg, false, moe_load);
     const double E = cfg.model.n_experts, Ff = cfg.model.d_ff;
-    e += std::max({BT * E, BT * d.C, r.M * d.C + 2 * r.R * d.C + (d.gpt2 ? 2 : 3) * r.R * Ff});
+    e += std::max({BT * E, NlC, r.M * d.C + 2 * r.R * d.C + (d.gpt2 ? 2 : 3) * r.R * Ff});
   }
   return kF * e;
 }
@@ -634,6 +638,9 @@ StageComm stage_comm(const Config& cfg, const StageParams& s, const std::vector<
     const bool full = cfg.train.recompute == Recompute::full;
     c.cp_bytes = A * n_blocks_here * kF * kv * ((P - 1) * (full ? 2 : 1) + (P - 1) + P);
     c.cp_msgs = A * n_blocks_here * ((P - 1) * (full ? 2 : 1) + (P - 1) + P);
+    // MoE blocks: each forward all-gathers the top-k choices of the local
+    // B*T/cp tokens (int32) over cp.
+    c.cp_bytes += A * moe_blocks_of(cfg, cb, s) * (full ? 2 : 1) * (P - 1) * d.B * d.T * cfg.model.top_k * 4.0;
   }
   // ep: per MoE block per micro-batch, the row counts (alltoall of E/ep ints)
   // and four all-to-alls of rows: dispatch and return forward, the same
@@ -672,9 +679,11 @@ StageComm stage_comm(const Config& cfg, const StageParams& s, const std::vector<
       bytes += (n_blocks * (4 + full) - 2 * n_moe) * ar * BTC;
       calls += n_blocks * (4 + full) - 2 * n_moe;
     } else {
-      const double n_ag = 6 + 2 * full, n_rs = 4 + full;
-      bytes += n_blocks * ((n_ag + n_rs) * ag * BTC + ar * 4 * d.C);
-      calls += n_blocks * (n_ag + n_rs + 1);
+      // A MoE block's MLP takes the all-gathered rows and keeps its own rows
+      // of the replicated output: no reduce-scatter forward or backward.
+      const double n_ag = 6 + 2 * full, n_rs = 4 + full, n_moe = moe_blocks_of(cfg, cb, s);
+      bytes += n_blocks * ((n_ag + n_rs) * ag * BTC + ar * 4 * d.C) - 2 * n_moe * ag * BTC;
+      calls += n_blocks * (n_ag + n_rs + 1) - 2 * n_moe;
     }
     if (s.has_embedding) {  // vocab-parallel embedding: reduce forward, gather the gradient (sp)
       bytes += d.sp ? 2 * ag * BTC : ar * BTC;

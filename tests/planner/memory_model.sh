@@ -43,6 +43,9 @@ cases=(
   "moe_dp2_ep2_zero1|2|--set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=1|moe_$model"
   "moe_dp2_ep2_tp2|4|--set parallel.dp=2 --set parallel.ep=2 --set parallel.tp=2|moe_$model"
   "moe_dp2_ep2_full_dropless|2|--set model.dropless=true --set parallel.dp=2 --set parallel.ep=2 --set train.recompute=full|moe_$model"
+  "moe_tp2_sp|2|--set parallel.tp=2 --set parallel.sp=true|moe_$model"
+  "moe_cp2|2|--set parallel.cp=2|moe_$model"
+  "moe_cp2_dp2_ep2|4|--set parallel.cp=2 --set parallel.dp=2 --set parallel.ep=2|moe_$model"
 )
 if [ "$model" = llama ]; then
   cases+=(
@@ -51,11 +54,16 @@ if [ "$model" = llama ]; then
     "moe_dp4_ep2_zero2_accum2|4|--set parallel.dp=4 --set parallel.ep=2 --set parallel.zero=2 --set train.grad_accum=2 --set parallel.bucket_mb=0.01|moe_$model"
     "moe_dp2_ep2_zero3|2|--set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=3|moe_$model"
     "moe_tp2_pp2_zero1|4|--set parallel.tp=2 --set parallel.pp=2 --set parallel.zero=1 --set train.grad_accum=2|moe_$model"
+    "moe_cp2_tp2_sp|4|--set parallel.cp=2 --set parallel.tp=2 --set parallel.sp=true|moe_$model"
+    "moe_cp2_pp2_zero1|4|--set parallel.cp=2 --set parallel.pp=2 --set parallel.zero=1 --set train.grad_accum=2|moe_$model"
   )
 else
   cases+=(
     "moe_dp4_ep2_zero3_accum2|4|--set parallel.dp=4 --set parallel.ep=2 --set parallel.zero=3 --set train.grad_accum=2 --set parallel.bucket_mb=0.01|moe_$model"
     "moe_tp2_full|2|--set parallel.tp=2 --set train.recompute=full|moe_$model"
+    "moe_tp2_sp_full|2|--set parallel.tp=2 --set parallel.sp=true --set train.recompute=full|moe_$model"
+    "moe_cp4_contiguous_dropless_full|4|--set model.dropless=true --set parallel.cp=4 --set parallel.cp_layout=contiguous --set train.recompute=full|moe_$model"
+    "moe_cp2_dp2_ep2_zero3|4|--set parallel.cp=2 --set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=3|moe_$model"
   )
 fi
 else

@@ -311,18 +311,19 @@ void MoeLayer::forward(MoeCtxPtr& ctx, const MoeParams& p, int layer, float* out
   be_.free_bytes(send);
   be_.free_bytes(c.y);
   c.y = nullptr;
-  std::vector<float> comb(size_t(N) * C, 0.0f);
-  for (int t = 0; t < N; ++t)
+  // Only the output rows this rank keeps (sp: its tp rank's rows).
+  std::vector<float> comb(size_t(n_out) * C, 0.0f);
+  for (int t = row0; t < row0 + n_out; ++t)
     for (int j = 0; j < k; ++j) {
       const int m = c.row[size_t(t) * k + j];
       if (m < 0) continue;
       const float wt = c.w[size_t(t) * k + j];
       const float* yr = c.yb.data() + size_t(m) * C;
-      float* o = comb.data() + size_t(t) * C;
+      float* o = comb.data() + size_t(t - row0) * C;
       for (int i = 0; i < C; ++i) o[i] += wt * yr[i];
     }
   float* tmp = be_.alloc(size_t(n_out) * C, Mem::scratch);
-  be_.from_host(tmp, comb.data() + size_t(row0) * C, size_t(n_out) * C * sizeof(float));
+  be_.from_host(tmp, comb.data(), comb.size() * sizeof(float));
   be_.add(out, resid, tmp, size_t(n_out) * C);
   be_.free_bytes(tmp);
   }

@@ -23,6 +23,8 @@
 
 #include "backend.hpp"
 #include "../lib/device_buffers.hpp"
+#include "../lib/cp_rows.hpp"
+#include "../lib/mpi_checks.hpp"
 #include "comm.hpp"
 #include "context_parallel.hpp"
 #include "model.hpp"
@@ -31,40 +33,13 @@
 using namespace pentad;
 using pentad::test::dev_of;
 using pentad::test::host_of;
+using pentad::test::expect;
+using pentad::test::expect_close;
+using pentad::test::rank;
+using pentad::test::slice_rows;
+using pentad::test::start_of;
 
 namespace {
-
-int failures = 0;
-int rank = 0;
-
-void expect(bool ok, const std::string& what) {
-  if (!ok) ++failures;
-  if (rank == 0 && (!ok || std::getenv("PENTAD_VERBOSE"))) std::printf("%s %s\n", ok ? "ok  " : "FAIL", what.c_str());
-}
-
-// quiet: print only on failure (or with PENTAD_VERBOSE), for the long per-gradient lists.
-void expect_close(const std::string& what, const std::vector<float>& got, const std::vector<float>& ref,
-                  bool quiet = false) {
-  double ref_max = 0, worst = 0, worst_excess = -1;
-  for (float r : ref)
-    if (std::isfinite(r)) ref_max = std::max(ref_max, double(std::fabs(r)));
-  bool ok = got.size() == ref.size();
-  for (size_t i = 0; ok && i < ref.size(); ++i) {
-    if (std::isinf(ref[i]) || std::isinf(got[i])) {  // a fully masked row: both -inf
-      ok = got[i] == ref[i];
-      continue;
-    }
-    const double d = std::fabs(double(got[i]) - ref[i]);
-    const double excess = d - (1e-5 * ref_max + 1e-4 * std::fabs(ref[i]));
-    if (!(d == d)) ok = false;  // NaN
-    worst = std::max(worst, d);
-    worst_excess = std::max(worst_excess, excess);
-  }
-  ok = ok && worst_excess <= 0;
-  if (!ok) ++failures;
-  if (rank == 0 && (!ok || !quiet || std::getenv("PENTAD_VERBOSE")))
-    std::printf("%s %s: max |diff| %.3e (max|ref| %.3e)\n", ok ? "ok  " : "FAIL", what.c_str(), worst, ref_max);
-}
 
 double max_rel(const std::vector<float>& got, const std::vector<float>& ref) {
   double ref_max = 0, d = 0;
@@ -73,24 +48,6 @@ double max_rel(const std::vector<float>& got, const std::vector<float>& ref) {
     d = std::max(d, std::fabs(double(got[i]) - ref[i]));
   }
   return ref_max > 0 ? d / ref_max : d;
-}
-
-// The definition, written independently of CpSplit: global start of chunk c of rank r.
-int start_of(bool zigzag, int T, int cp, int r, int c) {
-  if (!zigzag) return r * (T / cp);
-  const int m = T / (2 * cp);
-  return (c == 0 ? r : 2 * cp - 1 - r) * m;
-}
-
-// Rows (B, T, W) -> rank r's chunk-major rows (nc, B, m, W).
-std::vector<float> slice_rows(const std::vector<float>& g, bool zigzag, int B, int T, int W, int cp, int r) {
-  const int nc = zigzag ? 2 : 1, m = T / (cp * nc);
-  std::vector<float> out(size_t(nc) * B * m * W);
-  for (int c = 0; c < nc; ++c)
-    for (int b = 0; b < B; ++b)
-      std::copy_n(g.data() + (size_t(b) * T + start_of(zigzag, T, cp, r, c)) * W, size_t(m) * W,
-                  out.data() + (size_t(c) * B + b) * m * W);
-  return out;
 }
 
 // Every rank's chunk-major rows -> global (B, T, W) (all-gather over the group).
@@ -351,7 +308,7 @@ void test_model(Backend& be, Comm& cp, Family family, bool zz, Recompute rc, boo
       for (float x : gr) mx = std::max(mx, double(std::fabs(x)));
       expect(mx <= 1e-8, tag + "grad " + p.name + " negligible");
     } else {
-      expect_close(tag + "grad " + p.name, gr, host_of(be, ss.grad(ss.find(p.name)), p.numel()), true);
+      expect_close(tag + "grad " + p.name, gr, host_of(be, ss.grad(ss.find(p.name)), p.numel()));
       worst_rel = std::max(worst_rel, max_rel(gr, host_of(be, ss.grad(ss.find(p.name)), p.numel())));
     }
   }
@@ -381,11 +338,8 @@ int main(int argc, char** argv) {
           if (!quick || rc == Recompute::none) test_model(*be, *cp, f, zz, rc);
     test_model(*be, *cp, Family::llama, false, Recompute::selective, /*mask_first=*/true);
   }
-  int total = 0;
-  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (rank == 0) std::printf("context parallel vs serial: %s (%d failed checks over all ranks)\n",
-                             total ? "FAILED" : "passed", total);
+  const int rc = pentad::test::finish("context parallel vs serial");
   MPI_Comm_free(&group);
   MPI_Finalize();
-  return total ? 1 : 0;
+  return rc;
 }

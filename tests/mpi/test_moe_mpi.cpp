@@ -28,7 +28,9 @@
 #include <vector>
 
 #include "backend.hpp"
+#include "../lib/cp_rows.hpp"
 #include "../lib/device_buffers.hpp"
+#include "../lib/mpi_checks.hpp"
 #include "comm.hpp"
 #include "moe.hpp"
 #include "params.hpp"
@@ -36,35 +38,25 @@
 using namespace pentad;
 using pentad::test::dev_of;
 using pentad::test::host_of;
+using pentad::test::expect;
+using pentad::test::rank;
+using pentad::test::Tol;
 
 namespace {
 
-int failures = 0;
-int rank = 0;
+// An all-zero reference would check nothing: every comparison needs one
+// non-zero value (a legitimately all-zero case is compared exactly instead).
+constexpr Tol kLayer{.nonzero_ref = true};
+constexpr Tol kFiniteDiff{.atol = 1e-3, .rtol = 1e-2, .nonzero_ref = true};
 
-void expect_close(const std::string& what, const std::vector<float>& got, const std::vector<float>& ref,
-                  double atol = 1e-5, double rtol = 1e-4) {
-  double ref_max = 0, worst = 0, worst_excess = -1;
-  for (float r : ref) ref_max = std::max(ref_max, double(std::fabs(r)));
-  bool ok = got.size() == ref.size() && !ref.empty();
-  for (size_t i = 0; ok && i < ref.size(); ++i) {
-    const double d = std::fabs(double(got[i]) - ref[i]);
-    const double excess = d - (atol * ref_max + rtol * std::fabs(ref[i]));
-    worst = std::max(worst, d);
-    worst_excess = std::max(worst_excess, excess);
-  }
-  ok = ok && worst_excess <= 0 && ref_max > 0;  // an all-zero reference checks nothing
-  if (!ok) ++failures;
-  if (!ok || (rank == 0 && std::getenv("PENTAD_VERBOSE")))
-    std::printf("[rank %d] %s %s: max |diff| %.3e (max|ref| %.3e)\n", rank, ok ? "ok  " : "FAIL", what.c_str(),
-                worst, ref_max);
+void expect_near(const std::string& what, const std::vector<float>& got, const std::vector<float>& ref,
+                 Tol tol = kLayer) {
+  pentad::test::expect_close(what, got, ref, tol);
 }
 
-void expect(bool ok, const std::string& what) {
-  if (!ok) ++failures;
-  if (!ok || (rank == 0 && std::getenv("PENTAD_VERBOSE")))
-    std::printf("[rank %d] %s %s\n", rank, ok ? "ok  " : "FAIL", what.c_str());
-}
+}  // namespace
+
+namespace {
 
 ModelConfig moe_config(Family f, float cf) {
   ModelConfig mc;
@@ -165,9 +157,9 @@ void test_ep(Backend& be, Comm& ep, Family f, float cf, bool block_half, const s
   const float ls = 1.0f / float(N * P);
   const Result a = run(serial, be, mc, x, dy, ls);
   const Result b = run(par, be, mc, x, dy, ls);
-  expect_close(tag + "output", b.out, a.out);
-  expect_close(tag + "input gradient", b.dx, a.dx);
-  expect_close(tag + "router gradient", b.drouter, a.drouter);
+  expect_near(tag + "output", b.out, a.out);
+  expect_near(tag + "input gradient", b.dx, a.dx);
+  expect_near(tag + "router gradient", b.drouter, a.drouter);
   expect(a.stats.per_expert == b.stats.per_expert && a.stats.dropped == b.stats.dropped &&
              std::fabs(a.stats.aux_sum - b.stats.aux_sum) <= 1e-9 * std::fabs(a.stats.aux_sum),
          tag + "routing statistics");
@@ -202,7 +194,7 @@ void test_ep(Backend& be, Comm& ep, Family f, float cf, bool block_half, const s
       expect(std::all_of(b.dexperts[t].begin(), b.dexperts[t].end(), [](float v) { return v == 0; }),
              tag + "expert tensor " + std::to_string(t) + " gradient (no tokens here: zero)");
     else
-      expect_close(tag + "expert tensor " + std::to_string(t) + " gradient", b.dexperts[t], mine);
+      expect_near(tag + "expert tensor " + std::to_string(t) + " gradient", b.dexperts[t], mine);
   }
   // The case must exercise what it claims.
   double dropped = a.stats.dropped;
@@ -213,18 +205,6 @@ void test_ep(Backend& be, Comm& ep, Family f, float cf, bool block_half, const s
     for (int e = E / 2; e < E; ++e) expect(a.stats.per_expert[size_t(e)] == 0, tag + "expert " + std::to_string(e) + " got no token");
 }
 
-// Rows (S, T, width) -> cp rank r's chunk-major (n_chunks, S, m, width).
-std::vector<float> cp_rows(const CpSplit& sp, int r, const std::vector<float>& x, int S, int width) {
-  const int T = sp.seq_len, m = sp.chunk_len();
-  std::vector<float> out;
-  for (int c = 0; c < sp.n_chunks(); ++c)
-    for (int b = 0; b < S; ++b) {
-      const float* src = x.data() + (size_t(b) * T + size_t(sp.chunk_start(r, c))) * width;
-      out.insert(out.end(), src, src + size_t(m) * width);
-    }
-  return out;
-}
-
 // The layer on cp slices of whole sequences (every rank holds the same S
 // sequences, cut over the group) against the serial layer on the sequences:
 // outputs and input gradients are this rank's rows of the serial ones;
@@ -233,28 +213,31 @@ std::vector<float> cp_rows(const CpSplit& sp, int r, const std::vector<float>& x
 void test_cp(Backend& be, Comm& cp, Family f, float cf, CpLayout layout, const std::string& name) {
   const ModelConfig mc = moe_config(f, cf);
   const int S = 3, N = S * mc.seq_len, C = mc.d_model, P = cp.size();
-  const CpSplit sp{mc.seq_len, P, layout};
+  const bool zz = layout == CpLayout::zigzag;
+  auto cp_rows = [&](const std::vector<float>& rows) {
+    return pentad::test::slice_rows(rows, zz, S, mc.seq_len, C, P, cp.rank());
+  };
   const std::string tag = std::string(f == Family::gpt2 ? "gpt2 " : "llama ") + name + " cp=" + std::to_string(P) + ": ";
   Layer serial(mc, be, nullptr, false), par(mc, be, nullptr, false, &cp, layout);
   const std::vector<float> x = tokens(N, C, 7, false), dy = tokens(N, C, 107, false);
   const float ls = 1.0f / float(N);
   const Result a = run(serial, be, mc, x, dy, ls);
-  const Result b = run(par, be, mc, cp_rows(sp, cp.rank(), x, S, C), cp_rows(sp, cp.rank(), dy, S, C), ls);
+  const Result b = run(par, be, mc, cp_rows(x), cp_rows(dy), ls);
   // With overflow a late slice of every sequence can lose all its choices:
   // its output rows are then exactly zero (the residual is zero here).
-  const std::vector<float> ref_out = cp_rows(sp, cp.rank(), a.out, S, C);
+  const std::vector<float> ref_out = cp_rows(a.out);
   if (std::all_of(ref_out.begin(), ref_out.end(), [](float v) { return v == 0; }))
     expect(b.out == ref_out, tag + "output (every choice of these rows dropped: zero)");
   else
-    expect_close(tag + "output", b.out, ref_out);
-  expect_close(tag + "input gradient", b.dx, cp_rows(sp, cp.rank(), a.dx, S, C));
+    expect_near(tag + "output", b.out, ref_out);
+  expect_near(tag + "input gradient", b.dx, cp_rows(a.dx));
   auto summed = [&](std::vector<float> v) {
     MPI_Allreduce(MPI_IN_PLACE, v.data(), int(v.size()), MPI_FLOAT, MPI_SUM, cp.mpi());
     return v;
   };
-  expect_close(tag + "router gradient", summed(b.drouter), a.drouter);
+  expect_near(tag + "router gradient", summed(b.drouter), a.drouter);
   for (size_t t = 0; t < a.dexperts.size(); ++t)
-    expect_close(tag + "expert tensor " + std::to_string(t) + " gradient", summed(b.dexperts[t]), a.dexperts[t]);
+    expect_near(tag + "expert tensor " + std::to_string(t) + " gradient", summed(b.dexperts[t]), a.dexperts[t]);
   std::vector<double> st = {b.stats.aux_sum, b.stats.z_sum, b.stats.assigned, b.stats.dropped};
   st.insert(st.end(), b.stats.per_expert.begin(), b.stats.per_expert.end());
   MPI_Allreduce(MPI_IN_PLACE, st.data(), int(st.size()), MPI_DOUBLE, MPI_SUM, cp.mpi());
@@ -316,7 +299,7 @@ void test_fd(Backend& be, Family f, bool with_dy) {
   }
   be.from_host(w, w0.data(), w0.size() * sizeof(float));
   expect(flips < int(w0.size()) / 4, tag + "few routing flips under perturbation (" + std::to_string(flips) + ")");
-  expect_close(tag + "router gradient vs finite differences", g.drouter, fd_w, 1e-3, 1e-2);
+  expect_near(tag + "router gradient vs finite differences", g.drouter, fd_w, kFiniteDiff);
   // Inputs (a subset of elements).
   std::vector<float> fd_x, an_x;
   for (size_t i = 0; i < x.size(); i += 5) {
@@ -329,8 +312,8 @@ void test_fd(Backend& be, Family f, bool with_dy) {
     fd_x.push_back(float((jp.first - jm.first) / (2 * h)));
     an_x.push_back(g.dx[i]);
   }
-  expect_close(tag + "input gradient vs finite differences (" + std::to_string(fd_x.size()) + " elements)", an_x,
-               fd_x, 1e-3, 1e-2);
+  expect_near(tag + "input gradient vs finite differences (" + std::to_string(fd_x.size()) + " elements)", an_x,
+               fd_x, kFiniteDiff);
   // Expert weights and biases (every 7th element of each tensor).
   if (!with_dy) return;
   size_t t = 0;
@@ -352,7 +335,7 @@ void test_fd(Backend& be, Family f, bool with_dy) {
       an_p.push_back(g.dexperts[t][e]);
     }
     be.from_host(pw, p0.data(), p0.size() * sizeof(float));
-    expect_close(tag + L.experts.info(i).name + " gradient vs finite differences", an_p, fd_p, 1e-3, 1e-2);
+    expect_near(tag + L.experts.info(i).name + " gradient vs finite differences", an_p, fd_p, kFiniteDiff);
     ++t;
   }
 }
@@ -385,12 +368,8 @@ int main(int argc, char** argv) {
       test_cp(*be, *ep, f, 0.0f, CpLayout::contiguous, "contiguous dropless");
     }
   }
-  int total = 0;
-  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (rank == 0)
-    std::printf("moe %s: %s (%d failed checks over all ranks)\n", fd ? "finite differences" : "ep and cp vs serial",
-                total ? "FAILED" : "passed", total);
+  const int rc = pentad::test::finish(fd ? "moe finite differences" : "moe ep and cp vs serial");
   MPI_Comm_free(&group);
   MPI_Finalize();
-  return total ? 1 : 0;
+  return rc;
 }

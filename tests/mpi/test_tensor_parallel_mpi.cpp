@@ -21,6 +21,7 @@
 
 #include "backend.hpp"
 #include "../lib/device_buffers.hpp"
+#include "../lib/mpi_checks.hpp"
 #include "comm.hpp"
 #include "model.hpp"
 #include "params.hpp"
@@ -29,29 +30,10 @@
 using namespace pentad;
 using pentad::test::dev_of;
 using pentad::test::host_of;
+using pentad::test::expect_close;
+using pentad::test::rank;
 
 namespace {
-
-int failures = 0;
-int rank = 0;
-
-// Worst excess over the tolerance; prints the worst mismatch.
-void expect_close(const std::string& what, const std::vector<float>& got, const std::vector<float>& ref) {
-  double ref_max = 0, worst = 0, worst_excess = -1;
-  for (float r : ref) ref_max = std::max(ref_max, double(std::fabs(r)));
-  bool ok = got.size() == ref.size();
-  for (size_t i = 0; ok && i < ref.size(); ++i) {
-    const double d = std::fabs(double(got[i]) - ref[i]);
-    const double excess = d - (1e-5 * ref_max + 1e-4 * std::fabs(ref[i]));
-    worst = std::max(worst, d);
-    worst_excess = std::max(worst_excess, excess);
-  }
-  ok = ok && worst_excess <= 0;
-  if (!ok) ++failures;
-  if (rank == 0 && (!ok || std::getenv("PENTAD_VERBOSE")))
-    std::printf("%s %s: max |diff| %.3e (max|ref| %.3e)\n", ok ? "ok  " : "FAIL", what.c_str(), worst,
-                ref_max);
-}
 
 void test_xent(Backend& be, Comm& tp) {
   const int N = 7, V = 12 * tp.size(), Vl = V / tp.size(), v0 = tp.rank() * Vl;
@@ -142,11 +124,9 @@ void test_model(Backend& be, Comm& tp, Family family, bool sp, Recompute rc) {
       expect += (2 + 4 * L + L * full) * 2 * u;
     else
       expect += (4 + 10 * L + 3 * L * full) * u + (4 * h * L + 2 * h) * ar;
-    const bool ok = std::fabs(tp.bytes_sent() - expect) <= 1e-9 * expect;
-    if (!ok) ++failures;
-    if (rank == 0 && (!ok || std::getenv("PENTAD_VERBOSE")))
-      std::printf("%s %stp bytes per micro-batch %.0f, formula %.0f\n", ok ? "ok  " : "FAIL", tag.c_str(),
-                  tp.bytes_sent(), expect);
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "tp bytes per micro-batch %.0f, formula %.0f", tp.bytes_sent(), expect);
+    pentad::test::expect(std::fabs(tp.bytes_sent() - expect) <= 1e-9 * expect, tag + buf);
   }
   const double loss_tp = par.forward_backward(in.data(), tg.data(), scale, logits_tp.data());
   serial.forward_backward(in.data(), tg.data(), scale, nullptr);
@@ -167,8 +147,7 @@ void test_model(Backend& be, Comm& tp, Family family, bool sp, Recompute rc) {
       // scores): fp32 leaves ~1e-11 of noise, different in every layout.
       double m = 0;
       for (float g : global) m = std::max(m, double(std::fabs(g)));
-      if (m > 1e-8) ++failures;
-      if (m > 1e-8 && rank == 0) std::printf("FAIL %sgrad %s is not negligible: %.3e\n", tag.c_str(), p.name.c_str(), m);
+      pentad::test::expect(m <= 1e-8, tag + "grad " + p.name + " is negligible: " + std::to_string(m));
     } else {
       expect_close(tag + "grad " + p.name, global,
                    host_of(be, ss.grad(ss.find(p.name)), size_t(p.global_numel())));
@@ -197,11 +176,8 @@ int main(int argc, char** argv) {
         for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full})
           if (!quick || rc == Recompute::none) test_model(*be, *tp, f, sp, rc);
   }
-  int total = 0;
-  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (rank == 0) std::printf("tensor parallel vs serial: %s (%d failed checks over all ranks)\n",
-                             total ? "FAILED" : "passed", total);
+  const int rc = pentad::test::finish("tensor parallel vs serial");
   MPI_Comm_free(&group);
   MPI_Finalize();
-  return total ? 1 : 0;
+  return rc;
 }

@@ -7,9 +7,10 @@
 // tokens the same way. With context parallelism a sequence is cut over the cp
 // group: each cp rank routes its own tokens, and the ranks exchange their
 // top-k choices (k integers per token) so that capacity and the balance
-// statistics are decided on the whole sequence, in global token order. Experts are ordinary MLPs (GELU with biases for gpt2,
-// SwiGLU for llama); expert e lives on ep rank e / (E/ep). Tokens go out with
-// an all-to-all (counts first, then rows), come back with the reverse one.
+// statistics are decided on the whole sequence, in global token order.
+// Experts are ordinary MLPs (GELU with biases for gpt2, SwiGLU for llama);
+// expert e lives on ep rank e / (E/ep). Tokens go out with an all-to-all
+// (counts first, then rows), come back with the reverse one.
 #pragma once
 
 #include <memory>

@@ -8,7 +8,8 @@
 #include <random>
 #include <vector>
 
-#include "backend.hpp"
+#include "cpu.hpp"
+#include "backend/backend.hpp"
 
 namespace {
 

@@ -9,11 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "backend.hpp"
-#include "metrics.hpp"
-#include "model.hpp"
-#include "optimizer.hpp"
-#include "rng.hpp"
+#include "cpu.hpp"
+#include "backend/backend.hpp"
+#include "train/metrics.hpp"
+#include "model/model.hpp"
+#include "parallel/dp/optimizer.hpp"
+#include "core/rng.hpp"
 
 namespace {
 

@@ -8,8 +8,9 @@
 #include <cstring>
 #include <new>
 
+#include "cpu.hpp"
 #include "cpu_backend.hpp"
-#include "error.hpp"
+#include "core/error.hpp"
 
 namespace pentad {
 

@@ -5,8 +5,9 @@
 #include <numeric>
 #include <vector>
 
-#include "comm.hpp"
-#include "error.hpp"
+#include "cpu.hpp"
+#include "comm/comm.hpp"
+#include "core/error.hpp"
 
 namespace pentad {
 namespace {

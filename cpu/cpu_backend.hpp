@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "backend.hpp"
+#include "backend/backend.hpp"
 
 namespace pentad {
 

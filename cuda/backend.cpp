@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <new>
 
+#include "cuda.hpp"
 #include "cuda_backend.hpp"
 
 namespace pentad {

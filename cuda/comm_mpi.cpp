@@ -7,7 +7,8 @@
 #include <numeric>
 #include <vector>
 
-#include "comm.hpp"
+#include "cuda.hpp"
+#include "comm/comm.hpp"
 #include "cuda_backend.hpp"
 
 namespace pentad {

@@ -18,7 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "comm.hpp"
+#include "cuda.hpp"
+#include "comm/comm.hpp"
 #include "cuda_backend.hpp"
 
 #define NCCL_CHECK(call)                                                                  \

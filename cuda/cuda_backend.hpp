@@ -14,8 +14,8 @@
 #include <unordered_map>
 #include <utility>
 
-#include "backend.hpp"
-#include "error.hpp"
+#include "backend/backend.hpp"
+#include "core/error.hpp"
 
 namespace pentad {
 

@@ -3,7 +3,8 @@
 #include <cstdio>
 #include <string>
 
-#include "backend.hpp"
+#include "cuda.hpp"
+#include "backend/backend.hpp"
 
 int main() {
   std::string why;

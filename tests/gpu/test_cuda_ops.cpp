@@ -15,7 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "backend.hpp"
+#include "cpu.hpp"
+#include "cuda.hpp"
+#include "backend/backend.hpp"
 
 namespace {
 

@@ -1,11 +1,11 @@
 # GPU tests (label gpu; CUDA builds only). Each first asks cuda_probe for a
 # usable GPU and is reported as Skipped, with the reason, where there is none.
 add_executable(cuda_probe ${CMAKE_CURRENT_LIST_DIR}/cuda_probe.cpp)
-target_link_libraries(cuda_probe PRIVATE pentad_core pentad_cpu pentad_cuda)
+target_link_libraries(cuda_probe PRIVATE pentad_lib pentad_runtime)
 
 add_executable(test_cuda_ops ${CMAKE_CURRENT_LIST_DIR}/test_cuda_ops.cpp)
 target_compile_options(test_cuda_ops PRIVATE ${PENTAD_WARNINGS})
-target_link_libraries(test_cuda_ops PRIVATE pentad_core pentad_cpu pentad_cuda GTest::gtest GTest::gtest_main)
+target_link_libraries(test_cuda_ops PRIVATE pentad_lib pentad_runtime GTest::gtest GTest::gtest_main)
 
 set(gpu_run bash ${CMAKE_CURRENT_LIST_DIR}/with_gpu.sh $<TARGET_FILE:cuda_probe>)
 set(gpu_parity ${PROJECT_SOURCE_DIR}/tests/parity)

@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "backend.hpp"
+#include "backend/backend.hpp"
 
 namespace pentad::test {
 

@@ -26,9 +26,9 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint.hpp"
-#include "error.hpp"
-#include "h5io.hpp"
+#include "io/checkpoint.hpp"
+#include "core/error.hpp"
+#include "io/h5io.hpp"
 
 using namespace pentad;
 namespace fs = std::filesystem;

@@ -21,14 +21,15 @@
 #include <string>
 #include <vector>
 
-#include "backend.hpp"
+#include "cpu.hpp"
+#include "backend/backend.hpp"
 #include "../lib/device_buffers.hpp"
 #include "../lib/cp_rows.hpp"
 #include "../lib/mpi_checks.hpp"
-#include "comm.hpp"
-#include "context_parallel.hpp"
-#include "model.hpp"
-#include "params.hpp"
+#include "comm/comm.hpp"
+#include "parallel/cp/context_parallel.hpp"
+#include "model/model.hpp"
+#include "model/params.hpp"
 
 using namespace pentad;
 using pentad::test::dev_of;

@@ -27,13 +27,14 @@
 #include <string>
 #include <vector>
 
-#include "backend.hpp"
+#include "cpu.hpp"
+#include "backend/backend.hpp"
 #include "../lib/cp_rows.hpp"
 #include "../lib/device_buffers.hpp"
 #include "../lib/mpi_checks.hpp"
-#include "comm.hpp"
-#include "moe.hpp"
-#include "params.hpp"
+#include "comm/comm.hpp"
+#include "parallel/ep/moe.hpp"
+#include "model/params.hpp"
 
 using namespace pentad;
 using pentad::test::dev_of;

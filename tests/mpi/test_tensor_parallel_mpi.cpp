@@ -19,13 +19,14 @@
 #include <string>
 #include <vector>
 
-#include "backend.hpp"
+#include "cpu.hpp"
+#include "backend/backend.hpp"
 #include "../lib/device_buffers.hpp"
 #include "../lib/mpi_checks.hpp"
-#include "comm.hpp"
-#include "model.hpp"
-#include "params.hpp"
-#include "tensor_parallel.hpp"
+#include "comm/comm.hpp"
+#include "model/model.hpp"
+#include "model/params.hpp"
+#include "parallel/tp/tensor_parallel.hpp"
 
 using namespace pentad;
 using pentad::test::dev_of;

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "topology.hpp"
+#include "comm/topology.hpp"
 
 using namespace pentad;
 

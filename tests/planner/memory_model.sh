@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The planner's memory model (src/planner.cpp) against the peaks the backend
+# The planner's memory model (src/plan/planner.cpp) against the peaks the backend
 # measures in real 2-step trainings, for the parity suite's layouts of one
 # model (tests/parity/tests.cmake): per category (params, grads, optim,
 # activations, comm, scratch) and in total on the root rank, and with

@@ -6,7 +6,7 @@ checks step 1 (logits, loss, every `grad/*`), then replays all steps on the
 dump's batches (warmup + cosine lr, clip_grad_norm_ semantics, torch AdamW)
 and checks per-step loss, lr, grad norm and every `final/*` tensor.
 Mixture-of-experts decks (model.n_experts > 0) are rebuilt with the routing
-rules of src/moe.cpp: per-sequence top-k (ties to the lower expert), first
+rules of src/parallel/ep/moe.cpp: per-sequence top-k (ties to the lower expert), first
 choices served before second ones, per-sequence capacity, and the
 load-balancing and z losses added to the objective (metrics/aux_loss).
 Usage: /usr/bin/python3 reference.py DUMP.h5   (exit 1 on any failure)

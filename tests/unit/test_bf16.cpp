@@ -12,11 +12,12 @@
 #include <random>
 #include <vector>
 
+#include "cpu.hpp"
 #include "bf16.hpp"
-#include "comm.hpp"
-#include "config.hpp"
-#include "data_parallel.hpp"
-#include "params.hpp"
+#include "comm/comm.hpp"
+#include "config/config.hpp"
+#include "parallel/dp/data_parallel.hpp"
+#include "model/params.hpp"
 #include "runtime.hpp"
 
 namespace {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "config.hpp"
-#include "error.hpp"
+#include "config/config.hpp"
+#include "core/error.hpp"
 
 using pentad::Config;
 using pentad::Family;

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "data.hpp"
-#include "error.hpp"
+#include "io/data.hpp"
+#include "core/error.hpp"
 
 namespace fs = std::filesystem;
 using pentad::InputError;

@@ -17,7 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "backend.hpp"
+#include "cpu.hpp"
+#include "backend/backend.hpp"
 
 namespace {
 

@@ -8,9 +8,9 @@
 
 #include <string>
 
-#include "config.hpp"
-#include "error.hpp"
-#include "planner.hpp"
+#include "config/config.hpp"
+#include "core/error.hpp"
+#include "plan/planner.hpp"
 
 namespace {
 

@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "schedule.hpp"
+#include "parallel/pp/schedule.hpp"
 
 using namespace pentad;
 

@@ -3,7 +3,7 @@
 
 #include <set>
 
-#include "topology.hpp"
+#include "comm/topology.hpp"
 
 using namespace pentad;
 

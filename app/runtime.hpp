@@ -1,0 +1,24 @@
+// Run-time choice of the compute backend (deck key `backend`), its matrix
+// precision (`train.dtype`) and the collectives library (`parallel.comm`).
+// The one place that knows which implementations this build contains.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+
+#include "backend/backend.hpp"
+#include "comm/comm.hpp"
+#include "config/config.hpp"
+
+namespace pentad {
+
+// Collective over `job` (finds the node-local rank that picks the GPU).
+std::unique_ptr<Backend> make_backend(const Config& cfg, MPI_Comm job);
+// A Comm over `comm` for buffers of `be`: MPI on host memory for the cpu
+// backend; with cuda, NCCL (comm = auto | nccl) or host-staged MPI (comm = mpi).
+// Collective over `comm`.
+std::unique_ptr<Comm> make_comm(const Config& cfg, Backend& be, MPI_Comm comm, std::string name);
+
+}  // namespace pentad

@@ -1,0 +1,53 @@
+// Backend-independent parts of the backend interface: memory accounting.
+#include "backend/backend.hpp"
+
+#include <vector>
+
+namespace pentad {
+
+const char* mem_name(Mem m) {
+  switch (m) {
+    case Mem::params: return "params";
+    case Mem::grads: return "grads";
+    case Mem::optim: return "optim";
+    case Mem::activations: return "activations";
+    case Mem::comm: return "comm";
+    case Mem::scratch: return "scratch";
+    case Mem::count: break;
+  }
+  return "?";
+}
+
+void Backend::track_alloc(size_t n_bytes, Mem category) {
+  const int c = static_cast<int>(category);
+  mem_.cur_bytes[c] += n_bytes;
+  if (mem_.cur_bytes[c] > mem_.peak_bytes[c]) mem_.peak_bytes[c] = mem_.cur_bytes[c];
+  mem_.total_cur_bytes += n_bytes;
+  if (mem_.total_cur_bytes > mem_.total_peak_bytes) mem_.total_peak_bytes = mem_.total_cur_bytes;
+}
+
+void Backend::track_free(size_t n_bytes, Mem category) {
+  const int c = static_cast<int>(category);
+  mem_.cur_bytes[c] -= n_bytes;
+  mem_.total_cur_bytes -= n_bytes;
+}
+
+void Backend::attention_merge(float* out, float* lse, const float* out_part, const float* lse_part,
+                              int B, int T, int H, int D) {
+  const size_t n_out = size_t(B) * T * H * D, n_lse = size_t(B) * H * T;
+  std::vector<float> o(n_out), op(n_out), l(n_lse), lp(n_lse);
+  to_host(o.data(), out, n_out * sizeof(float));
+  to_host(op.data(), out_part, n_out * sizeof(float));
+  to_host(l.data(), lse, n_lse * sizeof(float));
+  to_host(lp.data(), lse_part, n_lse * sizeof(float));
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h)
+      for (int t = 0; t < T; ++t) {
+        const size_t row = ((size_t(b) * T + t) * H + h) * D, li = (size_t(b) * H + h) * T + t;
+        attention_merge_row(o.data() + row, l.data() + li, op.data() + row, lp[li], D);
+      }
+  from_host(out, o.data(), n_out * sizeof(float));
+  from_host(lse, l.data(), n_lse * sizeof(float));
+}
+
+}  // namespace pentad

@@ -1,0 +1,718 @@
+// The input deck (config.hpp). One schema table, one row per key, drives
+// everything: deck parsing, --set overrides, per-key range checks, the
+// resolved TOML (config_to_toml) and "did you mean" suggestions. Checks that
+// involve several keys live in validate(); features this build does not have
+// yet are rejected in check_supported(), the one place to edit as they land.
+#include "config/config.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include <toml++/toml.h>
+
+#include "core/error.hpp"
+#include "parallel/pp/schedule.hpp"
+
+namespace pentad {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Small formatting helpers
+
+// Shortest text that reads back to the same value (float or double).
+template <class T>
+std::string fmt_number(T x) {
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, res.ptr);
+}
+
+// A float as a TOML float literal: always has a '.' or an exponent.
+template <class T>
+std::string toml_float(T x) {
+  std::string s = fmt_number(x);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+// A TOML basic string literal.
+std::string toml_quote(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", u);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+std::string a_type_name(toml::node_type t) {
+  switch (t) {
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::date: return "a date";
+    case toml::node_type::time: return "a time";
+    case toml::node_type::date_time: return "a date-time";
+    default: return "nothing";
+  }
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1] ? 1u : 0u)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// ---------------------------------------------------------------------------
+// The schema
+
+enum class Kind { integer, floating, boolean, string };
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::integer: return "an integer";
+    case Kind::floating: return "a float";
+    case Kind::boolean: return "a boolean";
+    case Kind::string: return "a string";
+  }
+  return "?";
+}
+
+using Value = std::variant<int64_t, double, bool, std::string>;
+
+struct Key {
+  std::string section;  // "" = top level
+  std::string name;
+  Kind kind;
+  // Store a value of `kind` into the config; returns "" or the problem
+  // ("must be >= 1 (got 0)"), which the caller prefixes with where and what.
+  std::function<std::string(Config&, const Value&)> set;
+  // The current value as a TOML literal.
+  std::function<std::string(const Config&)> show;
+  std::string help;
+
+  std::string full() const { return section.empty() ? name : section + "." + name; }
+};
+
+// Section, key and accessor from one token pair, so that the deck key is by
+// construction the name of the struct field it sets.
+#define PENTAD_FIELD(sec, key) #sec, #key, [](auto& c) -> auto& { return c.sec.key; }
+
+template <class Acc>
+using FieldType = std::remove_cvref_t<decltype(std::declval<Acc>()(std::declval<Config&>()))>;
+
+constexpr int64_t kNoMax = std::numeric_limits<int64_t>::max();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Integer key in [lo, hi] (hi is also capped by the field's type).
+template <class Acc>
+Key int_key(const char* sec, const char* name, Acc acc, int64_t lo, int64_t hi, const char* help) {
+  using T = FieldType<Acc>;
+  const int64_t type_max = static_cast<int64_t>(
+      std::min<uint64_t>(std::numeric_limits<T>::max(), static_cast<uint64_t>(kNoMax)));
+  const bool open_top = hi >= type_max;
+  hi = std::min(hi, type_max);
+  Key k{sec, name, Kind::integer, {}, {}, help};
+  k.set = [acc, lo, hi, open_top](Config& c, const Value& v) -> std::string {
+    const int64_t x = std::get<int64_t>(v);
+    const std::string got = " (got " + std::to_string(x) + ")";
+    if (!open_top && (x < lo || x > hi))
+      return "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]" + got;
+    if (x < lo) return "must be >= " + std::to_string(lo) + got;
+    if (x > hi) return "must be <= " + std::to_string(hi) + got;
+    acc(c) = static_cast<T>(x);
+    return {};
+  };
+  k.show = [acc](const Config& c) { return std::to_string(acc(c)); };
+  return k;
+}
+
+// A bound of a float range: value and whether it is excluded.
+struct Bound {
+  double v;
+  bool open;
+};
+constexpr Bound gt(double v) { return {v, true}; }
+constexpr Bound ge(double v) { return {v, false}; }
+constexpr Bound lt(double v) { return {v, true}; }
+constexpr Bound none() { return {kInf, true}; }
+
+template <class Acc>
+Key float_key(const char* sec, const char* name, Acc acc, Bound lo, Bound hi, const char* help) {
+  using T = FieldType<Acc>;
+  Key k{sec, name, Kind::floating, {}, {}, help};
+  k.set = [acc, lo, hi](Config& c, const Value& v) -> std::string {
+    const double x = std::get<double>(v);
+    const std::string got = " (got " + fmt_number(x) + ")";
+    const bool below = lo.open ? !(x > lo.v) : !(x >= lo.v);
+    const bool above = hi.open ? !(x < hi.v) : !(x <= hi.v);
+    if (!std::isfinite(x) || !std::isfinite(static_cast<T>(x)))
+      return "must be a finite number" + got;
+    if (below || above) {
+      if (hi.v == kInf) return std::string("must be ") + (lo.open ? "> " : ">= ") + fmt_number(lo.v) + got;
+      return "must be in " + std::string(lo.open ? "(" : "[") + fmt_number(lo.v) + ", " +
+             fmt_number(hi.v) + (hi.open ? ")" : "]") + got;
+    }
+    acc(c) = static_cast<T>(x);
+    return {};
+  };
+  k.show = [acc](const Config& c) { return toml_float(acc(c)); };
+  return k;
+}
+
+template <class Acc>
+Key bool_key(const char* sec, const char* name, Acc acc, const char* help) {
+  Key k{sec, name, Kind::boolean, {}, {}, help};
+  k.set = [acc](Config& c, const Value& v) -> std::string {
+    acc(c) = std::get<bool>(v);
+    return {};
+  };
+  k.show = [acc](const Config& c) { return std::string(acc(c) ? "true" : "false"); };
+  return k;
+}
+
+template <class Acc>
+Key string_key(const char* sec, const char* name, Acc acc, const char* help) {
+  Key k{sec, name, Kind::string, {}, {}, help};
+  k.set = [acc](Config& c, const Value& v) -> std::string {
+    acc(c) = std::get<std::string>(v);
+    return {};
+  };
+  k.show = [acc](const Config& c) { return toml_quote(acc(c)); };
+  return k;
+}
+
+// A string key with a fixed set of choices. The field is either an enum whose
+// values are the indices into `choices`, or a std::string.
+template <class Acc>
+Key enum_key(const char* sec, const char* name, Acc acc, std::vector<std::string> choices,
+             const char* help) {
+  using T = FieldType<Acc>;
+  Key k{sec, name, Kind::string, {}, {}, help};
+  k.set = [acc, choices](Config& c, const Value& v) -> std::string {
+    const auto& s = std::get<std::string>(v);
+    const auto it = std::find(choices.begin(), choices.end(), s);
+    if (it == choices.end()) {
+      std::string list;
+      for (const auto& ch : choices) list += (list.empty() ? "" : ", ") + toml_quote(ch);
+      return "must be one of " + list + " (got " + toml_quote(s) + ")";
+    }
+    if constexpr (std::is_same_v<T, std::string>) {
+      acc(c) = s;
+    } else {
+      acc(c) = static_cast<T>(it - choices.begin());
+    }
+    return {};
+  };
+  k.show = [acc, choices](const Config& c) {
+    if constexpr (std::is_same_v<T, std::string>) {
+      return toml_quote(acc(c));
+    } else {
+      return toml_quote(choices.at(static_cast<size_t>(acc(c))));
+    }
+  };
+  return k;
+}
+
+// model.tied_embeddings: a bool in the deck, an int in the struct where -1
+// means "family default" (shown resolved).
+Key tied_key() {
+  Key k{"model", "tied_embeddings", Kind::boolean, {}, {},
+        "share the token embedding with the output head (default: gpt2 true, llama false)"};
+  k.set = [](Config& c, const Value& v) -> std::string {
+    c.model.tied_embeddings = std::get<bool>(v) ? 1 : 0;
+    return {};
+  };
+  k.show = [](const Config& c) {
+    const int t = c.model.tied_embeddings;
+    const bool tied = t == -1 ? c.model.family == Family::gpt2 : t == 1;
+    return std::string(tied ? "true" : "false");
+  };
+  return k;
+}
+
+const std::vector<Key>& schema() {
+  static const std::vector<Key> keys = [] {
+    std::vector<Key> s;
+    s.push_back(enum_key("", "backend", [](auto& c) -> auto& { return c.backend; },
+                         {"cpu", "cuda"}, "compute backend"));
+
+    s.push_back(enum_key(PENTAD_FIELD(model, family), {"gpt2", "llama"}, "architecture"));
+    s.push_back(int_key(PENTAD_FIELD(model, n_layers), 1, kNoMax, "transformer blocks (L)"));
+    s.push_back(int_key(PENTAD_FIELD(model, d_model), 1, kNoMax, "embedding width (C)"));
+    s.push_back(int_key(PENTAD_FIELD(model, n_heads), 1, kNoMax, "attention heads (H)"));
+    s.push_back(int_key(PENTAD_FIELD(model, n_kv_heads), 0, kNoMax,
+                        "key/value heads (Hkv); 0 = n_heads"));
+    s.push_back(int_key(PENTAD_FIELD(model, d_ff), 0, kNoMax,
+                        "MLP width (F); 0 = 4*C (gpt2) or round_up(8*C/3, 32) (llama)"));
+    s.push_back(int_key(PENTAD_FIELD(model, vocab_size), 2, 65536,
+                        "vocabulary size (V); tokens are uint16"));
+    s.push_back(int_key(PENTAD_FIELD(model, seq_len), 1, kNoMax, "global sequence length (T)"));
+    s.push_back(float_key(PENTAD_FIELD(model, norm_eps), gt(0), none(), "LayerNorm/RMSNorm epsilon"));
+    s.push_back(float_key(PENTAD_FIELD(model, rope_theta), gt(0), none(), "RoPE base (llama)"));
+    s.push_back(tied_key());
+    s.push_back(float_key(PENTAD_FIELD(model, init_std), gt(0), none(),
+                          "std of the normal weight init"));
+    s.push_back(int_key(PENTAD_FIELD(model, n_experts), 0, kNoMax,
+                        "experts per MoE block (E); 0 = dense model"));
+    s.push_back(int_key(PENTAD_FIELD(model, top_k), 1, kNoMax, "experts each token is routed to"));
+    s.push_back(int_key(PENTAD_FIELD(model, moe_every), 1, kNoMax,
+                        "every k-th block is an MoE block (blocks k-1, 2k-1, ...)"));
+    s.push_back(float_key(PENTAD_FIELD(model, capacity_factor), gt(0), none(),
+                          "expert capacity per sequence = ceil(cf*T*top_k/E) (for no capacity: dropless = true)"));
+    s.push_back(bool_key(PENTAD_FIELD(model, dropless), "no expert capacity: every routed choice is served"));
+    s.push_back(float_key(PENTAD_FIELD(model, aux_loss_coef), ge(0), none(),
+                          "load-balancing loss coefficient (Switch/GShard)"));
+    s.push_back(float_key(PENTAD_FIELD(model, z_loss_coef), ge(0), none(),
+                          "router z-loss coefficient"));
+
+    s.push_back(int_key(PENTAD_FIELD(parallel, dp), 1, kNoMax, "data-parallel ranks"));
+    s.push_back(int_key(PENTAD_FIELD(parallel, tp), 1, kNoMax, "tensor-parallel ranks"));
+    s.push_back(int_key(PENTAD_FIELD(parallel, pp), 1, kNoMax, "pipeline stages"));
+    s.push_back(int_key(PENTAD_FIELD(parallel, cp), 1, kNoMax, "context-parallel ranks"));
+    s.push_back(int_key(PENTAD_FIELD(parallel, ep), 1, kNoMax,
+                        "expert-parallel ranks (divides dp)"));
+    s.push_back(int_key(PENTAD_FIELD(parallel, zero), 0, 3, "ZeRO stage"));
+    s.push_back(bool_key(PENTAD_FIELD(parallel, sp), "sequence parallelism (needs tp > 1)"));
+    s.push_back(float_key(PENTAD_FIELD(parallel, bucket_mb), gt(0), none(),
+                          "gradient bucket size in MiB (reduction overlaps backward)"));
+    s.push_back(enum_key(PENTAD_FIELD(parallel, schedule), {"afab", "1f1b", "interleaved"},
+                         "pipeline schedule"));
+    s.push_back(int_key(PENTAD_FIELD(parallel, virtual_stages), 1, kNoMax,
+                        "model chunks per pipeline rank (schedule = interleaved)"));
+    s.push_back(string_key(PENTAD_FIELD(parallel, stage_layers),
+                           "blocks per pipeline chunk (pp x virtual_stages counts), e.g. \"3,2,2,3\"; \"\" = balanced"));
+    s.push_back(enum_key(PENTAD_FIELD(parallel, cp_layout), {"contiguous", "zigzag"},
+                         "how sequences are cut over the cp group"));
+    s.push_back(enum_key(PENTAD_FIELD(parallel, comm), {"auto", "mpi", "nccl"},
+                         "collectives library; auto = nccl with backend cuda, mpi with cpu"));
+    s.push_back(float_key(PENTAD_FIELD(parallel, comm_timeout_s), gt(0), none(),
+                          "seconds before a stuck collective ends the job (nccl)"));
+
+    s.push_back(int_key(PENTAD_FIELD(train, steps), 0, kNoMax, "optimizer steps"));
+    s.push_back(int_key(PENTAD_FIELD(train, micro_batch), 1, kNoMax,
+                        "sequences per micro-batch per data-parallel rank"));
+    s.push_back(int_key(PENTAD_FIELD(train, grad_accum), 1, kNoMax, "micro-batches per step"));
+    s.push_back(float_key(PENTAD_FIELD(train, lr), gt(0), none(), "peak learning rate"));
+    s.push_back(float_key(PENTAD_FIELD(train, min_lr), ge(0), none(),
+                          "final learning rate of the cosine decay (<= lr)"));
+    s.push_back(int_key(PENTAD_FIELD(train, warmup_steps), 0, kNoMax, "linear warmup steps"));
+    s.push_back(float_key(PENTAD_FIELD(train, weight_decay), ge(0), none(), "AdamW weight decay"));
+    s.push_back(float_key(PENTAD_FIELD(train, beta1), ge(0), lt(1), "AdamW beta1"));
+    s.push_back(float_key(PENTAD_FIELD(train, beta2), ge(0), lt(1), "AdamW beta2"));
+    s.push_back(float_key(PENTAD_FIELD(train, eps), gt(0), none(), "AdamW epsilon"));
+    s.push_back(float_key(PENTAD_FIELD(train, grad_clip), ge(0), none(),
+                          "global gradient-norm clip; 0 = off"));
+    s.push_back(int_key(PENTAD_FIELD(train, seed), 0, kNoMax, "random seed"));
+    s.push_back(enum_key(PENTAD_FIELD(train, recompute), {"none", "selective", "full"},
+                         "activation recomputation"));
+    s.push_back(int_key(PENTAD_FIELD(train, eval_every), 0, kNoMax,
+                        "steps between evaluations; 0 = only at the end"));
+    s.push_back(int_key(PENTAD_FIELD(train, eval_batches), 1, kNoMax, "batches per evaluation"));
+    s.push_back(enum_key(PENTAD_FIELD(train, dtype), {"fp32", "bf16"}, "compute dtype"));
+    s.push_back(int_key(PENTAD_FIELD(train, threads), 0, kNoMax,
+                        "OpenMP/BLAS threads per rank; 0 = default"));
+
+    s.push_back(string_key(PENTAD_FIELD(data, train), "training token file (pentad prep)"));
+    s.push_back(string_key(PENTAD_FIELD(data, val), "validation token file; \"\" = none"));
+
+    s.push_back(string_key(PENTAD_FIELD(checkpoint, dir), "checkpoint directory"));
+    s.push_back(int_key(PENTAD_FIELD(checkpoint, every), 0, kNoMax,
+                        "steps between checkpoints; 0 = none during training"));
+    s.push_back(bool_key(PENTAD_FIELD(checkpoint, save_final), "write <dir>/final.h5 at the end"));
+    s.push_back(int_key(PENTAD_FIELD(checkpoint, keep), 0, kNoMax,
+                        "newest step checkpoints kept; 0 = keep all"));
+    s.push_back(string_key(PENTAD_FIELD(checkpoint, resume),
+                           "\"\" = fresh, \"latest\" = newest in dir (fresh if none), or a file"));
+
+    s.push_back(int_key(PENTAD_FIELD(log, every), 1, kNoMax, "steps between log lines"));
+    s.push_back(string_key(PENTAD_FIELD(log, metrics), "JSON-lines metrics file; \"\" = none"));
+    s.push_back(string_key(PENTAD_FIELD(log, dump), "debug HDF5 dump; \"\" = none"));
+    s.push_back(float_key(PENTAD_FIELD(log, peak_tflops), ge(0), none(),
+                          "peak TFLOP/s for MFU; 0 = measure sgemm at start"));
+    s.push_back(string_key(PENTAD_FIELD(log, trace),
+                           "Chrome-trace JSON timeline (Perfetto); \"\" = none"));
+    return s;
+  }();
+  return keys;
+}
+
+#undef PENTAD_FIELD
+
+const Key* find_key(std::string_view full) {
+  for (const auto& k : schema())
+    if (k.full() == full) return &k;
+  return nullptr;
+}
+
+std::vector<std::string> section_names() {
+  std::vector<std::string> out;
+  for (const auto& k : schema())
+    if (!k.section.empty() && std::find(out.begin(), out.end(), k.section) == out.end())
+      out.push_back(k.section);
+  return out;
+}
+
+bool is_section(std::string_view name) {
+  const auto secs = section_names();
+  return std::find(secs.begin(), secs.end(), name) != secs.end();
+}
+
+// Closest candidate to `wrong`, or "" when nothing is close. A key whose
+// last part names a key of another section suggests that key.
+std::string closest(std::string_view wrong, const std::vector<std::string>& candidates) {
+  const auto dot = wrong.rfind('.');
+  const std::string_view leaf = dot == std::string_view::npos ? wrong : wrong.substr(dot + 1);
+  for (const auto& c : candidates) {
+    const auto cdot = c.rfind('.');
+    if (cdot != std::string::npos && std::string_view(c).substr(cdot + 1) == leaf) return c;
+  }
+  std::string best;
+  size_t best_d = std::max<size_t>(2, wrong.size() / 4) + 1;
+  for (const auto& c : candidates) {
+    const size_t d = edit_distance(wrong, c);
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+std::string did_you_mean(std::string_view wrong, const std::vector<std::string>& candidates,
+                         const char* pre = "", const char* post = "") {
+  const std::string c = closest(wrong, candidates);
+  if (c.empty()) return "";
+  return std::string(" (did you mean '") + pre + c + post + "'?)";
+}
+
+std::string unknown_key(std::string_view full) {
+  std::vector<std::string> all;
+  for (const auto& k : schema()) all.push_back(k.full());
+  return "unknown key '" + std::string(full) + "'" + did_you_mean(full, all);
+}
+
+// ---------------------------------------------------------------------------
+// Deck and overrides
+
+// A deck value as a Value of the key's kind, or "" + the problem.
+std::pair<Value, std::string> from_node(const Key& k, const toml::node& n) {
+  const std::string wrong = std::string("expected ") + kind_name(k.kind) + ", got " +
+                            a_type_name(n.type());
+  switch (k.kind) {
+    case Kind::integer:
+      if (auto* v = n.as_integer()) return {v->get(), ""};
+      break;
+    case Kind::floating:
+      if (auto* v = n.as_floating_point()) return {v->get(), ""};
+      if (auto* v = n.as_integer()) return {static_cast<double>(v->get()), ""};
+      break;
+    case Kind::boolean:
+      if (auto* v = n.as_boolean()) return {v->get(), ""};
+      break;
+    case Kind::string:
+      if (auto* v = n.as_string()) return {v->get(), ""};
+      break;
+  }
+  return {Value{}, wrong};
+}
+
+// An override's text as a Value of the key's kind, or "" + the problem.
+std::pair<Value, std::string> from_text(const Key& k, const std::string& text) {
+  switch (k.kind) {
+    case Kind::integer: {
+      errno = 0;
+      char* end = nullptr;
+      const long long x = std::strtoll(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0') return {Value{}, "expected an integer"};
+      if (errno == ERANGE) return {Value{}, "integer out of range"};
+      return {static_cast<int64_t>(x), ""};
+    }
+    case Kind::floating: {
+      char* end = nullptr;
+      const double x = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0') return {Value{}, "expected a number"};
+      return {x, ""};
+    }
+    case Kind::boolean:
+      if (text == "true") return {true, ""};
+      if (text == "false") return {false, ""};
+      return {Value{}, "expected true or false"};
+    case Kind::string:
+      if (text.size() >= 2 && text.front() == '"' && text.back() == '"')
+        return {text.substr(1, text.size() - 2), ""};
+      return {text, ""};
+  }
+  return {Value{}, "unsupported kind"};
+}
+
+std::string where(const std::string& path, uint32_t line) {
+  return path + ":" + std::to_string(line) + ": ";
+}
+
+// One deck entry: a key (or a whole unknown/misplaced section) at a line.
+struct Entry {
+  std::string full;        // "model.n_layers", "backend", or a section name
+  const toml::node* node;
+  uint32_t line;
+};
+
+void apply_deck(Config& cfg, const toml::table& root, const std::string& path) {
+  std::vector<Entry> entries;
+  for (auto&& [k, node] : root) {
+    const std::string name(k.str());
+    const auto* sub = node.as_table();
+    if (is_section(name) && sub) {
+      for (auto&& [k2, node2] : *sub)
+        entries.push_back({name + "." + std::string(k2.str()), &node2, k2.source().begin.line});
+    } else {
+      entries.push_back({name, &node, k.source().begin.line});
+    }
+  }
+  // toml++ tables are ordered by key; report problems in file order.
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const Entry& a, const Entry& b) { return a.line < b.line; });
+
+  for (const auto& e : entries) {
+    const std::string at = where(path, e.line);
+    if (const Key* key = find_key(e.full)) {
+      auto [value, problem] = from_node(*key, *e.node);
+      if (problem.empty()) problem = key->set(cfg, value);
+      if (!problem.empty()) throw InputError(at + e.full + ": " + problem);
+    } else if (is_section(e.full)) {
+      throw InputError(at + e.full + ": expected a table [" + e.full + "], got " +
+                       a_type_name(e.node->type()));
+    } else if (e.node->is_table() && e.full.find('.') == std::string::npos) {
+      throw InputError(at + "unknown section '[" + e.full + "]'" +
+                       did_you_mean(e.full, section_names(), "[", "]"));
+    } else {
+      throw InputError(at + unknown_key(e.full));
+    }
+  }
+}
+
+void apply_override(Config& cfg, const std::string& arg) {
+  const std::string at = "--set " + arg + ": ";
+  const auto eq = arg.find('=');
+  if (eq == std::string::npos)
+    throw InputError(at + "expected section.key=value (e.g. --set model.n_layers=4)");
+  const std::string full = arg.substr(0, eq);
+  const Key* key = find_key(full);
+  if (!key) throw InputError(at + unknown_key(full));
+  auto [value, problem] = from_text(*key, arg.substr(eq + 1));
+  if (problem.empty()) problem = key->set(cfg, value);
+  if (!problem.empty()) throw InputError(at + problem);
+}
+
+// ---------------------------------------------------------------------------
+// Defaults and checks that involve several keys
+
+[[noreturn]] void fail(const Config& cfg, const std::string& msg) {
+  throw InputError(cfg.source + ": " + msg);
+}
+
+std::string kv(const char* full, int64_t v) { return std::string(full) + "=" + std::to_string(v); }
+
+void fill_defaults(Config& cfg) {
+  ModelConfig& m = cfg.model;
+  if (m.n_kv_heads == 0) m.n_kv_heads = m.n_heads;
+  if (m.tied_embeddings == -1) m.tied_embeddings = m.family == Family::gpt2 ? 1 : 0;
+  if (m.d_ff == 0) {
+    const int64_t c = m.d_model;
+    const int64_t f = m.family == Family::gpt2 ? 4 * c : (8 * c / 3 + 31) / 32 * 32;
+    if (f > INT_MAX)
+      fail(cfg, "model.d_ff: the default for " + kv("model.d_model", c) +
+                    " is too large; set model.d_ff");
+    m.d_ff = static_cast<int>(f);
+  }
+}
+
+void validate(const Config& cfg, int world_size) {
+  const ModelConfig& m = cfg.model;
+  const ParallelConfig& p = cfg.parallel;
+  const TrainConfig& t = cfg.train;
+
+  if (m.d_model % m.n_heads != 0)
+    fail(cfg, kv("model.d_model", m.d_model) + " is not divisible by " +
+                  kv("model.n_heads", m.n_heads));
+  if (m.n_heads % m.n_kv_heads != 0)
+    fail(cfg, kv("model.n_heads", m.n_heads) + " is not divisible by " +
+                  kv("model.n_kv_heads", m.n_kv_heads));
+  if (m.family == Family::gpt2 && m.n_kv_heads != m.n_heads)
+    fail(cfg, kv("model.n_kv_heads", m.n_kv_heads) + ": gpt2 needs n_kv_heads = " +
+                  kv("model.n_heads", m.n_heads) + " (grouped-query attention is llama only)");
+  if (m.family == Family::llama && m.head_dim() % 2 != 0)
+    fail(cfg, "model.family = \"llama\" needs an even head dimension for RoPE, but " +
+                  kv("model.d_model", m.d_model) + " / " + kv("model.n_heads", m.n_heads) +
+                  " = " + std::to_string(m.head_dim()));
+
+  if (p.dp % p.ep != 0)
+    fail(cfg, kv("parallel.dp", p.dp) + " is not divisible by " + kv("parallel.ep", p.ep));
+  const int64_t ranks = int64_t{p.dp} * p.tp * p.pp * p.cp;
+  if (ranks != world_size)
+    fail(cfg, "parallel: dp*tp*pp*cp = " + std::to_string(ranks) + " but the job has " +
+                  std::to_string(world_size) + " ranks (" + kv("parallel.dp", p.dp) + " " +
+                  kv("parallel.tp", p.tp) + " " + kv("parallel.pp", p.pp) + " " +
+                  kv("parallel.cp", p.cp) + ")");
+  if (m.n_heads % p.tp != 0)
+    fail(cfg, kv("model.n_heads", m.n_heads) + " is not divisible by " + kv("parallel.tp", p.tp));
+  if (m.n_kv_heads % p.tp != 0)
+    fail(cfg, kv("model.n_kv_heads", m.n_kv_heads) + " is not divisible by " +
+                  kv("parallel.tp", p.tp) +
+                  (m.n_kv_heads < p.tp ? " (key/value heads are split over tp, not replicated: "
+                                         "use parallel.tp <= model.n_kv_heads)"
+                                       : ""));
+  if (m.d_ff % p.tp != 0)
+    fail(cfg, kv("model.d_ff", m.d_ff) + " is not divisible by " + kv("parallel.tp", p.tp));
+  if (m.vocab_size % p.tp != 0)
+    fail(cfg, kv("model.vocab_size", m.vocab_size) + " is not divisible by " +
+                  kv("parallel.tp", p.tp) + " (no padding: pad the vocabulary in the data)");
+  // Mixture of experts and expert parallelism.
+  if (p.ep > 1 && m.n_experts == 0)
+    fail(cfg, kv("parallel.ep", p.ep) + " needs a mixture-of-experts model (model.n_experts > 0)");
+  if (m.n_experts > 0) {
+    if (m.top_k > m.n_experts)
+      fail(cfg, kv("model.top_k", m.top_k) + " is larger than " + kv("model.n_experts", m.n_experts));
+    if (m.n_experts % p.ep != 0)
+      fail(cfg, kv("model.n_experts", m.n_experts) + " is not divisible by " + kv("parallel.ep", p.ep));
+  }
+  // Pipeline: the partition of the blocks and the schedule's constraints.
+  try {
+    partition_blocks(m.n_layers, p.pp * p.virtual_stages, p.stage_layers);
+  } catch (const std::invalid_argument& e) {
+    fail(cfg, e.what());
+  }
+  if (p.pp > 1 || p.virtual_stages > 1) {
+    const std::string problem =
+        schedule_problem(parse_schedule_kind(p.schedule), p.pp, p.virtual_stages, t.grad_accum);
+    if (!problem.empty()) fail(cfg, problem);
+  }
+  if (p.pp > 1 && p.zero >= 2)
+    fail(cfg, kv("parallel.zero", p.zero) + " with " + kv("parallel.pp", p.pp) +
+                  ": ZeRO-2/3 are not supported with pipeline parallelism (they reduce gradients "
+                  "every micro-batch, which the pipeline interleaves); use parallel.zero = 0 or 1");
+  if (p.sp && p.tp <= 1)
+    fail(cfg, "parallel.sp = true needs parallel.tp > 1 (got " + kv("parallel.tp", p.tp) + ")");
+  if (p.sp && p.cp == 1 && m.seq_len % p.tp != 0)
+    fail(cfg, kv("model.seq_len", m.seq_len) + " is not divisible by " + kv("parallel.tp", p.tp) +
+                  " (needed by parallel.sp = true)");
+  // Context parallelism: every cp rank holds seq_len/cp tokens of each
+  // sequence, cut in 2*cp chunks with the zig-zag layout.
+  const int cp_chunks = p.cp_layout == "zigzag" ? 2 * p.cp : p.cp;
+  if (p.cp > 1 && m.seq_len % cp_chunks != 0)
+    fail(cfg, kv("model.seq_len", m.seq_len) + " is not divisible by " +
+                  (p.cp_layout == "zigzag" ? "2*" + kv("parallel.cp", p.cp) +
+                                                 " (parallel.cp_layout = \"zigzag\" cuts each sequence into 2*cp chunks)"
+                                           : kv("parallel.cp", p.cp) +
+                                                 " (parallel.cp_layout = \"contiguous\")"));
+  if (p.sp && p.cp > 1 && (m.seq_len / p.cp) % p.tp != 0)
+    fail(cfg, kv("model.seq_len", m.seq_len) + " / " + kv("parallel.cp", p.cp) + " = " +
+                  std::to_string(m.seq_len / p.cp) + " tokens per cp rank is not divisible by " +
+                  kv("parallel.tp", p.tp) + " (needed by parallel.sp = true)");
+
+  if (t.min_lr > t.lr)
+    fail(cfg, "train.min_lr=" + fmt_number(t.min_lr) + " must be <= train.lr=" + fmt_number(t.lr));
+
+  if (cfg.data.train.empty())
+    fail(cfg, "data.train: required: a token file made by `pentad prep`");
+}
+
+// What the schema accepts but this build does not implement yet. Delete a
+// line here when its feature lands.
+void check_supported(const Config& cfg) {
+  const ParallelConfig& p = cfg.parallel;
+  if (p.comm == "nccl" && cfg.backend != "cuda")
+    fail(cfg, "parallel.comm = nccl needs backend = cuda (got backend = " + cfg.backend +
+                  "); use parallel.comm = mpi or auto with the cpu backend");
+  // The NCCL comm has collectives only; stage-to-stage and ring messages
+  // need point-to-point (the host-staged MPI comm has it).
+  if (cfg.backend == "cuda" && p.comm != "mpi" && (p.pp > 1 || p.cp > 1))
+    fail(cfg, "parallel.pp=" + std::to_string(p.pp) + " / parallel.cp=" + std::to_string(p.cp) +
+                  " with backend = cuda need point-to-point messages, which the NCCL comm does not "
+                  "have yet; set parallel.comm = mpi");
+  if (cfg.backend == "cuda" && p.comm != "mpi" && p.ep > 1)
+    fail(cfg, kv("parallel.ep", p.ep) + " with backend = cuda needs an all-to-all, which the NCCL comm "
+                  "does not have yet; set parallel.comm = mpi");
+#ifndef PENTAD_HAVE_CUDA
+  if (cfg.backend == "cuda")
+    fail(cfg, "backend = cuda: this binary was built without the CUDA backend");
+#endif
+}
+
+}  // namespace
+
+Config parse_config(const std::string& text, const std::string& path,
+                    const std::vector<std::string>& overrides, int world_size) {
+  Config cfg;
+  cfg.source = path;
+  toml::table root;
+  try {
+    root = toml::parse(std::string_view(text), std::string_view(path));
+  } catch (const toml::parse_error& e) {
+    throw InputError(where(path, e.source().begin.line) + "TOML syntax error: " +
+                     std::string(e.description()));
+  }
+  apply_deck(cfg, root, path);
+  for (const auto& arg : overrides) apply_override(cfg, arg);
+  fill_defaults(cfg);
+  validate(cfg, world_size);
+  check_supported(cfg);
+  cfg.resolved_toml = config_to_toml(cfg);
+  return cfg;
+}
+
+std::string config_to_toml(const Config& cfg) {
+  // Rows grouped by section in schema order; top-level keys come first, as
+  // TOML requires. Each line carries the key's help as a comment.
+  std::vector<std::string> order = {""};
+  for (const auto& s : section_names()) order.push_back(s);
+
+  std::string out = "# pentad resolved deck: every key, defaults filled in.\n";
+  for (const auto& sec : order) {
+    std::vector<std::pair<std::string, const Key*>> lines;
+    size_t width = 0;
+    for (const auto& k : schema()) {
+      if (k.section != sec) continue;
+      lines.emplace_back(k.name + " = " + k.show(cfg), &k);
+      width = std::max(width, lines.back().first.size());
+    }
+    if (!sec.empty()) out += "\n[" + sec + "]\n";
+    for (const auto& [line, k] : lines)
+      out += line + std::string(width - line.size() + 2, ' ') + "# " + k->help + "\n";
+  }
+  return out;
+}
+
+}  // namespace pentad

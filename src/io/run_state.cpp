@@ -1,0 +1,118 @@
+// Builds the checkpoint's tensor list from the parameter store (see run_state.hpp).
+#include "io/run_state.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace pentad {
+
+std::string model_signature(const ModelConfig& m) {
+  return std::string(m.family == Family::gpt2 ? "gpt2" : "llama") + " L=" + std::to_string(m.n_layers) +
+         " C=" + std::to_string(m.d_model) + " H=" + std::to_string(m.n_heads) +
+         " Hkv=" + std::to_string(m.n_kv_heads) + " F=" + std::to_string(m.d_ff) +
+         " V=" + std::to_string(m.vocab_size) + " T=" + std::to_string(m.seq_len) +
+         " tied=" + std::to_string(m.tied() ? 1 : 0) +
+         (m.n_experts > 0 ? " E=" + std::to_string(m.n_experts) + " k=" + std::to_string(m.top_k) +
+                                " moe_every=" + std::to_string(m.moe_every)
+                          : std::string());
+}
+
+std::vector<GlobalTensor> global_tensors(const ParamStore& params, const ParamStore* experts, MPI_Comm pp) {
+  int stage = 0, n_stages = 1;
+  MPI_CHECK(MPI_Comm_rank(pp, &stage));
+  MPI_CHECK(MPI_Comm_size(pp, &n_stages));
+  // "unit name d0,d1,...\n" per owned tensor, gathered from every stage.
+  std::string mine;
+  auto list = [&](const ParamStore& store, int expert) {
+    for (const ParamInfo& p : store.infos()) {
+      if (p.stage_copy) continue;
+      mine += std::to_string(p.unit) + " " + std::to_string(expert) + " " + p.name + " ";
+      for (size_t d = 0; d < p.shape.size(); ++d) {
+        if (d) mine += ',';
+        mine += std::to_string(p.shape[d]);
+      }
+      mine += "\n";
+    }
+  };
+  list(params, 0);
+  if (experts) list(*experts, 1);
+  const int len = int(mine.size());
+  std::vector<int> lens(static_cast<size_t>(n_stages), 0), displs(static_cast<size_t>(n_stages), 0);
+  MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, pp));
+  int total = 0;
+  for (int r = 0; r < n_stages; ++r) {
+    displs[size_t(r)] = total;
+    total += lens[size_t(r)];
+  }
+  std::string all(size_t(total), '\0');
+  MPI_CHECK(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, pp));
+  std::vector<GlobalTensor> out;
+  for (int r = 0; r < n_stages; ++r) {
+    std::istringstream in(all.substr(size_t(displs[size_t(r)]), size_t(lens[size_t(r)])));
+    GlobalTensor t;
+    std::string dims;
+    int expert = 0;
+    while (in >> t.unit >> expert >> t.name >> dims) {
+      t.stage = r;
+      t.expert = expert != 0;
+      t.shape.clear();
+      std::istringstream ds(dims);
+      std::string d;
+      while (std::getline(ds, d, ',')) t.shape.push_back(std::stoll(d));
+      out.push_back(t);
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const GlobalTensor& a, const GlobalTensor& b) { return a.unit < b.unit; });
+  return out;
+}
+
+std::vector<CkptTensor> checkpoint_tensors(ParamStore& params, DataParallel& dpar, ParamStore* experts,
+                                           DataParallel* edpar, const Topology& topo,
+                                           const std::vector<GlobalTensor>& all) {
+  std::vector<CkptTensor> out;
+  for (const GlobalTensor& g : all) {
+    ParamStore& store = g.expert && experts ? *experts : params;
+    DataParallel& dp = g.expert && edpar ? *edpar : dpar;
+    const int i = g.expert && !experts ? -1 : store.find(g.name);
+    auto make = [&](const std::string& prefix) {
+      CkptTensor t;
+      t.name = prefix + g.name;
+      t.shape = g.shape;
+      if (i < 0) {  // another stage's tensor: an empty block
+        t.local_start.assign(g.shape.size(), 0);
+        t.local_shape.assign(g.shape.size(), 0);
+        t.writer = false;
+        return t;
+      }
+      const ParamInfo& p = store.info(i);
+      const bool replicated_over_tp = p.local_shape == p.shape && topo.shape.tp > 1;
+      t.local_start = p.local_start;
+      t.local_shape = p.local_shape;
+      // An expert block is replicated over dp/ep (and cp): its dp/ep index 0 writes it.
+      const bool first_replica = g.expert ? topo.me.dp_outer == 0 : topo.dp_rank() == 0;
+      // Expert blocks are replicated over tp.
+      t.writer = !p.stage_copy && first_replica && topo.me.cp == 0 &&
+                 (!(replicated_over_tp || g.expert) || topo.me.tp == 0);
+      return t;
+    };
+    CkptTensor w = make("");
+    if (i >= 0) {
+      w.get = [&dp, i](float* h) { dp.get_param(i, h); };
+      w.set = [&dp, i](const float* h) { dp.set_param(i, h); };
+    }
+    out.push_back(std::move(w));
+    for (int which = 0; which < 2; ++which) {
+      CkptTensor m = make(which == 0 ? "optim/m/" : "optim/v/");
+      if (i >= 0) {
+        m.get = [&dp, i, which](float* h) { dp.get_moment(which, i, h); };
+        m.set = [&dp, i, which](const float* h) { dp.set_moment(which, i, h); };
+      }
+      out.push_back(std::move(m));
+    }
+  }
+  return out;
+}
+
+}  // namespace pentad

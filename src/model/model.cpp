@@ -1,0 +1,796 @@
+// Forward and backward of the GPT-2 / Llama decoder, written out layer by
+// layer over the backend's coarse ops. The loss head fuses the logits
+// matmul, the softmax cross-entropy and its backward chunk by chunk of rows,
+// so the full (B*T, V) logits are never held at once.
+// Tensor parallelism: each block has two column-parallel regions (Q/K/V; the
+// MLP's gate/up) entered through gather_rows and two row-parallel layers (wo;
+// down) left through reduce_rows. Without sp the activations between them are
+// replicated (all rows on every tp rank) and the conjugate all-reduce is in
+// backward; with sp each rank keeps a contiguous range of the flattened (B*T)
+// token rows, all-gathers before the column-parallel layers and
+// reduce-scatters after the row-parallel ones (and the conjugates backward).
+#include "model/model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "comm/comm.hpp"
+#include "parallel/tp/tensor_parallel.hpp"
+
+namespace pentad {
+
+struct Model::LayerIdx {
+  int attn_norm_w = -1, attn_norm_b = -1;
+  int wq = -1, wk = -1, wv = -1, wo = -1, bq = -1, bk = -1, bv = -1, bo = -1;
+  int mlp_norm_w = -1, mlp_norm_b = -1;
+  int w_gate = -1, w_up = -1, b_up = -1, w_down = -1, b_down = -1;
+};
+
+// Shapes are local: T = seq_len/cp tokens per sequence (chunk-major rows with
+// cp > 1), Nl = this rank's token rows (B*T/tp with sp, else B*T),
+// N = B*T, H, Hkv, F = this rank's heads, KV heads and MLP width.
+struct Model::Acts {
+  float* ln1 = nullptr;       // (Nl,C)
+  float* ln1_mean = nullptr;  // (Nl)
+  float* ln1_rstd = nullptr;  // (Nl)
+  float* q = nullptr;         // (B,T,H*D), after RoPE
+  float* k = nullptr;         // (B,T,Hkv*D), after RoPE
+  float* v = nullptr;         // (B,T,Hkv*D)
+  float* att = nullptr;       // (B,T,H*D)
+  float* lse = nullptr;       // (B,H,T)
+  float* probs = nullptr;     // (B,H,T,T), only with recompute = none and cp = 1
+  float* res_mid = nullptr;   // (Nl,C) residual after attention
+  float* ln2 = nullptr;       // (Nl,C)
+  float* ln2_mean = nullptr;  // (Nl)
+  float* ln2_rstd = nullptr;  // (Nl)
+  float* fc_pre = nullptr;    // (B,T,F) GELU input, or SwiGLU gate
+  float* fc_up = nullptr;     // (B,T,F) SwiGLU up (llama)
+  float* fc_act = nullptr;    // (B,T,F) MLP activation (kept only with none)
+};
+
+struct Model::Scratch {
+  float* dres = nullptr;      // (Nl,C) gradient of the residual stream
+  float* d_ln = nullptr;      // (Nl,C)
+  float* d_att = nullptr;     // (B,T,H*D)
+  float* dq = nullptr;        // (B,T,H*D)
+  float* dk = nullptr;        // (B,T,Hkv*D)
+  float* dv = nullptr;        // (B,T,Hkv*D)
+  float* d_fc_act = nullptr;  // (B,T,F)
+  float* d_fc_pre = nullptr;  // (B,T,F)
+  float* d_up = nullptr;      // (B,T,F) llama
+  float* d_lnf = nullptr;     // (B,T,C) (partial sums over the vocab slice with tp)
+  float* fc_act = nullptr;    // (B,T,F) recomputed MLP activation (selective/full)
+  float* part = nullptr;      // (B,T,C) partial sums of a row-parallel output (tp > 1)
+  float* gath_x = nullptr;    // (B,T,C) all-gathered norm output (sp)
+  float* gath_dy = nullptr;   // (B,T,C) all-gathered residual gradient (sp)
+  float* rep_grad = nullptr;  // (4,C) staged norm gradients of one unit (sp)
+  float* logits_all = nullptr;  // (tp, chunk, V/tp) all-gathered logits for debug dumps
+};
+
+// One micro-batch's activations through chunk g = blocks [l0, l1).
+struct Model::Slot {
+  int chunk = -1;
+  bool busy = false;
+  int32_t* tokens = nullptr;   // (B*T) first chunk
+  int32_t* targets = nullptr;  // (B*T) last chunk
+  std::vector<float*> res;     // residual stream (Nl,C) at l0..l1 (global index, null elsewhere)
+  std::vector<Acts> acts;      // per block l0..l1-1 (none/selective; global index)
+  float* lnf = nullptr;        // last chunk: (Nl,C) final norm output
+  float* lnf_mean = nullptr;   // (Nl)
+  float* lnf_rstd = nullptr;   // (Nl)
+  float* losses = nullptr;     // (B*T)
+  std::vector<void*> owned;
+  size_t bytes = 0;
+};
+
+Model::Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backend& backend,
+             ModelParallel par)
+    : cfg_(cfg), recompute_(recompute), par_(par), be_(backend), params_(backend), expert_params_(backend) {
+  if (par_.tp) {
+    tp_size_ = par_.tp->size();
+    tp_rank_ = par_.tp->rank();
+  }
+  sp_ = par_.sp && tp_size_ > 1;
+  const int n_cp = par_.cp ? par_.cp->size() : 1;
+  cp_rank_ = par_.cp ? par_.cp->rank() : 0;
+  // One chunk without cp: every call below is then the serial one.
+  cp_split_ = CpSplit{cfg.seq_len, n_cp, par_.cp_layout};
+  if (cfg.seq_len % (n_cp * cp_split_.n_chunks()) != 0)
+    throw std::invalid_argument("Model: seq_len=" + std::to_string(cfg.seq_len) +
+                                " is not divisible by " + std::to_string(n_cp * cp_split_.n_chunks()) +
+                                " (cp chunks)");
+  const int n = tp_size_;
+  auto need = [&](int v, const char* what) {
+    if (v % n != 0)
+      throw std::invalid_argument(std::string("Model: ") + what + "=" + std::to_string(v) +
+                                  " is not divisible by tp=" + std::to_string(n));
+  };
+  need(cfg.n_heads, "n_heads");
+  need(cfg.n_kv_heads, "n_kv_heads");
+  need(cfg.d_ff, "d_ff");
+  need(cfg.vocab_size, "vocab_size");
+  if (sp_) need(micro_batch * cp_split_.local_len(), "micro_batch*seq_len/cp");
+  B_ = micro_batch;
+  T_ = cp_split_.local_len();
+  C_ = cfg.d_model;
+  H_ = cfg.n_heads / n;
+  Hkv_ = cfg.n_kv_heads / n;
+  D_ = cfg.head_dim();
+  F_ = cfg.d_ff / n;
+  V_ = cfg.vocab_size / n;
+  L_ = cfg.n_layers;
+  gpt2_ = cfg.family == Family::gpt2;
+  vocab_start_ = tp_rank_ * V_;
+  N_ = B_ * T_;
+  Nl_ = sp_ ? N_ / n : N_;
+  pp_rank_ = par_.pp_rank;
+  pp_size_ = par_.pp_size;
+  chunk_begin_ = par_.chunk_blocks.empty() ? std::vector<int>{0, L_} : par_.chunk_blocks;
+  const int G = n_chunks();
+  if (G < 1 || G % pp_size_ != 0 || chunk_begin_.front() != 0 || chunk_begin_.back() != L_ ||
+      !std::is_sorted(chunk_begin_.begin(), chunk_begin_.end()))
+    throw std::invalid_argument("Model: bad pipeline partition");
+  has_embedding_ = owns_chunk(0);
+  has_head_ = owns_chunk(G - 1);
+  if (cfg.n_experts > 0) {
+    // With tp the MoE layer is replicated: every tp rank routes the same
+    // rows (all-gathered over tp with sp) through the same experts and keeps
+    // its own rows of the output. With cp each cp rank routes its tokens.
+    moe_ = std::make_unique<MoeLayer>(cfg, backend, params_, expert_params_, par_.ep, par_.cp, par_.cp_layout);
+  }
+  moe_stats_.reset(L_, cfg.n_experts);
+  build_params();
+  alloc_shared();
+  if (n_cp > 1) ring_ = std::make_unique<RingAttention>(be_, *par_.cp, cp_split_, B_, H_, Hkv_, D_);
+}
+
+Model::~Model() {
+  for (auto& sl : slots_)
+    for (void* p : sl->owned) be_.free_bytes(p);
+  for (void* p : owned_) be_.free_bytes(p);
+  delete shared_acts_;
+  delete scratch_;
+}
+
+void Model::build_params() {
+  const float std = cfg_.init_std;
+  // Output projections of the residual branches are scaled by 1/sqrt(2L)
+  // (GPT-2), so the residual stream's variance does not grow with depth.
+  const float std_out = std / std::sqrt(2.0f * float(L_));
+  // Global sizes; each tp rank registers its part r of n of the split dimension.
+  const int64_t C = C_, HD = int64_t(cfg_.n_heads) * D_, KD = int64_t(cfg_.n_kv_heads) * D_,
+                F = cfg_.d_ff, V = cfg_.vocab_size;
+  const int n = tp_size_, r = tp_rank_;
+  auto& P = params_;
+  // (rows, cols) split by rows (column-parallel: output features / vocabulary).
+  auto by_rows = [&](const std::string& name, int64_t rows, int64_t cols, float s) {
+    return P.add_block(name, {rows, cols}, {r * (rows / n), 0}, {rows / n, cols}, Init::normal, s, true);
+  };
+  // (rows, cols) split by columns (row-parallel: input features).
+  auto by_cols = [&](const std::string& name, int64_t rows, int64_t cols, float s) {
+    return P.add_block(name, {rows, cols}, {0, r * (cols / n)}, {rows, cols / n}, Init::normal, s, true);
+  };
+  // The bias of a column-parallel layer, split like its output.
+  auto split_bias = [&](const std::string& name, int64_t len) {
+    return P.add_block(name, {len}, {r * (len / n)}, {len / n}, Init::zeros, 0, false);
+  };
+  // Every rank opens every unit (so unit numbers are global); a pipeline
+  // stage fills only the units of its chunks.
+  P.begin_unit(0);
+  expert_params_.begin_unit(0);
+  if (has_embedding_) {
+    wte_ = by_rows("model/wte", V, C, std);
+    if (gpt2_) wpe_ = P.add("model/wpe", {int64_t(cfg_.seq_len), C}, Init::normal, std, true);
+  }
+  layers_.resize(size_t(L_));
+  moe_p_.resize(size_t(L_));
+  std::vector<bool> local(size_t(L_), false);
+  for (int g = 0; g < n_chunks(); ++g)
+    if (owns_chunk(g))
+      for (int l = chunk_first_block(g); l < chunk_end_block(g); ++l) local[size_t(l)] = true;
+  for (int l = 0; l < L_; ++l) {
+    const std::string p = "model/layers/" + std::to_string(l) + "/";
+    P.begin_unit(l + 1);
+    expert_params_.begin_unit(l + 1);
+    if (!local[size_t(l)]) continue;
+    LayerIdx& x = layers_[size_t(l)];
+    x.attn_norm_w = P.add(p + "attn_norm/w", {C}, Init::ones, 0, false);
+    if (gpt2_) x.attn_norm_b = P.add(p + "attn_norm/b", {C}, Init::zeros, 0, false);
+    x.wq = by_rows(p + "attn/wq", HD, C, std);
+    x.wk = by_rows(p + "attn/wk", KD, C, std);
+    x.wv = by_rows(p + "attn/wv", KD, C, std);
+    x.wo = by_cols(p + "attn/wo", C, HD, std_out);
+    if (gpt2_) {
+      x.bq = split_bias(p + "attn/bq", HD);
+      x.bk = split_bias(p + "attn/bk", KD);
+      x.bv = split_bias(p + "attn/bv", KD);
+      x.bo = P.add(p + "attn/bo", {C}, Init::zeros, 0, false);
+    }
+    x.mlp_norm_w = P.add(p + "mlp_norm/w", {C}, Init::ones, 0, false);
+    if (gpt2_) x.mlp_norm_b = P.add(p + "mlp_norm/b", {C}, Init::zeros, 0, false);
+    if (cfg_.is_moe_block(l)) {
+      moe_p_[size_t(l)] = moe_->add_params(p + "mlp/", std, std_out);
+      continue;
+    }
+    if (!gpt2_) x.w_gate = by_rows(p + "mlp/w_gate", F, C, std);
+    x.w_up = by_rows(p + "mlp/w_up", F, C, std);
+    if (gpt2_) x.b_up = split_bias(p + "mlp/b_up", F);
+    x.w_down = by_cols(p + "mlp/w_down", C, F, std_out);
+    if (gpt2_) x.b_down = P.add(p + "mlp/b_down", {C}, Init::zeros, 0, false);
+  }
+  P.begin_unit(L_ + 1);
+  expert_params_.begin_unit(L_ + 1);
+  if (!has_head_) return;
+  lnf_w_ = P.add("model/final_norm/w", {C}, Init::ones, 0, false);
+  if (gpt2_) lnf_b_ = P.add("model/final_norm/b", {C}, Init::zeros, 0, false);
+  if (!cfg_.tied()) {
+    lm_head_ = head_w_ = by_rows("model/lm_head", V, C, std);
+  } else if (has_embedding_) {
+    head_w_ = wte_;
+  } else {
+    // Tied embeddings across pipeline stages: the last stage holds a copy of
+    // wte (drawn with the same values); the two stages sum their gradients
+    // before the optimizer, so the copies stay identical.
+    head_w_ = by_rows("model/wte", V, C, std);
+    P.mark_stage_copy(head_w_);
+  }
+}
+
+void Model::alloc_shared() {
+  const size_t BT = size_t(N_), BTC = BT * C_, HD = size_t(H_) * D_, KD = size_t(Hkv_) * D_;
+  const size_t NlC = size_t(Nl_) * C_;
+  auto take = [&](size_t n, Mem cat) {
+    float* p = be_.alloc(n, cat);
+    owned_.push_back(p);
+    return p;
+  };
+  scratch_ = new Scratch;
+  Scratch& s = *scratch_;
+  s.dres = take(NlC, Mem::scratch);
+  s.d_ln = take(NlC, Mem::scratch);
+  s.d_att = take(BT * HD, Mem::scratch);
+  s.dq = take(BT * HD, Mem::scratch);
+  s.dk = take(BT * KD, Mem::scratch);
+  s.dv = take(BT * KD, Mem::scratch);
+  s.d_fc_act = take(BT * F_, Mem::scratch);
+  s.d_fc_pre = take(BT * F_, Mem::scratch);
+  if (!gpt2_) s.d_up = take(BT * F_, Mem::scratch);
+  if (has_head_) s.d_lnf = take(BTC, Mem::scratch);
+  if (recompute_ != Recompute::none) s.fc_act = take(BT * F_, Mem::scratch);
+  if (tp_size_ > 1) s.part = take(BTC, Mem::scratch);
+  if (sp_) {
+    s.gath_x = take(BTC, Mem::scratch);
+    s.gath_dy = take(BTC, Mem::scratch);
+    s.rep_grad = take(4 * size_t(C_), Mem::scratch);
+  }
+  // Full recompute: one block set shared by all blocks (scratch).
+  if (recompute_ == Recompute::full) {
+    shared_acts_ = new Acts;
+    Acts& a = *shared_acts_;
+    a.ln1 = take(NlC, Mem::scratch);
+    a.ln1_mean = take(size_t(Nl_), Mem::scratch);
+    a.ln1_rstd = take(size_t(Nl_), Mem::scratch);
+    a.q = take(BT * HD, Mem::scratch);
+    a.k = take(BT * KD, Mem::scratch);
+    a.v = take(BT * KD, Mem::scratch);
+    a.att = take(BT * HD, Mem::scratch);
+    a.lse = take(size_t(B_) * H_ * T_, Mem::scratch);
+    a.res_mid = take(NlC, Mem::scratch);
+    a.ln2 = take(NlC, Mem::scratch);
+    a.ln2_mean = take(size_t(Nl_), Mem::scratch);
+    a.ln2_rstd = take(size_t(Nl_), Mem::scratch);
+    a.fc_pre = take(BT * F_, Mem::scratch);
+    if (!gpt2_) a.fc_up = take(BT * F_, Mem::scratch);
+    a.fc_act = s.fc_act;
+  }
+  if (has_head_) {
+    // Logits are processed in chunks of rows of at most ~64 MiB.
+    chunk_rows_ = int(std::clamp<size_t>((size_t(16) << 20) / size_t(V_), 1, BT));
+    logits_ = take(size_t(chunk_rows_) * V_, Mem::scratch);
+    xent_rowmax_ = take(size_t(chunk_rows_), Mem::scratch);
+    xent_sumexp_ = take(2 * size_t(chunk_rows_), Mem::scratch);
+  }
+}
+
+int Model::acquire_slot(int chunk) {
+  if (!owns_chunk(chunk)) throw std::logic_error("Model: chunk " + std::to_string(chunk) + " is not on this rank");
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (!slots_[i]->busy && slots_[i]->chunk == chunk) {
+      slots_[i]->busy = true;
+      return int(i);
+    }
+  auto sl = std::make_unique<Slot>();
+  Slot& S = *sl;
+  S.chunk = chunk;
+  S.busy = true;
+  const size_t BT = size_t(N_), HD = size_t(H_) * D_, KD = size_t(Hkv_) * D_;
+  const size_t NlC = size_t(Nl_) * C_;
+  auto take = [&](size_t n) {
+    float* p = be_.alloc(n, Mem::activations);
+    S.owned.push_back(p);
+    S.bytes += n * sizeof(float);
+    return p;
+  };
+  auto take_i32 = [&](size_t n) {
+    int32_t* p = be_.alloc_i32(n, Mem::activations);
+    S.owned.push_back(p);
+    S.bytes += n * sizeof(int32_t);
+    return p;
+  };
+  const int G = n_chunks(), l0 = chunk_first_block(chunk), l1 = chunk_end_block(chunk);
+  if (chunk == 0) S.tokens = take_i32(BT);
+  if (chunk == G - 1) S.targets = take_i32(BT);
+  // The block inputs l0..l1-1 and the chunk's output l1 (the head's input on
+  // the last chunk); full recompute keeps only these.
+  S.res.assign(size_t(L_) + 1, nullptr);
+  for (int l = l0; l <= l1; ++l) S.res[size_t(l)] = take(NlC);
+  if (recompute_ != Recompute::full) {
+    S.acts.resize(size_t(L_));
+    for (int l = l0; l < l1; ++l) {
+      Acts& a = S.acts[size_t(l)];
+      a.ln1 = take(NlC);
+      a.ln1_mean = take(size_t(Nl_));
+      a.ln1_rstd = take(size_t(Nl_));
+      a.q = take(BT * HD);
+      a.k = take(BT * KD);
+      a.v = take(BT * KD);
+      a.att = take(BT * HD);
+      a.lse = take(size_t(B_) * H_ * T_);
+      // Ring attention recomputes its probabilities (they are per key block).
+      if (recompute_ == Recompute::none && cp_split_.cp == 1) a.probs = take(size_t(B_) * H_ * T_ * T_);
+      a.res_mid = take(NlC);
+      a.ln2 = take(NlC);
+      a.ln2_mean = take(size_t(Nl_));
+      a.ln2_rstd = take(size_t(Nl_));
+      a.fc_pre = take(BT * F_);
+      if (!gpt2_) a.fc_up = take(BT * F_);
+      a.fc_act = recompute_ == Recompute::none ? take(BT * F_) : scratch_->fc_act;
+    }
+  }
+  if (chunk == G - 1) {
+    S.lnf = take(NlC);
+    S.lnf_mean = take(size_t(Nl_));
+    S.lnf_rstd = take(size_t(Nl_));
+    S.losses = take(BT);
+  }
+  slots_.push_back(std::move(sl));
+  moe_ctx_.emplace_back(size_t(L_));
+  return int(slots_.size()) - 1;
+}
+
+void Model::release_slot(int s) { slot(s).busy = false; }
+
+size_t Model::slot_bytes(int g) {
+  for (const auto& sl : slots_)
+    if (sl->chunk == g) return sl->bytes;
+  // Not allocated yet: allocate one (it stays in the pool) and measure it.
+  const int s = acquire_slot(g);
+  release_slot(s);
+  return slots_[size_t(s)]->bytes;
+}
+
+size_t Model::activation_bytes() {
+  size_t n = 0;
+  for (int g = 0; g < n_chunks(); ++g)
+    if (owns_chunk(g)) n += slot_bytes(g);
+  return n;
+}
+
+float* Model::slot_input(int s) { return slot(s).res[size_t(chunk_first_block(slot(s).chunk))]; }
+const float* Model::slot_output(int s) { return slot(s).res[size_t(chunk_end_block(slot(s).chunk))]; }
+float* Model::boundary_grad() { return scratch_->dres; }
+
+// ---- building blocks --------------------------------------------------------
+
+void Model::norm_fwd(float* out, float* mean, float* rstd, const float* x, int w, int b) {
+  const int N = Nl_;
+  if (gpt2_)
+    be_.layernorm_fwd(out, mean, rstd, x, params_.param(w), params_.param(b), N, C_, cfg_.norm_eps);
+  else
+    be_.rmsnorm_fwd(out, rstd, x, params_.param(w), N, C_, cfg_.norm_eps);
+}
+
+void Model::norm_bwd(float* dx, const float* dout, const float* x, int w, int b, const float* mean,
+                     const float* rstd, int slot) {
+  const int N = Nl_;
+  float* dw = sp_ ? scratch_->rep_grad + size_t(slot) * C_ : params_.grad(w);
+  float* db = sp_ ? scratch_->rep_grad + size_t(slot + 1) * C_ : params_.grad(b);
+  if (gpt2_)
+    be_.layernorm_bwd(dx, dw, db, dout, x, params_.param(w), mean, rstd, N, C_);
+  else
+    be_.rmsnorm_bwd(dx, dw, dout, x, params_.param(w), rstd, N, C_);
+}
+
+// With sp the norms of a unit see 1/tp of the token rows: sum their weight
+// gradients (staged per micro-batch, so accumulated ones are not summed
+// again) over tp, then add them to every rank's replicated copy.
+void Model::sync_replicated(std::initializer_list<int> idx) {
+  if (!sp_) return;
+  float* stage = scratch_->rep_grad;
+  par_.tp->allreduce_sum(stage, idx.size() * size_t(C_));
+  size_t slot = 0;
+  for (int i : idx) {
+    if (i >= 0) be_.add(params_.grad(i), params_.grad(i), stage + slot * C_, size_t(C_));
+    ++slot;
+  }
+  be_.fill(stage, 0.0f, 4 * size_t(C_));
+}
+
+const float* Model::gather_rows(const float* local, float* full) {
+  if (!sp_) return local;
+  par_.tp->allgather(local, full, size_t(Nl_) * C_);
+  return full;
+}
+
+const float* Model::reduce_rows(float* partial, float* local) {
+  if (tp_size_ == 1) return partial;
+  if (sp_) {
+    par_.tp->reduce_scatter_sum(partial, local, size_t(Nl_) * C_);
+    return local;
+  }
+  par_.tp->allreduce_sum(partial, size_t(N_) * C_);
+  return partial;
+}
+
+void Model::row_parallel_fwd(float* out, const float* resid, const float* x, int w, int b, int n_in) {
+  const size_t NlC = size_t(Nl_) * C_;
+  if (tp_size_ == 1) {  // the serial order of operations
+    be_.copy_bytes(out, resid, NlC * sizeof(float));
+    linear_fwd(out, x, w, b, C_, n_in, 1.0f);
+    return;
+  }
+  linear_fwd(scratch_->part, x, w, -1, C_, n_in);  // (B,T,C) partial sums over F/tp or H*D/tp
+  const float* sum = reduce_rows(scratch_->part, out);
+  be_.add(out, sum, resid, NlC);
+  if (b >= 0) be_.bias_add(out, params_.param(b), Nl_, C_);
+}
+
+void Model::linear_fwd(float* y, const float* x, int w, int b, int n_out, int n_in, float beta) {
+  const int N = N_;
+  be_.gemm(false, true, N, n_out, n_in, 1.0f, x, n_in, params_.param(w), n_in, beta, y, n_out);
+  if (b >= 0) be_.bias_add(y, params_.param(b), N, n_out);
+}
+
+void Model::linear_bwd(float* dx, const float* dy, const float* x, int w, int b, int n_out, int n_in,
+                       float dx_beta) {
+  const int N = N_;
+  if (dx) be_.gemm(false, false, N, n_in, n_out, 1.0f, dy, n_out, params_.param(w), n_in, dx_beta, dx, n_in);
+  be_.gemm(true, false, n_out, n_in, N, 1.0f, dy, n_out, x, n_in, 1.0f, params_.grad(w), n_in);
+  if (b >= 0) be_.bias_bwd(params_.grad(b), dy, N, n_out);
+}
+
+void Model::mlp_act_fwd(Acts& a) {
+  const size_t n = size_t(N_) * F_;
+  if (gpt2_)
+    be_.gelu_fwd(a.fc_act, a.fc_pre, n);
+  else
+    be_.swiglu_fwd(a.fc_act, a.fc_pre, a.fc_up, n);
+}
+
+void Model::embed(const int32_t* tokens, float* out) {
+  const float* wpe = gpt2_ ? params_.param(wpe_) : nullptr;
+  // Vocab-parallel: rows of tokens outside this slice are zero; the positions
+  // are added by tp rank 0 only, so the reduction adds them once.
+  float* rows = tp_size_ == 1 ? out : scratch_->part;
+  if (tp_rank_ != 0) wpe = nullptr;
+  // Chunk by chunk (one without cp), each at its global positions.
+  const int m = cp_split_.chunk_len();
+  for (int c = 0; c < cp_split_.n_chunks(); ++c) {
+    const size_t row = size_t(c) * B_ * m;
+    be_.embedding_fwd(rows + row * C_, tokens + row, params_.param(wte_), wpe, B_, m, C_, vocab_start_,
+                      V_, cp_split_.chunk_start(cp_rank_, c));
+  }
+  if (tp_size_ == 1) return;
+  const float* sum = reduce_rows(scratch_->part, out);
+  if (sum != out) be_.copy_bytes(out, sum, size_t(Nl_) * C_ * sizeof(float));
+}
+
+// ---- attention and positions ---------------------------------------------------
+
+void Model::attention_fwd(Acts& a, bool keep_probs) {
+  if (ring_) {
+    ring_->forward(a.att, a.lse, a.q, a.k, a.v);
+    return;
+  }
+  be_.attention_fwd(a.att, a.lse, keep_probs ? a.probs : nullptr, a.q, a.k, a.v, B_, T_, T_, H_, Hkv_,
+                    D_, 0, 0, true);
+}
+
+void Model::attention_bwd(Acts& a) {
+  Scratch& s = *scratch_;
+  const size_t BT = size_t(N_);
+  be_.fill(s.dq, 0.0f, BT * H_ * D_);
+  be_.fill(s.dk, 0.0f, BT * Hkv_ * D_);
+  be_.fill(s.dv, 0.0f, BT * Hkv_ * D_);
+  if (ring_) {
+    ring_->backward(s.dq, s.dk, s.dv, s.d_att, a.att, a.lse, a.q, a.k, a.v);
+    return;
+  }
+  be_.attention_bwd(s.dq, s.dk, s.dv, s.d_att, a.att, a.lse, a.probs, a.q, a.k, a.v, B_, T_, T_, H_,
+                    Hkv_, D_, 0, 0, true);
+}
+
+void Model::rope(float* x, int n_heads, bool backward) {
+  const int m = cp_split_.chunk_len();
+  for (int c = 0; c < cp_split_.n_chunks(); ++c) {
+    float* xc = x + size_t(c) * B_ * m * n_heads * D_;
+    const int pos = cp_split_.chunk_start(cp_rank_, c);
+    if (backward)
+      be_.rope_bwd(xc, B_, m, n_heads, D_, pos, cfg_.rope_theta);
+    else
+      be_.rope_fwd(xc, B_, m, n_heads, D_, pos, cfg_.rope_theta);
+  }
+}
+
+void Model::embedding_bwd(const float* dy, const int32_t* tokens) {
+  const int m = cp_split_.chunk_len();
+  for (int c = 0; c < cp_split_.n_chunks(); ++c) {
+    const size_t row = size_t(c) * B_ * m;
+    be_.embedding_bwd(params_.grad(wte_), gpt2_ ? params_.grad(wpe_) : nullptr, dy + row * C_,
+                      tokens + row, B_, m, C_, vocab_start_, V_, cp_split_.chunk_start(cp_rank_, c));
+  }
+}
+
+// ---- one transformer block -----------------------------------------------------
+
+void Model::block_fwd(int l, Acts& a, const float* in, bool keep_probs) {
+  const LayerIdx& x = layers_[size_t(l)];
+  const int HD = H_ * D_, KD = Hkv_ * D_;
+  norm_fwd(a.ln1, a.ln1_mean, a.ln1_rstd, in, x.attn_norm_w, x.attn_norm_b);
+  const float* x1 = gather_rows(a.ln1, scratch_->gath_x);  // (B,T,C)
+  linear_fwd(a.q, x1, x.wq, x.bq, HD, C_);
+  linear_fwd(a.k, x1, x.wk, x.bk, KD, C_);
+  linear_fwd(a.v, x1, x.wv, x.bv, KD, C_);
+  if (!gpt2_) {
+    rope(a.q, H_, false);
+    rope(a.k, Hkv_, false);
+  }
+  attention_fwd(a, keep_probs);
+  row_parallel_fwd(a.res_mid, in, a.att, x.wo, x.bo, HD);
+  norm_fwd(a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, x.mlp_norm_w, x.mlp_norm_b);
+  if (cfg_.is_moe_block(l)) return;  // the MoE layer runs in forward_chunk / block_bwd
+  const float* x2 = gather_rows(a.ln2, scratch_->gath_x);  // (B,T,C)
+  if (gpt2_) {
+    linear_fwd(a.fc_pre, x2, x.w_up, x.b_up, F_, C_);
+  } else {
+    linear_fwd(a.fc_pre, x2, x.w_gate, -1, F_, C_);
+    linear_fwd(a.fc_up, x2, x.w_up, -1, F_, C_);
+  }
+  mlp_act_fwd(a);
+}
+
+void Model::block_bwd(int l, Acts& a, const float* in) {
+  const LayerIdx& x = layers_[size_t(l)];
+  Scratch& s = *scratch_;
+  const int HD = H_ * D_, KD = Hkv_ * D_;
+  const bool moe = cfg_.is_moe_block(l);
+  MoeCtxPtr& mctx = moe ? moe_ctx_[size_t(cur_slot_)][size_t(l)] : moe_ctx_[size_t(cur_slot_)][0];
+  if (recompute_ == Recompute::full) {
+    block_fwd(l, a, in, false);  // the shared set now holds this block's activations
+    // The MoE layer's saved state was dropped after forward: run it again
+    // (its output is not needed; d_ln is free until the MoE backward).
+    if (moe) moe_fwd(mctx, l, s.d_ln, a, nullptr);
+  } else if (recompute_ == Recompute::selective && !moe) {
+    mlp_act_fwd(a);  // fc_act is shared scratch
+  }
+
+  // Column-parallel input gradients are partial sums over this rank's
+  // heads / MLP columns until reduce_rows.
+  float* d_part = tp_size_ == 1 ? s.d_ln : s.part;  // (B,T,C)
+
+  // MLP branch. s.dres holds dL/d(block output) = dL/d(res_mid) through the skip.
+  // The row-parallel bias gradient comes from all rows, so it is the same on
+  // every tp rank.
+  const float* dy = gather_rows(s.dres, s.gath_dy);  // (B,T,C)
+  const size_t BTF = size_t(N_) * F_;
+  const float* x2 = gather_rows(a.ln2, s.gath_x);  // (B,T,C)
+  if (moe) {
+    moe_->backward(mctx, moe_p_[size_t(l)], d_part, dy, x2, cur_loss_scale_);
+  } else if (gpt2_) {
+    linear_bwd(s.d_fc_act, dy, a.fc_act, x.w_down, x.b_down, C_, F_, 0.0f);
+    be_.gelu_bwd(s.d_fc_pre, s.d_fc_act, a.fc_pre, BTF);
+    linear_bwd(d_part, s.d_fc_pre, x2, x.w_up, x.b_up, F_, C_, 0.0f);
+  } else {
+    linear_bwd(s.d_fc_act, dy, a.fc_act, x.w_down, x.b_down, C_, F_, 0.0f);
+    be_.swiglu_bwd(s.d_fc_pre, s.d_up, s.d_fc_act, a.fc_pre, a.fc_up, BTF);
+    linear_bwd(d_part, s.d_fc_pre, x2, x.w_gate, -1, F_, C_, 0.0f);
+    linear_bwd(d_part, s.d_up, x2, x.w_up, -1, F_, C_, 1.0f);
+  }
+  // The MoE layer is replicated over tp: its input gradient is whole on every
+  // rank (no partial sums to reduce); with sp this rank takes its rows.
+  const float* d_ln2 = moe ? d_part + (sp_ ? size_t(tp_rank_) * Nl_ * C_ : 0) : reduce_rows(d_part, s.d_ln);
+  norm_bwd(s.dres, d_ln2, a.res_mid,
+           x.mlp_norm_w, x.mlp_norm_b, a.ln2_mean, a.ln2_rstd, 2);
+
+  // Attention branch. s.dres now holds dL/d(res_mid) = dL/d(block input) via the skip.
+  dy = gather_rows(s.dres, s.gath_dy);
+  linear_bwd(s.d_att, dy, a.att, x.wo, x.bo, C_, HD, 0.0f);
+  attention_bwd(a);
+  if (!gpt2_) {
+    rope(s.dq, H_, true);
+    rope(s.dk, Hkv_, true);
+  }
+  const float* x1 = gather_rows(a.ln1, s.gath_x);  // (B,T,C)
+  linear_bwd(d_part, s.dq, x1, x.wq, x.bq, HD, C_, 0.0f);
+  linear_bwd(d_part, s.dk, x1, x.wk, x.bk, KD, C_, 1.0f);
+  linear_bwd(d_part, s.dv, x1, x.wv, x.bv, KD, C_, 1.0f);
+  norm_bwd(s.dres, reduce_rows(d_part, s.d_ln), in, x.attn_norm_w, x.attn_norm_b,
+           a.ln1_mean, a.ln1_rstd, 0);
+  sync_replicated({x.attn_norm_w, x.attn_norm_b, x.mlp_norm_w, x.mlp_norm_b});
+}
+
+// out(Nl, C) = res_mid + the MoE layer of block l on ln2 (all-gathered over
+// tp with sp; this rank keeps its rows of the output).
+void Model::moe_fwd(MoeCtxPtr& ctx, int l, float* out, Acts& a, MoeStats* stats) {
+  const float* x = gather_rows(a.ln2, scratch_->gath_x);  // (B,T,C)
+  moe_->forward(ctx, moe_p_[size_t(l)], l, out, a.res_mid, x, N_, stats, sp_ ? tp_rank_ * Nl_ : 0, Nl_);
+}
+
+// ---- loss head --------------------------------------------------------------------
+
+// The logits of a chunk of rows, gathered over the vocabulary slices of the
+// tp group into logits_out (B*T, V). Debug dumps only: training never holds
+// full logits. Collective over tp.
+static void write_logits(Backend& be, Comm* tp, float* logits_out, const float* logits,
+                         float* gathered, int n, int V_local) {
+  const size_t nv = size_t(n) * V_local;
+  const int n_ranks = tp ? tp->size() : 1;
+  if (n_ranks == 1) {
+    be.to_host(logits_out, logits, nv * sizeof(float));
+    return;
+  }
+  tp->allgather(logits, gathered, nv);
+  std::vector<float> host(nv * size_t(n_ranks));
+  be.to_host(host.data(), gathered, host.size() * sizeof(float));
+  const size_t V = size_t(V_local) * n_ranks;
+  for (int q = 0; q < n_ranks; ++q)
+    for (int i = 0; i < n; ++i)
+      std::copy_n(host.data() + size_t(q) * nv + size_t(i) * V_local, V_local,
+                  logits_out + size_t(i) * V + size_t(q) * V_local);
+}
+
+double Model::head(Slot& S, float loss_scale, bool backward, float* logits_out) {
+  const int N = N_;
+  const int32_t* targets = S.targets;
+  const float* xL = S.res[size_t(L_)];  // (Nl,C)
+  norm_fwd(S.lnf, S.lnf_mean, S.lnf_rstd, xL, lnf_w_, lnf_b_);
+  const float* xf = gather_rows(S.lnf, scratch_->gath_x);  // (B,T,C)
+  const int w = head_w_;
+  const float* W = params_.param(w);  // (V/tp, C)
+  float* dW = params_.grad(w);
+  if (logits_out && tp_size_ > 1 && !scratch_->logits_all) {
+    scratch_->logits_all = be_.alloc(size_t(chunk_rows_) * V_ * tp_size_, Mem::scratch);
+    owned_.push_back(scratch_->logits_all);
+  }
+  for (int r0 = 0; r0 < N; r0 += chunk_rows_) {
+    const int n = std::min(chunk_rows_, N - r0);
+    be_.gemm(false, true, n, V_, C_, 1.0f, xf + size_t(r0) * C_, C_, W, C_, 0.0f, logits_, V_);
+    if (logits_out)
+      write_logits(be_, par_.tp, logits_out + size_t(r0) * cfg_.vocab_size, logits_,
+                   scratch_->logits_all, n, V_);
+    vocab_parallel_xent(be_, par_.tp, backward ? logits_ : nullptr, S.losses + r0, logits_,
+                        xent_rowmax_, xent_sumexp_, targets + r0, loss_scale, n, V_, vocab_start_);
+    if (backward) {
+      // logits_ now holds dlogits (n, V/tp); d_lnf gets this slice's share.
+      be_.gemm(false, false, n, C_, V_, 1.0f, logits_, V_, W, C_, 0.0f, scratch_->d_lnf + size_t(r0) * C_, C_);
+      be_.gemm(true, false, V_, C_, n, 1.0f, logits_, V_, xf + size_t(r0) * C_, C_, 1.0f, dW, C_);
+    }
+  }
+  std::vector<float> losses(static_cast<size_t>(N));
+  be_.to_host(losses.data(), S.losses, losses.size() * sizeof(float));
+  double sum = 0;
+  for (float v : losses) sum += v;
+  if (backward) {
+    be_.fill(scratch_->dres, 0.0f, size_t(Nl_) * C_);
+    norm_bwd(scratch_->dres, reduce_rows(scratch_->d_lnf, scratch_->d_ln), xL, lnf_w_, lnf_b_,
+             S.lnf_mean, S.lnf_rstd, 0);
+    sync_replicated({lnf_w_, lnf_b_});
+  }
+  return sum;
+}
+
+// ---- one chunk, and the whole model -------------------------------------------
+
+Model::Acts& Model::acts_for(Slot& S, int l) {
+  return recompute_ == Recompute::full ? *shared_acts_ : S.acts[size_t(l)];
+}
+
+void Model::forward_chunk(int s, const int32_t* inputs, const int32_t* targets, bool train) {
+  Slot& S = slot(s);
+  const int G = n_chunks(), g = S.chunk;
+  const size_t BT = size_t(N_);
+  if (g == G - 1) be_.from_host(S.targets, targets, BT * sizeof(int32_t));
+  if (g == 0) {
+    be_.from_host(S.tokens, inputs, BT * sizeof(int32_t));
+    hooks_->acquire(0, false);
+    embed(S.tokens, S.res[0]);
+    hooks_->release(0, false);
+  }
+  const bool keep_probs = train && recompute_ == Recompute::none;
+  for (int l = chunk_first_block(g); l < chunk_end_block(g); ++l) {
+    Acts& a = acts_for(S, l);
+    hooks_->acquire(l + 1, false);
+    block_fwd(l, a, S.res[size_t(l)], keep_probs);
+    // Block output = post-attention residual + MLP branch.
+    const LayerIdx& x = layers_[size_t(l)];
+    if (cfg_.is_moe_block(l)) {
+      MoeCtxPtr& mctx = moe_ctx_[size_t(s)][size_t(l)];
+      moe_fwd(mctx, l, S.res[size_t(l) + 1], a, train ? &moe_stats_ : nullptr);
+      // Full recompute runs it again in backward; evaluation has no backward.
+      if (!train || recompute_ == Recompute::full) mctx.reset();
+    } else {
+      row_parallel_fwd(S.res[size_t(l) + 1], a.res_mid, a.fc_act, x.w_down, x.b_down, F_);
+    }
+    hooks_->release(l + 1, false);
+  }
+}
+
+double Model::backward_chunk(int s, float loss_scale, float* logits_out) {
+  Slot& S = slot(s);
+  cur_slot_ = s;
+  cur_loss_scale_ = loss_scale;
+  const int G = n_chunks(), g = S.chunk;
+  double loss = 0;
+  if (g == G - 1) {
+    // The head runs its forward and backward together: acquire it (and a
+    // tied embedding held by this stage) as a backward unit, since it
+    // produces gradients.
+    const bool tied_here = cfg_.tied() && has_embedding_;
+    hooks_->acquire(L_ + 1, true);
+    if (tied_here) hooks_->acquire(0, true);
+    loss = head(S, loss_scale, true, logits_out);
+    if (tied_here) hooks_->release(0, true);
+    hooks_->grads_ready(L_ + 1);
+    hooks_->release(L_ + 1, true);
+  }
+  for (int l = chunk_end_block(g) - 1; l >= chunk_first_block(g); --l) {
+    hooks_->acquire(l + 1, true);
+    block_bwd(l, acts_for(S, l), S.res[size_t(l)]);
+    hooks_->grads_ready(l + 1);
+    hooks_->release(l + 1, true);
+  }
+  if (g == 0) {
+    hooks_->acquire(0, true);
+    // All rows of the gradient: the vocab slice needs every token's, and the
+    // replicated positions get the same gradient on every tp rank.
+    const float* dy = gather_rows(scratch_->dres, scratch_->gath_dy);  // (B,T,C)
+    embedding_bwd(dy, S.tokens);
+    hooks_->grads_ready(0);
+    hooks_->release(0, true);
+  }
+  return loss;
+}
+
+double Model::loss_chunk(int s) {
+  Slot& S = slot(s);
+  const bool tied_here = cfg_.tied() && has_embedding_;
+  hooks_->acquire(L_ + 1, false);
+  if (tied_here) hooks_->acquire(0, false);
+  const double loss = head(S, 0.0f, false, nullptr);
+  if (tied_here) hooks_->release(0, false);
+  hooks_->release(L_ + 1, false);
+  return loss;
+}
+
+double Model::forward_backward(const int32_t* inputs, const int32_t* targets, float loss_scale,
+                               float* logits_out) {
+  if (n_chunks() != 1) throw std::logic_error("Model::forward_backward: the model is cut into pipeline chunks");
+  const int s = acquire_slot(0);
+  forward_chunk(s, inputs, targets, true);
+  const double loss = backward_chunk(s, loss_scale, logits_out);
+  release_slot(s);
+  return loss;
+}
+
+double Model::forward_loss(const int32_t* inputs, const int32_t* targets) {
+  if (n_chunks() != 1) throw std::logic_error("Model::forward_loss: the model is cut into pipeline chunks");
+  const int s = acquire_slot(0);
+  forward_chunk(s, inputs, targets, false);
+  const double loss = loss_chunk(s);
+  release_slot(s);
+  return loss;
+}
+
+}  // namespace pentad

@@ -1,0 +1,236 @@
+// The decoder-only transformer with hand-written forward and backward.
+// One class covers GPT-2 (learned positions, LayerNorm, GELU, biases, tied
+// embeddings) and Llama (RoPE, RMSNorm, SwiGLU, grouped-query attention,
+// untied, no biases). Activations live in buffers allocated once for the
+// micro-batch; the recompute policy decides which of them are kept:
+//   none      keep everything, including attention probabilities;
+//   selective keep matmul outputs, recompute attention probabilities (from
+//             the saved log-sum-exp) and the MLP activation in backward;
+//   full      keep only each block's input, recompute the block in backward.
+// All three give bitwise-identical gradients.
+// Tensor parallelism (Megatron-LM) splits Q/K/V and the MLP's first matrices
+// by output (heads, d_ff), wo and the MLP's down matrix by input, and the
+// vocabulary of the embedding and the head; sequence parallelism also splits
+// the token rows (B*T flattened) of everything between the tp regions.
+// Context parallelism gives each cp rank T/cp tokens of every sequence, in
+// chunk-major order (context_parallel.hpp); positions are global, and the
+// attention is ring attention over the cp group.
+// Mixture of experts (moe.hpp): an MoE block's MLP is the MoE layer, whose
+// router lives in params() and whose experts live in expert_params()
+// (split over ep, replicated over tp; with sp the layer sees the all-gathered
+// rows and each tp rank keeps its own rows of the output; with cp each cp
+// rank routes its own tokens).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "config/config.hpp"
+#include "parallel/cp/context_parallel.hpp"
+#include "parallel/ep/moe.hpp"
+#include "model/params.hpp"
+
+namespace pentad {
+
+class Comm;
+
+// How this rank's shard of the model is cut (tp = nullptr: whole model).
+struct ModelParallel {
+  Comm* tp = nullptr;   // tensor-parallel group
+  bool sp = false;      // sequence parallelism inside the tp group
+  Comm* cp = nullptr;   // context-parallel group (periodic ring)
+  CpLayout cp_layout = CpLayout::zigzag;
+  Comm* ep = nullptr;   // expert-parallel group (MoE blocks; nullptr: every expert here)
+  // Pipeline: the model is cut into chunks of consecutive blocks; chunk g
+  // holds blocks [chunk_blocks[g], chunk_blocks[g+1]) and lives on pipeline
+  // rank g % pp_size (schedule.hpp). Empty: one chunk, the whole model.
+  int pp_rank = 0, pp_size = 1;
+  std::vector<int> chunk_blocks;
+};
+
+// Called by the model around each unit (0 = embedding, 1..L = blocks,
+// L+1 = head) so data parallelism can overlap gradient reduction with
+// backward and ZeRO-3 can gather a unit's parameters just before use.
+class UnitHooks {
+ public:
+  virtual ~UnitHooks() = default;
+  // The unit's parameters are about to be read (in forward, or in backward).
+  virtual void acquire(int unit, bool backward) {}
+  virtual void release(int unit, bool backward) {}
+  // This micro-batch's contribution to the unit's gradients is complete.
+  virtual void grads_ready(int unit) {}
+};
+
+class Model {
+ public:
+  Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backend& backend,
+        ModelParallel par = {});
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  ParamStore& params() { return params_; }
+  // MoE experts: this ep rank's experts, reduced over expert_dp, not dp.
+  // Same unit numbering as params(); empty for a dense model.
+  ParamStore& expert_params() { return expert_params_; }
+  // Routing statistics of the training forwards since the last reset.
+  const MoeStats& moe_stats() const { return moe_stats_; }
+  void reset_moe_stats() {
+    moe_stats_.reset(L_, cfg_.n_experts);
+    if (moe_) moe_->reset_times();
+  }
+  // Time spent in the MoE layers since the last reset (zeros for a dense model).
+  MoeLayer::Times moe_times() const { return moe_ ? moe_->times() : MoeLayer::Times{}; }
+  void set_hooks(UnitHooks* hooks) { hooks_ = hooks ? hooks : &no_hooks_; }
+  int n_units() const { return L_ + 2; }
+  const ModelConfig& config() const { return cfg_; }
+  int micro_batch() const { return B_; }
+  // Token ids per micro-batch on this rank: B x seq_len/cp.
+  size_t tokens_per_micro_batch() const { return size_t(N_); }
+
+  // One micro-batch: forward, loss and backward. inputs/targets are host
+  // arrays of (B, T) token ids; with cp > 1 this rank's (n_chunks, B, m)
+  // tokens of the B sequences (cp_slice), and logits_out rows are in that order. Gradients ACCUMULATE into params().grads(),
+  // scaled by loss_scale (1 / tokens of the global batch) so the sum over
+  // micro-batches and ranks is the gradient of the mean loss. Returns the SUM
+  // of the per-token losses of this micro-batch (unscaled). If logits_out is
+  // not null it receives the (B, T, V) logits (debug dumps).
+  double forward_backward(const int32_t* inputs, const int32_t* targets, float loss_scale,
+                          float* logits_out = nullptr);
+  // Forward and loss only (evaluation); returns the sum of per-token losses.
+  double forward_loss(const int32_t* inputs, const int32_t* targets);
+
+  // Bytes of activation memory this policy keeps for one micro-batch
+  // through this rank's part of the model (every chunk it holds).
+  // Allocates a pooled slot per chunk not yet used.
+  size_t activation_bytes();
+
+  // ---- pipeline interface (pipeline.hpp drives it) ---------------------------
+  // A slot is one micro-batch's activations through one chunk, live from its
+  // forward to its backward. Slots are pooled: a new one is allocated only
+  // when every slot of the chunk is in use, so the activation peak is the
+  // schedule's in-flight high-water mark times slot_bytes(chunk).
+  int n_chunks() const { return int(chunk_begin_.size()) - 1; }
+  bool owns_chunk(int g) const { return g % pp_size_ == pp_rank_; }
+  int chunk_first_block(int g) const { return chunk_begin_[size_t(g)]; }
+  int chunk_end_block(int g) const { return chunk_begin_[size_t(g) + 1]; }
+  size_t slot_bytes(int g);  // allocates the chunk's first slot if none exists
+  int acquire_slot(int chunk);
+  void release_slot(int slot);
+  int slots_allocated() const { return int(slots_.size()); }
+  // The residual stream at the chunk's input (where a received activation
+  // goes) and at its output (what is sent on); (Nl, C) each.
+  float* slot_input(int slot);
+  const float* slot_output(int slot);
+  size_t boundary_elems() const { return size_t(Nl_) * C_; }
+  // The gradient at a chunk boundary, (Nl, C): before backward_chunk, the
+  // gradient of the chunk's output (filled by the caller unless the chunk is
+  // the last); after it, the gradient of the chunk's input.
+  float* boundary_grad();
+  // Forward of one chunk. inputs (first chunk) and targets (last chunk) are
+  // host (B, T) token ids; train = false drops what only backward needs.
+  void forward_chunk(int slot, const int32_t* inputs, const int32_t* targets, bool train);
+  // Backward of one chunk; the last chunk first runs the head (its forward
+  // and backward together) and returns the micro-batch's loss sum, others 0.
+  double backward_chunk(int slot, float loss_scale, float* logits_out);
+  // Evaluation on the last chunk after forward_chunk: the loss sum.
+  double loss_chunk(int slot);
+  // Ring attention accounting (nullptr without context parallelism).
+  RingAttention* ring() { return ring_.get(); }
+
+ private:
+  struct LayerIdx;   // parameter indices of one block
+  struct Acts;       // activation pointers of one block
+  struct Scratch;    // gradient scratch shared by all blocks
+  struct Slot;       // one micro-batch's activations through one chunk
+
+  void build_params();
+  void alloc_shared();
+  Slot& slot(int s) { return *slots_[size_t(s)]; }
+  void embed(const int32_t* tokens_dev, float* out);
+  Acts& acts_for(Slot& s, int l);
+  void block_fwd(int l, Acts& a, const float* in, bool keep_probs);
+  void block_bwd(int l, Acts& a, const float* in);
+  void mlp_act_fwd(Acts& a);
+  void moe_fwd(MoeCtxPtr& ctx, int l, float* out, Acts& a, MoeStats* stats);
+  // Attention of one block: the local kernel, or ring attention over cp.
+  void attention_fwd(Acts& a, bool keep_probs);
+  void attention_bwd(Acts& a);
+  // RoPE on x (B*T rows of n_heads*D), chunk by chunk at global positions.
+  void rope(float* x, int n_heads, bool backward);
+  void embedding_bwd(const float* dy, const int32_t* tokens);
+  double head(Slot& s, float loss_scale, bool backward, float* logits_out);
+  // Norms run on this rank's token rows; with sp their weight gradients go
+  // to staging slot `slot` (and slot+1 for the bias) of rep_grad until the
+  // unit's sync_replicated() sums them over tp.
+  void norm_fwd(float* out, float* mean, float* rstd, const float* x, int w, int b);
+  void norm_bwd(float* dx, const float* dout, const float* x, int w, int b, const float* mean,
+                const float* rstd, int slot);
+  void sync_replicated(std::initializer_list<int> idx);  // collective over tp (sp only)
+  // The tp-region boundaries ("f" and "g" of Megatron). gather_rows: this
+  // rank's rows (Nl, C) -> all rows (N, C) (all-gather over tp with sp,
+  // identity otherwise). reduce_rows: partial sums (N, C) -> this rank's
+  // rows of the sum (reduce-scatter with sp, all-reduce in place otherwise);
+  // returns where the result is. Both collective over tp.
+  const float* gather_rows(const float* local, float* full);
+  const float* reduce_rows(float* partial, float* local);
+  // out(Nl, C) = resid + reduce(x W^T) + bias: a row-parallel linear layer
+  // whose bias is added once, after the reduction.
+  void row_parallel_fwd(float* out, const float* resid, const float* x, int w, int b, int n_in);
+  // y(N, out) = x(N, in) W^T (+ bias)
+  void linear_fwd(float* y, const float* x, int w, int b, int n_out, int n_in, float beta = 0.f);
+  // dx (+)= dy W; dW += dy^T x; db += colsum(dy)
+  void linear_bwd(float* dx, const float* dy, const float* x, int w, int b, int n_out, int n_in,
+                  float dx_beta);
+
+  ModelConfig cfg_;
+  Recompute recompute_;
+  ModelParallel par_;
+  UnitHooks no_hooks_;
+  UnitHooks* hooks_ = &no_hooks_;
+  Backend& be_;
+  ParamStore params_;
+  ParamStore expert_params_;
+  std::unique_ptr<MoeLayer> moe_;
+  std::vector<MoeParams> moe_p_;                // per block (MoE blocks only)
+  std::vector<std::vector<MoeCtxPtr>> moe_ctx_;  // [slot][block]
+  MoeStats moe_stats_;
+  int cur_slot_ = 0;
+  float cur_loss_scale_ = 0;
+  // H_, Hkv_, F_, V_ are this tp rank's counts (heads, d_ff, vocab slice).
+  int B_, T_, C_, H_, Hkv_, D_, F_, V_, L_;
+  bool gpt2_;
+  int tp_size_ = 1, tp_rank_ = 0;
+  bool sp_ = false;
+  int vocab_start_ = 0;  // first vocabulary row of this rank's slice
+  int N_ = 0;            // token rows of the micro-batch (B*T)
+  int Nl_ = 0;           // this rank's token rows: N/tp with sp, else N
+  CpSplit cp_split_;     // T_ = cp_split_.local_len() tokens per sequence here
+  int cp_rank_ = 0;
+  std::unique_ptr<RingAttention> ring_;  // cp > 1
+
+  int wte_ = -1, wpe_ = -1, lm_head_ = -1, lnf_w_ = -1, lnf_b_ = -1;
+  int head_w_ = -1;  // the head's matrix: lm_head, wte, or (tied, pp > 1) the last stage's copy of wte
+  std::vector<LayerIdx> layers_;  // every block; indices -1 where not held
+
+  // Pipeline partition.
+  int pp_rank_ = 0, pp_size_ = 1;
+  std::vector<int> chunk_begin_;  // n_chunks + 1 block boundaries
+  bool has_embedding_ = true, has_head_ = true;
+
+  // Activations: pooled slots, plus the block set shared by all blocks with
+  // full recompute.
+  std::vector<std::unique_ptr<Slot>> slots_;
+  Acts* shared_acts_ = nullptr;
+  float* logits_ = nullptr;         // (chunk, V/tp)
+  float* xent_rowmax_ = nullptr;    // (chunk)
+  float* xent_sumexp_ = nullptr;    // (2*chunk) sum of exp, then target logits
+  int chunk_rows_ = 0;
+  Scratch* scratch_ = nullptr;
+  std::vector<void*> owned_;        // every shared allocation
+};
+
+}  // namespace pentad

@@ -1,0 +1,104 @@
+// Parameters and gradients live in two flat buffers (one allocation each), so
+// that reductions, clipping and the optimizer run over a few large ranges.
+// Each tensor is described by its global name and shape and by the slice this
+// rank holds; the initial values are drawn by a counter-based RNG keyed on
+// (seed, name, global element index), so any shard gets the values the full
+// tensor would have.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+
+namespace pentad {
+
+enum class Init { normal, zeros, ones };
+
+struct ParamInfo {
+  std::string name;                   // e.g. "model/layers/0/attn/wq"
+  std::vector<int64_t> shape;         // global shape
+  std::vector<int64_t> local_shape;   // this rank's slice
+  std::vector<int64_t> local_start;   // where the slice starts, per dimension
+  size_t offset = 0;                  // into the flat local buffers (elements)
+  int unit = 0;                       // model unit: 0 embedding, 1..L blocks, L+1 head
+  Init init = Init::normal;
+  float std = 0.02f;
+  bool decay = true;                  // AdamW weight decay (matrices, embeddings)
+  // A copy of a tensor another pipeline stage owns (the last stage's wte
+  // with tied embeddings): kept identical by summing the two stages'
+  // gradients; counted once in the gradient norm and written once.
+  bool stage_copy = false;
+
+  size_t numel() const;          // local elements
+  int64_t global_numel() const;
+};
+
+class ParamStore {
+ public:
+  explicit ParamStore(Backend& backend) : backend_(backend) {}
+  ~ParamStore();
+  ParamStore(const ParamStore&) = delete;
+  ParamStore& operator=(const ParamStore&) = delete;
+
+  // Tensors are grouped in units (the embedding, each block, the head) that
+  // are contiguous in the flat buffers; add() puts a tensor in the current unit.
+  void begin_unit(int unit);
+  int n_units() const { return int(unit_offset_.size()); }
+  size_t unit_offset(int u) const { return unit_offset_[size_t(u)]; }
+  size_t unit_numel(int u) const { return unit_numel_[size_t(u)]; }
+
+  // Register a tensor held whole by this rank; returns its index.
+  int add(const std::string& name, std::vector<int64_t> shape, Init init, float std, bool decay);
+  // Register this rank's block [local_start, local_start + local_shape) of a
+  // tensor of global `shape` (tensor-parallel slices).
+  int add_block(const std::string& name, std::vector<int64_t> shape, std::vector<int64_t> local_start,
+                std::vector<int64_t> local_shape, Init init, float std, bool decay);
+  void mark_stage_copy(int i) { infos_[size_t(i)].stage_copy = true; }
+  // Allocate full params and grads (zeroed) and draw the initial values.
+  void allocate_and_init(uint64_t seed);
+  // Allocate `capacity` (>= numel(), e.g. padded to a multiple of the dp
+  // size) elements of params and/or grads; a buffer not allocated is left
+  // null and its units must be pointed at windows (ZeRO-2/3).
+  void allocate(size_t capacity, bool params_full, bool grads_full);
+  // Draw the initial values of the flat range [lo, hi) into dst (backend
+  // memory, hi - lo elements); padding between tensors is zero.
+  void init_range(uint64_t seed, size_t lo, size_t hi, float* dst) const;
+
+  const std::vector<ParamInfo>& infos() const { return infos_; }
+  const ParamInfo& info(int i) const { return infos_[size_t(i)]; }
+  int find(const std::string& name) const;  // -1 if absent
+  size_t numel() const { return numel_; }   // local elements
+  int64_t global_numel() const;             // parameters of the whole model
+
+  float* params() { return params_; }
+  float* grads() { return grads_; }
+  // Where a tensor's values / gradient live now. By default inside the flat
+  // buffers; ZeRO-3 (parameters) and ZeRO-2/3 (gradients) point a unit at a
+  // temporary gathered buffer while it is in use (set_unit_*_base).
+  float* param(int i) { return i < 0 ? nullptr : address(param_base_, i); }
+  float* grad(int i) { return i < 0 ? nullptr : address(grad_base_, i); }
+  void set_unit_param_base(int u, float* base) { param_base_[size_t(u)] = base; }
+  void set_unit_grad_base(int u, float* base) { grad_base_[size_t(u)] = base; }
+  void reset_unit_bases();
+  void zero_grads();
+
+ private:
+  float* address(const std::vector<float*>& base, int i) const {
+    const ParamInfo& p = infos_[size_t(i)];
+    return base[size_t(p.unit)] + (p.offset - unit_offset_[size_t(p.unit)]);
+  }
+
+  Backend& backend_;
+  std::vector<ParamInfo> infos_;
+  std::vector<size_t> unit_offset_, unit_numel_;
+  std::vector<float*> param_base_, grad_base_;
+  int cur_unit_ = 0;
+  size_t numel_ = 0;
+  float* params_ = nullptr;
+  float* grads_ = nullptr;
+};
+
+}  // namespace pentad

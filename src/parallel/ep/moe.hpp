@@ -1,0 +1,121 @@
+// Mixture-of-experts MLP (Shazeer et al. 2017; GShard, Lepikhin et al. 2020;
+// Switch, Fedus et al. 2021) with expert parallelism over the ep group.
+// Router: logits = x Wr^T (E), softmax, top-k, weights renormalised over the
+// k chosen (top_k = 1 keeps the raw probability, as Switch). Routing groups
+// are single sequences: capacity, dropping and the load-balancing statistics
+// are per sequence, so every layout (dp, ep, pp, accumulation) routes the same
+// tokens the same way. With context parallelism a sequence is cut over the cp
+// group: each cp rank routes its own tokens, and the ranks exchange their
+// top-k choices (k integers per token) so that capacity and the balance
+// statistics are decided on the whole sequence, in global token order.
+// Experts are ordinary MLPs (GELU with biases for gpt2, SwiGLU for llama);
+// expert e lives on ep rank e / (E/ep). Tokens go out with an all-to-all
+// (counts first, then rows), come back with the reverse one.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "config/config.hpp"
+#include "parallel/cp/context_parallel.hpp"
+#include "model/params.hpp"
+
+namespace pentad {
+
+class Comm;
+
+// Parameter indices of one MoE block: the router in the dense store (reduced
+// over dp), the experts in the expert store (reduced over expert_dp).
+struct MoeParams {
+  int router = -1;                                     // (E, C) dense
+  int w_gate = -1, w_up = -1, b_up = -1, w_down = -1, b_down = -1;  // (E/ep, F, C), (E/ep, F), (E/ep, C, F), (E/ep, C)
+};
+
+// Routing statistics, summed over MoE blocks and micro-batches (host), of
+// this rank's tokens: with cp the totals are the sums over the cp group
+// (aux_sum is linear in the probabilities, so each rank adds its share).
+struct MoeStats {
+  double aux_sum = 0;      // sum over (block, sequence) of E * sum_e f_e P_e
+  double z_sum = 0;        // sum over (block, token) of logsumexp(logits)^2
+  double assigned = 0;     // token-expert assignments chosen by top-k
+  double dropped = 0;      // of which over capacity
+  std::vector<double> per_expert;  // (L*E) kept assignments per block and expert
+  // Receive load: the most rows this rank received in one call (R) over the
+  // uniform share N*top_k (what it receives when every rank's choices spread
+  // evenly over the ep ranks); 1 = balanced. The planner's --moe-load.
+  double recv_load_max = 0;
+  void reset(int n_layers, int n_experts) {
+    aux_sum = z_sum = assigned = dropped = recv_load_max = 0;
+    per_expert.assign(size_t(n_layers) * size_t(n_experts), 0.0);
+  }
+};
+
+// What one MoE forward keeps for its backward (opaque).
+struct MoeCtx;
+struct MoeCtxDeleter {
+  void operator()(MoeCtx* c) const;
+};
+using MoeCtxPtr = std::unique_ptr<MoeCtx, MoeCtxDeleter>;
+
+class MoeLayer {
+ public:
+  // ep: the expert-parallel group (nullptr or size 1: every expert is here).
+  // cp: the context-parallel group and how it cuts a sequence (nullptr:
+  // whole sequences here); token rows are then chunk-major, as the model
+  // holds them (context_parallel.hpp).
+  MoeLayer(const ModelConfig& cfg, Backend& be, ParamStore& dense, ParamStore& experts, Comm* ep,
+           Comm* cp = nullptr, CpLayout cp_layout = CpLayout::contiguous);
+
+  // Register block `prefix`'s router (in the dense store's current unit) and
+  // this ep rank's experts (in the expert store's current unit).
+  MoeParams add_params(const std::string& prefix, float std, float std_out);
+
+  int experts_local() const { return E_local_; }
+
+  // Wall time since the last reset: all-to-alls (counts and rows, both
+  // directions), expert matmuls and activations, and the host-side routing,
+  // permutation and combine.
+  struct Times {
+    double comm_s = 0, expert_s = 0, route_s = 0;
+  };
+  const Times& times() const { return times_; }
+  void reset_times() { times_ = {}; }
+
+  // out = resid + sum_j w_j expert_j(x) for the N = n_seq * T/cp token rows
+  // of x, the block's MLP input (after the norm). out and resid hold rows
+  // [row0, row0 + n_out) of the N (n_out < 0: all N); sequence parallelism
+  // passes the all-gathered x and this tp rank's rows. Saves what backward
+  // needs in ctx (allocated if empty). stats (nullable) gets this call's
+  // routing statistics of this rank's tokens under block `layer`.
+  // Collective over ep (and cp).
+  void forward(MoeCtxPtr& ctx, const MoeParams& p, int layer, float* out, const float* resid,
+               const float* x, int n_tokens, MoeStats* stats, int row0 = 0, int n_out = -1);
+  // dx(N,C) = the gradient of x (written, all N rows); parameter gradients
+  // accumulate (from this rank's tokens).
+  // dy: the gradient of the block output. loss_scale weighs one token's
+  // loss (1 / tokens of the global batch): one sequence's load-balancing
+  // loss weighs aux_loss_coef * loss_scale * T, one token's z-loss
+  // z_loss_coef * loss_scale. Frees ctx's buffers. Collective over ep.
+  void backward(MoeCtxPtr& ctx, const MoeParams& p, float* dx, const float* dy, const float* x,
+                float loss_scale);
+
+ private:
+  void experts_fwd(MoeCtx& c, const MoeParams& p);
+  void experts_bwd(MoeCtx& c, const MoeParams& p, const float* dyr, float* dxr);
+
+  Times times_;
+  ModelConfig cfg_;
+  Backend& be_;
+  ParamStore& dense_;
+  ParamStore& experts_;
+  Comm* ep_;
+  Comm* cp_;
+  CpSplit split_;  // how a sequence is cut over cp (one chunk without cp)
+  int ep_size_ = 1, ep_rank_ = 0;
+  int E_, E_local_, k_, C_, F_, T_;
+  bool gpt2_;
+};
+
+}  // namespace pentad

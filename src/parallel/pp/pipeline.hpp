@@ -1,0 +1,91 @@
+// The one executor of pipeline schedules (schedule.hpp): it walks this
+// rank's action list, posting non-blocking receives one compute action ahead
+// of their use and sending each chunk's output (activations forward,
+// gradients backward) as soon as it is computed, over the pp group. The same
+// executor runs the single-stage case (pp = 1: forward, backward, forward,
+// ...), so every layout trains through the same code.
+// It times every action; the step's bubble is idle over busy time per rank
+// (comparable to the textbook (pp - 1) / m), and with a trace file the
+// actions become a Chrome-trace timeline (Perfetto, chrome://tracing).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "parallel/pp/schedule.hpp"
+
+namespace pentad {
+
+class Backend;
+class Comm;
+class DataParallel;
+class Model;
+
+class Pipeline {
+ public:
+  // pp: the pipeline group (rank = stage). dpar is told which micro-batch a
+  // backward belongs to (gradient reduction starts after each chunk's last).
+  Pipeline(Model& model, Backend& be, Comm& pp, DataParallel& dpar, Schedule train, Schedule eval);
+  ~Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  // One training step's micro-batches: inputs/targets hold m micro-batches
+  // of (B, T) tokens, back to back. Returns this rank's loss sum (non-zero on
+  // the last stage only). logits_out: (m, B, T, V) on the last stage, or null.
+  double train_step(const int32_t* inputs, const int32_t* targets, float loss_scale, float* logits_out);
+  // Forward-only over the eval schedule's micro-batches; the loss sum (last stage).
+  double eval(const int32_t* inputs, const int32_t* targets);
+
+  const Schedule& schedule() const { return train_; }
+  // The last train_step: busy (compute) and wall seconds on this rank, and
+  // the most activation slots alive at once.
+  double busy_s() const { return busy_; }
+  double wall_s() const { return wall_; }
+  double bubble() const { return busy_ > 0 ? (wall_ - busy_) / busy_ : 0.0; }
+  int peak_inflight() const { return peak_inflight_; }
+
+  // Record the actions of the next train_steps (trace_step labels them).
+  void set_tracing(bool on, int step) {
+    tracing_ = on;
+    trace_step_ = step;
+  }
+  // Chrome-trace JSON events of the traced steps (this rank's process id
+  // `pid`), comma-separated, for write_trace.
+  std::string trace_events(int pid, const std::string& label) const;
+
+ private:
+  struct Event {
+    int step;
+    char kind;      // 'F', 'B', 'r' (waiting for a receive), 's' (send posted), 'D' (dp wait)
+    int mb, chunk;
+    double t0, t1;  // seconds since the run's first step
+  };
+  double run(const Schedule& s, bool train, const int32_t* inputs, const int32_t* targets, float loss_scale,
+             float* logits_out);
+  float* take_buffer();
+  void give_buffer(float* b);
+  int tag(bool grad, int chunk) const;  // keyed by the chunk that consumes the message
+
+  Model& model_;
+  Backend& be_;
+  Comm& pp_;
+  DataParallel& dpar_;
+  Schedule train_, eval_;
+  std::vector<float*> free_bufs_, all_bufs_;
+  double busy_ = 0, wall_ = 0;
+  int peak_inflight_ = 0;
+  bool tracing_ = false;
+  int trace_step_ = 0;
+  double t_origin_ = -1;
+  std::vector<Event> events_;
+};
+
+// Gathers every rank's events to `root` of `comm` and writes one Chrome-trace
+// JSON file there. Collective over comm.
+void write_trace(const std::string& path, const std::string& my_events, int root, MPI_Comm comm);
+
+}  // namespace pentad

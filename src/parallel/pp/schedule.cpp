@@ -1,0 +1,426 @@
+// Schedule generators, the checker and its timed replay (see schedule.hpp).
+#include "parallel/pp/schedule.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <tuple>
+
+namespace pentad {
+namespace {
+
+struct Compute {
+  bool forward;
+  int mb, chunk;
+};
+
+// The order of compute actions on pipeline rank r.
+std::vector<Compute> compute_order(ScheduleKind kind, int pp, int v, int m, int r) {
+  std::vector<Compute> out;
+  if (kind == ScheduleKind::afab) {
+    for (int mb = 0; mb < m; ++mb) out.push_back({true, mb, r});
+    for (int mb = 0; mb < m; ++mb) out.push_back({false, mb, r});
+    return out;
+  }
+  if (kind == ScheduleKind::one_f_one_b) {
+    const int warmup = std::min(pp - r - 1, m);
+    int f = 0, b = 0;
+    for (; f < warmup; ++f) out.push_back({true, f, r});
+    while (f < m) {  // steady state: one forward, one backward
+      out.push_back({true, f++, r});
+      out.push_back({false, b++, r});
+    }
+    while (b < m) out.push_back({false, b++, r});  // cool-down
+    return out;
+  }
+  // Interleaved: "virtual micro-batch" k of
+  // this rank runs micro-batch mb(k) on its local chunk c(k); micro-batches
+  // go in groups of pp through each local chunk in turn. Backward visits the
+  // local chunks in reverse.
+  const int total = m * v;
+  auto mb_of = [&](int k) { return (k / (pp * v)) * pp + k % pp; };
+  auto local_chunk = [&](int k, bool forward) {
+    const int c = (k % (pp * v)) / pp;
+    return forward ? c : v - 1 - c;
+  };
+  auto chunk_of = [&](int k, bool forward) { return local_chunk(k, forward) * pp + r; };
+  if (kind == ScheduleKind::forward_only) {  // evaluation: micro-batch by micro-batch
+    for (int mb = 0; mb < m; ++mb)
+      for (int c = 0; c < v; ++c) out.push_back({true, mb, c * pp + r});
+    return out;
+  }
+  const int warmup = std::min(total, (pp - r - 1) * 2 + (v - 1) * pp);
+  int f = 0, b = 0;
+  for (; f < warmup; ++f) out.push_back({true, mb_of(f), chunk_of(f, true)});
+  while (f < total) {
+    out.push_back({true, mb_of(f), chunk_of(f, true)});
+    ++f;
+    out.push_back({false, mb_of(b), chunk_of(b, false)});
+    ++b;
+  }
+  for (; b < total; ++b) out.push_back({false, mb_of(b), chunk_of(b, false)});
+  return out;
+}
+
+// Does compute action c need a message, and from which chunk's send?
+bool needs_recv(const Compute& c, int n_chunks) {
+  return c.forward ? c.chunk > 0 : c.chunk < n_chunks - 1;
+}
+bool makes_send(const Compute& c, int n_chunks, ScheduleKind kind) {
+  if (c.forward) return c.chunk < n_chunks - 1;
+  return kind != ScheduleKind::forward_only && c.chunk > 0;
+}
+
+const char* kind_letter(ActionKind k) {
+  switch (k) {
+    case ActionKind::forward: return "F";
+    case ActionKind::backward: return "B";
+    case ActionKind::recv_act: return "ra";
+    case ActionKind::send_act: return "sa";
+    case ActionKind::recv_grad: return "rg";
+    case ActionKind::send_grad: return "sg";
+  }
+  return "?";
+}
+
+std::string action_str(const Action& a) {
+  return std::string(kind_letter(a.kind)) + std::to_string(a.mb) + "." + std::to_string(a.chunk);
+}
+
+}  // namespace
+
+ScheduleKind parse_schedule_kind(const std::string& name) {
+  if (name == "afab") return ScheduleKind::afab;
+  if (name == "1f1b") return ScheduleKind::one_f_one_b;
+  if (name == "interleaved") return ScheduleKind::interleaved;
+  throw std::invalid_argument("parallel.schedule: unknown schedule '" + name + "'");
+}
+
+const char* schedule_name(ScheduleKind k) {
+  switch (k) {
+    case ScheduleKind::afab: return "afab";
+    case ScheduleKind::one_f_one_b: return "1f1b";
+    case ScheduleKind::interleaved: return "interleaved";
+    case ScheduleKind::forward_only: return "forward";
+  }
+  return "?";
+}
+
+std::string schedule_problem(ScheduleKind kind, int pp, int v, int m) {
+  const std::string s = std::string("parallel.schedule=") + schedule_name(kind);
+  const std::string sv = "parallel.virtual_stages=" + std::to_string(v);
+  const std::string sm = "train.grad_accum=" + std::to_string(m);
+  const std::string sp = "parallel.pp=" + std::to_string(pp);
+  if (pp < 1 || v < 1 || m < 1) return "pipeline: pp, virtual_stages and micro-batches must be >= 1";
+  if (kind == ScheduleKind::forward_only) return {};
+  if (kind == ScheduleKind::interleaved) {
+    if (v < 2) return s + " needs parallel.virtual_stages >= 2 (got " + sv + "; use 1f1b for one chunk per rank)";
+  } else if (v != 1) {
+    return sv + " needs parallel.schedule=interleaved (got " + s + ")";
+  }
+  if (pp > 1 && m < pp)
+    return sm + " gives " + std::to_string(m) + " micro-batches, fewer than " + sp +
+           " stages: the pipeline would never fill (use train.grad_accum >= parallel.pp)";
+  if (kind == ScheduleKind::interleaved && m % pp != 0)
+    return sm + " micro-batches must be a multiple of " + sp + " for " + s;
+  return {};
+}
+
+Schedule make_schedule(ScheduleKind kind, int pp, int v, int m) {
+  if (const std::string p = schedule_problem(kind, pp, v, m); !p.empty()) throw std::invalid_argument(p);
+  Schedule s;
+  s.kind = kind;
+  s.pp = pp;
+  s.v = v;
+  s.m = m;
+  const int G = s.n_chunks();
+  s.ranks.resize(size_t(pp));
+  for (int r = 0; r < pp; ++r) {
+    const std::vector<Compute> order = compute_order(kind, pp, v, m, r);
+    std::vector<Action>& out = s.ranks[size_t(r)];
+    // Each receive is posted one compute action ahead of its use, so the
+    // transfer overlaps the compute before it.
+    auto post_recv = [&](size_t i) {
+      if (i >= order.size() || !needs_recv(order[i], G)) return;
+      const Compute& c = order[i];
+      out.push_back({c.forward ? ActionKind::recv_act : ActionKind::recv_grad, c.mb, c.chunk});
+    };
+    post_recv(0);
+    for (size_t i = 0; i < order.size(); ++i) {
+      post_recv(i + 1);
+      const Compute& c = order[i];
+      out.push_back({c.forward ? ActionKind::forward : ActionKind::backward, c.mb, c.chunk});
+      if (makes_send(c, G, kind))
+        out.push_back({c.forward ? ActionKind::send_act : ActionKind::send_grad, c.mb, c.chunk});
+    }
+  }
+  return s;
+}
+
+int expected_inflight(ScheduleKind kind, int pp, int v, int m, int rank) {
+  switch (kind) {
+    case ScheduleKind::forward_only: return 1;
+    case ScheduleKind::afab: return m * v;
+    case ScheduleKind::one_f_one_b: return std::min(pp - rank, m);
+    case ScheduleKind::interleaved: {
+      const int total = m * v;
+      const int warmup = (pp - rank - 1) * 2 + (v - 1) * pp;
+      return warmup >= total ? total : warmup + 1;
+    }
+  }
+  return 0;
+}
+
+double bubble_formula(ScheduleKind kind, int pp, int v, int m) {
+  if (kind == ScheduleKind::interleaved) return double(pp - 1) / (double(v) * m);
+  return double(pp - 1) / m;
+}
+
+ScheduleCheck check_schedule(const Schedule& s, double t_f, double t_b) {
+  ScheduleCheck res;
+  const int P = s.pp, G = s.n_chunks(), M = s.m;
+  const bool fwd_only = s.kind == ScheduleKind::forward_only;
+  res.peak_inflight.assign(size_t(P), 0);
+  res.sim_bubble.assign(size_t(P), 0.0);
+  if (int(s.ranks.size()) != P) {
+    res.error = "the schedule has " + std::to_string(s.ranks.size()) + " rank lists for pp=" + std::to_string(P);
+    return res;
+  }
+  auto fail = [&](int r, const Action& a, const std::string& why) {
+    res.error = "rank " + std::to_string(r) + " action " + action_str(a) + ": " + why;
+  };
+
+  // Structure: each (mb, chunk) computed exactly once forward (and once
+  // backward unless forward_only) on its owner; messages paired one to one,
+  // in the same micro-batch order on both sides (MPI matches in order).
+  std::map<std::tuple<int, int, int>, int> count;  // (kind, mb, chunk) -> occurrences
+  // (kind of message, chunk it carries to) -> micro-batch order, per side.
+  std::map<std::pair<int, int>, std::vector<int>> send_order, recv_order;
+  for (int r = 0; r < P; ++r) {
+    for (const Action& a : s.ranks[size_t(r)]) {
+      if (a.mb < 0 || a.mb >= M || a.chunk < 0 || a.chunk >= G) {
+        fail(r, a, "micro-batch or chunk out of range");
+        return res;
+      }
+      ++count[{int(a.kind), a.mb, a.chunk}];
+      switch (a.kind) {
+        case ActionKind::forward:
+        case ActionKind::backward:
+        case ActionKind::send_act:
+        case ActionKind::send_grad:
+          if (s.owner(a.chunk) != r) {
+            fail(r, a, "chunk " + std::to_string(a.chunk) + " belongs to rank " + std::to_string(s.owner(a.chunk)));
+            return res;
+          }
+          break;
+        case ActionKind::recv_act:
+        case ActionKind::recv_grad:
+          if (s.owner(a.chunk) != r) {
+            fail(r, a, "receives for a chunk of rank " + std::to_string(s.owner(a.chunk)));
+            return res;
+          }
+          break;
+      }
+      // A message is keyed by the chunk that consumes it.
+      if (a.kind == ActionKind::send_act) send_order[{0, a.chunk + 1}].push_back(a.mb);
+      if (a.kind == ActionKind::send_grad) send_order[{1, a.chunk - 1}].push_back(a.mb);
+      if (a.kind == ActionKind::recv_act) recv_order[{0, a.chunk}].push_back(a.mb);
+      if (a.kind == ActionKind::recv_grad) recv_order[{1, a.chunk}].push_back(a.mb);
+    }
+  }
+  for (int mb = 0; mb < M; ++mb) {
+    for (int g = 0; g < G; ++g) {
+      auto n = [&](ActionKind k) {
+        auto it = count.find({int(k), mb, g});
+        return it == count.end() ? 0 : it->second;
+      };
+      const std::string what = "micro-batch " + std::to_string(mb) + " chunk " + std::to_string(g);
+      if (n(ActionKind::forward) != 1) {
+        res.error = what + ": forward appears " + std::to_string(n(ActionKind::forward)) + " times";
+        return res;
+      }
+      const int want_b = fwd_only ? 0 : 1;
+      if (n(ActionKind::backward) != want_b) {
+        res.error = what + ": backward appears " + std::to_string(n(ActionKind::backward)) + " times";
+        return res;
+      }
+      const int want_sa = g < G - 1 ? 1 : 0, want_ra = g > 0 ? 1 : 0;
+      const int want_sg = !fwd_only && g > 0 ? 1 : 0, want_rg = !fwd_only && g < G - 1 ? 1 : 0;
+      if (n(ActionKind::send_act) != want_sa || n(ActionKind::recv_act) != want_ra ||
+          n(ActionKind::send_grad) != want_sg || n(ActionKind::recv_grad) != want_rg) {
+        res.error = what + ": a send has no matching receive (or a message is missing or doubled)";
+        return res;
+      }
+    }
+  }
+  if (send_order != recv_order) {
+    res.error = "sends and receives between two chunks are not in the same micro-batch order";
+    return res;
+  }
+
+  // Replay. A receive is posted, a send is eager (non-blocking); a compute
+  // action waits for its input message (the receive must have been posted
+  // earlier on the same rank) and, for backward, its own forward.
+  std::vector<size_t> pc(size_t(P), 0);
+  std::vector<double> clock(size_t(P), 0.0), busy(size_t(P), 0.0);
+  std::vector<int> inflight(size_t(P), 0);
+  std::map<std::tuple<int, int, int>, double> done;  // (kind, mb, chunk) -> finish time
+  std::set<std::tuple<int, int, int>> posted;          // (kind, mb, chunk) receives posted
+  auto finished = [&](ActionKind k, int mb, int g, double* t) {
+    auto it = done.find({int(k), mb, g});
+    if (it == done.end()) return false;
+    if (t) *t = it->second;
+    return true;
+  };
+  size_t remaining = 0;
+  for (const auto& l : s.ranks) remaining += l.size();
+  while (remaining > 0) {
+    bool progress = false;
+    for (int r = 0; r < P; ++r) {
+      const auto& list = s.ranks[size_t(r)];
+      while (pc[size_t(r)] < list.size()) {
+        const Action& a = list[size_t(pc[size_t(r)])];
+        double ready = clock[size_t(r)];
+        bool can = true;
+        switch (a.kind) {
+          case ActionKind::recv_act:
+          case ActionKind::recv_grad:
+            posted.insert({int(a.kind), a.mb, a.chunk});
+            break;
+          case ActionKind::send_act:
+            if (!finished(ActionKind::forward, a.mb, a.chunk, nullptr)) {
+              fail(r, a, "sends an activation before computing it");
+              return res;
+            }
+            done[{int(a.kind), a.mb, a.chunk}] = done[{int(ActionKind::forward), a.mb, a.chunk}];
+            break;
+          case ActionKind::send_grad:
+            if (!finished(ActionKind::backward, a.mb, a.chunk, nullptr)) {
+              fail(r, a, "sends a gradient before computing it");
+              return res;
+            }
+            done[{int(a.kind), a.mb, a.chunk}] = done[{int(ActionKind::backward), a.mb, a.chunk}];
+            break;
+          case ActionKind::forward:
+          case ActionKind::backward: {
+            const bool f = a.kind == ActionKind::forward;
+            if (!f && !finished(ActionKind::forward, a.mb, a.chunk, nullptr)) {
+              fail(r, a, "backward before its forward on this rank");
+              return res;
+            }
+            if (f ? a.chunk > 0 : a.chunk < G - 1) {
+              const ActionKind rk = f ? ActionKind::recv_act : ActionKind::recv_grad;
+              if (!posted.count({int(rk), a.mb, a.chunk})) {
+                fail(r, a, "uses a message whose receive was not posted before it");
+                return res;
+              }
+              double t = 0;
+              const ActionKind sk = f ? ActionKind::send_act : ActionKind::send_grad;
+              if (!finished(sk, a.mb, f ? a.chunk - 1 : a.chunk + 1, &t)) {
+                can = false;
+                break;
+              }
+              ready = std::max(ready, t);
+            }
+            const double dur = f ? t_f : t_b;
+            clock[size_t(r)] = ready + dur;
+            busy[size_t(r)] += dur;
+            done[{int(a.kind), a.mb, a.chunk}] = clock[size_t(r)];
+            if (f) {
+              if (!fwd_only) {
+                inflight[size_t(r)] += 1;
+                res.peak_inflight[size_t(r)] = std::max(res.peak_inflight[size_t(r)], inflight[size_t(r)]);
+              } else {
+                res.peak_inflight[size_t(r)] = 1;
+              }
+            } else {
+              inflight[size_t(r)] -= 1;
+            }
+            break;
+          }
+        }
+        if (!can) break;
+        ++pc[size_t(r)];
+        --remaining;
+        progress = true;
+      }
+    }
+    if (!progress) {
+      std::string blocked;
+      for (int r = 0; r < P; ++r)
+        if (pc[size_t(r)] < s.ranks[size_t(r)].size())
+          blocked += " rank " + std::to_string(r) + " at " + action_str(s.ranks[size_t(r)][pc[size_t(r)]]) + ";";
+      res.error = "deadlock: no rank can proceed:" + blocked;
+      return res;
+    }
+  }
+  for (int r = 0; r < P; ++r) res.sim_makespan = std::max(res.sim_makespan, clock[size_t(r)]);
+  for (int r = 0; r < P; ++r)
+    res.sim_bubble[size_t(r)] = busy[size_t(r)] > 0 ? (res.sim_makespan - busy[size_t(r)]) / busy[size_t(r)] : 0;
+  return res;
+}
+
+std::vector<int> partition_blocks(int n_layers, int n_chunks, const std::string& stage_layers) {
+  const std::string key = "parallel.stage_layers";
+  std::vector<int> count;
+  if (stage_layers.empty()) {
+    if (n_layers < n_chunks)
+      throw std::invalid_argument("model.n_layers=" + std::to_string(n_layers) + " is fewer than the " +
+                                  std::to_string(n_chunks) +
+                                  " pipeline chunks (parallel.pp x parallel.virtual_stages); give "
+                                  "parallel.stage_layers to allow chunks without blocks");
+    count.assign(size_t(n_chunks), n_layers / n_chunks);
+    std::vector<int> order;  // who gets the remainder first
+    for (int g = 1; g + 1 < n_chunks; ++g) order.push_back(g);
+    order.push_back(0);
+    if (n_chunks > 1) order.push_back(n_chunks - 1);
+    for (int i = 0; i < n_layers % n_chunks; ++i) ++count[size_t(order[size_t(i)])];
+  } else {
+    size_t pos = 0;
+    while (pos <= stage_layers.size()) {
+      const size_t comma = std::min(stage_layers.find(',', pos), stage_layers.size());
+      const std::string item = stage_layers.substr(pos, comma - pos);
+      size_t used = 0;
+      int v = -1;
+      try {
+        v = std::stoi(item, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (item.empty() || used != item.size() || v < 0)
+        throw std::invalid_argument(key + "=\"" + stage_layers + "\": '" + item +
+                                    "' is not a block count (expected non-negative integers separated by commas)");
+      count.push_back(v);
+      pos = comma + 1;
+    }
+    if (int(count.size()) != n_chunks)
+      throw std::invalid_argument(key + "=\"" + stage_layers + "\" gives " + std::to_string(count.size()) +
+                                  " counts for " + std::to_string(n_chunks) +
+                                  " pipeline chunks (parallel.pp x parallel.virtual_stages)");
+    int sum = 0;
+    for (int c : count) sum += c;
+    if (sum != n_layers)
+      throw std::invalid_argument(key + "=\"" + stage_layers + "\" sums to " + std::to_string(sum) +
+                                  " blocks, but model.n_layers=" + std::to_string(n_layers));
+  }
+  std::vector<int> b(size_t(n_chunks) + 1, 0);
+  for (int g = 0; g < n_chunks; ++g) b[size_t(g) + 1] = b[size_t(g)] + count[size_t(g)];
+  return b;
+}
+
+std::string describe_schedule(const Schedule& s) {
+  std::string out;
+  for (int r = 0; r < s.pp; ++r) {
+    out += "rank " + std::to_string(r) + ":";
+    for (const Action& a : s.ranks[size_t(r)])
+      if (a.kind == ActionKind::forward || a.kind == ActionKind::backward) {
+        out += ' ';
+        out += action_str(a);
+      }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace pentad

@@ -1,0 +1,79 @@
+// Tensor-parallel helpers: vocab-parallel loss, global views of split
+// parameters, the layout-independent gradient norm.
+#include "parallel/tp/tensor_parallel.hpp"
+
+#include <algorithm>
+#include <climits>
+
+#include "comm/comm.hpp"
+#include "core/error.hpp"
+
+namespace pentad {
+
+bool is_tp_split(const ParamInfo& p) { return p.local_shape != p.shape; }
+
+void vocab_parallel_xent(Backend& be, Comm* tp, float* dlogits, float* losses, const float* logits,
+                         float* rowmax, float* sumexp_target, const int32_t* targets,
+                         float grad_scale, int n, int V_local, int vocab_start) {
+  const bool split = tp && tp->size() > 1;
+  float* sumexp = sumexp_target;
+  float* target_logit = sumexp_target + n;
+  be.xent_rowmax(rowmax, logits, n, V_local);
+  if (split) tp->allreduce_max(rowmax, size_t(n));  // global row maxima
+  be.xent_sumexp(sumexp, target_logit, logits, rowmax, targets, n, V_local, vocab_start);
+  // Exactly one rank holds each target's logit, the others contribute 0.
+  if (split) tp->allreduce_sum(sumexp_target, 2 * size_t(n));
+  be.xent_bwd(dlogits, losses, logits, rowmax, sumexp, target_logit, targets, grad_scale, n, V_local,
+              vocab_start);
+}
+
+void gather_global(Comm* tp, const ParamInfo& p, const float* local, std::vector<float>& global) {
+  const size_t n_local = p.numel();
+  if (!is_tp_split(p)) {
+    global.assign(local, local + n_local);
+    return;
+  }
+  if (!tp || tp->size() == 1) PENTAD_FATAL("gather_global: " + p.name + " is split but there is no tp group");
+  if (n_local > size_t(INT_MAX)) PENTAD_FATAL("gather_global: " + p.name + " block too large for MPI");
+  const int n_ranks = tp->size();
+  const size_t nd = p.shape.size();
+  // Every rank's block origin (the blocks all have this rank's local shape).
+  std::vector<int64_t> starts(nd * size_t(n_ranks));
+  MPI_CHECK(MPI_Allgather(p.local_start.data(), int(nd), MPI_INT64_T, starts.data(), int(nd),
+                          MPI_INT64_T, tp->mpi()));
+  std::vector<float> all(n_local * size_t(n_ranks));
+  MPI_CHECK(MPI_Allgather(local, int(n_local), MPI_FLOAT, all.data(), int(n_local), MPI_FLOAT,
+                          tp->mpi()));
+  global.assign(size_t(p.global_numel()), 0.0f);
+  for (int q = 0; q < n_ranks; ++q) {
+    const int64_t* start = starts.data() + size_t(q) * nd;
+    const float* blk = all.data() + size_t(q) * n_local;
+    for (size_t e = 0; e < n_local; ++e) {
+      // Local row-major index -> global row-major index.
+      size_t rest = e, g = 0, stride = 1;
+      for (size_t d = nd; d-- > 0;) {
+        const size_t li = rest % size_t(p.local_shape[d]);
+        rest /= size_t(p.local_shape[d]);
+        g += (size_t(start[d]) + li) * stride;
+        stride *= size_t(p.shape[d]);
+      }
+      global[g] = blk[e];
+    }
+  }
+}
+
+double tp_sum_squares(const ParamStore& params, Backend& be, const float* flat, size_t lo, size_t hi,
+                      int tp_rank, int tp_size) {
+  const bool copies = std::any_of(params.infos().begin(), params.infos().end(),
+                                  [](const ParamInfo& p) { return p.stage_copy; });
+  if (tp_size == 1 && !copies) return hi > lo ? be.sum_squares(flat, hi - lo) : 0.0;
+  double s = 0;
+  for (const ParamInfo& p : params.infos()) {
+    if (p.stage_copy || (!is_tp_split(p) && tp_rank != 0)) continue;
+    const size_t a = std::max(lo, p.offset), b = std::min(hi, p.offset + p.numel());
+    if (a < b) s += be.sum_squares(flat + (a - lo), b - a);
+  }
+  return s;
+}
+
+}  // namespace pentad

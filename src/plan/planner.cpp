@@ -1,0 +1,1001 @@
+// The planner's memory, communication and time models (see planner.hpp).
+// Memory mirrors the allocation code term by term (fp32: 4 bytes per element)
+// and walks the schedule lists for the in-flight high-water marks; what is a
+// window or an approximation is said where it is computed and collected in
+// MemoryEstimate::notes. Time is a roofline: compute at a stated fraction of
+// the machine's peak, each collective at a bus bandwidth of its link class
+// plus a latency per call, dp reduction overlapped with backward except the
+// last bucket, tp not overlapped, the pipeline bubble of bubble_formula.
+#include "plan/planner.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string_view>
+
+#include <toml++/toml.h>
+
+#include "core/error.hpp"
+#include "parallel/pp/schedule.hpp"
+
+namespace pentad {
+namespace {
+
+constexpr double kF = 4.0;  // bytes per fp32 element / int32 token id
+
+double pad16(double n) { return std::ceil(n / 16.0) * 16.0; }
+
+// Local (tp-sharded) sizes of the model, as Model's constructor computes them.
+struct Dims {
+  double B, T, C, H, Hkv, D, F, V;  // H, Hkv, F, V: this tp rank's; T: this cp rank's tokens
+  double Tg;                        // the whole sequence (seq_len)
+  int L, tp, cp, cp_chunks;
+  bool sp, gpt2, tied;
+  double N() const { return B * T; }
+  double Nl() const { return sp ? B * T / tp : B * T; }
+};
+
+Dims dims_of(const Config& cfg) {
+  const ModelConfig& m = cfg.model;
+  const int t = cfg.parallel.tp;
+  Dims d{};
+  d.B = cfg.train.micro_batch;
+  d.Tg = m.seq_len;
+  d.cp = cfg.parallel.cp;
+  d.cp_chunks = d.cp > 1 && cfg.parallel.cp_layout == "zigzag" ? 2 : 1;
+  d.T = double(m.seq_len / d.cp);
+  d.C = m.d_model;
+  d.H = double(m.n_heads / t);
+  d.Hkv = double(m.n_kv_heads / t);
+  d.D = m.head_dim();
+  d.F = double(m.d_ff / t);
+  d.V = double(m.vocab_size / t);
+  d.L = m.n_layers;
+  d.tp = t;
+  d.sp = cfg.parallel.sp && t > 1;
+  d.gpt2 = m.family == Family::gpt2;
+  d.tied = m.tied();
+  return d;
+}
+
+// The flat buffer of one pipeline stage, unit by unit (0 embedding, 1..L
+// blocks, L+1 head), each tensor padded to 16 elements (ParamStore::add_block).
+struct StageParams {
+  std::vector<double> unit;  // padded elements per unit
+  double N = 0;
+  bool has_embedding = false, has_head = false;
+  std::vector<int> chunks;   // chunks held
+};
+
+StageParams stage_params(const Config& cfg, const std::vector<int>& cb, int pp_rank) {
+  const Dims d = dims_of(cfg);
+  const int pp = cfg.parallel.pp, G = int(cb.size()) - 1;
+  StageParams s;
+  s.unit.assign(size_t(d.L) + 2, 0.0);
+  for (int g = 0; g < G; ++g)
+    if (g % pp == pp_rank) s.chunks.push_back(g);
+  s.has_embedding = 0 % pp == pp_rank;
+  s.has_head = (G - 1) % pp == pp_rank;
+  const double HD = d.H * d.D, KD = d.Hkv * d.D;
+  if (s.has_embedding) {
+    s.unit[0] += pad16(d.V * d.C);
+    if (d.gpt2) s.unit[0] += pad16(d.Tg * d.C);
+  }
+  for (int g : s.chunks)
+    for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) {
+      double& u = s.unit[size_t(l) + 1];
+      u += pad16(d.C) + pad16(HD * d.C) + 2 * pad16(KD * d.C) + pad16(d.C * HD);
+      if (d.gpt2) u += pad16(d.C) + pad16(HD) + 2 * pad16(KD) + pad16(d.C);
+      u += pad16(d.C);
+      if (d.gpt2) u += pad16(d.C);
+      if (cfg.model.is_moe_block(l)) {  // the router; the experts live in the expert store
+        u += pad16(double(cfg.model.n_experts) * d.C);
+        continue;
+      }
+      if (!d.gpt2) u += pad16(d.F * d.C);
+      u += pad16(d.F * d.C) + pad16(d.C * d.F);
+      if (d.gpt2) u += pad16(d.F) + pad16(d.C);
+    }
+  if (s.has_head) {
+    double& u = s.unit[size_t(d.L) + 1];
+    u += pad16(d.C);
+    if (d.gpt2) u += pad16(d.C);
+    if (!d.tied || !s.has_embedding) u += pad16(d.V * d.C);  // lm_head, or the stage copy of wte
+  }
+  for (double u : s.unit) s.N += u;
+  return s;
+}
+
+// The expert store of one pipeline stage (MoeLayer::add_params): per MoE
+// block this ep rank's E/ep experts, each tensor padded to 16 elements. The
+// MoE layer is replicated over tp: F is the whole d_ff.
+StageParams expert_stage_params(const Config& cfg, const std::vector<int>& cb, int pp_rank) {
+  const ModelConfig& m = cfg.model;
+  const int pp = cfg.parallel.pp, G = int(cb.size()) - 1;
+  StageParams s;
+  s.unit.assign(size_t(m.n_layers) + 2, 0.0);
+  for (int g = 0; g < G; ++g)
+    if (g % pp == pp_rank) s.chunks.push_back(g);
+  if (m.n_experts == 0) return s;
+  const bool gpt2 = m.family == Family::gpt2;
+  const double El = double(m.n_experts / cfg.parallel.ep), C = m.d_model, F = m.d_ff;
+  for (int g : s.chunks)
+    for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) {
+      if (!m.is_moe_block(l)) continue;
+      double& u = s.unit[size_t(l) + 1];
+      if (!gpt2) u += pad16(El * F * C);  // w_gate
+      u += pad16(El * F * C);             // w_up
+      if (gpt2) u += pad16(El * F);       // b_up
+      u += pad16(El * C * F);             // w_down
+      if (gpt2) u += pad16(El * C);       // b_down
+    }
+  for (double u : s.unit) s.N += u;
+  return s;
+}
+
+int moe_blocks_of(const Config& cfg, const std::vector<int>& cb, const StageParams& s) {
+  int n = 0;
+  for (int g : s.chunks)
+    for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) n += cfg.model.is_moe_block(l) ? 1 : 0;
+  return n;
+}
+
+// Rows of one MoE call (MoeLayer::forward) for one micro-batch of N = B*T/cp
+// tokens (cp: each rank routes its slice of every sequence; capacity stays
+// per whole sequence): M dispatched by this rank, R received by it. Both depend on the
+// routing, so two figures:
+// - bound (the comm model's): with a capacity (not dropless) each
+//   sequence keeps at most cap = ceil(cf*T*k/E) rows per expert, so
+//   M <= min(N*k, B*E*cap) and R <= ep*B*(E/ep)*cap; dropless, balanced
+//   routing M = R = N*k (skewed dropless routing can send a rank more, up
+//   to ep*N*k, which no useful bound covers).
+// - expected (the memory model's): with a capacity, uniform random top-k
+//   routing. A token picks a given expert with probability k/E, so one
+//   expert's choices in one sequence are X ~ Binomial(T, k/E) and it keeps
+//   min(X, cap): M = R = B*E*E[min(X, cap)]/cp (with cp the kept rows
+//   split evenly over the slices: zig-zag balances early and late
+//   positions; contiguous favours rank 0). Not a bound on a skewed
+//   router; the notes say so. Dropless, M = N*k always and R is the given
+//   receive load: R = min(load, ep)*N*k (load = 1: balanced; ep = 1: N*k).
+struct MoeRows {
+  double M = 0, R = 0;
+};
+MoeRows moe_rows(const Config& cfg, bool bound, double load = 1.0) {
+  const ModelConfig& m = cfg.model;
+  MoeRows r;
+  if (m.n_experts == 0) return r;
+  const double B = cfg.train.micro_batch, T = m.seq_len, k = m.top_k, E = m.n_experts, ep = cfg.parallel.ep;
+  const double cp = cfg.parallel.cp, N = B * T / cp;
+  if (m.dropless) {
+    r.M = N * k;
+    r.R = (bound || ep == 1 ? 1.0 : std::min(load, ep)) * N * k;
+    return r;
+  }
+  const double cap = std::ceil(double(m.capacity_factor) * T * k / E);
+  if (bound) {
+    r.M = std::min(N * k, B * E * cap);
+    r.R = std::min(ep * r.M, ep * B * (E / ep) * cap);
+    return r;
+  }
+  const double q = std::min(1.0, k / E);
+  double kept = 0;  // E[min(X, cap)]
+  if (q >= 1.0) {
+    kept = std::min(T, cap);
+  } else {
+    const int n = m.seq_len;
+    for (int x = 0; x <= n; ++x) {
+      const double lp = std::lgamma(n + 1.0) - std::lgamma(x + 1.0) - std::lgamma(n - x + 1.0) + x * std::log(q) +
+                        (n - x) * std::log1p(-q);
+      kept += std::min(double(x), cap) * std::exp(lp);
+    }
+  }
+  r.M = r.R = B * E * kept / cp;
+  return r;
+}
+
+// Bytes of one activation slot of chunk g (Model::acquire_slot).
+double slot_bytes(const Config& cfg, const std::vector<int>& cb, int g) {
+  const Dims d = dims_of(cfg);
+  const int G = int(cb.size()) - 1, nb = cb[size_t(g) + 1] - cb[size_t(g)];
+  const double BT = d.N(), NlC = d.Nl() * d.C, Nl = d.Nl(), HD = d.H * d.D, KD = d.Hkv * d.D;
+  const Recompute rc = cfg.train.recompute;
+  double e = 0;
+  if (g == 0) e += BT;      // tokens
+  if (g == G - 1) e += BT;  // targets
+  e += (nb + 1) * NlC;      // block inputs and the chunk's output
+  if (rc != Recompute::full) {
+    double blk = NlC + 2 * Nl + BT * HD + 2 * BT * KD + BT * HD + d.B * d.H * d.T;
+    if (rc == Recompute::none && d.cp == 1) blk += d.B * d.H * d.T * d.T;  // probabilities (never under cp)
+    blk += NlC + NlC + 2 * Nl + BT * d.F;                    // res_mid, ln2, stats, fc_pre
+    if (!d.gpt2) blk += BT * d.F;                            // fc_up
+    if (rc == Recompute::none) blk += BT * d.F;              // fc_act
+    e += nb * blk;
+  }
+  if (g == G - 1) e += NlC + 2 * Nl + BT;  // final norm, its stats, per-token losses
+  return kF * e;
+}
+
+// Model::alloc_shared (plus the debug-dump logits buffer).
+double scratch_bytes(const Config& cfg, bool has_head, bool has_moe, double moe_load) {
+  const Dims d = dims_of(cfg);
+  const double BT = d.N(), BTC = BT * d.C, NlC = d.Nl() * d.C, Nl = d.Nl(), HD = d.H * d.D, KD = d.Hkv * d.D;
+  const Recompute rc = cfg.train.recompute;
+  double e = 2 * NlC + 2 * BT * HD + 2 * BT * KD + 2 * BT * d.F;
+  if (!d.gpt2) e += BT * d.F;
+  if (has_head) e += BTC;
+  if (rc != Recompute::none) e += BT * d.F;
+  if (d.tp > 1) e += BTC;
+  if (d.sp) e += 2 * BTC + 4 * d.C;
+  if (rc == Recompute::full) {
+    e += NlC + 2 * Nl + 2 * BT * HD + 2 * BT * KD + d.B * d.H * d.T + 2 * NlC + 2 * Nl + BT * d.F;
+    if (!d.gpt2) e += BT * d.F;
+  }
+  if (has_head) {
+    const double rows = std::clamp(std::floor(double(16 << 20) / d.V), 1.0, BT);
+    e += rows * d.V + 3 * rows;
+    if (!cfg.log.dump.empty() && d.tp > 1) e += rows * d.V * d.tp;
+  }
+  if (d.cp > 1) {  // RingAttention: 2 K/V ring buffers, 3 dK/dV accumulators, one partial output and lse
+    const double m = d.T / d.cp_chunks, n_kv = 2 * d.B * d.T * d.Hkv * d.D;
+    e += 5 * n_kv + d.B * m * d.H * d.D + d.B * d.H * m;
+  }
+  if (has_moe) {
+    // Per call, freed before the call returns (the largest of): forward the
+    // router logits (N, E) and this rank's rows of the combined output
+    // (Nl, C: with sp the layer sees the all-gathered rows); backward the
+    // dispatched-row gradients (M, C), received and returned rows 2 (R, C)
+    // and the expert MLP's gradients (2 GPT-2, 3 Llama) x (R, d_ff).
+    const MoeRows r = moe_rows(cfg, false, moe_load);
+    const double E = cfg.model.n_experts, Ff = cfg.model.d_ff;
+    e += std::max({BT * E, NlC, r.M * d.C + 2 * r.R * d.C + (d.gpt2 ? 2 : 3) * r.R * Ff});
+  }
+  return kF * e;
+}
+
+ScheduleKind train_kind(const Config& cfg) {
+  return cfg.parallel.pp == 1 && cfg.parallel.virtual_stages == 1 ? ScheduleKind::one_f_one_b
+                                                                  : parse_schedule_kind(cfg.parallel.schedule);
+}
+
+// Buckets of whole units in backward order (DataParallel's constructor):
+// per bucket its unit range [first, last] and its elements.
+struct Bucket {
+  int first, last;
+  double elems;
+};
+
+std::vector<Bucket> buckets_of(const StageParams& s, double bucket_mb) {
+  const double bucket_elems = std::max(1.0, std::floor(bucket_mb * (1 << 20) / 4.0));
+  std::vector<Bucket> out;
+  const int U = int(s.unit.size());
+  for (int u = U - 1; u >= 0;) {
+    if (s.unit[size_t(u)] == 0) {
+      --u;
+      continue;
+    }
+    Bucket b{u, u, 0};
+    while (u >= 0 && (b.elems == 0 || b.elems < bucket_elems)) {
+      if (s.unit[size_t(u)] > 0) {
+        b.elems += s.unit[size_t(u)];
+        b.first = u;
+      }
+      --u;
+    }
+    out.push_back(b);
+  }
+  return out;
+}
+
+int bucket_of(const std::vector<Bucket>& bs, int unit) {
+  for (size_t i = 0; i < bs.size(); ++i)
+    if (unit >= bs[i].first && unit <= bs[i].last) return int(i);
+  return -1;
+}
+
+// ZeRO-2/3 gradient windows alive at once during one micro-batch's backward
+// (pp = 1): a window opens when backward first touches a unit of its bucket
+// (the tied embedding's with the head), at most two reductions stay in flight.
+double grad_window_peak(const StageParams& s, const std::vector<Bucket>& bs, bool tied) {
+  const int L1 = int(s.unit.size()) - 1;  // the head's unit
+  std::vector<int> pending(bs.size());
+  for (size_t i = 0; i < bs.size(); ++i) {
+    int n = 0;
+    for (int u = bs[i].first; u <= bs[i].last; ++u) n += s.unit[size_t(u)] > 0;
+    pending[i] = n;
+  }
+  std::set<int> alive;
+  std::deque<int> in_flight;
+  double peak = 0;
+  auto open = [&](int u) {
+    if (s.unit[size_t(u)] == 0) return;  // a unit without parameters (the expert store's embedding, head, dense blocks)
+    alive.insert(bucket_of(bs, u));
+    double sum = 0;
+    for (int b : alive) sum += bs[size_t(b)].elems;
+    peak = std::max(peak, sum);
+  };
+  auto ready = [&](int u) {
+    if (s.unit[size_t(u)] == 0) return;
+    const int b = bucket_of(bs, u);
+    if (--pending[size_t(b)] > 0) return;
+    in_flight.push_back(b);
+    while (in_flight.size() > 2) {
+      alive.erase(in_flight.front());
+      in_flight.pop_front();
+    }
+  };
+  open(L1);
+  if (tied) open(0);
+  ready(L1);
+  for (int u = L1 - 1; u >= 0; --u) {
+    open(u);
+    ready(u);
+  }
+  return peak;
+}
+
+// ZeRO-3 parameter windows alive at once: the unit in use and the prefetched
+// next one; the head's fused forward/backward also holds the next block and,
+// with tied embeddings, the embedding.
+double param_window_peak(const StageParams& s, bool tied) {
+  const int last = int(s.unit.size()) - 1;
+  std::set<int> alive;
+  double peak = 0;
+  auto gather = [&](int u) {
+    if (u < 0 || u > last) return;
+    alive.insert(u);
+    double sum = 0;
+    for (int a : alive) sum += s.unit[size_t(a)];
+    peak = std::max(peak, sum);
+  };
+  for (int u = 0; u < last; ++u) {  // forward: embedding and blocks
+    gather(u);
+    gather(u + 1);
+    alive.erase(u);
+  }
+  gather(last);  // backward: the head (prefetched in forward)
+  gather(last - 1);
+  if (tied) {
+    gather(0);
+    alive.erase(0);
+  }
+  alive.erase(last);
+  for (int u = last - 1; u >= 0; --u) {
+    gather(u);
+    gather(u - 1);
+    alive.erase(u);
+  }
+  return peak;
+}
+
+// Walk one rank's action list: pooled slots per chunk (forward acquires,
+// backward releases) and pipeline boundary buffers (a posted receive holds
+// one until its compute action; a gradient send holds a copy to the end of
+// the step).
+void walk_schedule(const Schedule& s, int rank, std::vector<int>& slots_hw, int& buffers_hw) {
+  const int G = s.n_chunks();
+  std::vector<int> live(size_t(G), 0);
+  int bufs = 0;
+  for (const Action& a : s.ranks[size_t(rank)]) {
+    switch (a.kind) {
+      case ActionKind::recv_act:
+      case ActionKind::recv_grad:
+      case ActionKind::send_grad:
+        buffers_hw = std::max(buffers_hw, ++bufs);
+        break;
+      case ActionKind::forward:
+        if (a.chunk > 0) --bufs;
+        slots_hw[size_t(a.chunk)] = std::max(slots_hw[size_t(a.chunk)], ++live[size_t(a.chunk)]);
+        if (s.kind == ScheduleKind::forward_only) --live[size_t(a.chunk)];
+        break;
+      case ActionKind::backward:
+        if (a.chunk < G - 1) --bufs;
+        --live[size_t(a.chunk)];
+        break;
+      case ActionKind::send_act:
+        break;
+    }
+  }
+}
+
+double shard_of(double N, int dp) { return pad16(std::ceil(N / dp)); }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Memory
+
+MemoryEstimate estimate_memory(const Config& cfg, double moe_load) {
+  const ParallelConfig& p = cfg.parallel;
+  // The dense DataParallel runs over dp x cp (topo.dp_cp): ZeRO shards over
+  // both; the expert one over expert_dp (dp x cp / ep).
+  const int pp = p.pp, v = p.virtual_stages, A = cfg.train.grad_accum, z = p.zero, dp = p.dp * p.cp,
+            edp = p.dp * p.cp / p.ep;
+  const std::vector<int> cb = partition_blocks(cfg.model.n_layers, pp * v, p.stage_layers);
+  const Dims d = dims_of(cfg);
+  const Schedule train = make_schedule(train_kind(cfg), pp, v, A);
+  MemoryEstimate est;
+  double worst = -1;
+  for (int r = 0; r < pp; ++r) {
+    const StageParams sp = stage_params(cfg, cb, r);
+    const StageParams xp = expert_stage_params(cfg, cb, r);
+    const int n_moe = moe_blocks_of(cfg, cb, sp);
+    const double NE = xp.N, SE = shard_of(NE, edp);
+    StageMemory m;
+    const double N = sp.N, S = shard_of(N, dp);
+    m.param_elems = N;
+    m.shard_elems = S;
+    auto& b = m.bytes;
+    const int P = int(Mem::params), Gr = int(Mem::grads), O = int(Mem::optim), Ac = int(Mem::activations),
+              Co = int(Mem::comm), Sc = int(Mem::scratch);
+    const bool tied_here = d.tied && sp.has_embedding && sp.has_head;
+    // Parameters and gradients: flat buffers of S*dp, or the shard plus windows.
+    // ZeRO-3 with experts: the expert store gathers its unit together with
+    // the dense one (DataParallel's partner), so the windows are one walk
+    // over the unit-wise sum of both stores.
+    StageParams both = sp;
+    for (size_t u = 0; u < both.unit.size(); ++u) both.unit[u] += xp.unit[u];
+    b[P] = z < 3 ? kF * S * dp : kF * (S + param_window_peak(both, tied_here));
+    if (z < 2) {
+      b[Gr] = kF * S * dp;
+    } else {
+      b[Gr] = kF * (S + grad_window_peak(sp, buckets_of(sp, p.bucket_mb), tied_here));
+    }
+    // AdamW moments over the owned range (rank 0 of dp: [0, min(N, S))).
+    const double own = z == 0 ? N : std::min(N, S);
+    b[O] = 2 * kF * std::max(own, 1.0);
+    // The expert store's DataParallel: the same terms over expert_dp (none
+    // when this stage holds no expert).
+    if (NE > 0) {
+      b[P] += z < 3 ? kF * SE * edp : kF * SE;
+      b[Gr] += z < 2 ? kF * SE * edp : kF * (SE + grad_window_peak(xp, buckets_of(xp, p.bucket_mb), false));
+      b[O] += 2 * kF * std::max(z == 0 ? NE : std::min(NE, SE), 1.0);
+    }
+    // Activations: pooled slots per chunk = the chunk's in-flight high-water
+    // (at least one: the trainer sizes a slot before the first step).
+    std::vector<int> hw(size_t(pp * v), 0);
+    int bufs = 0;
+    walk_schedule(train, r, hw, bufs);
+    if (!cfg.data.val.empty()) {
+      const Schedule ev = make_schedule(ScheduleKind::forward_only, pp, v, cfg.train.eval_batches);
+      walk_schedule(ev, r, hw, bufs);
+    }
+    for (int g : sp.chunks) {
+      const int n = std::max(1, hw[size_t(g)]);
+      m.slots.push_back(n);
+      const double sb = slot_bytes(cfg, cb, g);
+      m.slot_bytes += sb;
+      b[Ac] += n * sb;
+      // MoE context per MoE block of the chunk, kept from forward to backward
+      // (full recompute drops it after forward): received rows (R, C) and
+      // the expert MLP's (2 GPT-2, 3 Llama) x (R, d_ff).
+      if (cfg.train.recompute != Recompute::full) {
+        const MoeRows mr = moe_rows(cfg, false, moe_load);
+        double nm = 0;
+        for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) nm += cfg.model.is_moe_block(l) ? 1 : 0;
+        b[Ac] += n * nm * kF * mr.R * (d.C + (d.gpt2 ? 2 : 3) * double(cfg.model.d_ff));
+      }
+    }
+    if (n_moe > 0) {
+      // Inside one MoE call: the dispatched rows (M, C) and the expert
+      // outputs (R, C), freed before it returns (with full recompute also the
+      // one context that exists then).
+      const MoeRows mr = moe_rows(cfg, false, moe_load);
+      b[Ac] += kF * (mr.M * d.C + mr.R * d.C);
+      if (cfg.train.recompute == Recompute::full)
+        b[Ac] += kF * mr.R * (d.C + (d.gpt2 ? 2 : 3) * double(cfg.model.d_ff));
+    }
+    m.boundary_buffers = bufs;
+    b[Co] = (z >= 1 ? kF * S : 0.0) + (z >= 1 && NE > 0 ? kF * SE : 0.0) + bufs * kF * d.Nl() * d.C;
+    b[Sc] = scratch_bytes(cfg, sp.has_head, n_moe > 0, moe_load);
+    for (double x : b) m.total += x;
+    if (m.total > worst) {
+      worst = m.total;
+      est.worst_stage = r;
+    }
+    est.stages.push_back(m);
+  }
+  if (z >= 2)
+    est.notes.push_back("ZeRO-2/3 gradient windows: at most two bucket reductions in flight plus the bucket being "
+                        "computed (and the tied embedding's), from the bucket sizes");
+  if (z == 3)
+    est.notes.push_back("ZeRO-3 parameter windows: the unit in use plus the prefetched one (plus the tied "
+                        "embedding during the head)");
+  est.notes.push_back("total = sum of the per-category peaks (an upper bound: windows of different categories "
+                      "need not peak at the same moment)");
+  est.notes.push_back("not modelled: checkpoint/dump host copies, MPI and BLAS internal buffers, allocator "
+                      "rounding (the backend tracks requested bytes)");
+  if (p.cp > 1)
+    est.notes.push_back("cp: seq_len/cp tokens per rank, no attention probabilities kept, ring attention buffers "
+                        "in scratch, ZeRO shards over dp x cp");
+  const ModelConfig& mc = cfg.model;
+  if (mc.n_experts > 0 && !mc.dropless)
+    est.notes.push_back("MoE: the rows routed through the experts are data-dependent; the MoE buffers are for "
+                        "uniform random routing (per expert and sequence min(Binomial(T, top_k/E), capacity) "
+                        "rows; at the capacity bound, every expert full, they are larger); a skewed router can "
+                        "receive more rows on one rank");
+  if (mc.n_experts > 0 && mc.dropless && p.ep == 1)
+    est.notes.push_back("MoE dropless, ep = 1: every routed row stays on this rank (R = B*seq_len*top_k rows per "
+                        "call, whatever the routing)");
+  if (mc.n_experts > 0 && mc.dropless && p.ep > 1) {
+    est.moe_load = std::min(moe_load, double(p.ep));
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "MoE dropless: the MoE buffers are for R = %.4g x B*seq_len*top_k rows received per call (%s). "
+                  "Dropless peaks scale with routing skew, up to ep = %d x balanced: give --moe-load F, the "
+                  "busiest rank's measured load (a run's metrics: moe_recv_load_max)",
+                  est.moe_load,
+                  moe_load == 1.0 ? "balanced routing, the default" : moe_load > p.ep ? "--moe-load, capped at ep"
+                                                                                       : "--moe-load",
+                  p.ep);
+    est.notes.push_back(buf);
+  }
+  return est;
+}
+
+// ---------------------------------------------------------------------------
+// Communication and time
+
+namespace {
+
+// Per micro-batch forward+backward FLOPs of a stage's rank: 2 x (local
+// matmul parameters) per token forward, attention 4 T C / tp per token
+// forward (scores and weighted values, counted non-causal as the trainer's
+// 12 L C T does), backward twice forward, full recompute one more forward
+// of the blocks, selective the attention scores again.
+double stage_flops_per_mb(const Config& cfg, const StageParams& s, const std::vector<int>& cb) {
+  const Dims d = dims_of(cfg);
+  const double HD = d.H * d.D, KD = d.Hkv * d.D;
+  // Attention: each of this rank's tokens against the whole sequence (cp
+  // splits the queries, the ring brings every key).
+  const double attn = 2 * d.C * (HD + 2 * KD) + 2 * HD * d.C + 4 * d.Tg * d.H * d.D;
+  const double mlp = 2 * (d.gpt2 ? 2 : 3) * d.C * d.F;
+  // A MoE block: the router and top_k experts of the whole d_ff (replicated over tp).
+  const ModelConfig& mc = cfg.model;
+  const double moe_mlp = 2.0 * mc.n_experts * d.C + mc.top_k * 2.0 * (d.gpt2 ? 2 : 3) * d.C * mc.d_ff;
+  double n_blocks = 0, fwd = 0;
+  for (int g : s.chunks)
+    for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) {
+      n_blocks += 1;
+      fwd += attn + (mc.is_moe_block(l) ? moe_mlp : mlp);
+    }
+  const double blocks_fwd = fwd;
+  fwd += s.has_head ? 2 * d.V * d.C : 0.0;
+  // Selective recomputes the attention scores (Q K^T, 2 T C/tp per token) in backward.
+  const double extra = cfg.train.recompute == Recompute::full        ? blocks_fwd
+                       : cfg.train.recompute == Recompute::selective ? n_blocks * 2 * d.Tg * d.H * d.D
+                                                                     : 0.0;
+  return d.N() * (3 * fwd + extra);
+}
+
+// One DataParallel's bytes and calls per step over a group of dpn ranks
+// (the dense store over dp x cp, the expert store over expert_dp).
+struct DpComm {
+  double bytes = 0, calls = 0, exposed = 0;
+};
+DpComm dp_comm(const Config& cfg, const StageParams& s, int dpn_i, bool tied_here) {
+  const ParallelConfig& p = cfg.parallel;
+  const int A = cfg.train.grad_accum, z = p.zero;
+  const double dpn = dpn_i, N = s.N, S = shard_of(N, dpn_i);
+  DpComm c;
+  if (N == 0) return c;
+  // Bucketed reduction (every micro-batch for ZeRO-2/3), the ZeRO-1/2
+  // all-gather of updated shards, the ZeRO-3 unit gathers.
+  const std::vector<Bucket> bs = buckets_of(s, p.bucket_mb);
+  const double last_bucket = bs.empty() ? 0.0 : bs.back().elems;
+  const double ring = (dpn - 1) / dpn;
+  if (z == 0 && dpn_i > 1) {
+    c.bytes = 2 * ring * kF * N;
+    c.calls = double(bs.size());
+    c.exposed = 2 * ring * kF * last_bucket;
+  } else if (z == 1 && dpn_i > 1) {
+    c.bytes = ring * kF * N + ring * kF * S * dpn;
+    c.calls = double(bs.size()) + 1;
+    c.exposed = ring * kF * last_bucket + ring * kF * S * dpn;
+  } else if (z >= 2) {
+    c.bytes = A * ring * kF * N;
+    c.calls = A * double(bs.size());
+    c.exposed = A * ring * kF * last_bucket;
+    if (z == 2 && dpn_i > 1) {
+      c.bytes += ring * kF * S * dpn;
+      c.calls += 1;
+      c.exposed += ring * kF * S * dpn;
+    }
+    if (z == 3) {
+      const double gathered = 2 * N - s.unit.back() + (tied_here ? s.unit[0] : 0.0);
+      c.bytes += A * ring * kF * gathered;
+      c.calls += A * (2.0 * double(s.unit.size()) - 1);
+    }
+  }
+  return c;
+}
+
+StageComm stage_comm(const Config& cfg, const StageParams& s, const std::vector<int>& cb, int pp_rank) {
+  const ParallelConfig& p = cfg.parallel;
+  const Dims d = dims_of(cfg);
+  const int A = cfg.train.grad_accum, G = int(cb.size()) - 1;
+  StageComm c;
+  const bool tied_here = d.tied && s.has_embedding && s.has_head;
+  const DpComm dc = dp_comm(cfg, s, p.dp * p.cp, tied_here);
+  c.dp_bytes = dc.bytes;
+  c.dp_calls = dc.calls;
+  c.dp_exposed_bytes = dc.exposed;
+  const StageParams xp = expert_stage_params(cfg, cb, pp_rank);
+  const DpComm ec = dp_comm(cfg, xp, p.dp * p.cp / p.ep, false);
+  c.edp_bytes = ec.bytes;
+  c.edp_calls = ec.calls;
+  c.edp_exposed_bytes = ec.exposed;
+  double n_blocks_here = 0;
+  for (int g : s.chunks) n_blocks_here += cb[size_t(g) + 1] - cb[size_t(g)];
+  // cp: ring attention per block per micro-batch, kv = 2*B*(T/cp)*Hkv*D
+  // floats: forward (cp-1) kv, backward (cp-1) kv + cp kv (the dK/dV
+  // accumulator); full recompute runs the forward ring again.
+  if (d.cp > 1) {
+    const double kv = 2 * d.B * d.T * d.Hkv * d.D, P = d.cp;
+    const bool full = cfg.train.recompute == Recompute::full;
+    c.cp_bytes = A * n_blocks_here * kF * kv * ((P - 1) * (full ? 2 : 1) + (P - 1) + P);
+    c.cp_msgs = A * n_blocks_here * ((P - 1) * (full ? 2 : 1) + (P - 1) + P);
+    // MoE blocks: each forward all-gathers the top-k choices of the local
+    // B*T/cp tokens (int32) over cp.
+    c.cp_bytes += A * moe_blocks_of(cfg, cb, s) * (full ? 2 : 1) * (P - 1) * d.B * d.T * cfg.model.top_k * 4.0;
+  }
+  // ep: per MoE block per micro-batch, the row counts (alltoall of E/ep ints)
+  // and four all-to-alls of rows: dispatch and return forward, the same
+  // backward, each moving the off-rank share (ep-1)/ep of M rows of C floats
+  // (M from moe_rows: the capacity bound or balanced dropless, an upper bound
+  // when tokens are dropped).
+  if (p.ep > 1) {
+    const double n_moe = moe_blocks_of(cfg, cb, s), P = p.ep, El = cfg.model.n_experts / p.ep;
+    const MoeRows r = moe_rows(cfg, true);
+    const bool full = cfg.train.recompute == Recompute::full;
+    // Off-rank rows each way: with a capacity at most the other ranks'
+    // experts full, (ep-1)*B*(E/ep)*cap (a bound); dropless the balanced
+    // share (ep-1)/ep*N*k (an estimate: a skewed router sends more).
+    const ModelConfig& mc = cfg.model;
+    const double off = !mc.dropless
+                           ? std::min(r.M, (P - 1) * cfg.train.micro_batch * El *
+                                               std::ceil(double(mc.capacity_factor) * mc.seq_len * mc.top_k /
+                                                         mc.n_experts))
+                           : (P - 1) / P * r.M;
+    const double fwd = (P - 1) * El * kF + 2 * off * d.C * kF;
+    const double bwd = 2 * off * d.C * kF;
+    c.ep_bytes = A * n_moe * (fwd * (full ? 2 : 1) + bwd);
+    c.ep_calls = A * n_moe * (3 * (full ? 2 : 1) + 2);
+  }
+  // tp: per block per micro-batch (see Model::block_fwd/block_bwd).
+  if (d.tp > 1) {
+    const double t = d.tp, BTC = d.N() * d.C, ar = 2 * (t - 1) / t * kF, ag = (t - 1) / t * kF;
+    double n_blocks = 0;
+    for (int g : s.chunks) n_blocks += cb[size_t(g) + 1] - cb[size_t(g)];
+    const bool full = cfg.train.recompute == Recompute::full;
+    double bytes = 0, calls = 0;
+    if (!d.sp) {
+      // A MoE block's MLP is replicated over tp: no MLP all-reduce forward
+      // or backward (2 + full instead of 4 + full).
+      const double n_moe = moe_blocks_of(cfg, cb, s);
+      bytes += (n_blocks * (4 + full) - 2 * n_moe) * ar * BTC;
+      calls += n_blocks * (4 + full) - 2 * n_moe;
+    } else {
+      // A MoE block's MLP takes the all-gathered rows and keeps its own rows
+      // of the replicated output: no reduce-scatter forward or backward.
+      const double n_ag = 6 + 2 * full, n_rs = 4 + full, n_moe = moe_blocks_of(cfg, cb, s);
+      bytes += n_blocks * ((n_ag + n_rs) * ag * BTC + ar * 4 * d.C) - 2 * n_moe * ag * BTC;
+      calls += n_blocks * (n_ag + n_rs + 1) - 2 * n_moe;
+    }
+    if (s.has_embedding) {  // vocab-parallel embedding: reduce forward, gather the gradient (sp)
+      bytes += d.sp ? 2 * ag * BTC : ar * BTC;
+      calls += d.sp ? 2 : 1;
+    }
+    if (s.has_head) {  // gather (sp), loss max/sum over the vocab slices, reduce the gradient
+      const double rows = std::clamp(std::floor(double(16 << 20) / d.V), 1.0, d.N());
+      bytes += ar * 3 * d.N() + (d.sp ? 2 * ag * BTC + ar * 2 * d.C : ar * BTC);
+      calls += 2 * std::ceil(d.N() / rows) + (d.sp ? 3 : 1);
+    }
+    c.tp_bytes = A * bytes;
+    c.tp_calls = A * calls;
+  }
+  // pp: one boundary activation forward and one gradient backward per chunk edge.
+  for (int g : s.chunks) {
+    if (g < G - 1) c.pp_msgs += A;
+    if (g > 0) c.pp_msgs += A;
+  }
+  c.pp_bytes = c.pp_msgs * kF * d.Nl() * d.C;
+  return c;
+}
+
+}  // namespace
+
+Prediction predict(const Config& cfg, const Machine& mach, int gpus_per_node, int ranks_per_node, double moe_load) {
+  const ParallelConfig& p = cfg.parallel;
+  Prediction pr;
+  pr.mem = estimate_memory(cfg, moe_load);
+  const std::vector<int> cb = partition_blocks(cfg.model.n_layers, p.pp * p.virtual_stages, p.stage_layers);
+  const int ranks = p.dp * p.tp * p.pp * p.cp;
+  const int devices = gpus_per_node > 0 ? gpus_per_node : mach.devices_per_node;
+  // One rank per device unless told otherwise; never more than the job has.
+  const int rpn = std::min(ranks, ranks_per_node > 0 ? ranks_per_node : devices);
+  TimeEstimate& t = pr.time;
+  // Rank order (topology.hpp): pp outermost, then dp, cp, tp innermost; a
+  // group is inside a node when the ranks it spans fit in one node.
+  t.tp_intra = p.tp <= rpn;
+  t.cp_intra = p.cp * p.tp <= rpn;
+  t.ep_intra = p.ep * p.cp * p.tp <= rpn;
+  t.dp_intra = p.dp * p.cp * p.tp <= rpn;
+  t.pp_intra = ranks <= rpn;
+  t.oversubscription = std::max(1.0, double(rpn) / devices);
+  const double rate = mach.peak_tflops * 1e12 * mach.compute_efficiency / t.oversubscription;
+  auto bw = [&](bool intra) { return (intra ? mach.intra_node_gbs : mach.inter_node_gbs) * 1e9; };
+  auto lat = [&](bool intra) { return (intra ? mach.intra_node_latency_us : mach.inter_node_latency_us) * 1e-6; };
+  const double p2p = mach.p2p_gbs > 0 ? mach.p2p_gbs * 1e9 : bw(t.pp_intra);
+  const int A = cfg.train.grad_accum;
+  double worst = -1;
+  for (int r = 0; r < p.pp; ++r) {
+    const StageParams s = stage_params(cfg, cb, r);
+    const StageComm c = stage_comm(cfg, s, cb, r);
+    pr.comm.push_back(c);
+    const double compute = A * stage_flops_per_mb(cfg, s, cb) / rate;
+    const double tp_s = c.tp_bytes / bw(t.tp_intra) + c.tp_calls * lat(t.tp_intra);
+    const double dp_s = c.dp_bytes / bw(t.dp_intra) + c.dp_calls * lat(t.dp_intra);
+    // The reduction of all but the last bucket hides behind the last
+    // micro-batch's backward (about 2/3 of its compute); ZeRO-3 gathers
+    // behind all compute (prefetch).
+    const double exposed_part =
+        std::min(dp_s, c.dp_exposed_bytes / bw(t.dp_intra) + std::min(c.dp_calls, 2.0) * lat(t.dp_intra));
+    const double hideable = std::max(0.0, dp_s - exposed_part);
+    const double window = p.zero == 3 ? compute : compute / A * 2.0 / 3.0;
+    const double dp_exposed = exposed_part + std::max(0.0, hideable - window);
+    const double bubble = p.pp > 1 ? bubble_formula(train_kind(cfg), p.pp, p.virtual_stages, A) : 0.0;
+    const double msg = kF * dims_of(cfg).Nl() * cfg.model.d_model;
+    const double pp_s = p.pp > 1 ? 2.0 * (p.pp - 1) * (msg / p2p + lat(t.pp_intra)) : 0.0;
+    // cp: the ring transfers overlap the attention blocks; what exceeds the
+    // attention compute (about 1/4 of a block's) is exposed. ep: the
+    // all-to-alls are blocking; the expert_dp reduction is counted whole.
+    const double cp_all = c.cp_bytes / bw(t.cp_intra) + c.cp_msgs * lat(t.cp_intra);
+    const double cp_s = std::max(0.0, cp_all - compute / 4);
+    const double ep_s = c.ep_bytes / bw(t.ep_intra) + c.ep_calls * lat(t.ep_intra) +
+                        c.edp_bytes / bw(t.dp_intra) + c.edp_calls * lat(t.dp_intra);
+    const double step = compute * (1 + bubble) + (tp_s + cp_s + ep_s) * (1 + bubble) + dp_exposed + pp_s;
+    if (step > worst) {
+      worst = step;
+      t.compute_s = compute;
+      t.bubble = bubble;
+      t.bubble_s = bubble * (compute + tp_s);
+      t.tp_s = tp_s;
+      t.dp_s = dp_s;
+      t.dp_exposed_s = dp_exposed;
+      t.pp_s = pp_s;
+      t.cp_s = cp_s;
+      t.ep_s = ep_s;
+      t.step_s = step;
+    }
+  }
+  const ModelConfig& m = cfg.model;
+  const double tokens = double(cfg.train.micro_batch) * A * p.dp * m.seq_len;
+  // The whole model's parameters (unpadded, a tied embedding once).
+  const Dims d = dims_of(cfg);
+  const double C = m.d_model, HD = double(m.n_heads) * d.D, KD = double(m.n_kv_heads) * d.D, F = m.d_ff,
+               V = m.vocab_size;
+  double blk = C * (HD + 2 * KD) + HD * C + (d.gpt2 ? 2 : 3) * C * F + 2 * C;
+  if (d.gpt2) blk += HD + 2 * KD + C + F + C + 2 * C;
+  double n_params = V * C + (d.gpt2 ? m.seq_len * C : 0.0) + m.n_layers * blk + C * (d.gpt2 ? 2 : 1) +
+                    (d.tied ? 0.0 : V * C);
+  // MoE blocks: the parameters a token uses (the router, top_k experts), as the trainer counts them.
+  const double mlp = (d.gpt2 ? 2 : 3) * C * F + (d.gpt2 ? F + C : 0.0);
+  for (int l = 0; l < m.n_layers; ++l)
+    if (m.is_moe_block(l)) n_params += m.n_experts * C + (m.top_k - 1) * mlp;
+  const double fpt = 6.0 * n_params + 12.0 * m.n_layers * C * m.seq_len;
+  t.flops_per_step = fpt * tokens;
+  t.tokens_per_s = tokens / t.step_s;
+  t.mfu = t.flops_per_step / t.step_s / (ranks * mach.peak_tflops * 1e12);
+  return pr;
+}
+
+// ---------------------------------------------------------------------------
+// Text
+
+std::string format_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (std::fabs(b) >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
+  return buf;
+}
+
+double parse_bytes(const std::string& s, const std::string& what) {
+  size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(s, &used);
+  } catch (const std::exception&) {
+    throw InputError(what + ": expected a size such as 80GiB, 512MiB or 1e9 (got '" + s + "')");
+  }
+  std::string unit = s.substr(used);
+  double mult = 1;
+  if (unit == "" || unit == "B") mult = 1;
+  else if (unit == "KiB") mult = 1024.0;
+  else if (unit == "MiB") mult = 1024.0 * 1024;
+  else if (unit == "GiB") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "TiB") mult = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "KB") mult = 1e3;
+  else if (unit == "MB") mult = 1e6;
+  else if (unit == "GB") mult = 1e9;
+  else if (unit == "TB") mult = 1e12;
+  else
+    throw InputError(what + ": unknown unit '" + unit + "' in '" + s + "' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)");
+  if (!(x > 0) || !std::isfinite(x)) throw InputError(what + ": must be a positive size (got '" + s + "')");
+  return x * mult;
+}
+
+std::string describe_layout(const Config& cfg) {
+  const ParallelConfig& p = cfg.parallel;
+  const char* rc[] = {"none", "selective", "full"};
+  std::ostringstream o;
+  o << "dp=" << p.dp << ",tp=" << p.tp << ",pp=" << p.pp;
+  if (p.cp > 1) o << ",cp=" << p.cp << (p.cp_layout == "zigzag" ? ",zigzag" : "");
+  if (p.ep > 1) o << ",ep=" << p.ep;
+  if (p.sp) o << ",sp";
+  if (p.pp > 1 || p.virtual_stages > 1) o << "," << p.schedule << (p.virtual_stages > 1 ? ",v=" + std::to_string(p.virtual_stages) : "");
+  o << ",zero=" << p.zero << ",recompute=" << rc[int(cfg.train.recompute)] << ",mb=" << cfg.train.micro_batch
+    << ",accum=" << cfg.train.grad_accum;
+  return o.str();
+}
+
+std::string explain_prediction(const Config& cfg, const Prediction& pr, const Machine& mach) {
+  std::ostringstream o;
+  char buf[512];
+  const ParallelConfig& p = cfg.parallel;
+  o << "layout " << describe_layout(cfg) << " on " << p.dp * p.tp * p.pp * p.cp << " ranks, machine "
+    << mach.name << "\n";
+  o << "memory per rank (bytes the backend allocates; stage = pipeline stage, tp/dp rank 0):\n";
+  std::snprintf(buf, sizeof buf, "  %-6s %12s %12s %12s %12s %12s %12s %12s\n", "stage", "params", "grads", "optim",
+                "activations", "comm", "scratch", "total");
+  o << buf;
+  for (size_t s = 0; s < pr.mem.stages.size(); ++s) {
+    const StageMemory& m = pr.mem.stages[s];
+    std::snprintf(buf, sizeof buf, "  %-6zu", s);
+    o << buf;
+    for (double b : m.bytes) {
+      std::snprintf(buf, sizeof buf, " %12s", format_bytes(b).c_str());
+      o << buf;
+    }
+    std::snprintf(buf, sizeof buf, " %12s\n", format_bytes(m.total).c_str());
+    o << buf;
+  }
+  for (size_t s = 0; s < pr.mem.stages.size(); ++s) {
+    const StageMemory& m = pr.mem.stages[s];
+    std::string sl;
+    for (int n : m.slots) {
+      if (!sl.empty()) sl += ',';
+      sl += std::to_string(n);
+    }
+    std::snprintf(buf, sizeof buf,
+                  "  stage %zu: N = %.0f parameter elements (padded), shard S = %.0f, activation slots per chunk "
+                  "[%s] x %s per in-flight micro-batch, %d boundary buffers\n",
+                  s, m.param_elems, m.shard_elems, sl.c_str(), format_bytes(m.slot_bytes).c_str(),
+                  m.boundary_buffers);
+    o << buf;
+  }
+  for (const auto& n : pr.mem.notes) o << "  note: " << n << "\n";
+  o << "communication per rank per step (bytes sent, counted as ring algorithms move them):\n";
+  for (size_t s = 0; s < pr.comm.size(); ++s) {
+    const StageComm& c = pr.comm[s];
+    std::snprintf(buf, sizeof buf, "  stage %zu: dp %s (%.0f calls, %s exposed) | tp %s (%.0f calls) | pp %s (%.0f messages)\n",
+                  s, format_bytes(c.dp_bytes).c_str(), c.dp_calls, format_bytes(c.dp_exposed_bytes).c_str(),
+                  format_bytes(c.tp_bytes).c_str(), c.tp_calls, format_bytes(c.pp_bytes).c_str(), c.pp_msgs);
+    o << buf;
+    if (c.cp_bytes > 0 || c.ep_bytes > 0 || c.edp_bytes > 0) {
+      std::snprintf(buf, sizeof buf, "  stage %zu: cp %s (%.0f ring hops) | ep %s (%.0f calls, upper bound) | "
+                    "expert_dp %s (%.0f calls)\n", s, format_bytes(c.cp_bytes).c_str(), c.cp_msgs,
+                    format_bytes(c.ep_bytes).c_str(), c.ep_calls, format_bytes(c.edp_bytes).c_str(), c.edp_calls);
+      o << buf;
+    }
+  }
+  const TimeEstimate& t = pr.time;
+  std::snprintf(buf, sizeof buf,
+                "step time (busiest stage): compute %.3g ms at %.0f%% of %.3g TFLOP/s%s + bubble %.3f x = %.3g ms"
+                " + tp %.3g ms (%s, not overlapped) + dp exposed %.3g ms of %.3g ms (%s) + pp %.3g ms (%s) = %.4g ms\n"
+                "  -> %.4g tokens/s, MFU %.1f%%\n",
+                t.compute_s * 1e3, 100 * mach.compute_efficiency, mach.peak_tflops,
+                t.oversubscription > 1 ? (" (oversubscribed " + std::to_string(t.oversubscription).substr(0, 4) + "x)").c_str() : "",
+                t.bubble, t.bubble_s * 1e3, t.tp_s * 1e3, t.tp_intra ? "intra-node" : "inter-node",
+                t.dp_exposed_s * 1e3, t.dp_s * 1e3, t.dp_intra ? "intra-node" : "inter-node", t.pp_s * 1e3,
+                t.pp_intra ? "intra-node" : "inter-node", t.step_s * 1e3, t.tokens_per_s, 100 * t.mfu);
+  o << buf;
+  if (t.cp_s > 0 || t.ep_s > 0) {
+    std::snprintf(buf, sizeof buf, "  (included above with tp: cp exposed %.3g ms, ep and expert_dp %.3g ms)\n",
+                  t.cp_s * 1e3, t.ep_s * 1e3);
+    o << buf;
+  }
+  return o.str();
+}
+
+// ---------------------------------------------------------------------------
+// Machine files
+
+Machine parse_machine(const std::string& text, const std::string& path) {
+  toml::table root;
+  try {
+    root = toml::parse(std::string_view(text), std::string_view(path));
+  } catch (const toml::parse_error& e) {
+    throw InputError(path + ":" + std::to_string(e.source().begin.line) + ": TOML syntax error: " +
+                     std::string(e.description()));
+  }
+  Machine m;
+  m.source = path;
+  auto at = [&](const toml::node& n) { return path + ":" + std::to_string(n.source().begin.line) + ": "; };
+  for (auto&& [k, v] : root) {
+    if (k.str() != "machine" || !v.is_table())
+      throw InputError(at(v) + "unknown section or key '" + std::string(k.str()) + "' (expected a [machine] table)");
+  }
+  const toml::table* t = root["machine"].as_table();
+  if (!t) throw InputError(path + ": missing [machine] table");
+  bool seen_peak = false, seen_mem = false, seen_dev = false, seen_name = false;
+  for (auto&& [k, v] : *t) {
+    const std::string key = "machine." + std::string(k.str());
+    auto number = [&](double lo, double hi) {
+      double x;
+      if (auto i = v.as_integer()) x = double(i->get());
+      else if (auto f = v.as_floating_point()) x = f->get();
+      else throw InputError(at(v) + key + ": expected a number");
+      if (!(x >= lo && x <= hi))
+        throw InputError(at(v) + key + ": must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] (got " +
+                         std::to_string(x) + ")");
+      return x;
+    };
+    if (k.str() == "name") {
+      auto s = v.as_string();
+      if (!s) throw InputError(at(v) + key + ": expected a string");
+      m.name = s->get();
+      seen_name = true;
+    } else if (k.str() == "devices_per_node") {
+      auto i = v.as_integer();
+      if (!i || i->get() < 1 || i->get() > 1024) throw InputError(at(v) + key + ": expected an integer in [1, 1024]");
+      m.devices_per_node = int(i->get());
+      seen_dev = true;
+    } else if (k.str() == "memory") {
+      auto s = v.as_string();
+      if (!s) throw InputError(at(v) + key + ": expected a size string such as \"80GiB\"");
+      m.memory_bytes = parse_bytes(s->get(), at(v) + key);
+      seen_mem = true;
+    } else if (k.str() == "peak_tflops") {
+      m.peak_tflops = number(1e-6, 1e6);
+      seen_peak = true;
+    } else if (k.str() == "compute_efficiency") {
+      m.compute_efficiency = number(1e-4, 1.0);
+    } else if (k.str() == "intra_node_gbs") {
+      m.intra_node_gbs = number(1e-6, 1e6);
+    } else if (k.str() == "inter_node_gbs") {
+      m.inter_node_gbs = number(1e-6, 1e6);
+    } else if (k.str() == "intra_node_latency_us") {
+      m.intra_node_latency_us = number(0, 1e6);
+    } else if (k.str() == "inter_node_latency_us") {
+      m.inter_node_latency_us = number(0, 1e6);
+    } else if (k.str() == "p2p_gbs") {
+      m.p2p_gbs = number(0, 1e6);
+    } else {
+      throw InputError(at(v) + "unknown key '" + key +
+                       "' (known: name, devices_per_node, memory, peak_tflops, compute_efficiency, intra_node_gbs, "
+                       "inter_node_gbs, intra_node_latency_us, inter_node_latency_us, p2p_gbs)");
+    }
+  }
+  if (!seen_name || !seen_dev || !seen_mem || !seen_peak)
+    throw InputError(path + ": [machine] needs name, devices_per_node, memory and peak_tflops");
+  return m;
+}
+
+Machine load_machine(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError("--machine: cannot read '" + path + "'");
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return parse_machine(ss.str(), path);
+}
+
+}  // namespace pentad

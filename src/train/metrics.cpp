@@ -1,0 +1,86 @@
+// FLOP counting, peak measurement and the JSON-lines metrics writer.
+#include "train/metrics.hpp"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace pentad {
+
+double flops_per_token(const ModelConfig& m, double n_params) {
+  return 6.0 * n_params + 12.0 * m.n_layers * double(m.d_model) * m.seq_len;
+}
+
+double measure_peak_tflops(Backend& be) {
+  const int n = 1024;
+  float* a = be.alloc(size_t(n) * n, Mem::scratch);
+  float* b = be.alloc(size_t(n) * n, Mem::scratch);
+  float* c = be.alloc(size_t(n) * n, Mem::scratch);
+  be.fill(a, 0.5f, size_t(n) * n);
+  be.fill(b, 0.25f, size_t(n) * n);
+  double best = 1e30;
+  for (int rep = 0; rep < 6; ++rep) {
+    be.synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    be.gemm(false, false, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+    be.synchronize();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (rep > 0) best = std::min(best, s);  // first call warms up
+  }
+  be.free_bytes(a);
+  be.free_bytes(b);
+  be.free_bytes(c);
+  return 2.0 * n * n * double(n) / best / 1e12;
+}
+
+size_t max_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return size_t(u.ru_maxrss) * 1024;
+}
+
+MetricsFile::MetricsFile(const std::string& path) {
+  f_ = std::fopen(path.c_str(), "w");
+  if (!f_) throw InputError("log.metrics: cannot write '" + path + "': " + std::strerror(errno));
+}
+
+MetricsFile::~MetricsFile() {
+  if (f_) std::fclose(f_);
+}
+
+void MetricsFile::write(const std::vector<std::pair<std::string, double>>& numbers,
+                        const std::vector<std::pair<std::string, std::string>>& strings) {
+  if (!f_) return;
+  std::fputc('{', f_);
+  bool first = true;
+  for (const auto& [k, v] : numbers) {
+    std::fprintf(f_, "%s\"%s\":", first ? "" : ",", k.c_str());
+    if (std::isfinite(v))
+      std::fprintf(f_, "%.10g", v);
+    else
+      std::fputs("null", f_);
+    first = false;
+  }
+  for (const auto& [k, v] : strings) {
+    std::fprintf(f_, "%s\"%s\":\"", first ? "" : ",", k.c_str());
+    for (char ch : v) {
+      if (ch == '"' || ch == '\\') std::fputc('\\', f_);
+      if (ch == '\n') {
+        std::fputs("\\n", f_);
+        continue;
+      }
+      std::fputc(ch, f_);
+    }
+    std::fputc('"', f_);
+    first = false;
+  }
+  std::fputs("}\n", f_);
+  std::fflush(f_);
+}
+
+}  // namespace pentad

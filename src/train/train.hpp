@@ -1,0 +1,17 @@
+// `pentad train`: the training driver (see train.cpp).
+#pragma once
+
+#include <mpi.h>
+
+#include "backend/backend.hpp"
+#include "comm/comm.hpp"
+#include "config/config.hpp"
+
+namespace pentad {
+
+// Collective over job. Throws InputError for errors every rank detects alike.
+// be is the run's backend, made by the application; make_comm builds the
+// Comm of each group for it.
+int run_train(const Config& cfg, MPI_Comm job, Backend& be, const CommFactory& make_comm);
+
+}  // namespace pentad

@@ -11,7 +11,7 @@ pentad=${PENTAD:-$here/../build/pentad}
 steps=${1:-8}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$pentad" prep --out "$tmp/data" "$here"/../src/*.cpp > /dev/null
+"$pentad" prep --out "$tmp/data" $(find "$here"/../src -name "*.cpp" | sort) > /dev/null
 model=(--set model.n_layers=4 --set model.d_model=512 --set model.n_heads=8 --set model.seq_len=256
        --set train.micro_batch=4 --set train.steps="$steps" --set log.every=1000
        --set data.train="$tmp/data/train.bin" --set data.val="" --set parallel.bucket_mb=4)

@@ -1,10 +1,10 @@
-// The local fatal path and the collective agreement helper (see error.hpp).
+// The local fatal path (see error.hpp); the collective one is agree_or_throw
+// (comm/host.hpp).
 #include "core/error.hpp"
 
 #include <unistd.h>
 
 #include <cstdio>
-#include <vector>
 
 namespace pentad {
 
@@ -27,22 +27,6 @@ void fatal_at(const char* file, int line, const std::string& what) {
   std::fflush(stderr);
   if (live) MPI_Abort(g_job_comm, 3);
   std::_Exit(3);
-}
-
-void agree_or_throw(bool ok, const std::string& msg, MPI_Comm comm) {
-  int rank = 0;
-  MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  // The lowest failing rank's message wins.
-  const int mine = ok ? 1 << 30 : rank;
-  int first_bad = 0;
-  MPI_CHECK(MPI_Allreduce(&mine, &first_bad, 1, MPI_INT, MPI_MIN, comm));
-  if (first_bad == 1 << 30) return;
-  int len = rank == first_bad ? static_cast<int>(msg.size()) : 0;
-  MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, first_bad, comm));
-  std::vector<char> buf(static_cast<size_t>(len));
-  if (rank == first_bad) buf.assign(msg.begin(), msg.end());
-  if (len > 0) MPI_CHECK(MPI_Bcast(buf.data(), len, MPI_CHAR, first_bad, comm));
-  throw InputError(std::string(buf.begin(), buf.end()));
 }
 
 }  // namespace pentad

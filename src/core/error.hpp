@@ -22,11 +22,6 @@ void set_job_comm(MPI_Comm comm);
 
 [[noreturn]] void fatal_at(const char* file, int line, const std::string& what);
 
-// Collective agreement over a communicator's ranks: if `ok` is false on any
-// rank, every rank throws InputError carrying the message of the lowest
-// failing rank. Collective over `comm`.
-void agree_or_throw(bool ok, const std::string& msg, MPI_Comm comm);
-
 }  // namespace pentad
 
 #define PENTAD_FATAL(msg) ::pentad::fatal_at(__FILE__, __LINE__, (msg))

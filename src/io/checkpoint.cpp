@@ -25,6 +25,7 @@
 #include <toml++/toml.h>
 
 #include "config/config.hpp"
+#include "comm/host.hpp"
 #include "core/error.hpp"
 #include "io/h5io.hpp"
 

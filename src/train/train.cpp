@@ -37,6 +37,7 @@
 #include "parallel/pp/pipeline.hpp"
 #include "parallel/pp/schedule.hpp"
 #include "io/run_state.hpp"
+#include "comm/host.hpp"
 #include "comm/topology.hpp"
 
 namespace pentad {

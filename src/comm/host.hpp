@@ -1,0 +1,66 @@
+// Host-memory collectives over a raw MPI communicator: the small messages of
+// the control path (flags, scalars, strings, token ids, metrics rows) that
+// never touch a backend buffer. Every raw MPI call of src/ outside the Comm
+// implementations goes through here, checked by MPI_CHECK. Each function is
+// collective over `comm` unless it says otherwise (send, recv).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pentad::host {
+
+enum class Op { sum, min, max };
+
+// The MPI datatype of T (float, double, char, int32, int64, uint64).
+template <class T>
+MPI_Datatype mpi_type();
+
+double wtime();  // MPI_Wtime: seconds, local
+int rank(MPI_Comm comm);
+int size(MPI_Comm comm);
+void barrier(MPI_Comm comm);
+// A barrier that sleeps instead of spinning, for ranks waiting while one rank
+// does serial work (fsync, rename): on a node with more ranks than cores a
+// spinning waiter takes the CPU from the rank doing the work.
+void idle_barrier(MPI_Comm comm);
+
+template <class T>
+void allreduce(MPI_Comm comm, T* buf, int n, Op op);  // in place
+template <class T>
+T allreduce(MPI_Comm comm, T value, Op op) {
+  allreduce(comm, &value, 1, op);
+  return value;
+}
+template <class T>
+void bcast(MPI_Comm comm, T* buf, int n, int root);
+std::string bcast_string(MPI_Comm comm, const std::string& s, int root);
+// recv (size n * ranks) gets every rank's n elements in rank order.
+template <class T>
+void allgather(MPI_Comm comm, const T* send, int n, T* recv);
+// As allgather, to `root` only (recv is ignored elsewhere).
+template <class T>
+void gather(MPI_Comm comm, const T* send, int n, T* recv, int root);
+// Every rank's string, in rank order (on every rank / on root only).
+std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& mine);
+std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine, int root);
+// Point to point (not collective): blocking send of n elements to `dest`,
+// receive of n elements from `src`, with a tag naming the message.
+template <class T>
+void send(MPI_Comm comm, const T* buf, int n, int dest, int tag);
+template <class T>
+void recv(MPI_Comm comm, T* buf, int n, int src, int tag);
+
+}  // namespace pentad::host
+
+namespace pentad {
+
+// Collective agreement over a communicator's ranks: if `ok` is false on any
+// rank, every rank throws InputError carrying the message of the lowest
+// failing rank. Collective over `comm`.
+void agree_or_throw(bool ok, const std::string& msg, MPI_Comm comm);
+
+}  // namespace pentad

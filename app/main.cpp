@@ -13,6 +13,7 @@
 #include "io/checkpoint.hpp"
 #include "config/config.hpp"
 #include "io/data.hpp"
+#include "comm/host.hpp"
 #include "core/error.hpp"
 #include "commands.hpp"
 #include "parallel/pp/schedule.hpp"

@@ -1,6 +1,7 @@
 // Backend and communication selection (see runtime.hpp).
 #include "runtime.hpp"
 
+#include "comm/host.hpp"
 #include "core/error.hpp"
 #include "cpu.hpp"
 #ifdef PENTAD_HAVE_CUDA

@@ -1,4 +1,7 @@
-// The pipeline executor (see pipeline.hpp).
+// The pipeline executor (see pipeline.hpp): run walks the rank's action
+// list and hands each action to the step for its kind, over one Run's
+// bookkeeping (posted receives, live slots, sends in flight); the timed
+// actions become Chrome-trace events, written with nlohmann-json.
 #include "parallel/pp/pipeline.hpp"
 
 #include <algorithm>

@@ -238,7 +238,10 @@ std::string Pipeline::trace_events(int pid, const std::string& label) const {
   out.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"args", {{"name", label}}}});
   out.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", pid}, {"args", {{"sort_index", pid}}}});
   for (const Event& e : events_) {
-    const char* name = e.kind == 'F' ? "forward" : e.kind == 'B' ? "backward" : e.kind == 'r' ? "idle (wait recv)" : "send";
+    const char* name = e.kind == 'F'   ? "forward"
+                       : e.kind == 'B' ? "backward"
+                       : e.kind == 'r' ? "idle (wait recv)"
+                                       : "send";
     const char* cat = e.kind == 'F' || e.kind == 'B' ? "compute" : e.kind == 'r' ? "idle" : "comm";
     const std::string shown = std::string(e.kind == 'r' ? "wait" : name) + " mb" + std::to_string(e.mb) + " c" +
                               std::to_string(e.chunk);

@@ -108,6 +108,43 @@ void RingAttention::copy_kv(float* kv, const float* k, const float* v) {
   be_.copy_bytes(kv + n_kv_ / 2, v, n_kv_ / 2 * sizeof(float));
 }
 
+struct RingAttention::KvHop {
+  int src;                // whose K/V this rank holds now
+  const float* k;         // (nc, B, m, Hkv*D)
+  const float* v;         // (nc, B, m, Hkv*D)
+  Comm::Request send = -1, recv = -1;
+};
+
+RingAttention::KvHop RingAttention::start_hop(int s, int cur) {
+  const int P = cp_.size();
+  KvHop h{(rank_ - s + P) % P, kv_[cur], kv_[cur] + n_kv_ / 2};
+  if (s < P - 1) {
+    h.send = cp_.isend(kv_[cur], n_kv_, next_, kTagKv);
+    h.recv = cp_.irecv(kv_[1 - cur], n_kv_, prev_, kTagKv);
+  }
+  return h;
+}
+
+void RingAttention::finish_hop(const KvHop& h) {
+  if (h.send < 0) return;
+  cp_.wait(h.send);
+  cp_.wait(h.recv);
+}
+
+template <class Fn>
+void RingAttention::for_visible_blocks(int src, double flops_per_pair, Fn&& fn) {
+  for (int qc = 0; qc < nc_; ++qc)
+    for (int kc = 0; kc < nc_; ++kc) {
+      const int qs = split_.chunk_start(rank_, qc), ks = split_.chunk_start(src, kc);
+      if (!visible(qs, ks)) continue;  // every key after every query: skip the block
+      const auto t0 = Clock::now();
+      fn(qc, kc, qs, ks);
+      compute_s_ += seconds_since(t0);
+      flops_ += flops_per_pair * D_ * H_ * B_ * double(visible_pairs(qs, ks));
+      cp_.progress();  // let MPI move the ring transfer along between blocks
+    }
+}
+
 void RingAttention::forward(float* out, float* lse, const float* q, const float* k, const float* v) {
   const int P = cp_.size();
   const size_t n_lse = size_t(B_) * H_ * m_, n_kv_chunk = size_t(B_) * m_ * Hkv_ * D_;
@@ -116,30 +153,13 @@ void RingAttention::forward(float* out, float* lse, const float* q, const float*
   copy_kv(kv_[0], k, v);
   int cur = 0;
   for (int s = 0; s < P; ++s) {
-    const int src = (rank_ - s + P) % P;  // whose K/V this rank holds now
-    Comm::Request send = -1, recv = -1;
-    if (s < P - 1) {
-      send = cp_.isend(kv_[cur], n_kv_, next_, kTagKv);
-      recv = cp_.irecv(kv_[1 - cur], n_kv_, prev_, kTagKv);
-    }
-    const float* kb = kv_[cur];
-    const float* vb = kv_[cur] + n_kv_ / 2;
-    for (int qc = 0; qc < nc_; ++qc)
-      for (int kc = 0; kc < nc_; ++kc) {
-        const int qs = split_.chunk_start(rank_, qc), ks = split_.chunk_start(src, kc);
-        if (!visible(qs, ks)) continue;  // every key after every query: skip the block
-        const auto t0 = Clock::now();
-        be_.attention_fwd(o_part_, lse_part_, nullptr, q + qc * n_q_chunk_, kb + kc * n_kv_chunk,
-                          vb + kc * n_kv_chunk, B_, m_, m_, H_, Hkv_, D_, qs, ks, true);
-        be_.attention_merge(out + qc * n_q_chunk_, lse + qc * n_lse, o_part_, lse_part_, B_, m_, H_, D_);
-        compute_s_ += seconds_since(t0);
-        flops_ += 4.0 * D_ * H_ * B_ * double(visible_pairs(qs, ks));
-        cp_.progress();  // let MPI move the ring transfer along between blocks
-      }
-    if (send >= 0) {
-      cp_.wait(send);
-      cp_.wait(recv);
-    }
+    const KvHop h = start_hop(s, cur);
+    for_visible_blocks(h.src, 4.0, [&](int qc, int kc, int qs, int ks) {
+      be_.attention_fwd(o_part_, lse_part_, nullptr, q + qc * n_q_chunk_, h.k + kc * n_kv_chunk,
+                        h.v + kc * n_kv_chunk, B_, m_, m_, H_, Hkv_, D_, qs, ks, true);
+      be_.attention_merge(out + qc * n_q_chunk_, lse + qc * n_lse, o_part_, lse_part_, B_, m_, H_, D_);
+    });
+    finish_hop(h);
     cur = 1 - cur;
   }
 }
@@ -155,27 +175,13 @@ void RingAttention::backward(float* dq, float* dk, float* dv, const float* dout,
   Comm::Request send_d = -1, recv_d = -1;
   int cur = 0;
   for (int s = 0; s < P; ++s) {
-    const int src = (rank_ - s + P) % P;
-    Comm::Request send = -1, recv = -1;
-    if (s < P - 1) {
-      send = cp_.isend(kv_[cur], n_kv_, next_, kTagKv);
-      recv = cp_.irecv(kv_[1 - cur], n_kv_, prev_, kTagKv);
-    }
-    const float* kb = kv_[cur];
-    const float* vb = kv_[cur] + n_kv_ / 2;
+    const KvHop h = start_hop(s, cur);
     be_.fill(acc, 0.0f, n_kv_);
-    for (int qc = 0; qc < nc_; ++qc)
-      for (int kc = 0; kc < nc_; ++kc) {
-        const int qs = split_.chunk_start(rank_, qc), ks = split_.chunk_start(src, kc);
-        if (!visible(qs, ks)) continue;
-        const auto t0 = Clock::now();
-        const size_t oq = qc * n_q_chunk_, ok = kc * n_kv_chunk;
-        be_.attention_bwd(dq + oq, acc + ok, acc + n_kv_ / 2 + ok, dout + oq, out + oq, lse + qc * n_lse,
-                          nullptr, q + oq, kb + ok, vb + ok, B_, m_, m_, H_, Hkv_, D_, qs, ks, true);
-        compute_s_ += seconds_since(t0);
-        flops_ += 10.0 * D_ * H_ * B_ * double(visible_pairs(qs, ks));
-        cp_.progress();
-      }
+    for_visible_blocks(h.src, 10.0, [&](int qc, int kc, int qs, int ks) {
+      const size_t oq = qc * n_q_chunk_, ok = kc * n_kv_chunk;
+      be_.attention_bwd(dq + oq, acc + ok, acc + n_kv_ / 2 + ok, dout + oq, out + oq, lse + qc * n_lse,
+                        nullptr, q + oq, h.k + ok, h.v + ok, B_, m_, m_, H_, Hkv_, D_, qs, ks, true);
+    });
     // Add what the ranks before this one computed for the same keys.
     if (recv_d >= 0) {
       cp_.wait(recv_d);
@@ -185,10 +191,7 @@ void RingAttention::backward(float* dq, float* dk, float* dv, const float* dout,
     std::swap(acc, sending);
     send_d = cp_.isend(sending, n_kv_, next_, kTagDkv);
     recv_d = cp_.irecv(incoming, n_kv_, prev_, kTagDkv);
-    if (send >= 0) {
-      cp_.wait(send);
-      cp_.wait(recv);
-    }
+    finish_hop(h);
     cur = 1 - cur;
   }
   // After P hops the accumulator of this rank's own keys is back.

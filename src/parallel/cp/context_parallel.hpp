@@ -81,6 +81,17 @@ class RingAttention {
   bool visible(int qs, int ks) const { return ks <= qs + m_ - 1; }
   int64_t visible_pairs(int qs, int ks) const;
   void copy_kv(float* kv, const float* k, const float* v);
+  // Hop s of the K/V ring (both directions use it): the block this rank
+  // holds (in kv_[cur]) and, before the last hop, its transfer on to the
+  // next rank while the hop computes. Collective over cp.
+  struct KvHop;
+  KvHop start_hop(int s, int cur);
+  void finish_hop(const KvHop& h);
+  // Calls fn(qc, kc, qs, ks) for every (query chunk, key chunk) pair of this
+  // rank's queries and the keys of rank src that has a visible key, timing
+  // it and counting flops_per_pair * D * H * B FLOPs per visible pair.
+  template <class Fn>
+  void for_visible_blocks(int src, double flops_per_pair, Fn&& fn);
 
   Backend& be_;
   Comm& cp_;

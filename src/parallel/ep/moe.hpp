@@ -102,8 +102,36 @@ class MoeLayer {
                 float loss_scale);
 
  private:
+  // router.cpp: router logits, softmax and top-k of the N rows of x (C)
+  // into c; the choices of every cp rank in global token order (collective
+  // over cp); the per-sequence capacity decision (keep: (N, k) this rank's
+  // choices served; returns how many were dropped); the statistics; and the
+  // router's backward from the combine weights' gradient dw (N, k).
+  void route_tokens(MoeCtx& c, const MoeParams& p, const float* x, int n_seq);
+  std::vector<int> gather_choices(const MoeCtx& c, int n_seq);
+  double apply_capacity(MoeCtx& c, const std::vector<int>& gidx, int n_seq, std::vector<char>& keep) const;
+  void add_stats(const MoeCtx& c, int layer, int n_seq, const std::vector<int>& rows_of, double dropped,
+                 MoeStats& stats) const;
+  void router_bwd(const MoeCtx& c, const MoeParams& p, const std::vector<float>& dw,
+                  const std::vector<float>& dxh, float* dx, const float* x, float loss_scale);
+
+  // dispatch.cpp: the dispatch order (returns kept rows per expert), the
+  // counts exchange, the rows' all-to-all (to the experts and back; both
+  // collective over ep), and the weighted combine with its backward.
+  std::vector<int> plan_dispatch(MoeCtx& c, const std::vector<char>& keep) const;
+  void exchange_counts(MoeCtx& c, const std::vector<int>& rows_of);
+  void exchange_rows(const MoeCtx& c, const float* src, float* dst, bool to_experts);
+  float* dispatch_rows(MoeCtx& c, const float* x);
+  void combine_fwd(MoeCtx& c, float* send, float* out, const float* resid, int row0, int n_out);
+  void combine_bwd(const MoeCtx& c, const std::vector<float>& dyh, std::vector<float>& dys,
+                   std::vector<float>& dw) const;
+  void gather_dx(const MoeCtx& c, const std::vector<float>& dxs, std::vector<float>& dxh) const;
+
+  // experts.cpp: the expert MLPs over the received rows, and their backward.
   void experts_fwd(MoeCtx& c, const MoeParams& p);
   void experts_bwd(MoeCtx& c, const MoeParams& p, const float* dyr, float* dxr);
+  // moe_layer.cpp: the row gradients to the experts and back (collective over ep).
+  void expert_grads(MoeCtx& c, const MoeParams& p, const std::vector<float>& dys, std::vector<float>& dxs);
 
   Times times_;
   ModelConfig cfg_;

@@ -1,14 +1,21 @@
-// The pipeline executor (see pipeline.hpp).
+// The pipeline executor (see pipeline.hpp): run walks the rank's action
+// list and hands each action to the step for its kind, over one Run's
+// bookkeeping (posted receives, live slots, sends in flight); the timed
+// actions become Chrome-trace events, written with nlohmann-json.
 #include "parallel/pp/pipeline.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <stdexcept>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "backend/backend.hpp"
 #include "comm/comm.hpp"
+#include "comm/host.hpp"
 #include "parallel/dp/data_parallel.hpp"
 #include "core/error.hpp"
 #include "model/model.hpp"
@@ -55,188 +62,216 @@ double Pipeline::eval(const int32_t* inputs, const int32_t* targets) {
   return loss;
 }
 
-double Pipeline::run(const Schedule& s, bool train, const int32_t* inputs, const int32_t* targets,
-                     float loss_scale, float* logits_out) {
-  const int me = pp_.rank(), G = s.n_chunks(), M = s.m;
-  const size_t mb_tokens = model_.tokens_per_micro_batch();  // this rank's (B x seq_len/cp)
-  const size_t n = model_.boundary_elems();
-  const size_t V = size_t(model_.config().vocab_size);
+// ---- the executor ---------------------------------------------------------------
 
-  struct Pending {
-    float* buf = nullptr;
-    Comm::Request req = -1;
-  };
-  std::map<std::pair<int, int>, Pending> recvs;  // (grad?, mb) of the chunk consuming it -> receive
+namespace {
+
+struct Pending {
+  float* buf = nullptr;
+  Comm::Request req = -1;
+};
+
+// A receive is keyed by the chunk that consumes it and its micro-batch.
+std::pair<int, int> recv_key(bool grad, int mb, int chunk) { return {grad ? -1 - chunk : chunk, mb}; }
+
+}  // namespace
+
+struct Pipeline::Run {
+  Run(const Schedule& s_, bool train_, const int32_t* inputs_, const int32_t* targets_, float loss_scale_,
+      float* logits_out_, const Model& model)
+      : s(s_), train(train_), inputs(inputs_), targets(targets_), loss_scale(loss_scale_), logits_out(logits_out_),
+        mb_tokens(model.tokens_per_micro_batch()), n(model.boundary_elems()),
+        V(size_t(model.config().vocab_size)) {}
+  const Schedule& s;
+  bool train;
+  const int32_t* inputs;
+  const int32_t* targets;
+  float loss_scale;
+  float* logits_out;
+  size_t mb_tokens;  // this rank's tokens of one micro-batch (B x seq_len/cp)
+  size_t n;          // elements of one boundary message
+  size_t V;
+  std::map<std::pair<int, int>, Pending> recvs;  // recv_key -> posted receive
   std::map<std::pair<int, int>, int> live;       // (mb, chunk) -> slot
   std::map<int, Comm::Request> act_sends;        // slot -> its output's send
   std::vector<std::pair<Comm::Request, float*>> grad_sends;
   int inflight = 0;
+  double busy = 0, loss = 0;
+};
 
-  const double t_start = MPI_Wtime();
-  if (t_origin_ < 0) t_origin_ = t_start;
-  double busy = 0;
-  peak_inflight_ = 0;
-  auto note = [&](char kind, int mb, int chunk, double t0, double t1) {
-    if (tracing_) events_.push_back({trace_step_, kind, mb, chunk, t0 - t_origin_, t1 - t_origin_});
-  };
-  auto key = [](bool grad, int mb, int chunk) { return std::make_pair(grad ? -1 - chunk : chunk, mb); };
-  // Wait for a posted receive; the time spent is idle (the bubble).
-  auto arrive = [&](bool grad, int mb, int chunk, float* dst) {
-    auto it = recvs.find(key(grad, mb, chunk));
-    if (it == recvs.end()) PENTAD_FATAL("pipeline: a compute action found no posted receive (schedule bug)");
-    const double t0 = MPI_Wtime();
-    pp_.wait(it->second.req);
-    note('r', mb, chunk, t0, MPI_Wtime());
-    be_.copy_bytes(dst, it->second.buf, n * sizeof(float));
-    give_buffer(it->second.buf);
-    recvs.erase(it);
-  };
-  auto finish_send = [&](int slot) {
-    auto it = act_sends.find(slot);
-    if (it == act_sends.end()) return;
-    pp_.wait(it->second);
-    act_sends.erase(it);
-  };
+void Pipeline::note(char kind, int mb, int chunk, double t0, double t1) {
+  if (tracing_) events_.push_back({trace_step_, kind, mb, chunk, t0 - t_origin_, t1 - t_origin_});
+}
 
-  double loss = 0;
-  for (const Action& a : s.ranks[size_t(me)]) {
-    switch (a.kind) {
-      case ActionKind::recv_act:
-      case ActionKind::recv_grad: {
-        const bool grad = a.kind == ActionKind::recv_grad;
-        Pending p;
-        p.buf = take_buffer();
-        const int from = s.owner(grad ? a.chunk + 1 : a.chunk - 1);
-        p.req = pp_.irecv(p.buf, n, from, tag(grad, a.chunk));
-        recvs[key(grad, a.mb, a.chunk)] = p;
-        break;
-      }
-      case ActionKind::forward: {
-        const int slot = model_.acquire_slot(a.chunk);
-        if (a.chunk > 0) arrive(false, a.mb, a.chunk, model_.slot_input(slot));
-        const double t0 = MPI_Wtime();
-        const size_t o = size_t(a.mb) * mb_tokens;
-        model_.forward_chunk(slot, inputs + o, targets + o, train);
-        if (!train && a.chunk == G - 1) loss += model_.loss_chunk(slot);
-        be_.synchronize();
-        const double t1 = MPI_Wtime();
-        busy += t1 - t0;
-        note('F', a.mb, a.chunk, t0, t1);
-        live[{a.mb, a.chunk}] = slot;
-        peak_inflight_ = std::max(peak_inflight_, ++inflight);
-        if (!train && a.chunk == G - 1) {  // evaluation keeps nothing
-          model_.release_slot(slot);
-          live.erase({a.mb, a.chunk});
-          --inflight;
-        }
-        break;
-      }
-      case ActionKind::send_act: {
-        const int slot = live.at({a.mb, a.chunk});
-        const double t0 = MPI_Wtime();
-        act_sends[slot] = pp_.isend(model_.slot_output(slot), n, s.owner(a.chunk + 1), tag(false, a.chunk + 1));
-        note('s', a.mb, a.chunk, t0, MPI_Wtime());
-        if (!train) {  // evaluation: the slot is free once its output has left
-          finish_send(slot);
-          model_.release_slot(slot);
-          live.erase({a.mb, a.chunk});
-          --inflight;
-        }
-        break;
-      }
-      case ActionKind::backward: {
-        const int slot = live.at({a.mb, a.chunk});
-        if (a.chunk < G - 1) arrive(true, a.mb, a.chunk, model_.boundary_grad());
-        const double t0 = MPI_Wtime();
-        dpar_.begin_micro_batch(a.mb, M);
-        float* lo = logits_out && a.chunk == G - 1 ? logits_out + size_t(a.mb) * mb_tokens * V : nullptr;
-        loss += model_.backward_chunk(slot, loss_scale, lo);
-        dpar_.end_micro_batch();
-        be_.synchronize();
-        const double t1 = MPI_Wtime();
-        busy += t1 - t0;
-        note('B', a.mb, a.chunk, t0, t1);
-        finish_send(slot);
-        model_.release_slot(slot);
-        live.erase({a.mb, a.chunk});
-        --inflight;
-        break;
-      }
-      case ActionKind::send_grad: {
-        // The boundary gradient is overwritten by the next backward: send a copy.
-        const double t0 = MPI_Wtime();
-        float* buf = take_buffer();
-        be_.copy_bytes(buf, model_.boundary_grad(), n * sizeof(float));
-        grad_sends.emplace_back(pp_.isend(buf, n, s.owner(a.chunk - 1), tag(true, a.chunk - 1)), buf);
-        note('s', a.mb, a.chunk, t0, MPI_Wtime());
-        break;
-      }
-    }
+// The time spent waiting is idle (the bubble).
+void Pipeline::arrive(Run& r, bool grad, int mb, int chunk, float* dst) {
+  auto it = r.recvs.find(recv_key(grad, mb, chunk));
+  if (it == r.recvs.end()) PENTAD_FATAL("pipeline: a compute action found no posted receive (schedule bug)");
+  const double t0 = host::wtime();
+  pp_.wait(it->second.req);
+  note('r', mb, chunk, t0, host::wtime());
+  be_.copy_bytes(dst, it->second.buf, r.n * sizeof(float));
+  give_buffer(it->second.buf);
+  r.recvs.erase(it);
+}
+
+void Pipeline::finish_send(Run& r, int slot) {
+  auto it = r.act_sends.find(slot);
+  if (it == r.act_sends.end()) return;
+  pp_.wait(it->second);
+  r.act_sends.erase(it);
+}
+
+void Pipeline::retire(Run& r, int mb, int chunk, int slot) {
+  model_.release_slot(slot);
+  r.live.erase({mb, chunk});
+  --r.inflight;
+}
+
+void Pipeline::post_recv(Run& r, const Action& a) {
+  const bool grad = a.kind == ActionKind::recv_grad;
+  Pending p;
+  p.buf = take_buffer();
+  const int from = r.s.owner(grad ? a.chunk + 1 : a.chunk - 1);
+  p.req = pp_.irecv(p.buf, r.n, from, tag(grad, a.chunk));
+  r.recvs[recv_key(grad, a.mb, a.chunk)] = p;
+}
+
+void Pipeline::run_forward(Run& r, const Action& a) {
+  const bool last = a.chunk == r.s.n_chunks() - 1;
+  const int slot = model_.acquire_slot(a.chunk);
+  if (a.chunk > 0) arrive(r, false, a.mb, a.chunk, model_.slot_input(slot));
+  const double t0 = host::wtime();
+  const size_t o = size_t(a.mb) * r.mb_tokens;
+  model_.forward_chunk(slot, r.inputs + o, r.targets + o, r.train);
+  if (!r.train && last) r.loss += model_.loss_chunk(slot);
+  be_.synchronize();
+  const double t1 = host::wtime();
+  r.busy += t1 - t0;
+  note('F', a.mb, a.chunk, t0, t1);
+  r.live[{a.mb, a.chunk}] = slot;
+  peak_inflight_ = std::max(peak_inflight_, ++r.inflight);
+  if (!r.train && last) retire(r, a.mb, a.chunk, slot);  // evaluation keeps nothing
+}
+
+void Pipeline::send_act(Run& r, const Action& a) {
+  const int slot = r.live.at({a.mb, a.chunk});
+  const double t0 = host::wtime();
+  r.act_sends[slot] = pp_.isend(model_.slot_output(slot), r.n, r.s.owner(a.chunk + 1), tag(false, a.chunk + 1));
+  note('s', a.mb, a.chunk, t0, host::wtime());
+  if (!r.train) {  // evaluation: the slot is free once its output has left
+    finish_send(r, slot);
+    retire(r, a.mb, a.chunk, slot);
   }
-  for (auto& [slot, req] : act_sends) pp_.wait(req);
-  for (auto& [req, buf] : grad_sends) {
+}
+
+void Pipeline::run_backward(Run& r, const Action& a) {
+  const int G = r.s.n_chunks();
+  const int slot = r.live.at({a.mb, a.chunk});
+  if (a.chunk < G - 1) arrive(r, true, a.mb, a.chunk, model_.boundary_grad());
+  const double t0 = host::wtime();
+  dpar_.begin_micro_batch(a.mb, r.s.m);
+  float* lo = r.logits_out && a.chunk == G - 1 ? r.logits_out + size_t(a.mb) * r.mb_tokens * r.V : nullptr;
+  r.loss += model_.backward_chunk(slot, r.loss_scale, lo);
+  dpar_.end_micro_batch();
+  be_.synchronize();
+  const double t1 = host::wtime();
+  r.busy += t1 - t0;
+  note('B', a.mb, a.chunk, t0, t1);
+  finish_send(r, slot);
+  retire(r, a.mb, a.chunk, slot);
+}
+
+void Pipeline::send_grad(Run& r, const Action& a) {
+  // The boundary gradient is overwritten by the next backward: send a copy.
+  const double t0 = host::wtime();
+  float* buf = take_buffer();
+  be_.copy_bytes(buf, model_.boundary_grad(), r.n * sizeof(float));
+  r.grad_sends.emplace_back(pp_.isend(buf, r.n, r.s.owner(a.chunk - 1), tag(true, a.chunk - 1)), buf);
+  note('s', a.mb, a.chunk, t0, host::wtime());
+}
+
+void Pipeline::finish_run(Run& r) {
+  for (auto& [slot, req] : r.act_sends) pp_.wait(req);
+  for (auto& [req, buf] : r.grad_sends) {
     pp_.wait(req);
     give_buffer(buf);
   }
-  if (!recvs.empty() || !live.empty()) PENTAD_FATAL("pipeline: the schedule left receives or activations behind");
-  busy_ = busy;
-  wall_ = MPI_Wtime() - t_start;
-  return loss;
+  if (!r.recvs.empty() || !r.live.empty()) PENTAD_FATAL("pipeline: the schedule left receives or activations behind");
 }
+
+// Collective over pp (the schedule pairs every send with its receive).
+double Pipeline::run(const Schedule& s, bool train, const int32_t* inputs, const int32_t* targets,
+                     float loss_scale, float* logits_out) {
+  Run r(s, train, inputs, targets, loss_scale, logits_out, model_);
+  const double t_start = host::wtime();
+  if (t_origin_ < 0) t_origin_ = t_start;
+  peak_inflight_ = 0;
+  for (const Action& a : s.ranks[size_t(pp_.rank())]) {
+    switch (a.kind) {
+      case ActionKind::recv_act:
+      case ActionKind::recv_grad: post_recv(r, a); break;
+      case ActionKind::forward: run_forward(r, a); break;
+      case ActionKind::send_act: send_act(r, a); break;
+      case ActionKind::backward: run_backward(r, a); break;
+      case ActionKind::send_grad: send_grad(r, a); break;
+    }
+  }
+  finish_run(r);
+  busy_ = r.busy;
+  wall_ = host::wtime() - t_start;
+  return r.loss;
+}
+
+// ---- the trace ------------------------------------------------------------------
+
+namespace {
+
+// Seconds -> microseconds with three decimals (the trace's resolution).
+double trace_us(double s) { return std::round(s * 1e6 * 1e3) / 1e3; }
+
+}  // namespace
 
 std::string Pipeline::trace_events(int pid, const std::string& label) const {
-  std::string out;
-  char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"%s\"}},"
-                "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"sort_index\":%d}}",
-                pid, label.c_str(), pid, pid);
-  out += buf;
+  using nlohmann::ordered_json;
+  ordered_json out = ordered_json::array();
+  out.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"args", {{"name", label}}}});
+  out.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", pid}, {"args", {{"sort_index", pid}}}});
   for (const Event& e : events_) {
-    const char* name = e.kind == 'F' ? "forward" : e.kind == 'B' ? "backward" : e.kind == 'r' ? "idle (wait recv)" : "send";
+    const char* name = e.kind == 'F'   ? "forward"
+                       : e.kind == 'B' ? "backward"
+                       : e.kind == 'r' ? "idle (wait recv)"
+                                       : "send";
     const char* cat = e.kind == 'F' || e.kind == 'B' ? "compute" : e.kind == 'r' ? "idle" : "comm";
-    std::snprintf(buf, sizeof buf,
-                  ",{\"name\":\"%s mb%d c%d\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,"
-                  "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"step\":%d,\"op\":\"%s\"}}",
-                  e.kind == 'r' ? "wait" : name, e.mb, e.chunk, cat, pid, e.t0 * 1e6, (e.t1 - e.t0) * 1e6,
-                  e.step, name);
-    out += buf;
+    const std::string shown = std::string(e.kind == 'r' ? "wait" : name) + " mb" + std::to_string(e.mb) + " c" +
+                              std::to_string(e.chunk);
+    out.push_back({{"name", shown},
+                   {"cat", cat},
+                   {"ph", "X"},
+                   {"pid", pid},
+                   {"tid", 0},
+                   {"ts", trace_us(e.t0)},
+                   {"dur", trace_us(e.t1 - e.t0)},
+                   {"args", {{"step", e.step}, {"op", name}}}});
   }
-  return out;
+  return out.dump();
 }
 
+// Collective over comm.
 void write_trace(const std::string& path, const std::string& my_events, int root, MPI_Comm comm) {
-  int rank = 0, size = 1;
-  MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  MPI_CHECK(MPI_Comm_size(comm, &size));
-  const int len = int(my_events.size());
-  std::vector<int> lens(size_t(size), 0), displs(size_t(size), 0);
-  MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, root, comm));
-  std::string all;
-  if (rank == root) {
-    size_t total = 0;
-    for (int r = 0; r < size; ++r) {
-      displs[size_t(r)] = int(total);
-      total += size_t(lens[size_t(r)]);
-    }
-    all.resize(total);
+  const std::vector<std::string> all = host::gather_strings(comm, my_events, root);
+  if (host::rank(comm) != root) return;
+  nlohmann::ordered_json doc;
+  doc["displayTimeUnit"] = "ms";
+  nlohmann::ordered_json& events = doc["traceEvents"] = nlohmann::ordered_json::array();
+  for (const std::string& text : all) {
+    if (text.empty()) continue;
+    for (auto& e : nlohmann::ordered_json::parse(text)) events.push_back(std::move(e));
   }
-  MPI_CHECK(MPI_Gatherv(my_events.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, root,
-                        comm));
-  if (rank != root) return;
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (!f) PENTAD_FATAL("log.trace: cannot write '" + path + "'");
-  std::fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", f);
-  size_t pos = 0;
-  bool first = true;
-  for (int r = 0; r < size; ++r) {
-    if (lens[size_t(r)] == 0) continue;
-    if (!first) std::fputc(',', f);
-    std::fwrite(all.data() + pos, 1, size_t(lens[size_t(r)]), f);
-    pos += size_t(lens[size_t(r)]);
-    first = false;
-  }
-  std::fputs("]}\n", f);
+  const std::string text = doc.dump() + "\n";
+  std::fwrite(text.data(), 1, text.size(), f);
   if (std::fclose(f) != 0) PENTAD_FATAL("log.trace: writing '" + path + "' failed");
 }
 

@@ -54,7 +54,7 @@ class Pipeline {
     trace_step_ = step;
   }
   // Chrome-trace JSON events of the traced steps (this rank's process id
-  // `pid`), comma-separated, for write_trace.
+  // `pid`), as the text of one JSON array, for write_trace.
   std::string trace_events(int pid, const std::string& label) const;
 
  private:
@@ -64,8 +64,20 @@ class Pipeline {
     int mb, chunk;
     double t0, t1;  // seconds since the run's first step
   };
+  struct Run;  // one run's inputs and bookkeeping (pipeline.cpp)
   double run(const Schedule& s, bool train, const int32_t* inputs, const int32_t* targets, float loss_scale,
              float* logits_out);
+  // The steps of run, one per kind of action. Receives and sends are over pp.
+  void post_recv(Run& r, const Action& a);
+  void run_forward(Run& r, const Action& a);
+  void send_act(Run& r, const Action& a);
+  void run_backward(Run& r, const Action& a);
+  void send_grad(Run& r, const Action& a);
+  void arrive(Run& r, bool grad, int mb, int chunk, float* dst);  // wait for a posted receive
+  void finish_send(Run& r, int slot);                             // wait for a slot's output send
+  void retire(Run& r, int mb, int chunk, int slot);               // the slot's activations are done
+  void finish_run(Run& r);                                        // wait for the sends, check the state
+  void note(char kind, int mb, int chunk, double t0, double t1);
   float* take_buffer();
   void give_buffer(float* b);
   int tag(bool grad, int chunk) const;  // keyed by the chunk that consumes the message

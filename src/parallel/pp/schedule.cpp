@@ -177,187 +177,210 @@ double bubble_formula(ScheduleKind kind, int pp, int v, int m) {
   return double(pp - 1) / m;
 }
 
-ScheduleCheck check_schedule(const Schedule& s, double t_f, double t_b) {
-  ScheduleCheck res;
-  const int P = s.pp, G = s.n_chunks(), M = s.m;
-  const bool fwd_only = s.kind == ScheduleKind::forward_only;
-  res.peak_inflight.assign(size_t(P), 0);
-  res.sim_bubble.assign(size_t(P), 0.0);
-  if (int(s.ranks.size()) != P) {
-    res.error = "the schedule has " + std::to_string(s.ranks.size()) + " rank lists for pp=" + std::to_string(P);
-    return res;
-  }
-  auto fail = [&](int r, const Action& a, const std::string& why) {
-    res.error = "rank " + std::to_string(r) + " action " + action_str(a) + ": " + why;
-  };
+namespace {
 
-  // Structure: each (mb, chunk) computed exactly once forward (and once
-  // backward unless forward_only) on its owner; messages paired one to one,
-  // in the same micro-batch order on both sides (MPI matches in order).
-  std::map<std::tuple<int, int, int>, int> count;  // (kind, mb, chunk) -> occurrences
-  // (kind of message, chunk it carries to) -> micro-batch order, per side.
+using ActionKey = std::tuple<int, int, int>;  // (kind, mb, chunk)
+
+std::string action_error(int r, const Action& a, const std::string& why) {
+  return "rank " + std::to_string(r) + " action " + action_str(a) + ": " + why;
+}
+
+// What the lists hold: occurrences of each action and, per message stream
+// (kind of message, chunk it carries to), the micro-batch order per side.
+struct Census {
+  std::map<ActionKey, int> count;
   std::map<std::pair<int, int>, std::vector<int>> send_order, recv_order;
-  for (int r = 0; r < P; ++r) {
+};
+
+// "" or the first action out of range or on a rank that does not own its chunk.
+std::string take_census(const Schedule& s, Census& c) {
+  for (int r = 0; r < s.pp; ++r) {
     for (const Action& a : s.ranks[size_t(r)]) {
-      if (a.mb < 0 || a.mb >= M || a.chunk < 0 || a.chunk >= G) {
-        fail(r, a, "micro-batch or chunk out of range");
-        return res;
-      }
-      ++count[{int(a.kind), a.mb, a.chunk}];
-      switch (a.kind) {
-        case ActionKind::forward:
-        case ActionKind::backward:
-        case ActionKind::send_act:
-        case ActionKind::send_grad:
-          if (s.owner(a.chunk) != r) {
-            fail(r, a, "chunk " + std::to_string(a.chunk) + " belongs to rank " + std::to_string(s.owner(a.chunk)));
-            return res;
-          }
-          break;
-        case ActionKind::recv_act:
-        case ActionKind::recv_grad:
-          if (s.owner(a.chunk) != r) {
-            fail(r, a, "receives for a chunk of rank " + std::to_string(s.owner(a.chunk)));
-            return res;
-          }
-          break;
-      }
+      if (a.mb < 0 || a.mb >= s.m || a.chunk < 0 || a.chunk >= s.n_chunks())
+        return action_error(r, a, "micro-batch or chunk out of range");
+      ++c.count[{int(a.kind), a.mb, a.chunk}];
+      const bool recv = a.kind == ActionKind::recv_act || a.kind == ActionKind::recv_grad;
+      if (s.owner(a.chunk) != r)
+        return action_error(r, a, recv ? "receives for a chunk of rank " + std::to_string(s.owner(a.chunk))
+                                       : "chunk " + std::to_string(a.chunk) + " belongs to rank " +
+                                             std::to_string(s.owner(a.chunk)));
       // A message is keyed by the chunk that consumes it.
-      if (a.kind == ActionKind::send_act) send_order[{0, a.chunk + 1}].push_back(a.mb);
-      if (a.kind == ActionKind::send_grad) send_order[{1, a.chunk - 1}].push_back(a.mb);
-      if (a.kind == ActionKind::recv_act) recv_order[{0, a.chunk}].push_back(a.mb);
-      if (a.kind == ActionKind::recv_grad) recv_order[{1, a.chunk}].push_back(a.mb);
+      if (a.kind == ActionKind::send_act) c.send_order[{0, a.chunk + 1}].push_back(a.mb);
+      if (a.kind == ActionKind::send_grad) c.send_order[{1, a.chunk - 1}].push_back(a.mb);
+      if (a.kind == ActionKind::recv_act) c.recv_order[{0, a.chunk}].push_back(a.mb);
+      if (a.kind == ActionKind::recv_grad) c.recv_order[{1, a.chunk}].push_back(a.mb);
     }
   }
-  for (int mb = 0; mb < M; ++mb) {
+  return {};
+}
+
+// "" or the first (mb, chunk) not computed exactly once forward (and once
+// backward unless forward_only), or whose messages are not paired one to one.
+std::string check_counts(const Schedule& s, const Census& c) {
+  const int G = s.n_chunks();
+  const bool fwd_only = s.kind == ScheduleKind::forward_only;
+  for (int mb = 0; mb < s.m; ++mb) {
     for (int g = 0; g < G; ++g) {
       auto n = [&](ActionKind k) {
-        auto it = count.find({int(k), mb, g});
-        return it == count.end() ? 0 : it->second;
+        auto it = c.count.find({int(k), mb, g});
+        return it == c.count.end() ? 0 : it->second;
       };
       const std::string what = "micro-batch " + std::to_string(mb) + " chunk " + std::to_string(g);
-      if (n(ActionKind::forward) != 1) {
-        res.error = what + ": forward appears " + std::to_string(n(ActionKind::forward)) + " times";
-        return res;
-      }
+      if (n(ActionKind::forward) != 1)
+        return what + ": forward appears " + std::to_string(n(ActionKind::forward)) + " times";
       const int want_b = fwd_only ? 0 : 1;
-      if (n(ActionKind::backward) != want_b) {
-        res.error = what + ": backward appears " + std::to_string(n(ActionKind::backward)) + " times";
-        return res;
-      }
+      if (n(ActionKind::backward) != want_b)
+        return what + ": backward appears " + std::to_string(n(ActionKind::backward)) + " times";
       const int want_sa = g < G - 1 ? 1 : 0, want_ra = g > 0 ? 1 : 0;
       const int want_sg = !fwd_only && g > 0 ? 1 : 0, want_rg = !fwd_only && g < G - 1 ? 1 : 0;
       if (n(ActionKind::send_act) != want_sa || n(ActionKind::recv_act) != want_ra ||
-          n(ActionKind::send_grad) != want_sg || n(ActionKind::recv_grad) != want_rg) {
-        res.error = what + ": a send has no matching receive (or a message is missing or doubled)";
-        return res;
-      }
+          n(ActionKind::send_grad) != want_sg || n(ActionKind::recv_grad) != want_rg)
+        return what + ": a send has no matching receive (or a message is missing or doubled)";
     }
   }
-  if (send_order != recv_order) {
-    res.error = "sends and receives between two chunks are not in the same micro-batch order";
-    return res;
+  return {};
+}
+
+// The timed replay. A receive is posted, a send is eager (non-blocking); a
+// compute action waits for its input message (the receive must have been
+// posted earlier on the same rank) and, for backward, its own forward.
+class Replay {
+ public:
+  Replay(const Schedule& s, double t_f, double t_b, ScheduleCheck& res)
+      : s_(s), t_f_(t_f), t_b_(t_b), res_(res), pc_(size_t(s.pp), 0), clock_(size_t(s.pp), 0.0),
+        busy_(size_t(s.pp), 0.0), inflight_(size_t(s.pp), 0) {}
+
+  // Runs every list to its end; sets res.error on a bad order or a deadlock,
+  // else res's simulated bubble and makespan.
+  void run() {
+    size_t remaining = 0;
+    for (const auto& l : s_.ranks) remaining += l.size();
+    while (remaining > 0) {
+      bool progress = false;
+      for (int r = 0; r < s_.pp; ++r) {
+        const auto& list = s_.ranks[size_t(r)];
+        while (pc_[size_t(r)] < list.size()) {
+          const Step st = step(r, list[pc_[size_t(r)]]);
+          if (st == Step::failed) return;
+          if (st == Step::waits) break;
+          ++pc_[size_t(r)];
+          --remaining;
+          progress = true;
+        }
+      }
+      if (!progress) {
+        res_.error = deadlock();
+        return;
+      }
+    }
+    for (int r = 0; r < s_.pp; ++r) res_.sim_makespan = std::max(res_.sim_makespan, clock_[size_t(r)]);
+    for (int r = 0; r < s_.pp; ++r) {
+      const double b = busy_[size_t(r)];
+      res_.sim_bubble[size_t(r)] = b > 0 ? (res_.sim_makespan - b) / b : 0;
+    }
   }
 
-  // Replay. A receive is posted, a send is eager (non-blocking); a compute
-  // action waits for its input message (the receive must have been posted
-  // earlier on the same rank) and, for backward, its own forward.
-  std::vector<size_t> pc(size_t(P), 0);
-  std::vector<double> clock(size_t(P), 0.0), busy(size_t(P), 0.0);
-  std::vector<int> inflight(size_t(P), 0);
-  std::map<std::tuple<int, int, int>, double> done;  // (kind, mb, chunk) -> finish time
-  std::set<std::tuple<int, int, int>> posted;          // (kind, mb, chunk) receives posted
-  auto finished = [&](ActionKind k, int mb, int g, double* t) {
-    auto it = done.find({int(k), mb, g});
-    if (it == done.end()) return false;
+ private:
+  enum class Step { done, waits, failed };
+
+  bool finished(ActionKind k, int mb, int g, double* t) const {
+    auto it = done_.find({int(k), mb, g});
+    if (it == done_.end()) return false;
     if (t) *t = it->second;
     return true;
-  };
-  size_t remaining = 0;
-  for (const auto& l : s.ranks) remaining += l.size();
-  while (remaining > 0) {
-    bool progress = false;
-    for (int r = 0; r < P; ++r) {
-      const auto& list = s.ranks[size_t(r)];
-      while (pc[size_t(r)] < list.size()) {
-        const Action& a = list[size_t(pc[size_t(r)])];
-        double ready = clock[size_t(r)];
-        bool can = true;
-        switch (a.kind) {
-          case ActionKind::recv_act:
-          case ActionKind::recv_grad:
-            posted.insert({int(a.kind), a.mb, a.chunk});
-            break;
-          case ActionKind::send_act:
-            if (!finished(ActionKind::forward, a.mb, a.chunk, nullptr)) {
-              fail(r, a, "sends an activation before computing it");
-              return res;
-            }
-            done[{int(a.kind), a.mb, a.chunk}] = done[{int(ActionKind::forward), a.mb, a.chunk}];
-            break;
-          case ActionKind::send_grad:
-            if (!finished(ActionKind::backward, a.mb, a.chunk, nullptr)) {
-              fail(r, a, "sends a gradient before computing it");
-              return res;
-            }
-            done[{int(a.kind), a.mb, a.chunk}] = done[{int(ActionKind::backward), a.mb, a.chunk}];
-            break;
-          case ActionKind::forward:
-          case ActionKind::backward: {
-            const bool f = a.kind == ActionKind::forward;
-            if (!f && !finished(ActionKind::forward, a.mb, a.chunk, nullptr)) {
-              fail(r, a, "backward before its forward on this rank");
-              return res;
-            }
-            if (f ? a.chunk > 0 : a.chunk < G - 1) {
-              const ActionKind rk = f ? ActionKind::recv_act : ActionKind::recv_grad;
-              if (!posted.count({int(rk), a.mb, a.chunk})) {
-                fail(r, a, "uses a message whose receive was not posted before it");
-                return res;
-              }
-              double t = 0;
-              const ActionKind sk = f ? ActionKind::send_act : ActionKind::send_grad;
-              if (!finished(sk, a.mb, f ? a.chunk - 1 : a.chunk + 1, &t)) {
-                can = false;
-                break;
-              }
-              ready = std::max(ready, t);
-            }
-            const double dur = f ? t_f : t_b;
-            clock[size_t(r)] = ready + dur;
-            busy[size_t(r)] += dur;
-            done[{int(a.kind), a.mb, a.chunk}] = clock[size_t(r)];
-            if (f) {
-              if (!fwd_only) {
-                inflight[size_t(r)] += 1;
-                res.peak_inflight[size_t(r)] = std::max(res.peak_inflight[size_t(r)], inflight[size_t(r)]);
-              } else {
-                res.peak_inflight[size_t(r)] = 1;
-              }
-            } else {
-              inflight[size_t(r)] -= 1;
-            }
-            break;
-          }
-        }
-        if (!can) break;
-        ++pc[size_t(r)];
-        --remaining;
-        progress = true;
-      }
-    }
-    if (!progress) {
-      std::string blocked;
-      for (int r = 0; r < P; ++r)
-        if (pc[size_t(r)] < s.ranks[size_t(r)].size())
-          blocked += " rank " + std::to_string(r) + " at " + action_str(s.ranks[size_t(r)][pc[size_t(r)]]) + ";";
-      res.error = "deadlock: no rank can proceed:" + blocked;
-      return res;
-    }
   }
-  for (int r = 0; r < P; ++r) res.sim_makespan = std::max(res.sim_makespan, clock[size_t(r)]);
-  for (int r = 0; r < P; ++r)
-    res.sim_bubble[size_t(r)] = busy[size_t(r)] > 0 ? (res.sim_makespan - busy[size_t(r)]) / busy[size_t(r)] : 0;
+  Step fail(int r, const Action& a, const std::string& why) {
+    res_.error = action_error(r, a, why);
+    return Step::failed;
+  }
+
+  // Rank r's next action a, if it can run now.
+  Step step(int r, const Action& a) {
+    switch (a.kind) {
+      case ActionKind::recv_act:
+      case ActionKind::recv_grad: posted_.insert({int(a.kind), a.mb, a.chunk}); return Step::done;
+      case ActionKind::send_act:
+        if (!finished(ActionKind::forward, a.mb, a.chunk, nullptr))
+          return fail(r, a, "sends an activation before computing it");
+        done_[{int(a.kind), a.mb, a.chunk}] = done_[{int(ActionKind::forward), a.mb, a.chunk}];
+        return Step::done;
+      case ActionKind::send_grad:
+        if (!finished(ActionKind::backward, a.mb, a.chunk, nullptr))
+          return fail(r, a, "sends a gradient before computing it");
+        done_[{int(a.kind), a.mb, a.chunk}] = done_[{int(ActionKind::backward), a.mb, a.chunk}];
+        return Step::done;
+      case ActionKind::forward:
+      case ActionKind::backward: return compute(r, a);
+    }
+    return Step::done;
+  }
+
+  Step compute(int r, const Action& a) {
+    const bool f = a.kind == ActionKind::forward;
+    if (!f && !finished(ActionKind::forward, a.mb, a.chunk, nullptr))
+      return fail(r, a, "backward before its forward on this rank");
+    double ready = clock_[size_t(r)];
+    if (f ? a.chunk > 0 : a.chunk < s_.n_chunks() - 1) {
+      const ActionKind rk = f ? ActionKind::recv_act : ActionKind::recv_grad;
+      if (!posted_.count({int(rk), a.mb, a.chunk}))
+        return fail(r, a, "uses a message whose receive was not posted before it");
+      double t = 0;
+      const ActionKind sk = f ? ActionKind::send_act : ActionKind::send_grad;
+      if (!finished(sk, a.mb, f ? a.chunk - 1 : a.chunk + 1, &t)) return Step::waits;
+      ready = std::max(ready, t);
+    }
+    const double dur = f ? t_f_ : t_b_;
+    clock_[size_t(r)] = ready + dur;
+    busy_[size_t(r)] += dur;
+    done_[{int(a.kind), a.mb, a.chunk}] = clock_[size_t(r)];
+    int& peak = res_.peak_inflight[size_t(r)];
+    if (!f)
+      inflight_[size_t(r)] -= 1;
+    else if (s_.kind == ScheduleKind::forward_only)
+      peak = 1;
+    else
+      peak = std::max(peak, ++inflight_[size_t(r)]);
+    return Step::done;
+  }
+
+  std::string deadlock() const {
+    std::string blocked;
+    for (int r = 0; r < s_.pp; ++r)
+      if (pc_[size_t(r)] < s_.ranks[size_t(r)].size())
+        blocked += " rank " + std::to_string(r) + " at " + action_str(s_.ranks[size_t(r)][pc_[size_t(r)]]) + ";";
+    return "deadlock: no rank can proceed:" + blocked;
+  }
+
+  const Schedule& s_;
+  const double t_f_, t_b_;
+  ScheduleCheck& res_;
+  std::vector<size_t> pc_;  // per rank, its next action
+  std::vector<double> clock_, busy_;
+  std::vector<int> inflight_;
+  std::map<ActionKey, double> done_;  // finish time of each computed or sent action
+  std::set<ActionKey> posted_;        // receives posted
+};
+
+}  // namespace
+
+ScheduleCheck check_schedule(const Schedule& s, double t_f, double t_b) {
+  ScheduleCheck res;
+  res.peak_inflight.assign(size_t(s.pp), 0);
+  res.sim_bubble.assign(size_t(s.pp), 0.0);
+  if (int(s.ranks.size()) != s.pp) {
+    res.error = "the schedule has " + std::to_string(s.ranks.size()) + " rank lists for pp=" + std::to_string(s.pp);
+    return res;
+  }
+  // Structure first: every (mb, chunk) computed on its owner, messages
+  // paired one to one, in the same micro-batch order on both sides (MPI
+  // matches in order).
+  Census census;
+  res.error = take_census(s, census);
+  if (res.error.empty()) res.error = check_counts(s, census);
+  if (res.error.empty() && census.send_order != census.recv_order)
+    res.error = "sends and receives between two chunks are not in the same micro-batch order";
+  if (!res.error.empty()) return res;
+  Replay(s, t_f, t_b, res).run();
   return res;
 }
 

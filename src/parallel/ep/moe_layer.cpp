@@ -1,0 +1,149 @@
+// The MoE layer (see moe.hpp): composes the router (router.cpp), the
+// dispatch and combine (dispatch.cpp) and the expert MLPs (experts.cpp).
+// Routing, dispatch order and the combine run on the host (small (N, E)
+// arrays and index lists); the expert matmuls run on the backend. The
+// objective adds aux_loss_coef * mean over the global batch's sequences of
+// aux_s per MoE block, and z_loss_coef * mean over tokens of lse^2.
+#include "parallel/ep/moe.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "comm/comm.hpp"
+#include "parallel/ep/moe_ctx.hpp"
+
+namespace pentad {
+
+void MoeCtxDeleter::operator()(MoeCtx* c) const {
+  if (c) c->free_dev();
+  delete c;
+}
+
+MoeLayer::MoeLayer(const ModelConfig& cfg, Backend& be, ParamStore& dense, ParamStore& experts, Comm* ep,
+                   Comm* cp, CpLayout cp_layout)
+    : cfg_(cfg), be_(be), dense_(dense), experts_(experts), ep_(ep), cp_(cp && cp->size() > 1 ? cp : nullptr) {
+  split_ = CpSplit{cfg.seq_len, cp_ ? cp_->size() : 1, cp_ ? cp_layout : CpLayout::contiguous};
+  if (ep_) {
+    ep_size_ = ep_->size();
+    ep_rank_ = ep_->rank();
+  }
+  E_ = cfg.n_experts;
+  if (E_ <= 0 || E_ % ep_size_ != 0) throw std::invalid_argument("MoeLayer: n_experts must be a positive multiple of ep");
+  E_local_ = E_ / ep_size_;
+  k_ = cfg.top_k;
+  C_ = cfg.d_model;
+  F_ = cfg.d_ff;
+  T_ = cfg.seq_len;
+  gpt2_ = cfg.family == Family::gpt2;
+}
+
+MoeParams MoeLayer::add_params(const std::string& prefix, float std, float std_out) {
+  MoeParams p;
+  const int64_t E = E_, El = E_local_, e0 = int64_t(ep_rank_) * El, C = C_, F = F_;
+  p.router = dense_.add(prefix + "router/w", {E, C}, Init::normal, std, true);
+  const std::string x = prefix + "experts/";
+  auto blk = [&](const std::string& name, std::vector<int64_t> rest, Init init, float s, bool decay) {
+    std::vector<int64_t> shape{E}, start{e0}, local{El};
+    for (int64_t d : rest) {
+      shape.push_back(d);
+      start.push_back(0);
+      local.push_back(d);
+    }
+    return experts_.add_block(x + name, shape, start, local, init, s, decay);
+  };
+  if (!gpt2_) p.w_gate = blk("w_gate", {F, C}, Init::normal, std, true);
+  p.w_up = blk("w_up", {F, C}, Init::normal, std, true);
+  if (gpt2_) p.b_up = blk("b_up", {F}, Init::zeros, 0, false);
+  p.w_down = blk("w_down", {C, F}, Init::normal, std_out, true);
+  if (gpt2_) p.b_down = blk("b_down", {C}, Init::zeros, 0, false);
+  return p;
+}
+
+// ---- forward --------------------------------------------------------------------
+
+void MoeLayer::forward(MoeCtxPtr& ctx, const MoeParams& p, int layer, float* out, const float* resid,
+                       const float* x, int n_tokens, MoeStats* stats, int row0, int n_out) {
+  const Times before = times_;
+  double total_s = 0;
+  {
+    const MoeTimer whole(be_, total_s);
+    if (!ctx) ctx.reset(new MoeCtx);
+    MoeCtx& c = *ctx;
+    c.free_dev();
+    c.be = &be_;
+    const int N = n_tokens;
+    const int Tl = split_.local_len();
+    if (N % Tl != 0) throw std::logic_error("MoeLayer: token rows are not whole sequences (or cp slices of them)");
+    if (n_out < 0) n_out = N;
+    if (row0 < 0 || row0 + n_out > N) throw std::logic_error("MoeLayer: output rows outside the token rows");
+    const int S = N / Tl;
+    c.N = N;
+
+    route_tokens(c, p, x, S);
+    // Capacity is decided on every cp rank's choices of the whole sequences.
+    std::vector<char> keep;  // (N, k)
+    const double dropped = apply_capacity(c, gather_choices(c, S), S, keep);
+    const std::vector<int> rows_of = plan_dispatch(c, keep);  // (E)
+    if (stats) add_stats(c, layer, S, rows_of, dropped, *stats);
+
+    exchange_counts(c, rows_of);
+    if (stats) stats->recv_load_max = std::max(stats->recv_load_max, double(c.R) / (double(N) * k_));
+    float* send = dispatch_rows(c, x);  // (M, C)
+    {
+      const MoeTimer tm(be_, times_.expert_s);
+      experts_fwd(c, p);
+    }
+    combine_fwd(c, send, out, resid, row0, n_out);
+  }
+  times_.route_s += total_s - (times_.comm_s - before.comm_s) - (times_.expert_s - before.expert_s);
+}
+
+// ---- backward -------------------------------------------------------------------
+
+// dxs (M, C) from dys (M, C): the rows' gradients go to their experts and
+// the gradients of the received rows come back.
+void MoeLayer::expert_grads(MoeCtx& c, const MoeParams& p, const std::vector<float>& dys,
+                            std::vector<float>& dxs) {
+  const int C = C_;
+  auto dev = [&](size_t n) { return be_.alloc(std::max<size_t>(n, 1), Mem::scratch); };
+  float* sendb = dev(size_t(c.M) * C);  // (M, C)
+  float* dyr = dev(size_t(c.R) * C);    // (R, C)
+  float* dxr = dev(size_t(c.R) * C);    // (R, C)
+  be_.from_host(sendb, dys.data(), dys.size() * sizeof(float));
+  exchange_rows(c, sendb, dyr, true);
+  {
+    const MoeTimer tm(be_, times_.expert_s);
+    experts_bwd(c, p, dyr, dxr);
+  }
+  exchange_rows(c, dxr, sendb, false);
+  be_.to_host(dxs.data(), sendb, dxs.size() * sizeof(float));
+  be_.free_bytes(sendb);
+  be_.free_bytes(dyr);
+  be_.free_bytes(dxr);
+}
+
+void MoeLayer::backward(MoeCtxPtr& ctx, const MoeParams& p, float* dx, const float* dy, const float* x,
+                        float loss_scale) {
+  if (!ctx) throw std::logic_error("MoeLayer::backward without a forward");
+  const Times before = times_;
+  double total_s = 0;
+  {
+    const MoeTimer whole(be_, total_s);
+    MoeCtx& c = *ctx;
+    const int N = c.N, k = k_, C = C_;
+    std::vector<float> dyh(size_t(N) * C);  // (N, C)
+    be_.to_host(dyh.data(), dy, dyh.size() * sizeof(float));
+    std::vector<float> dys(size_t(c.M) * C);  // (M, C)
+    std::vector<float> dw(size_t(N) * k, 0.0f);  // (N, k)
+    combine_bwd(c, dyh, dys, dw);
+    std::vector<float> dxs(size_t(c.M) * C);  // (M, C)
+    expert_grads(c, p, dys, dxs);
+    std::vector<float> dxh(size_t(N) * C, 0.0f);  // (N, C)
+    gather_dx(c, dxs, dxh);
+    router_bwd(c, p, dw, dxh, dx, x, loss_scale);
+  }
+  ctx.reset();
+  times_.route_s += total_s - (times_.comm_s - before.comm_s) - (times_.expert_s - before.expert_s);
+}
+
+}  // namespace pentad

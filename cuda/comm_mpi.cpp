@@ -7,6 +7,7 @@
 #include <numeric>
 #include <vector>
 
+#include "cpu.hpp"
 #include "cuda.hpp"
 #include "comm/comm.hpp"
 #include "cuda_backend.hpp"

@@ -238,9 +238,9 @@ void Model::build_block(int l, const std::string& prefix, float std, float std_o
     bv = vec("attn/bv", KD, Init::zeros);
     bo = vec("attn/bo", C, Init::zeros);
   }
-  b.wq = ColumnParallelLinear(params_, be_, wq, bq, H_ * D_, C_, N_);
-  b.wk = ColumnParallelLinear(params_, be_, wk, bk, Hkv_ * D_, C_, N_);
-  b.wv = ColumnParallelLinear(params_, be_, wv, bv, Hkv_ * D_, C_, N_);
+  b.wq = ColumnParallelLinear(params_, be_, tp_, wq, bq, H_ * D_, C_);
+  b.wk = ColumnParallelLinear(params_, be_, tp_, wk, bk, Hkv_ * D_, C_);
+  b.wv = ColumnParallelLinear(params_, be_, tp_, wv, bv, Hkv_ * D_, C_);
   b.wo = RowParallelLinear(params_, be_, tp_, wo, bo, C_, H_ * D_);
   b.mlp_norm.w = vec("mlp_norm/w", C, Init::ones);
   if (gpt2_) b.mlp_norm.b = vec("mlp_norm/b", C, Init::zeros);
@@ -254,8 +254,8 @@ void Model::build_block(int l, const std::string& prefix, float std, float std_o
   if (gpt2_) b_up = vec("mlp/b_up", F, Init::zeros);
   const ParamId w_down = matrix("mlp/w_down", C, F, std_out);
   if (gpt2_) b_down = vec("mlp/b_down", C, Init::zeros);
-  if (!gpt2_) b.w_gate = ColumnParallelLinear(params_, be_, w_gate, {}, F_, C_, N_);
-  b.w_up = ColumnParallelLinear(params_, be_, w_up, b_up, F_, C_, N_);
+  if (!gpt2_) b.w_gate = ColumnParallelLinear(params_, be_, tp_, w_gate, {}, F_, C_);
+  b.w_up = ColumnParallelLinear(params_, be_, tp_, w_up, b_up, F_, C_);
   b.w_down = RowParallelLinear(params_, be_, tp_, w_down, b_down, C_, F_);
 }
 

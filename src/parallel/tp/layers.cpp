@@ -21,18 +21,20 @@ void gemm_bwd(Backend& be, float* dx, float* dW, const float* dy, const float* x
 
 }  // namespace
 
-ColumnParallelLinear::ColumnParallelLinear(ParamStore& params, Backend& be, ParamId w, ParamId b,
-                                           int n_out_local, int n_in, int n_rows)
-    : params_(&params), be_(&be), w_(w), b_(b), n_out_(n_out_local), n_in_(n_in), n_rows_(n_rows) {}
+ColumnParallelLinear::ColumnParallelLinear(ParamStore& params, Backend& be, const TpRegions& tp, ParamId w,
+                                           ParamId b, int n_out_local, int n_in)
+    : params_(&params), be_(&be), tp_(&tp), w_(w), b_(b), n_out_(n_out_local), n_in_(n_in) {}
 
 void ColumnParallelLinear::fwd(float* y, const float* x) const {
-  gemm_fwd(*be_, y, x, params_->param(w_), n_rows_, n_out_, n_in_, 0.0f);
-  if (b_.held()) be_->bias_add(y, params_->param(b_), n_rows_, n_out_);
+  const int N = tp_->n_rows();
+  gemm_fwd(*be_, y, x, params_->param(w_), N, n_out_, n_in_, 0.0f);
+  if (b_.held()) be_->bias_add(y, params_->param(b_), N, n_out_);
 }
 
 void ColumnParallelLinear::bwd(float* dx, const float* dy, const float* x, float dx_beta) const {
-  gemm_bwd(*be_, dx, params_->grad(w_), dy, x, params_->param(w_), n_rows_, n_out_, n_in_, dx_beta);
-  if (b_.held()) be_->bias_bwd(params_->grad(b_), dy, n_rows_, n_out_);
+  const int N = tp_->n_rows();
+  gemm_bwd(*be_, dx, params_->grad(w_), dy, x, params_->param(w_), N, n_out_, n_in_, dx_beta);
+  if (b_.held()) be_->bias_bwd(params_->grad(b_), dy, N, n_out_);
 }
 
 RowParallelLinear::RowParallelLinear(ParamStore& params, Backend& be, const TpRegions& tp, ParamId w,

@@ -16,9 +16,10 @@ namespace pentad {
 class ColumnParallelLinear {
  public:
   ColumnParallelLinear() = default;  // not held on this rank
-  // w: (out/tp, in); b: (out/tp) or none. Local.
-  ColumnParallelLinear(ParamStore& params, Backend& be, ParamId w, ParamId b, int n_out_local, int n_in,
-                       int n_rows);
+  // w: (out/tp, in); b: (out/tp) or none; tp: the regions the layer's
+  // input comes from (its N rows). Local.
+  ColumnParallelLinear(ParamStore& params, Backend& be, const TpRegions& tp, ParamId w, ParamId b,
+                       int n_out_local, int n_in);
 
   int n_out_local() const { return n_out_; }
   ParamId weight() const { return w_; }
@@ -34,8 +35,9 @@ class ColumnParallelLinear {
  private:
   ParamStore* params_ = nullptr;
   Backend* be_ = nullptr;
+  const TpRegions* tp_ = nullptr;
   ParamId w_, b_;
-  int n_out_ = 0, n_in_ = 0, n_rows_ = 0;
+  int n_out_ = 0, n_in_ = 0;
 };
 
 // out = resid + (x W^T summed over tp) + b: the last layer of a tp region

@@ -2,8 +2,9 @@
 // this rank's block of each (part r of n of a dimension: [r*len/n, (r+1)*len/n)).
 #include "parallel/tp/param_split.hpp"
 
-#include <iterator>
 #include <stdexcept>
+
+#include "parallel/tp/tensor_parallel.hpp"
 
 namespace pentad {
 
@@ -38,8 +39,9 @@ ParamId add_tp_param(ParamStore& params, const std::string& prefix, const std::s
   const int dim = tp_split_dim(name);
   std::vector<int64_t> start(shape.size(), 0), local = shape;
   if (dim >= 0) {
-    local[size_t(dim)] = shape[size_t(dim)] / size;
-    start[size_t(dim)] = rank * local[size_t(dim)];
+    const Split split{shape[size_t(dim)], size};
+    local[size_t(dim)] = split.local();
+    start[size_t(dim)] = split.start(rank);
   }
   return ParamId{params.add_block(prefix + name, std::move(shape), std::move(start), std::move(local), init,
                                   std, decay)};

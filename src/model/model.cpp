@@ -2,13 +2,12 @@
 // layer over the backend's coarse ops. The loss head fuses the logits
 // matmul, the softmax cross-entropy and its backward chunk by chunk of rows,
 // so the full (B*T, V) logits are never held at once.
-// Tensor parallelism: each block has two column-parallel regions (Q/K/V; the
-// MLP's gate/up) entered through gather_rows and two row-parallel layers (wo;
-// down) left through reduce_rows. Without sp the activations between them are
-// replicated (all rows on every tp rank) and the conjugate all-reduce is in
-// backward; with sp each rank keeps a contiguous range of the flattened (B*T)
-// token rows, all-gathers before the column-parallel layers and
-// reduce-scatters after the row-parallel ones (and the conjugates backward).
+// Tensor parallelism (the layers and regions of parallel/tp/): each block has
+// two tp regions, entered (tp_.enter_fwd) before the column-parallel Q/K/V
+// and the MLP's gate/up, and left through the row-parallel wo and down
+// projections. Without sp the activations outside the regions are replicated
+// (all rows on every tp rank); with sp each rank keeps a contiguous range of
+// the flattened (B*T) token rows (the regions all-gather and reduce-scatter).
 #include "model/model.hpp"
 
 #include <algorithm>
@@ -17,15 +16,21 @@
 #include <string>
 
 #include "comm/comm.hpp"
-#include "parallel/tp/tensor_parallel.hpp"
+#include "parallel/tp/layers.hpp"
+#include "parallel/tp/param_split.hpp"
 
 namespace pentad {
 
-struct Model::LayerIdx {
-  int attn_norm_w = -1, attn_norm_b = -1;
-  int wq = -1, wk = -1, wv = -1, wo = -1, bq = -1, bk = -1, bv = -1, bo = -1;
-  int mlp_norm_w = -1, mlp_norm_b = -1;
-  int w_gate = -1, w_up = -1, b_up = -1, w_down = -1, b_down = -1;
+// One block's layers; H, Hkv, F are this rank's heads, KV heads and MLP width.
+struct Model::Block {
+  Norm attn_norm;
+  ColumnParallelLinear wq;      // (H*D, C)
+  ColumnParallelLinear wk, wv;  // (Hkv*D, C)
+  RowParallelLinear wo;         // (C, H*D)
+  Norm mlp_norm;
+  ColumnParallelLinear w_gate;  // (F, C), Llama only
+  ColumnParallelLinear w_up;    // (F, C)
+  RowParallelLinear w_down;     // (C, F); dense blocks only (the MoE layer has its own)
 };
 
 // Shapes are local: T = seq_len/cp tokens per sequence (chunk-major rows with
@@ -122,9 +127,9 @@ Model::Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backe
   V_ = cfg.vocab_size / n;
   L_ = cfg.n_layers;
   gpt2_ = cfg.family == Family::gpt2;
-  vocab_start_ = tp_rank_ * V_;
   N_ = B_ * T_;
   Nl_ = sp_ ? N_ / n : N_;
+  tp_ = TpRegions(par_.tp, sp_, N_, C_);
   pp_rank_ = par_.pp_rank;
   pp_size_ = par_.pp_size;
   chunk_begin_ = par_.chunk_blocks.empty() ? std::vector<int>{0, L_} : par_.chunk_blocks;
@@ -143,6 +148,7 @@ Model::Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backe
   moe_stats_.reset(L_, cfg.n_experts);
   build_params();
   alloc_shared();
+  sp_norm_grads_ = SpNormGrads(tp_, params_, be_, scratch_->rep_grad, C_);
   if (n_cp > 1) ring_ = std::make_unique<RingAttention>(be_, *par_.cp, cp_split_, B_, H_, Hkv_, D_);
 }
 
@@ -159,83 +165,98 @@ void Model::build_params() {
   // Output projections of the residual branches are scaled by 1/sqrt(2L)
   // (GPT-2), so the residual stream's variance does not grow with depth.
   const float std_out = std / std::sqrt(2.0f * float(L_));
-  // Global sizes; each tp rank registers its part r of n of the split dimension.
-  const int64_t C = C_, HD = int64_t(cfg_.n_heads) * D_, KD = int64_t(cfg_.n_kv_heads) * D_,
-                F = cfg_.d_ff, V = cfg_.vocab_size;
-  const int n = tp_size_, r = tp_rank_;
+  const int64_t C = C_, V = cfg_.vocab_size;  // global sizes
   auto& P = params_;
-  // (rows, cols) split by rows (column-parallel: output features / vocabulary).
-  auto by_rows = [&](const std::string& name, int64_t rows, int64_t cols, float s) {
-    return P.add_block(name, {rows, cols}, {r * (rows / n), 0}, {rows / n, cols}, Init::normal, s, true);
-  };
-  // (rows, cols) split by columns (row-parallel: input features).
-  auto by_cols = [&](const std::string& name, int64_t rows, int64_t cols, float s) {
-    return P.add_block(name, {rows, cols}, {0, r * (cols / n)}, {rows, cols / n}, Init::normal, s, true);
-  };
-  // The bias of a column-parallel layer, split like its output.
-  auto split_bias = [&](const std::string& name, int64_t len) {
-    return P.add_block(name, {len}, {r * (len / n)}, {len / n}, Init::zeros, 0, false);
+  // Each tp rank registers its part of the tensors tp_split_dim() splits.
+  auto matrix = [&](const char* name, std::vector<int64_t> shape, float s) {
+    return add_tp_param(P, "model/", name, std::move(shape), Init::normal, s, true, tp_rank_, tp_size_);
   };
   // Every rank opens every unit (so unit numbers are global); a pipeline
   // stage fills only the units of its chunks.
   P.begin_unit(0);
   expert_params_.begin_unit(0);
   if (has_embedding_) {
-    wte_ = by_rows("model/wte", V, C, std);
-    if (gpt2_) wpe_ = P.add("model/wpe", {int64_t(cfg_.seq_len), C}, Init::normal, std, true);
+    const ParamId wte = matrix("wte", {V, C}, std);
+    const ParamId wpe = gpt2_ ? matrix("wpe", {int64_t(cfg_.seq_len), C}, std) : ParamId{};
+    embedding_ = VocabParallelEmbedding(P, be_, tp_, wte, wpe, C_, V_, B_, cp_split_, cp_rank_);
   }
-  layers_.resize(size_t(L_));
+  blocks_.resize(size_t(L_));
   moe_p_.resize(size_t(L_));
   std::vector<bool> local(size_t(L_), false);
   for (int g = 0; g < n_chunks(); ++g)
     if (owns_chunk(g))
       for (int l = chunk_first_block(g); l < chunk_end_block(g); ++l) local[size_t(l)] = true;
   for (int l = 0; l < L_; ++l) {
-    const std::string p = "model/layers/" + std::to_string(l) + "/";
     P.begin_unit(l + 1);
     expert_params_.begin_unit(l + 1);
-    if (!local[size_t(l)]) continue;
-    LayerIdx& x = layers_[size_t(l)];
-    x.attn_norm_w = P.add(p + "attn_norm/w", {C}, Init::ones, 0, false);
-    if (gpt2_) x.attn_norm_b = P.add(p + "attn_norm/b", {C}, Init::zeros, 0, false);
-    x.wq = by_rows(p + "attn/wq", HD, C, std);
-    x.wk = by_rows(p + "attn/wk", KD, C, std);
-    x.wv = by_rows(p + "attn/wv", KD, C, std);
-    x.wo = by_cols(p + "attn/wo", C, HD, std_out);
-    if (gpt2_) {
-      x.bq = split_bias(p + "attn/bq", HD);
-      x.bk = split_bias(p + "attn/bk", KD);
-      x.bv = split_bias(p + "attn/bv", KD);
-      x.bo = P.add(p + "attn/bo", {C}, Init::zeros, 0, false);
-    }
-    x.mlp_norm_w = P.add(p + "mlp_norm/w", {C}, Init::ones, 0, false);
-    if (gpt2_) x.mlp_norm_b = P.add(p + "mlp_norm/b", {C}, Init::zeros, 0, false);
-    if (cfg_.is_moe_block(l)) {
-      moe_p_[size_t(l)] = moe_->add_params(p + "mlp/", std, std_out);
-      continue;
-    }
-    if (!gpt2_) x.w_gate = by_rows(p + "mlp/w_gate", F, C, std);
-    x.w_up = by_rows(p + "mlp/w_up", F, C, std);
-    if (gpt2_) x.b_up = split_bias(p + "mlp/b_up", F);
-    x.w_down = by_cols(p + "mlp/w_down", C, F, std_out);
-    if (gpt2_) x.b_down = P.add(p + "mlp/b_down", {C}, Init::zeros, 0, false);
+    if (local[size_t(l)]) build_block(l, "model/layers/" + std::to_string(l) + "/", std, std_out);
   }
   P.begin_unit(L_ + 1);
   expert_params_.begin_unit(L_ + 1);
   if (!has_head_) return;
-  lnf_w_ = P.add("model/final_norm/w", {C}, Init::ones, 0, false);
-  if (gpt2_) lnf_b_ = P.add("model/final_norm/b", {C}, Init::zeros, 0, false);
+  final_norm_.w = add_tp_param(P, "model/", "final_norm/w", {C}, Init::ones, 0, false, tp_rank_, tp_size_);
+  if (gpt2_)
+    final_norm_.b = add_tp_param(P, "model/", "final_norm/b", {C}, Init::zeros, 0, false, tp_rank_, tp_size_);
+  ParamId w;  // the head's matrix
   if (!cfg_.tied()) {
-    lm_head_ = head_w_ = by_rows("model/lm_head", V, C, std);
+    w = matrix("lm_head", {V, C}, std);
   } else if (has_embedding_) {
-    head_w_ = wte_;
+    w = embedding_.wte();
   } else {
     // Tied embeddings across pipeline stages: the last stage holds a copy of
     // wte (drawn with the same values); the two stages sum their gradients
     // before the optimizer, so the copies stay identical.
-    head_w_ = by_rows("model/wte", V, C, std);
-    P.mark_stage_copy(head_w_);
+    w = matrix("wte", {V, C}, std);
+    P.mark_stage_copy(w.index);
   }
+  lm_head_ = VocabParallelHead(P, be_, tp_, w, C_, V_);
+}
+
+// The tensors of block l, in the order of the flat buffers, and its layers.
+void Model::build_block(int l, const std::string& prefix, float std, float std_out) {
+  const int64_t C = C_, HD = int64_t(cfg_.n_heads) * D_, KD = int64_t(cfg_.n_kv_heads) * D_,
+                F = cfg_.d_ff;  // global sizes
+  auto add = [&](const char* name, std::vector<int64_t> shape, Init init, float s, bool decay) {
+    return add_tp_param(params_, prefix, name, std::move(shape), init, s, decay, tp_rank_, tp_size_);
+  };
+  auto matrix = [&](const char* name, int64_t rows, int64_t cols, float s) {
+    return add(name, {rows, cols}, Init::normal, s, true);
+  };
+  // Norm weights and biases: no decay.
+  auto vec = [&](const char* name, int64_t len, Init init) { return add(name, {len}, init, 0, false); };
+  Block& b = blocks_[size_t(l)];
+  b.attn_norm.w = vec("attn_norm/w", C, Init::ones);
+  if (gpt2_) b.attn_norm.b = vec("attn_norm/b", C, Init::zeros);
+  const ParamId wq = matrix("attn/wq", HD, C, std);
+  const ParamId wk = matrix("attn/wk", KD, C, std);
+  const ParamId wv = matrix("attn/wv", KD, C, std);
+  const ParamId wo = matrix("attn/wo", C, HD, std_out);
+  ParamId bq, bk, bv, bo;
+  if (gpt2_) {
+    bq = vec("attn/bq", HD, Init::zeros);
+    bk = vec("attn/bk", KD, Init::zeros);
+    bv = vec("attn/bv", KD, Init::zeros);
+    bo = vec("attn/bo", C, Init::zeros);
+  }
+  b.wq = ColumnParallelLinear(params_, be_, tp_, wq, bq, H_ * D_, C_);
+  b.wk = ColumnParallelLinear(params_, be_, tp_, wk, bk, Hkv_ * D_, C_);
+  b.wv = ColumnParallelLinear(params_, be_, tp_, wv, bv, Hkv_ * D_, C_);
+  b.wo = RowParallelLinear(params_, be_, tp_, wo, bo, C_, H_ * D_);
+  b.mlp_norm.w = vec("mlp_norm/w", C, Init::ones);
+  if (gpt2_) b.mlp_norm.b = vec("mlp_norm/b", C, Init::zeros);
+  if (cfg_.is_moe_block(l)) {
+    moe_p_[size_t(l)] = moe_->add_params(prefix + "mlp/", std, std_out);
+    return;
+  }
+  ParamId w_gate, b_up, b_down;
+  if (!gpt2_) w_gate = matrix("mlp/w_gate", F, C, std);
+  const ParamId w_up = matrix("mlp/w_up", F, C, std);
+  if (gpt2_) b_up = vec("mlp/b_up", F, Init::zeros);
+  const ParamId w_down = matrix("mlp/w_down", C, F, std_out);
+  if (gpt2_) b_down = vec("mlp/b_down", C, Init::zeros);
+  if (!gpt2_) b.w_gate = ColumnParallelLinear(params_, be_, tp_, w_gate, {}, F_, C_);
+  b.w_up = ColumnParallelLinear(params_, be_, tp_, w_up, b_up, F_, C_);
+  b.w_down = RowParallelLinear(params_, be_, tp_, w_down, b_down, C_, F_);
 }
 
 void Model::alloc_shared() {
@@ -384,81 +405,23 @@ float* Model::boundary_grad() { return scratch_->dres; }
 
 // ---- building blocks --------------------------------------------------------
 
-void Model::norm_fwd(float* out, float* mean, float* rstd, const float* x, int w, int b) {
+void Model::norm_fwd(const Norm& n, float* out, float* mean, float* rstd, const float* x) {
   const int N = Nl_;
   if (gpt2_)
-    be_.layernorm_fwd(out, mean, rstd, x, params_.param(w), params_.param(b), N, C_, cfg_.norm_eps);
+    be_.layernorm_fwd(out, mean, rstd, x, params_.param(n.w), params_.param(n.b), N, C_, cfg_.norm_eps);
   else
-    be_.rmsnorm_fwd(out, rstd, x, params_.param(w), N, C_, cfg_.norm_eps);
+    be_.rmsnorm_fwd(out, rstd, x, params_.param(n.w), N, C_, cfg_.norm_eps);
 }
 
-void Model::norm_bwd(float* dx, const float* dout, const float* x, int w, int b, const float* mean,
+void Model::norm_bwd(const Norm& n, float* dx, const float* dout, const float* x, const float* mean,
                      const float* rstd, int slot) {
   const int N = Nl_;
-  float* dw = sp_ ? scratch_->rep_grad + size_t(slot) * C_ : params_.grad(w);
-  float* db = sp_ ? scratch_->rep_grad + size_t(slot + 1) * C_ : params_.grad(b);
+  float* dw = sp_norm_grads_.grad(n.w, slot);
+  float* db = sp_norm_grads_.grad(n.b, slot + 1);
   if (gpt2_)
-    be_.layernorm_bwd(dx, dw, db, dout, x, params_.param(w), mean, rstd, N, C_);
+    be_.layernorm_bwd(dx, dw, db, dout, x, params_.param(n.w), mean, rstd, N, C_);
   else
-    be_.rmsnorm_bwd(dx, dw, dout, x, params_.param(w), rstd, N, C_);
-}
-
-// With sp the norms of a unit see 1/tp of the token rows: sum their weight
-// gradients (staged per micro-batch, so accumulated ones are not summed
-// again) over tp, then add them to every rank's replicated copy.
-void Model::sync_replicated(std::initializer_list<int> idx) {
-  if (!sp_) return;
-  float* stage = scratch_->rep_grad;
-  par_.tp->allreduce_sum(stage, idx.size() * size_t(C_));
-  size_t slot = 0;
-  for (int i : idx) {
-    if (i >= 0) be_.add(params_.grad(i), params_.grad(i), stage + slot * C_, size_t(C_));
-    ++slot;
-  }
-  be_.fill(stage, 0.0f, 4 * size_t(C_));
-}
-
-const float* Model::gather_rows(const float* local, float* full) {
-  if (!sp_) return local;
-  par_.tp->allgather(local, full, size_t(Nl_) * C_);
-  return full;
-}
-
-const float* Model::reduce_rows(float* partial, float* local) {
-  if (tp_size_ == 1) return partial;
-  if (sp_) {
-    par_.tp->reduce_scatter_sum(partial, local, size_t(Nl_) * C_);
-    return local;
-  }
-  par_.tp->allreduce_sum(partial, size_t(N_) * C_);
-  return partial;
-}
-
-void Model::row_parallel_fwd(float* out, const float* resid, const float* x, int w, int b, int n_in) {
-  const size_t NlC = size_t(Nl_) * C_;
-  if (tp_size_ == 1) {  // the serial order of operations
-    be_.copy_bytes(out, resid, NlC * sizeof(float));
-    linear_fwd(out, x, w, b, C_, n_in, 1.0f);
-    return;
-  }
-  linear_fwd(scratch_->part, x, w, -1, C_, n_in);  // (B,T,C) partial sums over F/tp or H*D/tp
-  const float* sum = reduce_rows(scratch_->part, out);
-  be_.add(out, sum, resid, NlC);
-  if (b >= 0) be_.bias_add(out, params_.param(b), Nl_, C_);
-}
-
-void Model::linear_fwd(float* y, const float* x, int w, int b, int n_out, int n_in, float beta) {
-  const int N = N_;
-  be_.gemm(false, true, N, n_out, n_in, 1.0f, x, n_in, params_.param(w), n_in, beta, y, n_out);
-  if (b >= 0) be_.bias_add(y, params_.param(b), N, n_out);
-}
-
-void Model::linear_bwd(float* dx, const float* dy, const float* x, int w, int b, int n_out, int n_in,
-                       float dx_beta) {
-  const int N = N_;
-  if (dx) be_.gemm(false, false, N, n_in, n_out, 1.0f, dy, n_out, params_.param(w), n_in, dx_beta, dx, n_in);
-  be_.gemm(true, false, n_out, n_in, N, 1.0f, dy, n_out, x, n_in, 1.0f, params_.grad(w), n_in);
-  if (b >= 0) be_.bias_bwd(params_.grad(b), dy, N, n_out);
+    be_.rmsnorm_bwd(dx, dw, dout, x, params_.param(n.w), rstd, N, C_);
 }
 
 void Model::mlp_act_fwd(Acts& a) {
@@ -467,24 +430,6 @@ void Model::mlp_act_fwd(Acts& a) {
     be_.gelu_fwd(a.fc_act, a.fc_pre, n);
   else
     be_.swiglu_fwd(a.fc_act, a.fc_pre, a.fc_up, n);
-}
-
-void Model::embed(const int32_t* tokens, float* out) {
-  const float* wpe = gpt2_ ? params_.param(wpe_) : nullptr;
-  // Vocab-parallel: rows of tokens outside this slice are zero; the positions
-  // are added by tp rank 0 only, so the reduction adds them once.
-  float* rows = tp_size_ == 1 ? out : scratch_->part;
-  if (tp_rank_ != 0) wpe = nullptr;
-  // Chunk by chunk (one without cp), each at its global positions.
-  const int m = cp_split_.chunk_len();
-  for (int c = 0; c < cp_split_.n_chunks(); ++c) {
-    const size_t row = size_t(c) * B_ * m;
-    be_.embedding_fwd(rows + row * C_, tokens + row, params_.param(wte_), wpe, B_, m, C_, vocab_start_,
-                      V_, cp_split_.chunk_start(cp_rank_, c));
-  }
-  if (tp_size_ == 1) return;
-  const float* sum = reduce_rows(scratch_->part, out);
-  if (sum != out) be_.copy_bytes(out, sum, size_t(Nl_) * C_ * sizeof(float));
 }
 
 // ---- attention and positions ---------------------------------------------------
@@ -524,47 +469,45 @@ void Model::rope(float* x, int n_heads, bool backward) {
   }
 }
 
-void Model::embedding_bwd(const float* dy, const int32_t* tokens) {
-  const int m = cp_split_.chunk_len();
-  for (int c = 0; c < cp_split_.n_chunks(); ++c) {
-    const size_t row = size_t(c) * B_ * m;
-    be_.embedding_bwd(params_.grad(wte_), gpt2_ ? params_.grad(wpe_) : nullptr, dy + row * C_,
-                      tokens + row, B_, m, C_, vocab_start_, V_, cp_split_.chunk_start(cp_rank_, c));
-  }
-}
-
 // ---- one transformer block -----------------------------------------------------
 
+// Attention: norm, enter the tp region, Q/K/V column-parallel (this rank's
+// heads), attention, leave through the row-parallel wo onto the residual.
+// MLP: norm, enter, the column-parallel up (and gate) matrices, activation;
+// the row-parallel down projection runs in forward_chunk (full recompute
+// re-runs block_fwd in backward, where the block output is not needed).
 void Model::block_fwd(int l, Acts& a, const float* in, bool keep_probs) {
-  const LayerIdx& x = layers_[size_t(l)];
-  const int HD = H_ * D_, KD = Hkv_ * D_;
-  norm_fwd(a.ln1, a.ln1_mean, a.ln1_rstd, in, x.attn_norm_w, x.attn_norm_b);
-  const float* x1 = gather_rows(a.ln1, scratch_->gath_x);  // (B,T,C)
-  linear_fwd(a.q, x1, x.wq, x.bq, HD, C_);
-  linear_fwd(a.k, x1, x.wk, x.bk, KD, C_);
-  linear_fwd(a.v, x1, x.wv, x.bv, KD, C_);
+  const Block& b = blocks_[size_t(l)];
+  Scratch& s = *scratch_;
+  norm_fwd(b.attn_norm, a.ln1, a.ln1_mean, a.ln1_rstd, in);
+  const float* x1 = tp_.enter_fwd(a.ln1, s.gath_x);  // (N,C)
+  b.wq.fwd(a.q, x1);
+  b.wk.fwd(a.k, x1);
+  b.wv.fwd(a.v, x1);
   if (!gpt2_) {
     rope(a.q, H_, false);
     rope(a.k, Hkv_, false);
   }
   attention_fwd(a, keep_probs);
-  row_parallel_fwd(a.res_mid, in, a.att, x.wo, x.bo, HD);
-  norm_fwd(a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid, x.mlp_norm_w, x.mlp_norm_b);
+  b.wo.fwd(a.res_mid, in, a.att, s.part);  // in + leave(att wo^T) + bo: (Nl,C)
+  norm_fwd(b.mlp_norm, a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid);
   if (cfg_.is_moe_block(l)) return;  // the MoE layer runs in forward_chunk / block_bwd
-  const float* x2 = gather_rows(a.ln2, scratch_->gath_x);  // (B,T,C)
+  const float* x2 = tp_.enter_fwd(a.ln2, s.gath_x);  // (N,C)
   if (gpt2_) {
-    linear_fwd(a.fc_pre, x2, x.w_up, x.b_up, F_, C_);
+    b.w_up.fwd(a.fc_pre, x2);
   } else {
-    linear_fwd(a.fc_pre, x2, x.w_gate, -1, F_, C_);
-    linear_fwd(a.fc_up, x2, x.w_up, -1, F_, C_);
+    b.w_gate.fwd(a.fc_pre, x2);
+    b.w_up.fwd(a.fc_up, x2);
   }
   mlp_act_fwd(a);
 }
 
+// The conjugates in reverse: each region's output gradient enters through
+// leave_bwd (all rows), the column-parallel input gradients are partial sums
+// over this rank's heads / MLP columns until enter_bwd.
 void Model::block_bwd(int l, Acts& a, const float* in) {
-  const LayerIdx& x = layers_[size_t(l)];
+  const Block& b = blocks_[size_t(l)];
   Scratch& s = *scratch_;
-  const int HD = H_ * D_, KD = Hkv_ * D_;
   const bool moe = cfg_.is_moe_block(l);
   MoeCtxPtr& mctx = moe ? moe_ctx_[size_t(cur_slot_)][size_t(l)] : moe_ctx_[size_t(cur_slot_)][0];
   if (recompute_ == Recompute::full) {
@@ -575,118 +518,74 @@ void Model::block_bwd(int l, Acts& a, const float* in) {
   } else if (recompute_ == Recompute::selective && !moe) {
     mlp_act_fwd(a);  // fc_act is shared scratch
   }
-
-  // Column-parallel input gradients are partial sums over this rank's
-  // heads / MLP columns until reduce_rows.
-  float* d_part = tp_size_ == 1 ? s.d_ln : s.part;  // (B,T,C)
+  float* d_part = tp_.split() ? s.part : s.d_ln;  // (N,C)
 
   // MLP branch. s.dres holds dL/d(block output) = dL/d(res_mid) through the skip.
-  // The row-parallel bias gradient comes from all rows, so it is the same on
-  // every tp rank.
-  const float* dy = gather_rows(s.dres, s.gath_dy);  // (B,T,C)
+  const float* dy = tp_.leave_bwd(s.dres, s.gath_dy);  // (N,C)
   const size_t BTF = size_t(N_) * F_;
-  const float* x2 = gather_rows(a.ln2, s.gath_x);  // (B,T,C)
+  const float* x2 = tp_.enter_fwd(a.ln2, s.gath_x);  // (N,C) the region's input again
   if (moe) {
     moe_->backward(mctx, moe_p_[size_t(l)], d_part, dy, x2, cur_loss_scale_);
   } else if (gpt2_) {
-    linear_bwd(s.d_fc_act, dy, a.fc_act, x.w_down, x.b_down, C_, F_, 0.0f);
+    b.w_down.bwd(s.d_fc_act, dy, a.fc_act);
     be_.gelu_bwd(s.d_fc_pre, s.d_fc_act, a.fc_pre, BTF);
-    linear_bwd(d_part, s.d_fc_pre, x2, x.w_up, x.b_up, F_, C_, 0.0f);
+    b.w_up.bwd(d_part, s.d_fc_pre, x2, 0.0f);
   } else {
-    linear_bwd(s.d_fc_act, dy, a.fc_act, x.w_down, x.b_down, C_, F_, 0.0f);
+    b.w_down.bwd(s.d_fc_act, dy, a.fc_act);
     be_.swiglu_bwd(s.d_fc_pre, s.d_up, s.d_fc_act, a.fc_pre, a.fc_up, BTF);
-    linear_bwd(d_part, s.d_fc_pre, x2, x.w_gate, -1, F_, C_, 0.0f);
-    linear_bwd(d_part, s.d_up, x2, x.w_up, -1, F_, C_, 1.0f);
+    b.w_gate.bwd(d_part, s.d_fc_pre, x2, 0.0f);
+    b.w_up.bwd(d_part, s.d_up, x2, 1.0f);
   }
   // The MoE layer is replicated over tp: its input gradient is whole on every
   // rank (no partial sums to reduce); with sp this rank takes its rows.
-  const float* d_ln2 = moe ? d_part + (sp_ ? size_t(tp_rank_) * Nl_ * C_ : 0) : reduce_rows(d_part, s.d_ln);
-  norm_bwd(s.dres, d_ln2, a.res_mid,
-           x.mlp_norm_w, x.mlp_norm_b, a.ln2_mean, a.ln2_rstd, 2);
+  const float* d_ln2 = moe ? d_part + size_t(tp_.first_row()) * C_ : tp_.enter_bwd(d_part, s.d_ln);
+  norm_bwd(b.mlp_norm, s.dres, d_ln2, a.res_mid, a.ln2_mean, a.ln2_rstd, 2);
 
   // Attention branch. s.dres now holds dL/d(res_mid) = dL/d(block input) via the skip.
-  dy = gather_rows(s.dres, s.gath_dy);
-  linear_bwd(s.d_att, dy, a.att, x.wo, x.bo, C_, HD, 0.0f);
+  dy = tp_.leave_bwd(s.dres, s.gath_dy);  // (N,C)
+  b.wo.bwd(s.d_att, dy, a.att);
   attention_bwd(a);
   if (!gpt2_) {
     rope(s.dq, H_, true);
     rope(s.dk, Hkv_, true);
   }
-  const float* x1 = gather_rows(a.ln1, s.gath_x);  // (B,T,C)
-  linear_bwd(d_part, s.dq, x1, x.wq, x.bq, HD, C_, 0.0f);
-  linear_bwd(d_part, s.dk, x1, x.wk, x.bk, KD, C_, 1.0f);
-  linear_bwd(d_part, s.dv, x1, x.wv, x.bv, KD, C_, 1.0f);
-  norm_bwd(s.dres, reduce_rows(d_part, s.d_ln), in, x.attn_norm_w, x.attn_norm_b,
-           a.ln1_mean, a.ln1_rstd, 0);
-  sync_replicated({x.attn_norm_w, x.attn_norm_b, x.mlp_norm_w, x.mlp_norm_b});
+  const float* x1 = tp_.enter_fwd(a.ln1, s.gath_x);  // (N,C)
+  b.wq.bwd(d_part, s.dq, x1, 0.0f);
+  b.wk.bwd(d_part, s.dk, x1, 1.0f);
+  b.wv.bwd(d_part, s.dv, x1, 1.0f);
+  norm_bwd(b.attn_norm, s.dres, tp_.enter_bwd(d_part, s.d_ln), in, a.ln1_mean, a.ln1_rstd, 0);
+  sp_norm_grads_.sync({b.attn_norm.w, b.attn_norm.b, b.mlp_norm.w, b.mlp_norm.b});
 }
 
 // out(Nl, C) = res_mid + the MoE layer of block l on ln2 (all-gathered over
 // tp with sp; this rank keeps its rows of the output).
 void Model::moe_fwd(MoeCtxPtr& ctx, int l, float* out, Acts& a, MoeStats* stats) {
-  const float* x = gather_rows(a.ln2, scratch_->gath_x);  // (B,T,C)
-  moe_->forward(ctx, moe_p_[size_t(l)], l, out, a.res_mid, x, N_, stats, sp_ ? tp_rank_ * Nl_ : 0, Nl_);
+  const float* x = tp_.enter_fwd(a.ln2, scratch_->gath_x);  // (N,C)
+  moe_->forward(ctx, moe_p_[size_t(l)], l, out, a.res_mid, x, N_, stats, tp_.first_row(), Nl_);
 }
 
 // ---- loss head --------------------------------------------------------------------
 
-// The logits of a chunk of rows, gathered over the vocabulary slices of the
-// tp group into logits_out (B*T, V). Debug dumps only: training never holds
-// full logits. Collective over tp.
-static void write_logits(Backend& be, Comm* tp, float* logits_out, const float* logits,
-                         float* gathered, int n, int V_local) {
-  const size_t nv = size_t(n) * V_local;
-  const int n_ranks = tp ? tp->size() : 1;
-  if (n_ranks == 1) {
-    be.to_host(logits_out, logits, nv * sizeof(float));
-    return;
-  }
-  tp->allgather(logits, gathered, nv);
-  std::vector<float> host(nv * size_t(n_ranks));
-  be.to_host(host.data(), gathered, host.size() * sizeof(float));
-  const size_t V = size_t(V_local) * n_ranks;
-  for (int q = 0; q < n_ranks; ++q)
-    for (int i = 0; i < n; ++i)
-      std::copy_n(host.data() + size_t(q) * nv + size_t(i) * V_local, V_local,
-                  logits_out + size_t(i) * V + size_t(q) * V_local);
-}
-
 double Model::head(Slot& S, float loss_scale, bool backward, float* logits_out) {
-  const int N = N_;
-  const int32_t* targets = S.targets;
+  Scratch& s = *scratch_;
   const float* xL = S.res[size_t(L_)];  // (Nl,C)
-  norm_fwd(S.lnf, S.lnf_mean, S.lnf_rstd, xL, lnf_w_, lnf_b_);
-  const float* xf = gather_rows(S.lnf, scratch_->gath_x);  // (B,T,C)
-  const int w = head_w_;
-  const float* W = params_.param(w);  // (V/tp, C)
-  float* dW = params_.grad(w);
-  if (logits_out && tp_size_ > 1 && !scratch_->logits_all) {
-    scratch_->logits_all = be_.alloc(size_t(chunk_rows_) * V_ * tp_size_, Mem::scratch);
-    owned_.push_back(scratch_->logits_all);
+  norm_fwd(final_norm_, S.lnf, S.lnf_mean, S.lnf_rstd, xL);
+  const float* xf = tp_.enter_fwd(S.lnf, s.gath_x);  // (N,C)
+  if (logits_out && tp_size_ > 1 && !s.logits_all) {
+    s.logits_all = be_.alloc(size_t(chunk_rows_) * V_ * tp_size_, Mem::scratch);
+    owned_.push_back(s.logits_all);
   }
-  for (int r0 = 0; r0 < N; r0 += chunk_rows_) {
-    const int n = std::min(chunk_rows_, N - r0);
-    be_.gemm(false, true, n, V_, C_, 1.0f, xf + size_t(r0) * C_, C_, W, C_, 0.0f, logits_, V_);
-    if (logits_out)
-      write_logits(be_, par_.tp, logits_out + size_t(r0) * cfg_.vocab_size, logits_,
-                   scratch_->logits_all, n, V_);
-    vocab_parallel_xent(be_, par_.tp, backward ? logits_ : nullptr, S.losses + r0, logits_,
-                        xent_rowmax_, xent_sumexp_, targets + r0, loss_scale, n, V_, vocab_start_);
-    if (backward) {
-      // logits_ now holds dlogits (n, V/tp); d_lnf gets this slice's share.
-      be_.gemm(false, false, n, C_, V_, 1.0f, logits_, V_, W, C_, 0.0f, scratch_->d_lnf + size_t(r0) * C_, C_);
-      be_.gemm(true, false, V_, C_, n, 1.0f, logits_, V_, xf + size_t(r0) * C_, C_, 1.0f, dW, C_);
-    }
-  }
-  std::vector<float> losses(static_cast<size_t>(N));
+  const HeadBuffers buf{logits_, xent_rowmax_, xent_sumexp_, s.logits_all, chunk_rows_};
+  // d_lnf: (N,C) partial sums over the vocabulary slices.
+  lm_head_.fwd_bwd(S.losses, backward ? s.d_lnf : nullptr, xf, S.targets, loss_scale, logits_out, buf);
+  std::vector<float> losses(static_cast<size_t>(N_));
   be_.to_host(losses.data(), S.losses, losses.size() * sizeof(float));
   double sum = 0;
   for (float v : losses) sum += v;
   if (backward) {
-    be_.fill(scratch_->dres, 0.0f, size_t(Nl_) * C_);
-    norm_bwd(scratch_->dres, reduce_rows(scratch_->d_lnf, scratch_->d_ln), xL, lnf_w_, lnf_b_,
-             S.lnf_mean, S.lnf_rstd, 0);
-    sync_replicated({lnf_w_, lnf_b_});
+    be_.fill(s.dres, 0.0f, size_t(Nl_) * C_);
+    norm_bwd(final_norm_, s.dres, tp_.enter_bwd(s.d_lnf, s.d_ln), xL, S.lnf_mean, S.lnf_rstd, 0);
+    sp_norm_grads_.sync({final_norm_.w, final_norm_.b});
   }
   return sum;
 }
@@ -705,7 +604,7 @@ void Model::forward_chunk(int s, const int32_t* inputs, const int32_t* targets, 
   if (g == 0) {
     be_.from_host(S.tokens, inputs, BT * sizeof(int32_t));
     hooks_->acquire(0, false);
-    embed(S.tokens, S.res[0]);
+    embedding_.fwd(S.res[0], S.tokens, scratch_->part);
     hooks_->release(0, false);
   }
   const bool keep_probs = train && recompute_ == Recompute::none;
@@ -714,14 +613,13 @@ void Model::forward_chunk(int s, const int32_t* inputs, const int32_t* targets, 
     hooks_->acquire(l + 1, false);
     block_fwd(l, a, S.res[size_t(l)], keep_probs);
     // Block output = post-attention residual + MLP branch.
-    const LayerIdx& x = layers_[size_t(l)];
     if (cfg_.is_moe_block(l)) {
       MoeCtxPtr& mctx = moe_ctx_[size_t(s)][size_t(l)];
       moe_fwd(mctx, l, S.res[size_t(l) + 1], a, train ? &moe_stats_ : nullptr);
       // Full recompute runs it again in backward; evaluation has no backward.
       if (!train || recompute_ == Recompute::full) mctx.reset();
     } else {
-      row_parallel_fwd(S.res[size_t(l) + 1], a.res_mid, a.fc_act, x.w_down, x.b_down, F_);
+      blocks_[size_t(l)].w_down.fwd(S.res[size_t(l) + 1], a.res_mid, a.fc_act, scratch_->part);
     }
     hooks_->release(l + 1, false);
   }
@@ -753,10 +651,7 @@ double Model::backward_chunk(int s, float loss_scale, float* logits_out) {
   }
   if (g == 0) {
     hooks_->acquire(0, true);
-    // All rows of the gradient: the vocab slice needs every token's, and the
-    // replicated positions get the same gradient on every tp rank.
-    const float* dy = gather_rows(scratch_->dres, scratch_->gath_dy);  // (B,T,C)
-    embedding_bwd(dy, S.tokens);
+    embedding_.bwd(scratch_->dres, scratch_->gath_dy, S.tokens);
     hooks_->grads_ready(0);
     hooks_->release(0, true);
   }

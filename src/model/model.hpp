@@ -11,7 +11,9 @@
 // Tensor parallelism (Megatron-LM) splits Q/K/V and the MLP's first matrices
 // by output (heads, d_ff), wo and the MLP's down matrix by input, and the
 // vocabulary of the embedding and the head; sequence parallelism also splits
-// the token rows (B*T flattened) of everything between the tp regions.
+// the token rows (B*T flattened) of everything between the tp regions. The
+// layers and the region boundaries are in parallel/tp/ (layers.hpp,
+// vocab.hpp, regions.hpp); the split of each parameter in param_split.hpp.
 // Context parallelism gives each cp rank T/cp tokens of every sequence, in
 // chunk-major order (context_parallel.hpp); positions are global, and the
 // attention is ring attention over the cp group.
@@ -23,8 +25,8 @@
 #pragma once
 
 #include <cstdint>
-#include <initializer_list>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/backend.hpp"
@@ -32,6 +34,8 @@
 #include "parallel/cp/context_parallel.hpp"
 #include "parallel/ep/moe.hpp"
 #include "model/params.hpp"
+#include "parallel/tp/regions.hpp"
+#include "parallel/tp/vocab.hpp"
 
 namespace pentad {
 
@@ -142,15 +146,18 @@ class Model {
   RingAttention* ring() { return ring_.get(); }
 
  private:
-  struct LayerIdx;   // parameter indices of one block
+  struct Block;      // one block's layers (typed parameter handles)
   struct Acts;       // activation pointers of one block
   struct Scratch;    // gradient scratch shared by all blocks
   struct Slot;       // one micro-batch's activations through one chunk
+  struct Norm {      // LayerNorm (w, b) or RMSNorm (w; b not held), weights replicated over tp
+    ParamId w, b;
+  };
 
   void build_params();
+  void build_block(int l, const std::string& prefix, float std, float std_out);
   void alloc_shared();
   Slot& slot(int s) { return *slots_[size_t(s)]; }
-  void embed(const int32_t* tokens_dev, float* out);
   Acts& acts_for(Slot& s, int l);
   void block_fwd(int l, Acts& a, const float* in, bool keep_probs);
   void block_bwd(int l, Acts& a, const float* in);
@@ -161,30 +168,13 @@ class Model {
   void attention_bwd(Acts& a);
   // RoPE on x (B*T rows of n_heads*D), chunk by chunk at global positions.
   void rope(float* x, int n_heads, bool backward);
-  void embedding_bwd(const float* dy, const int32_t* tokens);
   double head(Slot& s, float loss_scale, bool backward, float* logits_out);
-  // Norms run on this rank's token rows; with sp their weight gradients go
-  // to staging slot `slot` (and slot+1 for the bias) of rep_grad until the
-  // unit's sync_replicated() sums them over tp.
-  void norm_fwd(float* out, float* mean, float* rstd, const float* x, int w, int b);
-  void norm_bwd(float* dx, const float* dout, const float* x, int w, int b, const float* mean,
+  // Norms run on this rank's token rows (Nl, C); their weight gradients go
+  // where sp_norm_grads_ says (staging slot `slot`, and slot + 1 for the
+  // bias, with sp) until the unit's sp_norm_grads_.sync().
+  void norm_fwd(const Norm& n, float* out, float* mean, float* rstd, const float* x);
+  void norm_bwd(const Norm& n, float* dx, const float* dout, const float* x, const float* mean,
                 const float* rstd, int slot);
-  void sync_replicated(std::initializer_list<int> idx);  // collective over tp (sp only)
-  // The tp-region boundaries ("f" and "g" of Megatron). gather_rows: this
-  // rank's rows (Nl, C) -> all rows (N, C) (all-gather over tp with sp,
-  // identity otherwise). reduce_rows: partial sums (N, C) -> this rank's
-  // rows of the sum (reduce-scatter with sp, all-reduce in place otherwise);
-  // returns where the result is. Both collective over tp.
-  const float* gather_rows(const float* local, float* full);
-  const float* reduce_rows(float* partial, float* local);
-  // out(Nl, C) = resid + reduce(x W^T) + bias: a row-parallel linear layer
-  // whose bias is added once, after the reduction.
-  void row_parallel_fwd(float* out, const float* resid, const float* x, int w, int b, int n_in);
-  // y(N, out) = x(N, in) W^T (+ bias)
-  void linear_fwd(float* y, const float* x, int w, int b, int n_out, int n_in, float beta = 0.f);
-  // dx (+)= dy W; dW += dy^T x; db += colsum(dy)
-  void linear_bwd(float* dx, const float* dy, const float* x, int w, int b, int n_out, int n_in,
-                  float dx_beta);
 
   ModelConfig cfg_;
   Recompute recompute_;
@@ -205,16 +195,19 @@ class Model {
   bool gpt2_;
   int tp_size_ = 1, tp_rank_ = 0;
   bool sp_ = false;
-  int vocab_start_ = 0;  // first vocabulary row of this rank's slice
   int N_ = 0;            // token rows of the micro-batch (B*T)
   int Nl_ = 0;           // this rank's token rows: N/tp with sp, else N
   CpSplit cp_split_;     // T_ = cp_split_.local_len() tokens per sequence here
   int cp_rank_ = 0;
   std::unique_ptr<RingAttention> ring_;  // cp > 1
 
-  int wte_ = -1, wpe_ = -1, lm_head_ = -1, lnf_w_ = -1, lnf_b_ = -1;
-  int head_w_ = -1;  // the head's matrix: lm_head, wte, or (tied, pp > 1) the last stage's copy of wte
-  std::vector<LayerIdx> layers_;  // every block; indices -1 where not held
+  // Tensor parallelism: the region boundaries and the layers that call them.
+  TpRegions tp_;
+  SpNormGrads sp_norm_grads_;
+  VocabParallelEmbedding embedding_;  // first chunk only
+  VocabParallelHead lm_head_;         // last chunk only
+  Norm final_norm_;
+  std::vector<Block> blocks_;  // every block; default (not held) where on another stage
 
   // Pipeline partition.
   int pp_rank_ = 0, pp_size_ = 1;

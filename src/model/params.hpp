@@ -17,6 +17,14 @@ namespace pentad {
 
 enum class Init { normal, zeros, ones };
 
+// A typed handle to one tensor of a ParamStore (its index). The default
+// handle names no tensor: the model's layers hold one for every optional
+// tensor (a bias of GPT-2 only, a block on another pipeline stage).
+struct ParamId {
+  int index = -1;
+  bool held() const { return index >= 0; }
+};
+
 struct ParamInfo {
   std::string name;                   // e.g. "model/layers/0/attn/wq"
   std::vector<int64_t> shape;         // global shape
@@ -80,6 +88,8 @@ class ParamStore {
   // temporary gathered buffer while it is in use (set_unit_*_base).
   float* param(int i) { return i < 0 ? nullptr : address(param_base_, i); }
   float* grad(int i) { return i < 0 ? nullptr : address(grad_base_, i); }
+  float* param(ParamId p) { return param(p.index); }  // nullptr where not held
+  float* grad(ParamId p) { return grad(p.index); }
   void set_unit_param_base(int u, float* base) { param_base_[size_t(u)] = base; }
   void set_unit_grad_base(int u, float* base) { grad_base_[size_t(u)] = base; }
   void reset_unit_bases();

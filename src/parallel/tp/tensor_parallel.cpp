@@ -1,11 +1,12 @@
 // Tensor-parallel helpers: vocab-parallel loss, global views of split
-// parameters, the layout-independent gradient norm.
+// parameters (host collectives), the layout-independent gradient norm.
 #include "parallel/tp/tensor_parallel.hpp"
 
 #include <algorithm>
 #include <climits>
 
 #include "comm/comm.hpp"
+#include "comm/host.hpp"
 #include "core/error.hpp"
 
 namespace pentad {
@@ -39,11 +40,9 @@ void gather_global(Comm* tp, const ParamInfo& p, const float* local, std::vector
   const size_t nd = p.shape.size();
   // Every rank's block origin (the blocks all have this rank's local shape).
   std::vector<int64_t> starts(nd * size_t(n_ranks));
-  MPI_CHECK(MPI_Allgather(p.local_start.data(), int(nd), MPI_INT64_T, starts.data(), int(nd),
-                          MPI_INT64_T, tp->mpi()));
+  host::allgather(tp->mpi(), p.local_start.data(), int(nd), starts.data());
   std::vector<float> all(n_local * size_t(n_ranks));
-  MPI_CHECK(MPI_Allgather(local, int(n_local), MPI_FLOAT, all.data(), int(n_local), MPI_FLOAT,
-                          tp->mpi()));
+  host::allgather(tp->mpi(), local, int(n_local), all.data());
   global.assign(size_t(p.global_numel()), 0.0f);
   for (int q = 0; q < n_ranks; ++q) {
     const int64_t* start = starts.data() + size_t(q) * nd;

@@ -3,7 +3,9 @@
 // rows are split over the tp group, the vocab-parallel softmax cross-entropy,
 // the global view of tp-split parameters (debug dumps, weights files) and the
 // layout-independent gradient norm. The split rule everywhere: part r of n
-// equal parts of a dimension is [r*len/n, (r+1)*len/n).
+// equal parts of a dimension is [r*len/n, (r+1)*len/n). The layers are in
+// layers.hpp and vocab.hpp, the region boundaries in regions.hpp, the split
+// of each parameter in param_split.hpp.
 #pragma once
 
 #include <cstddef>

@@ -1,0 +1,66 @@
+// The tp linear layers over the backend's GEMM: the same calls, in the same
+// order, as the serial layer, so tp = 1 is bitwise the serial model.
+#include "parallel/tp/layers.hpp"
+
+namespace pentad {
+
+namespace {
+
+// y (n, n_out) = x (n, n_in) W^T + beta * y
+void gemm_fwd(Backend& be, float* y, const float* x, const float* W, int n, int n_out, int n_in,
+              float beta) {
+  be.gemm(false, true, n, n_out, n_in, 1.0f, x, n_in, W, n_in, beta, y, n_out);
+}
+
+// dx (n, n_in) = dy W + dx_beta * dx (dx null: skipped); dW += dy^T x
+void gemm_bwd(Backend& be, float* dx, float* dW, const float* dy, const float* x, const float* W, int n,
+              int n_out, int n_in, float dx_beta) {
+  if (dx) be.gemm(false, false, n, n_in, n_out, 1.0f, dy, n_out, W, n_in, dx_beta, dx, n_in);
+  be.gemm(true, false, n_out, n_in, n, 1.0f, dy, n_out, x, n_in, 1.0f, dW, n_in);
+}
+
+}  // namespace
+
+ColumnParallelLinear::ColumnParallelLinear(ParamStore& params, Backend& be, const TpRegions& tp, ParamId w,
+                                           ParamId b, int n_out_local, int n_in)
+    : params_(&params), be_(&be), tp_(&tp), w_(w), b_(b), n_out_(n_out_local), n_in_(n_in) {}
+
+void ColumnParallelLinear::fwd(float* y, const float* x) const {
+  const int N = tp_->n_rows();
+  gemm_fwd(*be_, y, x, params_->param(w_), N, n_out_, n_in_, 0.0f);
+  if (b_.held()) be_->bias_add(y, params_->param(b_), N, n_out_);
+}
+
+void ColumnParallelLinear::bwd(float* dx, const float* dy, const float* x, float dx_beta) const {
+  const int N = tp_->n_rows();
+  gemm_bwd(*be_, dx, params_->grad(w_), dy, x, params_->param(w_), N, n_out_, n_in_, dx_beta);
+  if (b_.held()) be_->bias_bwd(params_->grad(b_), dy, N, n_out_);
+}
+
+RowParallelLinear::RowParallelLinear(ParamStore& params, Backend& be, const TpRegions& tp, ParamId w,
+                                     ParamId b, int n_out, int n_in_local)
+    : params_(&params), be_(&be), tp_(&tp), w_(w), b_(b), n_out_(n_out), n_in_(n_in_local) {}
+
+void RowParallelLinear::fwd(float* out, const float* resid, const float* x, float* part) const {
+  const int N = tp_->n_rows(), Nl = tp_->n_rows_local();
+  const size_t n_local = size_t(Nl) * n_out_;
+  const float* W = params_->param(w_);
+  if (!tp_->split()) {  // the serial order of operations
+    be_->copy_bytes(out, resid, n_local * sizeof(float));
+    gemm_fwd(*be_, out, x, W, N, n_out_, n_in_, 1.0f);
+    if (b_.held()) be_->bias_add(out, params_->param(b_), N, n_out_);
+    return;
+  }
+  gemm_fwd(*be_, part, x, W, N, n_out_, n_in_, 0.0f);  // (N, out) partial sums over in/tp
+  const float* sum = tp_->leave_fwd(part, out);
+  be_->add(out, sum, resid, n_local);
+  if (b_.held()) be_->bias_add(out, params_->param(b_), Nl, n_out_);
+}
+
+void RowParallelLinear::bwd(float* dx, const float* dy, const float* x) const {
+  const int N = tp_->n_rows();
+  gemm_bwd(*be_, dx, params_->grad(w_), dy, x, params_->param(w_), N, n_out_, n_in_, 0.0f);
+  if (b_.held()) be_->bias_bwd(params_->grad(b_), dy, N, n_out_);
+}
+
+}  // namespace pentad

@@ -1,0 +1,53 @@
+// The tp region boundaries as Comm collectives, and the staged sum of the
+// sequence-parallel norm gradients.
+#include "parallel/tp/regions.hpp"
+
+#include "comm/comm.hpp"
+
+namespace pentad {
+
+TpRegions::TpRegions(Comm* tp, bool sp, int n_rows, int width)
+    : comm_(tp), n_rows_(n_rows), n_rows_local_(n_rows), width_(width) {
+  if (tp) {
+    size_ = tp->size();
+    rank_ = tp->rank();
+  }
+  sp_ = sp && size_ > 1;
+  if (sp_) n_rows_local_ = n_rows / size_;
+}
+
+const float* TpRegions::all_rows(const float* local, float* full) const {
+  if (!sp_) return local;
+  comm_->allgather(local, full, size_t(n_rows_local_) * width_);
+  return full;
+}
+
+const float* TpRegions::sum_rows(float* partial, float* local) const {
+  if (size_ == 1) return partial;
+  if (sp_) {
+    comm_->reduce_scatter_sum(partial, local, size_t(n_rows_local_) * width_);
+    return local;
+  }
+  comm_->allreduce_sum(partial, size_t(n_rows_) * width_);
+  return partial;
+}
+
+SpNormGrads::SpNormGrads(const TpRegions& tp, ParamStore& params, Backend& be, float* stage, int width)
+    : tp_(&tp), params_(&params), be_(&be), stage_(stage), width_(width) {}
+
+float* SpNormGrads::grad(ParamId p, int slot) const {
+  return tp_->sp() ? stage_ + size_t(slot) * width_ : params_->grad(p);
+}
+
+void SpNormGrads::sync(std::initializer_list<ParamId> ids) const {
+  if (!tp_->sp()) return;
+  tp_->comm()->allreduce_sum(stage_, ids.size() * size_t(width_));
+  size_t slot = 0;
+  for (ParamId p : ids) {
+    if (p.held()) be_->add(params_->grad(p), params_->grad(p), stage_ + slot * width_, size_t(width_));
+    ++slot;
+  }
+  be_->fill(stage_, 0.0f, 4 * size_t(width_));
+}
+
+}  // namespace pentad

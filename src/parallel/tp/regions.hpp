@@ -1,0 +1,91 @@
+// The boundaries of the tensor-parallel regions (Megatron-LM's f and g,
+// mappings.py) and the sequence-parallel norm gradients. A block enters a
+// column-parallel region (every tp rank needs all token rows of its input)
+// and leaves it through a row-parallel layer (every rank holds partial sums
+// over its heads / MLP columns); sp keeps 1/tp of the rows between regions.
+#pragma once
+
+#include <cstddef>
+#include <initializer_list>
+
+#include "backend/backend.hpp"
+#include "model/params.hpp"
+
+namespace pentad {
+
+class Comm;
+
+// The four mappings, on (rows, width) activations; N = all token rows of
+// the micro-batch, Nl = this rank's (N/tp with sp, N otherwise):
+//   enter  forward: "copy to tp region" (identity) without sp, "gather from
+//          sp region" (all-gather Nl -> N rows) with sp;
+//          backward: all-reduce (N rows) / reduce-scatter (N -> Nl rows).
+//   leave  forward: "reduce from tp region" (all-reduce) without sp,
+//          "reduce-scatter to sp region" (N -> Nl rows) with sp;
+//          backward: identity / all-gather (Nl -> N rows).
+// enter_fwd and leave_bwd are one operation, as are enter_bwd and leave_fwd;
+// the names say where in the block each call stands. Each returns where the
+// result is (the input itself when the mapping is the identity, or an
+// all-reduce in place). Without tp every mapping is the identity.
+class TpRegions {
+ public:
+  TpRegions() = default;  // no tp group: the serial model
+  TpRegions(Comm* tp, bool sp, int n_rows, int width);
+
+  int size() const { return size_; }
+  int rank() const { return rank_; }
+  bool split() const { return size_ > 1; }
+  bool sp() const { return sp_; }
+  Comm* comm() const { return comm_; }
+  int n_rows() const { return n_rows_; }              // N
+  int n_rows_local() const { return n_rows_local_; }  // Nl
+  // The first of this rank's rows among all N rows (0 without sp).
+  int first_row() const { return sp_ ? rank_ * n_rows_local_ : 0; }
+
+  // x (Nl, width) -> (N, width); `full` (N, width) receives the gathered
+  // rows with sp. Collective over tp with sp.
+  const float* enter_fwd(const float* x_local, float* full) const { return all_rows(x_local, full); }
+  // Partial sums dx (N, width) -> this rank's rows of the sum (Nl, width),
+  // in `local` with sp, in place otherwise. Collective over tp.
+  const float* enter_bwd(float* dx_partial, float* local) const { return sum_rows(dx_partial, local); }
+  // Partial sums y (N, width) -> this rank's rows of the sum (Nl, width).
+  // Collective over tp.
+  const float* leave_fwd(float* y_partial, float* local) const { return sum_rows(y_partial, local); }
+  // dy (Nl, width) -> (N, width). Collective over tp with sp.
+  const float* leave_bwd(const float* dy_local, float* full) const { return all_rows(dy_local, full); }
+
+ private:
+  const float* all_rows(const float* local, float* full) const;
+  const float* sum_rows(float* partial, float* local) const;
+
+  Comm* comm_ = nullptr;
+  int size_ = 1, rank_ = 0;
+  bool sp_ = false;
+  int n_rows_ = 0, n_rows_local_ = 0, width_ = 0;
+};
+
+// With sp the norms (replicated weights) see only this rank's 1/tp of the
+// token rows, so their weight gradients are partial sums. A unit's norms
+// write them to a staging buffer, (4, width): up to four vectors, in slots
+// the caller numbers; sync() sums the stage over tp once per unit and
+// micro-batch (accumulated gradients are never summed twice) and adds it to
+// each rank's gradient. Without sp the norms write their gradients directly.
+class SpNormGrads {
+ public:
+  SpNormGrads() = default;
+  SpNormGrads(const TpRegions& tp, ParamStore& params, Backend& be, float* stage, int width);
+  // Where the gradient of norm tensor `p`, staging slot `slot`, goes.
+  float* grad(ParamId p, int slot) const;
+  // Sums the stage over tp and adds slot i to the gradient of ids[i] (those
+  // held); clears the stage. Collective over tp (sp only; otherwise nothing).
+  void sync(std::initializer_list<ParamId> ids) const;
+
+ private:
+  const TpRegions* tp_ = nullptr;
+  ParamStore* params_ = nullptr;
+  Backend* be_ = nullptr;
+  float* stage_ = nullptr;  // (4, width), sp only
+  int width_ = 0;
+};
+
+}  // namespace pentad

@@ -3,7 +3,9 @@
 // saw it ("[rank r] file:line"), each test's verdict agreed over the job and
 // printed once by rank 0, and one exit code on every rank (nccl-tests'
 // all-reduced pass flag). Checks inside a test must be non-fatal (EXPECT_*):
-// a rank that left a test early would leave the others in a collective.
+// a rank that left a test early would leave the others in a collective. For
+// the same reason an exception is not caught: it ends the rank, and mpiexec
+// the job, at once.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -121,6 +123,7 @@ bool add_mode(const char* flag, Mode fn) {
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   pentad::set_job_comm(MPI_COMM_WORLD);
+  GTEST_FLAG_SET(catch_exceptions, false);
   ::testing::InitGoogleTest(&argc, argv);
   auto& args = pentad::test::args_storage();
   args.assign(argv + 1, argv + argc);

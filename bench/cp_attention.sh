@@ -9,29 +9,19 @@
 # rank; cp 4 runs 4 ranks on 2 cores (its times are not meaningful, its
 # memory is). Medians over the steps after the first.
 #   bench/cp_attention.sh [STEPS]
-set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-pentad=${PENTAD:-$here/../build/pentad}
+source "$here/lib.sh"
 steps=${1:-5}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-/usr/bin/python3 - "$tmp/tokens.bin" <<'PY'
-import struct, sys, random
-random.seed(0)
-n = 200000
-with open(sys.argv[1], "wb") as f:
-    f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
-    f.write(struct.pack(f"<{n}H", *[random.randrange(256) for _ in range(n)]))
-PY
+bench_scratch
+bench_random_tokens "$tmp/tokens.bin" 200000 256
 shape=(--set model.family=llama --set model.n_layers=1 --set model.d_model=64 --set model.n_heads=4
        --set model.n_kv_heads=4 --set model.vocab_size=256 --set train.micro_batch=1 --set train.grad_accum=1
        --set data.train="$tmp/tokens.bin" --set data.val= --set checkpoint.save_final=false
        --set log.every=1000 --set train.recompute=selective)
 run() {  # name ranks steps sets...
   local name=$1 n=$2 s=$3; shift 3
-  OMP_NUM_THREADS=1 mpiexec -n "$n" "$pentad" train "$here/../input/tiny.toml" "${shape[@]}" \
-    --set train.steps="$s" --set log.metrics="$tmp/$name.jsonl" "$@" > "$tmp/$name.log" 2>&1 \
-    || { cat "$tmp/$name.log"; exit 1; }
+  bench_logged "$tmp/$name.log" env OMP_NUM_THREADS=1 mpiexec -n "$n" "$pentad" train "$root/input/tiny.toml" \
+    "${shape[@]}" --set train.steps="$s" --set log.metrics="$tmp/$name.jsonl" "$@"
 }
 for T in 2048 4096 8192; do
   for layout in contiguous zigzag; do

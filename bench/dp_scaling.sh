@@ -5,21 +5,18 @@
 # efficiency, and the share of the gradient reduction hidden behind backward
 # (dp_comm_hidden), with and without MPICH's async progress thread.
 #   bench/dp_scaling.sh [STEPS]
-set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-pentad=${PENTAD:-$here/../build/pentad}
+source "$here/lib.sh"
 steps=${1:-8}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+bench_scratch
 "$pentad" prep --out "$tmp/data" $(find "$here"/../src -name "*.cpp" | sort) > /dev/null
 model=(--set model.n_layers=4 --set model.d_model=512 --set model.n_heads=8 --set model.seq_len=256
        --set train.micro_batch=4 --set train.steps="$steps" --set log.every=1000
        --set data.train="$tmp/data/train.bin" --set data.val="" --set parallel.bucket_mb=4)
 run() {  # name ranks [env...]
   local name=$1 n=$2; shift 2
-  env OMP_NUM_THREADS=1 "$@" mpiexec -n "$n" "$pentad" train "$here/../input/tiny.toml" "${model[@]}" \
-    --set parallel.dp="$n" --set log.metrics="$tmp/$name.jsonl" > "$tmp/$name.log" 2>&1 \
-    || { cat "$tmp/$name.log"; exit 1; }
+  bench_logged "$tmp/$name.log" env OMP_NUM_THREADS=1 "$@" mpiexec -n "$n" "$pentad" train "$root/input/tiny.toml" \
+    "${model[@]}" --set parallel.dp="$n" --set log.metrics="$tmp/$name.jsonl"
 }
 run dp1 1
 run dp2 2

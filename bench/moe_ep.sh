@@ -11,19 +11,16 @@
 # the share of assignments that go to another rank ((ep-1)/ep if the router
 # spreads them evenly) and are not dropped; the counts exchange adds
 # (ep-1) x E/ep x 4 bytes per MoE block and direction pass.
-set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-pentad=${PENTAD:-$here/../build/pentad}
+source "$here/lib.sh"
 steps=${1:-10}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-"$pentad" prep --out "$tmp/data" "$here/../tests/data/corpus.txt" > /dev/null
+bench_scratch
+bench_prep_corpus "$tmp/data"
 run() {  # name sets...
   local name=$1; shift
-  OMP_NUM_THREADS=1 mpiexec -n 2 "$pentad" train "$here/../input/moe-small.toml" --set data.train="$tmp/data/train.bin" \
-    --set data.val= --set train.steps="$steps" --set train.threads=1 --set log.peak_tflops=1 --set log.every=1000 \
-    --set parallel.dp=2 --set log.metrics="$tmp/$name.jsonl" "$@" > "$tmp/$name.log" 2>&1 \
-    || { cat "$tmp/$name.log"; exit 1; }
+  bench_logged "$tmp/$name.log" env OMP_NUM_THREADS=1 mpiexec -n 2 "$pentad" train "$root/input/moe-small.toml" \
+    --set data.train="$tmp/data/train.bin" --set data.val= --set train.steps="$steps" --set train.threads=1 \
+    --set log.peak_tflops=1 --set log.every=1000 --set parallel.dp=2 --set log.metrics="$tmp/$name.jsonl" "$@"
 }
 run ep1_cap --set parallel.ep=1
 run ep2_cap --set parallel.ep=2

@@ -5,23 +5,20 @@
 # (idle / busy time, median over steps, worst stage) beside the formula
 # (pp-1)/m, or (pp-1)/(v m) interleaved, and the activation peak per stage.
 #   bench/pp_schedules.sh [STEPS]
-set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-pentad=${PENTAD:-$here/../build/pentad}
+source "$here/lib.sh"
 steps=${1:-6}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-"$pentad" prep --out "$tmp/data" "$here"/../tests/data/corpus.txt > /dev/null
+bench_scratch
+bench_prep_corpus "$tmp/data"
 model=(--set model.n_layers=8 --set model.d_model=256 --set model.n_heads=8 --set model.seq_len=128
        --set train.micro_batch=2 --set train.steps="$steps" --set log.every=1000
        --set data.train="$tmp/data/train.bin" --set data.val="" --set parallel.pp=2)
 for m in 2 4 8 16; do
   for sched in afab 1f1b interleaved; do
     v=1; [ "$sched" = interleaved ] && v=2
-    env OMP_NUM_THREADS=1 mpiexec -n 2 "$pentad" train "$here/../input/tiny.toml" "${model[@]}" \
-      --set parallel.schedule=$sched --set parallel.virtual_stages=$v --set train.grad_accum=$m \
-      --set log.metrics="$tmp/$sched-$m.jsonl" > "$tmp/$sched-$m.log" 2>&1 \
-      || { cat "$tmp/$sched-$m.log"; exit 1; }
+    bench_logged "$tmp/$sched-$m.log" env OMP_NUM_THREADS=1 mpiexec -n 2 "$pentad" train "$root/input/tiny.toml" \
+      "${model[@]}" --set parallel.schedule=$sched --set parallel.virtual_stages=$v --set train.grad_accum=$m \
+      --set log.metrics="$tmp/$sched-$m.jsonl"
   done
 done
 /usr/bin/python3 - "$tmp" <<'PY'

@@ -13,17 +13,15 @@
 #   strong-pp  micro_batch 4 x 4 micro-batches, 1f1b; pp = 1, 2, 4
 # Writes OUT_DIR/scaling.csv and OUT_DIR/scaling.png; the predictions use
 # input/machines/this-machine.toml (PENTAD_MACHINE to change).
-set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$here/..
-pentad=${PENTAD:-$root/build/pentad}
+source "$here/lib.sh"
 mpiexec=${MPIEXEC:-mpiexec}
 out=${1:-runs/scaling}
 steps=${2:-6}
 machine=${PENTAD_MACHINE:-$root/input/machines/this-machine.toml}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-[ -f "$out/data/train.bin" ] || "$pentad" prep --out "$out/data" "$root"/tests/data/corpus.txt > /dev/null
+[ -f "$out/data/train.bin" ] || bench_prep_corpus "$out/data"
 deck=$root/input/tiny.toml
 common=(--set data.train="$out/data/train.bin" --set data.val="" --set train.steps="$steps" --set train.threads=1
         --set train.eval_every=0 --set log.every=1000)
@@ -33,8 +31,8 @@ run() {  # group ranks --set...
   local dir=$out/$group-ranks$n
   mkdir -p "$dir"
   echo "scaling: $group ranks=$n $*" >&2
-  OMP_NUM_THREADS=1 "$mpiexec" -n "$n" "$pentad" train "$deck" "${common[@]}" "$@" \
-    --set log.metrics="$dir/metrics.jsonl" > "$dir/train.log" 2>&1 || { cat "$dir/train.log"; exit 1; }
+  bench_logged "$dir/train.log" env OMP_NUM_THREADS=1 "$mpiexec" -n "$n" "$pentad" train "$deck" "${common[@]}" "$@" \
+    --set log.metrics="$dir/metrics.jsonl"
   dirs+=("$dir")
 }
 for n in 1 2 4; do run weak-dp $n --set parallel.dp=$n --set train.micro_batch=4 --set train.grad_accum=2; done

@@ -7,27 +7,17 @@
 # runs 4 ranks on 2 cores (oversubscribed: its times are not meaningful, its
 # memory is).
 #   bench/tp_layer.sh [STEPS]
-set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-pentad=${PENTAD:-$here/../build/pentad}
+source "$here/lib.sh"
 steps=${1:-3}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-/usr/bin/python3 - "$tmp/tokens.bin" <<'PY'
-import struct, sys, random
-random.seed(0)
-n = 300000
-with open(sys.argv[1], "wb") as f:
-    f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
-    f.write(struct.pack(f"<{n}H", *[random.randrange(50257) for _ in range(n)]))
-PY
+bench_scratch
+bench_random_tokens "$tmp/tokens.bin" 300000 50257
 shape=(--set model.vocab_size=50304 --set model.seq_len=256 --set train.micro_batch=4 --set train.grad_accum=1 --set data.train="$tmp/tokens.bin"
        --set data.val= --set checkpoint.save_final=false --set log.every=1000)
 run() {  # name ranks steps sets...
   local name=$1 n=$2 s=$3; shift 3
-  OMP_NUM_THREADS=1 mpiexec -n "$n" "$pentad" train "$here/../input/gpt2-124m.toml" "${shape[@]}" \
-    --set train.steps="$s" --set log.metrics="$tmp/$name.jsonl" "$@" > "$tmp/$name.log" 2>&1 \
-    || { cat "$tmp/$name.log"; exit 1; }
+  bench_logged "$tmp/$name.log" env OMP_NUM_THREADS=1 mpiexec -n "$n" "$pentad" train "$root/input/gpt2-124m.toml" \
+    "${shape[@]}" --set train.steps="$s" --set log.metrics="$tmp/$name.jsonl" "$@"
 }
 run tp1 1 "$steps"
 run tp2 2 "$steps" --set parallel.tp=2

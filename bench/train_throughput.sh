@@ -4,9 +4,9 @@
 #   bench/train_throughput.sh [THREADS] [STEPS]     (default: nproc, 4)
 # Prints both figures and the ratios; OPENBLAS_CORETYPE is left as the
 # environment sets it, for both peers (it is printed).
-set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-build=${BUILD:-$here/../build}
+source "$here/lib.sh"
+build=${BUILD:-$root/build}
 threads=${1:-$(nproc)}
 steps=${2:-4}
 export OMP_NUM_THREADS=$threads

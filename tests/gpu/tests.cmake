@@ -3,7 +3,10 @@
 add_executable(cuda_probe ${CMAKE_CURRENT_LIST_DIR}/cuda_probe.cpp)
 target_link_libraries(cuda_probe PRIVATE pentad_lib pentad_runtime)
 
-add_executable(test_cuda_ops ${CMAKE_CURRENT_LIST_DIR}/test_cuda_ops.cpp)
+# The op test over every backend built (tests/backend_ops), with the CUDA
+# backend: every CUDA op against the CPU op, plus the CPU's reference checks.
+add_executable(test_cuda_ops ${PROJECT_SOURCE_DIR}/tests/backend_ops/test_backend_ops.cpp)
+target_compile_definitions(test_cuda_ops PRIVATE PENTAD_TEST_CUDA=1)
 target_compile_options(test_cuda_ops PRIVATE ${PENTAD_WARNINGS})
 target_link_libraries(test_cuda_ops PRIVATE pentad_lib pentad_runtime GTest::gtest GTest::gtest_main)
 
@@ -11,7 +14,7 @@ set(gpu_run bash ${CMAKE_CURRENT_LIST_DIR}/with_gpu.sh $<TARGET_FILE:cuda_probe>
 set(gpu_parity ${PROJECT_SOURCE_DIR}/tests/parity)
 
 # Every CUDA op against the CPU op (forward and backward).
-add_test(NAME gpu_ops COMMAND ${gpu_run} $<TARGET_FILE:test_cuda_ops>)
+add_test(NAME gpu_ops COMMAND ${gpu_run} $<TARGET_FILE:test_cuda_ops> --gtest_filter=*OpsVsCpu*)
 
 # Training parity, CUDA against CPU on the tiny parity decks (10 steps).
 # fp32: the layout harness and its tolerances (per-step loss 1e-5 relative,

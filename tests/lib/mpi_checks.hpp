@@ -1,32 +1,34 @@
-// Checks for the MPI layer tests (tests/mpi): every rank runs the same
-// checks on its own data; a failure is counted and printed by the rank that
-// saw it, a pass printed by rank 0 with PENTAD_VERBOSE (or always, unless
-// quiet). finish() sums the failures over the job and gives the exit code.
+// Checks for the MPI layer tests (tests/mpi), on GTest: every rank runs the
+// same checks on its own data; a failure is a non-fatal GTest failure at the
+// caller's line, printed by the rank that saw it (tests/lib/gtest_mpi_main.cpp
+// agrees the verdict over the job); a pass is printed by rank 0 with
+// PENTAD_VERBOSE (or always, unless quiet).
 #pragma once
 
-#include <mpi.h>
+#include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <source_location>
 #include <string>
 #include <vector>
 
+#include "close.hpp"
+#include "gtest_mpi.hpp"
+
 namespace pentad::test {
 
-inline int failures = 0;
-inline int rank = 0;
-
-inline void report(bool ok, bool quiet, const std::string& line) {
-  if (!ok) ++failures;
-  const bool verbose = std::getenv("PENTAD_VERBOSE") != nullptr;
-  if (!ok || (rank == 0 && (!quiet || verbose)))
-    std::printf("%s%s %s\n", ok ? "" : ("[rank " + std::to_string(rank) + "] ").c_str(), ok ? "ok  " : "FAIL",
-                line.c_str());
+inline void report(bool ok, bool quiet, const std::string& line, const std::source_location& at) {
+  if (!ok) {
+    ADD_FAILURE_AT(at.file_name(), int(at.line())) << "FAIL " << line;
+    return;
+  }
+  if (job_rank() == 0 && (!quiet || std::getenv("PENTAD_VERBOSE") != nullptr)) std::printf("ok   %s\n", line.c_str());
 }
 
-inline void expect(bool ok, const std::string& what) { report(ok, true, what); }
+inline void expect(bool ok, const std::string& what, std::source_location at = std::source_location::current()) {
+  report(ok, true, what, at);
+}
 
 struct Tol {
   double atol = 1e-5;           // times max |ref|
@@ -35,36 +37,13 @@ struct Tol {
   bool nonzero_ref = false;     // an all-zero reference fails (it would check nothing)
 };
 
-// |got - ref| <= atol * max|ref| + rtol * |ref| elementwise. Infinities must
-// match exactly (a fully masked row: both -inf); NaN fails.
+// |got - ref| <= atol * max|ref| + rtol * |ref| elementwise (close.hpp).
+// Infinities must match exactly (a fully masked row: both -inf); NaN fails.
 inline void expect_close(const std::string& what, const std::vector<float>& got, const std::vector<float>& ref,
-                         Tol tol = {}) {
-  double ref_max = 0, worst = 0, worst_excess = -1;
-  for (float r : ref)
-    if (std::isfinite(r)) ref_max = std::max(ref_max, double(std::fabs(r)));
-  bool ok = got.size() == ref.size() && (!tol.nonzero_ref || ref_max > 0);
-  for (size_t i = 0; ok && i < ref.size(); ++i) {
-    if (std::isinf(ref[i]) || std::isinf(got[i])) {
-      ok = got[i] == ref[i];
-      continue;
-    }
-    const double d = std::fabs(double(got[i]) - ref[i]);
-    if (!(d == d)) ok = false;  // NaN
-    worst = std::max(worst, d);
-    worst_excess = std::max(worst_excess, d - (tol.atol * ref_max + tol.rtol * std::fabs(ref[i])));
-  }
-  ok = ok && worst_excess <= 0;
-  char buf[96];
-  std::snprintf(buf, sizeof buf, ": max |diff| %.3e (max|ref| %.3e)", worst, ref_max);
-  report(ok, tol.quiet, what + buf);
-}
-
-// The failures over MPI_COMM_WORLD, printed by rank 0: the exit code.
-inline int finish(const char* name) {
-  int total = 0;
-  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (rank == 0) std::printf("%s: %s (%d failed checks over all ranks)\n", name, total ? "FAILED" : "passed", total);
-  return total ? 1 : 0;
+                         Tol tol = {}, std::source_location at = std::source_location::current()) {
+  const Close c{.atol = tol.atol, .rtol = tol.rtol, .scale = Close::Scale::of_max_ref, .nonzero_ref = tol.nonzero_ref};
+  const CloseReport r = compare_close(got, ref, c);
+  report(r.ok, tol.quiet, what + ": " + r.describe(), at);
 }
 
 }  // namespace pentad::test

@@ -5,11 +5,13 @@
 // corrupted chunk, truncated / zeroed / foreign file) raised on every rank,
 // the llm.c export, and signals. Extra modes for the crash-safety script and
 // the throughput figures:
-//   test_checkpoint [DIR]                 the tests (DIR: scratch, default /tmp)
+//   test_checkpoint [DIR] [--gtest_...]   the tests (DIR: scratch, default /tmp)
 //   test_checkpoint --write-loop DIR [N]  save N checkpoints (default: until killed)
 //   test_checkpoint --verify-latest DIR   load DIR's latest under this job's split, verify
 //   test_checkpoint --bench DIR MB        save + load throughput of an MB-sized checkpoint
+// GTest on every rank (tests/lib/gtest_mpi_main.cpp); the modes are its add_mode.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <hdf5.h>
 #include <mpi.h>
 #include <unistd.h>
@@ -23,28 +25,32 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <source_location>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "io/checkpoint.hpp"
 #include "core/error.hpp"
 #include "io/h5io.hpp"
+#include "../lib/close.hpp"
+#include "../lib/gtest_mpi.hpp"
 
 using namespace pentad;
 namespace fs = std::filesystem;
 
 namespace {
 
-int g_rank = 0, g_size = 1;
-int g_passed = 0, g_failed = 0;
+int g_rank = 0, g_size = 1;  // set by init_job() once MPI is up
 
-void check(bool ok, const std::string& what) {
-  if (ok) {
-    ++g_passed;
-  } else {
-    ++g_failed;
-    std::fprintf(stderr, "FAIL (rank %d): %s\n", g_rank, what.c_str());
-  }
+void init_job() {
+  g_rank = pentad::test::job_rank();
+  g_size = pentad::test::job_size();
+}
+
+// A non-fatal GTest failure at the caller's line (printed by this rank).
+void check(bool ok, const std::string& what, std::source_location at = std::source_location::current()) {
+  if (!ok) ADD_FAILURE_AT(at.file_name(), int(at.line())) << what;
 }
 
 // ---------------------------------------------------------------- contents
@@ -177,6 +183,7 @@ std::vector<CkptTensor> make_tensors(const std::vector<Spec>& specs, Split s, in
 int64_t mismatches(const std::vector<CkptTensor>& tensors, const Store& store, int64_t step,
                    std::string* first) {
   int64_t bad = 0;
+  std::vector<float> want;
   for (const auto& t : tensors) {
     const auto it = store.find(t.name);
     const int64_t n = numel(t.local_shape);
@@ -186,15 +193,15 @@ int64_t mismatches(const std::vector<CkptTensor>& tensors, const Store& store, i
       continue;
     }
     const uint64_t h = hash_str(t.name);
-    for (int64_t i = 0; i < n; ++i) {
-      const float want = value_of(h, step, global_index(i, t.shape, t.local_start, t.local_shape));
-      if (std::memcmp(&want, &it->second[size_t(i)], sizeof(float)) != 0) {
-        if (first->empty())
-          *first = t.name + "[local " + std::to_string(i) + "] = " + std::to_string(it->second[size_t(i)]) +
-                   ", want " + std::to_string(want);
-        ++bad;
-      }
-    }
+    want.resize(size_t(n));
+    for (int64_t i = 0; i < n; ++i)
+      want[size_t(i)] = value_of(h, step, global_index(i, t.shape, t.local_start, t.local_shape));
+    const pentad::test::BitwiseReport r =
+        pentad::test::compare_bitwise(std::span<const float>(it->second), std::span<const float>(want));
+    if (!r.ok() && first->empty())
+      *first = t.name + "[local " + std::to_string(r.first) + "] = " + std::to_string(it->second[r.first]) +
+               ", want " + std::to_string(want[r.first]);
+    bad += int64_t(r.n_differ);
   }
   return bad;
 }
@@ -635,24 +642,16 @@ int bench(const std::string& dir, int64_t mb, MPI_Comm comm) {
   return bad ? 1 : 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  set_job_comm(MPI_COMM_WORLD);
-  MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &g_size);
-  const std::vector<std::string> args(argv + 1, argv + argc);
-  int rc = 0;
-  if (args.size() >= 2 && args[0] == "--write-loop") {
-    rc = write_loop(args[1], args.size() >= 3 ? std::stoll(args[2]) : int64_t{1} << 40, MPI_COMM_WORLD);
-  } else if (args.size() >= 2 && args[0] == "--verify-latest") {
-    rc = verify_latest(args[1], MPI_COMM_WORLD);
-  } else if (args.size() >= 3 && args[0] == "--bench") {
-    rc = bench(args[1], std::stoll(args[2]), MPI_COMM_WORLD);
-  } else {
+// The tests' scratch directory, made by rank 0 under DIR (the first
+// argument) or the temp directory, and removed when every test passed.
+// Collective over MPI_COMM_WORLD.
+class ScratchDir : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    init_job();
     std::string root;
     if (g_rank == 0) {
+      const auto& args = pentad::test::test_args();
       std::string tmpl = (args.empty() ? fs::temp_directory_path().string() : args[0]) + "/pentad_ckpt_XXXXXX";
       if (!mkdtemp(tmpl.data())) {
         std::perror("mkdtemp");
@@ -660,33 +659,56 @@ int main(int argc, char** argv) {
       }
       root = tmpl;
     }
-    root = bcast_string(root, MPI_COMM_WORLD);
-    const std::vector<std::pair<const char*, std::function<void(const std::string&)>>> tests = {
-        {"roundtrips", [](const std::string& d) { test_roundtrips(d, MPI_COMM_WORLD); }},
-        {"keep_latest", [](const std::string& d) { test_keep_and_latest(d, MPI_COMM_WORLD); }},
-        {"errors", [](const std::string& d) { test_errors(d, MPI_COMM_WORLD); }},
-        {"export", [](const std::string& d) { test_export(d, MPI_COMM_WORLD); }},
-    };
-    for (const auto& [name, fn] : tests) {
-      const auto t0 = std::chrono::steady_clock::now();
-      try {
-        fn(root + "/" + name);
-      } catch (const InputError& e) {
-        check(false, std::string(name) + ": unexpected error: " + e.what());
-      }
-      if (g_rank == 0 && std::getenv("PENTAD_CKPT_TIMES"))
-        std::printf("%s: %.2f s\n", name,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    test_signals();
-    int failed = 0;
-    MPI_Allreduce(&g_failed, &failed, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (g_rank == 0) {
-      std::printf("%d passed, %d failed (%d ranks)\n", g_passed, failed, g_size);
-      if (failed == 0) fs::remove_all(root);
-    }
-    rc = failed == 0 ? 0 : 1;
+    path = bcast_string(root, MPI_COMM_WORLD);
   }
-  MPI_Finalize();
-  return rc;
+  void TearDown() override {
+    int failed = ::testing::UnitTest::GetInstance()->failed_test_count() > 0 ? 1 : 0, any = 0;
+    MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (g_rank == 0 && any == 0) fs::remove_all(path);
+  }
+  std::string path;
+};
+
+ScratchDir& scratch = *static_cast<ScratchDir*>(::testing::AddGlobalTestEnvironment(new ScratchDir));
+
+// One test over its own subdirectory; an InputError escaping it fails it on
+// the ranks that threw (PENTAD_CKPT_TIMES: its time, printed by rank 0).
+void in_subdir(const char* name, void (*fn)(const std::string&, MPI_Comm)) {
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    fn(scratch.path + "/" + name, MPI_COMM_WORLD);
+  } catch (const InputError& e) {
+    check(false, std::string(name) + ": unexpected error: " + e.what());
+  }
+  if (g_rank == 0 && std::getenv("PENTAD_CKPT_TIMES"))
+    std::printf("%s: %.2f s\n", name, seconds_since(t0));
 }
+
+TEST(Checkpoint, RoundTripsUnderEverySplit) { in_subdir("roundtrips", test_roundtrips); }
+TEST(Checkpoint, KeepAndLatest) { in_subdir("keep_latest", test_keep_and_latest); }
+TEST(Checkpoint, ErrorsOnEveryRank) { in_subdir("errors", test_errors); }
+TEST(Checkpoint, ExportLlmc) { in_subdir("export", test_export); }
+TEST(Checkpoint, Signals) { test_signals(); }
+
+// The crash-safety script's and the benchmark's modes.
+const bool kModes[] = {
+    pentad::test::add_mode("--write-loop",
+                           [](const std::vector<std::string>& a) {
+                             init_job();
+                             if (a.size() < 2) return 2;
+                             return write_loop(a[1], a.size() >= 3 ? std::stoll(a[2]) : int64_t{1} << 40,
+                                               MPI_COMM_WORLD);
+                           }),
+    pentad::test::add_mode("--verify-latest",
+                           [](const std::vector<std::string>& a) {
+                             init_job();
+                             return a.size() < 2 ? 2 : verify_latest(a[1], MPI_COMM_WORLD);
+                           }),
+    pentad::test::add_mode("--bench",
+                           [](const std::vector<std::string>& a) {
+                             init_job();
+                             return a.size() < 3 ? 2 : bench(a[1], std::stoll(a[2]), MPI_COMM_WORLD);
+                           }),
+};
+
+}  // namespace

@@ -11,6 +11,9 @@
 //  * one forward/backward of the model (gpt2 and llama, every recompute
 //    policy): loss, logits and every parameter gradient (summed over cp).
 // Tolerance: |a - b| <= 1e-5 * max|b| + 1e-4 * |b| (fp32, reordered sums).
+// GTest on every rank (tests/lib/gtest_mpi_main.cpp); the 4-rank ctest runs
+// the model with recompute none only (--gtest_filter).
+#include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -25,6 +28,7 @@
 #include "backend/backend.hpp"
 #include "../lib/device_buffers.hpp"
 #include "../lib/cp_rows.hpp"
+#include "../lib/job_group.hpp"
 #include "../lib/mpi_checks.hpp"
 #include "comm/comm.hpp"
 #include "parallel/cp/context_parallel.hpp"
@@ -36,7 +40,7 @@ using pentad::test::dev_of;
 using pentad::test::host_of;
 using pentad::test::expect;
 using pentad::test::expect_close;
-using pentad::test::rank;
+using pentad::test::job_rank;
 using pentad::test::slice_rows;
 using pentad::test::start_of;
 
@@ -132,7 +136,7 @@ void test_index_math(int cp) {
     const double ratio = double(hi) / double(lo);
     // zig-zag must be balanced; contiguous must not be (else the measure is vacuous).
     const bool ok = zz ? ratio <= 1.05 : ratio > 1.5;
-    if (rank == 0) std::printf("     causal work per rank, T=8192 cp=%d %s: max/min %.4f\n", cp, zz ? "zigzag" : "contiguous", ratio);
+    if (job_rank() == 0) std::printf("     causal work per rank, T=8192 cp=%d %s: max/min %.4f\n", cp, zz ? "zigzag" : "contiguous", ratio);
     expect(ok, std::string("causal work balance ") + (zz ? "zigzag <= 1.05" : "contiguous > 1.5"));
   }
 }
@@ -235,7 +239,7 @@ void test_ring(Backend& be, Comm& cp, bool zz, int H, int Hkv) {
   double lo_f = ring.flops(), hi_f = ring.flops();
   MPI_Allreduce(MPI_IN_PLACE, &lo_f, 1, MPI_DOUBLE, MPI_MIN, g);
   MPI_Allreduce(MPI_IN_PLACE, &hi_f, 1, MPI_DOUBLE, MPI_MAX, g);
-  if (rank == 0) std::printf("     %sreported attention FLOPs per rank max/min %.4f\n", tag.c_str(), hi_f / lo_f);
+  if (job_rank() == 0) std::printf("     %sreported attention FLOPs per rank max/min %.4f\n", tag.c_str(), hi_f / lo_f);
   if (zz) expect(hi_f / lo_f <= 1.05, tag + "reported FLOPs balanced (max/min <= 1.05)");
   for (float* p : {lq, lk, lv, ldo, lo, llse, lgq, lgk, lgv}) be.free_bytes(p);
 }
@@ -313,34 +317,72 @@ void test_model(Backend& be, Comm& cp, Family family, bool zz, Recompute rc, boo
       worst_rel = std::max(worst_rel, max_rel(gr, host_of(be, ss.grad(ss.find(p.name)), p.numel())));
     }
   }
-  if (rank == 0)
+  if (job_rank() == 0)
     std::printf("     %s%d gradients: worst max|diff|/max|ref| %.3e\n", tag.c_str(), int(ps.infos().size()), worst_rel);
 }
 
-}  // namespace
+pentad::test::JobGroup& job = pentad::test::job_group("cp");
 
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm group;
-  MPI_Comm_dup(MPI_COMM_WORLD, &group);
-  {
-    auto be = make_cpu_backend(1);
-    auto cp = make_mpi_comm(group, "cp");
-    test_index_math(cp->size());
-    test_merge_default(*be);
-    for (bool zz : {false, true})
-      for (auto [H, Hkv] : {std::pair{4, 4}, std::pair{4, 2}, std::pair{6, 2}}) test_ring(*be, *cp, zz, H, Hkv);
-    // "quick": recompute none only (4 ranks oversubscribe small CI machines).
-    const bool quick = argc > 1 && std::string(argv[1]) == "quick";
-    for (Family f : {Family::gpt2, Family::llama})
-      for (bool zz : {false, true})
-        for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full})
-          if (!quick || rc == Recompute::none) test_model(*be, *cp, f, zz, rc);
-    test_model(*be, *cp, Family::llama, false, Recompute::selective, /*mask_first=*/true);
-  }
-  const int rc = pentad::test::finish("context parallel vs serial");
-  MPI_Comm_free(&group);
-  MPI_Finalize();
-  return rc;
+const char* rc_name(Recompute rc) {
+  const char* names[] = {"none", "selective", "full"};
+  return names[int(rc)];
 }
+
+TEST(ContextParallel, IndexMath) { test_index_math(job.comm().size()); }
+
+TEST(ContextParallel, AttentionMergeHostFallback) { test_merge_default(job.be()); }
+
+struct RingCase {
+  bool zz;
+  int H, Hkv;
+};
+
+class RingAttention : public ::testing::TestWithParam<RingCase> {};
+
+TEST_P(RingAttention, MatchesSerial) {
+  const RingCase& c = GetParam();
+  test_ring(job.be(), job.comm(), c.zz, c.H, c.Hkv);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, RingAttention,
+                         ::testing::Values(RingCase{false, 4, 4}, RingCase{false, 4, 2}, RingCase{false, 6, 2},
+                                           RingCase{true, 4, 4}, RingCase{true, 4, 2}, RingCase{true, 6, 2}),
+                         [](const ::testing::TestParamInfo<RingCase>& i) {
+                           return std::string(i.param.zz ? "zigzag" : "contiguous") + "_H" +
+                                  std::to_string(i.param.H) + "_Hkv" + std::to_string(i.param.Hkv);
+                         });
+
+struct ModelCase {
+  Family family;
+  bool zz;
+  Recompute rc;
+};
+
+std::vector<ModelCase> model_cases() {
+  std::vector<ModelCase> v;
+  for (Family f : {Family::gpt2, Family::llama})
+    for (bool zz : {false, true})
+      for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) v.push_back({f, zz, rc});
+  return v;
+}
+
+class ContextParallelModel : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(ContextParallelModel, MatchesSerial) {
+  const ModelCase& c = GetParam();
+  test_model(job.be(), job.comm(), c.family, c.zz, c.rc);
+}
+
+// e.g. llama_zigzag_full
+INSTANTIATE_TEST_SUITE_P(Layouts, ContextParallelModel, ::testing::ValuesIn(model_cases()),
+                         [](const ::testing::TestParamInfo<ModelCase>& i) {
+                           return std::string(i.param.family == Family::gpt2 ? "gpt2" : "llama") +
+                                  (i.param.zz ? "_zigzag_" : "_contiguous_") + rc_name(i.param.rc);
+                         });
+
+// Runs in the quick (recompute none) selection too: it is one case.
+TEST(ContextParallel, ModelWithRankZeroFullyMasked) {
+  test_model(job.be(), job.comm(), Family::llama, false, Recompute::selective, /*mask_first=*/true);
+}
+
+}  // namespace

@@ -18,6 +18,9 @@
 // all terms; fp64 accumulation of the objective, fp32 layer.
 // Tolerances: layer vs layer |a - b| <= 1e-5 * max|b| + 1e-4 * |b|;
 // finite differences 1e-3 * max|g| + 1e-2 * |g| (fp32 forward, h = 1e-2).
+// GTest on every rank (tests/lib/gtest_mpi_main.cpp); the finite-difference
+// tests (suite MoeFiniteDifferences) run as their own 1-rank ctest.
+#include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -31,6 +34,7 @@
 #include "backend/backend.hpp"
 #include "../lib/cp_rows.hpp"
 #include "../lib/device_buffers.hpp"
+#include "../lib/job_group.hpp"
 #include "../lib/mpi_checks.hpp"
 #include "comm/comm.hpp"
 #include "parallel/ep/moe.hpp"
@@ -40,7 +44,7 @@ using namespace pentad;
 using pentad::test::dev_of;
 using pentad::test::host_of;
 using pentad::test::expect;
-using pentad::test::rank;
+using pentad::test::job_rank;
 using pentad::test::Tol;
 
 namespace {
@@ -154,7 +158,7 @@ void test_ep(Backend& be, Comm& ep, Family f, float cf, bool block_half, const s
   const int S = 3, N = S * mc.seq_len, C = mc.d_model, E = mc.n_experts, P = ep.size();
   const std::string tag = std::string(f == Family::gpt2 ? "gpt2 " : "llama ") + name + " ep=" + std::to_string(P) + ": ";
   Layer serial(mc, be, nullptr, block_half), par(mc, be, &ep, block_half);
-  const std::vector<float> x = tokens(N, C, rank, block_half), dy = tokens(N, C, 100 + rank, false);
+  const std::vector<float> x = tokens(N, C, job_rank(), block_half), dy = tokens(N, C, 100 + job_rank(), false);
   const float ls = 1.0f / float(N * P);
   const Result a = run(serial, be, mc, x, dy, ls);
   const Result b = run(par, be, mc, x, dy, ls);
@@ -341,36 +345,49 @@ void test_fd(Backend& be, Family f, bool with_dy) {
   }
 }
 
-}  // namespace
+pentad::test::JobGroup& job = pentad::test::job_group("ep");
 
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm group;
-  MPI_Comm_dup(MPI_COMM_WORLD, &group);
-  const bool fd = argc > 1 && std::string(argv[1]) == "fd";
-  {
-    auto be = make_cpu_backend(1);
-    auto ep = make_mpi_comm(group, "ep");
-    for (Family f : {Family::gpt2, Family::llama}) {
-      if (fd) {
-        test_fd(*be, f, false);
-        test_fd(*be, f, true);
-        continue;
-      }
-      test_ep(*be, *ep, f, 1.25f, false, "capacity 1.25");
-      test_ep(*be, *ep, f, 0.25f, false, "capacity 0.25 (overflow)");
-      test_ep(*be, *ep, f, 0.0f, false, "dropless");
-      test_ep(*be, *ep, f, 0.0f, true, "half the experts unused");
-      // The same ranks as a context-parallel group (the sequence length, 8,
-      // takes zig-zag over 2 ranks and contiguous over 2 and 4).
-      if (ep->size() == 2) test_cp(*be, *ep, f, 0.25f, CpLayout::zigzag, "zigzag capacity 0.25 (overflow)");
-      test_cp(*be, *ep, f, 0.25f, CpLayout::contiguous, "contiguous capacity 0.25 (overflow)");
-      test_cp(*be, *ep, f, 0.0f, CpLayout::contiguous, "contiguous dropless");
-    }
-  }
-  const int rc = pentad::test::finish(fd ? "moe finite differences" : "moe ep and cp vs serial");
-  MPI_Comm_free(&group);
-  MPI_Finalize();
-  return rc;
+class MoeExpertParallel : public ::testing::TestWithParam<Family> {};
+
+TEST_P(MoeExpertParallel, Capacity125) { test_ep(job.be(), job.comm(), GetParam(), 1.25f, false, "capacity 1.25"); }
+
+TEST_P(MoeExpertParallel, CapacityOverflow) {
+  test_ep(job.be(), job.comm(), GetParam(), 0.25f, false, "capacity 0.25 (overflow)");
 }
+
+TEST_P(MoeExpertParallel, Dropless) { test_ep(job.be(), job.comm(), GetParam(), 0.0f, false, "dropless"); }
+
+TEST_P(MoeExpertParallel, HalfTheExpertsUnused) {
+  test_ep(job.be(), job.comm(), GetParam(), 0.0f, true, "half the experts unused");
+}
+
+// The same ranks as a context-parallel group (the sequence length, 8, takes
+// zig-zag over 2 ranks and contiguous over 2 and 4).
+TEST_P(MoeExpertParallel, AsCpGroupZigzagOverflow) {
+  if (job.comm().size() != 2) GTEST_SKIP() << "zig-zag of seq_len 8 needs cp = 2";
+  test_cp(job.be(), job.comm(), GetParam(), 0.25f, CpLayout::zigzag, "zigzag capacity 0.25 (overflow)");
+}
+
+TEST_P(MoeExpertParallel, AsCpGroupContiguousOverflow) {
+  test_cp(job.be(), job.comm(), GetParam(), 0.25f, CpLayout::contiguous, "contiguous capacity 0.25 (overflow)");
+}
+
+TEST_P(MoeExpertParallel, AsCpGroupContiguousDropless) {
+  test_cp(job.be(), job.comm(), GetParam(), 0.0f, CpLayout::contiguous, "contiguous dropless");
+}
+
+class MoeFiniteDifferences : public ::testing::TestWithParam<Family> {};
+
+TEST_P(MoeFiniteDifferences, AuxAndZLossesOnly) { test_fd(job.be(), GetParam(), false); }
+
+TEST_P(MoeFiniteDifferences, AllTerms) { test_fd(job.be(), GetParam(), true); }
+
+std::string family_name(const ::testing::TestParamInfo<Family>& i) {
+  return i.param == Family::gpt2 ? "gpt2" : "llama";
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, MoeExpertParallel, ::testing::Values(Family::gpt2, Family::llama), family_name);
+INSTANTIATE_TEST_SUITE_P(Families, MoeFiniteDifferences, ::testing::Values(Family::gpt2, Family::llama),
+                         family_name);
+
+}  // namespace

@@ -10,6 +10,9 @@
 // down with their once-added biases, vocab-parallel embedding and head,
 // sequence-parallel norms) owns at least one of those gradients.
 // Tolerance: |a - b| <= 1e-5 * max|b| + 1e-4 * |b| (fp32, reordered sums).
+// GTest on every rank (tests/lib/gtest_mpi_main.cpp); the 4-rank ctest runs
+// recompute none only (--gtest_filter), as 4 ranks oversubscribe CI machines.
+#include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <algorithm>
@@ -22,6 +25,7 @@
 #include "cpu.hpp"
 #include "backend/backend.hpp"
 #include "../lib/device_buffers.hpp"
+#include "../lib/job_group.hpp"
 #include "../lib/mpi_checks.hpp"
 #include "comm/comm.hpp"
 #include "model/model.hpp"
@@ -32,7 +36,6 @@ using namespace pentad;
 using pentad::test::dev_of;
 using pentad::test::host_of;
 using pentad::test::expect_close;
-using pentad::test::rank;
 
 namespace {
 
@@ -159,26 +162,38 @@ void test_model(Backend& be, Comm& tp, Family family, bool sp, Recompute rc) {
   }
 }
 
-}  // namespace
+pentad::test::JobGroup& job = pentad::test::job_group("tp");
 
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm group;
-  MPI_Comm_dup(MPI_COMM_WORLD, &group);
-  {
-    auto be = make_cpu_backend(1);
-    auto tp = make_mpi_comm(group, "tp");
-    test_xent(*be, *tp);
-    // "quick": recompute none only (4 ranks oversubscribe small CI machines).
-    const bool quick = argc > 1 && std::string(argv[1]) == "quick";
-    for (Family f : {Family::gpt2, Family::llama})
-      for (bool sp : {false, true})
-        for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full})
-          if (!quick || rc == Recompute::none) test_model(*be, *tp, f, sp, rc);
-  }
-  const int rc = pentad::test::finish("tensor parallel vs serial");
-  MPI_Comm_free(&group);
-  MPI_Finalize();
-  return rc;
+TEST(TensorParallel, VocabParallelXentMatchesSerial) { test_xent(job.be(), job.comm()); }
+
+struct ModelCase {
+  Family family;
+  bool sp;
+  Recompute rc;
+};
+
+std::vector<ModelCase> model_cases() {
+  std::vector<ModelCase> v;
+  for (Family f : {Family::gpt2, Family::llama})
+    for (bool sp : {false, true})
+      for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) v.push_back({f, sp, rc});
+  return v;
 }
+
+// e.g. llama_sp_selective
+std::string case_name(const ::testing::TestParamInfo<ModelCase>& i) {
+  const char* rc[] = {"none", "selective", "full"};
+  return std::string(i.param.family == Family::gpt2 ? "gpt2" : "llama") + (i.param.sp ? "_sp_" : "_") +
+         rc[int(i.param.rc)];
+}
+
+class TensorParallelModel : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(TensorParallelModel, MatchesSerial) {
+  const ModelCase& c = GetParam();
+  test_model(job.be(), job.comm(), c.family, c.sp, c.rc);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, TensorParallelModel, ::testing::ValuesIn(model_cases()), case_name);
+
+}  // namespace

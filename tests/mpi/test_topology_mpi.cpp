@@ -1,9 +1,12 @@
 // Every named communicator of the grid holds exactly the ranks the pure
-// coordinate math says it should, for several grids on 8 ranks.
-#include <array>
+// coordinate math says it should, for several grids on 8 ranks (a grid of
+// another size than the job's is skipped). GTest on every rank
+// (tests/lib/gtest_mpi_main.cpp).
+#include <gtest/gtest.h>
 #include <mpi.h>
 
-#include <cstdio>
+#include <array>
+
 #include <vector>
 
 #include "comm/topology.hpp"
@@ -12,14 +15,8 @@ using namespace pentad;
 
 namespace {
 
-int failures = 0;
-
-void expect(bool ok, const char* what, int grid) {
-  if (!ok) {
-    ++failures;
-    std::fprintf(stderr, "grid %d: %s\n", grid, what);
-  }
-}
+// A non-fatal check naming the grid (the test's parameter name).
+#define EXPECT_GRID(ok, what, grid) EXPECT_TRUE(ok) << "grid " << (grid) << ": " << (what)
 
 // Ranks of `comm` as job ranks, in comm order.
 std::vector<int> members(MPI_Comm comm, MPI_Comm job) {
@@ -49,43 +46,46 @@ std::vector<int> expected(const GridShape& s, const GridCoords& me, bool pp, boo
   return r;
 }
 
-}  // namespace
+// {dp, tp, pp, cp, ep}
+using Grid = std::array<int, 5>;
 
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+class TopologyGroups : public ::testing::TestWithParam<Grid> {};
+
+TEST_P(TopologyGroups, MatchCoordinateMath) {
   int size = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  // {dp, tp, pp, cp, ep}
-  const std::vector<std::array<int, 5>> grids = {
-      {8, 1, 1, 1, 1}, {2, 2, 2, 1, 1}, {4, 2, 1, 1, 2},
-      {2, 1, 2, 2, 1}, {1, 2, 2, 2, 1}, {1, 8, 1, 1, 1}};
-  int grid = 0;
-  for (const auto& g : grids) {
-    ParallelConfig p;
-    p.dp = g[0], p.tp = g[1], p.pp = g[2], p.cp = g[3], p.ep = g[4];
-    ++grid;
-    if (p.dp * p.tp * p.pp * p.cp != size) continue;
-    Topology t(MPI_COMM_WORLD, p);
-    expect(t.me == coords_of(t.shape, rank), "coords", grid);
-    expect(members(t.tp, t.job) == expected(t.shape, t.me, 0, 0, 0, 0, 1), "tp group", grid);
-    expect(members(t.cp, t.job) == expected(t.shape, t.me, 0, 0, 0, 1, 0), "cp group", grid);
-    expect(members(t.ep, t.job) == expected(t.shape, t.me, 0, 0, 1, 0, 0), "ep group", grid);
-    expect(members(t.dp, t.job) == expected(t.shape, t.me, 0, 1, 1, 0, 0), "dp group", grid);
-    expect(members(t.dp_cp, t.job) == expected(t.shape, t.me, 0, 1, 1, 1, 0), "dp_cp group", grid);
-    expect(members(t.expert_dp, t.job) == expected(t.shape, t.me, 0, 1, 0, 1, 0), "expert_dp group", grid);
-    expect(members(t.pp, t.job) == expected(t.shape, t.me, 1, 0, 0, 0, 0), "pp group", grid);
-    int dp_rank = -1;
-    MPI_Comm_rank(t.dp, &dp_rank);
-    expect(dp_rank == t.dp_rank(), "dp rank == dp coordinate", grid);
-    char name[MPI_MAX_OBJECT_NAME];
-    int len = 0;
-    MPI_Comm_get_name(t.tp, name, &len);
-    expect(std::string(name) == "pentad.tp", "tp communicator name", grid);
-  }
-  int total = 0;
-  MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  if (rank == 0) std::printf("%d grids checked on %d ranks: %s\n", grid, size, total ? "FAILED" : "ok");
-  MPI_Finalize();
-  return total ? 1 : 0;
+  const Grid& g = GetParam();
+  ParallelConfig p;
+  p.dp = g[0], p.tp = g[1], p.pp = g[2], p.cp = g[3], p.ep = g[4];
+  if (p.dp * p.tp * p.pp * p.cp != size) GTEST_SKIP() << "a grid of " << p.dp * p.tp * p.pp * p.cp << " ranks";
+  const std::string grid = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  Topology t(MPI_COMM_WORLD, p);
+  EXPECT_GRID(t.me == coords_of(t.shape, rank), "coords", grid);
+  EXPECT_GRID(members(t.tp, t.job) == expected(t.shape, t.me, 0, 0, 0, 0, 1), "tp group", grid);
+  EXPECT_GRID(members(t.cp, t.job) == expected(t.shape, t.me, 0, 0, 0, 1, 0), "cp group", grid);
+  EXPECT_GRID(members(t.ep, t.job) == expected(t.shape, t.me, 0, 0, 1, 0, 0), "ep group", grid);
+  EXPECT_GRID(members(t.dp, t.job) == expected(t.shape, t.me, 0, 1, 1, 0, 0), "dp group", grid);
+  EXPECT_GRID(members(t.dp_cp, t.job) == expected(t.shape, t.me, 0, 1, 1, 1, 0), "dp_cp group", grid);
+  EXPECT_GRID(members(t.expert_dp, t.job) == expected(t.shape, t.me, 0, 1, 0, 1, 0), "expert_dp group", grid);
+  EXPECT_GRID(members(t.pp, t.job) == expected(t.shape, t.me, 1, 0, 0, 0, 0), "pp group", grid);
+  int dp_rank = -1;
+  MPI_Comm_rank(t.dp, &dp_rank);
+  EXPECT_GRID(dp_rank == t.dp_rank(), "dp rank == dp coordinate", grid);
+  char name[MPI_MAX_OBJECT_NAME];
+  int len = 0;
+  MPI_Comm_get_name(t.tp, name, &len);
+  EXPECT_GRID(std::string(name) == "pentad.tp", "tp communicator name", grid);
 }
+
+// e.g. dp2_tp2_pp2_cp1_ep1
+INSTANTIATE_TEST_SUITE_P(Grids, TopologyGroups,
+                         ::testing::Values(Grid{8, 1, 1, 1, 1}, Grid{2, 2, 2, 1, 1}, Grid{4, 2, 1, 1, 2},
+                                           Grid{2, 1, 2, 2, 1}, Grid{1, 2, 2, 2, 1}, Grid{1, 8, 1, 1, 1}),
+                         [](const ::testing::TestParamInfo<Grid>& i) {
+                           const Grid& g = i.param;
+                           return "dp" + std::to_string(g[0]) + "_tp" + std::to_string(g[1]) + "_pp" +
+                                  std::to_string(g[2]) + "_cp" + std::to_string(g[3]) + "_ep" + std::to_string(g[4]);
+                         });
+
+}  // namespace

@@ -1,36 +1,85 @@
-// CPU backend ops against naive double-precision references written here,
-// and backward ops also against central finite differences of
-// L = sum(out * R) on the double reference forward. Comparisons use
-// |got - ref| <= atol + rtol*|ref| and report the worst element.
+// One op test over every backend built, after ggml's test-backend-ops. The
+// CPU backend is the reference: its ops are checked against naive
+// double-precision references written here, and backward ops also against
+// central finite differences of L = sum(out * R) on the double reference
+// forward (suite ReferenceOps). Every other backend (CUDA, where the build has
+// it) runs each op on the same inputs as the CPU backend and is compared with
+// it (suite OpsVsCpu); the bf16 GEMM is compared with the CPU's bf16
+// emulation (the same rounded operands, fp32 accumulation). A backend not
+// built, or without a usable GPU, is reported as skipped with the reason.
+// Comparisons: |got - ref| <= atol + rtol*|ref| (tests/lib/close.hpp), the
+// worst element printed for every comparison.
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <memory>
 #include <random>
+#include <source_location>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "cpu.hpp"
 #include "backend/backend.hpp"
+#include "../lib/close.hpp"
+#if PENTAD_TEST_CUDA
+#include "cuda.hpp"
+#endif
 
 namespace {
 
 using pentad::Backend;
 using Vec = std::vector<float>;
 using VecD = std::vector<double>;
+using IVec = std::vector<int32_t>;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-Backend& backend() {
-  static std::unique_ptr<Backend> be = pentad::make_cpu_backend(0);
-  return *be;
+// ------------------------------------------------------------- backends ----
+
+// Whether backend `name` can run here (why not, if it cannot).
+bool backend_usable(const std::string& name, std::string* why) {
+  if (name == "cpu") return true;
+#if PENTAD_TEST_CUDA
+  if (name == "cuda") return pentad::cuda_device_available(why);
+#endif
+  *why = "this binary was built without it (the cuda-release build's test_cuda_ops has it)";
+  return false;
 }
+
+std::unique_ptr<Backend> make_backend(const std::string& name) {
+#if PENTAD_TEST_CUDA
+  if (name == "cuda") return pentad::make_cuda_backend(0);
+#endif
+  return pentad::make_cpu_backend(0);
+}
+
+// The backend under test of ReferenceOps (set by its SetUp).
+Backend* g_host_backend = nullptr;
+
+Backend& backend() { return *g_host_backend; }
+
+// Backends whose memory the host addresses: the reference checks pass host
+// vectors to the ops directly.
+class ReferenceOps : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    static std::unique_ptr<Backend> be;
+    std::string why;
+    if (!backend_usable(GetParam(), &why)) GTEST_SKIP() << GetParam() << ": " << why;
+    if (!be) be = make_backend(GetParam());
+    g_host_backend = be.get();
+  }
+};
+
+// ------------------------------------------------------------- helpers ----
 
 Vec randn(size_t n, uint32_t seed, float sd = 1.0f, float mean = 0.0f) {
   std::mt19937 gen(seed);
@@ -58,45 +107,30 @@ VecD plus(const Vec& a, const VecD& b) {
   return r;
 }
 
-// Fails (once, with the worst element) unless |got-ref| <= atol + rtol*|ref|
-// everywhere; infinities must match exactly, NaN never passes.
-void expect_close(const std::string& what, const Vec& got, const VecD& ref, double atol,
-                  double rtol) {
-  ASSERT_EQ(got.size(), ref.size()) << what;
-  double worst_excess = -1.0, worst_err = 0.0;
-  size_t worst_i = 0;
-  bool bad = false;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const double g = got[i], r = ref[i];
-    double err, excess;
-    if (std::isinf(r) || std::isinf(g)) {
-      err = (g == r) ? 0.0 : kInf;
-      excess = (g == r) ? -1.0 : kInf;
-    } else {
-      err = std::isnan(g) ? kInf : std::fabs(g - r);
-      excess = err - (atol + rtol * std::fabs(r));
-    }
-    if (excess > worst_excess || i == 0) {
-      worst_excess = excess;
-      worst_err = err;
-      worst_i = i;
-    }
-    bad = bad || excess > 0.0;
-  }
-  EXPECT_FALSE(bad) << what << ": worst mismatch at " << worst_i << ": got " << got[worst_i]
-                    << " ref " << ref[worst_i] << " |err| " << worst_err << " (atol " << atol
-                    << ", rtol " << rtol << ")";
+// Fails (once, at the caller's line, with the worst element) unless
+// |got-ref| <= atol + rtol*|ref| everywhere; infinities must match exactly,
+// NaN never passes. Prints the worst element of every comparison.
+template <class R>
+void expect_close(const std::string& what, const Vec& got, const std::vector<R>& ref, double atol, double rtol,
+                  std::source_location at = std::source_location::current()) {
+  const pentad::test::CloseReport r = pentad::test::compare_close(got, ref, {.atol = atol, .rtol = rtol});
+  std::printf("%-48s %s\n", what.c_str(), r.describe().c_str());
+  if (!r.ok)
+    ADD_FAILURE_AT(at.file_name(), int(at.line()))
+        << what << ": " << r.describe() << " (atol " << atol << ", rtol " << rtol << ")";
 }
 
-void expect_bitwise(const std::string& what, const Vec& a, const Vec& b) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) {
-      ADD_FAILURE() << what << ": first bitwise difference at " << i << ": " << a[i] << " vs "
-                    << b[i];
-      return;
-    }
+void expect_bitwise(const std::string& what, const Vec& a, const Vec& b,
+                    std::source_location at = std::source_location::current()) {
+  const pentad::test::BitwiseReport r = pentad::test::compare_bitwise(std::span<const float>(a), std::span<const float>(b));
+  if (a.size() != b.size())
+    ADD_FAILURE_AT(at.file_name(), int(at.line())) << what << ": sizes " << a.size() << " and " << b.size();
+  else if (!r.ok())
+    ADD_FAILURE_AT(at.file_name(), int(at.line()))
+        << what << ": first bitwise difference at " << r.first << ": " << a[r.first] << " vs " << b[r.first];
 }
+
+// ======================================= the CPU vs double references ====
 
 // Central differences of a scalar function of x (double throughout).
 VecD fd_grad(const std::function<double(const VecD&)>& f, VecD x, double h = 1e-5) {
@@ -125,7 +159,7 @@ constexpr double kFdAtol = 2e-4, kFdRtol = 2e-3;
 
 // ---------------------------------------------------------------- memory ----
 
-TEST(Memory, AlignedZeroedTracked) {
+TEST_P(ReferenceOps, MemoryAlignedZeroedTracked) {
   Backend& be = backend();
   const size_t before = be.mem_stats().cur_bytes[int(pentad::Mem::scratch)];
   float* p = be.alloc(1001, pentad::Mem::scratch);
@@ -142,7 +176,7 @@ TEST(Memory, AlignedZeroedTracked) {
 
 // ------------------------------------------------------------------ gemm ----
 
-TEST(Gemm, AllTransposesWithStridesAndBeta) {
+TEST_P(ReferenceOps, GemmAllTransposesWithStridesAndBeta) {
   const int M = 7, N = 5, K = 9;
   const float alpha = 1.5f, beta = 0.5f;
   for (int ta = 0; ta < 2; ++ta)
@@ -169,7 +203,7 @@ TEST(Gemm, AllTransposesWithStridesAndBeta) {
     }
 }
 
-TEST(Gemm, Batched) {
+TEST_P(ReferenceOps, GemmBatched) {
   const int M = 6, N = 4, K = 5, batch = 3;
   const long sa = M * K + 1, sb = K * N + 2, sc = M * N + 3;
   const Vec A = randn(sa * batch, 4), Bm = randn(sb * batch, 5);
@@ -190,7 +224,7 @@ TEST(Gemm, Batched) {
 
 // ----------------------------------------------------------- elementwise ----
 
-TEST(Elementwise, AddScaleBias) {
+TEST_P(ReferenceOps, ElementwiseAddScaleBias) {
   const int N = 13, C = 70;
   const Vec a = randn(N * C, 7), b = randn(N * C, 8), bias = randn(C, 9);
   Vec out(N * C);
@@ -217,7 +251,7 @@ TEST(Elementwise, AddScaleBias) {
   expect_close("bias_bwd", dbias, dref, kAtol, kRtol);
 }
 
-TEST(Elementwise, SumSquaresDeterministic) {
+TEST_P(ReferenceOps, ElementwiseSumSquaresDeterministic) {
   const size_t n = (1u << 20) + 12345;
   const Vec x = randn(n, 11);
   double ref = 0;
@@ -261,7 +295,7 @@ VecD rmsnorm_ref(const VecD& x, const VecD& w, int N, int C, double eps) {
   return out;
 }
 
-TEST(Norm, LayerNorm) {
+TEST_P(ReferenceOps, NormLayerNorm) {
   const int N = 6, C = 80;  // C > one 64-channel block
   const float eps = 1e-5f;
   const Vec x = randn(N * C, 12, 2.0f, 0.5f), w = randn(C, 13, 0.5f, 1.0f), b = randn(C, 14);
@@ -310,7 +344,7 @@ TEST(Norm, LayerNorm) {
   expect_close("layernorm_bwd db (fd)", db, plus(db0, fb), kFdAtol, kFdRtol);
 }
 
-TEST(Norm, RmsNorm) {
+TEST_P(ReferenceOps, NormRmsNorm) {
   const int N = 5, C = 72;
   const float eps = 1e-6f;
   const Vec x = randn(N * C, 19, 1.5f, 0.3f), w = randn(C, 20, 0.5f, 1.0f);
@@ -351,7 +385,7 @@ double gelu_ref(double x) {
 }
 double silu_ref(double x) { return x / (1.0 + std::exp(-x)); }
 
-TEST(Activation, Gelu) {
+TEST_P(ReferenceOps, ActivationGelu) {
   const size_t n = 3000;
   Vec x = randn(n, 24, 3.0f);
   x[0] = 0.0f;
@@ -374,7 +408,7 @@ TEST(Activation, Gelu) {
   expect_close("gelu_bwd (fd)", dx, fd, 1e-5, 1e-4);
 }
 
-TEST(Activation, SwiGlu) {
+TEST_P(ReferenceOps, ActivationSwiGlu) {
   const size_t n = 2000;
   const Vec gate = randn(n, 27, 3.0f), up = randn(n, 28);
   Vec out(n);
@@ -412,7 +446,7 @@ VecD rope_ref(const VecD& x, int B, int T, int H, int D, int pos_offset, double 
   return out;
 }
 
-TEST(Rope, ForwardBackward) {
+TEST_P(ReferenceOps, RopeForwardBackward) {
   const int B = 2, T = 5, H = 3, D = 8, pos_offset = 37;
   const float theta = 10000.0f;
   const Vec x = randn(size_t(B) * T * H * D, 32);
@@ -432,7 +466,7 @@ TEST(Rope, ForwardBackward) {
 
 // ------------------------------------------------------------- embedding ----
 
-TEST(Embedding, VocabSliceForwardBackward) {
+TEST_P(ReferenceOps, EmbeddingVocabSliceForwardBackward) {
   const int B = 2, T = 5, C = 70, V = 6, vocab_start = 4, pos_offset = 3, max_pos = 10;
   // Tokens in [4, 10) belong to the slice; 1, 11 and 12 do not; 5 repeats.
   const std::vector<int32_t> tokens = {5, 1, 5, 9, 11, 4, 5, 12, 7, 5};
@@ -572,7 +606,7 @@ const std::vector<AttnShape> kAttnShapes = {
     {1, 67, 66, 2, 2, 8, 10, 40, true}, // offsets, masked rows spanning a block
 };
 
-TEST(Attention, ForwardMatchesReference) {
+TEST_P(ReferenceOps, AttentionForwardMatchesReference) {
   for (const AttnShape& s : kAttnShapes) {
     SCOPED_TRACE(s.str());
     const AttnData d(s, 40);
@@ -585,7 +619,7 @@ TEST(Attention, ForwardMatchesReference) {
   }
 }
 
-TEST(Attention, BackwardMatchesReferenceAndFd) {
+TEST_P(ReferenceOps, AttentionBackwardMatchesReferenceAndFd) {
   for (const AttnShape& s : kAttnShapes) {
     SCOPED_TRACE(s.str());
     const AttnData d(s, 50);
@@ -619,7 +653,7 @@ TEST(Attention, BackwardMatchesReferenceAndFd) {
   }
 }
 
-TEST(Attention, FullyMaskedRowsAreZeroNotNan) {
+TEST_P(ReferenceOps, AttentionFullyMaskedRowsAreZeroNotNan) {
   const AttnShape s{1, 4, 4, 2, 1, 4, 0, 2, true};  // rows 0, 1 see no key
   const AttnData d(s, 60);
   const AttnOut r = run_attn_fwd(s, d, true);
@@ -642,7 +676,7 @@ TEST(Attention, FullyMaskedRowsAreZeroNotNan) {
   }
 }
 
-TEST(Attention, KeptAndRecomputedProbsGiveIdenticalGradients) {
+TEST_P(ReferenceOps, AttentionKeptAndRecomputedProbsGiveIdenticalGradients) {
   for (const AttnShape& s : kAttnShapes) {
     SCOPED_TRACE(s.str());
     const AttnData d(s, 70);
@@ -667,7 +701,7 @@ TEST(Attention, KeptAndRecomputedProbsGiveIdenticalGradients) {
 
 // Ring attention: keys split in two blocks, forward merged by lse, backward of
 // each block run with the merged out/lse; must equal the one-block result.
-TEST(Attention, SplitKeyMergeMatchesSingleBlock) {
+TEST_P(ReferenceOps, AttentionSplitKeyMergeMatchesSingleBlock) {
   const std::vector<AttnShape> shapes = {{2, 6, 8, 4, 2, 4, 2, 0, true},
                                          {1, 8, 8, 4, 4, 8, 0, 0, true},
                                          {1, 5, 8, 2, 1, 4, 0, 0, false}};
@@ -742,7 +776,7 @@ TEST(Attention, SplitKeyMergeMatchesSingleBlock) {
 
 // ------------------------------------------------------------------ xent ----
 
-TEST(Xent, SingleSliceMatchesReference) {
+TEST_P(ReferenceOps, XentSingleSliceMatchesReference) {
   const int N = 6, V = 37;
   const Vec logits = randn(size_t(N) * V, 90, 3.0f);
   const std::vector<int32_t> targets = {3, 0, 36, -1, 17, 17};
@@ -786,7 +820,7 @@ TEST(Xent, SingleSliceMatchesReference) {
   expect_bitwise("xent in place", alias, dl);
 }
 
-TEST(Xent, TwoVocabSlicesCombine) {
+TEST_P(ReferenceOps, XentTwoVocabSlicesCombine) {
   const int N = 5, V = 40, V0 = 17, V1 = V - V0;
   const Vec logits = randn(size_t(N) * V, 91, 2.0f);
   const std::vector<int32_t> targets = {0, 16, 17, 39, -1};
@@ -831,7 +865,7 @@ TEST(Xent, TwoVocabSlicesCombine) {
 
 // ----------------------------------------------------------------- adamw ----
 
-TEST(AdamW, ThreeStepsMatchDoubleReference) {
+TEST_P(ReferenceOps, AdamWThreeStepsMatchDoubleReference) {
   const size_t n = 1000;
   const float lr = 3e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, gs = 0.7f;
   Vec p = randn(n, 92), m(n), v(n);
@@ -852,5 +886,339 @@ TEST(AdamW, ThreeStepsMatchDoubleReference) {
     expect_close(cat("adamw p step ", step), p, pr, 1e-6, 1e-5);
   }
 }
+
+// ====================================== every other backend vs the CPU ====
+
+constexpr double kVsCpuAtol = 1e-5, kVsCpuRtol = 1e-4;  // fp32, O(1) values, short sums
+
+class OpsVsCpu : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!backend_usable(GetParam(), &why)) GTEST_SKIP() << GetParam() << ": " << why;
+    if (!gpu_) gpu_ = make_backend(GetParam());
+    if (!cpu_) cpu_ = pentad::make_cpu_backend(2);
+    gpu_->set_compute_dtype(pentad::Dtype::fp32);
+    cpu_->set_compute_dtype(pentad::Dtype::fp32);
+  }
+  void TearDown() override {
+    if (!gpu_) return;
+    for (void* p : owned_) gpu_->free_bytes(p);
+    owned_.clear();
+  }
+
+  // Copies to and from the tested backend's memory (freed after the test).
+  float* up(const Vec& h) {
+    float* d = gpu_->alloc(h.size(), pentad::Mem::scratch);
+    gpu_->from_host(d, h.data(), h.size() * sizeof(float));
+    owned_.push_back(d);
+    return d;
+  }
+  int32_t* up(const IVec& h) {
+    int32_t* d = gpu_->alloc_i32(h.size(), pentad::Mem::scratch);
+    gpu_->from_host(d, h.data(), h.size() * sizeof(int32_t));
+    owned_.push_back(d);
+    return d;
+  }
+  Vec down(const float* d, size_t n) {
+    Vec h(n);
+    gpu_->to_host(h.data(), d, n * sizeof(float));
+    return h;
+  }
+  // The tested backend's result against the CPU's (fp32 tolerances cover
+  // reduction-order differences).
+  void compare(const std::string& what, const Vec& got, const Vec& ref, double atol = kVsCpuAtol,
+               double rtol = kVsCpuRtol, std::source_location at = std::source_location::current()) {
+    expect_close(GetParam() + " vs cpu: " + what, got, ref, atol, rtol, at);
+  }
+
+  // One tested backend per binary (the param is the same in every test).
+  static std::unique_ptr<Backend> gpu_, cpu_;
+  std::vector<void*> owned_;
+};
+std::unique_ptr<Backend> OpsVsCpu::gpu_, OpsVsCpu::cpu_;
+
+// ---------------------------------------------------------------- memory ----
+
+TEST_P(OpsVsCpu, MemoryZeroedTrackedAndFill) {
+  const size_t before = gpu_->mem_stats().cur_bytes[int(pentad::Mem::activations)];
+  float* p = gpu_->alloc(1001, pentad::Mem::activations);
+  EXPECT_EQ(gpu_->mem_stats().cur_bytes[int(pentad::Mem::activations)], before + 1001 * sizeof(float));
+  compare("alloc zero-filled", down(p, 1001), Vec(1001, 0.0f), 0, 0);
+  gpu_->fill(p, 2.5f, 1001);
+  compare("fill", down(p, 1001), Vec(1001, 2.5f), 0, 0);
+  float* q = gpu_->alloc(1001, pentad::Mem::activations);
+  gpu_->copy_bytes(q, p, 1001 * sizeof(float));
+  compare("copy_bytes", down(q, 1001), Vec(1001, 2.5f), 0, 0);
+  gpu_->free_bytes(p);
+  gpu_->free_bytes(q);
+  EXPECT_EQ(gpu_->mem_stats().cur_bytes[int(pentad::Mem::activations)], before);
+}
+
+// ------------------------------------------------------------------ gemm ----
+
+TEST_P(OpsVsCpu, GemmAllTransposesBetaStridesBatches) {
+  for (pentad::Dtype dt : {pentad::Dtype::fp32, pentad::Dtype::bf16}) {
+    cpu_->set_compute_dtype(dt);
+    gpu_->set_compute_dtype(dt);
+    for (int batch : {1, 3})
+      for (int ta = 0; ta < 2; ++ta)
+        for (int tb = 0; tb < 2; ++tb) {
+          const int M = 37, N = 29, K = 70;
+          const int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 2, ldc = N + 1;
+          const long sa = long(ta ? K : M) * lda, sb = long(tb ? N : K) * ldb, sc = long(M) * ldc;
+          const Vec A = randn(size_t(sa) * batch, 1), B = randn(size_t(sb) * batch, 2);
+          const Vec C0 = randn(size_t(sc) * batch, 3);
+          Vec Cc = C0;
+          float* dC = up(C0);
+          if (batch == 1) {
+            cpu_->gemm(ta, tb, M, N, K, 0.7f, A.data(), lda, B.data(), ldb, 0.5f, Cc.data(), ldc);
+            gpu_->gemm(ta, tb, M, N, K, 0.7f, up(A), lda, up(B), ldb, 0.5f, dC, ldc);
+          } else {
+            cpu_->gemm_batched(ta, tb, M, N, K, 0.7f, A.data(), lda, sa, B.data(), ldb, sb, 0.5f,
+                               Cc.data(), ldc, sc, batch);
+            gpu_->gemm_batched(ta, tb, M, N, K, 0.7f, up(A), lda, sa, up(B), ldb, sb, 0.5f, dC, ldc,
+                               sc, batch);
+          }
+          const std::string name = std::string(dt == pentad::Dtype::bf16 ? "bf16 " : "fp32 ") +
+                                   (batch > 1 ? "gemm_batched" : "gemm") + " ta=" +
+                                   std::to_string(ta) + " tb=" + std::to_string(tb);
+          // K = 70 products of N(0,1) values: sums of size ~8; fp32 order error ~K u.
+          compare(name, down(dC, Cc.size()), Cc, 1e-4, 1e-4);
+        }
+  }
+}
+
+// ----------------------------------------------------------- elementwise ----
+
+TEST_P(OpsVsCpu, Elementwise) {
+  const size_t n = 100003;
+  const Vec a = randn(n, 4), b = randn(n, 5);
+  Vec out(n);
+  cpu_->add(out.data(), a.data(), b.data(), n);
+  float* d = up(Vec(n));
+  gpu_->add(d, up(a), up(b), n);
+  compare("add", down(d, n), out, 0, 0);
+  Vec x = a;
+  cpu_->scale(x.data(), 0.3f, n);
+  float* dx = up(a);
+  gpu_->scale(dx, 0.3f, n);
+  compare("scale", down(dx, n), x, 0, 0);
+  const double ss_cpu = cpu_->sum_squares(a.data(), n), ss_gpu = gpu_->sum_squares(up(a), n);
+  std::printf("sum_squares cpu %.17g cuda %.17g\n", ss_cpu, ss_gpu);
+  EXPECT_NEAR(ss_gpu, ss_cpu, 1e-12 * ss_cpu);
+  EXPECT_EQ(gpu_->sum_squares(up(a), n), ss_gpu) << "sum_squares must repeat bitwise";
+  const int N = 301, C = 97;
+  const Vec xb = randn(size_t(N) * C, 6), bias = randn(C, 7);
+  Vec yb = xb;
+  cpu_->bias_add(yb.data(), bias.data(), N, C);
+  float* dyb = up(xb);
+  gpu_->bias_add(dyb, up(bias), N, C);
+  compare("bias_add", down(dyb, yb.size()), yb, 0, 0);
+  Vec db = randn(C, 8);
+  float* ddb = up(db);
+  cpu_->bias_bwd(db.data(), xb.data(), N, C);
+  gpu_->bias_bwd(ddb, up(xb), N, C);
+  compare("bias_bwd (accumulates)", down(ddb, C), db, 1e-4, 1e-4);
+}
+
+// ----------------------------------------------------------------- norms ----
+
+TEST_P(OpsVsCpu, LayerNormAndRmsNorm) {
+  for (int C : {64, 97, 768}) {
+    const int N = 203;
+    const Vec x = randn(size_t(N) * C, 9, 2.0f, 0.5f), w = randn(C, 10, 0.5f, 1.0f),
+              b = randn(C, 11), dout = randn(size_t(N) * C, 12);
+    const std::string tag = " C=" + std::to_string(C);
+    Vec out(size_t(N) * C), mean(N), rstd(N);
+    cpu_->layernorm_fwd(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5f);
+    float *d_out = up(Vec(out.size())), *d_mean = up(Vec(N)), *d_rstd = up(Vec(N));
+    float *d_x = up(x), *d_w = up(w), *d_b = up(b), *d_g = up(dout);
+    gpu_->layernorm_fwd(d_out, d_mean, d_rstd, d_x, d_w, d_b, N, C, 1e-5f);
+    compare("layernorm_fwd out" + tag, down(d_out, out.size()), out);
+    compare("layernorm_fwd mean" + tag, down(d_mean, N), mean);
+    compare("layernorm_fwd rstd" + tag, down(d_rstd, N), rstd);
+    Vec dx = randn(out.size(), 13), dw = randn(C, 14), dbb = randn(C, 15);
+    float *d_dx = up(dx), *d_dw = up(dw), *d_db = up(dbb);
+    cpu_->layernorm_bwd(dx.data(), dw.data(), dbb.data(), dout.data(), x.data(), w.data(), mean.data(),
+                        rstd.data(), N, C);
+    gpu_->layernorm_bwd(d_dx, d_dw, d_db, d_g, d_x, d_w, d_mean, d_rstd, N, C);
+    compare("layernorm_bwd dx" + tag, down(d_dx, dx.size()), dx);
+    compare("layernorm_bwd dw" + tag, down(d_dw, C), dw, 1e-4, 1e-4);
+    compare("layernorm_bwd db" + tag, down(d_db, C), dbb, 1e-4, 1e-4);
+
+    cpu_->rmsnorm_fwd(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
+    gpu_->rmsnorm_fwd(d_out, d_rstd, d_x, d_w, N, C, 1e-5f);
+    compare("rmsnorm_fwd out" + tag, down(d_out, out.size()), out);
+    compare("rmsnorm_fwd rstd" + tag, down(d_rstd, N), rstd);
+    cpu_->rmsnorm_bwd(dx.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
+    gpu_->rmsnorm_bwd(d_dx, d_dw, d_g, d_x, d_w, d_rstd, N, C);
+    compare("rmsnorm_bwd dx" + tag, down(d_dx, dx.size()), dx);
+    compare("rmsnorm_bwd dw" + tag, down(d_dw, C), dw, 1e-4, 1e-4);
+  }
+}
+
+// ----------------------------------------------------------- activations ----
+
+TEST_P(OpsVsCpu, GeluAndSwiglu) {
+  const size_t n = 50001;
+  const Vec x = randn(n, 16, 3.0f), up_ = randn(n, 17), g = randn(n, 18);
+  Vec out(n), dx(n), dup(n);
+  float *d_out = up(Vec(n)), *d_dx = up(Vec(n)), *d_dup = up(Vec(n));
+  float *d_x = up(x), *d_up = up(up_), *d_g = up(g);
+  cpu_->gelu_fwd(out.data(), x.data(), n);
+  gpu_->gelu_fwd(d_out, d_x, n);
+  compare("gelu_fwd", down(d_out, n), out, 1e-6, 1e-5);
+  cpu_->gelu_bwd(dx.data(), g.data(), x.data(), n);
+  gpu_->gelu_bwd(d_dx, d_g, d_x, n);
+  compare("gelu_bwd", down(d_dx, n), dx, 1e-6, 1e-5);
+  cpu_->swiglu_fwd(out.data(), x.data(), up_.data(), n);
+  gpu_->swiglu_fwd(d_out, d_x, d_up, n);
+  compare("swiglu_fwd", down(d_out, n), out, 1e-6, 1e-5);
+  cpu_->swiglu_bwd(dx.data(), dup.data(), g.data(), x.data(), up_.data(), n);
+  gpu_->swiglu_bwd(d_dx, d_dup, d_g, d_x, d_up, n);
+  compare("swiglu_bwd dgate", down(d_dx, n), dx, 1e-6, 1e-5);
+  compare("swiglu_bwd dup", down(d_dup, n), dup, 1e-6, 1e-5);
+}
+
+// ------------------------------------------------------------------ rope ----
+
+TEST_P(OpsVsCpu, Rope) {
+  const int B = 2, T = 33, H = 3, D = 64, pos = 100;
+  Vec x = randn(size_t(B) * T * H * D, 19);
+  float* d = up(x);
+  cpu_->rope_fwd(x.data(), B, T, H, D, pos, 10000.0f);
+  gpu_->rope_fwd(d, B, T, H, D, pos, 10000.0f);
+  compare("rope_fwd", down(d, x.size()), x, 1e-6, 1e-5);
+  cpu_->rope_bwd(x.data(), B, T, H, D, pos, 10000.0f);
+  gpu_->rope_bwd(d, B, T, H, D, pos, 10000.0f);
+  compare("rope_bwd", down(d, x.size()), x, 1e-6, 1e-5);
+}
+
+// ------------------------------------------------------------- embedding ----
+
+TEST_P(OpsVsCpu, EmbeddingVocabSlice) {
+  for (int V : {50, 1000}) {  // fewer and more vocabulary rows than dwte's 64 row ranges
+    const int B = 3, T = 17, C = 40, vocab_start = V / 2, pos = 5;
+    std::mt19937 gen(20);
+    IVec tok(size_t(B) * T);
+    for (auto& t : tok) t = int32_t(gen() % uint32_t(2 * V));  // about half outside the slice
+    const Vec wte = randn(size_t(V) * C, 21), wpe = randn(size_t(T + pos) * C, 22),
+              dout = randn(size_t(B) * T * C, 23);
+    Vec out(size_t(B) * T * C);
+    float* d_out = up(out);
+    int32_t* d_tok = up(tok);
+    for (bool with_pos : {false, true}) {
+      cpu_->embedding_fwd(out.data(), tok.data(), wte.data(), with_pos ? wpe.data() : nullptr, B, T, C,
+                          vocab_start, V, pos);
+      gpu_->embedding_fwd(d_out, d_tok, up(wte), with_pos ? up(wpe) : nullptr, B, T, C, vocab_start, V, pos);
+      compare(with_pos ? "embedding_fwd +wpe" : "embedding_fwd", down(d_out, out.size()), out, 0, 0);
+    }
+    Vec dwte = randn(wte.size(), 24), dwpe = randn(wpe.size(), 25);
+    float *d_dwte = up(dwte), *d_dwpe = up(dwpe);
+    cpu_->embedding_bwd(dwte.data(), dwpe.data(), dout.data(), tok.data(), B, T, C, vocab_start, V, pos);
+    gpu_->embedding_bwd(d_dwte, d_dwpe, up(dout), d_tok, B, T, C, vocab_start, V, pos);
+    compare("embedding_bwd dwte V=" + std::to_string(V), down(d_dwte, dwte.size()), dwte);
+    compare("embedding_bwd dwpe V=" + std::to_string(V), down(d_dwpe, dwpe.size()), dwpe);
+  }
+}
+
+// ------------------------------------------------------------- attention ----
+
+struct AttnCase {
+  const char* name;
+  int B, Tq, Tk, H, Hkv, D, q_offset, k_offset;
+  bool causal;
+};
+
+TEST_P(OpsVsCpu, AttentionForwardBackward) {
+  const AttnCase cases[] = {
+      {"causal gqa D16", 2, 37, 37, 4, 2, 16, 0, 0, true},
+      {"causal D64", 1, 70, 70, 2, 2, 64, 0, 0, true},
+      {"ring block past keys", 2, 20, 45, 4, 1, 32, 50, 10, true},
+      {"ring block, masked rows", 1, 40, 24, 2, 2, 32, 0, 30, true},
+      {"non-causal D128", 1, 33, 50, 2, 1, 128, 0, 0, false},
+      {"causal D256 (large smem)", 1, 40, 40, 2, 2, 256, 0, 0, true},
+  };
+  for (const AttnCase& c : cases) {
+    const size_t nq = size_t(c.B) * c.Tq * c.H * c.D, nk = size_t(c.B) * c.Tk * c.Hkv * c.D;
+    const size_t nl = size_t(c.B) * c.H * c.Tq, np = nl * c.Tk;
+    const Vec q = randn(nq, 26), k = randn(nk, 27), v = randn(nk, 28), dout = randn(nq, 29);
+    Vec out(nq), lse(nl), probs(np);
+    cpu_->attention_fwd(out.data(), lse.data(), probs.data(), q.data(), k.data(), v.data(), c.B, c.Tq,
+                        c.Tk, c.H, c.Hkv, c.D, c.q_offset, c.k_offset, c.causal);
+    float *d_q = up(q), *d_k = up(k), *d_v = up(v), *d_out = up(Vec(nq)), *d_lse = up(Vec(nl)),
+          *d_probs = up(Vec(np));
+    gpu_->attention_fwd(d_out, d_lse, d_probs, d_q, d_k, d_v, c.B, c.Tq, c.Tk, c.H, c.Hkv, c.D,
+                        c.q_offset, c.k_offset, c.causal);
+    const std::string tag = std::string(" [") + c.name + "]";
+    compare("attention_fwd out" + tag, down(d_out, nq), out);
+    compare("attention_fwd lse" + tag, down(d_lse, nl), lse);
+    compare("attention_fwd probs" + tag, down(d_probs, np), probs, 1e-6, 1e-4);
+    Vec dq = randn(nq, 30), dk = randn(nk, 31), dv = randn(nk, 32);
+    float *d_dq = up(dq), *d_dk = up(dk), *d_dv = up(dv);
+    cpu_->attention_bwd(dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), nullptr,
+                        q.data(), k.data(), v.data(), c.B, c.Tq, c.Tk, c.H, c.Hkv, c.D, c.q_offset,
+                        c.k_offset, c.causal);
+    gpu_->attention_bwd(d_dq, d_dk, d_dv, up(dout), d_out, d_lse, d_probs, d_q, d_k, d_v, c.B, c.Tq,
+                        c.Tk, c.H, c.Hkv, c.D, c.q_offset, c.k_offset, c.causal);
+    compare("attention_bwd dq" + tag, down(d_dq, nq), dq, 1e-4, 1e-4);
+    compare("attention_bwd dk" + tag, down(d_dk, nk), dk, 1e-4, 1e-4);
+    compare("attention_bwd dv" + tag, down(d_dv, nk), dv, 1e-4, 1e-4);
+  }
+}
+
+// ---------------------------------------------------------- cross-entropy ----
+
+TEST_P(OpsVsCpu, CrossEntropyVocabSlice) {
+  const int N = 19, V = 300, vocab_start = 100;
+  const Vec logits = randn(size_t(N) * V, 33, 3.0f);
+  std::mt19937 gen(34);
+  IVec tg(N);
+  for (auto& t : tg) t = int32_t(gen() % 600);
+  tg[3] = -1;  // ignored row
+  Vec rowmax(N), st(2 * size_t(N)), losses(N), dl(logits.size());
+  float *d_log = up(logits), *d_rowmax = up(Vec(N)), *d_st = up(Vec(2 * size_t(N))),
+        *d_losses = up(Vec(N)), *d_dl = up(Vec(logits.size()));
+  int32_t* d_tg = up(tg);
+  cpu_->xent_rowmax(rowmax.data(), logits.data(), N, V);
+  gpu_->xent_rowmax(d_rowmax, d_log, N, V);
+  compare("xent_rowmax", down(d_rowmax, N), rowmax, 0, 0);
+  cpu_->xent_sumexp(st.data(), st.data() + N, logits.data(), rowmax.data(), tg.data(), N, V, vocab_start);
+  gpu_->xent_sumexp(d_st, d_st + N, d_log, d_rowmax, d_tg, N, V, vocab_start);
+  compare("xent_sumexp / target logit", down(d_st, st.size()), st, 1e-5, 1e-5);
+  cpu_->xent_bwd(dl.data(), losses.data(), logits.data(), rowmax.data(), st.data(), st.data() + N,
+                 tg.data(), 0.25f, N, V, vocab_start);
+  gpu_->xent_bwd(d_dl, d_losses, d_log, d_rowmax, d_st, d_st + N, d_tg, 0.25f, N, V, vocab_start);
+  compare("xent_bwd losses", down(d_losses, N), losses);
+  compare("xent_bwd dlogits", down(d_dl, dl.size()), dl, 1e-7, 1e-5);
+  // In place (dlogits aliasing logits), as the model calls it.
+  gpu_->xent_bwd(d_log, nullptr, d_log, d_rowmax, d_st, d_st + N, d_tg, 0.25f, N, V, vocab_start);
+  compare("xent_bwd dlogits in place", down(d_log, dl.size()), dl, 1e-7, 1e-5);
+}
+
+// ----------------------------------------------------------------- adamw ----
+
+TEST_P(OpsVsCpu, AdamW) {
+  const size_t n = 10007;
+  Vec p = randn(n, 35), g = randn(n, 36), m = randn(n, 37, 0.1f), v = randn(n, 38, 0.1f);
+  for (auto& x : v) x = std::fabs(x);
+  float *d_p = up(p), *d_g = up(g), *d_m = up(m), *d_v = up(v);
+  for (int step = 1; step <= 3; ++step) {
+    cpu_->adamw(p.data(), g.data(), m.data(), v.data(), n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, step);
+    gpu_->adamw(d_p, d_g, d_m, d_v, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, step);
+  }
+  compare("adamw p", down(d_p, n), p, 1e-6, 1e-5);
+  compare("adamw m", down(d_m, n), m, 1e-7, 1e-5);
+  compare("adamw v", down(d_v, n), v, 1e-7, 1e-5);
+}
+
+
+// The reference suite on the backends the host addresses; the comparison on
+// every other backend (skipped where it is not built or has no GPU).
+INSTANTIATE_TEST_SUITE_P(Backends, ReferenceOps, ::testing::Values("cpu"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+INSTANTIATE_TEST_SUITE_P(Backends, OpsVsCpu, ::testing::Values("cuda"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace

@@ -31,6 +31,7 @@
 #include "config/config.hpp"
 #include "parallel/cp/context_parallel.hpp"
 #include "parallel/ep/moe.hpp"
+#include "model/memory_plan.hpp"
 #include "model/params.hpp"
 
 namespace pentad {
@@ -107,6 +108,9 @@ class Model {
   // through this rank's part of the model (every chunk it holds).
   // Allocates a pooled slot per chunk not yet used.
   size_t activation_bytes();
+  // Every buffer the model allocates, by name and size (the planner
+  // evaluates the same function for a layout).
+  const MemoryPlan& memory_plan() const { return plan_; }
 
   // ---- pipeline interface (pipeline.hpp drives it) ---------------------------
   // A slot is one micro-batch's activations through one chunk, live from its
@@ -125,7 +129,7 @@ class Model {
   // goes) and at its output (what is sent on); (Nl, C) each.
   float* slot_input(int slot);
   const float* slot_output(int slot);
-  size_t boundary_elems() const { return size_t(Nl_) * C_; }
+  size_t boundary_elems() const { return plan_.boundary_elems(); }
   // The gradient at a chunk boundary, (Nl, C): before backward_chunk, the
   // gradient of the chunk's output (filled by the caller unless the chunk is
   // the last); after it, the gradient of the chunk's input.
@@ -148,7 +152,9 @@ class Model {
   struct Slot;       // one micro-batch's activations through one chunk
 
   void build_params();
+  // Allocate plan_.shared_buffers(); acquire_slot allocates plan_.slot_buffers().
   void alloc_shared();
+  void bind(const BufSpec& b, void* p, Slot* s);  // point b's field (of s, for slot buffers) at p
   Slot& slot(int s) { return *slots_[size_t(s)]; }
   void embed(const int32_t* tokens_dev, float* out);
   Acts& acts_for(Slot& s, int l);
@@ -222,7 +228,8 @@ class Model {
   bool has_embedding_ = true, has_head_ = true;
 
   // Activations: pooled slots, plus the block set shared by all blocks with
-  // full recompute.
+  // full recompute; every buffer is one of plan_'s.
+  MemoryPlan plan_;
   std::vector<std::unique_ptr<Slot>> slots_;
   Acts* shared_acts_ = nullptr;
   float* logits_ = nullptr;         // (chunk, V/tp)

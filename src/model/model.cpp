@@ -259,60 +259,83 @@ void Model::build_block(int l, const std::string& prefix, float std, float std_o
   b.w_down = RowParallelLinear(params_, be_, tp_, w_down, b_down, C_, F_);
 }
 
+// Where each planned buffer goes: a field of the shared Scratch, of a block's
+// Acts (a slot's, or the shared full-recompute set) or of the slot.
+void Model::bind(const BufSpec& b, void* p, Slot* s) {
+  float* f = static_cast<float*>(p);
+  if (is_acts_buf(b.buf)) {
+    Acts& a = b.block >= 0 ? s->acts[size_t(b.block)] : *shared_acts_;
+    switch (b.buf) {
+      case Buf::ln1: a.ln1 = f; return;
+      case Buf::ln1_mean: a.ln1_mean = f; return;
+      case Buf::ln1_rstd: a.ln1_rstd = f; return;
+      case Buf::q: a.q = f; return;
+      case Buf::k: a.k = f; return;
+      case Buf::v: a.v = f; return;
+      case Buf::att: a.att = f; return;
+      case Buf::lse: a.lse = f; return;
+      case Buf::probs: a.probs = f; return;
+      case Buf::res_mid: a.res_mid = f; return;
+      case Buf::ln2: a.ln2 = f; return;
+      case Buf::ln2_mean: a.ln2_mean = f; return;
+      case Buf::ln2_rstd: a.ln2_rstd = f; return;
+      case Buf::fc_pre: a.fc_pre = f; return;
+      case Buf::fc_up: a.fc_up = f; return;
+      case Buf::fc_act: a.fc_act = f; return;
+      default: break;
+    }
+  }
+  Scratch& x = *scratch_;
+  switch (b.buf) {
+    case Buf::dres: x.dres = f; return;
+    case Buf::d_ln: x.d_ln = f; return;
+    case Buf::d_att: x.d_att = f; return;
+    case Buf::dq: x.dq = f; return;
+    case Buf::dk: x.dk = f; return;
+    case Buf::dv: x.dv = f; return;
+    case Buf::d_fc_act: x.d_fc_act = f; return;
+    case Buf::d_fc_pre: x.d_fc_pre = f; return;
+    case Buf::d_up: x.d_up = f; return;
+    case Buf::d_lnf: x.d_lnf = f; return;
+    case Buf::scratch_fc_act: x.fc_act = f; return;
+    case Buf::part: x.part = f; return;
+    case Buf::gath_x: x.gath_x = f; return;
+    case Buf::gath_dy: x.gath_dy = f; return;
+    case Buf::rep_grad: x.rep_grad = f; return;
+    case Buf::logits_all: x.logits_all = f; return;
+    case Buf::logits: logits_ = f; return;
+    case Buf::xent_rowmax: xent_rowmax_ = f; return;
+    case Buf::xent_sumexp: xent_sumexp_ = f; return;
+    case Buf::tokens: s->tokens = static_cast<int32_t*>(p); return;
+    case Buf::targets: s->targets = static_cast<int32_t*>(p); return;
+    case Buf::res: s->res[size_t(b.block)] = f; return;
+    case Buf::lnf: s->lnf = f; return;
+    case Buf::lnf_mean: s->lnf_mean = f; return;
+    case Buf::lnf_rstd: s->lnf_rstd = f; return;
+    case Buf::losses: s->losses = f; return;
+    default: break;
+  }
+  throw std::logic_error("Model: a planned buffer has no field");
+}
+
+// The plan is built from the sizes this constructor computed; they must be
+// the ones the model's kernels use, or a buffer would be mis-sized.
 void Model::alloc_shared() {
-  const size_t BT = size_t(N_), BTC = BT * C_, HD = size_t(H_) * D_, KD = size_t(Hkv_) * D_;
-  const size_t NlC = size_t(Nl_) * C_;
-  auto take = [&](size_t n, Mem cat) {
-    float* p = be_.alloc(n, cat);
-    owned_.push_back(p);
-    return p;
-  };
+  plan_ = MemoryPlan(cfg_, recompute_, B_,
+                     RankLayout{tp_size_, sp_, cp_split_, pp_rank_, pp_size_, chunk_begin_});
+  const LocalDims& d = plan_.dims();
+  if (d.N != N_ || d.Nl != Nl_ || d.T != T_ || d.C != C_ || d.H != H_ || d.Hkv != Hkv_ || d.D != D_ ||
+      d.F != F_ || d.V != V_ || plan_.has_head() != has_head_)
+    throw std::logic_error("Model: the memory plan's sizes differ from the model's");
   scratch_ = new Scratch;
-  Scratch& s = *scratch_;
-  s.dres = take(NlC, Mem::scratch);
-  s.d_ln = take(NlC, Mem::scratch);
-  s.d_att = take(BT * HD, Mem::scratch);
-  s.dq = take(BT * HD, Mem::scratch);
-  s.dk = take(BT * KD, Mem::scratch);
-  s.dv = take(BT * KD, Mem::scratch);
-  s.d_fc_act = take(BT * F_, Mem::scratch);
-  s.d_fc_pre = take(BT * F_, Mem::scratch);
-  if (!gpt2_) s.d_up = take(BT * F_, Mem::scratch);
-  if (has_head_) s.d_lnf = take(BTC, Mem::scratch);
-  if (recompute_ != Recompute::none) s.fc_act = take(BT * F_, Mem::scratch);
-  if (tp_size_ > 1) s.part = take(BTC, Mem::scratch);
-  if (sp_) {
-    s.gath_x = take(BTC, Mem::scratch);
-    s.gath_dy = take(BTC, Mem::scratch);
-    s.rep_grad = take(4 * size_t(C_), Mem::scratch);
+  if (recompute_ == Recompute::full) shared_acts_ = new Acts;
+  for (const BufSpec& b : plan_.shared_buffers()) {
+    void* p = be_.alloc_bytes(b.bytes(), b.mem);
+    owned_.push_back(p);
+    bind(b, p, nullptr);
   }
-  // Full recompute: one block set shared by all blocks (scratch).
-  if (recompute_ == Recompute::full) {
-    shared_acts_ = new Acts;
-    Acts& a = *shared_acts_;
-    a.ln1 = take(NlC, Mem::scratch);
-    a.ln1_mean = take(size_t(Nl_), Mem::scratch);
-    a.ln1_rstd = take(size_t(Nl_), Mem::scratch);
-    a.q = take(BT * HD, Mem::scratch);
-    a.k = take(BT * KD, Mem::scratch);
-    a.v = take(BT * KD, Mem::scratch);
-    a.att = take(BT * HD, Mem::scratch);
-    a.lse = take(size_t(B_) * H_ * T_, Mem::scratch);
-    a.res_mid = take(NlC, Mem::scratch);
-    a.ln2 = take(NlC, Mem::scratch);
-    a.ln2_mean = take(size_t(Nl_), Mem::scratch);
-    a.ln2_rstd = take(size_t(Nl_), Mem::scratch);
-    a.fc_pre = take(BT * F_, Mem::scratch);
-    if (!gpt2_) a.fc_up = take(BT * F_, Mem::scratch);
-    a.fc_act = s.fc_act;
-  }
-  if (has_head_) {
-    // Logits are processed in chunks of rows of at most ~64 MiB.
-    chunk_rows_ = int(std::clamp<size_t>((size_t(16) << 20) / size_t(V_), 1, BT));
-    logits_ = take(size_t(chunk_rows_) * V_, Mem::scratch);
-    xent_rowmax_ = take(size_t(chunk_rows_), Mem::scratch);
-    xent_sumexp_ = take(2 * size_t(chunk_rows_), Mem::scratch);
-  }
+  if (shared_acts_) shared_acts_->fc_act = scratch_->fc_act;
+  chunk_rows_ = plan_.head_rows();
 }
 
 int Model::acquire_slot(int chunk) {
@@ -326,56 +349,18 @@ int Model::acquire_slot(int chunk) {
   Slot& S = *sl;
   S.chunk = chunk;
   S.busy = true;
-  const size_t BT = size_t(N_), HD = size_t(H_) * D_, KD = size_t(Hkv_) * D_;
-  const size_t NlC = size_t(Nl_) * C_;
-  auto take = [&](size_t n) {
-    float* p = be_.alloc(n, Mem::activations);
-    S.owned.push_back(p);
-    S.bytes += n * sizeof(float);
-    return p;
-  };
-  auto take_i32 = [&](size_t n) {
-    int32_t* p = be_.alloc_i32(n, Mem::activations);
-    S.owned.push_back(p);
-    S.bytes += n * sizeof(int32_t);
-    return p;
-  };
-  const int G = n_chunks(), l0 = chunk_first_block(chunk), l1 = chunk_end_block(chunk);
-  if (chunk == 0) S.tokens = take_i32(BT);
-  if (chunk == G - 1) S.targets = take_i32(BT);
-  // The block inputs l0..l1-1 and the chunk's output l1 (the head's input on
-  // the last chunk); full recompute keeps only these.
   S.res.assign(size_t(L_) + 1, nullptr);
-  for (int l = l0; l <= l1; ++l) S.res[size_t(l)] = take(NlC);
-  if (recompute_ != Recompute::full) {
-    S.acts.resize(size_t(L_));
-    for (int l = l0; l < l1; ++l) {
-      Acts& a = S.acts[size_t(l)];
-      a.ln1 = take(NlC);
-      a.ln1_mean = take(size_t(Nl_));
-      a.ln1_rstd = take(size_t(Nl_));
-      a.q = take(BT * HD);
-      a.k = take(BT * KD);
-      a.v = take(BT * KD);
-      a.att = take(BT * HD);
-      a.lse = take(size_t(B_) * H_ * T_);
-      // Ring attention recomputes its probabilities (they are per key block).
-      if (recompute_ == Recompute::none && cp_split_.cp == 1) a.probs = take(size_t(B_) * H_ * T_ * T_);
-      a.res_mid = take(NlC);
-      a.ln2 = take(NlC);
-      a.ln2_mean = take(size_t(Nl_));
-      a.ln2_rstd = take(size_t(Nl_));
-      a.fc_pre = take(BT * F_);
-      if (!gpt2_) a.fc_up = take(BT * F_);
-      a.fc_act = recompute_ == Recompute::none ? take(BT * F_) : scratch_->fc_act;
-    }
+  if (recompute_ != Recompute::full) S.acts.resize(size_t(L_));
+  for (const BufSpec& b : plan_.slot_buffers(chunk)) {
+    void* p = be_.alloc_bytes(b.bytes(), b.mem);
+    S.owned.push_back(p);
+    S.bytes += b.bytes();
+    bind(b, p, &S);
   }
-  if (chunk == G - 1) {
-    S.lnf = take(NlC);
-    S.lnf_mean = take(size_t(Nl_));
-    S.lnf_rstd = take(size_t(Nl_));
-    S.losses = take(BT);
-  }
+  // Selective recompute rebuilds the MLP activation in scratch.
+  if (recompute_ != Recompute::full)
+    for (int l = chunk_first_block(chunk); l < chunk_end_block(chunk); ++l)
+      if (!S.acts[size_t(l)].fc_act) S.acts[size_t(l)].fc_act = scratch_->fc_act;
   slots_.push_back(std::move(sl));
   moe_ctx_.emplace_back(size_t(L_));
   return int(slots_.size()) - 1;
@@ -572,7 +557,7 @@ double Model::head(Slot& S, float loss_scale, bool backward, float* logits_out) 
   norm_fwd(final_norm_, S.lnf, S.lnf_mean, S.lnf_rstd, xL);
   const float* xf = tp_.enter_fwd(S.lnf, s.gath_x);  // (N,C)
   if (logits_out && tp_size_ > 1 && !s.logits_all) {
-    s.logits_all = be_.alloc(size_t(chunk_rows_) * V_ * tp_size_, Mem::scratch);
+    s.logits_all = be_.alloc(plan_.dump_logits().elems, plan_.dump_logits().mem);
     owned_.push_back(s.logits_all);
   }
   const HeadBuffers buf{logits_, xent_rowmax_, xent_sumexp_, s.logits_all, chunk_rows_};

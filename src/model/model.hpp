@@ -33,6 +33,7 @@
 #include "config/config.hpp"
 #include "parallel/cp/context_parallel.hpp"
 #include "parallel/ep/moe.hpp"
+#include "model/memory_plan.hpp"
 #include "model/params.hpp"
 #include "parallel/tp/regions.hpp"
 #include "parallel/tp/vocab.hpp"
@@ -111,6 +112,9 @@ class Model {
   // through this rank's part of the model (every chunk it holds).
   // Allocates a pooled slot per chunk not yet used.
   size_t activation_bytes();
+  // Every buffer the model allocates, by name and size (the planner
+  // evaluates the same function for a layout).
+  const MemoryPlan& memory_plan() const { return plan_; }
 
   // ---- pipeline interface (pipeline.hpp drives it) ---------------------------
   // A slot is one micro-batch's activations through one chunk, live from its
@@ -129,7 +133,7 @@ class Model {
   // goes) and at its output (what is sent on); (Nl, C) each.
   float* slot_input(int slot);
   const float* slot_output(int slot);
-  size_t boundary_elems() const { return size_t(Nl_) * C_; }
+  size_t boundary_elems() const { return plan_.boundary_elems(); }
   // The gradient at a chunk boundary, (Nl, C): before backward_chunk, the
   // gradient of the chunk's output (filled by the caller unless the chunk is
   // the last); after it, the gradient of the chunk's input.
@@ -156,7 +160,9 @@ class Model {
 
   void build_params();
   void build_block(int l, const std::string& prefix, float std, float std_out);
+  // Allocate plan_.shared_buffers(); acquire_slot allocates plan_.slot_buffers().
   void alloc_shared();
+  void bind(const BufSpec& b, void* p, Slot* s);  // point b's field (of s, for slot buffers) at p
   Slot& slot(int s) { return *slots_[size_t(s)]; }
   Acts& acts_for(Slot& s, int l);
   void block_fwd(int l, Acts& a, const float* in, bool keep_probs);
@@ -215,7 +221,8 @@ class Model {
   bool has_embedding_ = true, has_head_ = true;
 
   // Activations: pooled slots, plus the block set shared by all blocks with
-  // full recompute.
+  // full recompute; every buffer is one of plan_'s.
+  MemoryPlan plan_;
   std::vector<std::unique_ptr<Slot>> slots_;
   Acts* shared_acts_ = nullptr;
   float* logits_ = nullptr;         // (chunk, V/tp)

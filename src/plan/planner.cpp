@@ -1,18 +1,20 @@
 // The planner's memory, communication and time models (see planner.hpp).
-// Memory mirrors the allocation code term by term (fp32: 4 bytes per element)
-// and walks the schedule lists for the in-flight high-water marks; what is a
-// window or an approximation is said where it is computed and collected in
-// MemoryEstimate::notes. Time is a roofline: compute at a stated fraction of
-// the machine's peak, each collective at a bus bandwidth of its link class
-// plus a latency per call, dp reduction overlapped with backward except the
-// last bucket, tp not overlapped, the pipeline bubble of bubble_formula.
+// Memory evaluates the model's own buffer lists (model/memory_plan.hpp) and
+// DataParallel's bucket and shard sizes, adds what other code allocates
+// (parameter stores, ZeRO windows, pipeline buffers, ring attention, the MoE
+// layer) and walks the schedule lists for the in-flight high-water marks;
+// what is a window or an approximation is said where it is computed and
+// collected in MemoryEstimate::notes. Time is a roofline: compute at a stated
+// fraction of the machine's peak, each collective at a bus bandwidth of its
+// link class plus a latency per call, dp reduction overlapped with backward
+// except the last bucket, tp not overlapped, the pipeline bubble of bubble_formula.
 #include "plan/planner.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <deque>
-#include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -20,6 +22,9 @@
 #include <toml++/toml.h>
 
 #include "core/error.hpp"
+#include "core/fs.hpp"
+#include "core/text.hpp"
+#include "model/memory_plan.hpp"
 #include "parallel/pp/schedule.hpp"
 
 namespace pentad {
@@ -29,7 +34,19 @@ constexpr double kF = 4.0;  // bytes per fp32 element / int32 token id
 
 double pad16(double n) { return std::ceil(n / 16.0) * 16.0; }
 
-// Local (tp-sharded) sizes of the model, as Model's constructor computes them.
+CpSplit cp_split_of(const Config& cfg) {
+  return CpSplit{cfg.model.seq_len, cfg.parallel.cp, cp_layout_of(cfg.parallel.cp_layout)};
+}
+
+// Pipeline rank pp_rank of cfg's layout, as the trainer builds the model.
+MemoryPlan memory_plan_of(const Config& cfg, const std::vector<int>& cb, int pp_rank) {
+  const ParallelConfig& p = cfg.parallel;
+  return MemoryPlan(cfg.model, cfg.train.recompute, cfg.train.micro_batch,
+                    RankLayout{p.tp, p.sp, cp_split_of(cfg), pp_rank, p.pp, cb});
+}
+
+// The model's local sizes (memory_plan.hpp's local_dims), as doubles for
+// the communication and time formulas.
 struct Dims {
   double B, T, C, H, Hkv, D, F, V;  // H, Hkv, F, V: this tp rank's; T: this cp rank's tokens
   double Tg;                        // the whole sequence (seq_len)
@@ -40,30 +57,31 @@ struct Dims {
 };
 
 Dims dims_of(const Config& cfg) {
-  const ModelConfig& m = cfg.model;
-  const int t = cfg.parallel.tp;
+  const CpSplit cs = cp_split_of(cfg);
+  const LocalDims l = local_dims(cfg.model, cfg.train.micro_batch, cfg.parallel.tp, cfg.parallel.sp, cs);
   Dims d{};
-  d.B = cfg.train.micro_batch;
-  d.Tg = m.seq_len;
-  d.cp = cfg.parallel.cp;
-  d.cp_chunks = d.cp > 1 && cfg.parallel.cp_layout == "zigzag" ? 2 : 1;
-  d.T = double(m.seq_len / d.cp);
-  d.C = m.d_model;
-  d.H = double(m.n_heads / t);
-  d.Hkv = double(m.n_kv_heads / t);
-  d.D = m.head_dim();
-  d.F = double(m.d_ff / t);
-  d.V = double(m.vocab_size / t);
-  d.L = m.n_layers;
-  d.tp = t;
-  d.sp = cfg.parallel.sp && t > 1;
-  d.gpt2 = m.family == Family::gpt2;
-  d.tied = m.tied();
+  d.B = l.B;
+  d.T = l.T;
+  d.C = l.C;
+  d.H = l.H;
+  d.Hkv = l.Hkv;
+  d.D = l.D;
+  d.F = l.F;
+  d.V = l.V;
+  d.Tg = cfg.model.seq_len;
+  d.L = l.L;
+  d.tp = cfg.parallel.tp;
+  d.cp = cs.cp;
+  d.cp_chunks = cs.n_chunks();
+  d.sp = l.sp;
+  d.gpt2 = l.gpt2;
+  d.tied = cfg.model.tied();
   return d;
 }
 
 // The flat buffer of one pipeline stage, unit by unit (0 embedding, 1..L
 // blocks, L+1 head), each tensor padded to 16 elements (ParamStore::add_block).
+// The tensors are Model::build_params's, counted here (not shared with it).
 struct StageParams {
   std::vector<double> unit;  // padded elements per unit
   double N = 0;
@@ -144,6 +162,12 @@ int moe_blocks_of(const Config& cfg, const std::vector<int>& cb, const StagePara
   return n;
 }
 
+double blocks_of(const std::vector<int>& cb, const StageParams& s) {
+  double n = 0;
+  for (int g : s.chunks) n += cb[size_t(g) + 1] - cb[size_t(g)];
+  return n;
+}
+
 // Rows of one MoE call (MoeLayer::forward) for one micro-batch of N = B*T/cp
 // tokens (cp: each rank routes its slice of every sequence; capacity stays
 // per whole sequence): M dispatched by this rank, R received by it. Both depend on the
@@ -197,48 +221,20 @@ MoeRows moe_rows(const Config& cfg, bool bound, double load = 1.0) {
   return r;
 }
 
-// Bytes of one activation slot of chunk g (Model::acquire_slot).
-double slot_bytes(const Config& cfg, const std::vector<int>& cb, int g) {
-  const Dims d = dims_of(cfg);
-  const int G = int(cb.size()) - 1, nb = cb[size_t(g) + 1] - cb[size_t(g)];
-  const double BT = d.N(), NlC = d.Nl() * d.C, Nl = d.Nl(), HD = d.H * d.D, KD = d.Hkv * d.D;
-  const Recompute rc = cfg.train.recompute;
-  double e = 0;
-  if (g == 0) e += BT;      // tokens
-  if (g == G - 1) e += BT;  // targets
-  e += (nb + 1) * NlC;      // block inputs and the chunk's output
-  if (rc != Recompute::full) {
-    double blk = NlC + 2 * Nl + BT * HD + 2 * BT * KD + BT * HD + d.B * d.H * d.T;
-    if (rc == Recompute::none && d.cp == 1) blk += d.B * d.H * d.T * d.T;  // probabilities (never under cp)
-    blk += NlC + NlC + 2 * Nl + BT * d.F;                    // res_mid, ln2, stats, fc_pre
-    if (!d.gpt2) blk += BT * d.F;                            // fc_up
-    if (rc == Recompute::none) blk += BT * d.F;              // fc_act
-    e += nb * blk;
-  }
-  if (g == G - 1) e += NlC + 2 * Nl + BT;  // final norm, its stats, per-token losses
-  return kF * e;
+// The expert MLP's per received row: its input row (C) and the hidden
+// activations (2 GPT-2, 3 Llama) x d_ff.
+double moe_row_elems(const Config& cfg, const Dims& d) {
+  return d.C + (d.gpt2 ? 2 : 3) * double(cfg.model.d_ff);
 }
 
-// Model::alloc_shared (plus the debug-dump logits buffer).
-double scratch_bytes(const Config& cfg, bool has_head, bool has_moe, double moe_load) {
+// Scratch: the model's shared buffers (its memory plan; the debug-dump
+// logits when dumping), plus what RingAttention and MoeLayer allocate
+// (sizes stated here, from context_parallel.cpp and moe.cpp).
+double scratch_bytes(const Config& cfg, const MemoryPlan& plan, bool has_moe, double moe_load) {
   const Dims d = dims_of(cfg);
-  const double BT = d.N(), BTC = BT * d.C, NlC = d.Nl() * d.C, Nl = d.Nl(), HD = d.H * d.D, KD = d.Hkv * d.D;
-  const Recompute rc = cfg.train.recompute;
-  double e = 2 * NlC + 2 * BT * HD + 2 * BT * KD + 2 * BT * d.F;
-  if (!d.gpt2) e += BT * d.F;
-  if (has_head) e += BTC;
-  if (rc != Recompute::none) e += BT * d.F;
-  if (d.tp > 1) e += BTC;
-  if (d.sp) e += 2 * BTC + 4 * d.C;
-  if (rc == Recompute::full) {
-    e += NlC + 2 * Nl + 2 * BT * HD + 2 * BT * KD + d.B * d.H * d.T + 2 * NlC + 2 * Nl + BT * d.F;
-    if (!d.gpt2) e += BT * d.F;
-  }
-  if (has_head) {
-    const double rows = std::clamp(std::floor(double(16 << 20) / d.V), 1.0, BT);
-    e += rows * d.V + 3 * rows;
-    if (!cfg.log.dump.empty() && d.tp > 1) e += rows * d.V * d.tp;
-  }
+  double bytes = double(bytes_of(plan.shared_buffers(), Mem::scratch));
+  if (!cfg.log.dump.empty()) bytes += double(plan.dump_logits().bytes());
+  double e = bytes / kF;  // elements (all 4 bytes), then the ones beyond the plan's
   if (d.cp > 1) {  // RingAttention: 2 K/V ring buffers, 3 dK/dV accumulators, one partial output and lse
     const double m = d.T / d.cp_chunks, n_kv = 2 * d.B * d.T * d.Hkv * d.D;
     e += 5 * n_kv + d.B * m * d.H * d.D + d.B * d.H * m;
@@ -250,7 +246,7 @@ double scratch_bytes(const Config& cfg, bool has_head, bool has_moe, double moe_
     // dispatched-row gradients (M, C), received and returned rows 2 (R, C)
     // and the expert MLP's gradients (2 GPT-2, 3 Llama) x (R, d_ff).
     const MoeRows r = moe_rows(cfg, false, moe_load);
-    const double E = cfg.model.n_experts, Ff = cfg.model.d_ff;
+    const double E = cfg.model.n_experts, Ff = cfg.model.d_ff, BT = d.N(), NlC = d.Nl() * d.C;
     e += std::max({BT * E, NlC, r.M * d.C + 2 * r.R * d.C + (d.gpt2 ? 2 : 3) * r.R * Ff});
   }
   return kF * e;
@@ -261,52 +257,26 @@ ScheduleKind train_kind(const Config& cfg) {
                                                                   : parse_schedule_kind(cfg.parallel.schedule);
 }
 
-// Buckets of whole units in backward order (DataParallel's constructor):
-// per bucket its unit range [first, last] and its elements.
-struct Bucket {
-  int first, last;
-  double elems;
-};
-
-std::vector<Bucket> buckets_of(const StageParams& s, double bucket_mb) {
-  const double bucket_elems = std::max(1.0, std::floor(bucket_mb * (1 << 20) / 4.0));
-  std::vector<Bucket> out;
-  const int U = int(s.unit.size());
-  for (int u = U - 1; u >= 0;) {
-    if (s.unit[size_t(u)] == 0) {
-      --u;
-      continue;
-    }
-    Bucket b{u, u, 0};
-    while (u >= 0 && (b.elems == 0 || b.elems < bucket_elems)) {
-      if (s.unit[size_t(u)] > 0) {
-        b.elems += s.unit[size_t(u)];
-        b.first = u;
-      }
-      --u;
-    }
-    out.push_back(b);
-  }
-  return out;
+// DataParallel's buckets of this store (memory_plan.hpp's grad_buckets).
+std::vector<UnitBucket> buckets_of(const StageParams& s, double bucket_mb) {
+  std::vector<size_t> elems(s.unit.size());
+  for (size_t u = 0; u < s.unit.size(); ++u) elems[u] = size_t(s.unit[u]);
+  return grad_buckets(elems, bucket_mb);
 }
 
-int bucket_of(const std::vector<Bucket>& bs, int unit) {
+int bucket_of(const std::vector<UnitBucket>& bs, int unit) {
   for (size_t i = 0; i < bs.size(); ++i)
-    if (unit >= bs[i].first && unit <= bs[i].last) return int(i);
+    if (unit >= bs[i].unit_first && unit <= bs[i].unit_last) return int(i);
   return -1;
 }
 
 // ZeRO-2/3 gradient windows alive at once during one micro-batch's backward
 // (pp = 1): a window opens when backward first touches a unit of its bucket
 // (the tied embedding's with the head), at most two reductions stay in flight.
-double grad_window_peak(const StageParams& s, const std::vector<Bucket>& bs, bool tied) {
+double grad_window_peak(const StageParams& s, const std::vector<UnitBucket>& bs, bool tied) {
   const int L1 = int(s.unit.size()) - 1;  // the head's unit
   std::vector<int> pending(bs.size());
-  for (size_t i = 0; i < bs.size(); ++i) {
-    int n = 0;
-    for (int u = bs[i].first; u <= bs[i].last; ++u) n += s.unit[size_t(u)] > 0;
-    pending[i] = n;
-  }
+  for (size_t i = 0; i < bs.size(); ++i) pending[i] = bs[i].units;
   std::set<int> alive;
   std::deque<int> in_flight;
   double peak = 0;
@@ -314,7 +284,7 @@ double grad_window_peak(const StageParams& s, const std::vector<Bucket>& bs, boo
     if (s.unit[size_t(u)] == 0) return;  // a unit without parameters (the expert store's embedding, head, dense blocks)
     alive.insert(bucket_of(bs, u));
     double sum = 0;
-    for (int b : alive) sum += bs[size_t(b)].elems;
+    for (int b : alive) sum += double(bs[size_t(b)].elems);
     peak = std::max(peak, sum);
   };
   auto ready = [&](int u) {
@@ -401,107 +371,104 @@ void walk_schedule(const Schedule& s, int rank, std::vector<int>& slots_hw, int&
   }
 }
 
-double shard_of(double N, int dp) { return pad16(std::ceil(N / dp)); }
+double shard_of(double N, int dp) { return double(zero_shard_elems(size_t(N), dp)); }
 
-}  // namespace
-
-// ---------------------------------------------------------------------------
-// Memory
-
-MemoryEstimate estimate_memory(const Config& cfg, double moe_load) {
+// Parameters, gradients and AdamW moments of the dense store (over dp x cp)
+// and the expert store (over expert_dp = dp x cp / ep), by ZeRO stage.
+void add_state_bytes(const Config& cfg, const StageParams& sp, const StageParams& xp, bool tied_here,
+                     StageMemory& m) {
   const ParallelConfig& p = cfg.parallel;
-  // The dense DataParallel runs over dp x cp (topo.dp_cp): ZeRO shards over
-  // both; the expert one over expert_dp (dp x cp / ep).
-  const int pp = p.pp, v = p.virtual_stages, A = cfg.train.grad_accum, z = p.zero, dp = p.dp * p.cp,
-            edp = p.dp * p.cp / p.ep;
-  const std::vector<int> cb = partition_blocks(cfg.model.n_layers, pp * v, p.stage_layers);
-  const Dims d = dims_of(cfg);
-  const Schedule train = make_schedule(train_kind(cfg), pp, v, A);
-  MemoryEstimate est;
-  double worst = -1;
-  for (int r = 0; r < pp; ++r) {
-    const StageParams sp = stage_params(cfg, cb, r);
-    const StageParams xp = expert_stage_params(cfg, cb, r);
-    const int n_moe = moe_blocks_of(cfg, cb, sp);
-    const double NE = xp.N, SE = shard_of(NE, edp);
-    StageMemory m;
-    const double N = sp.N, S = shard_of(N, dp);
-    m.param_elems = N;
-    m.shard_elems = S;
-    auto& b = m.bytes;
-    const int P = int(Mem::params), Gr = int(Mem::grads), O = int(Mem::optim), Ac = int(Mem::activations),
-              Co = int(Mem::comm), Sc = int(Mem::scratch);
-    const bool tied_here = d.tied && sp.has_embedding && sp.has_head;
-    // Parameters and gradients: flat buffers of S*dp, or the shard plus windows.
-    // ZeRO-3 with experts: the expert store gathers its unit together with
-    // the dense one (DataParallel's partner), so the windows are one walk
-    // over the unit-wise sum of both stores.
-    StageParams both = sp;
-    for (size_t u = 0; u < both.unit.size(); ++u) both.unit[u] += xp.unit[u];
-    b[P] = z < 3 ? kF * S * dp : kF * (S + param_window_peak(both, tied_here));
-    if (z < 2) {
-      b[Gr] = kF * S * dp;
-    } else {
-      b[Gr] = kF * (S + grad_window_peak(sp, buckets_of(sp, p.bucket_mb), tied_here));
-    }
-    // AdamW moments over the owned range (rank 0 of dp: [0, min(N, S))).
-    const double own = z == 0 ? N : std::min(N, S);
-    b[O] = 2 * kF * std::max(own, 1.0);
-    // The expert store's DataParallel: the same terms over expert_dp (none
-    // when this stage holds no expert).
-    if (NE > 0) {
-      b[P] += z < 3 ? kF * SE * edp : kF * SE;
-      b[Gr] += z < 2 ? kF * SE * edp : kF * (SE + grad_window_peak(xp, buckets_of(xp, p.bucket_mb), false));
-      b[O] += 2 * kF * std::max(z == 0 ? NE : std::min(NE, SE), 1.0);
-    }
-    // Activations: pooled slots per chunk = the chunk's in-flight high-water
-    // (at least one: the trainer sizes a slot before the first step).
-    std::vector<int> hw(size_t(pp * v), 0);
-    int bufs = 0;
-    walk_schedule(train, r, hw, bufs);
-    if (!cfg.data.val.empty()) {
-      const Schedule ev = make_schedule(ScheduleKind::forward_only, pp, v, cfg.train.eval_batches);
-      walk_schedule(ev, r, hw, bufs);
-    }
-    for (int g : sp.chunks) {
-      const int n = std::max(1, hw[size_t(g)]);
-      m.slots.push_back(n);
-      const double sb = slot_bytes(cfg, cb, g);
-      m.slot_bytes += sb;
-      b[Ac] += n * sb;
-      // MoE context per MoE block of the chunk, kept from forward to backward
-      // (full recompute drops it after forward): received rows (R, C) and
-      // the expert MLP's (2 GPT-2, 3 Llama) x (R, d_ff).
-      if (cfg.train.recompute != Recompute::full) {
-        const MoeRows mr = moe_rows(cfg, false, moe_load);
-        double nm = 0;
-        for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) nm += cfg.model.is_moe_block(l) ? 1 : 0;
-        b[Ac] += n * nm * kF * mr.R * (d.C + (d.gpt2 ? 2 : 3) * double(cfg.model.d_ff));
-      }
-    }
-    if (n_moe > 0) {
-      // Inside one MoE call: the dispatched rows (M, C) and the expert
-      // outputs (R, C), freed before it returns (with full recompute also the
-      // one context that exists then).
-      const MoeRows mr = moe_rows(cfg, false, moe_load);
-      b[Ac] += kF * (mr.M * d.C + mr.R * d.C);
-      if (cfg.train.recompute == Recompute::full)
-        b[Ac] += kF * mr.R * (d.C + (d.gpt2 ? 2 : 3) * double(cfg.model.d_ff));
-    }
-    m.boundary_buffers = bufs;
-    b[Co] = (z >= 1 ? kF * S : 0.0) + (z >= 1 && NE > 0 ? kF * SE : 0.0) + bufs * kF * d.Nl() * d.C;
-    b[Sc] = scratch_bytes(cfg, sp.has_head, n_moe > 0, moe_load);
-    for (double x : b) m.total += x;
-    if (m.total > worst) {
-      worst = m.total;
-      est.worst_stage = r;
-    }
-    est.stages.push_back(m);
+  const int z = p.zero, dp = p.dp * p.cp, edp = p.dp * p.cp / p.ep;
+  const double N = sp.N, S = shard_of(N, dp), NE = xp.N, SE = shard_of(NE, edp);
+  m.param_elems = N;
+  m.shard_elems = S;
+  auto& b = m.bytes;
+  const int P = int(Mem::params), Gr = int(Mem::grads), O = int(Mem::optim), Co = int(Mem::comm);
+  // Parameters and gradients: flat buffers of S*dp, or the shard plus windows.
+  // ZeRO-3 with experts: the expert store gathers its unit together with
+  // the dense one (DataParallel's partner), so the windows are one walk
+  // over the unit-wise sum of both stores.
+  StageParams both = sp;
+  for (size_t u = 0; u < both.unit.size(); ++u) both.unit[u] += xp.unit[u];
+  b[P] = z < 3 ? kF * S * dp : kF * (S + param_window_peak(both, tied_here));
+  if (z < 2) {
+    b[Gr] = kF * S * dp;
+  } else {
+    b[Gr] = kF * (S + grad_window_peak(sp, buckets_of(sp, p.bucket_mb), tied_here));
   }
-  if (z >= 2)
+  // AdamW moments over the owned range (rank 0 of dp: [0, min(N, S))).
+  const double own = z == 0 ? N : std::min(N, S);
+  b[O] = 2 * kF * std::max(own, 1.0);
+  // The expert store's DataParallel: the same terms over expert_dp (none
+  // when this stage holds no expert).
+  if (NE > 0) {
+    b[P] += z < 3 ? kF * SE * edp : kF * SE;
+    b[Gr] += z < 2 ? kF * SE * edp : kF * (SE + grad_window_peak(xp, buckets_of(xp, p.bucket_mb), false));
+    b[O] += 2 * kF * std::max(z == 0 ? NE : std::min(NE, SE), 1.0);
+  }
+  // The ZeRO reduce-scatter landing areas (S each).
+  b[Co] = (z >= 1 ? kF * S : 0.0) + (z >= 1 && NE > 0 ? kF * SE : 0.0);
+}
+
+// Activations: pooled slots per chunk = the chunk's in-flight high-water
+// (at least one: the trainer sizes a slot before the first step), each of
+// the model's planned slot bytes, plus the MoE layer's buffers.
+void add_activation_bytes(const Config& cfg, const std::vector<int>& cb, const MemoryPlan& plan,
+                          const StageParams& sp, const std::vector<int>& hw, double moe_load, StageMemory& m) {
+  const Dims d = dims_of(cfg);
+  const int Ac = int(Mem::activations);
+  const bool full = cfg.train.recompute == Recompute::full;
+  const MoeRows mr = moe_rows(cfg, false, moe_load);
+  for (int g : sp.chunks) {
+    const int n = std::max(1, hw[size_t(g)]);
+    m.slots.push_back(n);
+    const double sb = double(plan.slot_bytes(g));
+    m.slot_bytes += sb;
+    m.bytes[Ac] += n * sb;
+    // MoE context per MoE block of the chunk, kept from forward to backward
+    // (full recompute drops it after forward): received rows (R, C) and
+    // the expert MLP's (2 GPT-2, 3 Llama) x (R, d_ff).
+    if (!full) {
+      double nm = 0;
+      for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) nm += cfg.model.is_moe_block(l) ? 1 : 0;
+      m.bytes[Ac] += n * nm * kF * mr.R * moe_row_elems(cfg, d);
+    }
+  }
+  if (moe_blocks_of(cfg, cb, sp) > 0) {
+    // Inside one MoE call: the dispatched rows (M, C) and the expert
+    // outputs (R, C), freed before it returns (with full recompute also the
+    // one context that exists then).
+    m.bytes[Ac] += kF * (mr.M * d.C + mr.R * d.C);
+    if (full) m.bytes[Ac] += kF * mr.R * moe_row_elems(cfg, d);
+  }
+}
+
+// One pipeline stage's rank (tp rank 0, dp rank 0 of the stage).
+StageMemory stage_memory(const Config& cfg, const std::vector<int>& cb, int r, const Schedule& train,
+                         const Schedule* eval, double moe_load) {
+  const StageParams sp = stage_params(cfg, cb, r);
+  const StageParams xp = expert_stage_params(cfg, cb, r);
+  const MemoryPlan plan = memory_plan_of(cfg, cb, r);
+  StageMemory m;
+  add_state_bytes(cfg, sp, xp, cfg.model.tied() && sp.has_embedding && sp.has_head, m);
+  std::vector<int> hw(cb.size() - 1, 0);
+  int bufs = 0;
+  walk_schedule(train, r, hw, bufs);
+  if (eval) walk_schedule(*eval, r, hw, bufs);
+  add_activation_bytes(cfg, cb, plan, sp, hw, moe_load, m);
+  m.boundary_buffers = bufs;
+  m.bytes[int(Mem::comm)] += bufs * kF * double(plan.boundary_elems());
+  m.bytes[int(Mem::scratch)] = scratch_bytes(cfg, plan, moe_blocks_of(cfg, cb, sp) > 0, moe_load);
+  for (double x : m.bytes) m.total += x;
+  return m;
+}
+
+void add_memory_notes(const Config& cfg, double moe_load, MemoryEstimate& est) {
+  const ParallelConfig& p = cfg.parallel;
+  if (p.zero >= 2)
     est.notes.push_back("ZeRO-2/3 gradient windows: at most two bucket reductions in flight plus the bucket being "
                         "computed (and the tied embedding's), from the bucket sizes");
-  if (z == 3)
+  if (p.zero == 3)
     est.notes.push_back("ZeRO-3 parameter windows: the unit in use plus the prefetched one (plus the tied "
                         "embedding during the head)");
   est.notes.push_back("total = sum of the per-category peaks (an upper bound: windows of different categories "
@@ -533,6 +500,31 @@ MemoryEstimate estimate_memory(const Config& cfg, double moe_load) {
                   p.ep);
     est.notes.push_back(buf);
   }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Memory
+
+MemoryEstimate estimate_memory(const Config& cfg, double moe_load) {
+  const ParallelConfig& p = cfg.parallel;
+  const int pp = p.pp, v = p.virtual_stages;
+  const std::vector<int> cb = partition_blocks(cfg.model.n_layers, pp * v, p.stage_layers);
+  const Schedule train = make_schedule(train_kind(cfg), pp, v, cfg.train.grad_accum);
+  std::optional<Schedule> eval;
+  if (!cfg.data.val.empty()) eval = make_schedule(ScheduleKind::forward_only, pp, v, cfg.train.eval_batches);
+  MemoryEstimate est;
+  double worst = -1;
+  for (int r = 0; r < pp; ++r) {
+    StageMemory m = stage_memory(cfg, cb, r, train, eval ? &*eval : nullptr, moe_load);
+    if (m.total > worst) {
+      worst = m.total;
+      est.worst_stage = r;
+    }
+    est.stages.push_back(std::move(m));
+  }
+  add_memory_notes(cfg, moe_load, est);
   return est;
 }
 
@@ -584,8 +576,8 @@ DpComm dp_comm(const Config& cfg, const StageParams& s, int dpn_i, bool tied_her
   if (N == 0) return c;
   // Bucketed reduction (every micro-batch for ZeRO-2/3), the ZeRO-1/2
   // all-gather of updated shards, the ZeRO-3 unit gathers.
-  const std::vector<Bucket> bs = buckets_of(s, p.bucket_mb);
-  const double last_bucket = bs.empty() ? 0.0 : bs.back().elems;
+  const std::vector<UnitBucket> bs = buckets_of(s, p.bucket_mb);
+  const double last_bucket = bs.empty() ? 0.0 : double(bs.back().elems);
   const double ring = (dpn - 1) / dpn;
   if (z == 0 && dpn_i > 1) {
     c.bytes = 2 * ring * kF * N;
@@ -613,12 +605,93 @@ DpComm dp_comm(const Config& cfg, const StageParams& s, int dpn_i, bool tied_her
   return c;
 }
 
+// cp: ring attention per block per micro-batch, kv = 2*B*(T/cp)*Hkv*D
+// floats: forward (cp-1) kv, backward (cp-1) kv + cp kv (the dK/dV
+// accumulator); full recompute runs the forward ring again.
+void add_cp_comm(const Config& cfg, const StageParams& s, const std::vector<int>& cb, StageComm& c) {
+  const Dims d = dims_of(cfg);
+  if (d.cp <= 1) return;
+  const int A = cfg.train.grad_accum;
+  const double n_blocks_here = blocks_of(cb, s);
+  const double kv = 2 * d.B * d.T * d.Hkv * d.D, P = d.cp;
+  const bool full = cfg.train.recompute == Recompute::full;
+  c.cp_bytes = A * n_blocks_here * kF * kv * ((P - 1) * (full ? 2 : 1) + (P - 1) + P);
+  c.cp_msgs = A * n_blocks_here * ((P - 1) * (full ? 2 : 1) + (P - 1) + P);
+  // MoE blocks: each forward all-gathers the top-k choices of the local
+  // B*T/cp tokens (int32) over cp.
+  c.cp_bytes += A * moe_blocks_of(cfg, cb, s) * (full ? 2 : 1) * (P - 1) * d.B * d.T * cfg.model.top_k * 4.0;
+}
+
+// ep: per MoE block per micro-batch, the row counts (alltoall of E/ep ints)
+// and four all-to-alls of rows: dispatch and return forward, the same
+// backward, each moving the off-rank share (ep-1)/ep of M rows of C floats
+// (M from moe_rows: the capacity bound or balanced dropless, an upper bound
+// when tokens are dropped).
+void add_ep_comm(const Config& cfg, const StageParams& s, const std::vector<int>& cb, StageComm& c) {
+  const ParallelConfig& p = cfg.parallel;
+  if (p.ep <= 1) return;
+  const Dims d = dims_of(cfg);
+  const int A = cfg.train.grad_accum;
+  const double n_moe = moe_blocks_of(cfg, cb, s), P = p.ep, El = cfg.model.n_experts / p.ep;
+  const MoeRows r = moe_rows(cfg, true);
+  const bool full = cfg.train.recompute == Recompute::full;
+  // Off-rank rows each way: with a capacity at most the other ranks'
+  // experts full, (ep-1)*B*(E/ep)*cap (a bound); dropless the balanced
+  // share (ep-1)/ep*N*k (an estimate: a skewed router sends more).
+  const ModelConfig& mc = cfg.model;
+  const double off = !mc.dropless
+                         ? std::min(r.M, (P - 1) * cfg.train.micro_batch * El *
+                                             std::ceil(double(mc.capacity_factor) * mc.seq_len * mc.top_k /
+                                                       mc.n_experts))
+                         : (P - 1) / P * r.M;
+  const double fwd = (P - 1) * El * kF + 2 * off * d.C * kF;
+  const double bwd = 2 * off * d.C * kF;
+  c.ep_bytes = A * n_moe * (fwd * (full ? 2 : 1) + bwd);
+  c.ep_calls = A * n_moe * (3 * (full ? 2 : 1) + 2);
+}
+
+// tp: per block per micro-batch (see Model::block_fwd/block_bwd), the
+// vocab-parallel embedding and the loss head.
+void add_tp_comm(const Config& cfg, const StageParams& s, const std::vector<int>& cb, const MemoryPlan& plan,
+                 StageComm& c) {
+  const Dims d = dims_of(cfg);
+  if (d.tp <= 1) return;
+  const int A = cfg.train.grad_accum;
+  const double t = d.tp, BTC = d.N() * d.C, ar = 2 * (t - 1) / t * kF, ag = (t - 1) / t * kF;
+  const double n_blocks = blocks_of(cb, s), n_moe = moe_blocks_of(cfg, cb, s);
+  const bool full = cfg.train.recompute == Recompute::full;
+  double bytes = 0, calls = 0;
+  if (!d.sp) {
+    // A MoE block's MLP is replicated over tp: no MLP all-reduce forward
+    // or backward (2 + full instead of 4 + full).
+    bytes += (n_blocks * (4 + full) - 2 * n_moe) * ar * BTC;
+    calls += n_blocks * (4 + full) - 2 * n_moe;
+  } else {
+    // A MoE block's MLP takes the all-gathered rows and keeps its own rows
+    // of the replicated output: no reduce-scatter forward or backward.
+    const double n_ag = 6 + 2 * full, n_rs = 4 + full;
+    bytes += n_blocks * ((n_ag + n_rs) * ag * BTC + ar * 4 * d.C) - 2 * n_moe * ag * BTC;
+    calls += n_blocks * (n_ag + n_rs + 1) - 2 * n_moe;
+  }
+  if (s.has_embedding) {  // vocab-parallel embedding: reduce forward, gather the gradient (sp)
+    bytes += d.sp ? 2 * ag * BTC : ar * BTC;
+    calls += d.sp ? 2 : 1;
+  }
+  if (s.has_head) {  // gather (sp), loss max/sum over the vocab slices, reduce the gradient
+    const double rows = plan.head_rows();
+    bytes += ar * 3 * d.N() + (d.sp ? 2 * ag * BTC + ar * 2 * d.C : ar * BTC);
+    calls += 2 * std::ceil(d.N() / rows) + (d.sp ? 3 : 1);
+  }
+  c.tp_bytes = A * bytes;
+  c.tp_calls = A * calls;
+}
+
 StageComm stage_comm(const Config& cfg, const StageParams& s, const std::vector<int>& cb, int pp_rank) {
   const ParallelConfig& p = cfg.parallel;
-  const Dims d = dims_of(cfg);
   const int A = cfg.train.grad_accum, G = int(cb.size()) - 1;
+  const MemoryPlan plan = memory_plan_of(cfg, cb, pp_rank);
   StageComm c;
-  const bool tied_here = d.tied && s.has_embedding && s.has_head;
+  const bool tied_here = cfg.model.tied() && s.has_embedding && s.has_head;
   const DpComm dc = dp_comm(cfg, s, p.dp * p.cp, tied_here);
   c.dp_bytes = dc.bytes;
   c.dp_calls = dc.calls;
@@ -628,82 +701,80 @@ StageComm stage_comm(const Config& cfg, const StageParams& s, const std::vector<
   c.edp_bytes = ec.bytes;
   c.edp_calls = ec.calls;
   c.edp_exposed_bytes = ec.exposed;
-  double n_blocks_here = 0;
-  for (int g : s.chunks) n_blocks_here += cb[size_t(g) + 1] - cb[size_t(g)];
-  // cp: ring attention per block per micro-batch, kv = 2*B*(T/cp)*Hkv*D
-  // floats: forward (cp-1) kv, backward (cp-1) kv + cp kv (the dK/dV
-  // accumulator); full recompute runs the forward ring again.
-  if (d.cp > 1) {
-    const double kv = 2 * d.B * d.T * d.Hkv * d.D, P = d.cp;
-    const bool full = cfg.train.recompute == Recompute::full;
-    c.cp_bytes = A * n_blocks_here * kF * kv * ((P - 1) * (full ? 2 : 1) + (P - 1) + P);
-    c.cp_msgs = A * n_blocks_here * ((P - 1) * (full ? 2 : 1) + (P - 1) + P);
-    // MoE blocks: each forward all-gathers the top-k choices of the local
-    // B*T/cp tokens (int32) over cp.
-    c.cp_bytes += A * moe_blocks_of(cfg, cb, s) * (full ? 2 : 1) * (P - 1) * d.B * d.T * cfg.model.top_k * 4.0;
-  }
-  // ep: per MoE block per micro-batch, the row counts (alltoall of E/ep ints)
-  // and four all-to-alls of rows: dispatch and return forward, the same
-  // backward, each moving the off-rank share (ep-1)/ep of M rows of C floats
-  // (M from moe_rows: the capacity bound or balanced dropless, an upper bound
-  // when tokens are dropped).
-  if (p.ep > 1) {
-    const double n_moe = moe_blocks_of(cfg, cb, s), P = p.ep, El = cfg.model.n_experts / p.ep;
-    const MoeRows r = moe_rows(cfg, true);
-    const bool full = cfg.train.recompute == Recompute::full;
-    // Off-rank rows each way: with a capacity at most the other ranks'
-    // experts full, (ep-1)*B*(E/ep)*cap (a bound); dropless the balanced
-    // share (ep-1)/ep*N*k (an estimate: a skewed router sends more).
-    const ModelConfig& mc = cfg.model;
-    const double off = !mc.dropless
-                           ? std::min(r.M, (P - 1) * cfg.train.micro_batch * El *
-                                               std::ceil(double(mc.capacity_factor) * mc.seq_len * mc.top_k /
-                                                         mc.n_experts))
-                           : (P - 1) / P * r.M;
-    const double fwd = (P - 1) * El * kF + 2 * off * d.C * kF;
-    const double bwd = 2 * off * d.C * kF;
-    c.ep_bytes = A * n_moe * (fwd * (full ? 2 : 1) + bwd);
-    c.ep_calls = A * n_moe * (3 * (full ? 2 : 1) + 2);
-  }
-  // tp: per block per micro-batch (see Model::block_fwd/block_bwd).
-  if (d.tp > 1) {
-    const double t = d.tp, BTC = d.N() * d.C, ar = 2 * (t - 1) / t * kF, ag = (t - 1) / t * kF;
-    double n_blocks = 0;
-    for (int g : s.chunks) n_blocks += cb[size_t(g) + 1] - cb[size_t(g)];
-    const bool full = cfg.train.recompute == Recompute::full;
-    double bytes = 0, calls = 0;
-    if (!d.sp) {
-      // A MoE block's MLP is replicated over tp: no MLP all-reduce forward
-      // or backward (2 + full instead of 4 + full).
-      const double n_moe = moe_blocks_of(cfg, cb, s);
-      bytes += (n_blocks * (4 + full) - 2 * n_moe) * ar * BTC;
-      calls += n_blocks * (4 + full) - 2 * n_moe;
-    } else {
-      // A MoE block's MLP takes the all-gathered rows and keeps its own rows
-      // of the replicated output: no reduce-scatter forward or backward.
-      const double n_ag = 6 + 2 * full, n_rs = 4 + full, n_moe = moe_blocks_of(cfg, cb, s);
-      bytes += n_blocks * ((n_ag + n_rs) * ag * BTC + ar * 4 * d.C) - 2 * n_moe * ag * BTC;
-      calls += n_blocks * (n_ag + n_rs + 1) - 2 * n_moe;
-    }
-    if (s.has_embedding) {  // vocab-parallel embedding: reduce forward, gather the gradient (sp)
-      bytes += d.sp ? 2 * ag * BTC : ar * BTC;
-      calls += d.sp ? 2 : 1;
-    }
-    if (s.has_head) {  // gather (sp), loss max/sum over the vocab slices, reduce the gradient
-      const double rows = std::clamp(std::floor(double(16 << 20) / d.V), 1.0, d.N());
-      bytes += ar * 3 * d.N() + (d.sp ? 2 * ag * BTC + ar * 2 * d.C : ar * BTC);
-      calls += 2 * std::ceil(d.N() / rows) + (d.sp ? 3 : 1);
-    }
-    c.tp_bytes = A * bytes;
-    c.tp_calls = A * calls;
-  }
+  add_cp_comm(cfg, s, cb, c);
+  add_ep_comm(cfg, s, cb, c);
+  add_tp_comm(cfg, s, cb, plan, c);
   // pp: one boundary activation forward and one gradient backward per chunk edge.
   for (int g : s.chunks) {
     if (g < G - 1) c.pp_msgs += A;
     if (g > 0) c.pp_msgs += A;
   }
-  c.pp_bytes = c.pp_msgs * kF * d.Nl() * d.C;
+  c.pp_bytes = c.pp_msgs * kF * double(plan.boundary_elems());
   return c;
+}
+
+// Model FLOPs per token as the trainer counts them for MFU: 6N + 12 L C T,
+// N the whole model's parameters (unpadded, a tied embedding once; a MoE
+// block counts the router and the top_k experts a token uses).
+double model_flops_per_token(const Config& cfg) {
+  const ModelConfig& m = cfg.model;
+  const Dims d = dims_of(cfg);
+  const double C = m.d_model, HD = double(m.n_heads) * d.D, KD = double(m.n_kv_heads) * d.D, F = m.d_ff,
+               V = m.vocab_size;
+  double blk = C * (HD + 2 * KD) + HD * C + (d.gpt2 ? 2 : 3) * C * F + 2 * C;
+  if (d.gpt2) blk += HD + 2 * KD + C + F + C + 2 * C;
+  double n_params = V * C + (d.gpt2 ? m.seq_len * C : 0.0) + m.n_layers * blk + C * (d.gpt2 ? 2 : 1) +
+                    (d.tied ? 0.0 : V * C);
+  const double mlp = (d.gpt2 ? 2 : 3) * C * F + (d.gpt2 ? F + C : 0.0);
+  for (int l = 0; l < m.n_layers; ++l)
+    if (m.is_moe_block(l)) n_params += m.n_experts * C + (m.top_k - 1) * mlp;
+  return 6.0 * n_params + 12.0 * m.n_layers * C * m.seq_len;
+}
+
+// The links of a prediction: bandwidth and latency per link class.
+struct Links {
+  const Machine& mach;
+  double bw(bool intra) const { return (intra ? mach.intra_node_gbs : mach.inter_node_gbs) * 1e9; }
+  double lat(bool intra) const { return (intra ? mach.intra_node_latency_us : mach.inter_node_latency_us) * 1e-6; }
+};
+
+// The step time of one stage (fills t's terms; returns the step time).
+double stage_time(const Config& cfg, const StageComm& c, double compute, const Links& k, double msg_bytes,
+                  TimeEstimate& t) {
+  const ParallelConfig& p = cfg.parallel;
+  const int A = cfg.train.grad_accum;
+  const double p2p = k.mach.p2p_gbs > 0 ? k.mach.p2p_gbs * 1e9 : k.bw(t.pp_intra);
+  const double tp_s = c.tp_bytes / k.bw(t.tp_intra) + c.tp_calls * k.lat(t.tp_intra);
+  const double dp_s = c.dp_bytes / k.bw(t.dp_intra) + c.dp_calls * k.lat(t.dp_intra);
+  // The reduction of all but the last bucket hides behind the last
+  // micro-batch's backward (about 2/3 of its compute); ZeRO-3 gathers
+  // behind all compute (prefetch).
+  const double exposed_part =
+      std::min(dp_s, c.dp_exposed_bytes / k.bw(t.dp_intra) + std::min(c.dp_calls, 2.0) * k.lat(t.dp_intra));
+  const double hideable = std::max(0.0, dp_s - exposed_part);
+  const double window = p.zero == 3 ? compute : compute / A * 2.0 / 3.0;
+  const double dp_exposed = exposed_part + std::max(0.0, hideable - window);
+  const double bubble = p.pp > 1 ? bubble_formula(train_kind(cfg), p.pp, p.virtual_stages, A) : 0.0;
+  const double pp_s = p.pp > 1 ? 2.0 * (p.pp - 1) * (msg_bytes / p2p + k.lat(t.pp_intra)) : 0.0;
+  // cp: the ring transfers overlap the attention blocks; what exceeds the
+  // attention compute (about 1/4 of a block's) is exposed. ep: the
+  // all-to-alls are blocking; the expert_dp reduction is counted whole.
+  const double cp_all = c.cp_bytes / k.bw(t.cp_intra) + c.cp_msgs * k.lat(t.cp_intra);
+  const double cp_s = std::max(0.0, cp_all - compute / 4);
+  const double ep_s = c.ep_bytes / k.bw(t.ep_intra) + c.ep_calls * k.lat(t.ep_intra) +
+                      c.edp_bytes / k.bw(t.dp_intra) + c.edp_calls * k.lat(t.dp_intra);
+  const double step = compute * (1 + bubble) + (tp_s + cp_s + ep_s) * (1 + bubble) + dp_exposed + pp_s;
+  t.compute_s = compute;
+  t.bubble = bubble;
+  t.bubble_s = bubble * (compute + tp_s);
+  t.tp_s = tp_s;
+  t.dp_s = dp_s;
+  t.dp_exposed_s = dp_exposed;
+  t.pp_s = pp_s;
+  t.cp_s = cp_s;
+  t.ep_s = ep_s;
+  t.step_s = step;
+  return step;
 }
 
 }  // namespace
@@ -727,67 +798,22 @@ Prediction predict(const Config& cfg, const Machine& mach, int gpus_per_node, in
   t.pp_intra = ranks <= rpn;
   t.oversubscription = std::max(1.0, double(rpn) / devices);
   const double rate = mach.peak_tflops * 1e12 * mach.compute_efficiency / t.oversubscription;
-  auto bw = [&](bool intra) { return (intra ? mach.intra_node_gbs : mach.inter_node_gbs) * 1e9; };
-  auto lat = [&](bool intra) { return (intra ? mach.intra_node_latency_us : mach.inter_node_latency_us) * 1e-6; };
-  const double p2p = mach.p2p_gbs > 0 ? mach.p2p_gbs * 1e9 : bw(t.pp_intra);
-  const int A = cfg.train.grad_accum;
+  const Links links{mach};
+  const double msg = kF * double(memory_plan_of(cfg, cb, 0).boundary_elems());
   double worst = -1;
   for (int r = 0; r < p.pp; ++r) {
     const StageParams s = stage_params(cfg, cb, r);
     const StageComm c = stage_comm(cfg, s, cb, r);
     pr.comm.push_back(c);
-    const double compute = A * stage_flops_per_mb(cfg, s, cb) / rate;
-    const double tp_s = c.tp_bytes / bw(t.tp_intra) + c.tp_calls * lat(t.tp_intra);
-    const double dp_s = c.dp_bytes / bw(t.dp_intra) + c.dp_calls * lat(t.dp_intra);
-    // The reduction of all but the last bucket hides behind the last
-    // micro-batch's backward (about 2/3 of its compute); ZeRO-3 gathers
-    // behind all compute (prefetch).
-    const double exposed_part =
-        std::min(dp_s, c.dp_exposed_bytes / bw(t.dp_intra) + std::min(c.dp_calls, 2.0) * lat(t.dp_intra));
-    const double hideable = std::max(0.0, dp_s - exposed_part);
-    const double window = p.zero == 3 ? compute : compute / A * 2.0 / 3.0;
-    const double dp_exposed = exposed_part + std::max(0.0, hideable - window);
-    const double bubble = p.pp > 1 ? bubble_formula(train_kind(cfg), p.pp, p.virtual_stages, A) : 0.0;
-    const double msg = kF * dims_of(cfg).Nl() * cfg.model.d_model;
-    const double pp_s = p.pp > 1 ? 2.0 * (p.pp - 1) * (msg / p2p + lat(t.pp_intra)) : 0.0;
-    // cp: the ring transfers overlap the attention blocks; what exceeds the
-    // attention compute (about 1/4 of a block's) is exposed. ep: the
-    // all-to-alls are blocking; the expert_dp reduction is counted whole.
-    const double cp_all = c.cp_bytes / bw(t.cp_intra) + c.cp_msgs * lat(t.cp_intra);
-    const double cp_s = std::max(0.0, cp_all - compute / 4);
-    const double ep_s = c.ep_bytes / bw(t.ep_intra) + c.ep_calls * lat(t.ep_intra) +
-                        c.edp_bytes / bw(t.dp_intra) + c.edp_calls * lat(t.dp_intra);
-    const double step = compute * (1 + bubble) + (tp_s + cp_s + ep_s) * (1 + bubble) + dp_exposed + pp_s;
-    if (step > worst) {
-      worst = step;
-      t.compute_s = compute;
-      t.bubble = bubble;
-      t.bubble_s = bubble * (compute + tp_s);
-      t.tp_s = tp_s;
-      t.dp_s = dp_s;
-      t.dp_exposed_s = dp_exposed;
-      t.pp_s = pp_s;
-      t.cp_s = cp_s;
-      t.ep_s = ep_s;
-      t.step_s = step;
+    const double compute = cfg.train.grad_accum * stage_flops_per_mb(cfg, s, cb) / rate;
+    TimeEstimate st = t;  // the link classes
+    if (stage_time(cfg, c, compute, links, msg, st) > worst) {
+      worst = st.step_s;
+      t = st;
     }
   }
-  const ModelConfig& m = cfg.model;
-  const double tokens = double(cfg.train.micro_batch) * A * p.dp * m.seq_len;
-  // The whole model's parameters (unpadded, a tied embedding once).
-  const Dims d = dims_of(cfg);
-  const double C = m.d_model, HD = double(m.n_heads) * d.D, KD = double(m.n_kv_heads) * d.D, F = m.d_ff,
-               V = m.vocab_size;
-  double blk = C * (HD + 2 * KD) + HD * C + (d.gpt2 ? 2 : 3) * C * F + 2 * C;
-  if (d.gpt2) blk += HD + 2 * KD + C + F + C + 2 * C;
-  double n_params = V * C + (d.gpt2 ? m.seq_len * C : 0.0) + m.n_layers * blk + C * (d.gpt2 ? 2 : 1) +
-                    (d.tied ? 0.0 : V * C);
-  // MoE blocks: the parameters a token uses (the router, top_k experts), as the trainer counts them.
-  const double mlp = (d.gpt2 ? 2 : 3) * C * F + (d.gpt2 ? F + C : 0.0);
-  for (int l = 0; l < m.n_layers; ++l)
-    if (m.is_moe_block(l)) n_params += m.n_experts * C + (m.top_k - 1) * mlp;
-  const double fpt = 6.0 * n_params + 12.0 * m.n_layers * C * m.seq_len;
-  t.flops_per_step = fpt * tokens;
+  const double tokens = double(cfg.train.micro_batch) * cfg.train.grad_accum * p.dp * cfg.model.seq_len;
+  t.flops_per_step = model_flops_per_token(cfg) * tokens;
   t.tokens_per_s = tokens / t.step_s;
   t.mfu = t.flops_per_step / t.step_s / (ranks * mach.peak_tflops * 1e12);
   return pr;
@@ -796,17 +822,7 @@ Prediction predict(const Config& cfg, const Machine& mach, int gpus_per_node, in
 // ---------------------------------------------------------------------------
 // Text
 
-std::string format_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (std::fabs(b) >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
-  return buf;
-}
+std::string format_bytes(double b) { return format_bytes(b, 2, true); }
 
 double parse_bytes(const std::string& s, const std::string& what) {
   size_t used = 0;
@@ -991,11 +1007,9 @@ Machine parse_machine(const std::string& text, const std::string& path) {
 }
 
 Machine load_machine(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError("--machine: cannot read '" + path + "'");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return parse_machine(ss.str(), path);
+  const std::optional<std::string> text = read_text(path);
+  if (!text) throw InputError("--machine: cannot read '" + path + "'");
+  return parse_machine(*text, path);
 }
 
 }  // namespace pentad

@@ -1,12 +1,14 @@
 // The layout planner's models (no MPI): per-rank memory by category, bytes
 // per step per group and a roofline step time, for a deck and a layout.
-// The memory model mirrors the allocations of model.cpp (Model::alloc_shared,
-// Model::acquire_slot), params.cpp (16-element padding per tensor),
-// data_parallel.cpp (shard S = ceil(N/dp) rounded up to 16, bucket windows,
-// ZeRO-3 unit windows) and pipeline.cpp (boundary buffers), walking the
-// schedule lists of schedule.hpp for the in-flight high-water marks. The
-// communication model counts bytes the way Comm does (ring algorithms); the
-// time model is stated in planner.cpp and in the README ("Planner and scaling").
+// Activation and scratch memory are the model's own buffer lists
+// (model/memory_plan.hpp, which Model allocates from) and the gradient
+// buckets and ZeRO shards DataParallel's (the same file's functions). Still
+// counted here: the parameter tensors of Model::build_params (16-element
+// padding per tensor, params.cpp), ZeRO windows, pipeline boundary buffers
+// (walking the schedule lists of schedule.hpp for the in-flight high-water
+// marks), ring attention's and the MoE layer's buffers. The communication
+// model counts bytes the way Comm does (ring algorithms); the time model is
+// stated in planner.cpp and in the README ("Planner and scaling").
 #pragma once
 
 #include <array>
@@ -117,6 +119,7 @@ std::string describe_layout(const Config& cfg);
 // The text of --explain: memory by category per stage, comm per group, time terms.
 std::string explain_prediction(const Config& cfg, const Prediction& p, const Machine& m);
 
+// format_bytes(b, 2, true) of core/text.hpp: "1.50 KiB", "512 B".
 std::string format_bytes(double b);
 // "80GiB", "512MiB", "1.5e9" -> bytes; throws InputError naming `what`.
 double parse_bytes(const std::string& s, const std::string& what);

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "model/memory_plan.hpp"
 #include "parallel/tp/tensor_parallel.hpp"
 
 namespace pentad {
@@ -15,34 +16,22 @@ DataParallel::DataParallel(ParamStore& params, Backend& be, Comm& dp, const Trai
                            double bucket_mb)
     : params_(params), be_(be), dp_(dp), tc_(tc), zero_(zero) {
   N_ = params.numel();
-  const size_t P = size_t(dp.size());
-  S_ = ((N_ + P - 1) / P + 15) / 16 * 16;
+  S_ = zero_shard_elems(N_, dp.size());
   own_lo_ = std::min(N_, size_t(dp.rank()) * S_);
   own_hi_ = std::min(N_, own_lo_ + S_);
 
-  // Buckets of whole units, formed in the order backward finishes them
-  // (head first, embedding last), each at least bucket_mb.
-  const size_t bucket_elems = std::max<size_t>(1, size_t(bucket_mb * (1 << 20) / sizeof(float)));
+  // The bucket layout is model/memory_plan.hpp's, which the planner evaluates too.
   const int U = params.n_units();
+  std::vector<size_t> unit_elems(static_cast<size_t>(U));
+  for (int u = 0; u < U; ++u) unit_elems[size_t(u)] = params.unit_numel(u);
   bucket_of_unit_.assign(size_t(U), -1);
-  // Units without parameters here (other pipeline stages') join no bucket.
-  for (int u = U - 1; u >= 0;) {
-    if (params.unit_numel(u) == 0) {
-      --u;
-      continue;
-    }
+  for (const UnitBucket& ub : grad_buckets(unit_elems, bucket_mb)) {
     Bucket b;
-    b.unit_last = u;
-    size_t n = 0;
-    while (u >= 0 && (n == 0 || n < bucket_elems)) {
-      if (params.unit_numel(u) > 0) {
-        n += params.unit_numel(u);
-        bucket_of_unit_[size_t(u)] = int(buckets_.size());
-        b.unit_first = u;
-        ++b.units;
-      }
-      --u;
-    }
+    b.unit_first = ub.unit_first;
+    b.unit_last = ub.unit_last;
+    b.units = ub.units;
+    for (int u = b.unit_first; u <= b.unit_last; ++u)
+      if (params.unit_numel(u) > 0) bucket_of_unit_[size_t(u)] = int(buckets_.size());
     b.lo = params.unit_offset(b.unit_first);
     b.hi = params.unit_offset(b.unit_last) + params.unit_numel(b.unit_last);
     buckets_.push_back(b);

@@ -1,0 +1,166 @@
+// The model's buffer lists and the data-parallel sizes (see memory_plan.hpp).
+// The lists are the allocation code: Model walks them, so a buffer added
+// here is allocated, bound and counted by the planner at once, and one not
+// listed here does not exist.
+#include "model/memory_plan.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace pentad {
+
+LocalDims local_dims(const ModelConfig& cfg, int micro_batch, int tp, bool sp, const CpSplit& cp) {
+  LocalDims d;
+  d.B = micro_batch;
+  d.T = cp.local_len();
+  d.C = cfg.d_model;
+  d.H = cfg.n_heads / tp;
+  d.Hkv = cfg.n_kv_heads / tp;
+  d.D = cfg.head_dim();
+  d.F = cfg.d_ff / tp;
+  d.V = cfg.vocab_size / tp;
+  d.L = cfg.n_layers;
+  d.gpt2 = cfg.family == Family::gpt2;
+  d.sp = sp && tp > 1;
+  d.N = d.B * d.T;
+  d.Nl = d.sp ? d.N / tp : d.N;
+  return d;
+}
+
+size_t bytes_of(const std::vector<BufSpec>& bufs, Mem mem) {
+  size_t n = 0;
+  for (const BufSpec& b : bufs)
+    if (b.mem == mem) n += b.bytes();
+  return n;
+}
+
+MemoryPlan::MemoryPlan(const ModelConfig& cfg, Recompute recompute, int micro_batch, RankLayout layout)
+    : d_(local_dims(cfg, micro_batch, layout.tp, layout.sp, layout.cp)),
+      recompute_(recompute),
+      layout_(std::move(layout)) {
+  chunk_begin_ = layout_.chunk_blocks.empty() ? std::vector<int>{0, d_.L} : layout_.chunk_blocks;
+}
+
+// One block's Acts. kept: a slot's (the attention probabilities with
+// recompute = none and no ring attention, which recomputes its per-key-block
+// probabilities; fc_act with none); the shared full-recompute set keeps
+// neither (its fc_act is the scratch one).
+void MemoryPlan::add_block_acts(std::vector<BufSpec>& out, Mem mem, int block, bool kept) const {
+  const size_t BT = size_t(d_.N), HD = size_t(d_.H) * d_.D, KD = size_t(d_.Hkv) * d_.D;
+  const size_t Nl = size_t(d_.Nl), NlC = Nl * d_.C, BHT = size_t(d_.B) * d_.H * d_.T;
+  auto add = [&](Buf b, size_t n) { out.push_back({b, mem, n, block}); };
+  add(Buf::ln1, NlC);         // (Nl, C)
+  add(Buf::ln1_mean, Nl);     // (Nl)
+  add(Buf::ln1_rstd, Nl);     // (Nl)
+  add(Buf::q, BT * HD);       // (B, T, H*D)
+  add(Buf::k, BT * KD);       // (B, T, Hkv*D)
+  add(Buf::v, BT * KD);       // (B, T, Hkv*D)
+  add(Buf::att, BT * HD);     // (B, T, H*D)
+  add(Buf::lse, BHT);         // (B, H, T)
+  const bool none = recompute_ == Recompute::none;
+  if (kept && none && layout_.cp.cp == 1) add(Buf::probs, BHT * size_t(d_.T));  // (B, H, T, T)
+  add(Buf::res_mid, NlC);     // (Nl, C)
+  add(Buf::ln2, NlC);         // (Nl, C)
+  add(Buf::ln2_mean, Nl);     // (Nl)
+  add(Buf::ln2_rstd, Nl);     // (Nl)
+  add(Buf::fc_pre, BT * d_.F);                   // (B, T, F)
+  if (!d_.gpt2) add(Buf::fc_up, BT * d_.F);      // (B, T, F)
+  if (kept && none) add(Buf::fc_act, BT * d_.F);  // (B, T, F)
+}
+
+std::vector<BufSpec> MemoryPlan::shared_buffers() const {
+  const size_t BT = size_t(d_.N), BTC = BT * d_.C, HD = size_t(d_.H) * d_.D, KD = size_t(d_.Hkv) * d_.D;
+  const size_t NlC = size_t(d_.Nl) * d_.C, BTF = BT * d_.F;
+  std::vector<BufSpec> out;
+  auto add = [&](Buf b, size_t n) { out.push_back({b, Mem::scratch, n}); };
+  add(Buf::dres, NlC);
+  add(Buf::d_ln, NlC);
+  add(Buf::d_att, BT * HD);
+  add(Buf::dq, BT * HD);
+  add(Buf::dk, BT * KD);
+  add(Buf::dv, BT * KD);
+  add(Buf::d_fc_act, BTF);
+  add(Buf::d_fc_pre, BTF);
+  if (!d_.gpt2) add(Buf::d_up, BTF);
+  if (has_head()) add(Buf::d_lnf, BTC);
+  if (recompute_ != Recompute::none) add(Buf::scratch_fc_act, BTF);
+  if (layout_.tp > 1) add(Buf::part, BTC);
+  if (d_.sp) {
+    add(Buf::gath_x, BTC);
+    add(Buf::gath_dy, BTC);
+    add(Buf::rep_grad, 4 * size_t(d_.C));  // (4, C): a unit's norm weights and biases
+  }
+  // Full recompute: one block set, shared by all blocks, in scratch.
+  if (recompute_ == Recompute::full) add_block_acts(out, Mem::scratch, -1, false);
+  if (has_head()) {
+    const size_t rows = size_t(head_rows());
+    add(Buf::logits, rows * d_.V);   // (rows, V/tp)
+    add(Buf::xent_rowmax, rows);     // (rows)
+    add(Buf::xent_sumexp, 2 * rows);  // (2*rows) sum of exp, then target logits
+  }
+  return out;
+}
+
+std::vector<BufSpec> MemoryPlan::slot_buffers(int g) const {
+  const size_t BT = size_t(d_.N), Nl = size_t(d_.Nl), NlC = Nl * d_.C;
+  const int G = n_chunks(), l0 = chunk_begin_[size_t(g)], l1 = chunk_begin_[size_t(g) + 1];
+  const Mem A = Mem::activations;
+  std::vector<BufSpec> out;
+  if (g == 0) out.push_back({Buf::tokens, A, BT, -1, true});      // (B*T) token ids
+  if (g == G - 1) out.push_back({Buf::targets, A, BT, -1, true});  // (B*T)
+  // The block inputs l0..l1-1 and the chunk's output l1 (the head's input
+  // on the last chunk); full recompute keeps only these.
+  for (int l = l0; l <= l1; ++l) out.push_back({Buf::res, A, NlC, l});
+  if (recompute_ != Recompute::full)
+    for (int l = l0; l < l1; ++l) add_block_acts(out, A, l, true);
+  if (g == G - 1) {
+    out.push_back({Buf::lnf, A, NlC});
+    out.push_back({Buf::lnf_mean, A, Nl});
+    out.push_back({Buf::lnf_rstd, A, Nl});
+    out.push_back({Buf::losses, A, BT});
+  }
+  return out;
+}
+
+// Logits are processed in chunks of rows of at most 16 Mi values (~64 MiB).
+int MemoryPlan::head_rows() const {
+  if (!has_head()) return 0;
+  return int(std::clamp<size_t>((size_t(16) << 20) / size_t(d_.V), 1, size_t(d_.N)));
+}
+
+BufSpec MemoryPlan::dump_logits() const {
+  const size_t n = layout_.tp > 1 ? size_t(head_rows()) * d_.V * layout_.tp : 0;
+  return {Buf::logits_all, Mem::scratch, n};  // (tp, rows, V/tp)
+}
+
+// ---- data parallelism --------------------------------------------------------
+
+size_t zero_shard_elems(size_t n, int dp) {
+  const size_t P = size_t(dp);
+  return ((n + P - 1) / P + 15) / 16 * 16;
+}
+
+std::vector<UnitBucket> grad_buckets(const std::vector<size_t>& unit_elems, double bucket_mb) {
+  const size_t bucket_elems = std::max<size_t>(1, size_t(bucket_mb * (1 << 20) / sizeof(float)));
+  std::vector<UnitBucket> out;
+  for (int u = int(unit_elems.size()) - 1; u >= 0;) {
+    if (unit_elems[size_t(u)] == 0) {
+      --u;
+      continue;
+    }
+    UnitBucket b;
+    b.unit_last = u;
+    while (u >= 0 && (b.elems == 0 || b.elems < bucket_elems)) {
+      if (unit_elems[size_t(u)] > 0) {
+        b.elems += unit_elems[size_t(u)];
+        b.unit_first = u;
+        ++b.units;
+      }
+      --u;
+    }
+    out.push_back(b);
+  }
+  return out;
+}
+
+}  // namespace pentad

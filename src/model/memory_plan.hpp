@@ -1,0 +1,122 @@
+// The buffers the model allocates, as a pure function of the model, the
+// recompute policy, the micro-batch and this rank's layout (no backend, no
+// MPI). Model allocates exactly these lists (Model::alloc_shared and
+// Model::acquire_slot bind each entry to its Acts/Scratch/Slot field) and the
+// planner (plan/planner.cpp) sums the same lists, so its activation and
+// scratch figures are the model's allocations by construction. Also the
+// data-parallel bucket and ZeRO shard sizes, shared with DataParallel.
+// Storage is fp32 for every dtype (bf16 rounds gemm operands only).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "config/config.hpp"
+#include "parallel/cp/context_parallel.hpp"
+
+namespace pentad {
+
+// This rank's cut of the model, as far as buffer sizes go (model.hpp's
+// ModelParallel without the communicators).
+struct RankLayout {
+  int tp = 1;
+  bool sp = false;             // sequence parallelism (only with tp > 1)
+  CpSplit cp;                  // seq_len, cp and layout (cp = 1: whole sequences)
+  int pp_rank = 0, pp_size = 1;
+  std::vector<int> chunk_blocks;  // n_chunks + 1 block boundaries; empty: one chunk
+};
+
+// The local sizes of Model's constructor: T = seq_len/cp tokens per
+// sequence; H, Hkv, F, V this tp rank's heads, KV heads, d_ff and vocabulary
+// slice; N = B*T token rows, Nl = this rank's rows (N/tp with sp, else N).
+struct LocalDims {
+  int B = 0, T = 0, C = 0, H = 0, Hkv = 0, D = 0, F = 0, V = 0, L = 0;
+  int N = 0, Nl = 0;
+  bool gpt2 = false, sp = false;
+};
+LocalDims local_dims(const ModelConfig& cfg, int micro_batch, int tp, bool sp, const CpSplit& cp);
+
+// One named buffer of the model. The names are the fields of model.cpp's
+// Acts (one block's activations), Scratch (shared by all blocks), the
+// head's loss buffers and Slot (one micro-batch through one chunk).
+enum class Buf : uint8_t {
+  // Acts
+  ln1, ln1_mean, ln1_rstd, q, k, v, att, lse, probs, res_mid, ln2, ln2_mean, ln2_rstd, fc_pre, fc_up, fc_act,
+  // Scratch (scratch_fc_act is Scratch::fc_act, the recomputed MLP activation)
+  dres, d_ln, d_att, dq, dk, dv, d_fc_act, d_fc_pre, d_up, d_lnf, scratch_fc_act, part, gath_x, gath_dy, rep_grad,
+  logits_all,
+  // the loss head's chunked logits and softmax statistics
+  logits, xent_rowmax, xent_sumexp,
+  // Slot
+  tokens, targets, res, lnf, lnf_mean, lnf_rstd, losses,
+};
+constexpr bool is_acts_buf(Buf b) { return b <= Buf::fc_act; }
+
+struct BufSpec {
+  Buf buf;
+  Mem mem;           // the backend's accounting category
+  size_t elems;      // fp32 values, or int32 token ids when i32
+  int block = -1;    // Acts of a slot: the block; res: the block whose input it is (L: the output)
+  bool i32 = false;
+  size_t bytes() const { return elems * (i32 ? sizeof(int32_t) : sizeof(float)); }
+};
+
+size_t bytes_of(const std::vector<BufSpec>& bufs, Mem mem);
+
+class MemoryPlan {
+ public:
+  MemoryPlan() = default;
+  MemoryPlan(const ModelConfig& cfg, Recompute recompute, int micro_batch, RankLayout layout);
+
+  const LocalDims& dims() const { return d_; }
+  int n_chunks() const { return int(chunk_begin_.size()) - 1; }
+  bool owns_chunk(int g) const { return g % layout_.pp_size == layout_.pp_rank; }
+  bool has_head() const { return owns_chunk(n_chunks() - 1); }
+
+  // Model::alloc_shared, in allocation order: the gradient scratch, with
+  // full recompute the block set every block shares, and the loss head's
+  // buffers (scratch). Not listed: Buf::logits_all, see dump_logits.
+  std::vector<BufSpec> shared_buffers() const;
+  // One pooled slot of chunk g (Model::acquire_slot), in allocation order:
+  // token ids (first chunk), targets (last chunk), the residual stream at
+  // every block input and the chunk's output, the blocks' Acts (none /
+  // selective), and on the last chunk the final norm and per-token losses.
+  std::vector<BufSpec> slot_buffers(int g) const;
+  size_t slot_bytes(int g) const { return bytes_of(slot_buffers(g), Mem::activations); }
+  // Rows of logits the loss head processes at once (0 without the head).
+  int head_rows() const;
+  // The all-gathered logits the head allocates on the first debug dump
+  // with tp > 1 (scratch; 0 elements otherwise).
+  BufSpec dump_logits() const;
+  // One pipeline boundary buffer (Pipeline allocates them): (Nl, C).
+  size_t boundary_elems() const { return size_t(d_.Nl) * size_t(d_.C); }
+
+ private:
+  void add_block_acts(std::vector<BufSpec>& out, Mem mem, int block, bool kept) const;
+
+  LocalDims d_;
+  Recompute recompute_ = Recompute::none;
+  RankLayout layout_;
+  std::vector<int> chunk_begin_;
+};
+
+// ---- data parallelism (DataParallel's sizes) --------------------------------
+
+// Rank r of dp owns [r*S, (r+1)*S) of the flat buffers, padded to S*dp:
+// S = ceil(n/dp) rounded up to 16 elements.
+size_t zero_shard_elems(size_t n, int dp);
+
+// Gradient buckets of whole units, formed in the order backward finishes
+// them (the head's unit first, the embedding's last), each of at least
+// bucket_mb MiB of fp32 (the last may be smaller). Units without
+// parameters here (other pipeline stages') join no bucket.
+struct UnitBucket {
+  int unit_first = 0, unit_last = 0;  // units [first, last] (ascending)
+  int units = 0;                      // units with parameters in [first, last]
+  size_t elems = 0;
+};
+std::vector<UnitBucket> grad_buckets(const std::vector<size_t>& unit_elems, double bucket_mb);
+
+}  // namespace pentad

@@ -154,30 +154,38 @@ std::vector<std::string> layout_sets(const std::string& spec, int b_global, int 
   return out;
 }
 
+using Json = nlohmann::ordered_json;  // keys in insertion order
+
+// Whole numbers (bytes, element counts) as JSON integers, as they always
+// were printed; nlohmann-json would write 1024.0.
+Json json_number(double x) {
+  if (x == std::floor(x) && std::fabs(x) < 0x1p53) return Json(static_cast<int64_t>(x));
+  return Json(x);
+}
+
 // Machine-readable prediction (tests, scripts): per stage bytes by category
 // and comm bytes per group, and the step-time terms. One line of JSON.
 std::string prediction_json(const Config& cfg, const Prediction& pr) {
-  using Json = nlohmann::ordered_json;  // keys in this order
   Json j;
   j["layout"] = describe_layout(cfg);
   // Dropless MoE with ep > 1: the receive load the MoE buffers are for.
-  j["moe_load"] = pr.mem.moe_load > 0 ? Json(pr.mem.moe_load) : Json(nullptr);
+  j["moe_load"] = pr.mem.moe_load > 0 ? json_number(pr.mem.moe_load) : Json(nullptr);
   Json stages = Json::array();
   for (size_t s = 0; s < pr.mem.stages.size(); ++s) {
     const StageMemory& m = pr.mem.stages[s];
     const StageComm& c = pr.comm[s];
     Json st;
-    for (int k = 0; k < kMemCategories; ++k) st[mem_name(Mem(k))] = m.bytes[size_t(k)];
-    st["total"] = m.total;
-    st["slot_bytes"] = m.slot_bytes;
-    st["param_elems"] = m.param_elems;
-    st["shard_elems"] = m.shard_elems;
-    st["dp_bytes"] = c.dp_bytes;
-    st["tp_bytes"] = c.tp_bytes;
-    st["pp_bytes"] = c.pp_bytes;
-    st["cp_bytes"] = c.cp_bytes;
-    st["ep_bytes"] = c.ep_bytes;
-    st["expert_dp_bytes"] = c.edp_bytes;
+    for (int k = 0; k < kMemCategories; ++k) st[mem_name(Mem(k))] = json_number(m.bytes[size_t(k)]);
+    st["total"] = json_number(m.total);
+    st["slot_bytes"] = json_number(m.slot_bytes);
+    st["param_elems"] = json_number(m.param_elems);
+    st["shard_elems"] = json_number(m.shard_elems);
+    st["dp_bytes"] = json_number(c.dp_bytes);
+    st["tp_bytes"] = json_number(c.tp_bytes);
+    st["pp_bytes"] = json_number(c.pp_bytes);
+    st["cp_bytes"] = json_number(c.cp_bytes);
+    st["ep_bytes"] = json_number(c.ep_bytes);
+    st["expert_dp_bytes"] = json_number(c.edp_bytes);
     stages.push_back(std::move(st));
   }
   j["stages"] = std::move(stages);
@@ -187,8 +195,8 @@ std::string prediction_json(const Config& cfg, const Prediction& pr) {
       {"tp_s", t.tp_s},     {"dp_exposed_s", t.dp_exposed_s}, {"pp_s", t.pp_s},
       {"cp_s", t.cp_s},     {"ep_s", t.ep_s},                 {"tokens_per_s", t.tokens_per_s},
       {"mfu", t.mfu}};
-  for (const auto& [k, v] : terms) j[k] = v;
-  j["worst_total"] = pr.mem.worst_total();
+  for (const auto& [k, v] : terms) j[k] = json_number(v);
+  j["worst_total"] = json_number(pr.mem.worst_total());
   return j.dump() + "\n";
 }
 

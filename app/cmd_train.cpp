@@ -32,6 +32,7 @@ std::string read_deck(const std::string& path, int rank) {
   return host::bcast_string(MPI_COMM_WORLD, text, 0);
 }
 
+// Collective over MPI_COMM_WORLD (every rank trains its shard).
 int train(const CLI::App& cmd, const TrainArgs& a, Job job) {
   if (looks_like_option(a.deck)) throw CliUsageError("unknown option '" + a.deck + "'");
   if (const std::string x = first_extra(cmd); !x.empty())

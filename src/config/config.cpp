@@ -65,16 +65,20 @@ double as_decimal_double(T x) {
 // One value's TOML text. toml++ formats strings (escapes, on one line),
 // integers and booleans; floats print as the shortest text that reads back
 // to the same value, because toml++ 3.3 prints 17 significant digits (1e-05
-// would read 1.0000000000000001e-05).
-std::string toml_text(const toml::node& n) {
+// would read 1.0000000000000001e-05). `buf` is reused across values: the
+// planner resolves a deck per candidate layout.
+std::string toml_text(const toml::node& n, std::ostringstream& buf) {
   if (const auto* f = n.as_floating_point()) return toml_float(f->get());
-  std::ostringstream out;
-  out << toml::toml_formatter(n, toml::format_flags::allow_unicode_strings);
-  return out.str();
+  buf.str({});
+  buf << toml::toml_formatter(n, toml::format_flags::allow_unicode_strings);
+  return buf.str();
 }
 
 // A TOML basic string literal (for messages).
-std::string toml_quote(const std::string& s) { return toml_text(toml::value<std::string>(s)); }
+std::string toml_quote(const std::string& s) {
+  std::ostringstream buf;
+  return toml_text(toml::value<std::string>(s), buf);
+}
 
 std::string a_type_name(toml::node_type t) {
   switch (t) {
@@ -724,6 +728,7 @@ std::string config_to_toml(const Config& cfg) {
   // requires), each value formatted from the table with the key's help as a
   // comment.
   const toml::table root = config_table(cfg);
+  std::ostringstream buf;
   std::vector<std::string> order = {""};
   for (const auto& s : section_names()) order.push_back(s);
 
@@ -734,7 +739,7 @@ std::string config_to_toml(const Config& cfg) {
     size_t width = 0;
     for (const auto& k : schema()) {
       if (k.section != sec) continue;
-      lines.emplace_back(k.name + " = " + toml_text(*table.get(k.name)), &k);
+      lines.emplace_back(k.name + " = " + toml_text(*table.get(k.name), buf), &k);
       width = std::max(width, lines.back().first.size());
     }
     if (!sec.empty()) out += "\n[" + sec + "]\n";

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <functional>
 #include <limits>
+#include <sstream>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -46,23 +47,37 @@ std::string toml_float(T x) {
   return s;
 }
 
-// A TOML basic string literal.
-std::string toml_quote(const std::string& s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    const auto u = static_cast<unsigned char>(ch);
-    if (ch == '"' || ch == '\\') {
-      out += '\\';
-      out += ch;
-    } else if (u < 0x20 || u == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", u);
-      out += buf;
-    } else {
-      out += ch;
-    }
+// The double whose shortest text is the float's (0.003f -> 0.003, not
+// 0.0030000000260770321), so the table prints and reads back as the deck
+// would have written it.
+template <class T>
+double as_decimal_double(T x) {
+  if constexpr (std::is_same_v<T, float>) {
+    const std::string s = fmt_number(x);
+    double d = 0;
+    std::from_chars(s.data(), s.data() + s.size(), d);
+    return d;
+  } else {
+    return static_cast<double>(x);
   }
-  return out + "\"";
+}
+
+// One value's TOML text. toml++ formats strings (escapes, on one line),
+// integers and booleans; floats print as the shortest text that reads back
+// to the same value, because toml++ 3.3 prints 17 significant digits (1e-05
+// would read 1.0000000000000001e-05). `buf` is reused across values: the
+// planner resolves a deck per candidate layout.
+std::string toml_text(const toml::node& n, std::ostringstream& buf) {
+  if (const auto* f = n.as_floating_point()) return toml_float(f->get());
+  buf.str({});
+  buf << toml::toml_formatter(n, toml::format_flags::allow_unicode_strings);
+  return buf.str();
+}
+
+// A TOML basic string literal (for messages).
+std::string toml_quote(const std::string& s) {
+  std::ostringstream buf;
+  return toml_text(toml::value<std::string>(s), buf);
 }
 
 std::string a_type_name(toml::node_type t) {
@@ -119,8 +134,8 @@ struct Key {
   // Store a value of `kind` into the config; returns "" or the problem
   // ("must be >= 1 (got 0)"), which the caller prefixes with where and what.
   std::function<std::string(Config&, const Value&)> set;
-  // The current value as a TOML literal.
-  std::function<std::string(const Config&)> show;
+  // The current value (floats as as_decimal_double), for the resolved deck.
+  std::function<Value(const Config&)> get;
   std::string help;
 
   std::string full() const { return section.empty() ? name : section + "." + name; }
@@ -155,7 +170,7 @@ Key int_key(const char* sec, const char* name, Acc acc, int64_t lo, int64_t hi, 
     acc(c) = static_cast<T>(x);
     return {};
   };
-  k.show = [acc](const Config& c) { return std::to_string(acc(c)); };
+  k.get = [acc](const Config& c) -> Value { return static_cast<int64_t>(acc(c)); };
   return k;
 }
 
@@ -188,7 +203,7 @@ Key float_key(const char* sec, const char* name, Acc acc, Bound lo, Bound hi, co
     acc(c) = static_cast<T>(x);
     return {};
   };
-  k.show = [acc](const Config& c) { return toml_float(acc(c)); };
+  k.get = [acc](const Config& c) -> Value { return as_decimal_double(acc(c)); };
   return k;
 }
 
@@ -199,7 +214,7 @@ Key bool_key(const char* sec, const char* name, Acc acc, const char* help) {
     acc(c) = std::get<bool>(v);
     return {};
   };
-  k.show = [acc](const Config& c) { return std::string(acc(c) ? "true" : "false"); };
+  k.get = [acc](const Config& c) -> Value { return bool(acc(c)); };
   return k;
 }
 
@@ -210,7 +225,7 @@ Key string_key(const char* sec, const char* name, Acc acc, const char* help) {
     acc(c) = std::get<std::string>(v);
     return {};
   };
-  k.show = [acc](const Config& c) { return toml_quote(acc(c)); };
+  k.get = [acc](const Config& c) -> Value { return acc(c); };
   return k;
 }
 
@@ -236,11 +251,11 @@ Key enum_key(const char* sec, const char* name, Acc acc, std::vector<std::string
     }
     return {};
   };
-  k.show = [acc, choices](const Config& c) {
+  k.get = [acc, choices](const Config& c) -> Value {
     if constexpr (std::is_same_v<T, std::string>) {
-      return toml_quote(acc(c));
+      return acc(c);
     } else {
-      return toml_quote(choices.at(static_cast<size_t>(acc(c))));
+      return choices.at(static_cast<size_t>(acc(c)));
     }
   };
   return k;
@@ -255,10 +270,9 @@ Key tied_key() {
     c.model.tied_embeddings = std::get<bool>(v) ? 1 : 0;
     return {};
   };
-  k.show = [](const Config& c) {
+  k.get = [](const Config& c) -> Value {
     const int t = c.model.tied_embeddings;
-    const bool tied = t == -1 ? c.model.family == Family::gpt2 : t == 1;
-    return std::string(tied ? "true" : "false");
+    return t == -1 ? c.model.family == Family::gpt2 : t == 1;
   };
   return k;
 }
@@ -671,6 +685,21 @@ void check_supported(const Config& cfg) {
 #endif
 }
 
+// Every key of the schema with its resolved value: top-level keys in the
+// root, the others in one table per section.
+toml::table config_table(const Config& cfg) {
+  toml::table root;
+  for (const auto& k : schema()) {
+    toml::table* t = &root;
+    if (!k.section.empty()) {
+      if (!root.contains(k.section)) root.insert(k.section, toml::table{});
+      t = root.get_as<toml::table>(k.section);
+    }
+    std::visit([&](const auto& v) { t->insert(k.name, v); }, k.get(cfg));
+  }
+  return root;
+}
+
 }  // namespace
 
 Config parse_config(const std::string& text, const std::string& path,
@@ -694,18 +723,23 @@ Config parse_config(const std::string& text, const std::string& path,
 }
 
 std::string config_to_toml(const Config& cfg) {
-  // Rows grouped by section in schema order; top-level keys come first, as
-  // TOML requires. Each line carries the key's help as a comment.
+  // toml++ tables are ordered by key and carry no comments, so the lines are
+  // laid out here: sections in schema order, top-level keys first (as TOML
+  // requires), each value formatted from the table with the key's help as a
+  // comment.
+  const toml::table root = config_table(cfg);
+  std::ostringstream buf;
   std::vector<std::string> order = {""};
   for (const auto& s : section_names()) order.push_back(s);
 
   std::string out = "# pentad resolved deck: every key, defaults filled in.\n";
   for (const auto& sec : order) {
+    const toml::table& table = sec.empty() ? root : *root.get_as<toml::table>(sec);
     std::vector<std::pair<std::string, const Key*>> lines;
     size_t width = 0;
     for (const auto& k : schema()) {
       if (k.section != sec) continue;
-      lines.emplace_back(k.name + " = " + k.show(cfg), &k);
+      lines.emplace_back(k.name + " = " + toml_text(*table.get(k.name), buf), &k);
       width = std::max(width, lines.back().first.size());
     }
     if (!sec.empty()) out += "\n[" + sec + "]\n";

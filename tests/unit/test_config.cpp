@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <toml++/toml.h>
+
 #include "config/config.hpp"
 #include "core/error.hpp"
 
@@ -500,6 +502,22 @@ TEST(Config, ResolvedDeckRoundTrips) {
   expect_round_trip(parse(kFullDeck, {}, 2));
   expect_round_trip(parse(kMinimal, {"model.family=llama", "train.lr=0.1", "train.min_lr=0.1",
                                      "model.norm_eps=3.3e-7", "log.peak_tflops=989.4"}));
+}
+
+// A plain TOML reader (tests/cli and the torch oracle use Python's tomllib)
+// gets the deck's own decimals for the floats, and strings with quotes,
+// backslashes, control and non-ASCII characters back intact, on one line.
+TEST(Config, ResolvedDeckReadsBackWithAnyTomlParser) {
+  const Config c = parse(kFullDeck, {"data.val=tok/v\u00e9\nl.bin", "train.lr=0.003"}, 2);
+  const toml::table t = toml::parse(c.resolved_toml);
+  EXPECT_EQ(t["train"]["lr"].value<double>(), 0.003);
+  EXPECT_EQ(t["model"]["norm_eps"].value<double>(), 1e-6);
+  EXPECT_EQ(t["log"]["peak_tflops"].value<double>(), 12.5);
+  EXPECT_EQ(t["train"]["seed"].value<int64_t>(), INT64_MAX);
+  EXPECT_EQ(t["data"]["train"].value<std::string>(), c.data.train);
+  EXPECT_EQ(t["data"]["val"].value<std::string>(), c.data.val);
+  EXPECT_NE(c.resolved_toml.find("val = \"tok/v\u00e9\\nl.bin\""), std::string::npos) << c.resolved_toml;
+  expect_round_trip(c);
 }
 
 TEST(Config, ResolvedDeckListsEveryKeyResolved) {

@@ -10,7 +10,7 @@ shift || true
 scripts/deps.sh
 cmake --preset cpu-release >/dev/null
 cmake --build --preset cpu-release -j "$(nproc)" --target pentad
-build/pentad prep --out data README.md $(find src app -name "*.[ch]pp" | sort) cpu/*.cpp cpu/*.hpp input/*.toml
+build/pentad prep --out data README.md docs/*.md $(find src app -name "*.[ch]pp" | sort) cpu/*.cpp cpu/*.hpp input/*.toml
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( $(nproc) / ranks > 0 ? $(nproc) / ranks : 1 ))}
 mpiexec -n "$ranks" build/pentad train input/tiny.toml --set parallel.dp="$ranks" \
   --set log.metrics=runs/tiny/metrics.jsonl "$@"

@@ -8,7 +8,7 @@
 // (walking the schedule lists of schedule.hpp for the in-flight high-water
 // marks), ring attention's and the MoE layer's buffers. The communication
 // model counts bytes the way Comm does (ring algorithms); the time model is
-// stated in planner.cpp and in the README ("Planner and scaling").
+// stated in planner.cpp and in docs/planner.md.
 #pragma once
 
 #include <array>

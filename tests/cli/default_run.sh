@@ -8,7 +8,7 @@ set -euo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 src=$PENTAD_SOURCE_DIR
-"$PENTAD" prep --out "$tmp/data" "$src"/README.md $(find "$src"/src "$src"/app -name "*.[ch]pp" | sort) "$src"/cpu/*.cpp "$src"/cpu/*.hpp "$src"/input/*.toml
+"$PENTAD" prep --out "$tmp/data" "$src"/README.md "$src"/docs/*.md $(find "$src"/src "$src"/app -name "*.[ch]pp" | sort) "$src"/cpu/*.cpp "$src"/cpu/*.hpp "$src"/input/*.toml
 "$MPIEXEC" -n 2 "$PENTAD" train "$src/input/tiny.toml" --set parallel.dp=2 \
   --set data.train="$tmp/data/train.bin" --set data.val="$tmp/data/val.bin" \
   --set log.metrics="$tmp/metrics.jsonl" --set checkpoint.save_final=true --set checkpoint.dir="$tmp/ckpt" \

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Per-rank memory and dp communication by ZeRO stage, measured by the
 # backend's allocation accounting and the Comm byte counters, against the
-# formulas in the README. Communication per step (d = 4, one micro-batch,
+# formulas in docs/data-parallel.md. Communication per step (d = 4, one micro-batch,
 # bytes = 4 x elements x (d-1)/d as ring algorithms move them):
 #   zero 0: all-reduce of N: 2 x 3N = 6N bytes
 #   zero 1, 2: reduce-scatter of N (3N) + all-gather of S*d (3*4S ~ 3N)
 #   zero 3: reduce-scatter (3N) + every unit gathered in forward and again in
 #           backward (~2N elements, 3 x 2N bytes), +- one unit (the head is
 #           gathered once for its fused forward/backward, the tied embedding twice)
-# Memory, as in the README (fp32: 4 bytes per parameter
+# Memory, as in docs/data-parallel.md (fp32: 4 bytes per parameter
 # and gradient, AdamW moments 8 bytes per parameter; N = parameters incl.
 # padding, d = dp size, S = ceil(N/d) rounded up to 16 = the shard):
 #   zero 0: params 4N, grads 4N, optim 8N

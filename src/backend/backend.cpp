@@ -57,6 +57,14 @@ void Backend::free_bytes(void* p) {
   device_free(p);
 }
 
+void* Backend::device_alloc(size_t, Mem) {
+  PENTAD_FATAL("backend " + name() + " has no memory of its own (device_alloc)");
+}
+
+void Backend::device_free(void*) {
+  PENTAD_FATAL("backend " + name() + " has no memory of its own (device_free)");
+}
+
 void Backend::release_all_blocks(void (*release)(void* p)) {
   std::lock_guard<std::mutex> lock(alloc_mutex_);
   for (auto& [p, info] : allocs_) release(p);

@@ -59,8 +59,11 @@ class Backend {
   virtual bool supports(Op op) const;
 
   // ---- memory: blocks tracked per category, zero-filled ------------------
-  void* alloc_bytes(size_t n_bytes, Mem category);
-  void free_bytes(void* p);  // p from alloc_bytes (nullptr: nothing)
+  // Backend's versions take the memory from device_alloc and keep the block
+  // map and the accounting; a backend that wraps another (a decorator such
+  // as bench/cuda_mfu.cpp's timer) overrides them to forward instead.
+  virtual void* alloc_bytes(size_t n_bytes, Mem category);
+  virtual void free_bytes(void* p);  // p from alloc_bytes (nullptr: nothing)
   const MemStats& mem_stats() const { return mem_; }
   // Forget the peaks (e.g. after a start-up measurement): peak := current.
   void reset_peaks() {
@@ -91,9 +94,11 @@ class Backend {
 
  protected:
   // The backend's raw memory: at least n_bytes, zero-filled, a distinct
-  // pointer even for 0 bytes (category: for error messages).
-  virtual void* device_alloc(size_t n_bytes, Mem category) = 0;
-  virtual void device_free(void* p) = 0;
+  // pointer even for 0 bytes (category: for error messages). Every backend
+  // that owns memory overrides both; the defaults end the job (a decorator
+  // that forwards alloc_bytes/free_bytes never reaches them).
+  virtual void* device_alloc(size_t n_bytes, Mem category);
+  virtual void device_free(void* p);
   // Calls release on every block still allocated and forgets them (derived
   // destructors; release must not fail fatally there).
   void release_all_blocks(void (*release)(void* p));

@@ -42,6 +42,8 @@ std::vector<hsize_t> chunk_dims(const std::vector<int64_t>& shape) {
   return c;
 }
 
+// FNV-1a continued over raw bytes from h (rng.hpp's fnv1a64 hashes one string
+// from the offset basis; here a whole tensor list is chained).
 uint64_t fnv1a(uint64_t h, const void* data, size_t n) {
   const auto* p = static_cast<const unsigned char*>(data);
   for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;

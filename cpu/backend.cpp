@@ -1,5 +1,6 @@
 // CPU backend construction and memory: 64-byte aligned, zero-filled host
-// blocks, tracked per category (track_alloc/track_free live in src/backend.cpp).
+// blocks (the block map and per-category tracking live in the Backend base,
+// src/backend/backend.cpp).
 // Thread counts: OpenMP and OpenBLAS (OpenMP flavour) share one setting.
 #include <omp.h>
 
@@ -22,35 +23,22 @@ CpuBackend::CpuBackend(int threads) {
 }
 
 CpuBackend::~CpuBackend() {
-  for (auto& [p, info] : allocs_) std::free(p);
+  release_all_blocks([](void* p) { std::free(p); });
 }
 
-void* CpuBackend::alloc_bytes(size_t n_bytes, Mem category) {
+void* CpuBackend::device_alloc(size_t n_bytes, Mem) {
   // aligned_alloc needs a size that is a multiple of the alignment; a zero
   // request still returns a distinct pointer so free_bytes can find it.
   const size_t padded = (n_bytes + 63) / 64 * 64 + (n_bytes == 0 ? 64 : 0);
   void* p = std::aligned_alloc(64, padded);
   if (p == nullptr) throw std::bad_alloc();
   std::memset(p, 0, padded);
-  {
-    std::lock_guard<std::mutex> lock(alloc_mutex_);
-    allocs_[p] = {n_bytes, category};
-    track_alloc(n_bytes, category);
-  }
   return p;
 }
 
-void CpuBackend::free_bytes(void* p) {
-  if (p == nullptr) return;
-  {
-    std::lock_guard<std::mutex> lock(alloc_mutex_);
-    auto it = allocs_.find(p);
-    if (it == allocs_.end()) PENTAD_FATAL("CpuBackend::free_bytes: pointer not allocated here");
-    track_free(it->second.first, it->second.second);
-    allocs_.erase(it);
-  }
-  std::free(p);
-}
+void CpuBackend::device_free(void* p) { std::free(p); }
+
+void CpuBackend::synchronize() {}
 
 void CpuBackend::copy_bytes(void* dst, const void* src, size_t n_bytes) {
   if (n_bytes > 0) std::memmove(dst, src, n_bytes);

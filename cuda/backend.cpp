@@ -1,7 +1,7 @@
 // CUDA backend construction, device selection and memory: cudaMalloc'd
-// blocks zero-filled on the compute stream and tracked per category (the
-// accounting lives in src/backend.cpp), host copies synchronised so the host
-// buffer may be reused at once.
+// blocks zero-filled on the compute stream (the block map and per-category
+// accounting live in the Backend base, src/backend/backend.cpp), host copies
+// synchronised so the host buffer may be reused at once.
 #include <unistd.h>
 
 #include <algorithm>
@@ -63,7 +63,7 @@ CudaBackend::CudaBackend(int device) : device_(device) {
 CudaBackend::~CudaBackend() {
   // Destructors do not abort: report and go on.
   cudaStreamSynchronize(stream_);
-  for (auto& [p, info] : allocs_) cudaFree(p);
+  release_all_blocks([](void* p) { cudaFree(p); });
   for (void* p : scratch_)
     if (p) cudaFree(p);
   if (host_sum_) cudaFreeHost(host_sum_);
@@ -71,7 +71,7 @@ CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamDestroy(stream_);
 }
 
-void* CudaBackend::alloc_bytes(size_t n_bytes, Mem category) {
+void* CudaBackend::device_alloc(size_t n_bytes, Mem category) {
   // A zero request still returns a distinct pointer so free_bytes can find it.
   const size_t padded = (n_bytes + 255) / 256 * 256 + (n_bytes == 0 ? 256 : 0);
   void* p = nullptr;
@@ -87,24 +87,11 @@ void* CudaBackend::alloc_bytes(size_t n_bytes, Mem category) {
   }
   CUDA_CHECK(rc);
   CUDA_CHECK(cudaMemsetAsync(p, 0, padded, stream_));
-  std::lock_guard<std::mutex> lock(alloc_mutex_);
-  allocs_[p] = {n_bytes, category};
-  track_alloc(n_bytes, category);
   return p;
 }
 
-void CudaBackend::free_bytes(void* p) {
-  if (p == nullptr) return;
-  {
-    std::lock_guard<std::mutex> lock(alloc_mutex_);
-    auto it = allocs_.find(p);
-    if (it == allocs_.end()) PENTAD_FATAL("CudaBackend::free_bytes: pointer not allocated here");
-    track_free(it->second.first, it->second.second);
-    allocs_.erase(it);
-  }
-  // cudaFree waits for the device, so kernels still reading p have finished.
-  CUDA_CHECK(cudaFree(p));
-}
+// cudaFree waits for the device, so kernels still reading p have finished.
+void CudaBackend::device_free(void* p) { CUDA_CHECK(cudaFree(p)); }
 
 void* CudaBackend::scratch(int slot, size_t n_bytes) {
   if (n_bytes > scratch_bytes_[slot]) {

@@ -1,7 +1,12 @@
-// Backend-independent parts of the backend interface: memory accounting.
+// Backend-independent parts of the backend interface: the op names, the
+// default capability answer, the block map and per-category memory
+// accounting shared by every backend, and the host fallback of
+// attention_merge.
 #include "backend/backend.hpp"
 
 #include <vector>
+
+#include "core/error.hpp"
 
 namespace pentad {
 
@@ -16,6 +21,54 @@ const char* mem_name(Mem m) {
     case Mem::count: break;
   }
   return "?";
+}
+
+const char* op_name(Op op) {
+  switch (op) {
+#define PENTAD_OP(ret, name, params) \
+  case Op::name:                     \
+    return #name;
+#define PENTAD_OP_HOST_FALLBACK(ret, name, params) PENTAD_OP(ret, name, params)
+#include "backend/ops.def"
+    case Op::count: break;
+  }
+  return "?";
+}
+
+bool Backend::supports(Op op) const { return implements_op<Backend>(op); }
+
+void* Backend::alloc_bytes(size_t n_bytes, Mem category) {
+  void* p = device_alloc(n_bytes, category);
+  std::lock_guard<std::mutex> lock(alloc_mutex_);
+  allocs_[p] = {n_bytes, category};
+  track_alloc(n_bytes, category);
+  return p;
+}
+
+void Backend::free_bytes(void* p) {
+  if (p == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(alloc_mutex_);
+    auto it = allocs_.find(p);
+    if (it == allocs_.end()) PENTAD_FATAL("Backend::free_bytes (" + name() + "): pointer not allocated here");
+    track_free(it->second.first, it->second.second);
+    allocs_.erase(it);
+  }
+  device_free(p);
+}
+
+void* Backend::device_alloc(size_t, Mem) {
+  PENTAD_FATAL("backend " + name() + " has no memory of its own (device_alloc)");
+}
+
+void Backend::device_free(void*) {
+  PENTAD_FATAL("backend " + name() + " has no memory of its own (device_free)");
+}
+
+void Backend::release_all_blocks(void (*release)(void* p)) {
+  std::lock_guard<std::mutex> lock(alloc_mutex_);
+  for (auto& [p, info] : allocs_) release(p);
+  allocs_.clear();
 }
 
 void Backend::track_alloc(size_t n_bytes, Mem category) {
@@ -34,6 +87,11 @@ void Backend::track_free(size_t n_bytes, Mem category) {
 
 void Backend::attention_merge(float* out, float* lse, const float* out_part, const float* lse_part,
                               int B, int T, int H, int D) {
+  attention_merge_host(out, lse, out_part, lse_part, B, T, H, D);
+}
+
+void Backend::attention_merge_host(float* out, float* lse, const float* out_part,
+                                   const float* lse_part, int B, int T, int H, int D) {
   const size_t n_out = size_t(B) * T * H * D, n_lse = size_t(B) * H * T;
   std::vector<float> o(n_out), op(n_out), l(n_lse), lp(n_lse);
   to_host(o.data(), out, n_out * sizeof(float));

@@ -5,6 +5,9 @@
 // under any other. Commit is atomic: <dir>/step_NNNNNN.h5.tmp is written,
 // closed, fsynced and renamed, the directory fsynced, then <dir>/latest (a
 // one-line text file naming the committed file) is replaced the same way.
+// Implemented in checkpoint.cpp (save/load), checkpoint_commit.cpp (latest,
+// pruning, resolving), checkpoint_tools.cpp and llmc_export.cpp (the `ckpt`
+// commands) and signals.cpp (preemption).
 #pragma once
 
 #include <mpi.h>

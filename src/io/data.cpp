@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "core/error.hpp"
+#include "core/fs.hpp"
 #include "core/rng.hpp"
 
 namespace pentad {
@@ -130,44 +131,26 @@ void write_token_file(const std::string& path, const std::vector<uint16_t>& toke
     data_error(path, std::to_string(tokens.size()) +
                          " tokens do not fit the int32 count of the llm.c header");
   }
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) data_error(path, "cannot create '" + tmp + "': " + errno_text(errno));
-
-  // Any failure from here on removes the half-written tmp file.
-  auto fail = [&](const char* step, int err) {
-    if (f != nullptr) std::fclose(f);
-    std::remove(tmp.c_str());
-    data_error(path, std::string(step) + " '" + tmp + "' failed: " + errno_text(err));
+  // A failure removes the half-written tmp file (AtomicFile's destructor).
+  AtomicFile f(path);
+  const auto fail = [&](const FsError& e) {
+    if (e.step == FsStep::create)
+      data_error(path, "cannot create '" + e.path + "': " + errno_text(e.err));
+    if (e.step == FsStep::rename)
+      data_error(path, "cannot rename '" + e.path + "' over it: " + errno_text(e.err));
+    const char* step = e.step == FsStep::write ? "write" : e.step == FsStep::fsync ? "fsync" : "close";
+    data_error(path, std::string(step) + " '" + e.path + "' failed: " + errno_text(e.err));
   };
+  if (FsStatus e = f.open()) fail(*e);
   int32_t header[kTokenHeaderInts] = {};
   header[0] = kTokenMagic;
   header[1] = kTokenVersion;
   header[2] = int32_t(tokens.size());
-  if (std::fwrite(header, sizeof(int32_t), kTokenHeaderInts, f) != size_t(kTokenHeaderInts)) {
-    fail("write", errno);
-  }
-  if (!tokens.empty() &&
-      std::fwrite(tokens.data(), sizeof(uint16_t), tokens.size(), f) != tokens.size()) {
-    fail("write", errno);
-  }
-  if (std::fflush(f) != 0) fail("flush", errno);
-  if (::fsync(::fileno(f)) != 0) fail("fsync", errno);
-  const int close_rc = std::fclose(f);
-  f = nullptr;
-  if (close_rc != 0) fail("close", errno);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    data_error(path, "cannot rename '" + tmp + "' over it: " + errno_text(err));
-  }
-  // Make the rename itself durable; failure here loses nothing already written.
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  const int dir_fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    ::fsync(dir_fd);
-    ::close(dir_fd);
-  }
+  if (FsStatus e = f.write(header, sizeof header)) fail(*e);
+  if (FsStatus e = f.write(tokens.data(), tokens.size() * sizeof(uint16_t))) fail(*e);
+  // After the rename only the directory fsync can fail: that loses nothing
+  // already written, so it is not an error here.
+  if (FsStatus e = f.commit(); e && !f.renamed()) fail(*e);
 }
 
 void sample_batch(const TokenFile& file, uint64_t seed, int64_t step, int64_t first_seq,

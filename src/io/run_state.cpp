@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "comm/host.hpp"
 #include "core/error.hpp"
 
 namespace pentad {
@@ -20,10 +21,7 @@ std::string model_signature(const ModelConfig& m) {
 }
 
 std::vector<GlobalTensor> global_tensors(const ParamStore& params, const ParamStore* experts, MPI_Comm pp) {
-  int stage = 0, n_stages = 1;
-  MPI_CHECK(MPI_Comm_rank(pp, &stage));
-  MPI_CHECK(MPI_Comm_size(pp, &n_stages));
-  // "unit name d0,d1,...\n" per owned tensor, gathered from every stage.
+  // "unit expert name d0,d1,...\n" per owned tensor, gathered from every stage.
   std::string mine;
   auto list = [&](const ParamStore& store, int expert) {
     for (const ParamInfo& p : store.infos()) {
@@ -38,19 +36,10 @@ std::vector<GlobalTensor> global_tensors(const ParamStore& params, const ParamSt
   };
   list(params, 0);
   if (experts) list(*experts, 1);
-  const int len = int(mine.size());
-  std::vector<int> lens(static_cast<size_t>(n_stages), 0), displs(static_cast<size_t>(n_stages), 0);
-  MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, pp));
-  int total = 0;
-  for (int r = 0; r < n_stages; ++r) {
-    displs[size_t(r)] = total;
-    total += lens[size_t(r)];
-  }
-  std::string all(size_t(total), '\0');
-  MPI_CHECK(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, pp));
+  const std::vector<std::string> per_stage = host::allgather_strings(pp, mine);
   std::vector<GlobalTensor> out;
-  for (int r = 0; r < n_stages; ++r) {
-    std::istringstream in(all.substr(size_t(displs[size_t(r)]), size_t(lens[size_t(r)])));
+  for (int r = 0; r < int(per_stage.size()); ++r) {
+    std::istringstream in(per_stage[size_t(r)]);
     GlobalTensor t;
     std::string dims;
     int expert = 0;

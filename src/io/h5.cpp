@@ -1,0 +1,134 @@
+// The HDF5 layer (see h5.hpp): handles, spaces, attributes, error details.
+#include "io/h5.hpp"
+
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace pentad::h5 {
+
+void Id::close_checked(const std::string& what) {
+  const hid_t id = id_;
+  id_ = -1;
+  if (id >= 0 && close_(id) < 0) PENTAD_FATAL("HDF5: closing " + what + " failed");
+}
+
+void quiet() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+Id plist(hid_t cls) { return {HDF5_CHECK(H5Pcreate(cls)), H5Pclose}; }
+
+Id space(const std::vector<hsize_t>& dims) {
+  return {HDF5_CHECK(H5Screate_simple(int(dims.size()), dims.data(), nullptr)), H5Sclose};
+}
+
+Id scalar_space() { return {HDF5_CHECK(H5Screate(H5S_SCALAR)), H5Sclose}; }
+
+std::vector<int64_t> extent(hid_t sp) {
+  const int nd = H5Sget_simple_extent_ndims(sp);
+  std::vector<hsize_t> d(size_t(nd > 0 ? nd : 0));
+  if (nd > 0 && H5Sget_simple_extent_dims(sp, d.data(), nullptr) < 0) return {};
+  return std::vector<int64_t>(d.begin(), d.end());
+}
+
+std::string error_detail(bool* pipeline) {
+  struct Walk {
+    std::string last;
+    bool pline = false;
+  } w;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_DOWNWARD,
+      [](unsigned, const H5E_error2_t* e, void* data) -> herr_t {
+        auto* walk = static_cast<Walk*>(data);
+        if (e->desc && *e->desc) walk->last = e->desc;
+        if (e->maj_num == H5E_PLINE) walk->pline = true;
+        return 0;
+      },
+      &w);
+  if (pipeline) *pipeline = w.pline;
+  return w.last;
+}
+
+void write_attr(hid_t obj, const char* name, const std::string& value) {
+  Id type(HDF5_CHECK(H5Tcopy(H5T_C_S1)), H5Tclose);
+  HDF5_CHECK(H5Tset_size(type.get(), H5T_VARIABLE));
+  HDF5_CHECK(H5Tset_cset(type.get(), H5T_CSET_UTF8));
+  Id sp = scalar_space();
+  Id a(HDF5_CHECK(H5Acreate2(obj, name, type.get(), sp.get(), H5P_DEFAULT, H5P_DEFAULT)), H5Aclose);
+  const char* ptr = value.c_str();
+  HDF5_CHECK(H5Awrite(a.get(), type.get(), &ptr));
+}
+
+namespace {
+
+void write_int64_attr(hid_t obj, const char* name, hid_t file_type, hid_t mem_type, const void* value) {
+  Id sp = scalar_space();
+  Id a(HDF5_CHECK(H5Acreate2(obj, name, file_type, sp.get(), H5P_DEFAULT, H5P_DEFAULT)), H5Aclose);
+  HDF5_CHECK(H5Awrite(a.get(), mem_type, value));
+}
+
+// An integer attribute read as a 64-bit `mem_type`; nullopt if absent or not an integer.
+template <class T>
+std::optional<T> read_int64_attr(hid_t obj, const char* name, hid_t mem_type) {
+  if (H5Aexists(obj, name) <= 0) return std::nullopt;
+  Id a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
+  if (!a.ok()) return std::nullopt;
+  Id ftype(H5Aget_type(a.get()), H5Tclose);
+  if (!ftype.ok() || H5Tget_class(ftype.get()) != H5T_INTEGER) return std::nullopt;
+  T v = 0;
+  if (H5Aread(a.get(), mem_type, &v) < 0) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+void write_attr(hid_t obj, const char* name, int64_t value) {
+  write_int64_attr(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value);
+}
+
+void write_attr(hid_t obj, const char* name, uint64_t value) {
+  write_int64_attr(obj, name, H5T_STD_U64LE, H5T_NATIVE_UINT64, &value);
+}
+
+std::optional<std::string> read_str_attr(hid_t obj, const char* name) {
+  if (H5Aexists(obj, name) <= 0) return std::nullopt;
+  Id a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
+  if (!a.ok()) return std::nullopt;
+  Id ftype(H5Aget_type(a.get()), H5Tclose);
+  if (!ftype.ok() || H5Tget_class(ftype.get()) != H5T_STRING) return std::nullopt;
+  Id mtype(HDF5_CHECK(H5Tcopy(H5T_C_S1)), H5Tclose);
+  if (H5Tis_variable_str(ftype.get()) > 0) {
+    HDF5_CHECK(H5Tset_size(mtype.get(), H5T_VARIABLE));
+    HDF5_CHECK(H5Tset_cset(mtype.get(), H5Tget_cset(ftype.get())));
+    char* p = nullptr;
+    if (H5Aread(a.get(), mtype.get(), &p) < 0 || !p) return std::nullopt;
+    std::string s(p);
+    H5free_memory(p);
+    return s;
+  }
+  const size_t n = H5Tget_size(ftype.get());
+  std::string s(n, '\0');
+  HDF5_CHECK(H5Tset_size(mtype.get(), n));
+  if (n == 0 || H5Aread(a.get(), mtype.get(), s.data()) < 0) return std::nullopt;
+  s.resize(std::strlen(s.c_str()));
+  return s;
+}
+
+std::optional<int64_t> read_int_attr(hid_t obj, const char* name) {
+  return read_int64_attr<int64_t>(obj, name, H5T_NATIVE_INT64);
+}
+
+std::optional<uint64_t> read_uint_attr(hid_t obj, const char* name) {
+  return read_int64_attr<uint64_t>(obj, name, H5T_NATIVE_UINT64);
+}
+
+bool path_exists(hid_t file, const std::string& name) {
+  size_t pos = 0;
+  while (true) {
+    pos = name.find('/', pos + 1);
+    const std::string prefix = name.substr(0, pos);
+    if (H5Lexists(file, prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+    if (pos == std::string::npos) return true;
+  }
+}
+
+}  // namespace pentad::h5

@@ -5,6 +5,7 @@
 
 #include "backend/backend.hpp"
 #include "comm/comm.hpp"
+#include "comm/host.hpp"  // agree_or_throw: app/main.cpp uses it through this header (move it there)
 #include "config/config.hpp"
 
 namespace pentad {

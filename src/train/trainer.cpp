@@ -109,13 +109,7 @@ Trainer::Trainer(const Config& cfg, MPI_Comm job, Backend& be, const CommFactory
       sched_kind_(schedule_kind_of(cfg.parallel)),
       moe_(mc_.n_experts > 0) {
   make_comms(make_comm);
-  if (root_) {
-    std::printf("pentad %s | %d ranks | grid %s | backend %s\n", "0.1.0", topo_.size, topo_.describe().c_str(),
-                be_.name().c_str());
-    std::printf("---- resolved deck (%s) ----\n%s---- end of deck ----\n", cfg_.source.c_str(),
-                cfg_.resolved_toml.c_str());
-    std::fflush(stdout);
-  }
+  print_header();
   open_inputs();
   build_model(make_comm);
   install_signal_handlers();
@@ -127,21 +121,22 @@ Trainer::Trainer(const Config& cfg, MPI_Comm job, Backend& be, const CommFactory
   count_flops();
   print_model();
   if (!cfg_.log.dump.empty()) {
-    const DumpSources src{&all_tensors_, &model_->params(), dpar_.get(), &model_->expert_params(),
-                          edpar_.get(),  tp_.get(),         ep_.get()};
+    const DumpSources src{.tensors = &all_tensors_, .params = &model_->params(), .dpar = dpar_.get(),
+                          .experts = &model_->expert_params(), .edpar = edpar_.get(), .tp = tp_.get(),
+                          .ep = ep_.get()};
     dump_ = std::make_unique<DebugDump>(cfg_.log.dump, cfg_.resolved_toml, topo_, src, B_global_, T_,
                                         mc_.vocab_size);
   }
-  seq_in_.resize(size_t(A_) * b_ * T_);
-  seq_tg_.resize(size_t(A_) * b_ * T_);
-  in_.resize(size_t(A_) * b_ * Tl_);
-  tg_.resize(size_t(A_) * b_ * Tl_);
-  first_seq_ = int64_t(topo_.dp_rank()) * A_ * b_;
-  trace_steps_ = cfg_.log.trace.empty() ? 0 : 8;
-  stage_stats_.assign(size_t(kStageStats) * n_pp_, 0.0);
-  for (int g = 0; g < model_->n_chunks(); ++g)
-    if (model_->owns_chunk(g)) my_slot_bytes_ += model_->slot_bytes(g);
-  be_.reset_peaks();  // slot_bytes may have allocated a pooled slot before any step
+  prepare_steps();
+}
+
+void Trainer::print_header() const {
+  if (!root_) return;
+  std::printf("pentad %s | %d ranks | grid %s | backend %s\n", "0.1.0", topo_.size, topo_.describe().c_str(),
+              be_.name().c_str());
+  std::printf("---- resolved deck (%s) ----\n%s---- end of deck ----\n", cfg_.source.c_str(),
+              cfg_.resolved_toml.c_str());
+  std::fflush(stdout);
 }
 
 // One Comm per group, in the same order on every rank (NCCL creates them collectively).
@@ -263,6 +258,20 @@ void Trainer::print_model() const {
                 mc_.dropless ? "dropless" : std::to_string(mc_.capacity_factor).c_str(), topo_.shape.ep,
                 mc_.n_experts / topo_.shape.ep, n_active_ / 1e6);
   std::fflush(stdout);
+}
+
+// The step's host buffers and per-stage statistics, allocated once.
+void Trainer::prepare_steps() {
+  seq_in_.resize(size_t(A_) * b_ * T_);
+  seq_tg_.resize(size_t(A_) * b_ * T_);
+  in_.resize(size_t(A_) * b_ * Tl_);
+  tg_.resize(size_t(A_) * b_ * Tl_);
+  first_seq_ = int64_t(topo_.dp_rank()) * A_ * b_;
+  trace_steps_ = cfg_.log.trace.empty() ? 0 : 8;  // the first steps of the run
+  stage_stats_.assign(size_t(kStageStats) * n_pp_, 0.0);
+  for (int g = 0; g < model_->n_chunks(); ++g)
+    if (model_->owns_chunk(g)) my_slot_bytes_ += model_->slot_bytes(g);
+  be_.reset_peaks();  // slot_bytes may have allocated a pooled slot before any step
 }
 
 // ---- the step ----

@@ -55,11 +55,13 @@ class Trainer {
 
   // Setup, in order.
   void make_comms(const CommFactory& make_comm);
+  void print_header() const;
   void open_inputs();
   void build_model(const CommFactory& make_comm);
   void resume();
   void count_flops();
   void print_model() const;
+  void prepare_steps();
 
   // The step and what follows it.
   StepResult step(int step);

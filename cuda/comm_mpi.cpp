@@ -7,8 +7,9 @@
 #include <numeric>
 #include <vector>
 
-#include "cuda.hpp"
+#include "../cpu/cpu.hpp"  // make_mpi_comm (cpu/ is not on pentad_cuda's include path)
 #include "comm/comm.hpp"
+#include "cuda.hpp"
 #include "cuda_backend.hpp"
 
 namespace pentad {

@@ -26,6 +26,7 @@ class MpiComm final : public Comm {
  public:
   using Comm::Comm;
 
+  bool supports(CommOp) const override { return true; }  // MPI has every operation
   void allreduce_sum(float* buf, size_t n) override { allreduce(buf, n, MPI_SUM); }
   void allreduce_max(float* buf, size_t n) override { allreduce(buf, n, MPI_MAX); }
 

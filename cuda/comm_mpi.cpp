@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "cpu.hpp"
-#include "cuda.hpp"
 #include "comm/comm.hpp"
+#include "cuda.hpp"
 #include "cuda_backend.hpp"
 
 namespace pentad {
@@ -19,6 +19,9 @@ class StagedMpiComm final : public Comm {
  public:
   StagedMpiComm(MPI_Comm comm, std::string name, Backend& be)
       : Comm(comm, name), be_(be), host_(make_mpi_comm(comm, name)) {}
+
+  // Host-staged: whatever the host MPI comm does (everything).
+  bool supports(CommOp op) const override { return host_->supports(op); }
 
   void allreduce_sum(float* buf, size_t n) override {
     track([&] { in_place(buf, n, [&](float* h) { host_->allreduce_sum(h, n); }); });

@@ -62,6 +62,10 @@ class NcclComm final : public Comm {
     cudaStreamDestroy(stream_);
   }
 
+  // Collectives only so far: no point-to-point, no all-to-all (the host-staged
+  // MPI comm has them).
+  bool supports(CommOp) const override { return false; }
+
   void allreduce_sum(float* buf, size_t n) override { blocking([&] { all_reduce(buf, n, ncclSum); }, 2.0 * (size_ - 1) / size_ * n); }
   void allreduce_max(float* buf, size_t n) override { blocking([&] { all_reduce(buf, n, ncclMax); }, 2.0 * (size_ - 1) / size_ * n); }
 

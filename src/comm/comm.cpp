@@ -10,6 +10,9 @@ Comm::Comm(MPI_Comm comm, std::string name) : comm_(comm), name_(std::move(name)
   MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
 }
 
+bool Comm::supports(CommOp) const { return false; }
+
+// The guards behind supports(): a caller that did not ask stops here.
 Comm::Request Comm::isend(const float*, size_t, int, int) {
   PENTAD_FATAL("comm '" + name_ + "' has no non-blocking send (needed by pipeline and context parallelism)");
 }

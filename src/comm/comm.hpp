@@ -14,6 +14,11 @@
 
 namespace pentad {
 
+// The operations a Comm may or may not implement (the rest every Comm has).
+// Callers ask supports() before they rely on one; calling an unsupported one
+// stops the job with a message naming the group.
+enum class CommOp { isend, irecv, alltoallv };
+
 class Comm {
  public:
   Comm(MPI_Comm comm, std::string name);
@@ -22,6 +27,8 @@ class Comm {
   int size() const { return size_; }
   int rank() const { return rank_; }
   const std::string& name() const { return name_; }
+  // Whether this Comm implements `op` (the base implements none of them).
+  virtual bool supports(CommOp op) const;
   MPI_Comm mpi() const { return comm_; }
   // Bytes this rank has put on the wire in this group since the last reset,
   // counted as a ring algorithm moves them: all-reduce 2(n-1)/n * bytes,
@@ -47,8 +54,7 @@ class Comm {
   // size() consecutive pieces, send_counts[r] elements for rank r; recv gets
   // recv_counts[r] elements from rank r, back to back in rank order. Zero
   // counts are fine. Counts the bytes sent to the other ranks (the piece for
-  // this rank is a local copy). Comms without it keep the default, which
-  // stops the job with a message naming the group.
+  // this rank is a local copy). Optional: see supports(CommOp::alltoallv).
   virtual void alltoallv(const float* send, const std::vector<int>& send_counts, float* recv,
                          const std::vector<int>& recv_counts);
 
@@ -65,8 +71,8 @@ class Comm {
   // pieces back to back, in rank order. send == nullptr: in place.
   virtual Request iallgatherv(const float* send, float* recv, const std::vector<int>& counts) = 0;
   // Non-blocking point-to-point (pipeline activations between stages, ring
-  // attention's K/V blocks over cp): the buffer must stay untouched until wait(). Comms that cannot do it keep the
-  // default, which stops the job with a message naming the group.
+  // attention's K/V blocks over cp): the buffer must stay untouched until
+  // wait(). Optional: see supports(CommOp::isend / irecv).
   virtual Request isend(const float* buf, size_t n, int peer, int tag);
   virtual Request irecv(float* buf, size_t n, int peer, int tag);
   virtual void wait(Request r) = 0;

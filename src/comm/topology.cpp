@@ -1,4 +1,5 @@
-// Builds the Cartesian grid and every per-axis communicator with MPI_Cart_sub.
+// Builds the Cartesian grid and every per-axis communicator with MPI_Cart_sub
+// (and the pipeline's end stages, for tied embeddings, by MPI_Comm_split).
 #include "comm/topology.hpp"
 
 #include "core/error.hpp"
@@ -56,10 +57,15 @@ Topology::Topology(MPI_Comm job_comm, const ParallelConfig& p) : shape(grid_shap
   dp_cp = sub(cart, {0, 1, 1, 1, 0}, "pentad.dp_cp");
   expert_dp = sub(cart, {0, 1, 0, 1, 0}, "pentad.expert_dp");
   pp = sub(cart, {1, 0, 0, 0, 0}, "pentad.pp");
+  const bool at_end = is_first_stage() || is_last_stage();
+  if (shape.pp > 1) {
+    MPI_CHECK(MPI_Comm_split(pp, at_end ? 0 : MPI_UNDEFINED, me.pp, &pp_ends));
+    if (pp_ends != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_set_name(pp_ends, "pentad.pp_ends"));
+  }
 }
 
 Topology::~Topology() {
-  for (MPI_Comm* c : {&tp, &cp, &ep, &dp, &dp_cp, &expert_dp, &pp, &cart}) {
+  for (MPI_Comm* c : {&pp_ends, &tp, &cp, &ep, &dp, &dp_cp, &expert_dp, &pp, &cart}) {
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   }
 }

@@ -54,6 +54,9 @@ class Topology {
   MPI_Comm dp_cp = MPI_COMM_NULL;      // remain: dp/ep, ep, cp
   MPI_Comm expert_dp = MPI_COMM_NULL;  // remain: dp/ep, cp
   MPI_Comm pp = MPI_COMM_NULL;         // remain: pp (periodic)
+  // The first and the last stage of this rank's pp group, where a tied
+  // embedding lives twice (pp > 1; MPI_COMM_NULL on the other stages).
+  MPI_Comm pp_ends = MPI_COMM_NULL;
 
   int dp_rank() const { return me.dp(shape); }
   bool is_root() const { return rank == 0; }

@@ -1,4 +1,5 @@
-// FLOP counting, peak measurement and the JSON-lines metrics writer.
+// FLOP counting, peak measurement and the JSON-lines metrics writer
+// (nlohmann-json, one compact object per line).
 #include "train/metrics.hpp"
 
 #include <sys/resource.h>
@@ -6,7 +7,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+
+#include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
 
@@ -53,33 +59,29 @@ MetricsFile::~MetricsFile() {
   if (f_) std::fclose(f_);
 }
 
+namespace {
+// The value a row has always carried: rounded to 10 significant digits
+// (%.10g); an integer below 1e10 stays an integer ("12", not "12.0"), as
+// %.10g prints it, so readers see the same values and the same types.
+nlohmann::ordered_json json_number(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  const double r = std::strtod(buf, nullptr);
+  if (std::fabs(r) < 1e10 && r == std::trunc(r)) return int64_t(r);
+  return r;
+}
+}  // namespace
+
 void MetricsFile::write(const std::vector<std::pair<std::string, double>>& numbers,
                         const std::vector<std::pair<std::string, std::string>>& strings) {
   if (!f_) return;
-  std::fputc('{', f_);
-  bool first = true;
-  for (const auto& [k, v] : numbers) {
-    std::fprintf(f_, "%s\"%s\":", first ? "" : ",", k.c_str());
-    if (std::isfinite(v))
-      std::fprintf(f_, "%.10g", v);
-    else
-      std::fputs("null", f_);
-    first = false;
-  }
-  for (const auto& [k, v] : strings) {
-    std::fprintf(f_, "%s\"%s\":\"", first ? "" : ",", k.c_str());
-    for (char ch : v) {
-      if (ch == '"' || ch == '\\') std::fputc('\\', f_);
-      if (ch == '\n') {
-        std::fputs("\\n", f_);
-        continue;
-      }
-      std::fputc(ch, f_);
-    }
-    std::fputc('"', f_);
-    first = false;
-  }
-  std::fputs("}\n", f_);
+  nlohmann::ordered_json row = nlohmann::ordered_json::object();  // keys in the caller's order
+  for (const auto& [k, v] : numbers) row[k] = json_number(v);
+  for (const auto& [k, v] : strings) row[k] = v;
+  const std::string line = row.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  std::fputs(line.c_str(), f_);
+  std::fputc('\n', f_);
   std::fflush(f_);
 }
 

@@ -1,0 +1,90 @@
+// The metrics row and console line of a training step (see step_metrics.hpp).
+#include "train/step_metrics.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/text.hpp"
+#include "parallel/cp/cp_report.hpp"
+
+namespace pentad {
+namespace {
+
+// Per pipeline stage (pp<q>_*), then the worst bubble.
+void append_stage_fields(const StepRecord& r, std::vector<std::pair<std::string, double>>& row) {
+  const std::vector<double>& stats = *r.stage_stats;
+  const int n_pp = int(stats.size()) / kStageStats;
+  double worst_bubble = 0;
+  for (int q = 0; q < n_pp; ++q) {
+    const double* st = stats.data() + size_t(q) * kStageStats;
+    const std::string k = "pp" + std::to_string(q) + "_";
+    row.emplace_back(k + "bubble", st[0]);
+    row.emplace_back(k + "inflight", st[1]);
+    row.emplace_back(k + "act_peak_bytes", st[2]);
+    row.emplace_back(k + "slot_bytes", st[3]);
+    worst_bubble = std::max(worst_bubble, st[0]);
+  }
+  row.emplace_back("pp_bubble", worst_bubble);
+}
+
+void append_moe_fields(const StepRecord& r, std::vector<std::pair<std::string, double>>& row) {
+  const MoeStep& m = *r.moe;
+  row.emplace_back("aux_loss", m.aux_loss);
+  row.emplace_back("moe_balance", m.balance);
+  row.emplace_back("moe_tokens_per_expert_min", m.tok_min);
+  row.emplace_back("moe_tokens_per_expert_max", m.tok_max);
+  row.emplace_back("moe_tokens_per_expert_mean", m.tok_mean);
+  row.emplace_back("moe_dropped_fraction", m.dropped);
+  row.emplace_back("moe_recv_load", m.recv_load_root);
+  row.emplace_back("moe_recv_load_max", m.recv_load_max);
+  row.emplace_back("ep_bytes_sent", r.ep.bytes_sent);
+  row.emplace_back("ep_blocked_ms", r.ep.blocked_ms);
+  row.emplace_back("expert_dp_bytes_sent", r.expert_dp.bytes_sent);
+  row.emplace_back("moe_comm_ms", r.moe_times.comm_s * 1e3);
+  row.emplace_back("moe_expert_ms", r.moe_times.expert_s * 1e3);
+  row.emplace_back("moe_route_ms", r.moe_times.route_s * 1e3);
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, double>> metrics_row(const StepRecord& r) {
+  const MemStats& ms = *r.mem;
+  std::vector<std::pair<std::string, double>> row = {
+      {"step", r.step}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
+      {"tokens_per_s", r.tokens_per_s}, {"tflops", r.tflops}, {"mfu", r.mfu},
+      {"peak_mem_bytes", double(ms.total_peak_bytes)}, {"step_ms", r.step_s * 1e3},
+      {"dp_bytes_sent", r.dp_cp.bytes_sent}, {"tp_bytes_sent", r.tp.bytes_sent},
+      {"dp_blocked_ms", r.dp_cp.blocked_ms}, {"tp_blocked_ms", r.tp.blocked_ms},
+      {"pp_bytes_sent", r.pp.bytes_sent}, {"pp_blocked_ms", r.pp.blocked_ms},
+      {"pp_bubble_formula", r.pp_bubble_formula},
+      {"cp_bytes_sent", r.cp.bytes_sent}, {"cp_blocked_ms", r.cp.blocked_ms},
+      {"dp_reductions", r.dp_reductions},
+      {"dp_buckets", r.dp_buckets}, {"dp_comm_hidden", r.dp_comm_hidden},
+      {"param_elems", r.param_elems}, {"shard_elems", r.shard_elems}};
+  for (int c = 0; c < int(Mem::count); ++c)
+    row.emplace_back(std::string("peak_mem_") + mem_name(Mem(c)), double(ms.peak_bytes[size_t(c)]));
+  append_stage_fields(r, row);
+  if (r.moe) append_moe_fields(r, row);
+  if (r.has_val) row.emplace_back("val_loss", r.val_loss);
+  if (r.cp_attn)
+    for (int i = 0; i < 4; ++i) row.emplace_back(kCpAttnKeys[i], r.cp_attn[i]);
+  return row;
+}
+
+void print_step_line(const StepRecord& r) {
+  std::printf("step %5d/%d | loss %.4f | lr %.3e | grad norm %.4f | %.0f tok/s | "
+              "%.3f TFLOP/s | MFU %.1f%% | mem %s | %.1f ms%s\n",
+              r.step, r.steps, r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.tflops, 100 * r.mfu,
+              format_bytes(double(r.mem->total_peak_bytes), 1).c_str(), r.step_s * 1e3,
+              r.has_val ? (" | val loss " + std::to_string(r.val_loss)).c_str() : "");
+  if (r.moe) {
+    const MoeStep& m = *r.moe;
+    std::printf("           moe | aux loss %.5f | balance %.4f | tokens/expert min %.0f max %.0f mean %.1f | "
+                "dropped %.2f%% | ep %s sent\n",
+                m.aux_loss, m.balance, m.tok_min, m.tok_max, m.tok_mean, 100 * m.dropped,
+                format_bytes(r.ep.bytes_sent, 1).c_str());
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace pentad

@@ -1,0 +1,49 @@
+// What one training step reports: the numbers of the metrics row (one
+// JSON-lines object per step, field names documented in the README) and the
+// console line. Filled by the Trainer on the root; nothing here communicates.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "comm/comm.hpp"
+#include "parallel/ep/moe.hpp"
+#include "parallel/ep/moe_stats.hpp"
+
+namespace pentad {
+
+// One group's traffic over the step (Comm::bytes_sent, seconds_blocked).
+struct GroupTraffic {
+  double bytes_sent = 0, blocked_ms = 0;
+  static GroupTraffic of(const Comm& c) { return {c.bytes_sent(), c.seconds_blocked() * 1e3}; }
+};
+
+// Per pipeline stage, gathered over pp: bubble, peak in-flight activation
+// slots, activation peak bytes, slot bytes.
+constexpr int kStageStats = 4;
+
+struct StepRecord {
+  int step = 0, steps = 0;  // this step, of `steps`
+  double loss = 0, lr = 0, grad_norm = 0, step_s = 0;
+  double tokens_per_s = 0, tflops = 0, mfu = 0;
+  const MemStats* mem = nullptr;  // the root's backend
+  GroupTraffic dp_cp, tp, pp, cp, ep, expert_dp;
+  double pp_bubble_formula = 0;  // 0 without pipeline parallelism
+  double dp_reductions = 0, dp_buckets = 0, dp_comm_hidden = 0;
+  double param_elems = 0, shard_elems = 0;
+  const std::vector<double>* stage_stats = nullptr;  // (pp, kStageStats)
+  const MoeStep* moe = nullptr;  // nullptr: not an MoE model
+  MoeLayer::Times moe_times;     // the root's
+  bool has_val = false;          // evaluated at this step
+  double val_loss = 0;
+  const double* cp_attn = nullptr;  // the 4 values of cp_attention_stats; nullptr: no ring attention
+};
+
+// The metrics row, in the file's field order.
+std::vector<std::pair<std::string, double>> metrics_row(const StepRecord& r);
+// The console line (and the MoE line under it) on stdout.
+void print_step_line(const StepRecord& r);
+
+}  // namespace pentad

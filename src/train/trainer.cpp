@@ -1,0 +1,525 @@
+// The Trainer (see trainer.hpp). Loss normalisation happens in exactly one
+// place: every micro-batch's gradient is scaled by 1 / (tokens of the global
+// batch), so the sum over micro-batches and dp ranks is the gradient of the
+// global mean loss. With context parallelism each cp rank takes its tokens
+// of every sequence of its dp rank's batch; losses and gradients are summed
+// over dp x cp.
+#include "train/trainer.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <numeric>
+
+#include "comm/host.hpp"
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "core/text.hpp"
+#include "parallel/cp/cp_report.hpp"
+#include "parallel/dp/optimizer.hpp"
+#include "train/step_metrics.hpp"
+
+namespace pentad {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int64_t numel_of(const std::vector<int64_t>& shape) {
+  return std::accumulate(shape.begin(), shape.end(), int64_t(1), std::multiplies<>());
+}
+
+// Rank 0 checks that every output location can be written before any work.
+// Collective over the job.
+void check_outputs(const Config& cfg, const Topology& topo) {
+  bool ok = true;
+  std::string msg;
+  if (topo.is_root()) {
+    auto probe_dir = [&](const std::string& key, const std::string& dir) {
+      if (!ok || dir.empty()) return;
+      if (!make_dirs(dir)) {
+        ok = false;
+        msg = key + ": cannot create directory '" + dir + "': " + std::strerror(errno);
+        return;
+      }
+      const std::string probe = dir + "/.pentad_write_test";
+      std::FILE* f = std::fopen(probe.c_str(), "w");
+      if (!f) {
+        ok = false;
+        msg = key + ": directory '" + dir + "' is not writable: " + std::strerror(errno);
+        return;
+      }
+      std::fclose(f);
+      std::remove(probe.c_str());
+    };
+    if (cfg.checkpoint.save_final || cfg.checkpoint.every > 0)
+      probe_dir("checkpoint.dir", cfg.checkpoint.dir);
+    if (!cfg.log.metrics.empty()) probe_dir("log.metrics", parent_dir(cfg.log.metrics));
+    if (!cfg.log.dump.empty()) probe_dir("log.dump", parent_dir(cfg.log.dump));
+    if (!cfg.log.trace.empty()) probe_dir("log.trace", parent_dir(cfg.log.trace));
+  }
+  agree_or_throw(ok, msg, topo.job);
+}
+
+// Open the data files on every rank; a bad file is the same error everywhere.
+// Collective over job.
+std::unique_ptr<TokenFile> open_tokens(const std::string& path, const Config& cfg, MPI_Comm job) {
+  std::unique_ptr<TokenFile> f;
+  bool ok = true;
+  std::string msg;
+  try {
+    f = std::make_unique<TokenFile>(path, cfg.model.vocab_size, int64_t(cfg.model.seq_len) + 1);
+  } catch (const InputError& e) {
+    ok = false;
+    msg = e.what();
+  }
+  agree_or_throw(ok, msg, job);
+  return f;
+}
+
+ScheduleKind schedule_kind_of(const ParallelConfig& p) {
+  return p.pp == 1 && p.virtual_stages == 1 ? ScheduleKind::one_f_one_b : parse_schedule_kind(p.schedule);
+}
+
+}  // namespace
+
+// ---- setup ----
+
+Trainer::Trainer(const Config& cfg, MPI_Comm job, Backend& be, const CommFactory& make_comm)
+    : cfg_(cfg),
+      mc_(cfg.model),
+      tc_(cfg.train),
+      be_(be),
+      t_start_(Clock::now()),
+      topo_(job, cfg.parallel),
+      root_(topo_.is_root()),
+      cp_split_{cfg.model.seq_len, topo_.shape.cp, cp_layout_of(cfg.parallel.cp_layout)},
+      T_(mc_.seq_len),
+      Tl_(cp_split_.local_len()),
+      b_(tc_.micro_batch),
+      A_(tc_.grad_accum),
+      n_dp_(topo_.shape.dp),
+      n_pp_(topo_.shape.pp),
+      n_virtual_(cfg.parallel.virtual_stages),
+      B_global_(int64_t(b_) * A_ * n_dp_),
+      tokens_global_(double(B_global_) * T_),
+      sched_kind_(schedule_kind_of(cfg.parallel)),
+      moe_(mc_.n_experts > 0) {
+  make_comms(make_comm);
+  print_header();
+  open_inputs();
+  build_model(make_comm);
+  install_signal_handlers();
+  all_tensors_ = global_tensors(model_->params(), moe_ ? &model_->expert_params() : nullptr, topo_.pp);
+  ckpt_tensors_ = checkpoint_tensors(model_->params(), *dpar_, moe_ ? &model_->expert_params() : nullptr,
+                                     edpar_.get(), topo_, all_tensors_);
+  signature_ = model_signature(mc_);
+  resume();
+  count_flops();
+  print_model();
+  if (!cfg_.log.dump.empty()) {
+    const DumpSources src{.tensors = &all_tensors_, .params = &model_->params(), .dpar = dpar_.get(),
+                          .experts = &model_->expert_params(), .edpar = edpar_.get(), .tp = tp_.get(),
+                          .ep = ep_.get()};
+    dump_ = std::make_unique<DebugDump>(cfg_.log.dump, cfg_.resolved_toml, topo_, src, B_global_, T_,
+                                        mc_.vocab_size);
+  }
+  prepare_steps();
+}
+
+void Trainer::print_header() const {
+  if (!root_) return;
+  std::printf("pentad %s | %d ranks | grid %s | backend %s\n", "0.1.0", topo_.size, topo_.describe().c_str(),
+              be_.name().c_str());
+  std::printf("---- resolved deck (%s) ----\n%s---- end of deck ----\n", cfg_.source.c_str(),
+              cfg_.resolved_toml.c_str());
+  std::fflush(stdout);
+}
+
+// One Comm per group, in the same order on every rank (NCCL creates them collectively).
+void Trainer::make_comms(const CommFactory& make_comm) {
+  dp_cp_ = make_comm(topo_.dp_cp, "dp_cp");
+  tp_ = make_comm(topo_.tp, "tp");
+  pp_ = make_comm(topo_.pp, "pp");
+  cp_ = make_comm(topo_.cp, "cp");
+  ep_ = make_comm(topo_.ep, "ep");
+  edp_ = make_comm(topo_.expert_dp, "expert_dp");
+}
+
+// The token files, the output locations and the metrics file. Collective over the job.
+void Trainer::open_inputs() {
+  train_data_ = open_tokens(cfg_.data.train, cfg_, topo_.job);
+  if (!cfg_.data.val.empty()) val_data_ = open_tokens(cfg_.data.val, cfg_, topo_.job);
+  check_outputs(cfg_, topo_);
+  std::string msg;
+  try {
+    if (root_ && !cfg_.log.metrics.empty()) metrics_ = std::make_unique<MetricsFile>(cfg_.log.metrics);
+  } catch (const InputError& e) {
+    msg = e.what();
+  }
+  agree_or_throw(msg.empty(), msg, topo_.job);
+}
+
+// This rank's model shard, its DataParallel(s), the pipeline and the tied
+// embedding pair. Collective over the job.
+void Trainer::build_model(const CommFactory& make_comm) {
+  // Pipeline: pp * virtual_stages chunks of blocks; chunk g on stage g % pp.
+  ModelParallel mpar;
+  mpar.tp = tp_.get();
+  mpar.sp = cfg_.parallel.sp;
+  mpar.cp = cp_.get();
+  mpar.cp_layout = cp_split_.layout;
+  mpar.pp_rank = topo_.me.pp;
+  mpar.pp_size = n_pp_;
+  mpar.ep = ep_.get();
+  mpar.chunk_blocks = partition_blocks(mc_.n_layers, n_pp_ * n_virtual_, cfg_.parallel.stage_layers);
+  model_ = std::make_unique<Model>(mc_, tc_.recompute, b_, be_, mpar);
+  dpar_ = std::make_unique<DataParallel>(model_->params(), be_, *dp_cp_, tc_, cfg_.parallel.zero,
+                                         cfg_.parallel.bucket_mb);
+  dpar_->init(tc_.seed);
+  // MoE experts: their own store, reduced over expert_dp (a stage without
+  // MoE blocks has none).
+  ParamStore& experts = model_->expert_params();
+  if (experts.numel() > 0) {
+    edpar_ = std::make_unique<DataParallel>(experts, be_, *edp_, tc_, cfg_.parallel.zero, cfg_.parallel.bucket_mb);
+    edpar_->init(tc_.seed);
+    dpar_->set_partner(edpar_.get());
+  }
+  model_->set_hooks(dpar_.get());
+  pipe_ = std::make_unique<Pipeline>(*model_, be_, *pp_, *dpar_, make_schedule(sched_kind_, n_pp_, n_virtual_, A_),
+                                     make_schedule(ScheduleKind::forward_only, n_pp_, n_virtual_, tc_.eval_batches));
+  tied_ = std::make_unique<TiedEmbedding>(mc_, topo_, model_->params(), *dpar_, make_comm);
+}
+
+// checkpoint.resume: "latest" starts fresh when the directory has no
+// committed checkpoint yet. Collective over the job.
+void Trainer::resume() {
+  const CheckpointConfig& ck = cfg_.checkpoint;
+  if (!ck.resume.empty()) {
+    const bool fresh = ck.resume == "latest" && latest_checkpoint(ck.dir).empty();
+    if (!fresh) {
+      const std::string path = resolve_checkpoint(ck.resume, ck.dir);
+      const CkptMeta meta = load_checkpoint(path, signature_, ckpt_tensors_, topo_.job);
+      start_step_ = int(meta.step) + 1;
+      if (root_) {
+        std::printf("resumed from %s (written at step %lld under %s)\n", path.c_str(), (long long)meta.step,
+                    meta.layout.c_str());
+        if (meta.seed != tc_.seed)
+          std::printf("warning: train.seed %llu differs from the checkpoint's %llu: the data order changes\n",
+                      (unsigned long long)tc_.seed, (unsigned long long)meta.seed);
+      }
+    } else if (root_) {
+      std::printf("checkpoint.resume = latest: no checkpoint in %s yet, starting fresh\n", ck.dir.c_str());
+    }
+  }
+  if (start_step_ > 1 && !cfg_.log.dump.empty())
+    throw InputError("log.dump records a run from step 1; it cannot be combined with a resumed run (checkpoint.resume)");
+}
+
+// FLOPs per token from the parameters a token uses, and the peak rate MFU
+// divides by (deck, or measured). Collective over the job.
+void Trainer::count_flops() {
+  // Parameters of the whole model (every pipeline stage's; a tied copy is
+  // listed once by global_tensors).
+  for (const GlobalTensor& g : all_tensors_) n_params_ += double(numel_of(g.shape));
+  // A token uses top_k of n_experts experts.
+  n_active_ = n_params_;
+  for (const GlobalTensor& g : all_tensors_)
+    if (g.expert) n_active_ -= (1.0 - double(mc_.top_k) / mc_.n_experts) * double(numel_of(g.shape));
+  fpt_ = flops_per_token(mc_, n_active_);
+
+  peak_tflops_ = cfg_.log.peak_tflops;
+  if (peak_tflops_ <= 0) {
+    // Every rank measures at the same moment (after a barrier), as they will run.
+    host::barrier(topo_.job);
+    peak_tflops_ = measure_peak_tflops(be_);
+    // Ranks sharing a node measure different rates; use the job's mean.
+    double s = peak_tflops_;
+    host::allreduce(topo_.job, &s, 1, host::Op::sum);
+    peak_tflops_ = s / topo_.size;
+    be_.reset_peaks();  // the measurement's buffers are not part of training
+  }
+}
+
+void Trainer::print_model() const {
+  if (!root_) return;
+  std::printf("model: %s, %.3fM parameters, %.3g FLOP/token; global batch %lld x %d tokens "
+              "(micro_batch %d x grad_accum %d x dp %d); peak %.3f TFLOP/s per rank%s\n",
+              mc_.family == Family::gpt2 ? "gpt2" : "llama", n_params_ / 1e6, fpt_, (long long)B_global_, T_, b_,
+              A_, n_dp_, peak_tflops_, cfg_.log.peak_tflops > 0 ? " (deck)" : " (measured sgemm)");
+  if (cp_split_.cp > 1) print_cp_balance(cp_split_);
+  if (moe_)
+    std::printf("moe: %d experts, top-%d, every %d block(s), capacity %s, ep=%d (%d experts per rank), "
+                "%.3fM parameters active per token\n",
+                mc_.n_experts, mc_.top_k, mc_.moe_every,
+                mc_.dropless ? "dropless" : std::to_string(mc_.capacity_factor).c_str(), topo_.shape.ep,
+                mc_.n_experts / topo_.shape.ep, n_active_ / 1e6);
+  std::fflush(stdout);
+}
+
+// The step's host buffers and per-stage statistics, allocated once.
+void Trainer::prepare_steps() {
+  seq_in_.resize(size_t(A_) * b_ * T_);
+  seq_tg_.resize(size_t(A_) * b_ * T_);
+  in_.resize(size_t(A_) * b_ * Tl_);
+  tg_.resize(size_t(A_) * b_ * Tl_);
+  first_seq_ = int64_t(topo_.dp_rank()) * A_ * b_;
+  trace_steps_ = cfg_.log.trace.empty() ? 0 : 8;  // the first steps of the run
+  stage_stats_.assign(size_t(kStageStats) * n_pp_, 0.0);
+  for (int g = 0; g < model_->n_chunks(); ++g)
+    if (model_->owns_chunk(g)) my_slot_bytes_ += model_->slot_bytes(g);
+  be_.reset_peaks();  // slot_bytes may have allocated a pooled slot before any step
+}
+
+// ---- the step ----
+
+void Trainer::run() {
+  for (int s = start_step_; s <= tc_.steps; ++s) {
+    const StepResult r = step(s);
+    // Ring attention work and kernel time, the extremes over the cp group
+    // (read before the evaluation adds its forward passes).
+    double cp_attn[4] = {0, 0, 0, 0};
+    if (model_->ring()) cp_attention_stats(*model_->ring(), *cp_, cp_attn);
+    const bool eval_now = val_data_ && ((tc_.eval_every > 0 && s % tc_.eval_every == 0) || s == tc_.steps);
+    if (eval_now) last_val_ = evaluate();
+    if (root_) log_step(s, r, eval_now, cp_attn);
+    reset_traffic();
+    if (checkpoint_or_stop(s)) break;
+  }
+  finish();
+}
+
+// One optimizer step over the global batch. Collective over the job.
+Trainer::StepResult Trainer::step(int step) {
+  const auto t0 = Clock::now();
+  StepResult r;
+  r.lr = float(lr_at(tc_, step));
+  load_batch(step);
+  if (model_->ring()) model_->ring()->reset_stats();
+  dpar_->begin_step();
+  model_->reset_moe_stats();
+  const bool want_logits = dump_ && step == 1;
+  if (want_logits) logits_.assign(size_t(A_) * b_ * Tl_ * mc_.vocab_size, 0.0f);
+  pipe_->set_tracing(step - start_step_ < trace_steps_, step);
+
+  // Forward and backward of every micro-batch, in the pipeline schedule's order.
+  const double loss_sum = pipe_->train_step(in_.data(), tg_.data(), float(1.0 / tokens_global_),
+                                            want_logits && topo_.is_last_stage() ? logits_.data() : nullptr);
+  tied_->sum_grads();       // the tied embedding's two copies: one gradient
+  dpar_->finish_backward(); // the dp reduction, launched bucket by bucket during the last backward
+  r.loss = global_loss(loss_sum);
+  r.grad_norm = dpar_->grad_norm(tp_.get(), pp_.get(), ep_.get());
+  if (moe_) r.moe = moe_step(model_->moe_stats(), mc_, *dp_cp_, *pp_, double(B_global_), tokens_global_);
+  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
+    throw InputError("step " + std::to_string(step) + ": loss or gradient norm is not finite (loss " +
+                     std::to_string(r.loss) + ", grad norm " + std::to_string(r.grad_norm) +
+                     "); lower train.lr or check the data");
+  }
+  if (dump_) dump_step(step, r);
+  dpar_->optimizer_step(step, r.lr, clip_scale(r.grad_norm, tc_.grad_clip));
+  be_.synchronize();
+
+  r.step_s = seconds_since(t0);
+  step_times_.push_back(r.step_s);
+  bubbles_.push_back(pipe_->bubble());
+  gather_stage_stats();
+  last_loss_ = r.loss;
+  return r;
+}
+
+// This dp rank's sequences of the step's global batch, then this cp rank's tokens of them.
+void Trainer::load_batch(int step) {
+  sample_batch(*train_data_, tc_.seed, step, first_seq_, A_ * b_, T_, seq_in_.data(), seq_tg_.data());
+  cp_slice(cp_split_, topo_.me.cp, seq_in_.data(), A_, b_, in_.data());
+  cp_slice(cp_split_, topo_.me.cp, seq_tg_.data(), A_, b_, tg_.data());
+}
+
+// The mean loss over the global batch's tokens from this rank's sum (non-zero
+// on the last stage). Collective over dp x cp and pp.
+double Trainer::global_loss(double loss_sum) {
+  dp_cp_->allreduce_sum_host(&loss_sum, 1);
+  pp_->allreduce_sum_host(&loss_sum, 1);
+  return loss_sum / tokens_global_;
+}
+
+// The step's batch (and the step-1 logits and gradients) into the debug
+// dump, in global order. Collective over the job.
+void Trainer::dump_step(int step, const StepResult& r) {
+  const int n_local = A_ * b_ * T_;  // whole sequences
+  dump_->record_batch(step, seq_in_.data(), seq_tg_.data(), n_local);
+  if (step == 1) {
+    // The other tp ranks hold copies of the same logits; they come from the last stage.
+    if (topo_.me.tp == 0 && topo_.is_last_stage())
+      gather_cp_logits(cp_split_, topo_.cp, topo_.me.cp, A_, b_, mc_.vocab_size, logits_);
+    dump_->write_logits(logits_, n_local);
+    dump_->write_params("grad/", true);
+  }
+  dump_->record_metrics(r.loss, r.lr, r.grad_norm, r.moe.aux_loss);
+}
+
+// Per-stage numbers of the step to the root's pp group. Collective over pp.
+void Trainer::gather_stage_stats() {
+  const double mine[kStageStats] = {pipe_->bubble(), double(pipe_->peak_inflight()),
+                                    double(be_.mem_stats().peak_bytes[int(Mem::activations)]),
+                                    double(my_slot_bytes_)};
+  host::gather(topo_.pp, mine, kStageStats, stage_stats_.data(), 0);
+}
+
+// The validation loss: eval_batches batches of b whole sequences per dp rank,
+// this cp rank's tokens of them, through the forward-only schedule.
+// Collective over the job.
+double Trainer::evaluate() {
+  const size_t bt = size_t(b_) * T_, btl = size_t(b_) * Tl_;
+  std::vector<int32_t> whole_in(bt), whole_tg(bt);  // (b, T)
+  std::vector<int32_t> ein(size_t(tc_.eval_batches) * btl), etg(size_t(tc_.eval_batches) * btl);  // (batches, b, T/cp)
+  for (int e = 0; e < tc_.eval_batches; ++e) {
+    eval_batch(*val_data_, e, int64_t(topo_.dp_rank()) * b_, b_, b_ * n_dp_, T_, whole_in.data(), whole_tg.data());
+    cp_slice(cp_split_, topo_.me.cp, whole_in.data(), 1, b_, ein.data() + e * btl);
+    cp_slice(cp_split_, topo_.me.cp, whole_tg.data(), 1, b_, etg.data() + e * btl);
+  }
+  double sum = pipe_->eval(ein.data(), etg.data());  // the last stage's
+  dp_cp_->allreduce_sum_host(&sum, 1);
+  pp_->allreduce_sum_host(&sum, 1);
+  return sum / (double(tc_.eval_batches) * bt * n_dp_);
+}
+
+// The console line (every log.every steps, the first and the last) and the
+// metrics row. Root only.
+void Trainer::log_step(int step, const StepResult& r, bool eval_now, const double cp_attn[4]) {
+  StepRecord rec;
+  rec.step = step;
+  rec.steps = tc_.steps;
+  rec.loss = r.loss;
+  rec.lr = r.lr;
+  rec.grad_norm = r.grad_norm;
+  rec.step_s = r.step_s;
+  rec.tokens_per_s = tokens_global_ / r.step_s;
+  rec.tflops = rec.tokens_per_s * fpt_ / 1e12;
+  rec.mfu = rec.tflops / (peak_tflops_ * topo_.size);
+  rec.mem = &be_.mem_stats();
+  rec.dp_cp = GroupTraffic::of(*dp_cp_);
+  rec.tp = GroupTraffic::of(*tp_);
+  rec.pp = GroupTraffic::of(*pp_);
+  rec.cp = GroupTraffic::of(*cp_);
+  rec.ep = GroupTraffic::of(*ep_);
+  rec.expert_dp = GroupTraffic::of(*edp_);
+  rec.pp_bubble_formula = n_pp_ > 1 ? bubble_formula(sched_kind_, n_pp_, n_virtual_, A_) : 0.0;
+  rec.dp_reductions = double(dpar_->reductions());
+  rec.dp_buckets = double(dpar_->n_buckets());
+  rec.dp_comm_hidden = dpar_->hidden_fraction();
+  rec.param_elems = double(model_->params().numel());
+  rec.shard_elems = double(dpar_->shard_elems());
+  rec.stage_stats = &stage_stats_;
+  rec.moe = moe_ ? &r.moe : nullptr;
+  if (moe_) rec.moe_times = model_->moe_times();
+  rec.has_val = eval_now;
+  rec.val_loss = last_val_;
+  rec.cp_attn = model_->ring() ? cp_attn : nullptr;
+  if (step % cfg_.log.every == 0 || step == 1 || step == tc_.steps) print_step_line(rec);
+  if (metrics_) metrics_->write(metrics_row(rec));
+}
+
+void Trainer::reset_traffic() {
+  for (Comm* c : {dp_cp_.get(), tp_.get(), pp_.get(), cp_.get(), ep_.get(), edp_.get()}) c->reset_bytes();
+}
+
+// Checkpoint every N steps, and on SIGUSR1/SIGTERM at a step all ranks agree
+// on; true: stop after this step. Collective over the job.
+bool Trainer::checkpoint_or_stop(int step) {
+  int stop = signal_received() ? 1 : 0;
+  host::allreduce(topo_.job, &stop, 1, host::Op::max);
+  if ((cfg_.checkpoint.every > 0 && step % cfg_.checkpoint.every == 0) || stop) save(step);
+  if (stop && root_) std::printf("signal received: stopped after step %d with a checkpoint; exiting\n", step);
+  return stop != 0;
+}
+
+CkptMeta Trainer::meta_at(int step) const {
+  CkptMeta meta;
+  meta.step = step;
+  meta.seed = tc_.seed;
+  meta.config_toml = cfg_.resolved_toml;
+  meta.layout = topo_.describe() + " zero=" + std::to_string(cfg_.parallel.zero);
+  meta.model_signature = signature_;
+  return meta;
+}
+
+// Collective over the job.
+void Trainer::save(int step) {
+  const std::string path =
+      save_checkpoint(cfg_.checkpoint.dir, meta_at(step), ckpt_tensors_, cfg_.checkpoint.keep, topo_.job);
+  if (root_) {
+    std::printf("checkpoint: step %d written to %s\n", step, path.c_str());
+    std::fflush(stdout);
+  }
+}
+
+// ---- the end of the run ----
+
+// The dump's last records, the final weights, the trace and the summaries.
+// Collective over the job.
+void Trainer::finish() {
+  if (dump_) dump_->finish(tc_.steps, moe_);
+  const int last_step = start_step_ + int(step_times_.size()) - 1;
+  if (cfg_.checkpoint.save_final) {
+    // The final state as a checkpoint file (weights and AdamW moments, global
+    // tensors): resumable, and readable as plain weights under model/.
+    const std::string path = cfg_.checkpoint.dir + "/final.h5";
+    write_checkpoint_file(path, meta_at(last_step), ckpt_tensors_, topo_.job);
+    if (root_) std::printf("weights written to %s\n", path.c_str());
+  }
+  if (!cfg_.log.trace.empty()) {
+    const std::string label = "rank " + std::to_string(topo_.rank) + " (pp " + std::to_string(topo_.me.pp) +
+                              ", dp " + std::to_string(topo_.dp_rank()) + ", tp " + std::to_string(topo_.me.tp) + ")";
+    write_trace(cfg_.log.trace, pipe_->trace_events(topo_.rank, label), 0, topo_.job);
+    if (root_)
+      std::printf("trace of steps %d to %d written to %s (open in Perfetto or chrome://tracing)\n", start_step_,
+                  std::min(last_step, start_step_ + trace_steps_ - 1), cfg_.log.trace.c_str());
+  }
+  if (n_pp_ > 1) print_pipeline_summary();
+  if (root_) print_summary(last_step);
+}
+
+// The median bubble per stage over the steps after the first, printed by
+// the root. Collective over pp.
+void Trainer::print_pipeline_summary() {
+  const std::vector<double> bs(bubbles_.begin() + (bubbles_.size() > 1 ? 1 : 0), bubbles_.end());
+  const double med = bs.empty() ? 0.0 : median_of(bs);
+  std::vector<double> all(static_cast<size_t>(n_pp_), 0.0);  // (pp)
+  host::gather(topo_.pp, &med, 1, all.data(), 0);
+  if (!root_) return;
+  std::string per;
+  for (int q = 0; q < n_pp_; ++q) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%s%.3f", q ? ", " : "", all[size_t(q)]);
+    per += buf;
+  }
+  std::printf("pipeline: %s pp=%d virtual_stages=%d micro-batches=%d | bubble (idle/busy, median) per stage "
+              "[%s] | formula %s = %.3f\n",
+              schedule_name(sched_kind_), n_pp_, n_virtual_, A_, per.c_str(),
+              sched_kind_ == ScheduleKind::interleaved ? "(pp-1)/(v m)" : "(pp-1)/m",
+              bubble_formula(sched_kind_, n_pp_, n_virtual_, A_));
+}
+
+// Root only: the run's summary line (the median step over the steps after the first).
+void Trainer::print_summary(int last_step) const {
+  const double median =
+      median_of(std::vector<double>(step_times_.begin() + (step_times_.size() > 1 ? 1 : 0), step_times_.end()));
+  const double tok_s = tokens_global_ / median;
+  const MemStats& ms = be_.mem_stats();
+  auto mem = [&](Mem m) { return format_bytes(double(ms.peak_bytes[int(m)]), 1); };
+  std::printf("summary: %d steps (%d to %d) in %.1f s | final loss %.4f%s | median step %.1f ms | "
+              "%.0f tok/s | %.3f TFLOP/s | MFU %.1f%% | peak tracked memory %s "
+              "(params %s, grads %s, optim %s, activations %s, scratch %s) | max RSS %s\n",
+              int(step_times_.size()), start_step_, last_step, seconds_since(t_start_), last_loss_,
+              std::isfinite(last_val_) ? (" | val loss " + std::to_string(last_val_)).c_str() : "", median * 1e3,
+              tok_s, tok_s * fpt_ / 1e12, 100 * tokens_global_ / median * fpt_ / 1e12 / (peak_tflops_ * topo_.size),
+              format_bytes(double(ms.total_peak_bytes), 1).c_str(), mem(Mem::params).c_str(),
+              mem(Mem::grads).c_str(), mem(Mem::optim).c_str(), mem(Mem::activations).c_str(),
+              mem(Mem::scratch).c_str(), format_bytes(double(max_rss_bytes()), 1).c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace pentad

@@ -1,0 +1,130 @@
+// The Trainer: one object per `pentad train` run. setup (the constructor)
+// builds the grid's comms, the model shard, its optimizer and pipeline, and
+// resumes; step() runs one optimizer step over the global batch; evaluate(),
+// log_step() and finish() do the rest. Every public method is collective
+// over the job.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "comm/comm.hpp"
+#include "comm/topology.hpp"
+#include "config/config.hpp"
+#include "io/checkpoint.hpp"
+#include "io/data.hpp"
+#include "io/dump.hpp"
+#include "io/run_state.hpp"
+#include "model/model.hpp"
+#include "parallel/cp/context_parallel.hpp"
+#include "parallel/dp/data_parallel.hpp"
+#include "parallel/ep/moe_stats.hpp"
+#include "parallel/pp/pipeline.hpp"
+#include "parallel/pp/schedule.hpp"
+#include "parallel/pp/tied_embedding.hpp"
+#include "train/metrics.hpp"
+
+namespace pentad {
+
+class Trainer {
+ public:
+  // Setup: throws InputError (on every rank alike) for a bad data file, an
+  // unwritable output, an unloadable checkpoint. Collective over job.
+  Trainer(const Config& cfg, MPI_Comm job, Backend& be, const CommFactory& make_comm);
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // The steps from the start (1, or the resumed step + 1) to train.steps, or
+  // to the step after a signal, then finish(). Collective over the job.
+  void run();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct StepResult {
+    float lr = 0;
+    double loss = 0, grad_norm = 0, step_s = 0;
+    MoeStep moe;  // zeros without MoE
+  };
+
+  // Setup, in order.
+  void make_comms(const CommFactory& make_comm);
+  void print_header() const;
+  void open_inputs();
+  void build_model(const CommFactory& make_comm);
+  void resume();
+  void count_flops();
+  void print_model() const;
+  void prepare_steps();
+
+  // The step and what follows it.
+  StepResult step(int step);
+  void load_batch(int step);
+  double global_loss(double loss_sum);
+  void dump_step(int step, const StepResult& r);
+  void gather_stage_stats();
+  double evaluate();
+  void log_step(int step, const StepResult& r, bool eval_now, const double cp_attn[4]);
+  void reset_traffic();
+  bool checkpoint_or_stop(int step);
+  CkptMeta meta_at(int step) const;
+  void save(int step);
+  void finish();
+  void print_pipeline_summary();
+  void print_summary(int last_step) const;
+
+  const Config& cfg_;
+  const ModelConfig& mc_;
+  const TrainConfig& tc_;
+  Backend& be_;
+  const Clock::time_point t_start_;
+  Topology topo_;
+  const bool root_;
+  // Gradients, ZeRO shards and loss sums go over dp x cp (the cp ranks hold
+  // other tokens of the same sequences); with cp = 1 that is the dp group.
+  std::unique_ptr<Comm> dp_cp_, tp_, pp_, cp_, ep_, edp_;
+  const CpSplit cp_split_;
+  // T, T/cp, micro-batch b, micro-batches A, dp, pp, virtual stages.
+  const int T_, Tl_, b_, A_, n_dp_, n_pp_, n_virtual_;
+  const int64_t B_global_;      // sequences of the global batch (b * A * dp)
+  const double tokens_global_;  // B_global * T
+  const ScheduleKind sched_kind_;
+  const bool moe_;
+
+  std::unique_ptr<TokenFile> train_data_, val_data_;
+  std::unique_ptr<MetricsFile> metrics_;  // root only
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<DataParallel> dpar_;   // the dense parameters, over dp x cp
+  std::unique_ptr<DataParallel> edpar_;  // the MoE experts, over expert_dp (nullptr: none here)
+  std::unique_ptr<Pipeline> pipe_;
+  std::unique_ptr<TiedEmbedding> tied_;
+  std::vector<GlobalTensor> all_tensors_;
+  std::vector<CkptTensor> ckpt_tensors_;
+  std::string signature_;
+  int start_step_ = 1;
+  double n_params_ = 0, n_active_ = 0;  // of the whole model; active: top_k of n_experts
+  double fpt_ = 0;                      // training FLOPs per token
+  double peak_tflops_ = 0;              // per rank
+  std::unique_ptr<DebugDump> dump_;     // log.dump set
+
+  // Host buffers for this rank's micro-batches (b sequences each): the whole
+  // sequences (seq_*, (A*b, T)), and this cp rank's tokens of them (cp_slice
+  // order, (A*b, T/cp)).
+  std::vector<int32_t> seq_in_, seq_tg_, in_, tg_;
+  std::vector<float> logits_;  // (A*b*T/cp, V) this rank's step-1 logits when dumping
+  int64_t first_seq_ = 0;      // this dp rank's first sequence of the global batch
+  int trace_steps_ = 0;        // the first steps of the run, when log.trace is set
+
+  std::vector<double> step_times_, bubbles_;  // per step run
+  std::vector<double> stage_stats_;           // (pp, kStageStats) on the root's pp group
+  size_t my_slot_bytes_ = 0;
+  double last_loss_ = NAN, last_val_ = NAN;
+};
+
+}  // namespace pentad

@@ -3,7 +3,8 @@
 //    bad data file read by all ranks). main() prints it once from rank 0 and
 //    every rank exits non-zero.
 //  * fatal(): this rank alone failed (a library call, a file write). It prints
-//    rank, host and file:line, then MPI_Abort brings the job down.
+//    rank, host and file:line, then MPI_Abort brings the job down (a job of
+//    one process just ends, without running exit handlers: see error.cpp).
 #pragma once
 
 #include <mpi.h>
@@ -21,6 +22,11 @@ struct InputError : std::runtime_error {
 void set_job_comm(MPI_Comm comm);
 
 [[noreturn]] void fatal_at(const char* file, int line, const std::string& what);
+
+// A warning from code that holds no communicator (e.g. resolving a checkpoint
+// path, which every rank may do): printed to stdout by rank 0 of the job comm
+// only (by every process before main registers one), as "warning: <what>".
+void warn_once_per_job(const std::string& what);
 
 }  // namespace pentad
 

@@ -7,10 +7,22 @@
 
 namespace pentad::h5 {
 
+namespace {
+// HDF5 installs an atexit handler that closes every file still open. On the
+// fatal path that handler can run inside MPI_Abort (MPICH's abort ends the
+// process with exit()) and flush an MPI-IO file through a dying MPI: a
+// segfault in H5F__close_cb instead of the fatal message and rc 3. Every file
+// here is closed by its owner (Id), and the parallel library still shuts down
+// in MPI_Finalize (its MPI_COMM_SELF callback), so the handler is not needed.
+// H5dont_atexit only works before the library starts: hence a static
+// initialiser, which runs before main.
+[[maybe_unused]] const herr_t g_no_atexit_handler = H5dont_atexit();
+}  // namespace
+
 void Id::close_checked(const std::string& what) {
   const hid_t id = id_;
   id_ = -1;
-  if (id >= 0 && close_(id) < 0) PENTAD_FATAL("HDF5: closing " + what + " failed");
+  if (id >= 0 && close_(id) < 0) PENTAD_FATAL("HDF5: closing " + what + " failed: " + error_detail());
 }
 
 void quiet() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
@@ -48,22 +60,42 @@ std::string error_detail(bool* pipeline) {
   return w.last;
 }
 
+namespace {
+
+// The file obj belongs to, for error messages ("?" if HDF5 cannot say).
+std::string file_name_of(hid_t obj) {
+  const ssize_t n = H5Fget_name(obj, nullptr, 0);
+  if (n <= 0) return "?";
+  std::string s(size_t(n) + 1, '\0');
+  H5Fget_name(obj, s.data(), s.size());
+  s.resize(size_t(n));
+  return s;
+}
+
+// One scalar attribute of `file_type`; creating or writing it can touch the
+// disk (metadata cache eviction), so a failure names the file.
+void write_scalar_attr(hid_t obj, const char* name, hid_t file_type, hid_t mem_type, const void* value) {
+  Id sp = scalar_space();
+  Id a(H5Acreate2(obj, name, file_type, sp.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (!a.ok() || H5Awrite(a.get(), mem_type, value) < 0)
+    PENTAD_FATAL("HDF5: writing attribute '" + std::string(name) + "' to " + file_name_of(obj) +
+                 " failed: " + error_detail());
+}
+
+}  // namespace
+
 void write_attr(hid_t obj, const char* name, const std::string& value) {
   Id type(HDF5_CHECK(H5Tcopy(H5T_C_S1)), H5Tclose);
   HDF5_CHECK(H5Tset_size(type.get(), H5T_VARIABLE));
   HDF5_CHECK(H5Tset_cset(type.get(), H5T_CSET_UTF8));
-  Id sp = scalar_space();
-  Id a(HDF5_CHECK(H5Acreate2(obj, name, type.get(), sp.get(), H5P_DEFAULT, H5P_DEFAULT)), H5Aclose);
   const char* ptr = value.c_str();
-  HDF5_CHECK(H5Awrite(a.get(), type.get(), &ptr));
+  write_scalar_attr(obj, name, type.get(), type.get(), &ptr);
 }
 
 namespace {
 
 void write_int64_attr(hid_t obj, const char* name, hid_t file_type, hid_t mem_type, const void* value) {
-  Id sp = scalar_space();
-  Id a(HDF5_CHECK(H5Acreate2(obj, name, file_type, sp.get(), H5P_DEFAULT, H5P_DEFAULT)), H5Aclose);
-  HDF5_CHECK(H5Awrite(a.get(), mem_type, value));
+  write_scalar_attr(obj, name, file_type, mem_type, value);
 }
 
 // An integer attribute read as a 64-bit `mem_type`; nullopt if absent or not an integer.

@@ -5,6 +5,7 @@
 #include "io/h5io.hpp"
 
 #include <cstdio>
+#include <utility>
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
@@ -36,9 +37,9 @@ void H5Writer::write_any(const std::string& name, const void* data,
   HDF5_CHECK(H5Pset_create_intermediate_group(lcpl.get(), 1));
   h5::Id ds(H5Dcreate2(file_, name.c_str(), file_type, sp.get(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT),
             H5Dclose);
-  if (!ds.ok()) PENTAD_FATAL("HDF5: cannot create dataset '" + name + "' in " + tmp_);
+  if (!ds.ok()) PENTAD_FATAL("HDF5: cannot create dataset '" + name + "' in " + tmp_ + ": " + h5::error_detail());
   if (H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
-    PENTAD_FATAL("HDF5: cannot write dataset '" + name + "' in " + tmp_);
+    PENTAD_FATAL("HDF5: cannot write dataset '" + name + "' in " + tmp_ + ": " + h5::error_detail());
 }
 
 void H5Writer::write(const std::string& name, const float* data, const std::vector<int64_t>& shape) {
@@ -58,8 +59,8 @@ void H5Writer::attr(const std::string& name, const std::string& value) {
 void H5Writer::attr(const std::string& name, int64_t value) { h5::write_attr(file_, name.c_str(), value); }
 
 void H5Writer::commit() {
-  if (H5Fclose(file_) < 0) PENTAD_FATAL("HDF5: closing " + tmp_ + " failed");
-  file_ = -1;
+  const hid_t file = std::exchange(file_, -1);  // closed (or abandoned) either way
+  if (H5Fclose(file) < 0) PENTAD_FATAL("HDF5: closing " + tmp_ + " failed: " + h5::error_detail());
   if (FsStatus e = commit_file(tmp_, path_)) PENTAD_FATAL(e->message());
   committed_ = true;
 }

@@ -57,12 +57,16 @@ std::string write_checkpoint_file(const std::string& path, const CkptMeta& meta,
                                   const std::vector<CkptTensor>& tensors, MPI_Comm comm);
 
 // Resolve "latest" (via <dir>/latest), a directory, or a file path to a
-// committed checkpoint file. Throws InputError naming what is missing.
+// committed checkpoint file. Throws InputError naming what is missing. A
+// directory whose pointer is missing or unreadable (or names a missing file)
+// but which holds step files resolves to the newest step file that opens as
+// a pentad checkpoint, with a warning (rank 0 of the job) saying so; if none
+// does, the InputError says so.
 std::string resolve_checkpoint(const std::string& spec, const std::string& dir);
 
-// The committed file <dir>/latest names, or "" when <dir>/latest does not
-// exist (checkpoint.resume = "latest" then starts fresh). Throws InputError
-// if the pointer exists but names a missing file.
+// resolve_checkpoint("latest", dir) without its warning, or "" when <dir>
+// holds neither a pointer nor a step file (checkpoint.resume = "latest" then
+// starts fresh). Throws InputError as resolve_checkpoint does.
 std::string latest_checkpoint(const std::string& dir);
 
 // Collective over `comm`. Reads meta and every tensor's block (calls set()).

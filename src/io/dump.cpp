@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "comm/host.hpp"
+#include "core/error.hpp"
 #include "parallel/tp/tensor_parallel.hpp"
 
 namespace pentad {
@@ -19,10 +20,18 @@ constexpr int kTagDumpLogits = 8;
 DebugDump::DebugDump(const std::string& path, const std::string& config_toml, const Topology& topo,
                      const DumpSources& src, int64_t batch_global, int seq_len, int vocab)
     : topo_(topo), src_(src), batch_global_(batch_global), seq_len_(seq_len), vocab_(vocab) {
+  // The root alone creates the file; its failure is raised on every rank, or
+  // the others would wait for it in write_params' collectives.
+  std::string err;
   if (topo_.is_root()) {
-    w_ = std::make_unique<H5Writer>(path);
-    w_->attr("config", config_toml);
+    try {
+      w_ = std::make_unique<H5Writer>(path);
+      w_->attr("config", config_toml);
+    } catch (const InputError& e) {
+      err = e.what();
+    }
   }
+  agree_or_throw(err.empty(), err, topo_.job);
   write_params("init/", false);
 }
 

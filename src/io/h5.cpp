@@ -57,6 +57,17 @@ std::string error_detail(bool* pipeline) {
       },
       &w);
   if (pipeline) *pipeline = w.pline;
+  // The POSIX driver's text ("file write failed: time = ..., filename = ...,
+  // errno = 28, error message = 'No space left on device', buf = 0x...")
+  // shortened to its operation and reason: "file write failed: No space left
+  // on device" (the caller names the file).
+  const auto reason = w.last.find("error message = '");
+  if (reason != std::string::npos) {
+    const size_t from = reason + std::strlen("error message = '");
+    const size_t to = w.last.find('\'', from);
+    const std::string what = w.last.substr(0, w.last.find(": time ="));
+    if (to != std::string::npos) return what + ": " + w.last.substr(from, to - from);
+  }
   return w.last;
 }
 

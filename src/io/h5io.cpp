@@ -19,7 +19,10 @@ H5Writer::H5Writer(const std::string& path) : path_(path), tmp_(path + ".tmp") {
   h5::quiet();
   file_ = H5Fcreate(tmp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (file_ < 0) {
-    throw InputError("cannot create HDF5 file '" + tmp_ + "' (is the directory writable?)");
+    const std::string detail = h5::error_detail();
+    std::remove(tmp_.c_str());  // a full disk can fail the create after the file appeared
+    throw InputError("cannot create HDF5 file '" + tmp_ + "' (is the directory writable?)" +
+                     (detail.empty() ? "" : ": " + detail));
   }
 }
 

@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -50,13 +51,16 @@ size_t max_rss_bytes() {
   return size_t(u.ru_maxrss) * 1024;
 }
 
-MetricsFile::MetricsFile(const std::string& path) {
+MetricsFile::MetricsFile(const std::string& path) : path_(path) {
   f_ = std::fopen(path.c_str(), "w");
   if (!f_) throw InputError("log.metrics: cannot write '" + path + "': " + std::strerror(errno));
 }
 
+// Every row was flushed, but a file system may report a lost write only at
+// close (NFS).
 MetricsFile::~MetricsFile() {
-  if (f_) std::fclose(f_);
+  if (f_ && std::fclose(f_) != 0)
+    PENTAD_FATAL("log.metrics: closing '" + path_ + "' failed: " + std::strerror(errno));
 }
 
 namespace {
@@ -79,10 +83,11 @@ void MetricsFile::write(const std::vector<std::pair<std::string, double>>& numbe
   nlohmann::ordered_json row = nlohmann::ordered_json::object();  // keys in the caller's order
   for (const auto& [k, v] : numbers) row[k] = json_number(v);
   for (const auto& [k, v] : strings) row[k] = v;
-  const std::string line = row.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
-  std::fputs(line.c_str(), f_);
-  std::fputc('\n', f_);
-  std::fflush(f_);
+  const std::string line =
+      row.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+  // The flush makes a full disk show here, at the row that is lost.
+  if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0)
+    PENTAD_FATAL("log.metrics: writing '" + path_ + "' failed: " + std::strerror(errno));
 }
 
 }  // namespace pentad

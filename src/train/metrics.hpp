@@ -23,7 +23,9 @@ double measure_peak_tflops(Backend& be);
 // Peak resident set size of this process in bytes (getrusage).
 size_t max_rss_bytes();
 
-// One JSON object per line; values are numbers or strings.
+// One JSON object per line; values are numbers or strings. Each row is
+// flushed as it is written, and a row that cannot be written (a full disk) is
+// a fatal error naming the file: a run never goes on losing its metrics.
 class MetricsFile {
  public:
   MetricsFile() = default;
@@ -37,6 +39,7 @@ class MetricsFile {
 
  private:
   std::FILE* f_ = nullptr;
+  std::string path_;
 };
 
 }  // namespace pentad

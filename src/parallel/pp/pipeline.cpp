@@ -18,6 +18,7 @@
 #include "comm/host.hpp"
 #include "parallel/dp/data_parallel.hpp"
 #include "core/error.hpp"
+#include "core/fs.hpp"
 #include "model/model.hpp"
 
 namespace pentad {
@@ -268,11 +269,11 @@ void write_trace(const std::string& path, const std::string& my_events, int root
     if (text.empty()) continue;
     for (auto& e : nlohmann::ordered_json::parse(text)) events.push_back(std::move(e));
   }
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  if (!f) PENTAD_FATAL("log.trace: cannot write '" + path + "'");
-  const std::string text = doc.dump() + "\n";
-  std::fwrite(text.data(), 1, text.size(), f);
-  if (std::fclose(f) != 0) PENTAD_FATAL("log.trace: writing '" + path + "' failed");
+  // Atomic (core/fs): a full disk leaves the previous trace, not half of one.
+  if (FsStatus e = write_file_atomic(path, doc.dump() + "\n")) {
+    if (e->step == FsStep::create) PENTAD_FATAL("log.trace: cannot write '" + path + "': " + e->message());
+    PENTAD_FATAL("log.trace: writing '" + path + "' failed: " + e->message());
+  }
 }
 
 }  // namespace pentad

@@ -1,0 +1,19 @@
+# Reliability (issue #17): storage failures are one message naming the file,
+# a non-zero exit on every rank, no hang, no crash, nothing valid lost.
+# Disk full runs in a tmpfs mounted by the script (skipped, exit 77, where
+# mounting is refused); the lost-pointer test needs no privileges.
+set(PENTAD_RELIABILITY_TESTS)
+foreach(case ckpt:1 ckpt:2 final:1 final:2 metrics:1 metrics:2 trace:2 dump:1 export:2)
+  string(REPLACE ":" ";" parts ${case})
+  list(GET parts 0 kind)
+  list(GET parts 1 np)
+  add_test(NAME reliability_disk_full_${kind}_${np}rank
+    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/disk_full.sh ${kind} ${np})
+  list(APPEND PENTAD_RELIABILITY_TESTS reliability_disk_full_${kind}_${np}rank)
+endforeach()
+foreach(np 1 2)
+  add_test(NAME reliability_lost_latest_${np}rank COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/lost_latest.sh ${np})
+  list(APPEND PENTAD_RELIABILITY_TESTS reliability_lost_latest_${np}rank)
+endforeach()
+set_tests_properties(${PENTAD_RELIABILITY_TESTS} PROPERTIES LABELS "mpi;ckpt;reliability"
+  ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120 SKIP_RETURN_CODE 77)

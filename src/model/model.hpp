@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -158,8 +159,10 @@ class Model {
     ParamId w, b;
   };
 
+  // The handle of a registered tensor by name (ParamId{} if not registered).
+  using ParamLookup = std::function<ParamId(const std::string&)>;
   void build_params();
-  void build_block(int l, const std::string& prefix, float std, float std_out);
+  void bind_block(int l, const ParamLookup& id);
   // Allocate plan_.shared_buffers(); acquire_slot allocates plan_.slot_buffers().
   void alloc_shared();
   void bind(const BufSpec& b, void* p, Slot* s);  // point b's field (of s, for slot buffers) at p

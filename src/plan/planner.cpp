@@ -25,14 +25,13 @@
 #include "core/fs.hpp"
 #include "core/text.hpp"
 #include "model/memory_plan.hpp"
+#include "model/param_list.hpp"
 #include "parallel/pp/schedule.hpp"
 
 namespace pentad {
 namespace {
 
 constexpr double kF = 4.0;  // bytes per fp32 element / int32 token id
-
-double pad16(double n) { return std::ceil(n / 16.0) * 16.0; }
 
 CpSplit cp_split_of(const Config& cfg) {
   return CpSplit{cfg.model.seq_len, cfg.parallel.cp, cp_layout_of(cfg.parallel.cp_layout)};
@@ -79,9 +78,10 @@ Dims dims_of(const Config& cfg) {
   return d;
 }
 
-// The flat buffer of one pipeline stage, unit by unit (0 embedding, 1..L
-// blocks, L+1 head), each tensor padded to 16 elements (ParamStore::add_block).
-// The tensors are Model::build_params's, counted here (not shared with it).
+// The flat buffer of one store of one pipeline stage, unit by unit (0
+// embedding, 1..L blocks, L+1 head): the padded sizes of model_param_list's
+// tensors for tp rank 0, ep rank 0 of the stage (what Model::build_params
+// registers there).
 struct StageParams {
   std::vector<double> unit;  // padded elements per unit
   double N = 0;
@@ -89,70 +89,30 @@ struct StageParams {
   std::vector<int> chunks;   // chunks held
 };
 
-StageParams stage_params(const Config& cfg, const std::vector<int>& cb, int pp_rank) {
-  const Dims d = dims_of(cfg);
+StageParams store_params(const Config& cfg, const std::vector<int>& cb, int pp_rank, bool expert) {
   const int pp = cfg.parallel.pp, G = int(cb.size()) - 1;
   StageParams s;
-  s.unit.assign(size_t(d.L) + 2, 0.0);
+  s.unit.assign(size_t(cfg.model.n_layers) + 2, 0.0);
   for (int g = 0; g < G; ++g)
     if (g % pp == pp_rank) s.chunks.push_back(g);
-  s.has_embedding = 0 % pp == pp_rank;
-  s.has_head = (G - 1) % pp == pp_rank;
-  const double HD = d.H * d.D, KD = d.Hkv * d.D;
-  if (s.has_embedding) {
-    s.unit[0] += pad16(d.V * d.C);
-    if (d.gpt2) s.unit[0] += pad16(d.Tg * d.C);
-  }
-  for (int g : s.chunks)
-    for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) {
-      double& u = s.unit[size_t(l) + 1];
-      u += pad16(d.C) + pad16(HD * d.C) + 2 * pad16(KD * d.C) + pad16(d.C * HD);
-      if (d.gpt2) u += pad16(d.C) + pad16(HD) + 2 * pad16(KD) + pad16(d.C);
-      u += pad16(d.C);
-      if (d.gpt2) u += pad16(d.C);
-      if (cfg.model.is_moe_block(l)) {  // the router; the experts live in the expert store
-        u += pad16(double(cfg.model.n_experts) * d.C);
-        continue;
-      }
-      if (!d.gpt2) u += pad16(d.F * d.C);
-      u += pad16(d.F * d.C) + pad16(d.C * d.F);
-      if (d.gpt2) u += pad16(d.F) + pad16(d.C);
-    }
-  if (s.has_head) {
-    double& u = s.unit[size_t(d.L) + 1];
-    u += pad16(d.C);
-    if (d.gpt2) u += pad16(d.C);
-    if (!d.tied || !s.has_embedding) u += pad16(d.V * d.C);  // lm_head, or the stage copy of wte
-  }
+  const ParamRank r{0, cfg.parallel.tp, 0, cfg.parallel.ep, pp_rank, pp, cb};
+  for (const ParamSpec& t : model_param_list(cfg.model, r))
+    if (t.expert == expert) s.unit[size_t(t.unit)] += double(padded_numel(t.local_numel()));
   for (double u : s.unit) s.N += u;
   return s;
 }
 
-// The expert store of one pipeline stage (MoeLayer::add_params): per MoE
-// block this ep rank's E/ep experts, each tensor padded to 16 elements. The
-// MoE layer is replicated over tp: F is the whole d_ff.
-StageParams expert_stage_params(const Config& cfg, const std::vector<int>& cb, int pp_rank) {
-  const ModelConfig& m = cfg.model;
-  const int pp = cfg.parallel.pp, G = int(cb.size()) - 1;
-  StageParams s;
-  s.unit.assign(size_t(m.n_layers) + 2, 0.0);
-  for (int g = 0; g < G; ++g)
-    if (g % pp == pp_rank) s.chunks.push_back(g);
-  if (m.n_experts == 0) return s;
-  const bool gpt2 = m.family == Family::gpt2;
-  const double El = double(m.n_experts / cfg.parallel.ep), C = m.d_model, F = m.d_ff;
-  for (int g : s.chunks)
-    for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) {
-      if (!m.is_moe_block(l)) continue;
-      double& u = s.unit[size_t(l) + 1];
-      if (!gpt2) u += pad16(El * F * C);  // w_gate
-      u += pad16(El * F * C);             // w_up
-      if (gpt2) u += pad16(El * F);       // b_up
-      u += pad16(El * C * F);             // w_down
-      if (gpt2) u += pad16(El * C);       // b_down
-    }
-  for (double u : s.unit) s.N += u;
+// The dense store (DataParallel over dp x cp).
+StageParams stage_params(const Config& cfg, const std::vector<int>& cb, int pp_rank) {
+  StageParams s = store_params(cfg, cb, pp_rank, false);
+  s.has_embedding = 0 % cfg.parallel.pp == pp_rank;
+  s.has_head = (int(cb.size()) - 2) % cfg.parallel.pp == pp_rank;
   return s;
+}
+
+// The expert store (MoE experts, over expert_dp): empty units for a dense model.
+StageParams expert_stage_params(const Config& cfg, const std::vector<int>& cb, int pp_rank) {
+  return store_params(cfg, cb, pp_rank, true);
 }
 
 int moe_blocks_of(const Config& cfg, const std::vector<int>& cb, const StageParams& s) {
@@ -253,8 +213,7 @@ double scratch_bytes(const Config& cfg, const MemoryPlan& plan, bool has_moe, do
 }
 
 ScheduleKind train_kind(const Config& cfg) {
-  return cfg.parallel.pp == 1 && cfg.parallel.virtual_stages == 1 ? ScheduleKind::one_f_one_b
-                                                                  : parse_schedule_kind(cfg.parallel.schedule);
+  return train_schedule_kind(cfg.parallel.pp, cfg.parallel.virtual_stages, cfg.parallel.schedule);
 }
 
 // DataParallel's buckets of this store (memory_plan.hpp's grad_buckets).

@@ -33,6 +33,16 @@ struct MoeParams {
   int w_gate = -1, w_up = -1, b_up = -1, w_down = -1, b_down = -1;  // (E/ep, F, C), (E/ep, F), (E/ep, C, F), (E/ep, C)
 };
 
+// The tensors of one MoE block named prefix (its MLP's, e.g.
+// "model/layers/3/mlp/"), in registration order: the router (E, C) in the
+// dense store, then ep rank ep_rank of ep_size's E/ep experts (expert store,
+// replicated over tp). Units are left 0 for the caller. Pure.
+std::vector<ParamSpec> moe_param_specs(const ModelConfig& cfg, const std::string& prefix, int ep_rank, int ep_size,
+                                       float std, float std_out);
+// Points the field of p that the spec prefix + leaf names ("router/w",
+// "experts/w_up", ...) at tensor `index` of its store.
+void set_moe_param(MoeParams& p, const std::string& leaf, int index);
+
 // Routing statistics, summed over MoE blocks and micro-batches (host), of
 // this rank's tokens: with cp the totals are the sums over the cp group
 // (aux_sum is linear in the probabilities, so each rank adds its share).

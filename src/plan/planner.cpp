@@ -1,8 +1,8 @@
 // The planner's memory, communication and time models (see planner.hpp).
-// Memory evaluates the model's own buffer lists (model/memory_plan.hpp) and
-// DataParallel's bucket and shard sizes, adds what other code allocates
-// (parameter stores, ZeRO windows, pipeline buffers, ring attention, the MoE
-// layer) and walks the schedule lists for the in-flight high-water marks;
+// Memory evaluates the model's own lists (model/memory_plan.hpp's buffers,
+// model/param_list.hpp's parameters), DataParallel's bucket and shard sizes
+// and the sizes ring attention and the MoE layer allocate by, adds the ZeRO
+// windows and pipeline buffers and walks the schedule lists for the in-flight high-water marks;
 // what is a window or an approximation is said where it is computed and
 // collected in MemoryEstimate::notes. Time is a roofline: compute at a stated
 // fraction of the machine's peak, each collective at a bus bandwidth of its
@@ -26,6 +26,8 @@
 #include "core/text.hpp"
 #include "model/memory_plan.hpp"
 #include "model/param_list.hpp"
+#include "parallel/cp/context_parallel.hpp"
+#include "parallel/ep/moe.hpp"
 #include "parallel/pp/schedule.hpp"
 
 namespace pentad {
@@ -181,33 +183,31 @@ MoeRows moe_rows(const Config& cfg, bool bound, double load = 1.0) {
   return r;
 }
 
-// The expert MLP's per received row: its input row (C) and the hidden
-// activations (2 GPT-2, 3 Llama) x d_ff.
-double moe_row_elems(const Config& cfg, const Dims& d) {
-  return d.C + (d.gpt2 ? 2 : 3) * double(cfg.model.d_ff);
+// The MoE layer's buffers (moe.hpp's moe_buffers) for the modelled rows:
+// N = B*T rows in (with sp the layer sees the all-gathered rows), Nl out.
+MoeBuffers<double> moe_buffers_of(const Config& cfg, const MoeRows& r) {
+  const Dims d = dims_of(cfg);
+  return moe_buffers<double>(cfg.model, d.N(), d.Nl(), r.M, r.R);
 }
 
 // Scratch: the model's shared buffers (its memory plan; the debug-dump
 // logits when dumping), plus what RingAttention and MoeLayer allocate
-// (sizes stated here, from context_parallel.cpp and moe.cpp).
+// (their ring_buffers and moe_buffers).
 double scratch_bytes(const Config& cfg, const MemoryPlan& plan, bool has_moe, double moe_load) {
   const Dims d = dims_of(cfg);
   double bytes = double(bytes_of(plan.shared_buffers(), Mem::scratch));
   if (!cfg.log.dump.empty()) bytes += double(plan.dump_logits().bytes());
   double e = bytes / kF;  // elements (all 4 bytes), then the ones beyond the plan's
-  if (d.cp > 1) {  // RingAttention: 2 K/V ring buffers, 3 dK/dV accumulators, one partial output and lse
-    const double m = d.T / d.cp_chunks, n_kv = 2 * d.B * d.T * d.Hkv * d.D;
-    e += 5 * n_kv + d.B * m * d.H * d.D + d.B * d.H * m;
-  }
+  if (d.cp > 1)  // RingAttention's buffers
+    e += double(ring_buffers(cp_split_of(cfg), int(d.B), int(d.H), int(d.Hkv), int(d.D)).elems());
   if (has_moe) {
     // Per call, freed before the call returns (the largest of): forward the
     // router logits (N, E) and this rank's rows of the combined output
     // (Nl, C: with sp the layer sees the all-gathered rows); backward the
     // dispatched-row gradients (M, C), received and returned rows 2 (R, C)
     // and the expert MLP's gradients (2 GPT-2, 3 Llama) x (R, d_ff).
-    const MoeRows r = moe_rows(cfg, false, moe_load);
-    const double E = cfg.model.n_experts, Ff = cfg.model.d_ff, BT = d.N(), NlC = d.Nl() * d.C;
-    e += std::max({BT * E, NlC, r.M * d.C + 2 * r.R * d.C + (d.gpt2 ? 2 : 3) * r.R * Ff});
+    const MoeBuffers<double> b = moe_buffers_of(cfg, moe_rows(cfg, false, moe_load));
+    e += std::max({b.logits, b.combine, b.bwd});
   }
   return kF * e;
 }
@@ -374,10 +374,10 @@ void add_state_bytes(const Config& cfg, const StageParams& sp, const StageParams
 // the model's planned slot bytes, plus the MoE layer's buffers.
 void add_activation_bytes(const Config& cfg, const std::vector<int>& cb, const MemoryPlan& plan,
                           const StageParams& sp, const std::vector<int>& hw, double moe_load, StageMemory& m) {
-  const Dims d = dims_of(cfg);
   const int Ac = int(Mem::activations);
   const bool full = cfg.train.recompute == Recompute::full;
   const MoeRows mr = moe_rows(cfg, false, moe_load);
+  const MoeBuffers<double> mb = moe_buffers_of(cfg, mr);
   for (int g : sp.chunks) {
     const int n = std::max(1, hw[size_t(g)]);
     m.slots.push_back(n);
@@ -390,15 +390,15 @@ void add_activation_bytes(const Config& cfg, const std::vector<int>& cb, const M
     if (!full) {
       double nm = 0;
       for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) nm += cfg.model.is_moe_block(l) ? 1 : 0;
-      m.bytes[Ac] += n * nm * kF * mr.R * moe_row_elems(cfg, d);
+      m.bytes[Ac] += n * nm * kF * mr.R * mb.kept_per_row;
     }
   }
   if (moe_blocks_of(cfg, cb, sp) > 0) {
     // Inside one MoE call: the dispatched rows (M, C) and the expert
     // outputs (R, C), freed before it returns (with full recompute also the
     // one context that exists then).
-    m.bytes[Ac] += kF * (mr.M * d.C + mr.R * d.C);
-    if (full) m.bytes[Ac] += kF * mr.R * moe_row_elems(cfg, d);
+    m.bytes[Ac] += kF * mb.in_forward();
+    if (full) m.bytes[Ac] += kF * mr.R * mb.kept_per_row;
   }
 }
 

@@ -130,17 +130,21 @@ void MoeLayer::forward(MoeCtxPtr& ctx, const MoeParams& p, int layer, float* out
   times_.route_s += total_s - (times_.comm_s - before.comm_s) - (times_.expert_s - before.expert_s);
 }
 
+MoeBuffers<size_t> MoeLayer::buffers(const MoeCtx& c, int n_out) const {
+  return moe_buffers<size_t>(cfg_, size_t(c.N), size_t(n_out), size_t(c.M), size_t(c.R));
+}
+
 // ---- backward -------------------------------------------------------------------
 
 // dxs (M, C) from dys (M, C): the rows' gradients go to their experts and
 // the gradients of the received rows come back.
 void MoeLayer::expert_grads(MoeCtx& c, const MoeParams& p, const std::vector<float>& dys,
                             std::vector<float>& dxs) {
-  const int C = C_;
+  const MoeBuffers<size_t> b = buffers(c);
   auto dev = [&](size_t n) { return be_.alloc(std::max<size_t>(n, 1), Mem::scratch); };
-  float* sendb = dev(size_t(c.M) * C);  // (M, C)
-  float* dyr = dev(size_t(c.R) * C);    // (R, C)
-  float* dxr = dev(size_t(c.R) * C);    // (R, C)
+  float* sendb = dev(b.send);  // (M, C)
+  float* dyr = dev(b.xr);      // (R, C)
+  float* dxr = dev(b.xr);      // (R, C)
   be_.from_host(sendb, dys.data(), dys.size() * sizeof(float));
   exchange_rows(c, sendb, dyr, true);
   {

@@ -13,7 +13,8 @@
 // vocabulary of the embedding and the head; sequence parallelism also splits
 // the token rows (B*T flattened) of everything between the tp regions. The
 // layers and the region boundaries are in parallel/tp/ (layers.hpp,
-// vocab.hpp, regions.hpp); the split of each parameter in param_split.hpp.
+// vocab.hpp, regions.hpp); the split of each parameter in param_split.hpp,
+// the list of the tensors a rank holds in param_list.hpp.
 // Context parallelism gives each cp rank T/cp tokens of every sequence, in
 // chunk-major order (context_parallel.hpp); positions are global, and the
 // attention is ring attention over the cp group.

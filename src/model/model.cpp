@@ -14,10 +14,11 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 
 #include "comm/comm.hpp"
 #include "parallel/tp/layers.hpp"
-#include "parallel/tp/param_split.hpp"
+#include "model/param_list.hpp"
 
 namespace pentad {
 
@@ -160,103 +161,64 @@ Model::~Model() {
   delete scratch_;
 }
 
+// Registers model_param_list's tensors (every rank opens every unit of both
+// stores, so unit numbers are global; a pipeline stage fills only the units
+// of its chunks) and binds the layers to them.
 void Model::build_params() {
-  const float std = cfg_.init_std;
-  // Output projections of the residual branches are scaled by 1/sqrt(2L)
-  // (GPT-2), so the residual stream's variance does not grow with depth.
-  const float std_out = std / std::sqrt(2.0f * float(L_));
-  const int64_t C = C_, V = cfg_.vocab_size;  // global sizes
-  auto& P = params_;
-  // Each tp rank registers its part of the tensors tp_split_dim() splits.
-  auto matrix = [&](const char* name, std::vector<int64_t> shape, float s) {
-    return add_tp_param(P, "model/", name, std::move(shape), Init::normal, s, true, tp_rank_, tp_size_);
-  };
-  // Every rank opens every unit (so unit numbers are global); a pipeline
-  // stage fills only the units of its chunks.
-  P.begin_unit(0);
-  expert_params_.begin_unit(0);
-  if (has_embedding_) {
-    const ParamId wte = matrix("wte", {V, C}, std);
-    const ParamId wpe = gpt2_ ? matrix("wpe", {int64_t(cfg_.seq_len), C}, std) : ParamId{};
-    embedding_ = VocabParallelEmbedding(P, be_, tp_, wte, wpe, C_, V_, B_, cp_split_, cp_rank_);
+  ParamRank r{tp_rank_, tp_size_, par_.ep ? par_.ep->rank() : 0, par_.ep ? par_.ep->size() : 1,
+              pp_rank_, pp_size_, chunk_begin_};
+  const std::vector<ParamSpec> list = model_param_list(cfg_, r);
+  std::unordered_map<std::string, int> index;  // name -> index in its store
+  size_t i = 0;
+  for (int u = 0; u < L_ + 2; ++u) {
+    params_.begin_unit(u);
+    expert_params_.begin_unit(u);
+    for (; i < list.size() && list[i].unit == u; ++i)
+      index[list[i].name] = (list[i].expert ? expert_params_ : params_).add_spec(list[i]);
   }
+  if (i != list.size()) throw std::logic_error("Model: the parameter list is not in unit order");
+  const ParamLookup id = [&](const std::string& name) {
+    const auto it = index.find(name);
+    return it == index.end() ? ParamId{} : ParamId{it->second};
+  };
+  auto& P = params_;
+  if (has_embedding_)
+    embedding_ = VocabParallelEmbedding(P, be_, tp_, id("model/wte"), id("model/wpe"), C_, V_, B_, cp_split_, cp_rank_);
   blocks_.resize(size_t(L_));
   moe_p_.resize(size_t(L_));
-  std::vector<bool> local(size_t(L_), false);
   for (int g = 0; g < n_chunks(); ++g)
     if (owns_chunk(g))
-      for (int l = chunk_first_block(g); l < chunk_end_block(g); ++l) local[size_t(l)] = true;
-  for (int l = 0; l < L_; ++l) {
-    P.begin_unit(l + 1);
-    expert_params_.begin_unit(l + 1);
-    if (local[size_t(l)]) build_block(l, "model/layers/" + std::to_string(l) + "/", std, std_out);
-  }
-  P.begin_unit(L_ + 1);
-  expert_params_.begin_unit(L_ + 1);
+      for (int l = chunk_first_block(g); l < chunk_end_block(g); ++l) bind_block(l, id);
   if (!has_head_) return;
-  final_norm_.w = add_tp_param(P, "model/", "final_norm/w", {C}, Init::ones, 0, false, tp_rank_, tp_size_);
-  if (gpt2_)
-    final_norm_.b = add_tp_param(P, "model/", "final_norm/b", {C}, Init::zeros, 0, false, tp_rank_, tp_size_);
-  ParamId w;  // the head's matrix
-  if (!cfg_.tied()) {
-    w = matrix("lm_head", {V, C}, std);
-  } else if (has_embedding_) {
-    w = embedding_.wte();
-  } else {
-    // Tied embeddings across pipeline stages: the last stage holds a copy of
-    // wte (drawn with the same values); the two stages sum their gradients
-    // before the optimizer, so the copies stay identical.
-    w = matrix("wte", {V, C}, std);
-    P.mark_stage_copy(w.index);
-  }
+  final_norm_.w = id("model/final_norm/w");
+  final_norm_.b = id("model/final_norm/b");
+  // The head's matrix: lm_head, or the tied wte (this stage's, or its stage copy).
+  const ParamId w = cfg_.tied() ? (has_embedding_ ? embedding_.wte() : id("model/wte")) : id("model/lm_head");
   lm_head_ = VocabParallelHead(P, be_, tp_, w, C_, V_);
 }
 
-// The tensors of block l, in the order of the flat buffers, and its layers.
-void Model::build_block(int l, const std::string& prefix, float std, float std_out) {
-  const int64_t C = C_, HD = int64_t(cfg_.n_heads) * D_, KD = int64_t(cfg_.n_kv_heads) * D_,
-                F = cfg_.d_ff;  // global sizes
-  auto add = [&](const char* name, std::vector<int64_t> shape, Init init, float s, bool decay) {
-    return add_tp_param(params_, prefix, name, std::move(shape), init, s, decay, tp_rank_, tp_size_);
-  };
-  auto matrix = [&](const char* name, int64_t rows, int64_t cols, float s) {
-    return add(name, {rows, cols}, Init::normal, s, true);
-  };
-  // Norm weights and biases: no decay.
-  auto vec = [&](const char* name, int64_t len, Init init) { return add(name, {len}, init, 0, false); };
+// Block l's layers over its registered tensors (ParamId{} for the ones the
+// family does not have: GPT-2's biases, Llama's gate).
+void Model::bind_block(int l, const ParamLookup& id) {
+  const std::string prefix = "model/layers/" + std::to_string(l) + "/";
+  auto p = [&](const char* name) { return id(prefix + name); };
   Block& b = blocks_[size_t(l)];
-  b.attn_norm.w = vec("attn_norm/w", C, Init::ones);
-  if (gpt2_) b.attn_norm.b = vec("attn_norm/b", C, Init::zeros);
-  const ParamId wq = matrix("attn/wq", HD, C, std);
-  const ParamId wk = matrix("attn/wk", KD, C, std);
-  const ParamId wv = matrix("attn/wv", KD, C, std);
-  const ParamId wo = matrix("attn/wo", C, HD, std_out);
-  ParamId bq, bk, bv, bo;
-  if (gpt2_) {
-    bq = vec("attn/bq", HD, Init::zeros);
-    bk = vec("attn/bk", KD, Init::zeros);
-    bv = vec("attn/bv", KD, Init::zeros);
-    bo = vec("attn/bo", C, Init::zeros);
-  }
-  b.wq = ColumnParallelLinear(params_, be_, tp_, wq, bq, H_ * D_, C_);
-  b.wk = ColumnParallelLinear(params_, be_, tp_, wk, bk, Hkv_ * D_, C_);
-  b.wv = ColumnParallelLinear(params_, be_, tp_, wv, bv, Hkv_ * D_, C_);
-  b.wo = RowParallelLinear(params_, be_, tp_, wo, bo, C_, H_ * D_);
-  b.mlp_norm.w = vec("mlp_norm/w", C, Init::ones);
-  if (gpt2_) b.mlp_norm.b = vec("mlp_norm/b", C, Init::zeros);
+  b.attn_norm = Norm{p("attn_norm/w"), p("attn_norm/b")};
+  b.wq = ColumnParallelLinear(params_, be_, tp_, p("attn/wq"), p("attn/bq"), H_ * D_, C_);
+  b.wk = ColumnParallelLinear(params_, be_, tp_, p("attn/wk"), p("attn/bk"), Hkv_ * D_, C_);
+  b.wv = ColumnParallelLinear(params_, be_, tp_, p("attn/wv"), p("attn/bv"), Hkv_ * D_, C_);
+  b.wo = RowParallelLinear(params_, be_, tp_, p("attn/wo"), p("attn/bo"), C_, H_ * D_);
+  b.mlp_norm = Norm{p("mlp_norm/w"), p("mlp_norm/b")};
   if (cfg_.is_moe_block(l)) {
-    moe_p_[size_t(l)] = moe_->add_params(prefix + "mlp/", std, std_out);
+    MoeParams& m = moe_p_[size_t(l)];
+    for (const char* leaf : {"router/w", "experts/w_gate", "experts/w_up", "experts/b_up", "experts/w_down",
+                             "experts/b_down"})
+      set_moe_param(m, leaf, p((std::string("mlp/") + leaf).c_str()).index);
     return;
   }
-  ParamId w_gate, b_up, b_down;
-  if (!gpt2_) w_gate = matrix("mlp/w_gate", F, C, std);
-  const ParamId w_up = matrix("mlp/w_up", F, C, std);
-  if (gpt2_) b_up = vec("mlp/b_up", F, Init::zeros);
-  const ParamId w_down = matrix("mlp/w_down", C, F, std_out);
-  if (gpt2_) b_down = vec("mlp/b_down", C, Init::zeros);
-  if (!gpt2_) b.w_gate = ColumnParallelLinear(params_, be_, tp_, w_gate, {}, F_, C_);
-  b.w_up = ColumnParallelLinear(params_, be_, tp_, w_up, b_up, F_, C_);
-  b.w_down = RowParallelLinear(params_, be_, tp_, w_down, b_down, C_, F_);
+  if (!gpt2_) b.w_gate = ColumnParallelLinear(params_, be_, tp_, p("mlp/w_gate"), {}, F_, C_);
+  b.w_up = ColumnParallelLinear(params_, be_, tp_, p("mlp/w_up"), p("mlp/b_up"), F_, C_);
+  b.w_down = RowParallelLinear(params_, be_, tp_, p("mlp/w_down"), p("mlp/b_down"), C_, F_);
 }
 
 // Where each planned buffer goes: a field of the shared Scratch, of a block's

@@ -13,7 +13,8 @@
 // vocabulary of the embedding and the head; sequence parallelism also splits
 // the token rows (B*T flattened) of everything between the tp regions. The
 // layers and the region boundaries are in parallel/tp/ (layers.hpp,
-// vocab.hpp, regions.hpp); the split of each parameter in param_split.hpp.
+// vocab.hpp, regions.hpp); the split of each parameter in param_split.hpp,
+// the list of the tensors a rank holds in param_list.hpp.
 // Context parallelism gives each cp rank T/cp tokens of every sequence, in
 // chunk-major order (context_parallel.hpp); positions are global, and the
 // attention is ring attention over the cp group.
@@ -25,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -158,8 +160,10 @@ class Model {
     ParamId w, b;
   };
 
+  // The handle of a registered tensor by name (ParamId{} if not registered).
+  using ParamLookup = std::function<ParamId(const std::string&)>;
   void build_params();
-  void build_block(int l, const std::string& prefix, float std, float std_out);
+  void bind_block(int l, const ParamLookup& id);
   // Allocate plan_.shared_buffers(); acquire_slot allocates plan_.slot_buffers().
   void alloc_shared();
   void bind(const BufSpec& b, void* p, Slot* s);  // point b's field (of s, for slot buffers) at p

@@ -20,6 +20,12 @@ int64_t ParamInfo::global_numel() const {
   return n;
 }
 
+size_t ParamSpec::local_numel() const {
+  size_t n = 1;
+  for (int64_t d : local_shape) n *= size_t(d);
+  return n;
+}
+
 ParamStore::~ParamStore() {
   if (params_) backend_.free_bytes(params_);
   if (grads_) backend_.free_bytes(grads_);
@@ -54,11 +60,17 @@ int ParamStore::add_block(const std::string& name, std::vector<int64_t> shape,
   p.std = std;
   p.decay = decay;
   // Keep every tensor 16-element aligned inside the flat buffer (64 bytes).
-  const size_t padded = (p.numel() + 15) / 16 * 16;
+  const size_t padded = padded_numel(p.numel());
   numel_ += padded;
   unit_numel_.back() += padded;
   infos_.push_back(std::move(p));
   return int(infos_.size()) - 1;
+}
+
+int ParamStore::add_spec(const ParamSpec& s) {
+  const int i = add_block(s.name, s.shape, s.local_start, s.local_shape, s.init, s.std, s.decay);
+  if (s.stage_copy) mark_stage_copy(i);
+  return i;
 }
 
 int ParamStore::find(const std::string& name) const {

@@ -44,6 +44,28 @@ struct ParamInfo {
   int64_t global_numel() const;
 };
 
+// Every tensor is padded to a multiple of 16 elements (64 bytes) inside the
+// flat buffers; the planner sums the same padded sizes.
+constexpr size_t padded_numel(size_t n) { return (n + 15) / 16 * 16; }
+
+// One tensor as a rank registers it: the entries of model/param_list.hpp
+// (the model's list, which Model::build_params registers and the planner
+// sums) and of the MoE layer's moe_param_specs.
+struct ParamSpec {
+  std::string name;                  // e.g. "model/layers/0/attn/wq"
+  std::vector<int64_t> shape;        // global shape
+  std::vector<int64_t> local_start;  // this rank's block: where it starts, per dimension
+  std::vector<int64_t> local_shape;  //   and its shape
+  int tp_dim = -1;                   // the dimension split over tp; -1: replicated
+  int unit = 0;                      // 0 embedding, 1..L blocks, L+1 head
+  Init init = Init::normal;
+  float std = 0;
+  bool decay = true;
+  bool expert = false;               // the expert store (split over ep); else the dense one
+  bool stage_copy = false;           // the last stage's copy of a tied wte
+  size_t local_numel() const;
+};
+
 class ParamStore {
  public:
   explicit ParamStore(Backend& backend) : backend_(backend) {}
@@ -65,6 +87,9 @@ class ParamStore {
   int add_block(const std::string& name, std::vector<int64_t> shape, std::vector<int64_t> local_start,
                 std::vector<int64_t> local_shape, Init init, float std, bool decay);
   void mark_stage_copy(int i) { infos_[size_t(i)].stage_copy = true; }
+  // Register s in the current unit (add_block, and mark_stage_copy when s
+  // is one); returns its index.
+  int add_spec(const ParamSpec& s);
   // Allocate full params and grads (zeroed) and draw the initial values.
   void allocate_and_init(uint64_t seed);
   // Allocate `capacity` (>= numel(), e.g. padded to a multiple of the dp

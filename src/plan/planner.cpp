@@ -1,8 +1,8 @@
 // The planner's memory, communication and time models (see planner.hpp).
-// Memory evaluates the model's own buffer lists (model/memory_plan.hpp) and
-// DataParallel's bucket and shard sizes, adds what other code allocates
-// (parameter stores, ZeRO windows, pipeline buffers, ring attention, the MoE
-// layer) and walks the schedule lists for the in-flight high-water marks;
+// Memory evaluates the model's own lists (model/memory_plan.hpp's buffers,
+// model/param_list.hpp's parameters), DataParallel's bucket and shard sizes
+// and the sizes ring attention and the MoE layer allocate by, adds the ZeRO
+// windows and pipeline buffers and walks the schedule lists for the in-flight high-water marks;
 // what is a window or an approximation is said where it is computed and
 // collected in MemoryEstimate::notes. Time is a roofline: compute at a stated
 // fraction of the machine's peak, each collective at a bus bandwidth of its
@@ -25,14 +25,15 @@
 #include "core/fs.hpp"
 #include "core/text.hpp"
 #include "model/memory_plan.hpp"
+#include "model/param_list.hpp"
+#include "parallel/cp/context_parallel.hpp"
+#include "parallel/ep/moe.hpp"
 #include "parallel/pp/schedule.hpp"
 
 namespace pentad {
 namespace {
 
 constexpr double kF = 4.0;  // bytes per fp32 element / int32 token id
-
-double pad16(double n) { return std::ceil(n / 16.0) * 16.0; }
 
 CpSplit cp_split_of(const Config& cfg) {
   return CpSplit{cfg.model.seq_len, cfg.parallel.cp, cp_layout_of(cfg.parallel.cp_layout)};
@@ -79,9 +80,10 @@ Dims dims_of(const Config& cfg) {
   return d;
 }
 
-// The flat buffer of one pipeline stage, unit by unit (0 embedding, 1..L
-// blocks, L+1 head), each tensor padded to 16 elements (ParamStore::add_block).
-// The tensors are Model::build_params's, counted here (not shared with it).
+// The flat buffer of one store of one pipeline stage, unit by unit (0
+// embedding, 1..L blocks, L+1 head): the padded sizes of model_param_list's
+// tensors for tp rank 0, ep rank 0 of the stage (what Model::build_params
+// registers there).
 struct StageParams {
   std::vector<double> unit;  // padded elements per unit
   double N = 0;
@@ -89,70 +91,30 @@ struct StageParams {
   std::vector<int> chunks;   // chunks held
 };
 
-StageParams stage_params(const Config& cfg, const std::vector<int>& cb, int pp_rank) {
-  const Dims d = dims_of(cfg);
+StageParams store_params(const Config& cfg, const std::vector<int>& cb, int pp_rank, bool expert) {
   const int pp = cfg.parallel.pp, G = int(cb.size()) - 1;
   StageParams s;
-  s.unit.assign(size_t(d.L) + 2, 0.0);
+  s.unit.assign(size_t(cfg.model.n_layers) + 2, 0.0);
   for (int g = 0; g < G; ++g)
     if (g % pp == pp_rank) s.chunks.push_back(g);
-  s.has_embedding = 0 % pp == pp_rank;
-  s.has_head = (G - 1) % pp == pp_rank;
-  const double HD = d.H * d.D, KD = d.Hkv * d.D;
-  if (s.has_embedding) {
-    s.unit[0] += pad16(d.V * d.C);
-    if (d.gpt2) s.unit[0] += pad16(d.Tg * d.C);
-  }
-  for (int g : s.chunks)
-    for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) {
-      double& u = s.unit[size_t(l) + 1];
-      u += pad16(d.C) + pad16(HD * d.C) + 2 * pad16(KD * d.C) + pad16(d.C * HD);
-      if (d.gpt2) u += pad16(d.C) + pad16(HD) + 2 * pad16(KD) + pad16(d.C);
-      u += pad16(d.C);
-      if (d.gpt2) u += pad16(d.C);
-      if (cfg.model.is_moe_block(l)) {  // the router; the experts live in the expert store
-        u += pad16(double(cfg.model.n_experts) * d.C);
-        continue;
-      }
-      if (!d.gpt2) u += pad16(d.F * d.C);
-      u += pad16(d.F * d.C) + pad16(d.C * d.F);
-      if (d.gpt2) u += pad16(d.F) + pad16(d.C);
-    }
-  if (s.has_head) {
-    double& u = s.unit[size_t(d.L) + 1];
-    u += pad16(d.C);
-    if (d.gpt2) u += pad16(d.C);
-    if (!d.tied || !s.has_embedding) u += pad16(d.V * d.C);  // lm_head, or the stage copy of wte
-  }
+  const ParamRank r{0, cfg.parallel.tp, 0, cfg.parallel.ep, pp_rank, pp, cb};
+  for (const ParamSpec& t : model_param_list(cfg.model, r))
+    if (t.expert == expert) s.unit[size_t(t.unit)] += double(padded_numel(t.local_numel()));
   for (double u : s.unit) s.N += u;
   return s;
 }
 
-// The expert store of one pipeline stage (MoeLayer::add_params): per MoE
-// block this ep rank's E/ep experts, each tensor padded to 16 elements. The
-// MoE layer is replicated over tp: F is the whole d_ff.
-StageParams expert_stage_params(const Config& cfg, const std::vector<int>& cb, int pp_rank) {
-  const ModelConfig& m = cfg.model;
-  const int pp = cfg.parallel.pp, G = int(cb.size()) - 1;
-  StageParams s;
-  s.unit.assign(size_t(m.n_layers) + 2, 0.0);
-  for (int g = 0; g < G; ++g)
-    if (g % pp == pp_rank) s.chunks.push_back(g);
-  if (m.n_experts == 0) return s;
-  const bool gpt2 = m.family == Family::gpt2;
-  const double El = double(m.n_experts / cfg.parallel.ep), C = m.d_model, F = m.d_ff;
-  for (int g : s.chunks)
-    for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) {
-      if (!m.is_moe_block(l)) continue;
-      double& u = s.unit[size_t(l) + 1];
-      if (!gpt2) u += pad16(El * F * C);  // w_gate
-      u += pad16(El * F * C);             // w_up
-      if (gpt2) u += pad16(El * F);       // b_up
-      u += pad16(El * C * F);             // w_down
-      if (gpt2) u += pad16(El * C);       // b_down
-    }
-  for (double u : s.unit) s.N += u;
+// The dense store (DataParallel over dp x cp).
+StageParams stage_params(const Config& cfg, const std::vector<int>& cb, int pp_rank) {
+  StageParams s = store_params(cfg, cb, pp_rank, false);
+  s.has_embedding = 0 % cfg.parallel.pp == pp_rank;
+  s.has_head = (int(cb.size()) - 2) % cfg.parallel.pp == pp_rank;
   return s;
+}
+
+// The expert store (MoE experts, over expert_dp): empty units for a dense model.
+StageParams expert_stage_params(const Config& cfg, const std::vector<int>& cb, int pp_rank) {
+  return store_params(cfg, cb, pp_rank, true);
 }
 
 int moe_blocks_of(const Config& cfg, const std::vector<int>& cb, const StageParams& s) {
@@ -221,40 +183,37 @@ MoeRows moe_rows(const Config& cfg, bool bound, double load = 1.0) {
   return r;
 }
 
-// The expert MLP's per received row: its input row (C) and the hidden
-// activations (2 GPT-2, 3 Llama) x d_ff.
-double moe_row_elems(const Config& cfg, const Dims& d) {
-  return d.C + (d.gpt2 ? 2 : 3) * double(cfg.model.d_ff);
+// The MoE layer's buffers (moe.hpp's moe_buffers) for the modelled rows:
+// N = B*T rows in (with sp the layer sees the all-gathered rows), Nl out.
+MoeBuffers<double> moe_buffers_of(const Config& cfg, const MoeRows& r) {
+  const Dims d = dims_of(cfg);
+  return moe_buffers<double>(cfg.model, d.N(), d.Nl(), r.M, r.R);
 }
 
 // Scratch: the model's shared buffers (its memory plan; the debug-dump
 // logits when dumping), plus what RingAttention and MoeLayer allocate
-// (sizes stated here, from context_parallel.cpp and moe.cpp).
+// (their ring_buffers and moe_buffers).
 double scratch_bytes(const Config& cfg, const MemoryPlan& plan, bool has_moe, double moe_load) {
   const Dims d = dims_of(cfg);
   double bytes = double(bytes_of(plan.shared_buffers(), Mem::scratch));
   if (!cfg.log.dump.empty()) bytes += double(plan.dump_logits().bytes());
   double e = bytes / kF;  // elements (all 4 bytes), then the ones beyond the plan's
-  if (d.cp > 1) {  // RingAttention: 2 K/V ring buffers, 3 dK/dV accumulators, one partial output and lse
-    const double m = d.T / d.cp_chunks, n_kv = 2 * d.B * d.T * d.Hkv * d.D;
-    e += 5 * n_kv + d.B * m * d.H * d.D + d.B * d.H * m;
-  }
+  if (d.cp > 1)  // RingAttention's buffers
+    e += double(ring_buffers(cp_split_of(cfg), int(d.B), int(d.H), int(d.Hkv), int(d.D)).elems());
   if (has_moe) {
     // Per call, freed before the call returns (the largest of): forward the
     // router logits (N, E) and this rank's rows of the combined output
     // (Nl, C: with sp the layer sees the all-gathered rows); backward the
     // dispatched-row gradients (M, C), received and returned rows 2 (R, C)
     // and the expert MLP's gradients (2 GPT-2, 3 Llama) x (R, d_ff).
-    const MoeRows r = moe_rows(cfg, false, moe_load);
-    const double E = cfg.model.n_experts, Ff = cfg.model.d_ff, BT = d.N(), NlC = d.Nl() * d.C;
-    e += std::max({BT * E, NlC, r.M * d.C + 2 * r.R * d.C + (d.gpt2 ? 2 : 3) * r.R * Ff});
+    const MoeBuffers<double> b = moe_buffers_of(cfg, moe_rows(cfg, false, moe_load));
+    e += std::max({b.logits, b.combine, b.bwd});
   }
   return kF * e;
 }
 
 ScheduleKind train_kind(const Config& cfg) {
-  return cfg.parallel.pp == 1 && cfg.parallel.virtual_stages == 1 ? ScheduleKind::one_f_one_b
-                                                                  : parse_schedule_kind(cfg.parallel.schedule);
+  return train_schedule_kind(cfg.parallel.pp, cfg.parallel.virtual_stages, cfg.parallel.schedule);
 }
 
 // DataParallel's buckets of this store (memory_plan.hpp's grad_buckets).
@@ -415,10 +374,10 @@ void add_state_bytes(const Config& cfg, const StageParams& sp, const StageParams
 // the model's planned slot bytes, plus the MoE layer's buffers.
 void add_activation_bytes(const Config& cfg, const std::vector<int>& cb, const MemoryPlan& plan,
                           const StageParams& sp, const std::vector<int>& hw, double moe_load, StageMemory& m) {
-  const Dims d = dims_of(cfg);
   const int Ac = int(Mem::activations);
   const bool full = cfg.train.recompute == Recompute::full;
   const MoeRows mr = moe_rows(cfg, false, moe_load);
+  const MoeBuffers<double> mb = moe_buffers_of(cfg, mr);
   for (int g : sp.chunks) {
     const int n = std::max(1, hw[size_t(g)]);
     m.slots.push_back(n);
@@ -431,15 +390,15 @@ void add_activation_bytes(const Config& cfg, const std::vector<int>& cb, const M
     if (!full) {
       double nm = 0;
       for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) nm += cfg.model.is_moe_block(l) ? 1 : 0;
-      m.bytes[Ac] += n * nm * kF * mr.R * moe_row_elems(cfg, d);
+      m.bytes[Ac] += n * nm * kF * mr.R * mb.kept_per_row;
     }
   }
   if (moe_blocks_of(cfg, cb, sp) > 0) {
     // Inside one MoE call: the dispatched rows (M, C) and the expert
     // outputs (R, C), freed before it returns (with full recompute also the
     // one context that exists then).
-    m.bytes[Ac] += kF * (mr.M * d.C + mr.R * d.C);
-    if (full) m.bytes[Ac] += kF * mr.R * moe_row_elems(cfg, d);
+    m.bytes[Ac] += kF * mb.in_forward();
+    if (full) m.bytes[Ac] += kF * mr.R * mb.kept_per_row;
   }
 }
 

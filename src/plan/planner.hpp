@@ -1,12 +1,13 @@
 // The layout planner's models (no MPI): per-rank memory by category, bytes
 // per step per group and a roofline step time, for a deck and a layout.
 // Activation and scratch memory are the model's own buffer lists
-// (model/memory_plan.hpp, which Model allocates from) and the gradient
-// buckets and ZeRO shards DataParallel's (the same file's functions). Still
-// counted here: the parameter tensors of Model::build_params (16-element
-// padding per tensor, params.cpp), ZeRO windows, pipeline boundary buffers
-// (walking the schedule lists of schedule.hpp for the in-flight high-water
-// marks), ring attention's and the MoE layer's buffers. The communication
+// (model/memory_plan.hpp, which Model allocates from), the parameter stores
+// its parameter list (model/param_list.hpp, which Model registers, padded as
+// params.hpp pads), the gradient buckets and ZeRO shards DataParallel's
+// (memory_plan.hpp), ring attention's and the MoE layer's buffers their
+// ring_buffers and moe_buffers. Counted here: ZeRO windows and pipeline
+// boundary buffers (walking the schedule lists of schedule.hpp for the
+// in-flight high-water marks). The communication
 // model counts bytes the way Comm does (ring algorithms); the time model is
 // stated in planner.cpp and in docs/planner.md.
 #pragma once

@@ -81,7 +81,7 @@ std::unique_ptr<TokenFile> open_tokens(const std::string& path, const Config& cf
 }
 
 ScheduleKind schedule_kind_of(const ParallelConfig& p) {
-  return p.pp == 1 && p.virtual_stages == 1 ? ScheduleKind::one_f_one_b : parse_schedule_kind(p.schedule);
+  return train_schedule_kind(p.pp, p.virtual_stages, p.schedule);
 }
 
 }  // namespace

@@ -74,6 +74,15 @@ void cp_unslice(const CpSplit& s, const float* all_ranks, int n_mb, int n_seq, i
 
 // ---- ring attention ----------------------------------------------------------
 
+RingBuffers ring_buffers(const CpSplit& split, int B, int H, int Hkv, int D) {
+  const size_t m = size_t(split.chunk_len());
+  RingBuffers b;
+  b.kv = 2 * size_t(split.n_chunks()) * size_t(B) * m * size_t(Hkv) * size_t(D);
+  b.o_part = size_t(B) * m * size_t(H) * size_t(D);
+  b.lse_part = size_t(B) * size_t(H) * m;
+  return b;
+}
+
 RingAttention::RingAttention(Backend& be, Comm& cp, const CpSplit& split, int B, int H, int Hkv, int D)
     : be_(be), cp_(cp), split_(split), B_(B), H_(H), Hkv_(Hkv), D_(D) {
   if (cp.size() != split.cp) PENTAD_FATAL("RingAttention: the cp group does not match the split");
@@ -82,12 +91,13 @@ RingAttention::RingAttention(Backend& be, Comm& cp, const CpSplit& split, int B,
   rank_ = cp.rank();
   next_ = (rank_ + 1) % cp.size();
   prev_ = (rank_ + cp.size() - 1) % cp.size();
-  n_q_chunk_ = size_t(B) * m_ * H * D;
-  n_kv_ = 2 * size_t(nc_) * B * m_ * Hkv * D;
+  const RingBuffers sizes = ring_buffers(split, B, H, Hkv, D);
+  n_q_chunk_ = sizes.o_part;
+  n_kv_ = sizes.kv;
   for (float*& p : kv_) p = be.alloc(n_kv_, Mem::scratch);
   for (float*& p : dkv_) p = be.alloc(n_kv_, Mem::scratch);
   o_part_ = be.alloc(n_q_chunk_, Mem::scratch);
-  lse_part_ = be.alloc(size_t(B) * H * m_, Mem::scratch);
+  lse_part_ = be.alloc(sizes.lse_part, Mem::scratch);
 }
 
 RingAttention::~RingAttention() {

@@ -54,6 +54,18 @@ void cp_unslice(const CpSplit& s, const float* all_ranks, int n_mb, int n_seq, i
 // keys all lie after their queries are skipped. Backward recomputes the
 // probabilities from q, k and the merged lse (there is no kept probs tensor),
 // so every recompute policy gives the same bits.
+// The buffers RingAttention allocates (scratch), in elements, for a split
+// and this rank's local shapes (H, Hkv: this tp rank's heads). The planner
+// evaluates the same function.
+struct RingBuffers {
+  static constexpr int n_kv = 2, n_dkv = 3;  // K/V ring buffers; dK/dV accumulators in flight
+  size_t kv = 0;        // one of them: K plus V, (2, nc, B, m, Hkv*D)
+  size_t o_part = 0;    // (B, m, H*D) one query chunk's partial output
+  size_t lse_part = 0;  // (B, H, m) and its log-sum-exp
+  size_t elems() const { return size_t(n_kv + n_dkv) * kv + o_part + lse_part; }
+};
+RingBuffers ring_buffers(const CpSplit& split, int B, int H, int Hkv, int D);
+
 class RingAttention {
  public:
   // Allocates the ring buffers (scratch). Local shapes: H, Hkv this tp rank's heads.
@@ -98,8 +110,8 @@ class RingAttention {
   CpSplit split_;
   int B_, H_, Hkv_, D_, m_, nc_, rank_, next_, prev_;
   size_t n_q_chunk_, n_kv_;  // elements of one q chunk (B,m,H*D); of k plus v (2,nc,B,m,Hkv*D)
-  float* kv_[2] = {nullptr, nullptr};                  // (2, nc, B, m, Hkv*D) ring buffers
-  float* dkv_[3] = {nullptr, nullptr, nullptr};        // dK/dV accumulators in flight
+  float* kv_[RingBuffers::n_kv] = {};                  // (2, nc, B, m, Hkv*D) ring buffers
+  float* dkv_[RingBuffers::n_dkv] = {};                // dK/dV accumulators in flight
   float* o_part_ = nullptr;                            // (B, m, H*D)
   float* lse_part_ = nullptr;                          // (B, H, m)
   double flops_ = 0, compute_s_ = 0;

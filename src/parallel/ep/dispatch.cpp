@@ -80,9 +80,10 @@ float* MoeLayer::dispatch_rows(MoeCtx& c, const float* x) {
   for (int m = 0; m < c.M; ++m)
     std::copy_n(xh.data() + size_t(c.row_token[size_t(m)]) * C, C, xs.data() + size_t(m) * C);
   auto dev = [&](size_t n) { return be_.alloc(std::max<size_t>(n, 1), Mem::activations); };
-  float* send = dev(size_t(c.M) * C);  // (M, C)
+  const MoeBuffers<size_t> b = buffers(c);
+  float* send = dev(b.send);  // (M, C)
   be_.from_host(send, xs.data(), xs.size() * sizeof(float));
-  c.xr = dev(size_t(c.R) * C);
+  c.xr = dev(b.xr);  // (R, C)
   exchange_rows(c, send, c.xr, true);
   return send;
 }
@@ -108,7 +109,7 @@ void MoeLayer::combine_fwd(MoeCtx& c, float* send, float* out, const float* resi
       float* o = comb.data() + size_t(t - row0) * C;
       for (int i = 0; i < C; ++i) o[i] += wt * yr[i];
     }
-  float* tmp = be_.alloc(size_t(n_out) * C, Mem::scratch);  // (n_out, C)
+  float* tmp = be_.alloc(buffers(c, n_out).combine, Mem::scratch);  // (n_out, C)
   be_.from_host(tmp, comb.data(), comb.size() * sizeof(float));
   be_.add(out, resid, tmp, size_t(n_out) * C);
   be_.free_bytes(tmp);

@@ -28,11 +28,12 @@ void for_segments(const std::vector<int>& recv_seg, int P, int El, Fn fn) {
 // c.h, c.u, c.a (R, F) and c.y (R, C) from the received rows c.xr (R, C).
 void MoeLayer::experts_fwd(MoeCtx& c, const MoeParams& p) {
   const int C = C_, F = F_, R = c.R;
+  const MoeBuffers<size_t> b = buffers(c);
   auto dev = [&](size_t n) { return be_.alloc(std::max<size_t>(n, 1), Mem::activations); };
-  c.h = dev(size_t(R) * F);
-  if (!gpt2_) c.u = dev(size_t(R) * F);
-  c.a = dev(size_t(R) * F);
-  c.y = dev(size_t(R) * C);
+  c.h = dev(b.hidden);  // (R, F)
+  if (!gpt2_) c.u = dev(b.hidden);
+  c.a = dev(b.hidden);
+  c.y = dev(b.y);  // (R, C)
   const size_t FC = size_t(F) * C;
   for_segments(c.recv_seg, ep_size_, E_local_, [&](int e, int r0, int n) {
     const float* xr = c.xr + size_t(r0) * C;
@@ -62,9 +63,10 @@ void MoeLayer::experts_fwd(MoeCtx& c, const MoeParams& p) {
 void MoeLayer::experts_bwd(MoeCtx& c, const MoeParams& p, const float* dyr, float* dxr) {
   const int C = C_, F = F_, R = c.R;
   const size_t FC = size_t(F) * C;
-  float* da = be_.alloc(std::max<size_t>(size_t(R) * F, 1), Mem::scratch);                  // (R, F)
-  float* dh = be_.alloc(std::max<size_t>(size_t(R) * F, 1), Mem::scratch);                  // (R, F)
-  float* du = gpt2_ ? nullptr : be_.alloc(std::max<size_t>(size_t(R) * F, 1), Mem::scratch);  // (R, F)
+  const size_t n_hidden = std::max<size_t>(buffers(c).hidden, 1);
+  float* da = be_.alloc(n_hidden, Mem::scratch);                    // (R, F)
+  float* dh = be_.alloc(n_hidden, Mem::scratch);                    // (R, F)
+  float* du = gpt2_ ? nullptr : be_.alloc(n_hidden, Mem::scratch);  // (R, F)
   for_segments(c.recv_seg, ep_size_, E_local_, [&](int e, int r0, int n) {
     const float* dy = dyr + size_t(r0) * C;
     be_.gemm(false, false, n, F, C, 1.0f, dy, C, experts_.param(p.w_down) + e * FC, F, 0.0f,

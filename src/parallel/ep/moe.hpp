@@ -33,6 +33,50 @@ struct MoeParams {
   int w_gate = -1, w_up = -1, b_up = -1, w_down = -1, b_down = -1;  // (E/ep, F, C), (E/ep, F), (E/ep, C, F), (E/ep, C)
 };
 
+// The tensors of one MoE block named prefix (its MLP's, e.g.
+// "model/layers/3/mlp/"), in registration order: the router (E, C) in the
+// dense store, then ep rank ep_rank of ep_size's E/ep experts (expert store,
+// replicated over tp). Units are left 0 for the caller. Pure.
+std::vector<ParamSpec> moe_param_specs(const ModelConfig& cfg, const std::string& prefix, int ep_rank, int ep_size,
+                                       float std, float std_out);
+// Points the field of p that the spec prefix + leaf names ("router/w",
+// "experts/w_up", ...) at tensor `index` of its store.
+void set_moe_param(MoeParams& p, const std::string& leaf, int index);
+
+// The MoE layer's device buffers for one call, in fp32 elements: N token
+// rows in (n_out of them written here), M rows this rank dispatches, R rows
+// it receives. The layer allocates each of these; the planner evaluates the
+// same function for its modelled row counts (T = double: expected counts
+// are fractional; the layer uses T = size_t).
+template <class T>
+struct MoeBuffers {
+  T kept_per_row;  // per received row, kept forward -> backward (activations): xr's row (C), h, a (and u, Llama) (F each)
+  T xr, hidden;    // (R, C) received rows; (R, F) one of h, a (and u): the hidden activations
+  T send, y;       // (M, C) dispatched rows; (R, C) expert outputs (activations, inside forward)
+  T logits;        // (N, E) router logits, forward and backward (scratch)
+  T combine;       // (n_out, C) the weighted sum of the expert outputs (scratch)
+  T bwd;           // backward's row gradients (scratch): (M, C) sent, (R, C) received and returned, 2|3 (R, F)
+  int n_hidden;    // hidden (R, F) buffers: 2 GPT-2 (h, a; da, dh), 3 Llama (u; du too)
+  T in_forward() const { return send + y; }  // alive inside forward only
+};
+
+template <class T>
+MoeBuffers<T> moe_buffers(const ModelConfig& cfg, T N, T n_out, T M, T R) {
+  const T C = T(cfg.d_model), F = T(cfg.d_ff), E = T(cfg.n_experts);
+  const int nh = cfg.family == Family::gpt2 ? 2 : 3;
+  MoeBuffers<T> b;
+  b.n_hidden = nh;
+  b.kept_per_row = C + T(nh) * F;
+  b.xr = R * C;
+  b.hidden = R * F;
+  b.send = M * C;
+  b.y = R * C;
+  b.logits = N * E;
+  b.combine = n_out * C;
+  b.bwd = M * C + T(2) * R * C + T(nh) * R * F;
+  return b;
+}
+
 // Routing statistics, summed over MoE blocks and micro-batches (host), of
 // this rank's tokens: with cp the totals are the sums over the cp group
 // (aux_sum is linear in the probabilities, so each rank adds its share).
@@ -130,7 +174,10 @@ class MoeLayer {
   // experts.cpp: the expert MLPs over the received rows, and their backward.
   void experts_fwd(MoeCtx& c, const MoeParams& p);
   void experts_bwd(MoeCtx& c, const MoeParams& p, const float* dyr, float* dxr);
-  // moe_layer.cpp: the row gradients to the experts and back (collective over ep).
+  // moe_layer.cpp: the sizes of this call's buffers (moe_buffers of its N,
+  // M, R and n_out output rows), and the row gradients to the experts and
+  // back (collective over ep).
+  MoeBuffers<size_t> buffers(const MoeCtx& c, int n_out = 0) const;
   void expert_grads(MoeCtx& c, const MoeParams& p, const std::vector<float>& dys, std::vector<float>& dxs);
 
   Times times_;

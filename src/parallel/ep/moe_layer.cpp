@@ -37,25 +37,57 @@ MoeLayer::MoeLayer(const ModelConfig& cfg, Backend& be, ParamStore& dense, Param
   gpt2_ = cfg.family == Family::gpt2;
 }
 
+std::vector<ParamSpec> moe_param_specs(const ModelConfig& cfg, const std::string& prefix, int ep_rank, int ep_size,
+                                       float std, float std_out) {
+  const int64_t E = cfg.n_experts, El = E / ep_size, e0 = int64_t(ep_rank) * El, C = cfg.d_model, F = cfg.d_ff;
+  const bool gpt2 = cfg.family == Family::gpt2;
+  std::vector<ParamSpec> out;
+  ParamSpec router;
+  router.name = prefix + "router/w";
+  router.shape = router.local_shape = {E, C};
+  router.local_start = {0, 0};
+  router.std = std;
+  out.push_back(std::move(router));
+  // Expert tensors (E, ...): this ep rank holds experts [e0, e0 + E/ep).
+  auto blk = [&](const char* name, std::vector<int64_t> rest, Init init, float s, bool decay) {
+    ParamSpec x;
+    x.name = prefix + "experts/" + name;
+    x.shape = {E};
+    x.local_start = {e0};
+    x.local_shape = {El};
+    for (int64_t d : rest) {
+      x.shape.push_back(d);
+      x.local_start.push_back(0);
+      x.local_shape.push_back(d);
+    }
+    x.init = init;
+    x.std = s;
+    x.decay = decay;
+    x.expert = true;
+    out.push_back(std::move(x));
+  };
+  if (!gpt2) blk("w_gate", {F, C}, Init::normal, std, true);
+  blk("w_up", {F, C}, Init::normal, std, true);
+  if (gpt2) blk("b_up", {F}, Init::zeros, 0, false);
+  blk("w_down", {C, F}, Init::normal, std_out, true);
+  if (gpt2) blk("b_down", {C}, Init::zeros, 0, false);
+  return out;
+}
+
+void set_moe_param(MoeParams& p, const std::string& leaf, int index) {
+  if (leaf == "router/w") p.router = index;
+  else if (leaf == "experts/w_gate") p.w_gate = index;
+  else if (leaf == "experts/w_up") p.w_up = index;
+  else if (leaf == "experts/b_up") p.b_up = index;
+  else if (leaf == "experts/w_down") p.w_down = index;
+  else if (leaf == "experts/b_down") p.b_down = index;
+  else throw std::logic_error("set_moe_param: no MoE tensor " + leaf);
+}
+
 MoeParams MoeLayer::add_params(const std::string& prefix, float std, float std_out) {
   MoeParams p;
-  const int64_t E = E_, El = E_local_, e0 = int64_t(ep_rank_) * El, C = C_, F = F_;
-  p.router = dense_.add(prefix + "router/w", {E, C}, Init::normal, std, true);
-  const std::string x = prefix + "experts/";
-  auto blk = [&](const std::string& name, std::vector<int64_t> rest, Init init, float s, bool decay) {
-    std::vector<int64_t> shape{E}, start{e0}, local{El};
-    for (int64_t d : rest) {
-      shape.push_back(d);
-      start.push_back(0);
-      local.push_back(d);
-    }
-    return experts_.add_block(x + name, shape, start, local, init, s, decay);
-  };
-  if (!gpt2_) p.w_gate = blk("w_gate", {F, C}, Init::normal, std, true);
-  p.w_up = blk("w_up", {F, C}, Init::normal, std, true);
-  if (gpt2_) p.b_up = blk("b_up", {F}, Init::zeros, 0, false);
-  p.w_down = blk("w_down", {C, F}, Init::normal, std_out, true);
-  if (gpt2_) p.b_down = blk("b_down", {C}, Init::zeros, 0, false);
+  for (const ParamSpec& s : moe_param_specs(cfg_, prefix, ep_rank_, ep_size_, std, std_out))
+    set_moe_param(p, s.name.substr(prefix.size()), (s.expert ? experts_ : dense_).add_spec(s));
   return p;
 }
 
@@ -98,17 +130,21 @@ void MoeLayer::forward(MoeCtxPtr& ctx, const MoeParams& p, int layer, float* out
   times_.route_s += total_s - (times_.comm_s - before.comm_s) - (times_.expert_s - before.expert_s);
 }
 
+MoeBuffers<size_t> MoeLayer::buffers(const MoeCtx& c, int n_out) const {
+  return moe_buffers<size_t>(cfg_, size_t(c.N), size_t(n_out), size_t(c.M), size_t(c.R));
+}
+
 // ---- backward -------------------------------------------------------------------
 
 // dxs (M, C) from dys (M, C): the rows' gradients go to their experts and
 // the gradients of the received rows come back.
 void MoeLayer::expert_grads(MoeCtx& c, const MoeParams& p, const std::vector<float>& dys,
                             std::vector<float>& dxs) {
-  const int C = C_;
+  const MoeBuffers<size_t> b = buffers(c);
   auto dev = [&](size_t n) { return be_.alloc(std::max<size_t>(n, 1), Mem::scratch); };
-  float* sendb = dev(size_t(c.M) * C);  // (M, C)
-  float* dyr = dev(size_t(c.R) * C);    // (R, C)
-  float* dxr = dev(size_t(c.R) * C);    // (R, C)
+  float* sendb = dev(b.send);  // (M, C)
+  float* dyr = dev(b.xr);      // (R, C)
+  float* dxr = dev(b.xr);      // (R, C)
   be_.from_host(sendb, dys.data(), dys.size() * sizeof(float));
   exchange_rows(c, sendb, dyr, true);
   {

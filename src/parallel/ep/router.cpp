@@ -61,7 +61,7 @@ size_t global_row(const CpSplit& split, int S, int q, int r) {
 void MoeLayer::route_tokens(MoeCtx& c, const MoeParams& p, const float* x, int n_seq) {
   const int N = c.N, E = E_, k = k_, C = C_;
   // Router logits (N, E) and softmax, on the host.
-  float* logits_dev = be_.alloc(size_t(N) * E, Mem::scratch);  // (N, E)
+  float* logits_dev = be_.alloc(buffers(c).logits, Mem::scratch);  // (N, E)
   be_.gemm(false, true, N, E, C, 1.0f, x, C, dense_.param(p.router), C, 0.0f, logits_dev, E);
   c.probs.resize(size_t(N) * E);
   be_.to_host(c.probs.data(), logits_dev, c.probs.size() * sizeof(float));
@@ -178,7 +178,7 @@ void MoeLayer::router_bwd(const MoeCtx& c, const MoeParams& p, const std::vector
     for (int e = 0; e < E; ++e) dlog[size_t(t) * E + e] = float(pr[e] * (dp[size_t(e)] - pdp) + zg * pr[e]);
   }
   be_.from_host(dx, dxh.data(), dxh.size() * sizeof(float));
-  float* dl = be_.alloc(size_t(N) * E, Mem::scratch);  // (N, E)
+  float* dl = be_.alloc(buffers(c).logits, Mem::scratch);  // (N, E)
   be_.from_host(dl, dlog.data(), dlog.size() * sizeof(float));
   be_.gemm(false, false, N, C, E, 1.0f, dl, E, dense_.param(p.router), C, 1.0f, dx, C);
   be_.gemm(true, false, E, C, N, 1.0f, dl, E, x, C, 1.0f, dense_.grad(p.router), C);

@@ -34,17 +34,28 @@ int tp_split_dim(const std::string& name) {
   throw std::logic_error("tp_split_dim: no tp split for parameter " + name);
 }
 
+ParamSpec tp_param_spec(const std::string& prefix, const std::string& name, std::vector<int64_t> shape, Init init,
+                        float std, bool decay, int rank, int size) {
+  ParamSpec s;
+  s.name = prefix + name;
+  s.tp_dim = tp_split_dim(name);
+  s.local_start.assign(shape.size(), 0);
+  s.local_shape = shape;
+  if (s.tp_dim >= 0) {
+    const Split split{shape[size_t(s.tp_dim)], size};
+    s.local_shape[size_t(s.tp_dim)] = split.local();
+    s.local_start[size_t(s.tp_dim)] = split.start(rank);
+  }
+  s.shape = std::move(shape);
+  s.init = init;
+  s.std = std;
+  s.decay = decay;
+  return s;
+}
+
 ParamId add_tp_param(ParamStore& params, const std::string& prefix, const std::string& name,
                      std::vector<int64_t> shape, Init init, float std, bool decay, int rank, int size) {
-  const int dim = tp_split_dim(name);
-  std::vector<int64_t> start(shape.size(), 0), local = shape;
-  if (dim >= 0) {
-    const Split split{shape[size_t(dim)], size};
-    local[size_t(dim)] = split.local();
-    start[size_t(dim)] = split.start(rank);
-  }
-  return ParamId{params.add_block(prefix + name, std::move(shape), std::move(start), std::move(local), init,
-                                  std, decay)};
+  return ParamId{params.add_spec(tp_param_spec(prefix, name, std::move(shape), init, std, decay, rank, size))};
 }
 
 }  // namespace pentad

@@ -24,6 +24,11 @@ struct TpParamSplit {
 // over tp). Throws std::logic_error for a name not in the table.
 int tp_split_dim(const std::string& name);
 
+// Tp rank `rank` of `size`'s block of the tensor prefix + name of global
+// `shape` (unit 0, dense store: the caller sets unit). Pure.
+ParamSpec tp_param_spec(const std::string& prefix, const std::string& name, std::vector<int64_t> shape, Init init,
+                        float std, bool decay, int rank, int size);
+
 // Registers tp rank `rank` of `size`'s part of the tensor prefix + name of
 // global `shape`: part r of `size` equal parts of the table's split
 // dimension, the whole tensor if replicated. Local.

@@ -1,0 +1,99 @@
+// The model's parameter list (see param_list.hpp). The dense tensors' tp
+// splits come from parallel/tp/param_split's table, the MoE block's tensors
+// from parallel/ep's moe_param_specs.
+#include "model/param_list.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "parallel/ep/moe.hpp"
+#include "parallel/tp/param_split.hpp"
+
+namespace pentad {
+namespace {
+
+// Appends the tensors of block l (unit l + 1), in the order of the flat buffers.
+void add_block_specs(const ModelConfig& cfg, const ParamRank& r, int l, float std, float std_out,
+                     std::vector<ParamSpec>& out) {
+  const bool gpt2 = cfg.family == Family::gpt2;
+  const int64_t C = cfg.d_model, HD = int64_t(cfg.n_heads) * cfg.head_dim(),
+                KD = int64_t(cfg.n_kv_heads) * cfg.head_dim(), F = cfg.d_ff;  // global sizes
+  const std::string prefix = "model/layers/" + std::to_string(l) + "/";
+  auto add = [&](const char* name, std::vector<int64_t> shape, Init init, float s, bool decay) {
+    out.push_back(tp_param_spec(prefix, name, std::move(shape), init, s, decay, r.tp_rank, r.tp));
+    out.back().unit = l + 1;
+  };
+  auto matrix = [&](const char* name, int64_t rows, int64_t cols, float s) {
+    add(name, {rows, cols}, Init::normal, s, true);
+  };
+  // Norm weights and biases: no decay.
+  auto vec = [&](const char* name, int64_t len, Init init) { add(name, {len}, init, 0, false); };
+  vec("attn_norm/w", C, Init::ones);
+  if (gpt2) vec("attn_norm/b", C, Init::zeros);
+  matrix("attn/wq", HD, C, std);
+  matrix("attn/wk", KD, C, std);
+  matrix("attn/wv", KD, C, std);
+  matrix("attn/wo", C, HD, std_out);
+  if (gpt2) {
+    vec("attn/bq", HD, Init::zeros);
+    vec("attn/bk", KD, Init::zeros);
+    vec("attn/bv", KD, Init::zeros);
+    vec("attn/bo", C, Init::zeros);
+  }
+  vec("mlp_norm/w", C, Init::ones);
+  if (gpt2) vec("mlp_norm/b", C, Init::zeros);
+  if (cfg.is_moe_block(l)) {
+    for (ParamSpec& s : moe_param_specs(cfg, prefix + "mlp/", r.ep_rank, r.ep, std, std_out)) {
+      s.unit = l + 1;
+      out.push_back(std::move(s));
+    }
+    return;
+  }
+  if (!gpt2) matrix("mlp/w_gate", F, C, std);
+  matrix("mlp/w_up", F, C, std);
+  if (gpt2) vec("mlp/b_up", F, Init::zeros);
+  matrix("mlp/w_down", C, F, std_out);
+  if (gpt2) vec("mlp/b_down", C, Init::zeros);
+}
+
+}  // namespace
+
+std::vector<ParamSpec> model_param_list(const ModelConfig& cfg, const ParamRank& r) {
+  const int L = cfg.n_layers;
+  const std::vector<int> cb = r.chunk_blocks.empty() ? std::vector<int>{0, L} : r.chunk_blocks;
+  const int G = int(cb.size()) - 1;
+  auto owns = [&](int g) { return g % r.pp_size == r.pp_rank; };
+  const bool gpt2 = cfg.family == Family::gpt2, has_embedding = owns(0), has_head = owns(G - 1);
+  const float std = cfg.init_std;
+  // Output projections of the residual branches are scaled by 1/sqrt(2L)
+  // (GPT-2), so the residual stream's variance does not grow with depth.
+  const float std_out = std / std::sqrt(2.0f * float(L));
+  const int64_t C = cfg.d_model, V = cfg.vocab_size;  // global sizes
+  std::vector<ParamSpec> out;
+  auto add = [&](const char* name, std::vector<int64_t> shape, Init init, float s, bool decay, int unit) {
+    out.push_back(tp_param_spec("model/", name, std::move(shape), init, s, decay, r.tp_rank, r.tp));
+    out.back().unit = unit;
+  };
+  if (has_embedding) {
+    add("wte", {V, C}, Init::normal, std, true, 0);
+    if (gpt2) add("wpe", {int64_t(cfg.seq_len), C}, Init::normal, std, true, 0);
+  }
+  for (int g = 0; g < G; ++g)
+    if (owns(g))
+      for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) add_block_specs(cfg, r, l, std, std_out, out);
+  if (!has_head) return out;
+  add("final_norm/w", {C}, Init::ones, 0, false, L + 1);
+  if (gpt2) add("final_norm/b", {C}, Init::zeros, 0, false, L + 1);
+  if (!cfg.tied()) {
+    add("lm_head", {V, C}, Init::normal, std, true, L + 1);
+  } else if (!has_embedding) {
+    // Tied embeddings across pipeline stages: the last stage holds a copy of
+    // wte (drawn with the same values); the two stages sum their gradients
+    // before the optimizer, so the copies stay identical.
+    add("wte", {V, C}, Init::normal, std, true, L + 1);
+    out.back().stage_copy = true;
+  }
+  return out;
+}
+
+}  // namespace pentad

@@ -1,0 +1,31 @@
+// The model's parameter tensors as a pure function of the model and this
+// rank's cut of it (tp rank, ep rank, pipeline stage): names, global and
+// local shapes, units, init and the store each goes to. Model::build_params
+// registers exactly this list, in its order (the init RNG is keyed by name
+// and global index), and the planner sums its padded sizes per unit.
+#pragma once
+
+#include <vector>
+
+#include "config/config.hpp"
+#include "model/params.hpp"
+
+namespace pentad {
+
+// Which part of the model a rank holds, as far as parameters go.
+struct ParamRank {
+  int tp_rank = 0, tp = 1;
+  int ep_rank = 0, ep = 1;
+  int pp_rank = 0, pp_size = 1;
+  std::vector<int> chunk_blocks;  // n_chunks + 1 block boundaries; empty: one chunk
+};
+
+// In registration order, units ascending: the embedding (wte; wpe for
+// GPT-2) on the first chunk's stage; each held block's norms, attention and
+// MLP (a MoE block: the router in the dense store, this ep rank's experts in
+// the expert store); on the last chunk's stage the final norm and the head's
+// matrix (lm_head; with tied embeddings none where the stage holds wte, else
+// a stage copy of wte). Output projections get std/sqrt(2L) (GPT-2).
+std::vector<ParamSpec> model_param_list(const ModelConfig& cfg, const ParamRank& r);
+
+}  // namespace pentad

@@ -1,6 +1,7 @@
 // `pentad train DECK [--set section.key=value]...`: rank 0 reads the deck,
 // every rank parses it (config.hpp) and runs the trainer (train.hpp) on the
 // backend and comms the runtime picks.
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,7 +26,11 @@ struct TrainArgs {
 std::string read_deck(const std::string& path, int rank) {
   std::string text, err;
   if (rank == 0) {
-    if (std::optional<std::string> t = read_text(path)) text = std::move(*t);
+    // A directory opens and reads as empty text, which would parse as a deck
+    // without data.train: say what it is instead.
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) err = "cannot read input deck '" + path + "': is a directory";
+    else if (std::optional<std::string> t = read_text(path)) text = std::move(*t);
     else err = "cannot read input deck '" + path + "'";
   }
   agree_or_throw(err.empty(), err, MPI_COMM_WORLD);

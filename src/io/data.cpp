@@ -195,6 +195,27 @@ void eval_batch(const TokenFile& file, int64_t batch_index, int64_t first_seq, i
   }
 }
 
+int64_t val_window_count(const TokenFile& file, int T) { return T < 1 ? 0 : (file.size() - 1) / T; }
+
+void val_windows(const TokenFile& file, int64_t first, int n, int64_t n_valid, int T, int32_t* inputs,
+                 int32_t* targets) {
+  if (n_valid < 1 || n_valid > val_window_count(file, T)) {
+    data_error(file.path(), "holds " + std::to_string(val_window_count(file, T)) + " windows of " +
+                                std::to_string(T) + " tokens, " + std::to_string(n_valid) + " asked for");
+  }
+  for (int s = 0; s < n; ++s) {
+    const int64_t w = first + s;
+    const int64_t o = (w % n_valid) * T;
+    const bool pad = w >= n_valid;
+    int32_t* in = inputs + int64_t(s) * T;     // (T)
+    int32_t* tgt = targets + int64_t(s) * T;   // (T)
+    for (int t = 0; t < T; ++t) {
+      in[t] = file[o + t];
+      tgt[t] = pad ? -1 : int32_t(file[o + t + 1]);
+    }
+  }
+}
+
 std::string prep_bytes(const std::vector<std::string>& inputs, const std::string& out_dir,
                        double val_fraction) {
   namespace fs = std::filesystem;

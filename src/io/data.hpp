@@ -51,10 +51,23 @@ void write_token_file(const std::string& path, const std::vector<uint16_t>& toke
 void sample_batch(const TokenFile& file, uint64_t seed, int64_t step, int64_t first_seq,
                   int n_seq, int T, int32_t* inputs, int32_t* targets);
 
-// Validation batches: deterministic contiguous windows, sequence j of eval
-// batch b starts at ((b * n_seq_total + j) * T) mod (size - T).
+// The former validation sampler, whose windows depended on the batch split
+// (sequence j of eval batch b starts at ((b * n_seq_total + j) * T) mod
+// (size - T)); the trainer uses val_windows. Kept for its unit test.
 void eval_batch(const TokenFile& file, int64_t batch_index, int64_t first_seq, int n_seq,
                 int n_seq_total, int T, int32_t* inputs, int32_t* targets);
+
+// The validation set: the fixed, non-overlapping windows of a token file.
+// Window w holds inputs tokens[w*T .. w*T+T) and targets tokens[w*T+1 ..
+// w*T+T+1), so each token is a target at most once; there are
+// (size - 1) / T of them.
+int64_t val_window_count(const TokenFile& file, int T);
+// Fill inputs/targets (n * T each, int32) with windows [first, first + n).
+// A window w >= n_valid is padding: the inputs of window w mod n_valid (real
+// text, so the model sees ordinary rows) and targets -1, which the loss
+// ignores. n_valid <= val_window_count(file, T).
+void val_windows(const TokenFile& file, int64_t first, int n, int64_t n_valid, int T, int32_t* inputs,
+                 int32_t* targets);
 
 // `pentad prep`: read text files as bytes (vocab 256), split the last
 // val_fraction of the bytes into the validation file, write

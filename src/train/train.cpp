@@ -8,8 +8,7 @@ namespace pentad {
 
 int run_train(const Config& cfg, MPI_Comm job_comm, Backend& be, const CommFactory& make_comm) {
   Trainer trainer(cfg, job_comm, be, make_comm);
-  trainer.run();
-  return 0;
+  return trainer.run();
 }
 
 }  // namespace pentad

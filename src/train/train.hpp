@@ -10,6 +10,7 @@
 namespace pentad {
 
 // Collective over job. Throws InputError for errors every rank detects alike.
+// Returns the exit code: 0, or 130 when SIGINT stopped the run (signals.hpp).
 // be is the run's backend, made by the application; make_comm builds the
 // Comm of each group for it.
 int run_train(const Config& cfg, MPI_Comm job, Backend& be, const CommFactory& make_comm);

@@ -19,6 +19,8 @@
 #include "core/text.hpp"
 #include "parallel/cp/cp_report.hpp"
 #include "parallel/dp/optimizer.hpp"
+#include "io/signals.hpp"
+#include "train/non_finite.hpp"
 #include "train/step_metrics.hpp"
 
 namespace pentad {
@@ -111,6 +113,7 @@ Trainer::Trainer(const Config& cfg, MPI_Comm job, Backend& be, const CommFactory
   make_comms(make_comm);
   print_header();
   open_inputs();
+  plan_validation();
   build_model(make_comm);
   install_signal_handlers();
   all_tensors_ = global_tensors(model_->params(), moe_ ? &model_->expert_params() : nullptr, topo_.pp);
@@ -163,6 +166,16 @@ void Trainer::open_inputs() {
   agree_or_throw(msg.empty(), msg, topo_.job);
 }
 
+// One evaluation reads the first train.eval_batches global batches' worth of
+// windows of data.val, or all of them when the file is shorter: a count that
+// depends on the global batch only, never on its split.
+void Trainer::plan_validation() {
+  if (!val_data_) return;
+  n_val_ = std::min(val_window_count(*val_data_, T_), int64_t(tc_.eval_batches) * B_global_);
+  const int64_t per_dp = (n_val_ + n_dp_ - 1) / n_dp_;
+  eval_mb_ = int((per_dp + b_ - 1) / b_);
+}
+
 // This rank's model shard, its DataParallel(s), the pipeline and the tied
 // embedding pair. Collective over the job.
 void Trainer::build_model(const CommFactory& make_comm) {
@@ -190,7 +203,7 @@ void Trainer::build_model(const CommFactory& make_comm) {
   }
   model_->set_hooks(dpar_.get());
   pipe_ = std::make_unique<Pipeline>(*model_, be_, *pp_, *dpar_, make_schedule(sched_kind_, n_pp_, n_virtual_, A_),
-                                     make_schedule(ScheduleKind::forward_only, n_pp_, n_virtual_, tc_.eval_batches));
+                                     make_schedule(ScheduleKind::forward_only, n_pp_, n_virtual_, eval_mb_));
   tied_ = std::make_unique<TiedEmbedding>(mc_, topo_, model_->params(), *dpar_, make_comm);
 }
 
@@ -257,6 +270,17 @@ void Trainer::print_model() const {
                 mc_.n_experts, mc_.top_k, mc_.moe_every,
                 mc_.dropless ? "dropless" : std::to_string(mc_.capacity_factor).c_str(), topo_.shape.ep,
                 mc_.n_experts / topo_.shape.ep, n_active_ / 1e6);
+  if (val_data_) {
+    const int64_t asked = int64_t(tc_.eval_batches) * B_global_;
+    if (n_val_ < asked)
+      std::printf("validation: all %lld windows of %d tokens of %s (train.eval_batches = %d global batches "
+                  "would be %lld)\n",
+                  (long long)n_val_, T_, cfg_.data.val.c_str(), tc_.eval_batches, (long long)asked);
+    else
+      std::printf("validation: the first %lld windows of %d tokens of %s (train.eval_batches = %d global "
+                  "batches)\n",
+                  (long long)n_val_, T_, cfg_.data.val.c_str(), tc_.eval_batches);
+  }
   std::fflush(stdout);
 }
 
@@ -272,11 +296,26 @@ void Trainer::prepare_steps() {
   for (int g = 0; g < model_->n_chunks(); ++g)
     if (model_->owns_chunk(g)) my_slot_bytes_ += model_->slot_bytes(g);
   be_.reset_peaks();  // slot_bytes may have allocated a pooled slot before any step
+  load_validation();
+}
+
+// This dp rank's validation windows, cp-sliced once: every evaluation reads
+// the same ones.
+void Trainer::load_validation() {
+  if (!val_data_) return;
+  const size_t n_seq = size_t(eval_mb_) * b_;
+  std::vector<int32_t> whole_in(n_seq * T_), whole_tg(n_seq * T_);  // (M, b, T)
+  val_windows(*val_data_, int64_t(topo_.dp_rank()) * int64_t(n_seq), int(n_seq), n_val_, T_, whole_in.data(),
+              whole_tg.data());
+  val_in_.resize(n_seq * Tl_);
+  val_tg_.resize(n_seq * Tl_);
+  cp_slice(cp_split_, topo_.me.cp, whole_in.data(), eval_mb_, b_, val_in_.data());
+  cp_slice(cp_split_, topo_.me.cp, whole_tg.data(), eval_mb_, b_, val_tg_.data());
 }
 
 // ---- the step ----
 
-void Trainer::run() {
+int Trainer::run() {
   for (int s = start_step_; s <= tc_.steps; ++s) {
     const StepResult r = step(s);
     // Ring attention work and kernel time, the extremes over the cp group
@@ -290,6 +329,7 @@ void Trainer::run() {
     if (checkpoint_or_stop(s)) break;
   }
   finish();
+  return interrupted_ ? kInterruptedExitCode : 0;
 }
 
 // One optimizer step over the global batch. Collective over the job.
@@ -313,11 +353,7 @@ Trainer::StepResult Trainer::step(int step) {
   r.loss = global_loss(loss_sum);
   r.grad_norm = dpar_->grad_norm(tp_.get(), pp_.get(), ep_.get());
   if (moe_) r.moe = moe_step(model_->moe_stats(), mc_, *dp_cp_, *pp_, double(B_global_), tokens_global_);
-  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
-    throw InputError("step " + std::to_string(step) + ": loss or gradient norm is not finite (loss " +
-                     std::to_string(r.loss) + ", grad norm " + std::to_string(r.grad_norm) +
-                     "); lower train.lr or check the data");
-  }
+  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) throw_non_finite(step, r, loss_sum);
   if (dump_) dump_step(step, r);
   dpar_->optimizer_step(step, r.lr, clip_scale(r.grad_norm, tc_.grad_clip));
   be_.synchronize();
@@ -328,6 +364,22 @@ Trainer::StepResult Trainer::step(int step) {
   gather_stage_stats();
   last_loss_ = r.loss;
   return r;
+}
+
+// Every rank agrees (both values are global): name what went non-finite
+// first and where. Nothing is written: the checkpoints of earlier steps stay
+// the last ones. Collective over the job.
+void Trainer::throw_non_finite(int step, const StepResult& r, double local_loss_sum) {
+  NonFiniteStep s;
+  s.step = step;
+  s.loss = r.loss;
+  s.grad_norm = r.grad_norm;
+  s.local_loss_sum = local_loss_sum;
+  s.dense = &model_->params();
+  s.dense_dp = dpar_.get();
+  s.experts = edpar_ ? &model_->expert_params() : nullptr;
+  s.experts_dp = edpar_.get();
+  throw InputError(describe_non_finite(s, topo_));
 }
 
 // This dp rank's sequences of the step's global batch, then this cp rank's tokens of them.
@@ -368,22 +420,14 @@ void Trainer::gather_stage_stats() {
   host::gather(topo_.pp, mine, kStageStats, stage_stats_.data(), 0);
 }
 
-// The validation loss: eval_batches batches of b whole sequences per dp rank,
-// this cp rank's tokens of them, through the forward-only schedule.
+// The validation loss: the mean over the tokens of the n_val_ windows
+// (padding targets add nothing), through the forward-only schedule.
 // Collective over the job.
 double Trainer::evaluate() {
-  const size_t bt = size_t(b_) * T_, btl = size_t(b_) * Tl_;
-  std::vector<int32_t> whole_in(bt), whole_tg(bt);  // (b, T)
-  std::vector<int32_t> ein(size_t(tc_.eval_batches) * btl), etg(size_t(tc_.eval_batches) * btl);  // (batches, b, T/cp)
-  for (int e = 0; e < tc_.eval_batches; ++e) {
-    eval_batch(*val_data_, e, int64_t(topo_.dp_rank()) * b_, b_, b_ * n_dp_, T_, whole_in.data(), whole_tg.data());
-    cp_slice(cp_split_, topo_.me.cp, whole_in.data(), 1, b_, ein.data() + e * btl);
-    cp_slice(cp_split_, topo_.me.cp, whole_tg.data(), 1, b_, etg.data() + e * btl);
-  }
-  double sum = pipe_->eval(ein.data(), etg.data());  // the last stage's
+  double sum = pipe_->eval(val_in_.data(), val_tg_.data());  // the last stage's
   dp_cp_->allreduce_sum_host(&sum, 1);
   pp_->allreduce_sum_host(&sum, 1);
-  return sum / (double(tc_.eval_batches) * bt * n_dp_);
+  return sum / (double(n_val_) * T_);
 }
 
 // The console line (every log.every steps, the first and the last) and the
@@ -426,14 +470,21 @@ void Trainer::reset_traffic() {
   for (Comm* c : {dp_cp_.get(), tp_.get(), pp_.get(), cp_.get(), ep_.get(), edp_.get()}) c->reset_bytes();
 }
 
-// Checkpoint every N steps, and on SIGUSR1/SIGTERM at a step all ranks agree
-// on; true: stop after this step. Collective over the job.
+// Checkpoint every N steps, and on SIGUSR1/SIGTERM/SIGINT at a step all
+// ranks agree on; true: stop after this step. Collective over the job.
 bool Trainer::checkpoint_or_stop(int step) {
-  int stop = signal_received() ? 1 : 0;
-  host::allreduce(topo_.job, &stop, 1, host::Op::max);
-  if ((cfg_.checkpoint.every > 0 && step % cfg_.checkpoint.every == 0) || stop) save(step);
-  if (stop && root_) std::printf("signal received: stopped after step %d with a checkpoint; exiting\n", step);
-  return stop != 0;
+  int stop[2] = {signal_received() ? 1 : 0, interrupt_received() ? 1 : 0};  // any signal, SIGINT
+  host::allreduce(topo_.job, stop, 2, host::Op::max);
+  if ((cfg_.checkpoint.every > 0 && step % cfg_.checkpoint.every == 0) || stop[0]) save(step);
+  interrupted_ = stop[1] != 0;
+  if (stop[0] && root_) {
+    if (interrupted_)
+      std::printf("signal received: stopped after step %d with a checkpoint; exiting with code %d (SIGINT)\n",
+                  step, kInterruptedExitCode);
+    else
+      std::printf("signal received: stopped after step %d with a checkpoint; exiting\n", step);
+  }
+  return stop[0] != 0;
 }
 
 CkptMeta Trainer::meta_at(int step) const {
@@ -485,6 +536,7 @@ void Trainer::finish() {
 // The median bubble per stage over the steps after the first, printed by
 // the root. Collective over pp.
 void Trainer::print_pipeline_summary() {
+  if (bubbles_.empty()) return;  // no step run (the same on every rank)
   const std::vector<double> bs(bubbles_.begin() + (bubbles_.size() > 1 ? 1 : 0), bubbles_.end());
   const double med = bs.empty() ? 0.0 : median_of(bs);
   std::vector<double> all(static_cast<size_t>(n_pp_), 0.0);  // (pp)
@@ -505,6 +557,16 @@ void Trainer::print_pipeline_summary() {
 
 // Root only: the run's summary line (the median step over the steps after the first).
 void Trainer::print_summary(int last_step) const {
+  if (step_times_.empty()) {
+    // train.steps = 0, or a checkpoint already at train.steps: no step, no median to print.
+    if (start_step_ > 1)
+      std::printf("summary: no steps run (resumed at step %d, train.steps = %d) in %.1f s\n", start_step_ - 1,
+                  tc_.steps, seconds_since(t_start_));
+    else
+      std::printf("summary: no steps run (train.steps = %d) in %.1f s\n", tc_.steps, seconds_since(t_start_));
+    std::fflush(stdout);
+    return;
+  }
   const double median =
       median_of(std::vector<double>(step_times_.begin() + (step_times_.size() > 1 ? 1 : 0), step_times_.end()));
   const double tok_s = tokens_global_ / median;

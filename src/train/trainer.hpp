@@ -42,8 +42,9 @@ class Trainer {
   Trainer& operator=(const Trainer&) = delete;
 
   // The steps from the start (1, or the resumed step + 1) to train.steps, or
-  // to the step after a signal, then finish(). Collective over the job.
-  void run();
+  // to the step after a signal, then finish(). Returns the exit code: 0, or
+  // kInterruptedExitCode after a SIGINT stop. Collective over the job.
+  int run();
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -57,14 +58,17 @@ class Trainer {
   void make_comms(const CommFactory& make_comm);
   void print_header() const;
   void open_inputs();
+  void plan_validation();
   void build_model(const CommFactory& make_comm);
   void resume();
   void count_flops();
   void print_model() const;
   void prepare_steps();
+  void load_validation();
 
   // The step and what follows it.
   StepResult step(int step);
+  [[noreturn]] void throw_non_finite(int step, const StepResult& r, double local_loss_sum);
   void load_batch(int step);
   double global_loss(double loss_sum);
   void dump_step(int step, const StepResult& r);
@@ -118,6 +122,13 @@ class Trainer {
   // order, (A*b, T/cp)).
   std::vector<int32_t> seq_in_, seq_tg_, in_, tg_;
   std::vector<float> logits_;  // (A*b*T/cp, V) this rank's step-1 logits when dumping
+  // Validation: the first n_val_ windows of data.val (val_windows), the same
+  // whatever the layout and batch split; dp rank d takes windows [d*M*b,
+  // (d+1)*M*b) in M micro-batches of b, padded past n_val_ with ignored
+  // targets. Loaded once, this cp rank's tokens: (M, b, T/cp).
+  int64_t n_val_ = 0;
+  int eval_mb_ = 1;  // M
+  std::vector<int32_t> val_in_, val_tg_;
   int64_t first_seq_ = 0;      // this dp rank's first sequence of the global batch
   int trace_steps_ = 0;        // the first steps of the run, when log.trace is set
 
@@ -125,6 +136,7 @@ class Trainer {
   std::vector<double> stage_stats_;           // (pp, kStageStats) on the root's pp group
   size_t my_slot_bytes_ = 0;
   double last_loss_ = NAN, last_val_ = NAN;
+  bool interrupted_ = false;  // stopped by SIGINT (agreed over the job)
 };
 
 }  // namespace pentad

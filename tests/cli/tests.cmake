@@ -15,3 +15,12 @@ endforeach()
 add_test(NAME default_run_tiny_dp2 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/default_run.sh)
 set_tests_properties(default_run_tiny_dp2 PROPERTIES LABELS "mpi;cli"
                      ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 400)
+
+# Training-loop failures (issue 17): a diverged step names the step, the
+# ranks and the first non-finite quantity; SIGINT checkpoints and exits 130
+# (a second one kills at once); a directory as deck; train.steps = 0.
+foreach(case nan_loss_pp2 nan_grad_dp2_zero2 deck_directory zero_steps sigint sigint_twice)
+  add_test(NAME cli_train_${case} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/train_failures.sh ${case})
+  set_tests_properties(cli_train_${case} PROPERTIES LABELS "mpi;cli"
+                       ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 180)
+endforeach()

@@ -186,3 +186,9 @@ pentad_parity_test(cp4_contiguous_dropless_full moe_gpt2 4 "--set model.dropless
 pentad_parity_test(cp2_tp2_sp moe_llama 4 "" "--set parallel.cp=2 --set parallel.tp=2 --set parallel.sp=true")
 pentad_parity_test(cp2_pp2_zero1 moe_llama 4 "--set train.grad_accum=2" "--set parallel.cp=2 --set parallel.pp=2 --set parallel.zero=1 --set train.grad_accum=2")
 pentad_parity_test(cp2_dp2_ep2_zero3 moe_gpt2 4 "--set train.grad_accum=2" "--set parallel.cp=2 --set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=3")
+
+# The validation loss: the same fixed windows of data.val, the same val_loss
+# under dp, cp, tp, pp and every micro_batch x grad_accum split.
+add_test(NAME parity_val_loss_layouts COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/val_loss.sh ${CMAKE_CURRENT_LIST_DIR}/gpt2.toml)
+set_tests_properties(parity_val_loss_layouts PROPERTIES LABELS "mpi;parity"
+                     ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)

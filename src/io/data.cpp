@@ -173,28 +173,6 @@ void sample_batch(const TokenFile& file, uint64_t seed, int64_t step, int64_t fi
   }
 }
 
-void eval_batch(const TokenFile& file, int64_t batch_index, int64_t first_seq, int n_seq,
-                int n_seq_total, int T, int32_t* inputs, int32_t* targets) {
-  if (T < 1 || file.size() < int64_t(T) + 1) {
-    data_error(file.path(), "holds " + std::to_string(file.size()) + " tokens, needs at least " +
-                                std::to_string(int64_t(T) + 1) + " (model.seq_len + 1)");
-  }
-  // ((b * n_seq_total + j) * T) mod m, reduced step by step so that no
-  // intermediate exceeds m^2 < 2^62 (m < 2^31 by the header's int32 count).
-  const uint64_t m = uint64_t(file.size() - T);
-  const uint64_t b_times_n = (uint64_t(batch_index) % m) * (uint64_t(n_seq_total) % m) % m;
-  for (int s = 0; s < n_seq; ++s) {
-    const uint64_t j = uint64_t(first_seq + s);
-    const int64_t o = int64_t(((b_times_n + j % m) % m) * (uint64_t(T) % m) % m);
-    int32_t* in = inputs + int64_t(s) * T;     // (T)
-    int32_t* tgt = targets + int64_t(s) * T;   // (T)
-    for (int t = 0; t < T; ++t) {
-      in[t] = file[o + t];
-      tgt[t] = file[o + t + 1];
-    }
-  }
-}
-
 int64_t val_window_count(const TokenFile& file, int T) { return T < 1 ? 0 : (file.size() - 1) / T; }
 
 void val_windows(const TokenFile& file, int64_t first, int n, int64_t n_valid, int T, int32_t* inputs,

@@ -51,12 +51,6 @@ void write_token_file(const std::string& path, const std::vector<uint16_t>& toke
 void sample_batch(const TokenFile& file, uint64_t seed, int64_t step, int64_t first_seq,
                   int n_seq, int T, int32_t* inputs, int32_t* targets);
 
-// The former validation sampler, whose windows depended on the batch split
-// (sequence j of eval batch b starts at ((b * n_seq_total + j) * T) mod
-// (size - T)); the trainer uses val_windows. Kept for its unit test.
-void eval_batch(const TokenFile& file, int64_t batch_index, int64_t first_seq, int n_seq,
-                int n_seq_total, int T, int32_t* inputs, int32_t* targets);
-
 // The validation set: the fixed, non-overlapping windows of a token file.
 // Window w holds inputs tokens[w*T .. w*T+T) and targets tokens[w*T+1 ..
 // w*T+T+1), so each token is a target at most once; there are

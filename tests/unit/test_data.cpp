@@ -227,28 +227,41 @@ TEST_F(DataTest, SampleBatchCoversTheFile) {
   EXPECT_LT(highest, 624) << "bucket counts " << lowest << ".." << highest;
 }
 
-TEST_F(DataTest, EvalBatchFollowsTheFormula) {
-  const int n = 1000, T = 32, n_total = 6;
-  const std::string p = path("eval.bin");
+// Validation windows are fixed and disjoint: window w is tokens [w*T, w*T+T)
+// with targets shifted by one, whatever slice of them a rank asks for;
+// windows past n_valid are padding (real inputs, targets -1).
+TEST_F(DataTest, ValWindowsAreFixedAndDisjoint) {
+  const int n = 1000, T = 32;
+  const std::string p = path("val.bin");
   pentad::write_token_file(p, iota_tokens(n));
   const TokenFile f(p, 65536, T + 1);
-  std::vector<int32_t> in(n_total * T), tgt(n_total * T);
+  const int64_t count = pentad::val_window_count(f, T);
+  EXPECT_EQ(count, (n - 1) / T);
+  std::vector<int32_t> all_in(size_t(count) * T), all_tg(size_t(count) * T);
+  pentad::val_windows(f, 0, int(count), count, T, all_in.data(), all_tg.data());
   int mismatches = 0;
-  for (int64_t b = 0; b < 12; ++b) {
-    pentad::eval_batch(f, b, 0, n_total, n_total, T, in.data(), tgt.data());
-    for (int j = 0; j < n_total; ++j) {
-      const int64_t o = ((b * n_total + j) * T) % (n - T);
-      for (int t = 0; t < T; ++t) {
-        mismatches += in[size_t(j * T + t)] != o + t;
-        mismatches += tgt[size_t(j * T + t)] != o + t + 1;
-      }
+  std::vector<int> target_uses(n, 0);
+  for (int64_t w = 0; w < count; ++w)
+    for (int t = 0; t < T; ++t) {
+      mismatches += all_in[size_t(w * T + t)] != w * T + t;
+      mismatches += all_tg[size_t(w * T + t)] != w * T + t + 1;
+      ++target_uses[size_t(all_tg[size_t(w * T + t)])];
     }
-    std::vector<int32_t> in_s(2 * T), tgt_s(2 * T);
-    pentad::eval_batch(f, b, 3, 2, n_total, T, in_s.data(), tgt_s.data());
-    mismatches += in_s != std::vector<int32_t>(in.begin() + 3 * T, in.begin() + 5 * T);
-    mismatches += tgt_s != std::vector<int32_t>(tgt.begin() + 3 * T, tgt.begin() + 5 * T);
-  }
   EXPECT_EQ(mismatches, 0);
+  EXPECT_EQ(*std::max_element(target_uses.begin(), target_uses.end()), 1);
+  // A slice is the same windows as the whole set.
+  std::vector<int32_t> in(4 * T), tg(4 * T);
+  pentad::val_windows(f, 5, 4, count, T, in.data(), tg.data());
+  EXPECT_EQ(in, std::vector<int32_t>(all_in.begin() + 5 * T, all_in.begin() + 9 * T));
+  EXPECT_EQ(tg, std::vector<int32_t>(all_tg.begin() + 5 * T, all_tg.begin() + 9 * T));
+  // Past n_valid: the inputs of window w mod n_valid, targets ignored (-1).
+  pentad::val_windows(f, count - 2, 4, count, T, in.data(), tg.data());
+  EXPECT_EQ(std::vector<int32_t>(in.begin() + 2 * T, in.end()),
+            std::vector<int32_t>(all_in.begin(), all_in.begin() + 2 * T));
+  EXPECT_EQ(std::vector<int32_t>(tg.begin() + 2 * T, tg.end()), std::vector<int32_t>(2 * T, -1));
+  EXPECT_EQ(std::vector<int32_t>(tg.begin(), tg.begin() + 2 * T),
+            std::vector<int32_t>(all_tg.end() - 2 * T, all_tg.end()));
+  EXPECT_THROW(pentad::val_windows(f, 0, 1, count + 1, T, in.data(), tg.data()), pentad::InputError);
 }
 
 TEST_F(DataTest, PrepRoundTripAndSplit) {

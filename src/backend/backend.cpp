@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 namespace pentad {
 
@@ -48,8 +49,9 @@ void* Backend::alloc_bytes(size_t n_bytes, Mem category) {
     track_alloc(n_bytes, category);
     return p;
   } catch (const std::bad_alloc&) {
-    PENTAD_FATAL("out of memory: backend " + name() + " could not allocate a " + mem_name(category) + " buffer of " +
-                 std::to_string(n_bytes) + " bytes (" + std::to_string(mem_.total_cur_bytes) +
+    PENTAD_FATAL("out of memory: backend " + name() + " could not allocate " + std::to_string(n_bytes) + " bytes (" +
+                 format_bytes(double(n_bytes), 2) + ") for " + mem_name(category) + " (" +
+                 std::to_string(mem_.total_cur_bytes) +
                  " bytes already allocated); reduce the model or train.micro_batch, or spread it over more ranks");
   }
 }

@@ -1,6 +1,9 @@
 // The MPI watchdog (see watchdog.hpp). The armed call is published in a few
 // atomics so arming costs a clock read and three stores (it runs around
 // every MPI call of the step); the thread polls them a few times a second.
+// The blocking MPI calls of the control path (comm/host.cpp, Comm's host
+// scalars, HDF5's collectives) are armed through MPI's profiling interface:
+// the MPI_X defined at the end of this file arm and call PMPI_X.
 #include "comm/watchdog.hpp"
 
 #include <algorithm>
@@ -9,6 +12,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <thread>
 
@@ -25,7 +29,9 @@ int64_t now_ns() {
 
 // The armed call; armed_at_ns == 0: nothing armed.
 std::atomic<int64_t> g_armed_at_ns{0};
-std::atomic<const std::string*> g_group{nullptr};
+std::atomic<const char*> g_group{nullptr};
+int g_depth = 0;  // open scopes (the calling thread's: MPI is called from one thread); only the outermost arms
+char g_comm_name[MPI_MAX_OBJECT_NAME] = "";  // the group of a raw MPI call
 std::atomic<const char*> g_op{nullptr};
 std::atomic<int> g_step{0};
 std::atomic<int64_t> g_timeout_ns{0};
@@ -65,19 +71,19 @@ class Watchdog {
   static void check(int64_t timeout_ns) {
     const int64_t t0 = g_armed_at_ns.load();
     if (t0 == 0 || now_ns() - t0 < timeout_ns) return;
-    const std::string* group = g_group.load();
+    const char* group = g_group.load();
     const char* op = g_op.load();
     const int step = g_step.load();
     if (g_armed_at_ns.load() != t0 || group == nullptr || op == nullptr) return;
     const double waited_s = double(now_ns() - t0) * 1e-9;
     char head[160];
-    std::snprintf(head, sizeof head, "MPI %s in group '", op);
+    std::snprintf(head, sizeof head, "MPI operation '%s' in group '", op);
     char tail[320];
     std::snprintf(tail, sizeof tail,
                   "' did not return within parallel.comm_timeout_s = %g s (waited %.1f s, %s%d): a rank of the "
                   "group is stuck or dead; ending the job",
                   double(timeout_ns) * 1e-9, waited_s, step > 0 ? "step " : "setup, before step ", step > 0 ? step : 1);
-    fatal_at(__FILE__, __LINE__, head + *group + tail);
+    fatal_at(__FILE__, __LINE__, head + std::string(group) + tail);
   }
 };
 
@@ -90,12 +96,86 @@ void start_comm_watchdog(double timeout_s) {
 
 void set_watchdog_step(int step) { g_step.store(step, std::memory_order_relaxed); }
 
-WatchScope::WatchScope(const std::string& group, const char* op) {
-  g_group.store(&group, std::memory_order_relaxed);
+namespace {
+void arm(const char* group, const char* op) {
+  g_group.store(group, std::memory_order_relaxed);
   g_op.store(op, std::memory_order_relaxed);
   g_armed_at_ns.store(now_ns(), std::memory_order_release);
 }
+}  // namespace
 
-WatchScope::~WatchScope() { g_armed_at_ns.store(0, std::memory_order_release); }
+WatchScope::WatchScope(const std::string& group, const char* op) {
+  if (g_depth++ == 0) arm(group.c_str(), op);
+}
+
+WatchScope::WatchScope(MPI_Comm comm, const char* op) {
+  if (g_depth++ > 0) return;
+  int len = 0;
+  if (PMPI_Comm_get_name(comm, g_comm_name, &len) != MPI_SUCCESS || len == 0) std::strcpy(g_comm_name, "?");
+  arm(g_comm_name, op);
+}
+
+WatchScope::~WatchScope() {
+  if (--g_depth == 0) g_armed_at_ns.store(0, std::memory_order_release);
+}
 
 }  // namespace pentad
+
+// ---- the profiling-interface layer: each blocking call armed for its duration ----
+
+extern "C" {
+
+int MPI_Allreduce(const void* send, void* recv, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
+  const pentad::WatchScope watch(comm, "MPI_Allreduce");
+  return PMPI_Allreduce(send, recv, n, t, op, comm);
+}
+
+int MPI_Bcast(void* buf, int n, MPI_Datatype t, int root, MPI_Comm comm) {
+  const pentad::WatchScope watch(comm, "MPI_Bcast");
+  return PMPI_Bcast(buf, n, t, root, comm);
+}
+
+int MPI_Allgather(const void* send, int ns, MPI_Datatype ts, void* recv, int nr, MPI_Datatype tr, MPI_Comm comm) {
+  const pentad::WatchScope watch(comm, "MPI_Allgather");
+  return PMPI_Allgather(send, ns, ts, recv, nr, tr, comm);
+}
+
+int MPI_Allgatherv(const void* send, int ns, MPI_Datatype ts, void* recv, const int nr[], const int displs[],
+                   MPI_Datatype tr, MPI_Comm comm) {
+  const pentad::WatchScope watch(comm, "MPI_Allgatherv");
+  return PMPI_Allgatherv(send, ns, ts, recv, nr, displs, tr, comm);
+}
+
+int MPI_Gather(const void* send, int ns, MPI_Datatype ts, void* recv, int nr, MPI_Datatype tr, int root,
+               MPI_Comm comm) {
+  const pentad::WatchScope watch(comm, "MPI_Gather");
+  return PMPI_Gather(send, ns, ts, recv, nr, tr, root, comm);
+}
+
+int MPI_Gatherv(const void* send, int ns, MPI_Datatype ts, void* recv, const int nr[], const int displs[],
+                MPI_Datatype tr, int root, MPI_Comm comm) {
+  const pentad::WatchScope watch(comm, "MPI_Gatherv");
+  return PMPI_Gatherv(send, ns, ts, recv, nr, displs, tr, root, comm);
+}
+
+int MPI_Alltoall(const void* send, int ns, MPI_Datatype ts, void* recv, int nr, MPI_Datatype tr, MPI_Comm comm) {
+  const pentad::WatchScope watch(comm, "MPI_Alltoall");
+  return PMPI_Alltoall(send, ns, ts, recv, nr, tr, comm);
+}
+
+int MPI_Barrier(MPI_Comm comm) {
+  const pentad::WatchScope watch(comm, "MPI_Barrier");
+  return PMPI_Barrier(comm);
+}
+
+int MPI_Send(const void* buf, int n, MPI_Datatype t, int dest, int tag, MPI_Comm comm) {
+  const pentad::WatchScope watch(comm, "MPI_Send");
+  return PMPI_Send(buf, n, t, dest, tag, comm);
+}
+
+int MPI_Recv(void* buf, int n, MPI_Datatype t, int src, int tag, MPI_Comm comm, MPI_Status* status) {
+  const pentad::WatchScope watch(comm, "MPI_Recv");
+  return PMPI_Recv(buf, n, t, src, tag, comm, status);
+}
+
+}  // extern "C"

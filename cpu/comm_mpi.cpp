@@ -7,6 +7,7 @@
 
 #include "cpu.hpp"
 #include "comm/comm.hpp"
+#include "comm/watchdog.hpp"
 #include "core/error.hpp"
 
 namespace pentad {
@@ -14,12 +15,14 @@ namespace {
 
 constexpr size_t kMaxCount = size_t(1) << 30;
 
-// Adds the wall time of a scope to a counter (time blocked in MPI).
+// Adds the wall time of a scope to a counter (time blocked in MPI) and arms
+// the watchdog for it (a peer that never comes ends the job, named).
 struct Blocked {
-  explicit Blocked(double& acc) : acc_(acc), t0_(MPI_Wtime()) {}
+  Blocked(double& acc, const std::string& group, const char* op) : acc_(acc), t0_(MPI_Wtime()), watch_(group, op) {}
   ~Blocked() { acc_ += MPI_Wtime() - t0_; }
   double& acc_;
   double t0_;
+  WatchScope watch_;
 };
 
 class MpiComm final : public Comm {
@@ -31,21 +34,21 @@ class MpiComm final : public Comm {
   void allreduce_max(float* buf, size_t n) override { allreduce(buf, n, MPI_MAX); }
 
   void allgather(const float* send, float* recv, size_t n_per_rank) override {
-    const Blocked timer(seconds_);
+    const Blocked timer(seconds_, name_, "allgather");
     if (n_per_rank > size_t(INT_MAX)) PENTAD_FATAL("allgather: shard too large for MPI");
     MPI_CHECK(MPI_Allgather(send, int(n_per_rank), MPI_FLOAT, recv, int(n_per_rank), MPI_FLOAT, comm_));
     bytes_sent_ += double(size_ - 1) * double(n_per_rank) * sizeof(float);
   }
 
   void reduce_scatter_sum(const float* send, float* recv, size_t n_per_rank) override {
-    const Blocked timer(seconds_);
+    const Blocked timer(seconds_, name_, "reduce_scatter_sum");
     if (n_per_rank > size_t(INT_MAX)) PENTAD_FATAL("reduce_scatter: shard too large for MPI");
     MPI_CHECK(MPI_Reduce_scatter_block(send, recv, int(n_per_rank), MPI_FLOAT, MPI_SUM, comm_));
     bytes_sent_ += double(size_ - 1) * double(n_per_rank) * sizeof(float);
   }
 
   void broadcast(float* buf, size_t n, int root) override {
-    const Blocked timer(seconds_);
+    const Blocked timer(seconds_, name_, "broadcast");
     for (size_t off = 0; off < n; off += kMaxCount) {
       const int c = int(std::min(kMaxCount, n - off));
       MPI_CHECK(MPI_Bcast(buf + off, c, MPI_FLOAT, root, comm_));
@@ -54,7 +57,7 @@ class MpiComm final : public Comm {
   }
 
   void send(const float* buf, size_t n, int peer, int tag) override {
-    const Blocked timer(seconds_);
+    const Blocked timer(seconds_, name_, "send");
     for (size_t off = 0; off < n; off += kMaxCount) {
       const int c = int(std::min(kMaxCount, n - off));
       MPI_CHECK(MPI_Send(buf + off, c, MPI_FLOAT, peer, tag, comm_));
@@ -63,7 +66,7 @@ class MpiComm final : public Comm {
   }
 
   void recv(float* buf, size_t n, int peer, int tag) override {
-    const Blocked timer(seconds_);
+    const Blocked timer(seconds_, name_, "recv");
     for (size_t off = 0; off < n; off += kMaxCount) {
       const int c = int(std::min(kMaxCount, n - off));
       MPI_CHECK(MPI_Recv(buf + off, c, MPI_FLOAT, peer, tag, comm_, MPI_STATUS_IGNORE));
@@ -72,7 +75,7 @@ class MpiComm final : public Comm {
 
   void alltoallv(const float* send, const std::vector<int>& send_counts, float* recv,
                  const std::vector<int>& recv_counts) override {
-    const Blocked timer(seconds_);
+    const Blocked timer(seconds_, name_, "alltoallv");
     std::vector<int> sd(static_cast<size_t>(size_)), rd(static_cast<size_t>(size_));
     std::exclusive_scan(send_counts.begin(), send_counts.end(), sd.begin(), 0);
     std::exclusive_scan(recv_counts.begin(), recv_counts.end(), rd.begin(), 0);
@@ -86,14 +89,14 @@ class MpiComm final : public Comm {
 
   Request iallreduce_sum(float* buf, size_t n) override {
     if (n > size_t(INT_MAX)) PENTAD_FATAL("iallreduce: buffer too large for one MPI call");
-    const Request r = slot();
+    const Request r = slot("wait for iallreduce_sum");
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, int(n), MPI_FLOAT, MPI_SUM, comm_, &reqs_[size_t(r)]));
     bytes_sent_ += 2.0 * double(size_ - 1) / size_ * double(n) * sizeof(float);
     return r;
   }
 
   Request ireduce_scatter_sum(const float* send, float* recv, const std::vector<int>& counts) override {
-    const Request r = slot();
+    const Request r = slot("wait for ireduce_scatter_sum");
     MPI_CHECK(MPI_Ireduce_scatter(send, recv, counts.data(), MPI_FLOAT, MPI_SUM, comm_, &reqs_[size_t(r)]));
     const double total = std::accumulate(counts.begin(), counts.end(), 0.0);
     bytes_sent_ += double(size_ - 1) / size_ * total * sizeof(float);
@@ -101,7 +104,7 @@ class MpiComm final : public Comm {
   }
 
   Request iallgatherv(const float* send, float* recv, const std::vector<int>& counts) override {
-    const Request r = slot();
+    const Request r = slot("wait for iallgatherv");
     counts_[size_t(r)] = counts;
     displs_[size_t(r)].resize(counts.size());
     std::exclusive_scan(counts.begin(), counts.end(), displs_[size_t(r)].begin(), 0);
@@ -115,7 +118,7 @@ class MpiComm final : public Comm {
 
   Request isend(const float* buf, size_t n, int peer, int tag) override {
     if (n > size_t(INT_MAX)) PENTAD_FATAL("isend: buffer too large for one MPI call");
-    const Request r = slot();
+    const Request r = slot("wait for isend");
     MPI_CHECK(MPI_Isend(buf, int(n), MPI_FLOAT, peer, tag, comm_, &reqs_[size_t(r)]));
     bytes_sent_ += double(n) * sizeof(float);
     return r;
@@ -123,13 +126,13 @@ class MpiComm final : public Comm {
 
   Request irecv(float* buf, size_t n, int peer, int tag) override {
     if (n > size_t(INT_MAX)) PENTAD_FATAL("irecv: buffer too large for one MPI call");
-    const Request r = slot();
+    const Request r = slot("wait for irecv");
     MPI_CHECK(MPI_Irecv(buf, int(n), MPI_FLOAT, peer, tag, comm_, &reqs_[size_t(r)]));
     return r;
   }
 
   void wait(Request r) override {
-    const Blocked timer(seconds_);
+    const Blocked timer(seconds_, name_, ops_[size_t(r)]);
     MPI_CHECK(MPI_Wait(&reqs_[size_t(r)], MPI_STATUS_IGNORE));
     free_.push_back(r);
   }
@@ -150,23 +153,29 @@ class MpiComm final : public Comm {
 
  private:
   // Request slots; the count/displacement arrays must outlive the operation.
+  // ops_ names the call behind each request, for the watchdog's message.
   std::vector<MPI_Request> reqs_;
   std::vector<std::vector<int>> counts_, displs_;
+  std::vector<const char*> ops_;
   std::vector<Request> free_;
-  Request slot() {
+  Request slot(const char* op) {
+    Request r;
     if (free_.empty()) {
       reqs_.push_back(MPI_REQUEST_NULL);
       counts_.emplace_back();
       displs_.emplace_back();
-      return Request(reqs_.size() - 1);
+      ops_.push_back(nullptr);
+      r = Request(reqs_.size() - 1);
+    } else {
+      r = free_.back();
+      free_.pop_back();
     }
-    const Request r = free_.back();
-    free_.pop_back();
+    ops_[size_t(r)] = op;
     return r;
   }
 
   void allreduce(float* buf, size_t n, MPI_Op op) {
-    const Blocked timer(seconds_);
+    const Blocked timer(seconds_, name_, "allreduce");
     if (size_ == 1) return;
     for (size_t off = 0; off < n; off += kMaxCount) {
       const int c = int(std::min(kMaxCount, n - off));

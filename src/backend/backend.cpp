@@ -4,9 +4,11 @@
 // attention_merge.
 #include "backend/backend.hpp"
 
+#include <new>
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 namespace pentad {
 
@@ -38,11 +40,20 @@ const char* op_name(Op op) {
 bool Backend::supports(Op op) const { return implements_op<Backend>(op); }
 
 void* Backend::alloc_bytes(size_t n_bytes, Mem category) {
-  void* p = device_alloc(n_bytes, category);
-  std::lock_guard<std::mutex> lock(alloc_mutex_);
-  allocs_[p] = {n_bytes, category};
-  track_alloc(n_bytes, category);
-  return p;
+  // An allocation failure stops the job with the buffer named (fatal_at adds
+  // the rank): an escaping std::bad_alloc would abort one rank unnamed.
+  try {
+    void* p = device_alloc(n_bytes, category);
+    std::lock_guard<std::mutex> lock(alloc_mutex_);
+    allocs_[p] = {n_bytes, category};
+    track_alloc(n_bytes, category);
+    return p;
+  } catch (const std::bad_alloc&) {
+    PENTAD_FATAL("out of memory: backend " + name() + " could not allocate " + std::to_string(n_bytes) + " bytes (" +
+                 format_bytes(double(n_bytes), 2) + ") for " + mem_name(category) + " (" +
+                 std::to_string(mem_.total_cur_bytes) +
+                 " bytes already allocated); reduce the model or train.micro_batch, or spread it over more ranks");
+  }
 }
 
 void Backend::free_bytes(void* p) {

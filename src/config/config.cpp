@@ -333,7 +333,7 @@ const std::vector<Key>& schema() {
     s.push_back(enum_key(PENTAD_FIELD(parallel, comm), {"auto", "mpi", "nccl"},
                          "collectives library; auto = nccl with backend cuda, mpi with cpu"));
     s.push_back(float_key(PENTAD_FIELD(parallel, comm_timeout_s), gt(0), none(),
-                          "seconds before a stuck collective ends the job (nccl)"));
+                          "seconds before a stuck collective ends the job (nccl and mpi)"));
 
     s.push_back(int_key(PENTAD_FIELD(train, steps), 0, kNoMax, "optimizer steps"));
     s.push_back(int_key(PENTAD_FIELD(train, micro_batch), 1, kNoMax,

@@ -14,12 +14,14 @@
 #include <numeric>
 
 #include "comm/host.hpp"
+#include "comm/watchdog.hpp"
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/text.hpp"
 #include "parallel/cp/cp_report.hpp"
 #include "parallel/dp/optimizer.hpp"
 #include "io/signals.hpp"
+#include "train/memory_check.hpp"
 #include "train/non_finite.hpp"
 #include "train/step_metrics.hpp"
 
@@ -110,10 +112,12 @@ Trainer::Trainer(const Config& cfg, MPI_Comm job, Backend& be, const CommFactory
       tokens_global_(double(B_global_) * T_),
       sched_kind_(schedule_kind_of(cfg.parallel)),
       moe_(mc_.n_experts > 0) {
+  start_comm_watchdog(cfg.parallel.comm_timeout_s);  // MPI calls stuck this long end the job
   make_comms(make_comm);
   print_header();
   open_inputs();
   plan_validation();
+  check_memory_fits(cfg_, topo_, be_);  // refuse a layout that cannot fit before allocating it
   build_model(make_comm);
   install_signal_handlers();
   all_tensors_ = global_tensors(model_->params(), moe_ ? &model_->expert_params() : nullptr, topo_.pp);
@@ -317,6 +321,7 @@ void Trainer::load_validation() {
 
 int Trainer::run() {
   for (int s = start_step_; s <= tc_.steps; ++s) {
+    set_watchdog_step(s);
     const StepResult r = step(s);
     // Ring attention work and kernel time, the extremes over the cp group
     // (read before the evaluation adds its forward passes).

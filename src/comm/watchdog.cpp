@@ -1,0 +1,181 @@
+// The MPI watchdog (see watchdog.hpp). The armed call is published in a few
+// atomics so arming costs a clock read and three stores (it runs around
+// every MPI call of the step); the thread polls them a few times a second.
+// The blocking MPI calls of the control path (comm/host.cpp, Comm's host
+// scalars, HDF5's collectives) are armed through MPI's profiling interface:
+// the MPI_X defined at the end of this file arm and call PMPI_X.
+#include "comm/watchdog.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "core/error.hpp"
+
+namespace pentad {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+// The armed call; armed_at_ns == 0: nothing armed.
+std::atomic<int64_t> g_armed_at_ns{0};
+std::atomic<const char*> g_group{nullptr};
+int g_depth = 0;  // open scopes (the calling thread's: MPI is called from one thread); only the outermost arms
+char g_comm_name[MPI_MAX_OBJECT_NAME] = "";  // the group of a raw MPI call
+std::atomic<const char*> g_op{nullptr};
+std::atomic<int> g_step{0};
+std::atomic<int64_t> g_timeout_ns{0};
+
+class Watchdog {
+ public:
+  Watchdog() : thread_([this] { loop(); }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts after the members it reads
+
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      // Poll at a quarter of the timeout (at most 4 times a second): the job
+      // ends at most timeout * 1.25 after the call blocked.
+      const int64_t timeout_ns = g_timeout_ns.load();
+      const auto poll = std::chrono::nanoseconds(std::min<int64_t>(timeout_ns / 4, 250'000'000));
+      if (wake_.wait_for(lock, poll, [this] { return stop_; })) return;
+      check(timeout_ns);
+    }
+  }
+
+  // Fires when one and the same call has stayed armed past the timeout (the
+  // armed time read again after the names, so they belong to that call).
+  static void check(int64_t timeout_ns) {
+    const int64_t t0 = g_armed_at_ns.load();
+    if (t0 == 0 || now_ns() - t0 < timeout_ns) return;
+    const char* group = g_group.load();
+    const char* op = g_op.load();
+    const int step = g_step.load();
+    if (g_armed_at_ns.load() != t0 || group == nullptr || op == nullptr) return;
+    const double waited_s = double(now_ns() - t0) * 1e-9;
+    char head[160];
+    std::snprintf(head, sizeof head, "MPI operation '%s' in group '", op);
+    char tail[320];
+    std::snprintf(tail, sizeof tail,
+                  "' did not return within parallel.comm_timeout_s = %g s (waited %.1f s, %s%d): a rank of the "
+                  "group is stuck or dead; ending the job",
+                  double(timeout_ns) * 1e-9, waited_s, step > 0 ? "step " : "setup, before step ", step > 0 ? step : 1);
+    fatal_at(__FILE__, __LINE__, head + std::string(group) + tail);
+  }
+};
+
+}  // namespace
+
+void start_comm_watchdog(double timeout_s) {
+  g_timeout_ns.store(int64_t(timeout_s * 1e9));
+  static Watchdog watchdog;  // one thread per process, joined at exit
+}
+
+void set_watchdog_step(int step) { g_step.store(step, std::memory_order_relaxed); }
+
+namespace {
+void arm(const char* group, const char* op) {
+  g_group.store(group, std::memory_order_relaxed);
+  g_op.store(op, std::memory_order_relaxed);
+  g_armed_at_ns.store(now_ns(), std::memory_order_release);
+}
+}  // namespace
+
+WatchScope::WatchScope(const std::string& group, const char* op) {
+  if (g_depth++ == 0) arm(group.c_str(), op);
+}
+
+WatchScope::WatchScope(MPI_Comm comm, const char* op) {
+  if (g_depth++ > 0) return;
+  int len = 0;
+  if (PMPI_Comm_get_name(comm, g_comm_name, &len) != MPI_SUCCESS || len == 0) std::strcpy(g_comm_name, "?");
+  arm(g_comm_name, op);
+}
+
+WatchScope::~WatchScope() {
+  if (--g_depth == 0) g_armed_at_ns.store(0, std::memory_order_release);
+}
+
+}  // namespace pentad
+
+// ---- the profiling-interface layer: each blocking call armed for its duration ----
+
+extern "C" {
+
+int MPI_Allreduce(const void* send, void* recv, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
+  const pentad::WatchScope watch(comm, "MPI_Allreduce");
+  return PMPI_Allreduce(send, recv, n, t, op, comm);
+}
+
+int MPI_Bcast(void* buf, int n, MPI_Datatype t, int root, MPI_Comm comm) {
+  const pentad::WatchScope watch(comm, "MPI_Bcast");
+  return PMPI_Bcast(buf, n, t, root, comm);
+}
+
+int MPI_Allgather(const void* send, int ns, MPI_Datatype ts, void* recv, int nr, MPI_Datatype tr, MPI_Comm comm) {
+  const pentad::WatchScope watch(comm, "MPI_Allgather");
+  return PMPI_Allgather(send, ns, ts, recv, nr, tr, comm);
+}
+
+int MPI_Allgatherv(const void* send, int ns, MPI_Datatype ts, void* recv, const int nr[], const int displs[],
+                   MPI_Datatype tr, MPI_Comm comm) {
+  const pentad::WatchScope watch(comm, "MPI_Allgatherv");
+  return PMPI_Allgatherv(send, ns, ts, recv, nr, displs, tr, comm);
+}
+
+int MPI_Gather(const void* send, int ns, MPI_Datatype ts, void* recv, int nr, MPI_Datatype tr, int root,
+               MPI_Comm comm) {
+  const pentad::WatchScope watch(comm, "MPI_Gather");
+  return PMPI_Gather(send, ns, ts, recv, nr, tr, root, comm);
+}
+
+int MPI_Gatherv(const void* send, int ns, MPI_Datatype ts, void* recv, const int nr[], const int displs[],
+                MPI_Datatype tr, int root, MPI_Comm comm) {
+  const pentad::WatchScope watch(comm, "MPI_Gatherv");
+  return PMPI_Gatherv(send, ns, ts, recv, nr, displs, tr, root, comm);
+}
+
+int MPI_Alltoall(const void* send, int ns, MPI_Datatype ts, void* recv, int nr, MPI_Datatype tr, MPI_Comm comm) {
+  const pentad::WatchScope watch(comm, "MPI_Alltoall");
+  return PMPI_Alltoall(send, ns, ts, recv, nr, tr, comm);
+}
+
+int MPI_Barrier(MPI_Comm comm) {
+  const pentad::WatchScope watch(comm, "MPI_Barrier");
+  return PMPI_Barrier(comm);
+}
+
+int MPI_Send(const void* buf, int n, MPI_Datatype t, int dest, int tag, MPI_Comm comm) {
+  const pentad::WatchScope watch(comm, "MPI_Send");
+  return PMPI_Send(buf, n, t, dest, tag, comm);
+}
+
+int MPI_Recv(void* buf, int n, MPI_Datatype t, int src, int tag, MPI_Comm comm, MPI_Status* status) {
+  const pentad::WatchScope watch(comm, "MPI_Recv");
+  return PMPI_Recv(buf, n, t, src, tag, comm, status);
+}
+
+}  // extern "C"

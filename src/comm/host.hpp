@@ -22,6 +22,10 @@ MPI_Datatype mpi_type();
 double wtime();  // MPI_Wtime: seconds, local
 int rank(MPI_Comm comm);
 int size(MPI_Comm comm);
+// This rank's index among the ranks of `comm` that share its node (its
+// shared-memory domain), in `comm` rank order: picks the GPU, and the one
+// rank per node that fsyncs. Collective over comm.
+int node_rank(MPI_Comm comm);
 void barrier(MPI_Comm comm);
 // A barrier that sleeps instead of spinning, for ranks waiting while one rank
 // does serial work (fsync, rename): on a node with more ranks than cores a

@@ -35,7 +35,7 @@ constexpr double kF = 4.0;  // bytes per fp32 element / int32 token id
 double pad16(double n) { return std::ceil(n / 16.0) * 16.0; }
 
 CpSplit cp_split_of(const Config& cfg) {
-  return CpSplit{cfg.model.seq_len, cfg.parallel.cp, cp_layout_of(cfg.parallel.cp_layout)};
+  return CpSplit{cfg.model.seq_len, cfg.parallel.cp, cfg.parallel.cp_layout};
 }
 
 // Pipeline rank pp_rank of cfg's layout, as the trainer builds the model.
@@ -254,7 +254,7 @@ double scratch_bytes(const Config& cfg, const MemoryPlan& plan, bool has_moe, do
 
 ScheduleKind train_kind(const Config& cfg) {
   return cfg.parallel.pp == 1 && cfg.parallel.virtual_stages == 1 ? ScheduleKind::one_f_one_b
-                                                                  : parse_schedule_kind(cfg.parallel.schedule);
+                                                                  : cfg.parallel.schedule;
 }
 
 // DataParallel's buckets of this store (memory_plan.hpp's grad_buckets).
@@ -854,10 +854,10 @@ std::string describe_layout(const Config& cfg) {
   const char* rc[] = {"none", "selective", "full"};
   std::ostringstream o;
   o << "dp=" << p.dp << ",tp=" << p.tp << ",pp=" << p.pp;
-  if (p.cp > 1) o << ",cp=" << p.cp << (p.cp_layout == "zigzag" ? ",zigzag" : "");
+  if (p.cp > 1) o << ",cp=" << p.cp << (p.cp_layout == CpLayout::zigzag ? ",zigzag" : "");
   if (p.ep > 1) o << ",ep=" << p.ep;
   if (p.sp) o << ",sp";
-  if (p.pp > 1 || p.virtual_stages > 1) o << "," << p.schedule << (p.virtual_stages > 1 ? ",v=" + std::to_string(p.virtual_stages) : "");
+  if (p.pp > 1 || p.virtual_stages > 1) o << "," << deck_name(p.schedule) << (p.virtual_stages > 1 ? ",v=" + std::to_string(p.virtual_stages) : "");
   o << ",zero=" << p.zero << ",recompute=" << rc[int(cfg.train.recompute)] << ",mb=" << cfg.train.micro_batch
     << ",accum=" << cfg.train.grad_accum;
   return o.str();

@@ -1,8 +1,10 @@
 // Host-memory collectives over a raw MPI communicator: the small messages of
 // the control path (flags, scalars, strings, token ids, metrics rows) that
 // never touch a backend buffer. Every raw MPI call of src/ outside the Comm
-// implementations goes through here, checked by MPI_CHECK. Each function is
-// collective over `comm` unless it says otherwise (send, recv).
+// implementations goes through here, checked by MPI_CHECK; the one exception
+// is core/error.cpp's abort path, which sits below this layer and must work
+// when MPI itself has failed. Each function is collective over `comm` unless
+// it says otherwise (wtime, rank, size, send, recv are local).
 #pragma once
 
 #include <mpi.h>

@@ -41,8 +41,8 @@ constexpr CommImpl comm_impl_of(BackendKind backend, CommLib lib) {
   return lib == CommLib::mpi ? CommImpl::staged_mpi : CommImpl::nccl;
 }
 
-// "the NCCL comm", for messages about what an implementation lacks.
-constexpr const char* comm_impl_title(CommImpl impl) {
+// The implementation as messages name it ("the NCCL comm"), for what it lacks.
+constexpr const char* comm_impl_name(CommImpl impl) {
   switch (impl) {
     case CommImpl::mpi: return "the MPI comm";
     case CommImpl::staged_mpi: return "the host-staged MPI comm";

@@ -249,7 +249,9 @@ Key enum_key(const char* sec, const char* name, Acc acc, const char* help) {
     acc(c) = static_cast<T>(it - choices.begin());
     return {};
   };
-  k.get = [acc](const Config& c) -> Value { return std::string(DeckNames<T>::names.at(static_cast<size_t>(acc(c)))); };
+  k.get = [acc](const Config& c) -> Value {
+    return std::string(DeckNames<T>::names.at(static_cast<size_t>(acc(c))));
+  };
   return k;
 }
 
@@ -664,7 +666,7 @@ void check_supported(const Config& cfg) {
   // Stage-to-stage and ring messages need point-to-point, expert dispatch an
   // all-to-all; the host-staged MPI comm has every operation.
   const CommImpl impl = comm_impl_of(cfg.backend, p.comm);
-  const std::string lacking = std::string(", which ") + comm_impl_title(impl) +
+  const std::string lacking = std::string(", which ") + comm_impl_name(impl) +
                               " does not have yet; set parallel.comm = mpi";
   const bool p2p = comm_supports(impl, CommOp::isend) && comm_supports(impl, CommOp::irecv);
   if (!p2p && (p.pp > 1 || p.cp > 1))

@@ -30,16 +30,24 @@ enum class ComputeDtype { fp32, bf16 };
 // (evaluation) is no deck value and has no spelling here.
 template <class E>
 struct DeckNames;
-template <> struct DeckNames<Family> { static constexpr std::array<const char*, 2> names = {"gpt2", "llama"}; };
+template <> struct DeckNames<Family> {
+  static constexpr std::array<const char*, 2> names = {"gpt2", "llama"};
+};
 template <> struct DeckNames<Recompute> {
   static constexpr std::array<const char*, 3> names = {"none", "selective", "full"};
 };
-template <> struct DeckNames<BackendKind> { static constexpr std::array<const char*, 2> names = {"cpu", "cuda"}; };
-template <> struct DeckNames<CommLib> { static constexpr std::array<const char*, 3> names = {"auto", "mpi", "nccl"}; };
+template <> struct DeckNames<BackendKind> {
+  static constexpr std::array<const char*, 2> names = {"cpu", "cuda"};
+};
+template <> struct DeckNames<CommLib> {
+  static constexpr std::array<const char*, 3> names = {"auto", "mpi", "nccl"};
+};
 template <> struct DeckNames<CpLayout> {
   static constexpr std::array<const char*, 2> names = {"contiguous", "zigzag"};
 };
-template <> struct DeckNames<ComputeDtype> { static constexpr std::array<const char*, 2> names = {"fp32", "bf16"}; };
+template <> struct DeckNames<ComputeDtype> {
+  static constexpr std::array<const char*, 2> names = {"fp32", "bf16"};
+};
 template <> struct DeckNames<ScheduleKind> {
   static constexpr std::array<const char*, 3> names = {"afab", "1f1b", "interleaved"};
 };

@@ -39,7 +39,8 @@ struct Schedule {
   int owner(int chunk) const { return chunk % pp; }
 };
 
-// "afab" | "1f1b" | "interleaved" -> kind (the deck's parallel.schedule).
+// "afab" | "1f1b" | "interleaved" -> kind, for `pentad schedule --kind`
+// (the deck's parallel.schedule is parsed by the config schema).
 ScheduleKind parse_schedule_kind(const std::string& name);
 const char* schedule_name(ScheduleKind k);
 

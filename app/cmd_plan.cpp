@@ -330,19 +330,19 @@ Enumeration enumerate_layouts(const PlanInputs& in) {
         for (int ep = 1; ep <= (moe ? dp : 1); ++ep) {
           if (dp % ep) continue;
           for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp)
-            for (const char* sched_c : {"1f1b", "interleaved"}) {
-              const std::string sched = sched_c;
-              if (sched == "interleaved" && pp == 1) continue;
+            for (const ScheduleKind sched : {ScheduleKind::one_f_one_b, ScheduleKind::interleaved}) {
+              const bool interleaved = sched == ScheduleKind::interleaved;
+              if (interleaved && pp == 1) continue;
               for (int zero = 0; zero <= 3; ++zero)
-                for (const char* rc : {"none", "selective", "full"})
+                for (const char* rc : DeckNames<Recompute>::names)
                   for (int mb = 1; mb <= b_global / dp; ++mb) {
                     if ((b_global / dp) % mb) continue;
                     try_layout(in,
                                {"parallel.dp=" + std::to_string(dp), "parallel.tp=" + std::to_string(tp),
                                 "parallel.pp=" + std::to_string(pp), "parallel.cp=" + std::to_string(cp),
                                 "parallel.ep=" + std::to_string(ep), "parallel.sp=" + std::string(sp ? "true" : "false"),
-                                "parallel.schedule=\"" + sched + "\"",
-                                "parallel.virtual_stages=" + std::string(sched == "interleaved" ? "2" : "1"),
+                                "parallel.schedule=\"" + std::string(deck_name(sched)) + "\"",
+                                "parallel.virtual_stages=" + std::string(interleaved ? "2" : "1"),
                                 "parallel.zero=" + std::to_string(zero), "train.recompute=\"" + std::string(rc) + "\"",
                                 "train.micro_batch=" + std::to_string(mb),
                                 "train.grad_accum=" + std::to_string(b_global / dp / mb)},

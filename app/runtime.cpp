@@ -10,41 +10,62 @@
 
 namespace pentad {
 
+bool backend_built(BackendKind kind) {
+#ifdef PENTAD_HAVE_CUDA
+  (void)kind;
+  return true;
+#else
+  return kind == BackendKind::cpu;
+#endif
+}
+
+namespace {
+
+// Every rank parses the same deck, so every rank throws here alike: the
+// collective error path, before any rank touches a device.
+void require_built(const Config& cfg) {
+  if (!backend_built(cfg.backend))
+    throw InputError(cfg.source + ": backend = " + deck_name(cfg.backend) +
+                     ": this binary was built without the CUDA backend");
+}
+
+}  // namespace
+
 std::unique_ptr<Backend> make_backend(const Config& cfg, MPI_Comm job) {
+  require_built(cfg);
   std::unique_ptr<Backend> be;
-  if (cfg.backend == "cuda") {
+  if (cfg.backend == BackendKind::cuda) {
 #ifdef PENTAD_HAVE_CUDA
     // The node-local rank picks the GPU: ranks of one node share memory.
-    MPI_Comm node = MPI_COMM_NULL;
-    MPI_CHECK(MPI_Comm_split_type(job, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-    int local_rank = 0;
-    MPI_CHECK(MPI_Comm_rank(node, &local_rank));
-    MPI_CHECK(MPI_Comm_free(&node));
+    const int local_rank = host::node_rank(job);
     // Every rank must have a GPU; agree before touching one, so a CPU-only
     // node gives one clear message instead of a rank-local abort.
     std::string why;
     const bool ok = cuda_device_available(&why);
     agree_or_throw(ok, "backend = cuda: " + why, job);
     be = make_cuda_backend(local_rank);
-#else
-    throw InputError("backend = cuda: this binary was built without the CUDA backend (PENTAD_CUDA=OFF)");
 #endif
   } else {
     be = make_cpu_backend(cfg.train.threads);
   }
-  be->set_compute_dtype(cfg.train.dtype == "bf16" ? Dtype::bf16 : Dtype::fp32);
+  be->set_compute_dtype(cfg.train.dtype == ComputeDtype::bf16 ? Dtype::bf16 : Dtype::fp32);
   return be;
 }
 
 std::unique_ptr<Comm> make_comm(const Config& cfg, Backend& be, MPI_Comm comm, std::string name) {
-  if (cfg.backend != "cuda") return make_mpi_comm(comm, std::move(name));
+  require_built(cfg);
+  switch (comm_impl_of(cfg.backend, cfg.parallel.comm)) {
+    case CommImpl::mpi: return make_mpi_comm(comm, std::move(name));
 #ifdef PENTAD_HAVE_CUDA
-  if (cfg.parallel.comm == "mpi") return make_staged_mpi_comm(comm, std::move(name), be);
-  return make_nccl_comm(comm, std::move(name), be, cfg.parallel.comm_timeout_s);
+    case CommImpl::staged_mpi: return make_staged_mpi_comm(comm, std::move(name), be);
+    case CommImpl::nccl: return make_nccl_comm(comm, std::move(name), be, cfg.parallel.comm_timeout_s);
 #else
-  (void)be;
-  throw InputError("backend = cuda: this binary was built without the CUDA backend");
+    case CommImpl::staged_mpi:
+    case CommImpl::nccl: break;  // require_built threw: cuda selects these
 #endif
+  }
+  (void)be;
+  PENTAD_FATAL("make_comm: no Comm implementation for this deck");
 }
 
 }  // namespace pentad

@@ -14,7 +14,11 @@
 
 namespace pentad {
 
+// Whether this binary contains the backend (cuda: built with PENTAD_CUDA=ON).
+bool backend_built(BackendKind kind);
+
 // Collective over `job` (finds the node-local rank that picks the GPU).
+// Throws InputError, alike on every rank, when this binary lacks the backend.
 std::unique_ptr<Backend> make_backend(const Config& cfg, MPI_Comm job);
 // A Comm over `comm` for buffers of `be`: MPI on host memory for the cpu
 // backend; with cuda, NCCL (comm = auto | nccl) or host-staged MPI (comm = mpi).

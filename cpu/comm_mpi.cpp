@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cpu.hpp"
+#include "comm/capability.hpp"
 #include "comm/comm.hpp"
 #include "comm/watchdog.hpp"
 #include "core/error.hpp"
@@ -29,7 +30,7 @@ class MpiComm final : public Comm {
  public:
   using Comm::Comm;
 
-  bool supports(CommOp) const override { return true; }  // MPI has every operation
+  bool supports(CommOp op) const override { return comm_supports(CommImpl::mpi, op); }
   void allreduce_sum(float* buf, size_t n) override { allreduce(buf, n, MPI_SUM); }
   void allreduce_max(float* buf, size_t n) override { allreduce(buf, n, MPI_MAX); }
 

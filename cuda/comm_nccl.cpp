@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cuda.hpp"
+#include "comm/capability.hpp"
 #include "comm/comm.hpp"
 #include "cuda_backend.hpp"
 
@@ -64,7 +65,7 @@ class NcclComm final : public Comm {
 
   // Collectives only so far: no point-to-point, no all-to-all (the host-staged
   // MPI comm has them).
-  bool supports(CommOp) const override { return false; }
+  bool supports(CommOp op) const override { return comm_supports(CommImpl::nccl, op); }
 
   void allreduce_sum(float* buf, size_t n) override { blocking([&] { all_reduce(buf, n, ncclSum); }, 2.0 * (size_ - 1) / size_ * n); }
   void allreduce_max(float* buf, size_t n) override { blocking([&] { all_reduce(buf, n, ncclMax); }, 2.0 * (size_ - 1) / size_ * n); }

@@ -12,12 +12,9 @@
 #include <string>
 #include <vector>
 
-namespace pentad {
+#include "comm/capability.hpp"  // CommOp, and what each implementation supports
 
-// The operations a Comm may or may not implement (the rest every Comm has).
-// Callers ask supports() before they rely on one; calling an unsupported one
-// stops the job with a message naming the group.
-enum class CommOp { isend, irecv, alltoallv };
+namespace pentad {
 
 class Comm {
  public:
@@ -27,7 +24,8 @@ class Comm {
   int size() const { return size_; }
   int rank() const { return rank_; }
   const std::string& name() const { return name_; }
-  // Whether this Comm implements `op` (the base implements none of them).
+  // Whether this Comm implements `op` (the base implements none of them);
+  // an implementation answers from kCommSupports (capability.hpp).
   virtual bool supports(CommOp op) const;
   MPI_Comm mpi() const { return comm_; }
   // Bytes this rank has put on the wire in this group since the last reset,

@@ -32,6 +32,14 @@ int size(MPI_Comm comm) {
   return n;
 }
 
+int node_rank(MPI_Comm comm) {
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank(comm), MPI_INFO_NULL, &node));
+  const int r = rank(node);
+  MPI_CHECK(MPI_Comm_free(&node));
+  return r;
+}
+
 void barrier(MPI_Comm comm) { MPI_CHECK(MPI_Barrier(comm)); }
 
 void idle_barrier(MPI_Comm comm) {

@@ -1,8 +1,10 @@
 // Host-memory collectives over a raw MPI communicator: the small messages of
 // the control path (flags, scalars, strings, token ids, metrics rows) that
 // never touch a backend buffer. Every raw MPI call of src/ outside the Comm
-// implementations goes through here, checked by MPI_CHECK. Each function is
-// collective over `comm` unless it says otherwise (send, recv).
+// implementations goes through here, checked by MPI_CHECK; the one exception
+// is core/error.cpp's abort path, which sits below this layer and must work
+// when MPI itself has failed. Each function is collective over `comm` unless
+// it says otherwise (wtime, rank, size, send, recv are local).
 #pragma once
 
 #include <mpi.h>
@@ -22,6 +24,10 @@ MPI_Datatype mpi_type();
 double wtime();  // MPI_Wtime: seconds, local
 int rank(MPI_Comm comm);
 int size(MPI_Comm comm);
+// This rank's index among the ranks of `comm` that share its node (its
+// shared-memory domain), in `comm` rank order: picks the GPU, and the one
+// rank per node that fsyncs. Collective over comm.
+int node_rank(MPI_Comm comm);
 void barrier(MPI_Comm comm);
 // A barrier that sleeps instead of spinning, for ranks waiting while one rank
 // does serial work (fsync, rename): on a node with more ranks than cores a

@@ -1,8 +1,8 @@
 // The input deck (config.hpp). One schema table, one row per key, drives
 // everything: deck parsing, --set overrides, per-key range checks, the
 // resolved TOML (config_to_toml) and "did you mean" suggestions. Checks that
-// involve several keys live in validate(); features this build does not have
-// yet are rejected in check_supported(), the one place to edit as they land.
+// involve several keys live in validate(); layouts the chosen Comm cannot run
+// are rejected in check_supported(), from the Comm capability table.
 #include "config/config.hpp"
 
 #include <algorithm>
@@ -22,6 +22,7 @@
 
 #include <toml++/toml.h>
 
+#include "comm/capability.hpp"
 #include "core/error.hpp"
 #include "parallel/pp/schedule.hpp"
 
@@ -229,34 +230,27 @@ Key string_key(const char* sec, const char* name, Acc acc, const char* help) {
   return k;
 }
 
-// A string key with a fixed set of choices. The field is either an enum whose
-// values are the indices into `choices`, or a std::string.
+// A string key with a fixed set of choices: an enum field whose values index
+// its deck spellings (DeckNames in config.hpp).
 template <class Acc>
-Key enum_key(const char* sec, const char* name, Acc acc, std::vector<std::string> choices,
-             const char* help) {
+Key enum_key(const char* sec, const char* name, Acc acc, const char* help) {
   using T = FieldType<Acc>;
+  static_assert(std::is_enum_v<T>, "enum_key stores an enum");
   Key k{sec, name, Kind::string, {}, {}, help};
-  k.set = [acc, choices](Config& c, const Value& v) -> std::string {
+  k.set = [acc](Config& c, const Value& v) -> std::string {
     const auto& s = std::get<std::string>(v);
-    const auto it = std::find(choices.begin(), choices.end(), s);
+    const auto& choices = DeckNames<T>::names;
+    const auto it = std::find(choices.begin(), choices.end(), std::string_view(s));
     if (it == choices.end()) {
       std::string list;
-      for (const auto& ch : choices) list += (list.empty() ? "" : ", ") + toml_quote(ch);
+      for (const char* ch : choices) list += (list.empty() ? "" : ", ") + toml_quote(ch);
       return "must be one of " + list + " (got " + toml_quote(s) + ")";
     }
-    if constexpr (std::is_same_v<T, std::string>) {
-      acc(c) = s;
-    } else {
-      acc(c) = static_cast<T>(it - choices.begin());
-    }
+    acc(c) = static_cast<T>(it - choices.begin());
     return {};
   };
-  k.get = [acc, choices](const Config& c) -> Value {
-    if constexpr (std::is_same_v<T, std::string>) {
-      return acc(c);
-    } else {
-      return choices.at(static_cast<size_t>(acc(c)));
-    }
+  k.get = [acc](const Config& c) -> Value {
+    return std::string(DeckNames<T>::names.at(static_cast<size_t>(acc(c))));
   };
   return k;
 }
@@ -280,10 +274,9 @@ Key tied_key() {
 const std::vector<Key>& schema() {
   static const std::vector<Key> keys = [] {
     std::vector<Key> s;
-    s.push_back(enum_key("", "backend", [](auto& c) -> auto& { return c.backend; },
-                         {"cpu", "cuda"}, "compute backend"));
+    s.push_back(enum_key("", "backend", [](auto& c) -> auto& { return c.backend; }, "compute backend"));
 
-    s.push_back(enum_key(PENTAD_FIELD(model, family), {"gpt2", "llama"}, "architecture"));
+    s.push_back(enum_key(PENTAD_FIELD(model, family), "architecture"));
     s.push_back(int_key(PENTAD_FIELD(model, n_layers), 1, kNoMax, "transformer blocks (L)"));
     s.push_back(int_key(PENTAD_FIELD(model, d_model), 1, kNoMax, "embedding width (C)"));
     s.push_back(int_key(PENTAD_FIELD(model, n_heads), 1, kNoMax, "attention heads (H)"));
@@ -322,15 +315,13 @@ const std::vector<Key>& schema() {
     s.push_back(bool_key(PENTAD_FIELD(parallel, sp), "sequence parallelism (needs tp > 1)"));
     s.push_back(float_key(PENTAD_FIELD(parallel, bucket_mb), gt(0), none(),
                           "gradient bucket size in MiB (reduction overlaps backward)"));
-    s.push_back(enum_key(PENTAD_FIELD(parallel, schedule), {"afab", "1f1b", "interleaved"},
-                         "pipeline schedule"));
+    s.push_back(enum_key(PENTAD_FIELD(parallel, schedule), "pipeline schedule"));
     s.push_back(int_key(PENTAD_FIELD(parallel, virtual_stages), 1, kNoMax,
                         "model chunks per pipeline rank (schedule = interleaved)"));
     s.push_back(string_key(PENTAD_FIELD(parallel, stage_layers),
                            "blocks per pipeline chunk (pp x virtual_stages counts), e.g. \"3,2,2,3\"; \"\" = balanced"));
-    s.push_back(enum_key(PENTAD_FIELD(parallel, cp_layout), {"contiguous", "zigzag"},
-                         "how sequences are cut over the cp group"));
-    s.push_back(enum_key(PENTAD_FIELD(parallel, comm), {"auto", "mpi", "nccl"},
+    s.push_back(enum_key(PENTAD_FIELD(parallel, cp_layout), "how sequences are cut over the cp group"));
+    s.push_back(enum_key(PENTAD_FIELD(parallel, comm),
                          "collectives library; auto = nccl with backend cuda, mpi with cpu"));
     s.push_back(float_key(PENTAD_FIELD(parallel, comm_timeout_s), gt(0), none(),
                           "seconds before a stuck collective ends the job (nccl and mpi)"));
@@ -350,12 +341,11 @@ const std::vector<Key>& schema() {
     s.push_back(float_key(PENTAD_FIELD(train, grad_clip), ge(0), none(),
                           "global gradient-norm clip; 0 = off"));
     s.push_back(int_key(PENTAD_FIELD(train, seed), 0, kNoMax, "random seed"));
-    s.push_back(enum_key(PENTAD_FIELD(train, recompute), {"none", "selective", "full"},
-                         "activation recomputation"));
+    s.push_back(enum_key(PENTAD_FIELD(train, recompute), "activation recomputation"));
     s.push_back(int_key(PENTAD_FIELD(train, eval_every), 0, kNoMax,
                         "steps between evaluations; 0 = only at the end"));
     s.push_back(int_key(PENTAD_FIELD(train, eval_batches), 1, kNoMax, "batches per evaluation"));
-    s.push_back(enum_key(PENTAD_FIELD(train, dtype), {"fp32", "bf16"}, "compute dtype"));
+    s.push_back(enum_key(PENTAD_FIELD(train, dtype), "compute dtype"));
     s.push_back(int_key(PENTAD_FIELD(train, threads), 0, kNoMax,
                         "OpenMP/BLAS threads per rank; 0 = default"));
 
@@ -630,7 +620,7 @@ void validate(const Config& cfg, int world_size) {
   }
   if (p.pp > 1 || p.virtual_stages > 1) {
     const std::string problem =
-        schedule_problem(parse_schedule_kind(p.schedule), p.pp, p.virtual_stages, t.grad_accum);
+        schedule_problem(p.schedule, p.pp, p.virtual_stages, t.grad_accum);
     if (!problem.empty()) fail(cfg, problem);
   }
   if (p.pp > 1 && p.zero >= 2)
@@ -644,13 +634,13 @@ void validate(const Config& cfg, int world_size) {
                   " (needed by parallel.sp = true)");
   // Context parallelism: every cp rank holds seq_len/cp tokens of each
   // sequence, cut in 2*cp chunks with the zig-zag layout.
-  const int cp_chunks = p.cp_layout == "zigzag" ? 2 * p.cp : p.cp;
+  const bool zigzag = p.cp_layout == CpLayout::zigzag;
+  const int cp_chunks = zigzag ? 2 * p.cp : p.cp;
   if (p.cp > 1 && m.seq_len % cp_chunks != 0)
     fail(cfg, kv("model.seq_len", m.seq_len) + " is not divisible by " +
-                  (p.cp_layout == "zigzag" ? "2*" + kv("parallel.cp", p.cp) +
-                                                 " (parallel.cp_layout = \"zigzag\" cuts each sequence into 2*cp chunks)"
-                                           : kv("parallel.cp", p.cp) +
-                                                 " (parallel.cp_layout = \"contiguous\")"));
+                  (zigzag ? "2*" + kv("parallel.cp", p.cp) +
+                                " (parallel.cp_layout = \"zigzag\" cuts each sequence into 2*cp chunks)"
+                          : kv("parallel.cp", p.cp) + " (parallel.cp_layout = \"contiguous\")"));
   if (p.sp && p.cp > 1 && (m.seq_len / p.cp) % p.tp != 0)
     fail(cfg, kv("model.seq_len", m.seq_len) + " / " + kv("parallel.cp", p.cp) + " = " +
                   std::to_string(m.seq_len / p.cp) + " tokens per cp rank is not divisible by " +
@@ -663,26 +653,27 @@ void validate(const Config& cfg, int world_size) {
     fail(cfg, "data.train: required: a token file made by `pentad prep`");
 }
 
-// What the schema accepts but this build does not implement yet. Delete a
-// line here when its feature lands.
+// What the schema accepts but the chosen implementations cannot run. The
+// Comm's limits come from its capability table (comm/capability.hpp), so a
+// feature that lands there lets its layouts through here. Whether this
+// binary has the backend at all is the runtime's question (app/runtime.cpp).
 void check_supported(const Config& cfg) {
   const ParallelConfig& p = cfg.parallel;
-  if (p.comm == "nccl" && cfg.backend != "cuda")
-    fail(cfg, "parallel.comm = nccl needs backend = cuda (got backend = " + cfg.backend +
+  const std::string backend = deck_name(cfg.backend);
+  if (p.comm == CommLib::nccl && cfg.backend != BackendKind::cuda)
+    fail(cfg, "parallel.comm = nccl needs backend = cuda (got backend = " + backend +
                   "); use parallel.comm = mpi or auto with the cpu backend");
-  // The NCCL comm has collectives only; stage-to-stage and ring messages
-  // need point-to-point (the host-staged MPI comm has it).
-  if (cfg.backend == "cuda" && p.comm != "mpi" && (p.pp > 1 || p.cp > 1))
+  // Stage-to-stage and ring messages need point-to-point, expert dispatch an
+  // all-to-all; the host-staged MPI comm has every operation.
+  const CommImpl impl = comm_impl_of(cfg.backend, p.comm);
+  const std::string lacking = std::string(", which ") + comm_impl_name(impl) +
+                              " does not have yet; set parallel.comm = mpi";
+  const bool p2p = comm_supports(impl, CommOp::isend) && comm_supports(impl, CommOp::irecv);
+  if (!p2p && (p.pp > 1 || p.cp > 1))
     fail(cfg, "parallel.pp=" + std::to_string(p.pp) + " / parallel.cp=" + std::to_string(p.cp) +
-                  " with backend = cuda need point-to-point messages, which the NCCL comm does not "
-                  "have yet; set parallel.comm = mpi");
-  if (cfg.backend == "cuda" && p.comm != "mpi" && p.ep > 1)
-    fail(cfg, kv("parallel.ep", p.ep) + " with backend = cuda needs an all-to-all, which the NCCL comm "
-                  "does not have yet; set parallel.comm = mpi");
-#ifndef PENTAD_HAVE_CUDA
-  if (cfg.backend == "cuda")
-    fail(cfg, "backend = cuda: this binary was built without the CUDA backend");
-#endif
+                  " with backend = " + backend + " need point-to-point messages" + lacking);
+  if (!comm_supports(impl, CommOp::alltoallv) && p.ep > 1)
+    fail(cfg, kv("parallel.ep", p.ep) + " with backend = " + backend + " needs an all-to-all" + lacking);
 }
 
 // Every key of the schema with its resolved value: top-level keys in the

@@ -4,14 +4,60 @@
 // out-of-range values are errors that name the key and file:line.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "parallel/pp/schedule.hpp"  // ScheduleKind: parallel.schedule
+
 namespace pentad {
 
-enum class Family { gpt2, llama };
-enum class Recompute { none, selective, full };
+// The keys with a fixed set of values are enums, parsed once by the schema;
+// DeckNames below holds their deck spellings.
+enum class Family { gpt2, llama };                // model.family
+enum class Recompute { none, selective, full };   // train.recompute
+enum class BackendKind { cpu, cuda };             // backend
+enum class CommLib { automatic, mpi, nccl };      // parallel.comm ("auto" | "mpi" | "nccl")
+enum class CpLayout { contiguous, zigzag };       // parallel.cp_layout (context_parallel.hpp)
+// train.dtype; app/runtime.cpp hands it to the backend as its Dtype, which
+// config (a lower layer) does not know.
+enum class ComputeDtype { fp32, bf16 };
+
+// The deck spelling of each value, indexed by the enum's value: the schema
+// reads and prints these, and messages quote them. ScheduleKind::forward_only
+// (evaluation) is no deck value and has no spelling here.
+template <class E>
+struct DeckNames;
+template <> struct DeckNames<Family> {
+  static constexpr std::array<const char*, 2> names = {"gpt2", "llama"};
+};
+template <> struct DeckNames<Recompute> {
+  static constexpr std::array<const char*, 3> names = {"none", "selective", "full"};
+};
+template <> struct DeckNames<BackendKind> {
+  static constexpr std::array<const char*, 2> names = {"cpu", "cuda"};
+};
+template <> struct DeckNames<CommLib> {
+  static constexpr std::array<const char*, 3> names = {"auto", "mpi", "nccl"};
+};
+template <> struct DeckNames<CpLayout> {
+  static constexpr std::array<const char*, 2> names = {"contiguous", "zigzag"};
+};
+template <> struct DeckNames<ComputeDtype> {
+  static constexpr std::array<const char*, 2> names = {"fp32", "bf16"};
+};
+template <> struct DeckNames<ScheduleKind> {
+  static constexpr std::array<const char*, 3> names = {"afab", "1f1b", "interleaved"};
+};
+
+// "zigzag" for CpLayout::zigzag; "?" for a value without a deck spelling.
+template <class E>
+const char* deck_name(E e) {
+  const auto i = static_cast<size_t>(e);
+  return i < DeckNames<E>::names.size() ? DeckNames<E>::names[i] : "?";
+}
 
 struct ModelConfig {
   Family family = Family::gpt2;
@@ -49,14 +95,14 @@ struct ParallelConfig {
   bool sp = false;       // sequence parallelism (needs tp > 1)
   float bucket_mb = 25;  // gradient bucket size (MiB)
   // Pipeline parallelism.
-  std::string schedule = "1f1b";  // afab | 1f1b | interleaved
-  int virtual_stages = 1;         // model chunks per pipeline rank (interleaved)
-  std::string stage_layers;       // "" = balanced; else blocks per stage, e.g. "3,2,2,3"
+  ScheduleKind schedule = ScheduleKind::one_f_one_b;  // afab | 1f1b | interleaved
+  int virtual_stages = 1;    // model chunks per pipeline rank (interleaved)
+  std::string stage_layers;  // "" = balanced; else blocks per stage, e.g. "3,2,2,3"
   // Context parallelism.
-  std::string cp_layout = "zigzag";  // contiguous | zigzag
+  CpLayout cp_layout = CpLayout::zigzag;  // contiguous | zigzag
   // Communication library for the collectives.
-  std::string comm = "auto";      // auto (nccl with cuda, mpi with cpu) | mpi | nccl
-  float comm_timeout_s = 600;     // a collective stuck this long ends the job (nccl)
+  CommLib comm = CommLib::automatic;  // auto (nccl with cuda, mpi with cpu) | mpi | nccl
+  float comm_timeout_s = 600;         // a collective stuck this long ends the job (nccl)
 
   bool operator==(const ParallelConfig&) const = default;
 };
@@ -75,7 +121,7 @@ struct TrainConfig {
   Recompute recompute = Recompute::none;
   int eval_every = 0;       // 0 = only at the end (if val data given)
   int eval_batches = 4;
-  std::string dtype = "fp32";
+  ComputeDtype dtype = ComputeDtype::fp32;
   int threads = 0;          // OpenMP/BLAS threads per rank; 0 = default
 
   bool operator==(const TrainConfig&) const = default;
@@ -109,7 +155,7 @@ struct LogConfig {
 };
 
 struct Config {
-  std::string backend = "cpu";
+  BackendKind backend = BackendKind::cpu;
   ModelConfig model;
   ParallelConfig parallel;
   TrainConfig train;

@@ -182,13 +182,7 @@ void write_tensor(hid_t file, const std::string& tmp, const CkptTensor& t, hid_t
 
 // One rank per node fsyncs `path`: the page cache is per node. Collective over comm.
 void fsync_on_every_node(const std::string& path, MPI_Comm comm) {
-  // The node communicator is the one raw MPI use left here: host.hpp has no
-  // shared-memory split yet.
-  MPI_Comm node = MPI_COMM_NULL;
-  MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, host::rank(comm), MPI_INFO_NULL, &node));
-  const int node_rank = host::rank(node);
-  MPI_CHECK(MPI_Comm_free(&node));
-  if (node_rank == 0)
+  if (host::node_rank(comm) == 0)
     if (FsStatus e = fsync_path(path, false)) PENTAD_FATAL(e->message());
   host::idle_barrier(comm);
 }

@@ -36,7 +36,7 @@ namespace {
 constexpr double kF = 4.0;  // bytes per fp32 element / int32 token id
 
 CpSplit cp_split_of(const Config& cfg) {
-  return CpSplit{cfg.model.seq_len, cfg.parallel.cp, cp_layout_of(cfg.parallel.cp_layout)};
+  return CpSplit{cfg.model.seq_len, cfg.parallel.cp, cfg.parallel.cp_layout};
 }
 
 // Pipeline rank pp_rank of cfg's layout, as the trainer builds the model.
@@ -813,10 +813,10 @@ std::string describe_layout(const Config& cfg) {
   const char* rc[] = {"none", "selective", "full"};
   std::ostringstream o;
   o << "dp=" << p.dp << ",tp=" << p.tp << ",pp=" << p.pp;
-  if (p.cp > 1) o << ",cp=" << p.cp << (p.cp_layout == "zigzag" ? ",zigzag" : "");
+  if (p.cp > 1) o << ",cp=" << p.cp << (p.cp_layout == CpLayout::zigzag ? ",zigzag" : "");
   if (p.ep > 1) o << ",ep=" << p.ep;
   if (p.sp) o << ",sp";
-  if (p.pp > 1 || p.virtual_stages > 1) o << "," << p.schedule << (p.virtual_stages > 1 ? ",v=" + std::to_string(p.virtual_stages) : "");
+  if (p.pp > 1 || p.virtual_stages > 1) o << "," << deck_name(p.schedule) << (p.virtual_stages > 1 ? ",v=" + std::to_string(p.virtual_stages) : "");
   o << ",zero=" << p.zero << ",recompute=" << rc[int(cfg.train.recompute)] << ",mb=" << cfg.train.micro_batch
     << ",accum=" << cfg.train.grad_accum;
   return o.str();

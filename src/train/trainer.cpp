@@ -100,7 +100,7 @@ Trainer::Trainer(const Config& cfg, MPI_Comm job, Backend& be, const CommFactory
       t_start_(Clock::now()),
       topo_(job, cfg.parallel),
       root_(topo_.is_root()),
-      cp_split_{cfg.model.seq_len, topo_.shape.cp, cp_layout_of(cfg.parallel.cp_layout)},
+      cp_split_{cfg.model.seq_len, topo_.shape.cp, cfg.parallel.cp_layout},
       T_(mc_.seq_len),
       Tl_(cp_split_.local_len()),
       b_(tc_.micro_batch),

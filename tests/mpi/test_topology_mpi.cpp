@@ -1,12 +1,13 @@
 // Every named communicator of the grid holds exactly the ranks the pure
 // coordinate math says it should, for several grids on 8 ranks (a grid of
-// another size than the job's is skipped). GTest on every rank
-// (tests/lib/gtest_mpi_main.cpp).
+// another size than the job's is skipped), and the tied-embedding pair group
+// pp_ends holds the first and last stage of each pp group, on those stages
+// only. GTest on every rank (tests/lib/gtest_mpi_main.cpp).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <array>
-
+#include <string>
 #include <vector>
 
 #include "comm/topology.hpp"
@@ -46,6 +47,28 @@ std::vector<int> expected(const GridShape& s, const GridCoords& me, bool pp, boo
   return r;
 }
 
+// pp_ends: on the first and the last stage (pp > 1), exactly those two ranks
+// of my pp group, first stage first; MPI_COMM_NULL on the middle stages and
+// everywhere when pp = 1.
+void expect_pp_ends(const Topology& t, const std::string& grid) {
+  const bool at_end = t.shape.pp > 1 && (t.is_first_stage() || t.is_last_stage());
+  if (!at_end) {
+    EXPECT_GRID(t.pp_ends == MPI_COMM_NULL, "pp_ends is null off the end stages (pp=" + std::to_string(t.shape.pp) + ")",
+                grid);
+    return;
+  }
+  ASSERT_NE(t.pp_ends, MPI_COMM_NULL) << "grid " << grid << ": pp_ends missing on an end stage";
+  GridCoords first = t.me, last = t.me;
+  first.pp = 0;
+  last.pp = t.shape.pp - 1;
+  const std::vector<int> ends = {rank_of(t.shape, first), rank_of(t.shape, last)};
+  EXPECT_GRID(members(t.pp_ends, t.job) == ends, "pp_ends group", grid);
+  char name[MPI_MAX_OBJECT_NAME];
+  int len = 0;
+  MPI_Comm_get_name(t.pp_ends, name, &len);
+  EXPECT_GRID(std::string(name) == "pentad.pp_ends", "pp_ends communicator name", grid);
+}
+
 // {dp, tp, pp, cp, ep}
 using Grid = std::array<int, 5>;
 
@@ -76,12 +99,14 @@ TEST_P(TopologyGroups, MatchCoordinateMath) {
   int len = 0;
   MPI_Comm_get_name(t.tp, name, &len);
   EXPECT_GRID(std::string(name) == "pentad.tp", "tp communicator name", grid);
+  expect_pp_ends(t, grid);
 }
 
 // e.g. dp2_tp2_pp2_cp1_ep1
 INSTANTIATE_TEST_SUITE_P(Grids, TopologyGroups,
                          ::testing::Values(Grid{8, 1, 1, 1, 1}, Grid{2, 2, 2, 1, 1}, Grid{4, 2, 1, 1, 2},
-                                           Grid{2, 1, 2, 2, 1}, Grid{1, 2, 2, 2, 1}, Grid{1, 8, 1, 1, 1}),
+                                           Grid{2, 1, 2, 2, 1}, Grid{1, 2, 2, 2, 1}, Grid{1, 8, 1, 1, 1},
+                                           Grid{2, 1, 4, 1, 1}, Grid{1, 1, 8, 1, 1}),
                          [](const ::testing::TestParamInfo<Grid>& i) {
                            const Grid& g = i.param;
                            return "dp" + std::to_string(g[0]) + "_tp" + std::to_string(g[1]) + "_pp" +

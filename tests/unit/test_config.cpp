@@ -1,6 +1,7 @@
-// Input deck (src/config.cpp): defaults, overrides, every error class with its
-// exact message (key name, path:line, suggestion), cross-key validation, the
-// not-yet-supported gate, and the resolved-deck round trip.
+// Input deck (src/config/config.cpp): defaults, overrides, every error class
+// with its exact message (key name, path:line, suggestion), cross-key
+// validation, the not-yet-supported gate (Comm capabilities; a backend this
+// binary lacks, from app/runtime.cpp), and the resolved-deck round trip.
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -11,8 +12,11 @@
 
 #include "config/config.hpp"
 #include "core/error.hpp"
+#include "runtime.hpp"
 
+using pentad::BackendKind;
 using pentad::Config;
+using pentad::CpLayout;
 using pentad::Family;
 using pentad::Recompute;
 
@@ -100,7 +104,7 @@ TEST(Config, MinimalDeckGivesDefaults) {
   const Config c = parse(kMinimal);
   EXPECT_EQ(c.source, kPath);
   EXPECT_EQ(c.data.train, "x");
-  EXPECT_EQ(c.backend, "cpu");
+  EXPECT_EQ(c.backend, BackendKind::cpu);
   EXPECT_EQ(c.parallel, pentad::ParallelConfig{});
   EXPECT_EQ(c.train, pentad::TrainConfig{});
   EXPECT_EQ(c.checkpoint, pentad::CheckpointConfig{});
@@ -434,7 +438,7 @@ TEST(Config, ContextParallelChecks) {
   // Accepted: seq_len 64 = 2*cp chunks of 16 (zig-zag, the default layout).
   const Config c = parse(kMinimal + "[parallel]\ncp = 2\n", {}, 2);
   EXPECT_EQ(c.parallel.cp, 2);
-  EXPECT_EQ(c.parallel.cp_layout, "zigzag");
+  EXPECT_EQ(c.parallel.cp_layout, CpLayout::zigzag);
   EXPECT_EQ(error_of(kMinimal + "[parallel]\ncp = 3\n", {}, 3),
             "input/tiny.toml: model.seq_len=64 is not divisible by 2*parallel.cp=3 "
             "(parallel.cp_layout = \"zigzag\" cuts each sequence into 2*cp chunks)");
@@ -480,10 +484,41 @@ TEST(Config, UnsupportedFeaturesNameTheKey) {
   EXPECT_EQ(error_of(kMinimal + "[parallel]\ncomm = \"nccl\"\n"),
             "input/tiny.toml: parallel.comm = nccl needs backend = cuda (got backend = cpu); "
             "use parallel.comm = mpi or auto with the cpu backend");
-#ifndef PENTAD_HAVE_CUDA
-  EXPECT_EQ(error_of("backend = \"cuda\"\n" + kMinimal),
-            "input/tiny.toml: backend = cuda: this binary was built without the CUDA backend");
-#endif
+  // A binary without the CUDA backend refuses it where the backend is made
+  // (app/runtime.cpp), on every rank alike, before anything touches a device.
+  if (!pentad::backend_built(BackendKind::cuda)) {
+    const Config c = parse("backend = \"cuda\"\n" + kMinimal);
+    std::string err = "<no error thrown>";
+    try {
+      pentad::make_backend(c, MPI_COMM_SELF);
+    } catch (const pentad::InputError& e) {
+      err = e.what();
+    }
+    EXPECT_EQ(err, "input/tiny.toml: backend = cuda: this binary was built without the CUDA backend");
+  }
+}
+
+// The NCCL comm's limits come from the Comm capability table
+// (comm/capability.hpp), asked at deck time; the host-staged MPI comm has
+// point-to-point and the all-to-all.
+TEST(Config, CommCapabilitiesGateTheLayout) {
+  const std::string cuda = "backend = \"cuda\"\n" + kMinimal;
+  const std::string pp2 = "[parallel]\npp = 2\n[train]\ngrad_accum = 2\n";
+  const std::string ep2 = "[model]\nn_experts = 4\n[parallel]\ndp = 2\nep = 2\n";
+  EXPECT_EQ(error_of(cuda + pp2, {}, 2),
+            "input/tiny.toml: parallel.pp=2 / parallel.cp=1 with backend = cuda need point-to-point "
+            "messages, which the NCCL comm does not have yet; set parallel.comm = mpi");
+  EXPECT_EQ(error_of(cuda + "[parallel]\ncp = 2\n", {"parallel.comm=nccl"}, 2),
+            "input/tiny.toml: parallel.pp=1 / parallel.cp=2 with backend = cuda need point-to-point "
+            "messages, which the NCCL comm does not have yet; set parallel.comm = mpi");
+  EXPECT_EQ(error_of(cuda + ep2, {}, 2),
+            "input/tiny.toml: parallel.ep=2 with backend = cuda needs an all-to-all, which the NCCL comm "
+            "does not have yet; set parallel.comm = mpi");
+  EXPECT_EQ(error_of(cuda + pp2, {"parallel.comm=mpi"}, 2), "<no error thrown>");
+  EXPECT_EQ(error_of(cuda + ep2, {"parallel.comm=mpi"}, 2), "<no error thrown>");
+  // The cpu backend's MPI comm has every operation.
+  EXPECT_EQ(error_of(kMinimal + pp2, {}, 2), "<no error thrown>");
+  EXPECT_EQ(error_of(kMinimal + ep2, {}, 2), "<no error thrown>");
 }
 
 // ------------------------------------------------------------ round trip

@@ -28,12 +28,6 @@ double seconds_since(Clock::time_point t0) {
 
 }  // namespace
 
-CpLayout cp_layout_of(const std::string& name) {
-  if (name == "contiguous") return CpLayout::contiguous;
-  if (name == "zigzag") return CpLayout::zigzag;
-  PENTAD_FATAL("unknown cp layout '" + name + "' (validated earlier)");
-}
-
 int CpSplit::chunk_start(int r, int c) const {
   const int m = chunk_len();
   if (layout == CpLayout::contiguous) return r * m;

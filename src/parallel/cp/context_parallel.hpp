@@ -11,16 +11,13 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 
 #include "backend/backend.hpp"
+#include "config/config.hpp"  // CpLayout: the deck's parallel.cp_layout
 
 namespace pentad {
 
 class Comm;
-
-enum class CpLayout { contiguous, zigzag };
-CpLayout cp_layout_of(const std::string& name);  // "contiguous" | "zigzag"
 
 // Which global positions of a sequence of seq_len tokens each cp rank holds.
 struct CpSplit {

@@ -97,8 +97,8 @@ ScheduleKind parse_schedule_kind(const std::string& name) {
   throw std::invalid_argument("parallel.schedule: unknown schedule '" + name + "'");
 }
 
-ScheduleKind train_schedule_kind(int pp, int v, const std::string& schedule) {
-  return pp == 1 && v == 1 ? ScheduleKind::one_f_one_b : parse_schedule_kind(schedule);
+ScheduleKind train_schedule_kind(int pp, int v, ScheduleKind schedule) {
+  return pp == 1 && v == 1 ? ScheduleKind::one_f_one_b : schedule;
 }
 
 const char* schedule_name(ScheduleKind k) {

@@ -39,14 +39,15 @@ struct Schedule {
   int owner(int chunk) const { return chunk % pp; }
 };
 
-// "afab" | "1f1b" | "interleaved" -> kind (the deck's parallel.schedule).
+// "afab" | "1f1b" | "interleaved" -> kind, for `pentad schedule --kind`
+// (the deck's parallel.schedule is parsed by the config schema).
 ScheduleKind parse_schedule_kind(const std::string& name);
 const char* schedule_name(ScheduleKind k);
 
 // The schedule a training step runs: without a pipeline (pp = 1, v = 1)
 // always 1f1b (one micro-batch's activations at a time), else the deck's
 // parallel.schedule. The trainer and the planner both ask this function.
-ScheduleKind train_schedule_kind(int pp, int v, const std::string& schedule);
+ScheduleKind train_schedule_kind(int pp, int v, ScheduleKind schedule);
 
 // "" when (kind, pp, v, m) can be scheduled, else a message naming the deck
 // keys (parallel.schedule, parallel.pp, parallel.virtual_stages,

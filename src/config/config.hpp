@@ -102,7 +102,7 @@ struct ParallelConfig {
   CpLayout cp_layout = CpLayout::zigzag;  // contiguous | zigzag
   // Communication library for the collectives.
   CommLib comm = CommLib::automatic;  // auto (nccl with cuda, mpi with cpu) | mpi | nccl
-  float comm_timeout_s = 600;         // a collective stuck this long ends the job (nccl)
+  float comm_timeout_s = 600;         // a collective stuck this long ends the job (nccl and mpi)
 
   bool operator==(const ParallelConfig&) const = default;
 };

@@ -1,5 +1,5 @@
 // `pentad prep --out DIR [--val-fraction F] FILE...`: rank 0 turns text
-// files into byte-level token files (data.hpp, prep_bytes); every rank
+// files into byte-level token files (io/prep.hpp); every rank
 // agrees on the outcome.
 #include <cstdio>
 #include <cstdlib>
@@ -10,7 +10,7 @@
 #include "comm/host.hpp"
 #include "commands.hpp"
 #include "core/error.hpp"
-#include "io/data.hpp"
+#include "io/prep.hpp"
 
 namespace pentad {
 namespace {

@@ -284,8 +284,8 @@ const std::vector<Key>& schema() {
                         "key/value heads (Hkv); 0 = n_heads"));
     s.push_back(int_key(PENTAD_FIELD(model, d_ff), 0, kNoMax,
                         "MLP width (F); 0 = 4*C (gpt2) or round_up(8*C/3, 32) (llama)"));
-    s.push_back(int_key(PENTAD_FIELD(model, vocab_size), 2, 65536,
-                        "vocabulary size (V); tokens are uint16"));
+    s.push_back(int_key(PENTAD_FIELD(model, vocab_size), 2, kNoMax,
+                        "vocabulary size (V); token files are uint16 up to 65536, uint32 above"));
     s.push_back(int_key(PENTAD_FIELD(model, seq_len), 1, kNoMax, "global sequence length (T)"));
     s.push_back(float_key(PENTAD_FIELD(model, norm_eps), gt(0), none(), "LayerNorm/RMSNorm epsilon"));
     s.push_back(float_key(PENTAD_FIELD(model, rope_theta), gt(0), none(), "RoPE base (llama)"));

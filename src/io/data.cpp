@@ -1,5 +1,6 @@
-// Token files (llm.c format: 256 x int32 header, then uint16 tokens), the
-// layout-independent batch sampler and `pentad prep`. Sequence j of the batch
+// Token files (llm.c format: 256 x int32 header, then uint16 tokens in
+// version 1 or uint32 tokens in version 2) and the layout-independent batch
+// sampler. Sequence j of the batch
 // of step s starts at Philox(seed, s, j) mod (size - T), so any split of the
 // batch over dp ranks and micro-batches reads exactly the same tokens.
 #include "io/data.hpp"
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <string_view>
 
 #include "core/error.hpp"
@@ -39,9 +41,10 @@ std::string errno_text(int err) { return std::strerror(err); }
 
 // Index of the first token >= vocab_size, or -1. One parallel pass; the min
 // reduction makes the reported index independent of the thread count.
-int64_t first_bad_token(const uint16_t* tokens, int64_t n, int vocab_size) {
-  if (vocab_size > 65535) return -1;  // every uint16 id is valid
-  const uint16_t limit = uint16_t(vocab_size);
+template <typename Tok>
+int64_t first_bad_token(const Tok* tokens, int64_t n, int vocab_size) {
+  if (uint64_t(vocab_size) > uint64_t(std::numeric_limits<Tok>::max())) return -1;  // every id is valid
+  const Tok limit = Tok(vocab_size);
   int64_t first = INT64_MAX;
 #pragma omp parallel for reduction(min : first) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
@@ -86,19 +89,20 @@ TokenFile::TokenFile(const std::string& path, int vocab_size, int64_t min_tokens
       data_error(path, "bad magic " + std::to_string(header[0]) + " (expected " +
                            std::to_string(kTokenMagic) + "; is this an llm.c-format token file?)");
     }
-    if (header[1] != kTokenVersion) {
-      data_error(path, "unsupported version " + std::to_string(header[1]) + " (expected " +
-                           std::to_string(kTokenVersion) + ", uint16 tokens" +
-                           (header[1] == 2 ? "; version 2 holds uint32 tokens)" : ")"));
+    if (header[1] != kTokenVersion && header[1] != kTokenVersion32) {
+      data_error(path, "unsupported version " + std::to_string(header[1]) +
+                           " (expected 1, uint16 tokens, or 2, uint32 tokens)");
     }
+    wide_ = header[1] == kTokenVersion32;
+    const size_t width = wide_ ? sizeof(uint32_t) : sizeof(uint16_t);
     const int64_t count = header[2];
     if (count < 0) data_error(path, "bad token count " + std::to_string(count) + " in the header");
-    const int64_t held = int64_t((file_bytes - kHeaderBytes) / sizeof(uint16_t));
+    const int64_t held = int64_t((file_bytes - kHeaderBytes) / width);
     if (count > held) {
       data_error(path, "truncated: header says " + std::to_string(count) +
                            " tokens but the file holds " + std::to_string(held));
     }
-    const size_t expected_bytes = kHeaderBytes + size_t(count) * sizeof(uint16_t);
+    const size_t expected_bytes = kHeaderBytes + size_t(count) * width;
     if (file_bytes != expected_bytes) {
       data_error(path, "size mismatch: header says " + std::to_string(count) + " tokens (" +
                            std::to_string(expected_bytes) + " bytes) but the file is " +
@@ -108,11 +112,12 @@ TokenFile::TokenFile(const std::string& path, int vocab_size, int64_t min_tokens
       data_error(path, "holds " + std::to_string(count) + " tokens, needs at least " +
                            std::to_string(min_tokens) + " (model.seq_len + 1)");
     }
-    tokens_ = reinterpret_cast<const uint16_t*>(static_cast<const char*>(map_) + kHeaderBytes);
+    tokens_ = static_cast<const char*>(map_) + kHeaderBytes;
     n_tokens_ = count;
-    const int64_t bad = first_bad_token(tokens_, n_tokens_, vocab_size);
+    const int64_t bad = wide_ ? first_bad_token(static_cast<const uint32_t*>(tokens_), n_tokens_, vocab_size)
+                              : first_bad_token(static_cast<const uint16_t*>(tokens_), n_tokens_, vocab_size);
     if (bad >= 0) {
-      data_error(path, "token " + std::to_string(tokens_[bad]) + " at index " +
+      data_error(path, "token " + std::to_string((*this)[bad]) + " at index " +
                            std::to_string(bad) + " is >= model.vocab_size " +
                            std::to_string(vocab_size));
     }
@@ -126,10 +131,11 @@ TokenFile::~TokenFile() {
   if (map_ != nullptr) ::munmap(map_, map_bytes_);
 }
 
-void write_token_file(const std::string& path, const std::vector<uint16_t>& tokens) {
-  if (tokens.size() > size_t(INT32_MAX)) {
-    data_error(path, std::to_string(tokens.size()) +
-                         " tokens do not fit the int32 count of the llm.c header");
+namespace {
+
+void write_tokens(const std::string& path, int32_t version, const void* tokens, size_t n, size_t width) {
+  if (n > size_t(INT32_MAX)) {
+    data_error(path, std::to_string(n) + " tokens do not fit the int32 count of the llm.c header");
   }
   // A failure removes the half-written tmp file (AtomicFile's destructor).
   AtomicFile f(path);
@@ -144,13 +150,36 @@ void write_token_file(const std::string& path, const std::vector<uint16_t>& toke
   if (FsStatus e = f.open()) fail(*e);
   int32_t header[kTokenHeaderInts] = {};
   header[0] = kTokenMagic;
-  header[1] = kTokenVersion;
-  header[2] = int32_t(tokens.size());
+  header[1] = version;
+  header[2] = int32_t(n);
   if (FsStatus e = f.write(header, sizeof header)) fail(*e);
-  if (FsStatus e = f.write(tokens.data(), tokens.size() * sizeof(uint16_t))) fail(*e);
+  if (FsStatus e = f.write(tokens, n * width)) fail(*e);
   // After the rename only the directory fsync can fail: that loses nothing
   // already written, so it is not an error here.
   if (FsStatus e = f.commit(); e && !f.renamed()) fail(*e);
+}
+
+}  // namespace
+
+void write_token_file(const std::string& path, const std::vector<uint16_t>& tokens) {
+  write_tokens(path, kTokenVersion, tokens.data(), tokens.size(), sizeof(uint16_t));
+}
+
+int write_token_file(const std::string& path, const std::vector<uint32_t>& tokens, int64_t vocab_size) {
+  if (vocab_size < 1 || vocab_size > int64_t(INT32_MAX))
+    data_error(path, "vocabulary size " + std::to_string(vocab_size) + " is out of range [1, 2^31-1]");
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (int64_t(tokens[i]) >= vocab_size) {
+      data_error(path, "token " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
+                           " is >= the vocabulary size " + std::to_string(vocab_size));
+    }
+  }
+  if (vocab_size <= 65536) {
+    write_token_file(path, std::vector<uint16_t>(tokens.begin(), tokens.end()));
+    return kTokenVersion;
+  }
+  write_tokens(path, kTokenVersion32, tokens.data(), tokens.size(), sizeof(uint32_t));
+  return kTokenVersion32;
 }
 
 void sample_batch(const TokenFile& file, uint64_t seed, int64_t step, int64_t first_seq,
@@ -192,55 +221,6 @@ void val_windows(const TokenFile& file, int64_t first, int n, int64_t n_valid, i
       tgt[t] = pad ? -1 : int32_t(file[o + t + 1]);
     }
   }
-}
-
-std::string prep_bytes(const std::vector<std::string>& inputs, const std::string& out_dir,
-                       double val_fraction) {
-  namespace fs = std::filesystem;
-  if (inputs.empty()) throw InputError("prep: no input files given");
-  if (!(val_fraction >= 0.0 && val_fraction < 1.0)) {
-    char buf[64];
-    std::snprintf(buf, sizeof(buf), "%g", val_fraction);
-    throw InputError("prep: val_fraction " + std::string(buf) + " is out of range [0, 1)");
-  }
-
-  std::vector<uint16_t> tokens;
-  for (const std::string& in : inputs) {
-    std::error_code ec;
-    if (fs::is_directory(in, ec)) throw InputError("prep input '" + in + "': is a directory");
-    std::FILE* f = std::fopen(in.c_str(), "rb");
-    if (f == nullptr) throw InputError("prep input '" + in + "': cannot open: " + errno_text(errno));
-    unsigned char buf[1 << 16];
-    size_t got = 0;
-    while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) tokens.insert(tokens.end(), buf, buf + got);
-    const bool read_failed = std::ferror(f) != 0;
-    const int err = errno;
-    std::fclose(f);
-    if (read_failed) throw InputError("prep input '" + in + "': read failed: " + errno_text(err));
-  }
-  const int64_t n = int64_t(tokens.size());
-  if (n == 0) throw InputError("prep: the corpus is empty (" + std::to_string(inputs.size()) +
-                               " input files, 0 bytes)");
-  int64_t n_val = 0;
-  if (val_fraction > 0.0) {
-    if (n < 2) throw InputError("prep: a corpus of 1 byte cannot be split into train and val");
-    n_val = std::clamp<int64_t>(int64_t(std::floor(double(n) * val_fraction)), 1, n - 1);
-  }
-  const int64_t n_train = n - n_val;
-
-  std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  if (ec || !fs::is_directory(out_dir)) {
-    throw InputError("prep: cannot create output directory '" + out_dir + "': " +
-                     (ec ? ec.message() : std::string("exists and is not a directory")));
-  }
-  const std::string train_path = (fs::path(out_dir) / "train.bin").string();
-  const std::string val_path = (fs::path(out_dir) / "val.bin").string();
-  write_token_file(train_path, std::vector<uint16_t>(tokens.begin(), tokens.begin() + n_train));
-  write_token_file(val_path, std::vector<uint16_t>(tokens.begin() + n_train, tokens.end()));
-  return "prep: " + std::to_string(inputs.size()) + (inputs.size() == 1 ? " file, " : " files, ") +
-         std::to_string(n) + " bytes -> " + train_path + " (" + std::to_string(n_train) +
-         " tokens), " + val_path + " (" + std::to_string(n_val) + " tokens)";
 }
 
 }  // namespace pentad

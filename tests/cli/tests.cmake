@@ -24,3 +24,8 @@ foreach(case nan_loss_pp2 nan_grad_dp2_zero2 deck_directory zero_steps sigint si
   set_tests_properties(cli_train_${case} PROPERTIES LABELS "mpi;cli"
                        ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 180)
 endforeach()
+
+# 32-bit token files (issue 18): a 128256-token vocabulary trains, and tp=2
+# matches 1 rank.
+add_test(NAME cli_wide_vocab COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/wide_vocab.sh)
+set_tests_properties(cli_wide_vocab PROPERTIES LABELS "mpi;cli" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 180)

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "io/data.hpp"
+#include "io/prep.hpp"
 #include "core/error.hpp"
 
 namespace fs = std::filesystem;
@@ -96,6 +97,44 @@ TEST_F(DataTest, WriteReadRoundTrip) {
   EXPECT_EQ(g[99], 99);
 }
 
+TEST_F(DataTest, Uint32RoundTrip) {
+  // A Llama-3-sized vocabulary: ids above 65535 need version 2 (uint32).
+  const int64_t V = 128256;
+  std::vector<uint32_t> tokens(3000);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = uint32_t((i * 104729u + 7u) % uint32_t(V));
+  tokens[5] = uint32_t(V - 1);
+  const std::string p = path("wide.bin");
+  EXPECT_EQ(pentad::write_token_file(p, tokens, V), pentad::kTokenVersion32);
+  EXPECT_EQ(fs::file_size(p), 1024u + 4u * tokens.size());
+  const TokenFile f(p, int(V), 65);
+  EXPECT_EQ(f.version(), 2);
+  ASSERT_EQ(f.size(), int64_t(tokens.size()));
+  int64_t n_diff = 0;
+  for (int64_t i = 0; i < f.size(); ++i) n_diff += f[i] != tokens[size_t(i)];
+  EXPECT_EQ(n_diff, 0);
+  EXPECT_EQ(f[5], uint32_t(V - 1));
+
+  // The id check against model.vocab_size holds for uint32 files too.
+  const std::string msg = input_error_of([&] { TokenFile g(p, 100000, 65); });
+  EXPECT_HAS(msg, "is >= model.vocab_size 100000");
+
+  // A vocabulary that fits uint16 gets version 1, byte for byte the uint16 writer's file.
+  std::vector<uint32_t> small(tokens.size());
+  for (size_t i = 0; i < small.size(); ++i) small[i] = tokens[i] % 50257u;
+  const std::string q = path("narrow.bin");
+  EXPECT_EQ(pentad::write_token_file(q, small, 50257), pentad::kTokenVersion);
+  EXPECT_EQ(fs::file_size(q), 1024u + 2u * small.size());
+  const TokenFile h(q, 50257, 65);
+  EXPECT_EQ(h.version(), 1);
+  n_diff = 0;
+  for (int64_t i = 0; i < h.size(); ++i) n_diff += h[i] != small[size_t(i)];
+  EXPECT_EQ(n_diff, 0);
+
+  // Writing refuses an id outside the vocabulary, naming the file.
+  EXPECT_HAS(input_error_of([&] { pentad::write_token_file(path("bad.bin"), {1, 2, 70000}, 65536); }),
+             "token 70000 at index 2 is >= the vocabulary size 65536");
+}
+
 TEST_F(DataTest, ForeignHeaderLoads) {
   // llm.c writes the header as a plain int array; reserved ints are not ours to check.
   const std::string p = path("foreign.bin");
@@ -127,10 +166,10 @@ TEST_F(DataTest, OpenErrorsNameFileAndCause) {
   EXPECT_HAS(msg, "data file '" + magic + "': bad magic 12345 (expected 20240520");
 
   const std::string version = path("version.bin");
-  write_raw(version, {20240520, 2, 100}, iota_tokens(100));
+  write_raw(version, {20240520, 3, 100}, iota_tokens(100));
   msg = input_error_of([&] { TokenFile f(version, 256, 1); });
   EXPECT_HAS(msg, "'" + version + "'");
-  EXPECT_HAS(msg, "unsupported version 2");
+  EXPECT_HAS(msg, "unsupported version 3");
 
   const std::string trunc = path("trunc.bin");
   write_raw(trunc, {20240520, 1, 1000}, iota_tokens(640));

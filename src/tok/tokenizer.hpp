@@ -1,0 +1,39 @@
+// Text <-> token ids. A Tokenizer turns ordinary text into ids and ids back
+// into bytes. Two kinds exist: the byte tokenizer (vocabulary 256, one id per
+// byte, no special tokens; what `pentad prep` makes without --tokenizer) and
+// byte-level BPE over a tiktoken rank file (bpe.hpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pentad {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  // Ordinary text to ids; a special token's text (e.g. "<|endoftext|>") is
+  // encoded as ordinary text, never as the special id.
+  virtual std::vector<uint32_t> encode(std::string_view text) const = 0;
+  // Ids to the bytes they stand for; the bytes may end inside a UTF-8
+  // character (a token can split one). Throws InputError for an id >=
+  // vocab_size().
+  virtual std::string decode(const uint32_t* ids, size_t n) const = 0;
+  std::string decode(const std::vector<uint32_t>& ids) const { return decode(ids.data(), ids.size()); }
+  // Every id is < vocab_size(), special tokens included.
+  virtual int64_t vocab_size() const = 0;
+  // The end-of-text token: the document separator of `pentad prep` and the
+  // stop token of `pentad sample`; -1 if the tokenizer has none.
+  virtual int64_t eot() const = 0;
+  // One line for logs, e.g. "bytes (256)".
+  virtual std::string describe() const = 0;
+};
+
+// One id per byte, ids 0..255, no end-of-text token.
+std::unique_ptr<Tokenizer> make_byte_tokenizer();
+
+}  // namespace pentad

@@ -37,14 +37,14 @@ std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& file, const st
   throw InputError("--tokenizer " + file + ": BPE tokenizers are not built yet");
 }
 
-// The tokenizer for the model: the file given, or the byte tokenizer for a
-// vocabulary of 256. A tokenizer with more ids than the model has is the
+// The tokenizer for the model: the file given, or the byte tokenizer (a
+// vocabulary of 256). A tokenizer with more ids than the model has is the
 // wrong one.
 std::unique_ptr<Tokenizer> choose_tokenizer(const SampleArgs& a, int64_t model_vocab) {
   if (a.tokenizer.empty() && !a.pattern.empty()) throw InputError("--pattern needs --tokenizer FILE");
-  if (a.tokenizer.empty() && model_vocab != 256)
+  if (a.tokenizer.empty() && model_vocab > 256)
     throw InputError("the model's vocabulary is model.vocab_size=" + std::to_string(model_vocab) +
-                     ", not the byte tokenizer's 256: give its --tokenizer FILE");
+                     ", more than the byte tokenizer's 256: give its --tokenizer FILE");
   std::unique_ptr<Tokenizer> tok = a.tokenizer.empty() ? make_byte_tokenizer() : load_tokenizer_file(a.tokenizer, a.pattern);
   if (tok->vocab_size() > model_vocab)
     throw InputError("the model does not match the tokenizer: tokenizer " + tok->describe() + " has " +

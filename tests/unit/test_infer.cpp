@@ -136,6 +136,40 @@ TEST(KvCache, MoeTopOneMatchesFullForward) {
   check_cache_matches_full_forward(m, "moe llama top-1");
 }
 
+// generate: the tokens are greedy from the cache's logits; an end-of-text
+// token ends the generation (not included); the sequence stops at seq_len.
+TEST(Generate, GreedyStopsAtEotAndAtSeqLen) {
+  auto be = make_cpu_backend(1);
+  const ModelConfig mc = tiny(Family::llama);
+  Model model(mc, Recompute::none, 1, *be);
+  model.params().allocate_and_init(5);
+  InferenceEngine engine(weights_of(model, *be), *be);
+  SampleParams greedy;
+  greedy.temperature = 0;
+  const std::vector<int32_t> prompt = {3, 9, 27};
+  const Generation g = generate(engine, prompt, 100, greedy, -1);
+  EXPECT_EQ(g.stop, StopReason::seq_len);
+  ASSERT_EQ(g.ids.size(), size_t(mc.seq_len) - prompt.size());
+  // Each token is the argmax of a full forward over its prefix (one prefill).
+  std::vector<int32_t> seq = prompt;
+  for (size_t i = 0; i < 4; ++i) {
+    engine.reset();
+    std::vector<float> logits;
+    engine.forward(seq.data(), int(seq.size()), logits);
+    EXPECT_EQ(g.ids[i], sample_token(logits.data(), mc.vocab_size, greedy, 0)) << "token " << i;
+    seq.push_back(g.ids[i]);
+  }
+  // The same run with its third token as end-of-text stops before it,
+  // unless that token came earlier.
+  const int32_t eot = g.ids[2];
+  const Generation e = generate(engine, prompt, 100, greedy, eot);
+  EXPECT_EQ(e.stop, StopReason::eot);
+  const size_t first = size_t(std::find(g.ids.begin(), g.ids.end(), eot) - g.ids.begin());
+  EXPECT_EQ(e.ids, std::vector<int32_t>(g.ids.begin(), g.ids.begin() + long(first)));
+  EXPECT_THROW(generate(engine, std::vector<int32_t>(size_t(mc.seq_len) + 1, 1), 1, greedy, -1), InputError);
+  EXPECT_THROW(generate(engine, {}, 1, greedy, -1), InputError);
+}
+
 // ---- the sampler ----
 
 std::vector<float> some_logits(int V) {

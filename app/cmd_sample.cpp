@@ -27,6 +27,7 @@ struct SampleArgs {
   std::string spec, tokenizer, pattern, prompt, prompt_file, backend = "cpu";
   bool prompt_given = false;
   int tokens = 64;
+  int threads = 0;
   SampleParams p;
   bool ids = false;
 };
@@ -87,6 +88,8 @@ int sample(const CLI::App& cmd, SampleArgs a, Job job) {
   if (a.backend == "cpu") run.backend = BackendKind::cpu;
   else if (a.backend == "cuda") run.backend = BackendKind::cuda;
   else throw InputError("--backend " + a.backend + ": expected cpu or cuda");
+  if (a.threads < 0) throw InputError("--threads " + std::to_string(a.threads) + ": must be >= 0 (0 = default)");
+  run.train.threads = a.threads;
 
   const std::string path = resolve_weights_path(a.spec);
   const ModelWeights w = load_model_weights(path);
@@ -144,6 +147,7 @@ Command add_sample(CLI::App& pentad, Job job) {
   cmd->add_option("--top-p", a->p.top_p, "nucleus: the smallest set with this probability mass (default 1)");
   cmd->add_option("--seed", a->p.seed, "random seed (default 0)");
   cmd->add_option("--backend", a->backend, "cpu (default) or cuda");
+  cmd->add_option("--threads", a->threads, "OpenMP/BLAS threads (cpu); 0 = default");
   cmd->add_flag("--ids", a->ids, "print the generated token ids instead of text");
   return {cmd, [cmd, a, job] { return sample(*cmd, *a, job); },
           [](const std::string& opt) { return "sample: option '" + opt + "' needs a value"; }};

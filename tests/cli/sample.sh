@@ -98,6 +98,9 @@ PY
   top_k_negative)
     train_tiny
     fail_with "--top-k -3: must be >= 0" "$PENTAD" sample "$ck" --prompt "a" --top-k -3 ;;
+  threads_negative)
+    train_tiny
+    fail_with "--threads -1: must be >= 0" "$PENTAD" sample "$ck" --prompt "a" --threads -1 ;;
   temperature_not_a_number)
     train_tiny
     fail_with "sample: .*--temperature = warm" "$PENTAD" sample "$ck" --prompt "a" --temperature warm ;;

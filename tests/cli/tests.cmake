@@ -41,7 +41,7 @@ foreach(case one_rank vocab_mismatch prompt_too_long empty_prompt temperature_ne
 endforeach()
 
 # train.sample_every on 2 ranks equals the 1-rank samples (tests/cli/train_sample.sh).
-foreach(layout tp2 pp2 ep2)
+foreach(layout tp2 pp2 ep2 zero3 cp2)
   add_test(NAME cli_train_sample_${layout} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/train_sample.sh ${layout})
   set_tests_properties(cli_train_sample_${layout} PROPERTIES LABELS "mpi;cli" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 180)
 endforeach()

@@ -4,7 +4,7 @@
 # of the 1-rank run of the same deck (the same weights up to rounding: the
 # same tokens unless a uniform falls within rounding of a boundary of the
 # cumulative distribution, ~1e-6 per token).
-#   train_sample.sh LAYOUT   (tp2 | pp2 | ep2; env: PENTAD, MPIEXEC, PENTAD_SOURCE_DIR)
+#   train_sample.sh LAYOUT   (tp2 | pp2 | ep2 | zero3 | cp2; env: PENTAD, MPIEXEC, PENTAD_SOURCE_DIR)
 set -uo pipefail
 layout=$1
 tmp=$(mktemp -d)
@@ -34,6 +34,8 @@ case "$layout" in
   pp2) sets=(--set parallel.pp=2) ;;
   # dp=2 with grad_accum 1: the same global batch of 4 sequences.
   ep2) sets=(--set parallel.dp=2 --set parallel.ep=2 --set train.grad_accum=1 --set model.n_experts=4 --set model.dropless=true) ;;
+  zero3) sets=(--set parallel.dp=2 --set train.grad_accum=1 --set parallel.zero=3) ;;
+  cp2) sets=(--set parallel.cp=2) ;;
   *) echo "unknown layout $layout"; exit 2 ;;
 esac
 moe=()

@@ -37,7 +37,7 @@ foreach(case one_rank vocab_mismatch prompt_too_long empty_prompt temperature_ne
         both_prompts pattern_without_tokenizer seed_repeats top_k_one_is_greedy export_and_latest
         stops_at_seq_len)
   add_test(NAME cli_sample_${case} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/sample.sh ${case})
-  set_tests_properties(cli_sample_${case} PROPERTIES LABELS "cli" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
+  set_tests_properties(cli_sample_${case} PROPERTIES LABELS "mpi;cli" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
 endforeach()
 
 # train.sample_every on 2 ranks equals the 1-rank samples (tests/cli/train_sample.sh).

@@ -31,6 +31,15 @@ struct InferenceEngine::Layer {
 };
 
 InferenceEngine::InferenceEngine(const ModelWeights& w, Backend& be) : cfg_(w.cfg), be_(be) {
+  try {
+    build(w);
+  } catch (...) {  // a missing tensor: release what was allocated (no destructor runs)
+    for (void* p : owned_) be_.free_bytes(p);
+    throw;
+  }
+}
+
+void InferenceEngine::build(const ModelWeights& w) {
   gpt2_ = cfg_.family == Family::gpt2;
   C_ = cfg_.d_model;
   H_ = cfg_.n_heads;

@@ -45,7 +45,7 @@ class InferenceEngine {
 
  private:
   struct Layer;
-  const float* dev(const std::string& name) const;
+  void build(const ModelWeights& w);
   float* upload(const ModelWeights& w, const std::string& name);
   void norm(float* out, const float* x, const float* w, const float* b, int n);
   void block(int l, int n);

@@ -170,6 +170,18 @@ TEST(Generate, GreedyStopsAtEotAndAtSeqLen) {
   EXPECT_THROW(generate(engine, {}, 1, greedy, -1), InputError);
 }
 
+TEST(Engine, MissingTensorIsAnInputErrorAndFreesWhatItTook) {
+  auto be = make_cpu_backend(1);
+  const ModelConfig mc = tiny(Family::gpt2);
+  Model model(mc, Recompute::none, 1, *be);
+  model.params().allocate_and_init(5);
+  ModelWeights w = weights_of(model, *be);
+  w.tensors.erase("model/layers/1/mlp/w_down");
+  const size_t before = be->mem_stats().total_cur_bytes;
+  EXPECT_THROW(InferenceEngine(w, *be), InputError);
+  EXPECT_EQ(be->mem_stats().total_cur_bytes, before);
+}
+
 // ---- the sampler ----
 
 std::vector<float> some_logits(int V) {

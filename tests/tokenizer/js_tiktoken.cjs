@@ -93,6 +93,8 @@ function firstDiff(a, b) {
   return a.length === b.length ? -1 : n;
 }
 
+// encode(text, [], []): no special token is allowed nor refused, so special
+// tokens' text is ordinary text (tiktoken's encode_ordinary), as in pentad.
 function compare(js, enc, ranksFile, trainBin, sep, outDir, files) {
   const encoder = new js.lite.Tiktoken(js.ranks(enc));
   const tokenBytes = [];
@@ -121,7 +123,7 @@ function compare(js, enc, ranksFile, trainBin, sep, outDir, files) {
     const segs = segments(buf);
     const name = path.relative(process.cwd(), file);
     if (segs.every((s) => s.valid)) {
-      const want = encoder.encode(buf.toString("utf8"));
+      const want = encoder.encode(buf.toString("utf8"), [], []);
       const at = firstDiff(got, want);
       report(at < 0, `${name}: ${got.length} ids == js-tiktoken's ${want.length}` +
         (at < 0 ? "" : ` (first difference at id ${at}: pentad ${got.slice(at, at + 8)} js ${want.slice(at, at + 8)})`));
@@ -138,7 +140,7 @@ function compare(js, enc, ranksFile, trainBin, sep, outDir, files) {
     let k = 0, ok = true, where = "";
     for (const s of segs) {
       if (s.valid) {
-        const want = encoder.encode(buf.subarray(s.begin, s.end).toString("utf8"));
+        const want = encoder.encode(buf.subarray(s.begin, s.end).toString("utf8"), [], []);
         const have = got.slice(k, k + want.length);
         if (firstDiff(have, want) >= 0) { ok = false; where = `valid run at byte ${s.begin}: pentad ${have.slice(0, 8)} js ${want.slice(0, 8)}`; break; }
         k += want.length;
@@ -161,12 +163,12 @@ function bench(js, enc, file, reps) {
   const encoder = new js.lite.Tiktoken(js.ranks(enc));
   const text = fs.readFileSync(file, "utf8");
   const mb = Buffer.byteLength(text) / 1e6;
-  encoder.encode(text.slice(0, 100000));  // warm-up (JIT)
+  encoder.encode(text.slice(0, 100000), [], []);  // warm-up (JIT)
   const rates = [];
   let n = 0;
   for (let r = 0; r < reps; r++) {
     const t0 = process.hrtime.bigint();
-    n = encoder.encode(text).length;
+    n = encoder.encode(text, [], []).length;
     const s = Number(process.hrtime.bigint() - t0) / 1e9;
     rates.push(mb / s);
   }

@@ -10,12 +10,10 @@
 
 #include "core/error.hpp"
 #include "io/data.hpp"
-#include "tok/pretokenize.hpp"
+#include "tok/parallel.hpp"
 
 namespace pentad {
 namespace {
-
-constexpr size_t kPrepChunkBytes = size_t(1) << 20;
 
 std::string read_input(const std::string& in) {
   std::error_code ec;
@@ -59,45 +57,22 @@ PrepResult prep_corpus(const std::vector<std::string>& inputs, const std::string
     texts.push_back(read_input(in));
     r.bytes += int64_t(texts.back().size());
   }
-  // Documents are cut into chunks of about 1 MiB where every tokenizer's
-  // pieces start afresh (tok/pretokenize.hpp, next_safe_cut), so the ids of
-  // the chunks joined are the ids of the whole document; the chunks of all
-  // documents are encoded in parallel.
-  struct Chunk {
-    size_t doc;
-    std::string_view text;
-  };
-  std::vector<Chunk> chunks;
-  for (size_t d = 0; d < texts.size(); ++d) {
-    const std::string_view t = texts[d];
-    if (t.empty()) chunks.push_back({d, t});
-    for (size_t begin = 0; begin < t.size();) {
-      const size_t end = next_safe_cut(t, begin + kPrepChunkBytes);
-      chunks.push_back({d, t.substr(begin, end - begin)});
-      begin = end;
-    }
+  // Encoded on all cores, in chunks cut where the ids cannot change (tok/parallel.hpp).
+  std::vector<std::vector<uint32_t>> ids;
+  try {
+    ids = encode_documents(tokenizer, std::vector<std::string_view>(texts.begin(), texts.end()));
+  } catch (const DocumentError& e) {
+    throw InputError("prep input '" + inputs[e.doc] + "': " + e.what());
   }
-  std::vector<std::vector<uint32_t>> ids(chunks.size());
-  std::string err;
-#pragma omp parallel for schedule(dynamic, 1)
-  for (size_t k = 0; k < chunks.size(); ++k) {
-    try {
-      ids[k] = tokenizer.encode(chunks[k].text);
-    } catch (const InputError& e) {
-#pragma omp critical(pentad_prep_error)
-      if (err.empty()) err = "prep input '" + inputs[chunks[k].doc] + "': " + e.what();
-    }
-  }
-  if (!err.empty()) throw InputError(err);
   size_t n_total = 0;
   for (const auto& v : ids) n_total += v.size() + 1;
   std::vector<uint32_t> tokens;
   tokens.reserve(n_total);
   const int64_t separator = tokenizer.doc_separator();
-  for (size_t k = 0; k < chunks.size(); ++k) {
-    if (separator >= 0 && (k == 0 || chunks[k].doc != chunks[k - 1].doc)) tokens.push_back(uint32_t(separator));
-    tokens.insert(tokens.end(), ids[k].begin(), ids[k].end());
-    std::vector<uint32_t>().swap(ids[k]);
+  for (auto& doc : ids) {
+    if (separator >= 0) tokens.push_back(uint32_t(separator));
+    tokens.insert(tokens.end(), doc.begin(), doc.end());
+    std::vector<uint32_t>().swap(doc);
   }
   texts.clear();
   if (r.bytes == 0) throw InputError("prep: the corpus is empty (" + std::to_string(inputs.size()) +

@@ -109,31 +109,41 @@ std::string printable(std::string_view s) {
 
 // --- the rank table --------------------------------------------------------
 
+namespace {
+
+uint64_t head_of(const char* p, size_t n) {
+  uint64_t w = 0;
+  std::memcpy(&w, p, n < 8 ? n : 8);
+  return w;
+}
+
+}  // namespace
+
 uint32_t RankTable::find(const char* p, size_t n) const {
   const size_t mask = slots_.size() - 1;
+  const uint64_t head = head_of(p, n);
   for (size_t s = hash_bytes(p, n) & mask;; s = (s + 1) & mask) {
-    const uint32_t v = slots_[s];
-    if (v == 0) return kNone;
-    const uint32_t r = v - 1;
-    if (offset_[r + 1] - offset_[r] == n && std::memcmp(bytes_.data() + offset_[r], p, n) == 0) return r;
+    const Slot& slot = slots_[s];
+    if (slot.rank_plus_1 == 0) return kNone;
+    if (slot.length == n && slot.head == head) {
+      const uint32_t r = slot.rank_plus_1 - 1;
+      if (n <= 8 || std::memcmp(bytes_.data() + offset_[r] + 8, p + 8, n - 8) == 0) return r;
+    }
   }
 }
 
 void RankTable::insert_or_die(uint32_t rank, const std::string& path, const std::vector<int64_t>& line_of) {
   const std::string_view b = bytes(rank);
-  const size_t mask = slots_.size() - 1;
-  for (size_t s = hash_bytes(b.data(), b.size()) & mask;; s = (s + 1) & mask) {
-    if (slots_[s] == 0) {
-      slots_[s] = rank + 1;
-      return;
-    }
-    const uint32_t other = slots_[s] - 1;
-    if (bytes(other) == b) {
-      const auto [first, second] = std::minmax(line_of[other], line_of[rank]);
-      throw InputError(path + ":" + std::to_string(second) + ": token \"" + printable(b) +
-                       "\" is already on line " + std::to_string(first) + " (duplicate token bytes)");
-    }
+  const uint32_t other = find(b.data(), b.size());
+  if (other != kNone) {
+    const auto [first, second] = std::minmax(line_of[other], line_of[rank]);
+    throw InputError(path + ":" + std::to_string(second) + ": token \"" + printable(b) +
+                     "\" is already on line " + std::to_string(first) + " (duplicate token bytes)");
   }
+  const size_t mask = slots_.size() - 1;
+  size_t s = hash_bytes(b.data(), b.size()) & mask;
+  while (slots_[s].rank_plus_1 != 0) s = (s + 1) & mask;
+  slots_[s] = Slot{head_of(b.data(), b.size()), rank + 1, uint32_t(b.size())};
 }
 
 RankTable RankTable::load(const std::string& path) {
@@ -193,7 +203,7 @@ RankTable RankTable::load(const std::string& path) {
   for (uint64_t r = 0; r < n; ++r) t.bytes_ += *in_rank_order[r];
   size_t n_slots = 1;
   while (n_slots < 2 * n) n_slots *= 2;
-  t.slots_.assign(n_slots, 0);
+  t.slots_.assign(n_slots, Slot{});
   for (uint64_t r = 0; r < n; ++r) t.insert_or_die(uint32_t(r), path, line_of);
   for (int b = 0; b < 256; ++b) {
     const char c = char(b);

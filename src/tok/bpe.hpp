@@ -38,7 +38,16 @@ class RankTable {
  private:
   std::string bytes_;             // every token's bytes, in rank order
   std::vector<uint64_t> offset_;  // (n+1,) token r is bytes_[offset_[r], offset_[r+1])
-  std::vector<uint32_t> slots_;   // open addressing: rank + 1, 0 = empty; size a power of 2
+  // Open addressing, linear probing, a power of 2 at least twice the ranks.
+  // A slot holds the token's first 8 bytes and length, so a probe that
+  // misses (most lookups while merging) reads nothing else, and a token of
+  // at most 8 bytes is found without reading bytes_.
+  struct Slot {
+    uint64_t head = 0;  // the first min(length, 8) bytes, zero-padded
+    uint32_t rank_plus_1 = 0;  // 0: empty
+    uint32_t length = 0;
+  };
+  std::vector<Slot> slots_;
   void insert_or_die(uint32_t rank, const std::string& path, const std::vector<int64_t>& line_of);
 };
 

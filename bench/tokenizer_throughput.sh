@@ -41,3 +41,4 @@ print(f"{enc:12s} pentad 1 thread {one:7.2f} MB/s | pentad {threads} threads {al
       f"js-tiktoken {js:6.2f} MB/s | pentad 1 thread / js-tiktoken {one / js:.2f}x")
 PY
 done
+echo "load average after: $(cut -d" " -f1-3 /proc/loadavg)"

@@ -64,7 +64,7 @@ Command add_prep(CLI::App& pentad, Job job) {
   cmd->add_option("--tokenizer", a->tokenizer, "tiktoken rank file (BPE); default: one token per byte");
   cmd->add_option("--pattern", a->pattern, "pre-tokenization pattern: gpt2, cl100k or llama3 (default: from the rank count)");
   cmd->add_option("--out", a->out, "output directory");
-  cmd->add_option("--val-fraction", a->val_fraction, "fraction of the bytes for validation (default 0.1)");
+  cmd->add_option("--val-fraction", a->val_fraction, "fraction of the tokens for validation (default 0.1)");
   cmd->add_option("files", a->files, "text files");
   return {cmd, [cmd, a, job] { return prep(*cmd, *a, job); }, unknown};
 }

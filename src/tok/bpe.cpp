@@ -185,7 +185,7 @@ RankTable RankTable::load(const std::string& path) {
     const uint64_t rank = entries[i].first;
     const std::string where = path + ":" + std::to_string(i + 1) + ": ";
     if (rank >= n)
-      throw InputError(where + "rank " + std::to_string(rank) + " is out of order: the " + std::to_string(n) +
+      throw InputError(where + "rank " + std::to_string(rank) + " is out of range: the " + std::to_string(n) +
                        " ranks of a file must be 0.." + std::to_string(n - 1) + ", each once (not contiguous)");
     if (line_of[rank] != 0)
       throw InputError(where + "rank " + std::to_string(rank) + " is already on line " +

@@ -57,7 +57,7 @@ bad_base64)
   fails "$r:301: \"dDMw\*A==\" is not valid base64" --tokenizer "$r" --pattern gpt2 "$text" ;;
 ranks_not_contiguous)
   ranks "$r" 300 "dDMwMA== 301"
-  fails "$r:301: rank 301 is out of order: .* \(not contiguous\)" --tokenizer "$r" --pattern gpt2 "$text" ;;
+  fails "$r:301: rank 301 is out of range: .* \(not contiguous\)" --tokenizer "$r" --pattern gpt2 "$text" ;;
 duplicate_rank)
   ranks "$r" 300 "dDMwMA== 299"
   fails "$r:301: rank 299 is already on line 300 \(duplicate rank\)" --tokenizer "$r" --pattern gpt2 "$text" ;;

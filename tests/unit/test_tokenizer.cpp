@@ -112,7 +112,7 @@ TEST_F(TokenizerTest, RankFileErrorsNameFileAndLine) {
       {"bad_base64_length", good + "YWJ 257\n", ":258: \"YWJ\" is not valid base64"},
       {"padding_inside", good + "YQ==YWJj 257\n", ":258: \"YQ==YWJj\" is not valid base64"},
       {"non_canonical_padding", good + "YWJ= 257\n", ""},  // "ab" + bits: see below
-      {"rank_gap", good + "YWJj 258\n", ":258: rank 258 is out of order"},
+      {"rank_gap", good + "YWJj 258\n", ":258: rank 258 is out of range"},
       {"rank_duplicate", good + "YWJj 256\n", ":258: rank 256 is already on line 257 (duplicate rank)"},
       {"token_duplicate", good + "YWI= 257\n", ":258: token \"ab\" is already on line 257 (duplicate token bytes)"},
   };

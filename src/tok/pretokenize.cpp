@@ -1,7 +1,8 @@
 // The pre-tokenization patterns (pretokenize.hpp). `\s` is spelled out as
-// the Unicode White_Space set that tiktoken's Rust regex engine gives `\s`
-// (it includes U+0085, which PCRE2's UCP `\s` leaves out), so the pieces
-// do not depend on the PCRE2 version. cl100k's pattern is tiktoken's with
+// the Unicode White_Space set, which tiktoken's Rust regex engine gives `\s`:
+// PCRE2's UCP `\s` adds U+180E (MONGOLIAN VOWEL SEPARATOR, no longer white
+// space since Unicode 6.3), and the set so written does not depend on the
+// PCRE2 version. cl100k's pattern is tiktoken's with
 // possessive quantifiers where they cannot change a match; Meta's Llama 3
 // tokenizer uses the same expression.
 #define PCRE2_CODE_UNIT_WIDTH 8

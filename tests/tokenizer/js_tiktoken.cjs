@@ -142,7 +142,12 @@ function compare(js, enc, ranksFile, trainBin, sep, outDir, files) {
       if (s.valid) {
         const want = encoder.encode(buf.subarray(s.begin, s.end).toString("utf8"), [], []);
         const have = got.slice(k, k + want.length);
-        if (firstDiff(have, want) >= 0) { ok = false; where = `valid run at byte ${s.begin}: pentad ${have.slice(0, 8)} js ${want.slice(0, 8)}`; break; }
+        const d = firstDiff(have, want);
+        if (d >= 0) {
+          ok = false;
+          where = `valid run at byte ${s.begin}, its id ${d}: pentad ${have.slice(d, d + 8)} js ${want.slice(d, d + 8)}`;
+          break;
+        }
         k += want.length;
       } else {
         const bytes = [];

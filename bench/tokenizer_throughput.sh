@@ -5,7 +5,9 @@
 #   bench/tokenizer_throughput.sh [THREADS] [SIZE_MB] [REPS]   (default: nproc, 4, 5)
 # For gpt2 and cl100k: pentad's encode() on 1 thread, pentad's prep path
 # (encode_documents) on THREADS threads, js-tiktoken 1.0.21's encode() (one
-# thread: node), each the median MB/s of REPS timed runs. Needs the build
+# thread: node), each the median MB/s of REPS timed runs, by wall time and,
+# for the single-thread figures, by CPU time (less inflated by other work on a
+# shared machine). Needs the build
 # (bench/bench_tokenizer), node and js-tiktoken (scripts/deps.sh).
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/lib.sh"
@@ -30,15 +32,18 @@ for enc in gpt2 cl100k_base; do
     "$build/bench/bench_tokenizer" --benchmark_repetitions="$reps" --benchmark_min_time=0.01 \
     --benchmark_format=json --benchmark_out="$tmp/$enc.json" --benchmark_out_format=json > /dev/null
   node "$js" bench "$enc" "$tmp/corpus.txt" "$reps" > "$tmp/$enc.js.json"
-  /usr/bin/python3 - "$enc" "$tmp/$enc.json" "$tmp/$enc.js.json" "$threads" <<'PY'
-import json, sys
-enc, ours, peer, threads = sys.argv[1], json.load(open(sys.argv[2]))["benchmarks"], json.load(open(sys.argv[3])), sys.argv[4]
-med = {r["run_name"]: r for r in ours if r.get("aggregate_name") == "median"}
-one = next(v for k, v in med.items() if k.startswith("BM_encode_1thread"))["bytes_per_second"] / 1e6
-allt = next(v for k, v in med.items() if k.startswith("BM_encode_all_threads"))["bytes_per_second"] / 1e6
-js = peer["mb_per_s"]
-print(f"{enc:12s} pentad 1 thread {one:7.2f} MB/s | pentad {threads} threads {allt:7.2f} MB/s | "
-      f"js-tiktoken {js:6.2f} MB/s | pentad 1 thread / js-tiktoken {one / js:.2f}x")
+  /usr/bin/python3 - "$enc" "$tmp/$enc.json" "$tmp/$enc.js.json" "$threads" "$(stat -c %s "$tmp/corpus.txt")" <<'PY'
+import json, statistics, sys
+enc, runs, peer, threads, n_bytes = sys.argv[1], json.load(open(sys.argv[2]))["benchmarks"], json.load(open(sys.argv[3])), sys.argv[4], int(sys.argv[5])
+def mb_s(name, key):  # median over the repetitions of MB/s by wall ("real_time") or CPU time of the main thread
+    xs = [r for r in runs if r["run_name"].startswith(name) and r.get("run_type") == "iteration"]
+    assert all(r["time_unit"] == "ms" for r in xs)
+    return statistics.median(n_bytes / (r[key] / 1e3) / 1e6 for r in xs)
+one, one_cpu = mb_s("BM_encode_1thread", "real_time"), mb_s("BM_encode_1thread", "cpu_time")
+allt = mb_s("BM_encode_all_threads", "real_time")
+js, js_cpu = peer["mb_per_s"], peer["cpu_mb_per_s"]
+print(f"{enc:12s} pentad 1 thread {one:6.2f} MB/s ({one_cpu:6.2f} per CPU second) | pentad {threads} threads {allt:6.2f} MB/s | "
+      f"js-tiktoken {js:5.2f} MB/s ({js_cpu:5.2f} per CPU second) | pentad/js 1 thread {one / js:.1f}x ({one_cpu / js_cpu:.1f}x per CPU second)")
 PY
 done
 echo "load average after: $(cut -d" " -f1-3 /proc/loadavg)"

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tok/tokenizer.hpp"
+#include "tok/utf8.hpp"  // utf8_replace: decoded bytes as text, as tiktoken's decode() renders them
 
 namespace pentad {
 
@@ -66,9 +67,5 @@ void bpe_merge(const RankTable& ranks, std::string_view piece, std::vector<uint3
 // llama3; any other count needs a pattern). Throws InputError (rank-file
 // errors, an unknown pattern name, a count that fits no named pattern).
 std::unique_ptr<Tokenizer> load_tiktoken(const std::string& path, const std::string& pattern);
-
-// `bytes` as valid UTF-8, each maximal invalid subpart replaced by U+FFFD:
-// how tiktoken's decode() (errors="replace") renders decoded bytes as text.
-std::string utf8_replace(std::string_view bytes);
 
 }  // namespace pentad

@@ -19,7 +19,8 @@ size_t utf8_char_at(std::string_view s, size_t i, size_t* n_bad);
 size_t utf8_valid_run(std::string_view s, size_t i);
 
 // `bytes` as valid UTF-8: every maximal invalid subpart becomes U+FFFD
-// (EF BF BD); valid input comes back unchanged.
+// (EF BF BD); valid input comes back unchanged. This is how tiktoken's
+// decode() (Python's errors="replace") renders decoded bytes as text.
 std::string utf8_replace(std::string_view bytes);
 
 }  // namespace pentad

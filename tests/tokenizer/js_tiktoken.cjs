@@ -49,7 +49,7 @@ function segments(buf) {
   const push = (valid, b, e) => {
     const last = segs[segs.length - 1];
     if (last && last.valid === valid && last.end === b) last.end = e;
-    else segs.push({ valid, begin: b, end: e, subparts: valid ? 0 : 0 });
+    else segs.push({ valid, begin: b, end: e, subparts: 0 });
     if (!valid) segs[segs.length - 1].subparts++;
   };
   let i = 0;

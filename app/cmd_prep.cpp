@@ -1,6 +1,7 @@
-// `pentad prep --out DIR [--val-fraction F] FILE...`: rank 0 turns text
-// files into byte-level token files (io/prep.hpp); every rank
-// agrees on the outcome.
+// `pentad prep [--tokenizer FILE [--pattern NAME]] --out DIR
+// [--val-fraction F] FILE...`: rank 0 turns text files into token files
+// (io/prep.hpp), byte-level or BPE over a tiktoken rank file (tok/bpe.hpp);
+// every rank agrees on the outcome.
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -11,12 +12,13 @@
 #include "commands.hpp"
 #include "core/error.hpp"
 #include "io/prep.hpp"
+#include "tok/bpe.hpp"
 
 namespace pentad {
 namespace {
 
 struct PrepArgs {
-  std::string out, val_fraction;
+  std::string out, val_fraction, tokenizer, pattern;
   std::vector<std::string> files;
 };
 
@@ -35,10 +37,16 @@ int prep(const CLI::App& cmd, const PrepArgs& a, Job job) {
       throw CliUsageError("--val-fraction must be a number in [0, 1)");
   }
   if (a.out.empty()) throw CliUsageError("prep: --out DIR is required");
+  if (!a.pattern.empty() && a.tokenizer.empty()) throw CliUsageError("prep: --pattern needs --tokenizer FILE");
   std::string summary, err;
   if (job.rank == 0) {
     try {
-      summary = prep_bytes(a.files, a.out, val_fraction);
+      const std::unique_ptr<Tokenizer> tok =
+          a.tokenizer.empty() ? make_byte_tokenizer() : load_tiktoken(a.tokenizer, a.pattern);
+      const PrepResult r = prep_corpus(a.files, a.out, val_fraction, *tok);
+      summary = r.summary() + "\nprep: tokenizer " + tok->describe() + ", vocabulary " +
+                std::to_string(tok->vocab_size()) + ", token files version " + std::to_string(r.version) +
+                (r.version == 1 ? " (uint16)" : " (uint32)");
     } catch (const InputError& e) {
       err = e.what();
     }
@@ -52,9 +60,11 @@ int prep(const CLI::App& cmd, const PrepArgs& a, Job job) {
 
 Command add_prep(CLI::App& pentad, Job job) {
   auto a = std::make_shared<PrepArgs>();
-  CLI::App* cmd = add_command(pentad, "prep", "text files -> byte token files");
+  CLI::App* cmd = add_command(pentad, "prep", "text files -> token files (bytes, or BPE with --tokenizer)");
+  cmd->add_option("--tokenizer", a->tokenizer, "tiktoken rank file (BPE); default: one token per byte");
+  cmd->add_option("--pattern", a->pattern, "pre-tokenization pattern: gpt2, cl100k or llama3 (default: from the rank count)");
   cmd->add_option("--out", a->out, "output directory");
-  cmd->add_option("--val-fraction", a->val_fraction, "fraction of the bytes for validation (default 0.1)");
+  cmd->add_option("--val-fraction", a->val_fraction, "fraction of the tokens for validation (default 0.1)");
   cmd->add_option("files", a->files, "text files");
   return {cmd, [cmd, a, job] { return prep(*cmd, *a, job); }, unknown};
 }

@@ -1,21 +1,41 @@
 #!/usr/bin/env bash
 # Installs pentad's build and test dependencies from Debian's repository when
-# they are missing (needs root or sudo). Nothing is downloaded from elsewhere.
+# they are missing (needs root or sudo), and the tokenizer tests' oracle,
+# js-tiktoken (pinned; npm registry) into .deps/npm (git-ignored). Nothing
+# is downloaded from elsewhere.
 set -euo pipefail
 pkgs=(build-essential cmake mpich libmpich-dev libopenblas-dev libopenblas-openmp-dev
-      libhdf5-mpich-dev hdf5-tools libtomlplusplus-dev libcli11-dev nlohmann-json3-dev googletest libgtest-dev
+      libhdf5-mpich-dev hdf5-tools libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libpcre2-dev pkg-config
+      googletest libgtest-dev nodejs
       libbenchmark-dev clang python3-torch python3-h5py python3-numpy python3-matplotlib slurmctld slurmd slurm-client munge)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "deps: all ${#pkgs[@]} packages present"
-  exit 0
-fi
-echo "deps: installing ${missing[*]}"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+updated=0
+apt_install() {
+  [ $updated -eq 1 ] || { $SUDO apt-get update -q; updated=1; }
+  $SUDO apt-get install -y -q --no-install-recommends "$@"
+}
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: all ${#pkgs[@]} packages present"
+else
+  echo "deps: installing ${missing[*]}"
+  apt_install "${missing[@]}"
+fi
+# Debian's nodejs comes without npm (other builds of nodejs bundle it).
+command -v npm > /dev/null || apt_install npm
+
+# js-tiktoken, the tokenizer tests' independent encoder (tests/tokenizer).
+js_tiktoken=1.0.21
+npm_dir=$(cd "$(dirname "$0")/.." && pwd)/.deps/npm
+have=$(node -p "require('$npm_dir/node_modules/js-tiktoken/package.json').version" 2>/dev/null || true)
+if [ "$have" = "$js_tiktoken" ]; then
+  echo "deps: js-tiktoken $js_tiktoken present"
+else
+  echo "deps: installing js-tiktoken $js_tiktoken into $npm_dir"
+  npm install --prefix "$npm_dir" --no-audit --no-fund --save-exact "js-tiktoken@$js_tiktoken"
+fi

@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "io/data.hpp"
+#include "tok/parallel.hpp"
 
 namespace pentad {
 namespace {
@@ -50,14 +51,30 @@ PrepResult prep_corpus(const std::vector<std::string>& inputs, const std::string
 
   PrepResult r;
   r.n_files = int(inputs.size());
-  std::vector<uint32_t> tokens;
+  std::vector<std::string> texts;
+  texts.reserve(inputs.size());
   for (const std::string& in : inputs) {
-    const std::string text = read_input(in);
-    r.bytes += int64_t(text.size());
-    if (tokenizer.eot() >= 0) tokens.push_back(uint32_t(tokenizer.eot()));
-    const std::vector<uint32_t> ids = tokenizer.encode(text);
-    tokens.insert(tokens.end(), ids.begin(), ids.end());
+    texts.push_back(read_input(in));
+    r.bytes += int64_t(texts.back().size());
   }
+  // Encoded on all cores, in chunks cut where the ids cannot change (tok/parallel.hpp).
+  std::vector<std::vector<uint32_t>> ids;
+  try {
+    ids = encode_documents(tokenizer, std::vector<std::string_view>(texts.begin(), texts.end()));
+  } catch (const DocumentError& e) {
+    throw InputError("prep input '" + inputs[e.doc] + "': " + e.what());
+  }
+  size_t n_total = 0;
+  for (const auto& v : ids) n_total += v.size() + 1;
+  std::vector<uint32_t> tokens;
+  tokens.reserve(n_total);
+  const int64_t separator = tokenizer.doc_separator();
+  for (auto& doc : ids) {
+    if (separator >= 0) tokens.push_back(uint32_t(separator));
+    tokens.insert(tokens.end(), doc.begin(), doc.end());
+    std::vector<uint32_t>().swap(doc);
+  }
+  texts.clear();
   if (r.bytes == 0) throw InputError("prep: the corpus is empty (" + std::to_string(inputs.size()) +
                                      " input files, 0 bytes)");
   const int64_t n = int64_t(tokens.size());

@@ -1,7 +1,9 @@
 // `pentad prep`: text files to token files. Each input file is one document;
-// when the tokenizer has an end-of-text token it goes before every document
-// (so documents are separated and the first one is preceded by it, as
-// llm.c's data scripts write them). The last val_fraction of the tokens is the
+// when the tokenizer has a document separator (<|endoftext|> for GPT-2 and
+// cl100k, <|begin_of_text|> for Llama 3) it goes before every document (so
+// documents are separated and the first one is preceded by it, as llm.c's
+// data scripts write them). Documents are encoded in parallel (OpenMP), in
+// chunks cut where the ids cannot change. The last val_fraction of the tokens is the
 // validation file. Token files are version 1 (uint16) when the vocabulary
 // fits, version 2 (uint32) otherwise (data.hpp).
 #pragma once

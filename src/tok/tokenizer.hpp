@@ -26,9 +26,12 @@ class Tokenizer {
   std::string decode(const std::vector<uint32_t>& ids) const { return decode(ids.data(), ids.size()); }
   // Every id is < vocab_size(), special tokens included.
   virtual int64_t vocab_size() const = 0;
-  // The end-of-text token: the document separator of `pentad prep` and the
-  // stop token of `pentad sample`; -1 if the tokenizer has none.
+  // The end-of-text token: the stop token of `pentad sample`; -1 if the
+  // tokenizer has none.
   virtual int64_t eot() const = 0;
+  // The token `pentad prep` puts before every document (llm.c's data scripts:
+  // <|endoftext|> for GPT-2, <|begin_of_text|> for Llama 3); -1 for none.
+  virtual int64_t doc_separator() const { return eot(); }
   // One line for logs, e.g. "bytes (256)".
   virtual std::string describe() const = 0;
 };

@@ -1,0 +1,71 @@
+// Byte-level BPE over a tiktoken rank file (one `base64(token bytes) rank`
+// a line, ranks 0..n-1): text is cut into pieces by a named pattern
+// (pretokenize.hpp), and each piece that is not itself a token is merged
+// bytewise, the adjacent pair of lowest rank first (leftmost on ties), as
+// tiktoken's byte_pair_merge does. Special tokens follow the ranks:
+//   gpt2    50256 ranks + <|endoftext|> 50256                  (vocab 50257)
+//   cl100k 100256 ranks + <|endoftext|> 100257, <|fim_prefix|> 100258,
+//          <|fim_middle|> 100259, <|fim_suffix|> 100260,
+//          <|endofprompt|> 100276                              (vocab 100277)
+//   llama3 128000 ranks + Meta's 256 specials 128000..128255   (vocab 128256)
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tok/tokenizer.hpp"
+#include "tok/utf8.hpp"  // utf8_replace: decoded bytes as text, as tiktoken's decode() renders them
+
+namespace pentad {
+
+// Token bytes <-> rank, from a rank file. Lookups are thread-safe.
+class RankTable {
+ public:
+  static constexpr uint32_t kNone = UINT32_MAX;
+  // Throws InputError naming the file (and line) for: an unreadable or empty
+  // file, a line that is not `base64 rank`, bad base64, an empty token, a
+  // duplicate rank or token, ranks that are not 0..n-1, a byte with no rank.
+  static RankTable load(const std::string& path);
+
+  uint32_t size() const { return uint32_t(offset_.size() - 1); }
+  uint32_t find(const char* p, size_t n) const;  // the rank, or kNone
+  std::string_view bytes(uint32_t rank) const {
+    return std::string_view(bytes_.data() + offset_[rank], offset_[rank + 1] - offset_[rank]);
+  }
+
+ private:
+  std::string bytes_;             // every token's bytes, in rank order
+  std::vector<uint64_t> offset_;  // (n+1,) token r is bytes_[offset_[r], offset_[r+1])
+  // Open addressing, linear probing, a power of 2 at least twice the ranks.
+  // A slot holds the token's first 8 bytes and length, so a probe that
+  // misses (most lookups while merging) reads nothing else, and a token of
+  // at most 8 bytes is found without reading bytes_.
+  struct Slot {
+    uint64_t head = 0;  // the first min(length, 8) bytes, zero-padded
+    uint32_t rank_plus_1 = 0;  // 0: empty
+    uint32_t length = 0;
+  };
+  std::vector<Slot> slots_;
+  void insert_or_die(uint32_t rank, const std::string& path, const std::vector<int64_t>& line_of);
+};
+
+// How a piece that is not a token is merged. Both give the same tokens:
+// kScan looks for the lowest pair by a linear scan after each merge
+// (quadratic, fastest for the short pieces of ordinary text); kHeap keeps the
+// pairs in a priority queue (n log n, for long pieces). kAuto picks by length.
+enum class MergeAlgorithm { kAuto, kScan, kHeap };
+
+// Appends the tokens of one piece (bytes all of which have a rank) to out.
+void bpe_merge(const RankTable& ranks, std::string_view piece, std::vector<uint32_t>& out,
+               MergeAlgorithm algorithm = MergeAlgorithm::kAuto);
+
+// The BPE tokenizer of a rank file. pattern: "gpt2", "cl100k", "llama3", or
+// "" to infer it from the number of ranks (50256 gpt2, 100256 cl100k, 128000
+// llama3; any other count needs a pattern). Throws InputError (rank-file
+// errors, an unknown pattern name, a count that fits no named pattern).
+std::unique_ptr<Tokenizer> load_tiktoken(const std::string& path, const std::string& pattern);
+
+}  // namespace pentad

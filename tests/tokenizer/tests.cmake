@@ -1,0 +1,20 @@
+# The tokenizer against an independent implementation (label `tokenizer`):
+# pentad's BPE ids equal js-tiktoken's (npm, installed by scripts/deps.sh)
+# for GPT-2 and cl100k on the docs, the README and tests/tokenizer's text.
+add_executable(tok_tool ${CMAKE_CURRENT_LIST_DIR}/tok_tool.cpp)
+target_compile_options(tok_tool PRIVATE ${PENTAD_WARNINGS})
+target_link_libraries(tok_tool PRIVATE pentad_tok)
+foreach(enc gpt2 cl100k_base)
+  add_test(NAME tokenizer_oracle_${enc} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/oracle.sh ${enc})
+  set_tests_properties(tokenizer_oracle_${enc} PROPERTIES LABELS tokenizer TIMEOUT 300
+    ENVIRONMENT "${PENTAD_TEST_ENV};TOK_TOOL=$<TARGET_FILE:tok_tool>")
+endforeach()
+
+# `pentad prep --tokenizer` under mpiexec: rank-file errors (one message
+# naming file and line, non-zero exit everywhere) and a Llama-3-sized file.
+foreach(case not_base64_rank bad_base64 ranks_not_contiguous duplicate_rank duplicate_token empty_file
+        unknown_pattern no_pattern_for_count pattern_without_tokenizer llama3)
+  add_test(NAME tokenizer_cli_${case} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/cli.sh ${case})
+  set_tests_properties(tokenizer_cli_${case} PROPERTIES LABELS "tokenizer;mpi;cli" TIMEOUT 180
+    ENVIRONMENT "${PENTAD_TEST_ENV}")
+endforeach()

@@ -1,0 +1,370 @@
+// The BPE tokenizer's parts that need no oracle: rank-file errors (each
+// names the file and line), utf8_replace against the Unicode standard's
+// maximal-subpart examples, the two merge loops against a plain reference,
+// safe cuts against the whole text's pieces, the pattern's White_Space,
+// special tokens and the prep separator. Token-for-token equality with
+// tiktoken is tests/tokenizer (js-tiktoken).
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "io/data.hpp"
+#include "io/prep.hpp"
+#include "tok/bpe.hpp"
+#include "tok/pretokenize.hpp"
+#include "tok/utf8.hpp"
+
+namespace fs = std::filesystem;
+using pentad::InputError;
+
+namespace {
+
+std::string b64(const std::string& s) {
+  static const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (size_t i = 0; i < s.size(); i += 3) {
+    uint32_t w = uint32_t(uint8_t(s[i])) << 16;
+    if (i + 1 < s.size()) w |= uint32_t(uint8_t(s[i + 1])) << 8;
+    if (i + 2 < s.size()) w |= uint32_t(uint8_t(s[i + 2]));
+    out += a[w >> 18 & 63];
+    out += a[w >> 12 & 63];
+    out += i + 1 < s.size() ? a[w >> 6 & 63] : '=';
+    out += i + 2 < s.size() ? a[w & 63] : '=';
+  }
+  return out;
+}
+
+// The 256 single bytes, then `extra` tokens, ranks in that order.
+std::string rank_lines(const std::vector<std::string>& extra) {
+  std::string out;
+  int r = 0;
+  for (int b = 0; b < 256; ++b) out += b64(std::string(1, char(b))) + " " + std::to_string(r++) + "\n";
+  for (const auto& t : extra) out += b64(t) + " " + std::to_string(r++) + "\n";
+  return out;
+}
+
+// Every string over {a, b} of length 2..8, in a fixed shuffled rank order.
+std::vector<std::string> ab_tokens(uint32_t seed) {
+  std::vector<std::string> t;
+  for (int len = 2; len <= 8; ++len)
+    for (int m = 0; m < (1 << len); ++m) {
+      std::string s;
+      for (int k = 0; k < len; ++k) s += (m >> k & 1) ? 'b' : 'a';
+      t.push_back(s);
+    }
+  std::mt19937 rng(seed);
+  std::shuffle(t.begin(), t.end(), rng);
+  return t;
+}
+
+class TokenizerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "pentad_test_tok_XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string write(const std::string& name, const std::string& text) {
+    const std::string p = (dir_ / name).string();
+    std::ofstream(p, std::ios::binary) << text;
+    return p;
+  }
+  // The message of load_tiktoken(path, pattern)'s InputError ("" if none).
+  static std::string load_error(const std::string& path, const std::string& pattern = "gpt2") {
+    try {
+      pentad::load_tiktoken(path, pattern);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "";
+  }
+  fs::path dir_;
+};
+
+// --- rank files --------------------------------------------------------------
+
+TEST_F(TokenizerTest, RankFileErrorsNameFileAndLine) {
+  const std::string good = rank_lines({"ab"});  // 257 lines
+  struct Case {
+    std::string name, text, want;  // want: a part of the message after "<path>"
+  };
+  const std::vector<Case> cases = {
+      {"no_rank", good + "YWJj\n", ":258: expected 'BASE64 RANK', got \"YWJj\""},
+      {"two_spaces", good + "YWJj  257\n", ":258: expected 'BASE64 RANK'"},
+      {"extra_field", good + "YWJj 257 x\n", ":258: expected 'BASE64 RANK'"},
+      {"blank_line", rank_lines({}) + "\n" + "YWI= 256\n", ":257: expected 'BASE64 RANK', got \"\""},
+      {"rank_not_number", good + "YWJj 2x7\n", ":258: rank \"2x7\" is not a non-negative integer"},
+      {"rank_negative", good + "YWJj -1\n", ":258: rank \"-1\" is not a non-negative integer"},
+      {"bad_base64_char", good + "YW*j 257\n", ":258: \"YW*j\" is not valid base64"},
+      {"bad_base64_length", good + "YWJ 257\n", ":258: \"YWJ\" is not valid base64"},
+      {"padding_inside", good + "YQ==YWJj 257\n", ":258: \"YQ==YWJj\" is not valid base64"},
+      {"non_canonical_padding", good + "YWJ= 257\n", ""},  // "ab" + bits: see below
+      {"rank_gap", good + "YWJj 258\n", ":258: rank 258 is out of range"},
+      {"rank_duplicate", good + "YWJj 256\n", ":258: rank 256 is already on line 257 (duplicate rank)"},
+      {"token_duplicate", good + "YWI= 257\n", ":258: token \"ab\" is already on line 257 (duplicate token bytes)"},
+  };
+  for (const auto& c : cases) {
+    const std::string path = write(c.name + ".tiktoken", c.text);
+    const std::string msg = load_error(path);
+    if (c.name == "non_canonical_padding") {
+      // "YWJ=" sets a bit that padding drops: not the canonical encoding of "ab".
+      EXPECT_NE(msg.find(path + ":258: \"YWJ=\" is not valid base64"), std::string::npos) << msg;
+      continue;
+    }
+    EXPECT_NE(msg.find(path + c.want), std::string::npos) << c.name << ": " << msg;
+  }
+}
+
+TEST_F(TokenizerTest, RankFileWholeFileErrors) {
+  const std::string empty = write("empty.tiktoken", "");
+  EXPECT_NE(load_error(empty).find("rank file '" + empty + "': is empty"), std::string::npos) << load_error(empty);
+  // Byte 0x41 ('A') missing: the other 255 bytes plus "ab" keep 256 ranks.
+  std::string text;
+  int r = 0;
+  for (int b = 0; b < 256; ++b)
+    if (b != 0x41) text += b64(std::string(1, char(b))) + " " + std::to_string(r++) + "\n";
+  text += b64("ab") + " " + std::to_string(r) + "\n";
+  const std::string no_a = write("no_a.tiktoken", text);
+  EXPECT_NE(load_error(no_a).find("the byte 0x41 has no rank"), std::string::npos) << load_error(no_a);
+  const std::string missing = (dir_ / "missing.tiktoken").string();
+  EXPECT_NE(load_error(missing).find("rank file '" + missing + "': cannot open"), std::string::npos);
+  const std::string good = write("good.tiktoken", rank_lines({"ab"}));
+  EXPECT_NE(load_error(good, "gpt3").find("unknown pre-tokenization pattern 'gpt3' (known: gpt2, cl100k, llama3)"),
+            std::string::npos)
+      << load_error(good, "gpt3");
+  EXPECT_NE(load_error(good, "").find("has 257 ranks, which fits no named pattern"), std::string::npos)
+      << load_error(good, "");
+  EXPECT_EQ(load_error(good, "gpt2"), "");
+  // CRLF line ends are accepted.
+  std::string crlf = rank_lines({"ab"});
+  for (size_t at = crlf.find('\n'); at != std::string::npos; at = crlf.find('\n', at + 2)) crlf.insert(at, "\r");
+  EXPECT_EQ(load_error(write("crlf.tiktoken", crlf), "gpt2"), "");
+}
+
+TEST_F(TokenizerTest, PatternInferredFromRankCount) {
+  for (const auto& [n, name, vocab] : std::vector<std::tuple<int, std::string, int64_t>>{
+           {50256, "gpt2", 50257}, {100256, "cl100k", 100277}, {128000, "llama3", 128256}}) {
+    std::vector<std::string> extra;
+    for (int i = 256; i < n; ++i) {
+      std::string t = "t";
+      t += std::to_string(i);
+      extra.push_back(t);
+    }
+    std::string file_name = name;
+    file_name += ".tiktoken";
+    const std::string path = write(file_name, rank_lines(extra));
+    const auto tok = pentad::load_tiktoken(path, "");
+    EXPECT_NE(tok->describe().find("BPE " + name + " "), std::string::npos) << tok->describe();
+    EXPECT_EQ(tok->vocab_size(), vocab) << name;
+  }
+}
+
+// --- specials and separators -------------------------------------------------
+
+TEST_F(TokenizerTest, SpecialTokensAndSeparators) {
+  const std::string path = write("small.tiktoken", rank_lines({"ab", "abab"}));
+  const uint32_t n = 258;
+  const auto gpt2 = pentad::load_tiktoken(path, "gpt2");
+  EXPECT_EQ(gpt2->vocab_size(), n + 1);
+  EXPECT_EQ(gpt2->eot(), n);
+  EXPECT_EQ(gpt2->doc_separator(), n);
+  EXPECT_EQ(gpt2->decode({n}), "<|endoftext|>");
+  const auto cl = pentad::load_tiktoken(path, "cl100k");
+  EXPECT_EQ(cl->vocab_size(), n + 21);
+  EXPECT_EQ(cl->eot(), n + 1);
+  EXPECT_EQ(cl->doc_separator(), n + 1);
+  EXPECT_EQ(cl->decode({n + 1, n + 2, n + 3, n + 4, n + 20}),
+            "<|endoftext|><|fim_prefix|><|fim_middle|><|fim_suffix|><|endofprompt|>");
+  EXPECT_EQ(cl->decode({n, n + 5}), "");  // ids no token has
+  const auto l3 = pentad::load_tiktoken(path, "llama3");
+  EXPECT_EQ(l3->vocab_size(), n + 256);
+  EXPECT_EQ(l3->eot(), n + 1);
+  EXPECT_EQ(l3->doc_separator(), n);
+  EXPECT_EQ(l3->decode({n, n + 1, n + 6, n + 7, n + 9}),
+            "<|begin_of_text|><|end_of_text|><|start_header_id|><|end_header_id|><|eot_id|>");
+  EXPECT_EQ(l3->decode({n + 2, n + 8, n + 10, n + 255}),
+            "<|reserved_special_token_0|><|reserved_special_token_4|><|reserved_special_token_5|>"
+            "<|reserved_special_token_250|>");
+  EXPECT_THROW(l3->decode({n + 256}), InputError);
+  // Special tokens' text is ordinary text to encode().
+  const std::vector<uint32_t> ids = gpt2->encode("<|endoftext|>");
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), n), 0);
+  EXPECT_EQ(gpt2->decode(ids), "<|endoftext|>");
+}
+
+TEST_F(TokenizerTest, PrepPutsTheSeparatorBeforeEachDocument) {
+  const std::string ranks = write("small.tiktoken", rank_lines({"ab", "abab"}));
+  const std::string a = write("a.txt", "abab ab"), b = write("b.txt", "ba");
+  for (const std::string pattern : {"gpt2", "llama3"}) {
+    const auto tok = pentad::load_tiktoken(ranks, pattern);
+    const auto r = pentad::prep_corpus({a, b}, (dir_ / pattern).string(), 0.0, *tok);
+    const pentad::TokenFile file(r.train_path, int(tok->vocab_size()), 1);
+    std::vector<uint32_t> got;
+    for (int64_t i = 0; i < file.size(); ++i) got.push_back(file[i]);
+    std::vector<uint32_t> want = {uint32_t(tok->doc_separator())};
+    for (uint32_t id : tok->encode("abab ab")) want.push_back(id);
+    want.push_back(uint32_t(tok->doc_separator()));
+    for (uint32_t id : tok->encode("ba")) want.push_back(id);
+    EXPECT_EQ(got, want) << pattern;
+    EXPECT_EQ(r.version, 1);
+  }
+}
+
+// --- merging -----------------------------------------------------------------
+
+// The plain reference: merge the lowest-ranked adjacent pair (leftmost on a
+// tie) until no adjacent pair is a token.
+std::vector<uint32_t> reference_merge(const pentad::RankTable& t, const std::string& piece) {
+  std::vector<std::string> parts;
+  for (char c : piece) parts.emplace_back(1, c);
+  for (;;) {
+    uint32_t best = pentad::RankTable::kNone;
+    size_t at = 0;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      const std::string j = parts[i] + parts[i + 1];
+      const uint32_t r = t.find(j.data(), j.size());
+      if (r < best) best = r, at = i;
+    }
+    if (best == pentad::RankTable::kNone) break;
+    parts[at] += parts[at + 1];
+    parts.erase(parts.begin() + long(at) + 1);
+  }
+  std::vector<uint32_t> ids;
+  for (const auto& p : parts) ids.push_back(t.find(p.data(), p.size()));
+  return ids;
+}
+
+TEST_F(TokenizerTest, ScanAndHeapMergeEqualTheReference) {
+  const pentad::RankTable t = pentad::RankTable::load(write("ab.tiktoken", rank_lines(ab_tokens(3))));
+  std::mt19937 rng(11);
+  int n_pieces = 0;
+  size_t worst_len = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const size_t len = 2 + rng() % (trial < 300 ? 40 : 700);
+    std::string piece;
+    for (size_t i = 0; i < len; ++i) piece += (rng() % 3 == 0) ? 'b' : 'a';
+    const std::vector<uint32_t> want = reference_merge(t, piece);
+    std::vector<uint32_t> scan, heap;
+    pentad::bpe_merge(t, piece, scan, pentad::MergeAlgorithm::kScan);
+    pentad::bpe_merge(t, piece, heap, pentad::MergeAlgorithm::kHeap);
+    ASSERT_EQ(scan, want) << "scan, piece of " << len << ": " << piece;
+    ASSERT_EQ(heap, want) << "heap, piece of " << len << ": " << piece;
+    ++n_pieces;
+    worst_len = std::max(worst_len, len);
+  }
+  std::printf("%d pieces up to %zu bytes: scan and heap equal the reference\n", n_pieces, worst_len);
+}
+
+TEST_F(TokenizerTest, RoundTripOfArbitraryBytes) {
+  const std::string path = write("ab.tiktoken", rank_lines(ab_tokens(5)));
+  std::mt19937 rng(2);
+  for (const std::string pattern : {"gpt2", "cl100k", "llama3"}) {
+    const auto tok = pentad::load_tiktoken(path, pattern);
+    for (int trial = 0; trial < 50; ++trial) {
+      std::string text;
+      const size_t len = rng() % 3000;
+      for (size_t i = 0; i < len; ++i) text += char(rng() % 4 == 0 ? rng() % 256 : "ab \n'"[rng() % 5]);
+      ASSERT_EQ(tok->decode(tok->encode(text)), text) << pattern << " trial " << trial;
+    }
+  }
+}
+
+// --- pre-tokenization --------------------------------------------------------
+
+std::vector<std::string> pieces(const pentad::Pretokenizer& p, const std::string& text) {
+  std::vector<std::pair<uint32_t, uint32_t>> at;
+  p.split(text, at);
+  std::vector<std::string> out;
+  for (const auto& [b, e] : at) out.push_back(text.substr(b, e - b));
+  return out;
+}
+
+TEST_F(TokenizerTest, WhiteSpaceIsUnicodes) {
+  // tiktoken's `\s` is Unicode White_Space, which has U+0085 (NEL): " \x85\x85y"
+  // is a whitespace run, cut before its last character because 'y' follows.
+  // (With U+0085 as punctuation, " \x85\x85" would be one ` ?[^\s..]+` piece.)
+  const pentad::Pretokenizer gpt2("gpt2");
+  EXPECT_EQ(pieces(gpt2, "x \xC2\x85\xC2\x85y"), (std::vector<std::string>{"x", " \xC2\x85", "\xC2\x85", "y"}));
+  // U+180E is not White_Space (PCRE2's own UCP `\s` has it): " \u180E" is one
+  // ` ?[^\s..]+` piece, not a space and then white space.
+  EXPECT_EQ(pieces(gpt2, "a \xE1\xA0\x8E" "b"), (std::vector<std::string>{"a", " \xE1\xA0\x8E", "b"}));
+  // U+3000 and U+00A0 are white space too; U+200B (zero width space) is not.
+  EXPECT_EQ(pieces(gpt2, "a\xE3\x80\x80\xC2\xA0" "b"), (std::vector<std::string>{"a", "\xE3\x80\x80", "\xC2\xA0", "b"}));
+  EXPECT_EQ(pieces(gpt2, "a \xE2\x80\x8B"), (std::vector<std::string>{"a", " \xE2\x80\x8B"}));
+}
+
+TEST_F(TokenizerTest, InvalidBytesArePiecesOfTheirOwn) {
+  const pentad::Pretokenizer cl("cl100k");
+  EXPECT_EQ(pieces(cl, "ab\xFF\xC3 cd\xE2\x82"), (std::vector<std::string>{"ab", "\xFF\xC3", " cd", "\xE2\x82"}));
+}
+
+TEST_F(TokenizerTest, SafeCutsKeepEveryPiece) {
+  // Random text over characters that meet at piece boundaries, and the
+  // multilingual test text: at every cut next_safe_cut allows, the pieces of
+  // the two parts are the pieces of the whole.
+  const char* alphabet[] = {"a", "Z", "1", "2", ".", "'", "s", "L", " ", " ", "\n", "\n", "\r", "\t", "\xC3\xA9",
+                            "\xE3\x80\x80", "\xC2\x85", "!", "\xFF"};
+  std::mt19937 rng(9);
+  std::vector<std::string> texts;
+  for (int k = 0; k < 200; ++k) {
+    std::string t;
+    const size_t len = 1 + rng() % 200;
+    for (size_t i = 0; i < len; ++i) t += alphabet[rng() % (sizeof(alphabet) / sizeof(*alphabet))];
+    texts.push_back(t);
+  }
+  const char* src = std::getenv("PENTAD_SOURCE_DIR");
+  ASSERT_NE(src, nullptr) << "PENTAD_SOURCE_DIR is not set";
+  std::ifstream f(std::string(src) + "/tests/tokenizer/multilingual.txt", std::ios::binary);
+  texts.emplace_back(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  ASSERT_GT(texts.back().size(), 1000u);
+  for (const std::string name : {"gpt2", "cl100k"}) {
+    const pentad::Pretokenizer p(name);
+    int n_cuts = 0;
+    for (const auto& t : texts) {
+      const std::vector<std::string> whole = pieces(p, t);
+      for (size_t at = pentad::next_safe_cut(t, 0); at < t.size(); at = pentad::next_safe_cut(t, at + 1)) {
+        std::vector<std::string> parts = pieces(p, t.substr(0, at));
+        for (auto& s : pieces(p, t.substr(at))) parts.push_back(s);
+        ASSERT_EQ(parts, whole) << name << ": cut at " << at << " of " << t.size();
+        ++n_cuts;
+      }
+    }
+    EXPECT_GT(n_cuts, 50) << name;
+    std::printf("%s: %d safe cuts, pieces unchanged at each\n", name.c_str(), n_cuts);
+  }
+}
+
+// --- utf8_replace ------------------------------------------------------------
+
+TEST(Utf8Replace, MaximalSubparts) {
+  const std::string R = "\xEF\xBF\xBD";
+  // The Unicode standard's example (section 3.9, Table 3-8): F1 80 80 is one
+  // maximal subpart, E1 80 one, C2 one, 80 one, 80 BF two.
+  EXPECT_EQ(pentad::utf8_replace("\x61\xF1\x80\x80\xE1\x80\xC2\x62\x80\x63\x80\xBF\x64"),
+            "a" + R + R + R + "b" + R + "c" + R + R + "d");
+  EXPECT_EQ(pentad::utf8_replace("\xC0\xAF"), R + R);               // overlong: C0 never starts a character
+  EXPECT_EQ(pentad::utf8_replace("\xE0\x80\xAF"), R + R + R);       // E0 needs A0..BF next
+  EXPECT_EQ(pentad::utf8_replace("\xED\xA0\x80"), R + R + R);       // a surrogate
+  EXPECT_EQ(pentad::utf8_replace("\xF4\x90\x80\x80"), R + R + R + R);  // above U+10FFFF
+  EXPECT_EQ(pentad::utf8_replace("\xF0\x9F\x98"), R);               // truncated at the end
+  EXPECT_EQ(pentad::utf8_replace("x\xE2\x28\xA1y"), "x" + R + "(" + R + "y");
+  EXPECT_EQ(pentad::utf8_replace("\xF5\xFF"), R + R);
+  const std::string valid = "a\xC3\xA9\xE4\xB8\xAD\xF0\x9F\x98\x80\xEF\xBF\xBD\xF4\x8F\xBF\xBF";
+  EXPECT_EQ(pentad::utf8_replace(valid), valid);
+  EXPECT_EQ(pentad::utf8_replace(""), "");
+}
+
+}  // namespace

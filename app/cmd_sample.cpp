@@ -16,6 +16,8 @@
 #include "core/fs.hpp"
 #include "infer/engine.hpp"
 #include "infer/sampler.hpp"
+#include "tok/bpe.hpp"
+#include "tok/utf8.hpp"
 #include "infer/weights.hpp"
 #include "runtime.hpp"
 #include "tok/tokenizer.hpp"
@@ -32,12 +34,6 @@ struct SampleArgs {
   bool ids = false;
 };
 
-// A BPE tokenizer from a tiktoken rank file (`--tokenizer FILE [--pattern NAME]`).
-std::unique_ptr<Tokenizer> load_tokenizer_file(const std::string& file, const std::string& pattern) {
-  (void)pattern;
-  throw InputError("--tokenizer " + file + ": BPE tokenizers are not built yet");
-}
-
 // The tokenizer for the model: the file given, or the byte tokenizer (a
 // vocabulary of 256). A tokenizer with more ids than the model has is the
 // wrong one.
@@ -46,7 +42,7 @@ std::unique_ptr<Tokenizer> choose_tokenizer(const SampleArgs& a, int64_t model_v
   if (a.tokenizer.empty() && model_vocab > 256)
     throw InputError("the model's vocabulary is model.vocab_size=" + std::to_string(model_vocab) +
                      ", more than the byte tokenizer's 256: give its --tokenizer FILE");
-  std::unique_ptr<Tokenizer> tok = a.tokenizer.empty() ? make_byte_tokenizer() : load_tokenizer_file(a.tokenizer, a.pattern);
+  std::unique_ptr<Tokenizer> tok = a.tokenizer.empty() ? make_byte_tokenizer() : load_tiktoken(a.tokenizer, a.pattern);
   if (tok->vocab_size() > model_vocab)
     throw InputError("the model does not match the tokenizer: tokenizer " + tok->describe() + " has " +
                      std::to_string(tok->vocab_size()) + " ids, the model's vocabulary model.vocab_size=" +
@@ -118,7 +114,7 @@ int sample(const CLI::App& cmd, SampleArgs a, Job job) {
     std::printf("\n");
   } else {
     std::vector<uint32_t> out(g.ids.begin(), g.ids.end());
-    std::printf("%s%s\n", replace_invalid_utf8(text).c_str(), replace_invalid_utf8(tok->decode(out)).c_str());
+    std::printf("%s%s\n", utf8_replace(text).c_str(), utf8_replace(tok->decode(out)).c_str());
   }
   std::fflush(stdout);
   const size_t n_new = g.ids.size();

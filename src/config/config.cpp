@@ -354,6 +354,10 @@ const std::vector<Key>& schema() {
 
     s.push_back(string_key(PENTAD_FIELD(data, train), "training token file (pentad prep)"));
     s.push_back(string_key(PENTAD_FIELD(data, val), "validation token file; \"\" = none"));
+    s.push_back(string_key(PENTAD_FIELD(data, tokenizer),
+                           "tiktoken rank file of the data, to decode train.sample_every samples; \"\" = none"));
+    s.push_back(string_key(PENTAD_FIELD(data, tokenizer_pattern),
+                           "pattern of data.tokenizer (gpt2, cl100k, llama3); \"\" = from its rank count"));
 
     s.push_back(string_key(PENTAD_FIELD(checkpoint, dir), "checkpoint directory"));
     s.push_back(int_key(PENTAD_FIELD(checkpoint, every), 0, kNoMax,

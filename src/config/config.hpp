@@ -132,6 +132,8 @@ struct TrainConfig {
 struct DataConfig {
   std::string train;   // llm.c-format token file
   std::string val;     // optional
+  std::string tokenizer;          // tiktoken rank file the data was made with (training samples); "" = none
+  std::string tokenizer_pattern;  // its pattern (tok/bpe.hpp); "" = inferred from the rank count
 
   bool operator==(const DataConfig&) const = default;
 };

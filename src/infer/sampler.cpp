@@ -104,39 +104,4 @@ Generation generate(InferenceEngine& engine, const std::vector<int32_t>& prompt,
   return g;
 }
 
-std::string replace_invalid_utf8(const std::string& s) {
-  std::string out;
-  const auto* b = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  for (size_t i = 0; i < n;) {
-    const unsigned c = b[i];
-    // Sequence length and the allowed range of the second byte (RFC 3629).
-    size_t len = 0;
-    unsigned lo = 0x80, hi = 0xBF;
-    if (c < 0x80) len = 1;
-    else if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c == 0xE0) len = 3, lo = 0xA0;
-    else if (c >= 0xE1 && c <= 0xEC) len = 3;
-    else if (c == 0xED) len = 3, hi = 0x9F;
-    else if (c >= 0xEE && c <= 0xEF) len = 3;
-    else if (c == 0xF0) len = 4, lo = 0x90;
-    else if (c >= 0xF1 && c <= 0xF3) len = 4;
-    else if (c == 0xF4) len = 4, hi = 0x8F;
-    size_t ok = len ? 1 : 0;  // bytes of a valid prefix
-    while (ok > 0 && ok < len && i + ok < n) {
-      const unsigned d = b[i + ok];
-      if (d < (ok == 1 ? lo : 0x80u) || d > (ok == 1 ? hi : 0xBFu)) break;
-      ++ok;
-    }
-    if (len > 0 && ok == len) {
-      out.append(s, i, len);
-      i += len;
-    } else {
-      out += "\xEF\xBF\xBD";  // one U+FFFD per maximal invalid prefix
-      i += std::max<size_t>(ok, 1);
-    }
-  }
-  return out;
-}
-
 }  // namespace pentad

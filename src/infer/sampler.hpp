@@ -47,8 +47,4 @@ struct Generation {
 Generation generate(InferenceEngine& engine, const std::vector<int32_t>& prompt, int n_new, const SampleParams& p,
                     int64_t eot, const std::function<void(int32_t)>& on_token = {});
 
-// Bytes with every invalid UTF-8 sequence replaced by U+FFFD (for printing
-// byte-level samples).
-std::string replace_invalid_utf8(const std::string& s);
-
 }  // namespace pentad

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "infer/sampler.hpp"
+#include "tok/utf8.hpp"
 
 namespace pentad {
 namespace {
@@ -38,7 +39,7 @@ std::string text_of(const std::vector<int32_t>& ids, int vocab, const Tokenizer*
   }
   const std::vector<uint32_t> u(ids.begin(), ids.end());
   const std::string bytes = tok ? tok->decode(u) : make_byte_tokenizer()->decode(u);
-  return quoted(replace_invalid_utf8(bytes));
+  return quoted(utf8_replace(bytes));
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "core/fs.hpp"
 #include "core/text.hpp"
 #include "infer/gather.hpp"
+#include "tok/bpe.hpp"
 #include "parallel/cp/cp_report.hpp"
 #include "parallel/dp/optimizer.hpp"
 #include "io/signals.hpp"
@@ -302,8 +303,18 @@ void Trainer::prepare_steps() {
     if (model_->owns_chunk(g)) my_slot_bytes_ += model_->slot_bytes(g);
   be_.reset_peaks();  // slot_bytes may have allocated a pooled slot before any step
   load_validation();
-  if (tc_.sample_every > 0 && root_)
-    sample_prompt_ = train_sample_prompt(val_data_ ? *val_data_ : *train_data_, T_, nullptr);
+  if (tc_.sample_every > 0) {
+    // Every rank loads it, so a bad rank file is the same error everywhere.
+    if (!cfg_.data.tokenizer.empty()) {
+      sample_tokenizer_ = load_tiktoken(cfg_.data.tokenizer, cfg_.data.tokenizer_pattern);
+      if (sample_tokenizer_->vocab_size() > mc_.vocab_size)
+        throw InputError("data.tokenizer '" + cfg_.data.tokenizer + "': the model does not match the tokenizer: " +
+                         sample_tokenizer_->describe() + " has " + std::to_string(sample_tokenizer_->vocab_size()) +
+                         " ids, model.vocab_size=" + std::to_string(mc_.vocab_size));
+    }
+    if (root_)
+      sample_prompt_ = train_sample_prompt(val_data_ ? *val_data_ : *train_data_, T_, sample_tokenizer_.get());
+  }
 }
 
 // This dp rank's validation windows, cp-sliced once: every evaluation reads
@@ -476,9 +487,9 @@ void Trainer::log_step(int step, const StepResult& r, bool eval_now, const doubl
 }
 
 // train.sample_every: the global weights gathered on the root, which draws
-// a sample (infer/train_sample.hpp) with the inference engine over them on this run's backend (the trainer knows no
-// tokenizer: bytes for a vocabulary of 256, else token ids). Collective over
-// the job.
+// a sample (infer/train_sample.hpp) with the inference engine over them on
+// this run's backend, decoded by data.tokenizer (without one: bytes for a
+// vocabulary of 256, else token ids). Collective over the job.
 void Trainer::print_sample(int step) {
   const DumpSources src{.tensors = &all_tensors_, .params = &model_->params(), .dpar = dpar_.get(),
                         .experts = &model_->expert_params(), .edpar = edpar_.get(), .tp = tp_.get(),
@@ -486,7 +497,8 @@ void Trainer::print_sample(int step) {
   const ModelWeights w = gather_model_weights(mc_, topo_, src);
   if (!root_) return;
   InferenceEngine engine(w, be_);
-  std::printf("%s\n", train_sample_line(engine, step, sample_prompt_, tc_.sample_tokens, tc_.seed, nullptr).c_str());
+  std::printf("%s\n",
+              train_sample_line(engine, step, sample_prompt_, tc_.sample_tokens, tc_.seed, sample_tokenizer_.get()).c_str());
   std::fflush(stdout);
 }
 

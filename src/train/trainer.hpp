@@ -138,6 +138,7 @@ class Trainer {
   std::vector<double> stage_stats_;           // (pp, kStageStats) on the root's pp group
   size_t my_slot_bytes_ = 0;
   std::vector<int32_t> sample_prompt_;  // train.sample_every: the samples' prompt (root)
+  std::unique_ptr<Tokenizer> sample_tokenizer_;  // data.tokenizer (train.sample_every > 0), or null
   double last_loss_ = NAN, last_val_ = NAN;
   bool interrupted_ = false;  // stopped by SIGINT (agreed over the job)
 };

@@ -86,6 +86,19 @@ int ckpt_info(const std::string& spec, MPI_Comm comm);
 // checkpoint layout. Rank 0 works; collective over comm.
 int ckpt_export(const std::string& spec, const std::string& out_dir, MPI_Comm comm);
 
+// `pentad ckpt export PATH --to DIR --format hf|llmc [--dtype fp32|bf16]`.
+// llmc (the default): as above. hf: DIR/model.safetensors (or shards of at
+// most max_shard_bytes with model.safetensors.index.json), config.json and
+// generation_config.json for GPT2LMHeadModel, LlamaForCausalLM or
+// MixtralForCausalLM (io/hf_map.hpp); a model without such a class is an
+// InputError saying why. Rank 0 works; collective over comm.
+struct ExportOptions {
+  std::string format = "llmc";  // llmc | hf
+  std::string dtype = "fp32";   // fp32 | bf16 (hf only)
+  int64_t max_shard_bytes = int64_t{2} << 30;
+};
+int ckpt_export(const std::string& spec, const std::string& out_dir, const ExportOptions& opt, MPI_Comm comm);
+
 // Preemption: SIGUSR1 / SIGTERM set a flag; the trainer polls it every step,
 // agrees on it over the job (max), checkpoints and exits 0.
 void install_signal_handlers();

@@ -591,7 +591,7 @@ TEST(Config, EveryResolvedKeyIsSettable) {
     if (section == "data" && line.rfind("train", 0) == 0) value = "tok/x.bin";  // has escapes
     sets.push_back((section.empty() ? "" : section + ".") + line.substr(0, eq) + "=" + value);
   }
-  EXPECT_EQ(sets.size(), 63u);  // 1 top-level + 19 model + 14 parallel + 17 train + 2 data + 5 checkpoint + 5 log
+  EXPECT_EQ(sets.size(), 64u);  // 1 top-level + 19 model + 14 parallel + 17 train + 2 data + 6 checkpoint + 5 log
   Config expected = c;
   expected.data.train = "tok/x.bin";
   expected.resolved_toml = pentad::config_to_toml(expected);

@@ -333,7 +333,6 @@ std::string check_config_json(const std::string& text, const std::string& where,
     want = {{"n_layer", double(m.n_layers), "model.n_layers", false},
             {"n_embd", double(m.d_model), "model.d_model", false},
             {"n_head", double(m.n_heads), "model.n_heads", false},
-            {"n_positions", double(m.seq_len), "model.seq_len", false},
             {"layer_norm_epsilon", tidy(m.norm_eps), "model.norm_eps", true}};
   } else {
     want = {{"num_hidden_layers", double(m.n_layers), "model.n_layers", false},
@@ -352,7 +351,6 @@ std::string check_config_json(const std::string& text, const std::string& where,
   for (const Want& w : want) {
     const auto it = j.find(w.key);
     if (it == j.end() || it->is_null()) {
-      if (gpt2 && std::string(w.key) == "n_positions") continue;  // checked by wpe's shape
       return where + " has no \"" + w.key + "\" (the deck's " + w.deck_key + " = " + json(w.deck).dump() + ")";
     }
     if (!it->is_number()) return where + ": \"" + w.key + "\" is not a number";
@@ -381,6 +379,11 @@ std::string check_config_json(const std::string& text, const std::string& where,
     if (act != j.end() && act->is_string() && *act != "gelu_new" && *act != "gelu_pytorch_tanh")
       return where + ": \"activation_function\" = " + act->dump() +
              ": pentad's GPT-2 uses the tanh GELU (gelu_new)";
+    // A longer position table is fine: its first seq_len rows are taken.
+    const auto pos = j.find("n_positions");
+    if (pos != j.end() && pos->is_number_integer() && pos->get<int64_t>() < m.seq_len)
+      return where + ": \"n_positions\" = " + pos->dump() + " is shorter than the deck's model.seq_len = " +
+             std::to_string(m.seq_len);
     const auto inner = j.find("n_inner");
     const int64_t f = (inner == j.end() || inner->is_null()) ? 4 * int64_t(m.d_model) : inner->get<int64_t>();
     if (f != m.d_ff)

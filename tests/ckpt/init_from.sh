@@ -89,9 +89,45 @@ run "sharded init_from" 2 "$LLAMA" --set model.d_model=256 --set model.n_heads=8
   --set "checkpoint.dir=$DIR/w2" --set "checkpoint.init_from=$DIR/w_hf"
 same "$DIR/w/final.h5" "$DIR/w2/final.h5"
 
+# ---- a GPT-2 file as Hugging Face's own gpt2 holds it: no "transformer."
+# prefix, causal-mask buffers h.N.attn.bias, a longer position table --------
+"$PENTAD" ckpt export "$DIR/g/final.h5" --to "$DIR/g_hf" --format hf > /dev/null || fail=1
+mkdir -p "$DIR/g_plain" && cp "$DIR/g_hf/config.json" "$DIR/g_plain/"
+"$PENTAD_PYTHON" - "$DIR/g_hf/model.safetensors" "$DIR/g_plain/model.safetensors" <<'PY' || fail=1
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+(n,) = struct.unpack("<Q", raw[:8])
+h = json.loads(raw[8:8 + n]); data = raw[8 + n:]
+out, blobs, off = {}, [], 0
+for k, e in sorted(h.items(), key=lambda kv: kv[1]["data_offsets"][0] if kv[0] != "__metadata__" else -1):
+    if k == "__metadata__":
+        out[k] = e; continue
+    b = data[e["data_offsets"][0]:e["data_offsets"][1]]
+    name = k[len("transformer."):] if k.startswith("transformer.") else k
+    out[name] = {"dtype": e["dtype"], "shape": e["shape"], "data_offsets": [off, off + len(b)]}; blobs.append(b); off += len(b)
+    if name.endswith("attn.c_proj.bias"):
+        mask = struct.pack("<256f", *[1.0 if j <= i else 0.0 for i in range(16) for j in range(16)])
+        out[name.replace("c_proj.bias", "bias")] = {"dtype": "F32", "shape": [1, 1, 16, 16], "data_offsets": [off, off + len(mask)]}
+        blobs.append(mask); off += len(mask)
+text = json.dumps(out).encode()
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+PY
+run "gpt2 plain names, seq_len 8" 2 "$GPT2" --set model.vocab_size=300 --set model.seq_len=8 --set parallel.tp=2 \
+  --set train.steps=0 --set checkpoint.save_final=true --set "checkpoint.dir=$DIR/g8" --set "checkpoint.init_from=$DIR/g_plain"
+"$PENTAD_PYTHON" - "$DIR/g/final.h5" "$DIR/g8/final.h5" <<'PY' || fail=1
+import sys, h5py, numpy as np
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+names = []
+a["model"].visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+bad = [n for n in names if not np.array_equal(a["model"][n][...][:8] if n == "wpe" else a["model"][n][...], b["model"][n][...])]
+ok = not bad and b["model/wpe"].shape[0] == 8
+print(f"{'ok  ' if ok else 'FAIL'} GPT-2 without the transformer. prefix, mask buffers skipped, wpe 16 -> 8 rows: "
+      f"{len(names)} tensors, differing {bad}")
+sys.exit(0 if ok else 1)
+PY
+
 # ---- bad input -----------------------------------------------------------------
 "$PENTAD" ckpt export "$DIR/l/final.h5" --to "$DIR/l_hf" --format hf > /dev/null || fail=1
-"$PENTAD" ckpt export "$DIR/g/final.h5" --to "$DIR/g_hf" --format hf > /dev/null || fail=1
 TR=(train "$LLAMA" --set "data.train=$DIR/data/train.bin" --set train.steps=0 --set parallel.dp=2)
 refused "init_from with resume" 2 "checkpoint.init_from = \"$DIR/l_hf\" and checkpoint.resume = \"latest\" are both set" \
   "${TR[@]}" --set "checkpoint.init_from=$DIR/l_hf" --set checkpoint.resume=latest

@@ -8,7 +8,9 @@
 #    hf_loader.py, reading the safetensors by Hugging Face names, must give
 #    the dump's step-1 logits and loss.
 # Usage: hf_export.sh DECK LAYOUT...   LAYOUT = "N[:key=value,...]", e.g.
-#   "1" or "4:parallel.tp=2,parallel.pp=2".
+#   "1" or "4:parallel.tp=2,parallel.pp=2". With HF_DTYPE=bf16 the export is
+#   bf16: no bitwise round trip to the fp32 weights then, only the loader
+#   check (pentad and the loader both start from the same bf16 values).
 # Env: PENTAD, PENTAD_SOURCE_DIR, PENTAD_PYTHON (torch + h5py), MPIEXEC.
 set -euo pipefail
 
@@ -47,9 +49,11 @@ train() {
 
 "$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/tests/data/corpus.txt > /dev/null
 train 1 --set train.steps=20 --set checkpoint.save_final=true --set "checkpoint.dir=$tmp/a"
-"$PENTAD" ckpt export "$tmp/a/final.h5" --to "$tmp/hf" --format hf
+dtype=${HF_DTYPE:-fp32}
+"$PENTAD" ckpt export "$tmp/a/final.h5" --to "$tmp/hf" --format hf --dtype "$dtype"
 i=0
 for layout in "$@"; do
+  [[ $dtype == fp32 ]] || break
   i=$((i + 1))
   train "$layout" --set train.steps=0 --set checkpoint.save_final=true --set "checkpoint.dir=$tmp/b$i" \
     --set "checkpoint.init_from=$tmp/hf"

@@ -41,3 +41,9 @@ foreach(model gpt2 llama hf_mixtral)
   set_tests_properties(torch_hf_${short} PROPERTIES LABELS torch
     ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 240)
 endforeach()
+# The bf16 export through the same loader (one layout: tp2 x pp2).
+add_test(NAME torch_hf_llama_bf16
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/hf_export.sh ${CMAKE_CURRENT_LIST_DIR}/llama_tiny.toml
+          "4:parallel.tp=2,parallel.pp=2")
+set_tests_properties(torch_hf_llama_bf16 PROPERTIES LABELS torch
+  ENVIRONMENT "${PENTAD_TEST_ENV};HF_DTYPE=bf16" TIMEOUT 240)

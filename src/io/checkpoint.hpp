@@ -56,7 +56,8 @@ std::string save_checkpoint(const std::string& dir, const CkptMeta& meta,
 std::string write_checkpoint_file(const std::string& path, const CkptMeta& meta,
                                   const std::vector<CkptTensor>& tensors, MPI_Comm comm);
 
-// Resolve "latest" (via <dir>/latest), a directory, or a file path to a
+// Resolve "latest" (via <dir>/latest), a directory, DIR/latest (the pointer
+// file itself: DIR's latest), or a file path to a
 // committed checkpoint file. Throws InputError naming what is missing. A
 // directory whose pointer is missing or unreadable (or names a missing file)
 // but which holds step files resolves to the newest step file that opens as

@@ -264,6 +264,10 @@ Kind classify(const std::string& spec, std::string* path) {
     *path = resolve_checkpoint(spec, spec);  // a pentad checkpoint directory: its latest
     return Kind::pentad;
   }
+  if (fs::path(spec).filename() == "latest") {  // a checkpoint directory's pointer file
+    *path = resolve_checkpoint(spec, "");
+    return Kind::pentad;
+  }
   unsigned char head[8] = {};
   std::ifstream f(spec, std::ios::binary);
   f.read(reinterpret_cast<char*>(head), 8);

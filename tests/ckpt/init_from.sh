@@ -60,9 +60,10 @@ expect "llmc v5" "version 5 (bfloat16)" "$out"
 "$PENTAD_PYTHON" "$T/ckpt/llmc_bf16.py" same-as-bf16 "$DIR/g_out/gpt2_model.bin" "$DIR/g5_out/gpt2_model.bin" || fail=1
 
 # ---- a pentad checkpoint, weights only ---------------------------------------
-run "llama train" 1 "$LLAMA" --set train.steps=5 --set checkpoint.save_final=true --set "checkpoint.dir=$DIR/l"
+run "llama train" 1 "$LLAMA" --set train.steps=5 --set checkpoint.every=5 --set checkpoint.save_final=true \
+  --set "checkpoint.dir=$DIR/l"
 run "pentad init_from" 2 "$LLAMA" --set parallel.pp=2 --set train.steps=0 --set checkpoint.save_final=true \
-  --set "checkpoint.dir=$DIR/l2" --set "checkpoint.init_from=$DIR/l/final.h5"
+  --set "checkpoint.dir=$DIR/l2" --set "checkpoint.init_from=$DIR/l/latest"
 expect "pentad init_from" "pentad checkpoint of step 5" "$out"
 same "$DIR/l/final.h5" "$DIR/l2/final.h5"
 "$PENTAD_PYTHON" - "$DIR/l2/final.h5" <<'PY' || fail=1
@@ -127,7 +128,8 @@ sys.exit(0 if ok else 1)
 PY
 
 # ---- bad input -----------------------------------------------------------------
-"$PENTAD" ckpt export "$DIR/l/final.h5" --to "$DIR/l_hf" --format hf > /dev/null || fail=1
+out=$("$PENTAD" ckpt export "$DIR/l/latest" --to "$DIR/l_hf" --format hf 2>&1) || { echo "FAIL: export l/latest: $out"; fail=1; }
+expect "export DIR/latest" "(21 tensors, fp32, step 5)" "$out"
 TR=(train "$LLAMA" --set "data.train=$DIR/data/train.bin" --set train.steps=0 --set parallel.dp=2)
 refused "init_from with resume" 2 "checkpoint.init_from = \"$DIR/l_hf\" and checkpoint.resume = \"latest\" are both set" \
   "${TR[@]}" --set "checkpoint.init_from=$DIR/l_hf" --set checkpoint.resume=latest

@@ -30,8 +30,8 @@ endforeach()
 # trips pentad -> hf -> pentad into each layout listed, then a fine-tuning
 # step under the last one whose logits and loss the independent Hugging
 # Face-structured model (hf_loader.py) must reproduce.
-set(PENTAD_HF_LAYOUTS_gpt2 "1" "4:parallel.tp=2,parallel.pp=2")
-set(PENTAD_HF_LAYOUTS_llama "1" "4:parallel.tp=2,parallel.pp=2")
+set(PENTAD_HF_LAYOUTS_gpt2 "1" "2:parallel.cp=2,parallel.zero=1" "4:parallel.tp=2,parallel.pp=2")
+set(PENTAD_HF_LAYOUTS_llama "1" "2:parallel.dp=2,parallel.zero=3" "4:parallel.tp=2,parallel.pp=2,parallel.sp=true")
 set(PENTAD_HF_LAYOUTS_hf_mixtral "1" "2:parallel.dp=2,parallel.ep=2" "4:parallel.tp=2,parallel.pp=2")
 foreach(model gpt2 llama hf_mixtral)
   string(REPLACE "hf_" "" short ${model})

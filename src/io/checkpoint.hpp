@@ -6,8 +6,9 @@
 // closed, fsynced and renamed, the directory fsynced, then <dir>/latest (a
 // one-line text file naming the committed file) is replaced the same way.
 // Implemented in checkpoint.cpp (save/load), checkpoint_commit.cpp (latest,
-// pruning, resolving), checkpoint_tools.cpp and llmc_export.cpp (the `ckpt`
-// commands) and signals.cpp (preemption).
+// pruning, resolving), checkpoint_tools.cpp, llmc_export.cpp and
+// hf_export.cpp (the `ckpt` commands) and signals.cpp (preemption);
+// init_from.hpp loads weights only, from here or elsewhere.
 #pragma once
 
 #include <mpi.h>

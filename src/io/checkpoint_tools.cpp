@@ -1,7 +1,8 @@
 // `pentad ckpt info|export` (checkpoint.hpp): rank 0 opens the checkpoint
 // serially, verifies its meta and every checksum while reading whole
 // datasets slab by slab, and prints a summary or writes model.h5 (and, for
-// GPT-2, llm.c's gpt2_model.bin, llmc_export.cpp); the other ranks wait idly.
+// GPT-2, llm.c's gpt2_model.bin, llmc_export.cpp) or a Hugging Face model
+// (--format hf, hf_export.cpp); the other ranks wait idly.
 #include <algorithm>
 #include <cctype>
 #include <cstdio>

@@ -65,27 +65,18 @@ Piece piece_of(const Rule& r) {
   return p;
 }
 
-// Copies one rule's piece between the pentad tensor and the Hugging Face
-// tensor, in the direction to_hf says.
-void move(const Rule& r, float* pen, float* hfbuf, bool to_hf) {
+// Calls at(pentad_index, hf_index) for every element of one rule's piece:
+// the element offsets in the whole pentad tensor and the whole Hugging
+// Face tensor.
+template <class F>
+void for_each_element(const Rule& r, F&& at) {
   const Piece p = piece_of(r);
   const int64_t W = r.hf_shape.back();  // Hugging Face columns (1-D: elements)
-  float* src = pen + p.offset;
-  auto at_hf = [&](int64_t row, int64_t col) -> float& { return hfbuf[row * W + r.hf_col0 + col]; };
+  const int64_t D = r.op == Op::rope_rows ? p.rows / r.heads : 0;
   for (int64_t i = 0; i < p.rows; ++i) {
-    int64_t hi = i;  // the Hugging Face row of pentad row i
-    if (r.op == Op::rope_rows) {
-      const int64_t D = p.rows / r.heads;
-      hi = (i / D) * D + hf_row_in_head(i % D, D);
-    }
-    for (int64_t c = 0; c < p.cols; ++c) {
-      float& pv = src[i * p.cols + c];
-      float& hv = r.op == Op::transpose ? at_hf(c, i) : at_hf(hi, c);
-      if (to_hf)
-        hv = pv;
-      else
-        pv = hv;
-    }
+    const int64_t hi = r.op == Op::rope_rows ? (i / D) * D + hf_row_in_head(i % D, D) : i;
+    for (int64_t c = 0; c < p.cols; ++c)
+      at(p.offset + i * p.cols + c, r.op == Op::transpose ? c * W + r.hf_col0 + i : hi * W + r.hf_col0 + c);
   }
 }
 
@@ -226,7 +217,7 @@ std::vector<float> build_hf(const std::vector<Rule>& rs, const std::string& hf_n
     if (int64_t(src.size()) != numel(r.pentad_shape))
       PENTAD_FATAL("hf export: tensor '" + r.pentad + "' has " + std::to_string(src.size()) + " elements, not " +
                    shape_str(r.pentad_shape));
-    move(r, const_cast<float*>(src.data()), out.data(), true);
+    for_each_element(r, [&](int64_t pi, int64_t hi) { out[size_t(hi)] = src[size_t(pi)]; });
   }
   return out;
 }
@@ -241,7 +232,7 @@ std::vector<float> build_pentad(const std::vector<Rule>& rs, const std::string& 
     if (int64_t(src.size()) != numel(r.hf_shape))
       PENTAD_FATAL("hf import: tensor '" + r.hf + "' has " + std::to_string(src.size()) + " elements, not " +
                    shape_str(r.hf_shape));
-    move(r, out.data(), const_cast<float*>(src.data()), false);
+    for_each_element(r, [&](int64_t pi, int64_t hi) { out[size_t(pi)] = src[size_t(hi)]; });
   }
   return out;
 }

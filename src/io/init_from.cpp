@@ -88,17 +88,13 @@ class HfSource : public Source {
   }
 
   std::vector<float> tensor(const std::string& name, const std::vector<int64_t>& shape) override {
-    std::vector<int64_t> want = shape;
-    bool trimmed = false;
-    for (const hf::Rule& r : rules_)
-      if (r.pentad == name) trimmed = r.pentad_shape != shape;  // wpe read longer, trimmed below
     if (std::none_of(rules_.begin(), rules_.end(), [&](const hf::Rule& r) { return r.pentad == name; }))
       throw InputError("checkpoint.init_from = '" + st_.path() + "': the deck's tensor '" + name + "' " +
                        shape_str(shape) + " has no counterpart in " + hf::arch_class(arch_));
     std::vector<float> out = hf::build_pentad(rules_, name, [&](const std::string& n) -> const std::vector<float>& {
       return read(n);
     });
-    if (trimmed) out.resize(size_t(n_elements(want)));  // the first seq_len rows of the position table
+    out.resize(size_t(n_elements(shape)));  // a longer wpe: its first seq_len rows (row-major, so a prefix)
     return out;
   }
 

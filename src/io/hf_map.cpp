@@ -384,7 +384,7 @@ std::string check_config_json(const std::string& text, const std::string& where,
   const bool tied = tie == j.end() || !tie->is_boolean() ? true : tie->get<bool>();  // the classes' default: tied
   if (tied != m.tied())
     return where + ": \"tie_word_embeddings\" = " + std::string(tied ? "true" : "false") +
-           " but the deck has model.tied_embeddings = " + std::to_string(m.tied() ? 1 : 0);
+           " but the deck has model.tied_embeddings = " + std::string(m.tied() ? "true" : "false");
   return {};
 }
 

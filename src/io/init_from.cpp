@@ -161,7 +161,7 @@ class LlmcSource : public Source {
     const int64_t maxT = h[2], V = h[3], L = h[4], NH = h[5], C = h[6], Vp = h[7];
     if (m.family != Family::gpt2) throw InputError(what + ": an llm.c file is a GPT-2, but the deck has model.family = llama");
     if (m.n_experts > 0) throw InputError(what + ": an llm.c GPT-2 is dense, but the deck has model.n_experts > 0");
-    if (!m.tied()) throw InputError(what + ": llm.c's GPT-2 ties lm_head to wte, but the deck has model.tied_embeddings = 0");
+    if (!m.tied()) throw InputError(what + ": llm.c's GPT-2 ties lm_head to wte, but the deck has model.tied_embeddings = false");
     const std::pair<const char*, std::pair<int64_t, int64_t>> same[] = {
         {"model.vocab_size (header V)", {V, m.vocab_size}}, {"model.n_layers (header L)", {L, m.n_layers}},
         {"model.n_heads (header NH)", {NH, m.n_heads}},     {"model.d_model (header C)", {C, m.d_model}},

@@ -37,6 +37,7 @@ Command add_ckpt(CLI::App& pentad);
 Command add_schedule(CLI::App& pentad, Job job);
 Command add_plan(CLI::App& pentad);
 Command add_report(CLI::App& pentad);
+Command add_sample(CLI::App& pentad, Job job);
 
 // --- shared by the add_* functions (cli.cpp) ---
 

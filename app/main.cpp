@@ -30,6 +30,9 @@ const char* kUsage =
     "                                                         rank the layouts that fit by predicted step time\n"
     "  pentad report RUN_DIR_OR_CSV... [--machine FILE.toml] [--one-node] [--csv OUT.csv] [--plot OUT.png]\n"
     "                                                         scaling efficiency, prediction beside measurement\n"
+    "  pentad sample SPEC|EXPORT_DIR [--prompt TEXT|--prompt-file F] [--tokens N] [--temperature T]\n"
+    "              [--top-k K] [--top-p P] [--seed S] [--tokenizer FILE [--pattern NAME]] [--ids] [--threads N]\n"
+    "                                                         generate text from a trained model (one rank)\n"
     "    SPEC: a checkpoint file, a checkpoint directory (its latest), or latest (ckpt/latest)\n"
     "    F: dropless MoE, rows one ep rank receives per call over the balanced share (default 1;\n"
     "       a run's metrics log it as moe_recv_load_max)\n"
@@ -67,7 +70,8 @@ int dispatch(const std::vector<std::string>& args, pentad::Job job) {
   pentad.require_subcommand(1);
   const std::vector<pentad::Command> commands = {
       pentad::add_train(pentad, job),    pentad::add_prep(pentad, job), pentad::add_ckpt(pentad),
-      pentad::add_schedule(pentad, job), pentad::add_plan(pentad),      pentad::add_report(pentad)};
+      pentad::add_schedule(pentad, job), pentad::add_plan(pentad),      pentad::add_report(pentad),
+      pentad::add_sample(pentad, job)};
   const auto cmd = std::find_if(commands.begin(), commands.end(),
                                 [&](const pentad::Command& c) { return c.cli->get_name() == args[0]; });
   if (cmd == commands.end()) throw pentad::CliUsageError("unknown command '" + args[0] + "'");

@@ -90,6 +90,14 @@ void* CudaBackend::device_alloc(size_t n_bytes, Mem category) {
   return p;
 }
 
+std::optional<DeviceMemory> CudaBackend::device_memory() const {
+  DeviceMemory m;
+  m.device = device_;
+  CUDA_CHECK(cudaSetDevice(device_));  // cudaMemGetInfo reports the calling thread's device
+  CUDA_CHECK(cudaMemGetInfo(&m.free_bytes, &m.total_bytes));
+  return m;
+}
+
 // cudaFree waits for the device, so kernels still reading p have finished.
 void CudaBackend::device_free(void* p) { CUDA_CHECK(cudaFree(p)); }
 

@@ -54,6 +54,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream() const { return stream_; }
 
   bool supports(Op op) const override { return implements_op<CudaBackend>(op); }
+  std::optional<DeviceMemory> device_memory() const override;
 
   // Every required op of ops.def; attention_merge uses the host fallback.
 #define PENTAD_OP(ret, name, params) ret name params override;

@@ -14,6 +14,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -36,6 +37,13 @@ struct MemStats {
   std::array<size_t, static_cast<int>(Mem::count)> peak_bytes{};
   size_t total_cur_bytes = 0;
   size_t total_peak_bytes = 0;
+};
+
+// The memory of the device a rank computes on, as the device reports it now.
+struct DeviceMemory {
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  int device = 0;  // the device's index on its host (ranks on one device share it)
 };
 
 // Every op of the interface (ops.def), for the capability query.
@@ -65,6 +73,10 @@ class Backend {
   virtual void* alloc_bytes(size_t n_bytes, Mem category);
   virtual void free_bytes(void* p);  // p from alloc_bytes (nullptr: nothing)
   const MemStats& mem_stats() const { return mem_; }
+  // The free memory of this rank's device (cudaMemGetInfo on CUDA), for the
+  // memory refusal (src/train/memory_check.hpp). nullopt where the backend's
+  // memory is host RAM (cpu): the refusal then reads MemAvailable instead.
+  virtual std::optional<DeviceMemory> device_memory() const { return std::nullopt; }
   // Forget the peaks (e.g. after a start-up measurement): peak := current.
   void reset_peaks() {
     mem_.peak_bytes = mem_.cur_bytes;

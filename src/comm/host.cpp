@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include "comm/watchdog.hpp"
 #include "core/error.hpp"
 
 namespace pentad::host {
@@ -43,6 +44,9 @@ int node_rank(MPI_Comm comm) {
 void barrier(MPI_Comm comm) { MPI_CHECK(MPI_Barrier(comm)); }
 
 void idle_barrier(MPI_Comm comm) {
+  // Armed for the whole wait: MPI_Test returns at once, so the watchdog's
+  // profiling layer never sees this barrier block.
+  const WatchScope watch(comm, "MPI_Ibarrier");
   MPI_Request req = MPI_REQUEST_NULL;
   MPI_CHECK(MPI_Ibarrier(comm, &req));
   for (int done = 0;;) {

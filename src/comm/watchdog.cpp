@@ -15,6 +15,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "core/error.hpp"
 
@@ -31,7 +32,9 @@ int64_t now_ns() {
 std::atomic<int64_t> g_armed_at_ns{0};
 std::atomic<const char*> g_group{nullptr};
 int g_depth = 0;  // open scopes (the calling thread's: MPI is called from one thread); only the outermost arms
-char g_comm_name[MPI_MAX_OBJECT_NAME] = "";  // the group of a raw MPI call
+char g_comm_name[MPI_MAX_OBJECT_NAME + 512] = "";  // the group of a raw MPI call
+const WatchGroupScope* g_unnamed_group = nullptr;     // the innermost WatchGroupScope
+const char* g_unnamed_group_text = nullptr;
 std::atomic<const char*> g_op{nullptr};
 std::atomic<int> g_step{0};
 std::atomic<int64_t> g_timeout_ns{0};
@@ -111,8 +114,36 @@ WatchScope::WatchScope(const std::string& group, const char* op) {
 WatchScope::WatchScope(MPI_Comm comm, const char* op) {
   if (g_depth++ > 0) return;
   int len = 0;
-  if (PMPI_Comm_get_name(comm, g_comm_name, &len) != MPI_SUCCESS || len == 0) std::strcpy(g_comm_name, "?");
+  if (PMPI_Comm_get_name(comm, g_comm_name, &len) != MPI_SUCCESS || len == 0) {
+    if (g_unnamed_group_text)
+      std::snprintf(g_comm_name, sizeof g_comm_name, "%s", g_unnamed_group_text);
+    else
+      std::strcpy(g_comm_name, "unnamed communicator");
+  }
   arm(g_comm_name, op);
+}
+
+WatchGroupScope::WatchGroupScope(std::string group) : group_(std::move(group)), outer_(g_unnamed_group) {
+  g_unnamed_group = this;
+  g_unnamed_group_text = group_.c_str();
+}
+
+WatchGroupScope::~WatchGroupScope() {
+  g_unnamed_group = outer_;
+  g_unnamed_group_text = outer_ ? outer_->group_.c_str() : nullptr;
+}
+
+namespace {
+// The group of a call on an MPI-IO file handle (which names no communicator).
+const std::string kFileGroup = "the communicator of an MPI-IO file";
+const std::string& file_group() { return g_unnamed_group ? g_unnamed_group->group() : kFileGroup; }
+}  // namespace
+
+std::string comm_name(MPI_Comm comm) {
+  char name[MPI_MAX_OBJECT_NAME] = "";
+  int len = 0;
+  if (PMPI_Comm_get_name(comm, name, &len) != MPI_SUCCESS || len == 0) return "unnamed communicator";
+  return name;
 }
 
 WatchScope::~WatchScope() {
@@ -176,6 +207,66 @@ int MPI_Send(const void* buf, int n, MPI_Datatype t, int dest, int tag, MPI_Comm
 int MPI_Recv(void* buf, int n, MPI_Datatype t, int src, int tag, MPI_Comm comm, MPI_Status* status) {
   const pentad::WatchScope watch(comm, "MPI_Recv");
   return PMPI_Recv(buf, n, t, src, tag, comm, status);
+}
+
+int MPI_Scatterv(const void* send, const int ns[], const int displs[], MPI_Datatype ts, void* recv, int nr,
+                 MPI_Datatype tr, int root, MPI_Comm comm) {
+  const pentad::WatchScope watch(comm, "MPI_Scatterv");
+  return PMPI_Scatterv(send, ns, displs, ts, recv, nr, tr, root, comm);
+}
+
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* out) {
+  const pentad::WatchScope watch(comm, "MPI_Comm_dup");
+  return PMPI_Comm_dup(comm, out);
+}
+
+int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status statuses[]) {
+  const pentad::WatchScope watch(pentad::file_group(), "MPI_Waitall");
+  return PMPI_Waitall(n, reqs, statuses);
+}
+
+// MPI-IO (HDF5's parallel driver): ROMIO's collectives inside these call
+// PMPI_X directly, past the layer above, so the file calls are armed here.
+int MPI_File_open(MPI_Comm comm, const char* name, int amode, MPI_Info info, MPI_File* fh) {
+  const pentad::WatchScope watch(comm, "MPI_File_open");
+  return PMPI_File_open(comm, name, amode, info, fh);
+}
+
+int MPI_File_close(MPI_File* fh) {
+  const pentad::WatchScope watch(pentad::file_group(), "MPI_File_close");
+  return PMPI_File_close(fh);
+}
+
+int MPI_File_set_size(MPI_File fh, MPI_Offset size) {
+  const pentad::WatchScope watch(pentad::file_group(), "MPI_File_set_size");
+  return PMPI_File_set_size(fh, size);
+}
+
+int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Datatype ftype, const char* rep,
+                      MPI_Info info) {
+  const pentad::WatchScope watch(pentad::file_group(), "MPI_File_set_view");
+  return PMPI_File_set_view(fh, disp, etype, ftype, rep, info);
+}
+
+int MPI_File_read_at_all(MPI_File fh, MPI_Offset off, void* buf, int n, MPI_Datatype t, MPI_Status* status) {
+  const pentad::WatchScope watch(pentad::file_group(), "MPI_File_read_at_all");
+  return PMPI_File_read_at_all(fh, off, buf, n, t, status);
+}
+
+int MPI_File_write_at_all(MPI_File fh, MPI_Offset off, const void* buf, int n, MPI_Datatype t,
+                          MPI_Status* status) {
+  const pentad::WatchScope watch(pentad::file_group(), "MPI_File_write_at_all");
+  return PMPI_File_write_at_all(fh, off, buf, n, t, status);
+}
+
+int MPI_File_set_atomicity(MPI_File fh, int flag) {
+  const pentad::WatchScope watch(pentad::file_group(), "MPI_File_set_atomicity");
+  return PMPI_File_set_atomicity(fh, flag);
+}
+
+int MPI_File_sync(MPI_File fh) {
+  const pentad::WatchScope watch(pentad::file_group(), "MPI_File_sync");
+  return PMPI_File_sync(fh);
 }
 
 }  // extern "C"

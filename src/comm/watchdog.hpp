@@ -17,8 +17,11 @@ void start_comm_watchdog(double timeout_s);
 void set_watchdog_step(int step);
 
 // Besides the scopes the MPI Comm opens, every blocking MPI_Allreduce, Bcast,
-// (All)gather(v), Alltoall, Barrier, Send and Recv of the program is armed
-// (watchdog.cpp defines them over MPI's profiling interface, PMPI_X).
+// (All)gather(v), Scatterv, Alltoall, Barrier, Send, Recv, Waitall and
+// Comm_dup of the program is armed, and the collective MPI-IO calls HDF5
+// makes (File_open, close, set_size, set_view, read/write_at_all,
+// set_atomicity, sync): watchdog.cpp defines them over MPI's profiling
+// interface (PMPI_X). host::idle_barrier arms itself.
 // Arms the watchdog for the scope of one blocking call: if the scope is still
 // open timeout_s later, the watchdog prints the group, the operation, the
 // step and the rank, then aborts the job (MPI_Abort; mpiexec kills every
@@ -33,5 +36,27 @@ class WatchScope {
   WatchScope(const WatchScope&) = delete;
   WatchScope& operator=(const WatchScope&) = delete;
 };
+
+// Names the group of the unnamed communicators used inside its scope:
+// libraries (HDF5's MPI-IO driver) duplicate the communicator they are given,
+// and MPI does not copy a name to a duplicate, so a stuck call there would be
+// reported in group '?'. The checkpoint code opens one around each parallel
+// file, naming its own communicator and the file. Scopes nest (the innermost
+// names). Call from the thread that calls MPI.
+class WatchGroupScope {
+ public:
+  explicit WatchGroupScope(std::string group);
+  ~WatchGroupScope();
+  const std::string& group() const { return group_; }
+  WatchGroupScope(const WatchGroupScope&) = delete;
+  WatchGroupScope& operator=(const WatchGroupScope&) = delete;
+
+ private:
+  std::string group_;
+  const WatchGroupScope* outer_;
+};
+
+// The MPI name of comm, or "unnamed communicator".
+std::string comm_name(MPI_Comm comm);
 
 }  // namespace pentad

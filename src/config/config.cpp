@@ -348,6 +348,9 @@ const std::vector<Key>& schema() {
     s.push_back(enum_key(PENTAD_FIELD(train, dtype), "compute dtype"));
     s.push_back(int_key(PENTAD_FIELD(train, threads), 0, kNoMax,
                         "OpenMP/BLAS threads per rank; 0 = default"));
+    s.push_back(int_key(PENTAD_FIELD(train, sample_every), 0, kNoMax,
+                        "steps between samples printed by rank 0 (seed train.seed); 0 = none"));
+    s.push_back(int_key(PENTAD_FIELD(train, sample_tokens), 1, kNoMax, "tokens per sample"));
 
     s.push_back(string_key(PENTAD_FIELD(data, train), "training token file (pentad prep)"));
     s.push_back(string_key(PENTAD_FIELD(data, val), "validation token file; \"\" = none"));

@@ -123,6 +123,8 @@ struct TrainConfig {
   int eval_batches = 4;
   ComputeDtype dtype = ComputeDtype::fp32;
   int threads = 0;          // OpenMP/BLAS threads per rank; 0 = default
+  int sample_every = 0;     // rank 0 prints a sample (temperature 1, seed) every N steps; 0 = never
+  int sample_tokens = 32;   // tokens per sample
 
   bool operator==(const TrainConfig&) const = default;
 };

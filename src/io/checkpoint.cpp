@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "comm/host.hpp"
+#include "comm/watchdog.hpp"
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "io/checkpoint_internal.hpp"
@@ -191,6 +192,7 @@ void fsync_on_every_node(const std::string& path, MPI_Comm comm) {
 // Collective over comm.
 void write_tmp(const std::string& tmp, const CkptMeta& meta, const std::vector<CkptTensor>& tensors,
                MPI_Comm comm) {
+  const WatchGroupScope hdf5_group(comm_name(comm) + " (as copied by HDF5, writing " + tmp + ")");
   h5::Id fapl = mpio_fapl(comm, true);
   h5::Id file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
   agree_opened(file, "cannot create checkpoint file '" + tmp + "': " + h5::error_detail(), comm);
@@ -283,6 +285,7 @@ CkptMeta load_checkpoint(const std::string& path, const std::string& model_signa
 
   // Independent metadata reads: every rank reads what it needs on its own,
   // so a damaged object fails on that rank without stranding the others.
+  const WatchGroupScope hdf5_group(comm_name(comm) + " (as copied by HDF5, reading " + path + ")");
   h5::Id fapl = mpio_fapl(comm, false);
   h5::Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
   agree_opened(file, "checkpoint '" + path + "' cannot be opened: " + h5::error_detail(), comm);

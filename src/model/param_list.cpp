@@ -14,14 +14,15 @@ namespace {
 
 // Appends the tensors of block l (unit l + 1), in the order of the flat buffers.
 void add_block_specs(const ModelConfig& cfg, const ParamRank& r, int l, float std, float std_out,
-                     std::vector<ParamSpec>& out) {
+                     const ParamSink& emit) {
   const bool gpt2 = cfg.family == Family::gpt2;
   const int64_t C = cfg.d_model, HD = int64_t(cfg.n_heads) * cfg.head_dim(),
                 KD = int64_t(cfg.n_kv_heads) * cfg.head_dim(), F = cfg.d_ff;  // global sizes
   const std::string prefix = "model/layers/" + std::to_string(l) + "/";
   auto add = [&](const char* name, std::vector<int64_t> shape, Init init, float s, bool decay) {
-    out.push_back(tp_param_spec(prefix, name, std::move(shape), init, s, decay, r.tp_rank, r.tp));
-    out.back().unit = l + 1;
+    ParamSpec spec = tp_param_spec(prefix, name, std::move(shape), init, s, decay, r.tp_rank, r.tp);
+    spec.unit = l + 1;
+    emit(std::move(spec));
   };
   auto matrix = [&](const char* name, int64_t rows, int64_t cols, float s) {
     add(name, {rows, cols}, Init::normal, s, true);
@@ -45,7 +46,7 @@ void add_block_specs(const ModelConfig& cfg, const ParamRank& r, int l, float st
   if (cfg.is_moe_block(l)) {
     for (ParamSpec& s : moe_param_specs(cfg, prefix + "mlp/", r.ep_rank, r.ep, std, std_out)) {
       s.unit = l + 1;
-      out.push_back(std::move(s));
+      emit(std::move(s));
     }
     return;
   }
@@ -59,6 +60,12 @@ void add_block_specs(const ModelConfig& cfg, const ParamRank& r, int l, float st
 }  // namespace
 
 std::vector<ParamSpec> model_param_list(const ModelConfig& cfg, const ParamRank& r) {
+  std::vector<ParamSpec> out;
+  for_each_param_spec(cfg, r, [&](ParamSpec&& s) { out.push_back(std::move(s)); });
+  return out;
+}
+
+void for_each_param_spec(const ModelConfig& cfg, const ParamRank& r, const ParamSink& emit) {
   const int L = cfg.n_layers;
   const std::vector<int> cb = r.chunk_blocks.empty() ? std::vector<int>{0, L} : r.chunk_blocks;
   const int G = int(cb.size()) - 1;
@@ -69,10 +76,12 @@ std::vector<ParamSpec> model_param_list(const ModelConfig& cfg, const ParamRank&
   // (GPT-2), so the residual stream's variance does not grow with depth.
   const float std_out = std / std::sqrt(2.0f * float(L));
   const int64_t C = cfg.d_model, V = cfg.vocab_size;  // global sizes
-  std::vector<ParamSpec> out;
-  auto add = [&](const char* name, std::vector<int64_t> shape, Init init, float s, bool decay, int unit) {
-    out.push_back(tp_param_spec("model/", name, std::move(shape), init, s, decay, r.tp_rank, r.tp));
-    out.back().unit = unit;
+  auto add = [&](const char* name, std::vector<int64_t> shape, Init init, float s, bool decay, int unit,
+                 bool stage_copy = false) {
+    ParamSpec spec = tp_param_spec("model/", name, std::move(shape), init, s, decay, r.tp_rank, r.tp);
+    spec.unit = unit;
+    spec.stage_copy = stage_copy;
+    emit(std::move(spec));
   };
   if (has_embedding) {
     add("wte", {V, C}, Init::normal, std, true, 0);
@@ -80,8 +89,8 @@ std::vector<ParamSpec> model_param_list(const ModelConfig& cfg, const ParamRank&
   }
   for (int g = 0; g < G; ++g)
     if (owns(g))
-      for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) add_block_specs(cfg, r, l, std, std_out, out);
-  if (!has_head) return out;
+      for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) add_block_specs(cfg, r, l, std, std_out, emit);
+  if (!has_head) return;
   add("final_norm/w", {C}, Init::ones, 0, false, L + 1);
   if (gpt2) add("final_norm/b", {C}, Init::zeros, 0, false, L + 1);
   if (!cfg.tied()) {
@@ -90,10 +99,8 @@ std::vector<ParamSpec> model_param_list(const ModelConfig& cfg, const ParamRank&
     // Tied embeddings across pipeline stages: the last stage holds a copy of
     // wte (drawn with the same values); the two stages sum their gradients
     // before the optimizer, so the copies stay identical.
-    add("wte", {V, C}, Init::normal, std, true, L + 1);
-    out.back().stage_copy = true;
+    add("wte", {V, C}, Init::normal, std, true, L + 1, true);
   }
-  return out;
 }
 
 }  // namespace pentad

@@ -5,6 +5,7 @@
 // and global index), and the planner sums its padded sizes per unit.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "config/config.hpp"
@@ -27,5 +28,12 @@ struct ParamRank {
 // matrix (lm_head; with tied embeddings none where the stage holds wte, else
 // a stage copy of wte). Output projections get std/sqrt(2L) (GPT-2).
 std::vector<ParamSpec> model_param_list(const ModelConfig& cfg, const ParamRank& r);
+
+// The same tensors, in the same order, handed to `emit` one at a time
+// instead of held in a list: the planner sums the sizes of decks far too
+// deep to list (the memory refusal of model.n_layers = 1e6 held 12 million
+// specs, GiBs, for tens of seconds, before refusing).
+using ParamSink = std::function<void(ParamSpec&&)>;
+void for_each_param_spec(const ModelConfig& cfg, const ParamRank& r, const ParamSink& emit);
 
 }  // namespace pentad

@@ -98,8 +98,9 @@ StageParams store_params(const Config& cfg, const std::vector<int>& cb, int pp_r
   for (int g = 0; g < G; ++g)
     if (g % pp == pp_rank) s.chunks.push_back(g);
   const ParamRank r{0, cfg.parallel.tp, 0, cfg.parallel.ep, pp_rank, pp, cb};
-  for (const ParamSpec& t : model_param_list(cfg.model, r))
+  for_each_param_spec(cfg.model, r, [&](ParamSpec&& t) {
     if (t.expert == expert) s.unit[size_t(t.unit)] += double(padded_numel(t.local_numel()));
+  });
   for (double u : s.unit) s.N += u;
   return s;
 }

@@ -18,6 +18,7 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/text.hpp"
+#include "infer/gather.hpp"
 #include "parallel/cp/cp_report.hpp"
 #include "parallel/dp/optimizer.hpp"
 #include "io/init_from.hpp"
@@ -307,6 +308,8 @@ void Trainer::prepare_steps() {
     if (model_->owns_chunk(g)) my_slot_bytes_ += model_->slot_bytes(g);
   be_.reset_peaks();  // slot_bytes may have allocated a pooled slot before any step
   load_validation();
+  if (tc_.sample_every > 0 && root_)
+    sample_prompt_ = train_sample_prompt(val_data_ ? *val_data_ : *train_data_, T_, nullptr);
 }
 
 // This dp rank's validation windows, cp-sliced once: every evaluation reads
@@ -336,6 +339,7 @@ int Trainer::run() {
     const bool eval_now = val_data_ && ((tc_.eval_every > 0 && s % tc_.eval_every == 0) || s == tc_.steps);
     if (eval_now) last_val_ = evaluate();
     if (root_) log_step(s, r, eval_now, cp_attn);
+    if (tc_.sample_every > 0 && s % tc_.sample_every == 0) print_sample(s);
     reset_traffic();
     if (checkpoint_or_stop(s)) break;
   }
@@ -475,6 +479,21 @@ void Trainer::log_step(int step, const StepResult& r, bool eval_now, const doubl
   rec.cp_attn = model_->ring() ? cp_attn : nullptr;
   if (step % cfg_.log.every == 0 || step == 1 || step == tc_.steps) print_step_line(rec);
   if (metrics_) metrics_->write(metrics_row(rec));
+}
+
+// train.sample_every: the global weights gathered on the root, which draws
+// a sample (infer/train_sample.hpp) with the inference engine over them on this run's backend (the trainer knows no
+// tokenizer: bytes for a vocabulary of 256, else token ids). Collective over
+// the job.
+void Trainer::print_sample(int step) {
+  const DumpSources src{.tensors = &all_tensors_, .params = &model_->params(), .dpar = dpar_.get(),
+                        .experts = &model_->expert_params(), .edpar = edpar_.get(), .tp = tp_.get(),
+                        .ep = ep_.get()};
+  const ModelWeights w = gather_model_weights(mc_, topo_, src);
+  if (!root_) return;
+  InferenceEngine engine(w, be_);
+  std::printf("%s\n", train_sample_line(engine, step, sample_prompt_, tc_.sample_tokens, tc_.seed, nullptr).c_str());
+  std::fflush(stdout);
 }
 
 void Trainer::reset_traffic() {

@@ -21,6 +21,7 @@
 #include "io/checkpoint.hpp"
 #include "io/data.hpp"
 #include "io/dump.hpp"
+#include "infer/train_sample.hpp"
 #include "io/run_state.hpp"
 #include "model/model.hpp"
 #include "parallel/cp/context_parallel.hpp"
@@ -76,6 +77,7 @@ class Trainer {
   double evaluate();
   void log_step(int step, const StepResult& r, bool eval_now, const double cp_attn[4]);
   void reset_traffic();
+  void print_sample(int step);
   bool checkpoint_or_stop(int step);
   CkptMeta meta_at(int step) const;
   void save(int step);
@@ -135,6 +137,7 @@ class Trainer {
   std::vector<double> step_times_, bubbles_;  // per step run
   std::vector<double> stage_stats_;           // (pp, kStageStats) on the root's pp group
   size_t my_slot_bytes_ = 0;
+  std::vector<int32_t> sample_prompt_;  // train.sample_every: the samples' prompt (root)
   double last_loss_ = NAN, last_val_ = NAN;
   bool interrupted_ = false;  // stopped by SIGINT (agreed over the job)
 };

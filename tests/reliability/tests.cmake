@@ -17,3 +17,12 @@ foreach(np 1 2)
 endforeach()
 set_tests_properties(${PENTAD_RELIABILITY_TESTS} PROPERTIES LABELS "mpi;ckpt;reliability"
   ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120 SKIP_RETURN_CODE 77)
+
+# The hostile campaign: 258 cases by category (bad decks and data, damaged
+# checkpoints, kill -9, SIGSTOP, signals, disk full, read-only directories,
+# divergence, 100 mutated decks), one table; fails on any case that breaks
+# the promise. A few minutes on 2 cores; disk full and read-only cases are
+# skipped, with a message, where no mount namespace can be made.
+add_test(NAME reliability_campaign COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/campaign.sh)
+set_tests_properties(reliability_campaign PROPERTIES LABELS "mpi;ckpt;reliability"
+  ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 900)

@@ -26,6 +26,15 @@ foreach(model moe_gpt2 moe_llama)
   endforeach()
 endforeach()
 
+# Greedy sampling (issue 18): `pentad sample --temperature 0` of a tiny
+# model trained on the docs gives generate.py's fp64 greedy tokens, 32 of them.
+foreach(model gpt2 llama)
+  add_test(NAME torch_greedy_${model}
+    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_greedy.sh ${CMAKE_CURRENT_LIST_DIR}/${model}_sample.toml)
+  set_tests_properties(torch_greedy_${model} PROPERTIES LABELS torch
+    ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 180)
+endforeach()
+
 # Hugging Face export and checkpoint.init_from (hf_export.sh): bitwise round
 # trips pentad -> hf -> pentad into each layout listed, then a fine-tuning
 # step under the last one whose logits and loss the independent Hugging

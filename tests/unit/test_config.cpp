@@ -222,6 +222,9 @@ TEST(Config, OverrideErrors) {
             "--set model.n_layer=3: unknown key 'model.n_layer' (did you mean 'model.n_layers'?)");
   EXPECT_EQ(error_of(kMinimal, {"model.n_heads=0"}), "--set model.n_heads=0: must be >= 1 (got 0)");
   EXPECT_EQ(error_of(kMinimal, {"train.lr=fast"}), "--set train.lr=fast: expected a number");
+  EXPECT_EQ(error_of(kMinimal, {"train.sample_tokens=0"}), "--set train.sample_tokens=0: must be >= 1 (got 0)");
+  EXPECT_EQ(error_of(kMinimal, {"train.sample_every=-2"}), "--set train.sample_every=-2: must be >= 0 (got -2)");
+  EXPECT_EQ(parse(kMinimal, {"train.sample_every=50", "train.sample_tokens=8"}).train.sample_every, 50);
   EXPECT_EQ(error_of(kMinimal, {"checkpoint.save_final=yes"}),
             "--set checkpoint.save_final=yes: expected true or false");
   EXPECT_EQ(error_of(kMinimal, {"train.dtype=fp16"}),
@@ -591,7 +594,7 @@ TEST(Config, EveryResolvedKeyIsSettable) {
     if (section == "data" && line.rfind("train", 0) == 0) value = "tok/x.bin";  // has escapes
     sets.push_back((section.empty() ? "" : section + ".") + line.substr(0, eq) + "=" + value);
   }
-  EXPECT_EQ(sets.size(), 64u);  // 1 top-level + 19 model + 14 parallel + 17 train + 2 data + 6 checkpoint + 5 log
+  EXPECT_EQ(sets.size(), 66u);  // 1 top-level + 19 model + 14 parallel + 19 train + 2 data + 6 checkpoint + 5 log
   Config expected = c;
   expected.data.train = "tok/x.bin";
   expected.resolved_toml = pentad::config_to_toml(expected);

@@ -1,0 +1,274 @@
+// The inference engine (see engine.hpp): the decoder's forward over n new
+// rows against the key/value cache, written in the backend's ops. Per block,
+// as model/model.cpp's block_fwd on one rank: norm; q, k, v (k and v written
+// straight into the cache at rows [pos, pos + n)); RoPE at global positions
+// (Llama); attention of the n queries over the pos + n cached keys; the
+// output projection onto the residual; norm; the MLP (dense, or the MoE
+// layer: router softmax and top-k on the host, the chosen experts' MLPs on
+// the backend, their weighted sum added on the host's order of choices).
+#include "infer/engine.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+#include "core/error.hpp"
+
+namespace pentad {
+
+// One block's weights (device, global shapes) and its cache.
+struct InferenceEngine::Layer {
+  const float *attn_w = nullptr, *attn_b = nullptr, *mlp_w = nullptr, *mlp_b = nullptr;  // (C)
+  const float *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr;  // (HD, C), (KD, C) x2, (C, HD)
+  const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;  // GPT-2 biases
+  const float *w_gate = nullptr, *w_up = nullptr, *w_down = nullptr;      // (F, C), (F, C), (C, F); MoE: (E, ...)
+  const float *b_up = nullptr, *b_down = nullptr;                          // GPT-2 (F), (C); MoE: (E, ...)
+  const float* router = nullptr;                                           // (E, C), MoE blocks
+  bool moe = false;
+  float *k_cache = nullptr, *v_cache = nullptr;                            // (T, KD) each
+};
+
+InferenceEngine::InferenceEngine(const ModelWeights& w, Backend& be) : cfg_(w.cfg), be_(be) {
+  try {
+    build(w);
+  } catch (...) {  // a missing tensor: release what was allocated (no destructor runs)
+    for (void* p : owned_) be_.free_bytes(p);
+    throw;
+  }
+}
+
+void InferenceEngine::build(const ModelWeights& w) {
+  gpt2_ = cfg_.family == Family::gpt2;
+  C_ = cfg_.d_model;
+  H_ = cfg_.n_heads;
+  Hkv_ = cfg_.n_kv_heads;
+  D_ = cfg_.head_dim();
+  F_ = cfg_.d_ff;
+  V_ = cfg_.vocab_size;
+  L_ = cfg_.n_layers;
+  T_ = cfg_.seq_len;
+  const size_t T = size_t(T_), HD = size_t(H_) * D_, KD = size_t(Hkv_) * D_;
+  auto buf = [&](size_t n) {
+    float* p = be_.alloc(std::max<size_t>(n, 1), Mem::activations);
+    owned_.push_back(p);
+    return p;
+  };
+  wte_ = upload(w, "model/wte");
+  if (gpt2_) wpe_ = upload(w, "model/wpe");
+  for (int l = 0; l < L_; ++l) {
+    auto ly = std::make_unique<Layer>();
+    const std::string p = "model/layers/" + std::to_string(l) + "/";
+    auto opt = [&](const std::string& leaf) { return gpt2_ ? upload(w, p + leaf) : nullptr; };
+    ly->attn_w = upload(w, p + "attn_norm/w");
+    ly->attn_b = opt("attn_norm/b");
+    ly->wq = upload(w, p + "attn/wq");
+    ly->wk = upload(w, p + "attn/wk");
+    ly->wv = upload(w, p + "attn/wv");
+    ly->wo = upload(w, p + "attn/wo");
+    ly->bq = opt("attn/bq");
+    ly->bk = opt("attn/bk");
+    ly->bv = opt("attn/bv");
+    ly->bo = opt("attn/bo");
+    ly->mlp_w = upload(w, p + "mlp_norm/w");
+    ly->mlp_b = opt("mlp_norm/b");
+    ly->moe = cfg_.is_moe_block(l);
+    const std::string m = ly->moe ? p + "mlp/experts/" : p + "mlp/";
+    if (ly->moe) ly->router = upload(w, p + "mlp/router/w");
+    if (!gpt2_) ly->w_gate = upload(w, m + "w_gate");
+    ly->w_up = upload(w, m + "w_up");
+    ly->w_down = upload(w, m + "w_down");
+    ly->b_up = opt(m.substr(p.size()) + "b_up");
+    ly->b_down = opt(m.substr(p.size()) + "b_down");
+    ly->k_cache = buf(T * KD);
+    ly->v_cache = buf(T * KD);
+    layers_.push_back(std::move(ly));
+  }
+  lnf_w_ = upload(w, "model/final_norm/w");
+  if (gpt2_) lnf_b_ = upload(w, "model/final_norm/b");
+  head_w_ = cfg_.tied() ? wte_ : upload(w, "model/lm_head");
+
+  tok_ = static_cast<int32_t*>(be_.alloc_bytes(T * sizeof(int32_t), Mem::activations));
+  owned_.push_back(tok_);
+  x_ = buf(T * C_);
+  ln_ = buf(T * C_);
+  mean_ = buf(T);
+  rstd_ = buf(T);
+  q_ = buf(T * HD);
+  att_ = buf(T * HD);
+  lse_ = buf(size_t(H_) * T);
+  fc_ = buf(T * F_);
+  up_ = buf(T * F_);
+  act_ = buf(T * F_);
+  // The logits of at most ~16M floats at a time (a few rows of a large vocabulary).
+  head_rows_ = int(std::clamp<int64_t>((int64_t{16} << 20) / V_, 1, T_));
+  logits_ = buf(size_t(head_rows_) * V_);
+  if (cfg_.n_experts > 0) {
+    router_ = buf(T * cfg_.n_experts);
+    xe_ = buf(T * C_);
+    ye_ = buf(T * C_);
+  }
+}
+
+InferenceEngine::~InferenceEngine() {
+  for (void* p : owned_) be_.free_bytes(p);
+}
+
+float* InferenceEngine::upload(const ModelWeights& w, const std::string& name) {
+  const auto it = w.tensors.find(name);
+  if (it == w.tensors.end()) throw InputError("weights '" + w.source + "' have no tensor '" + name + "'");
+  const std::vector<float>& h = it->second.data;
+  float* p = be_.alloc(std::max<size_t>(h.size(), 1), Mem::params);
+  owned_.push_back(p);
+  be_.from_host(p, h.data(), h.size() * sizeof(float));
+  return p;
+}
+
+void InferenceEngine::norm(float* out, const float* x, const float* w, const float* b, int n) {
+  if (gpt2_)
+    be_.layernorm_fwd(out, mean_, rstd_, x, w, b, n, C_, cfg_.norm_eps);
+  else
+    be_.rmsnorm_fwd(out, rstd_, x, w, n, C_, cfg_.norm_eps);
+}
+
+void InferenceEngine::forward(const int32_t* tokens, int n, std::vector<float>& logits, bool all_positions) {
+  if (n < 1) throw std::logic_error("InferenceEngine::forward: no tokens");
+  if (pos_ + n > T_)
+    throw InputError("the sequence would have " + std::to_string(pos_ + n) + " tokens, more than model.seq_len=" +
+                     std::to_string(T_));
+  for (int i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= V_)
+      throw InputError("token id " + std::to_string(tokens[i]) + " is outside the model's vocabulary (model.vocab_size=" +
+                       std::to_string(V_) + ")");
+  be_.from_host(tok_, tokens, size_t(n) * sizeof(int32_t));
+  // x(n, C) = wte[tok] (+ wpe[pos + t]).
+  be_.embedding_fwd(x_, tok_, wte_, wpe_, 1, n, C_, 0, V_, pos_);
+  for (int l = 0; l < L_; ++l) block(l, n);
+  const int row0 = all_positions ? 0 : n - 1, rows = n - row0;
+  logits.resize(size_t(rows) * V_);
+  head(row0, rows, logits.data());
+  pos_ += n;
+}
+
+void InferenceEngine::block(int l, int n) {
+  const Layer& y = *layers_[size_t(l)];
+  const int HD = H_ * D_, KD = Hkv_ * D_;
+  float* kc = y.k_cache + size_t(pos_) * KD;  // this call's rows of the cache
+  float* vc = y.v_cache + size_t(pos_) * KD;
+  norm(ln_, x_, y.attn_w, y.attn_b, n);
+  be_.gemm(false, true, n, HD, C_, 1.0f, ln_, C_, y.wq, C_, 0.0f, q_, HD);
+  be_.gemm(false, true, n, KD, C_, 1.0f, ln_, C_, y.wk, C_, 0.0f, kc, KD);
+  be_.gemm(false, true, n, KD, C_, 1.0f, ln_, C_, y.wv, C_, 0.0f, vc, KD);
+  if (gpt2_) {
+    be_.bias_add(q_, y.bq, n, HD);
+    be_.bias_add(kc, y.bk, n, KD);
+    be_.bias_add(vc, y.bv, n, KD);
+  } else {
+    be_.rope_fwd(q_, 1, n, H_, D_, pos_, cfg_.rope_theta);
+    be_.rope_fwd(kc, 1, n, Hkv_, D_, pos_, cfg_.rope_theta);
+  }
+  // n queries at global positions pos..pos+n-1 over the pos + n cached keys.
+  be_.attention_fwd(att_, lse_, nullptr, q_, y.k_cache, y.v_cache, 1, n, pos_ + n, H_, Hkv_, D_, pos_, 0, true);
+  be_.gemm(false, true, n, C_, HD, 1.0f, att_, HD, y.wo, HD, 1.0f, x_, C_);  // x += att wo^T
+  if (gpt2_) be_.bias_add(x_, y.bo, n, C_);
+  norm(ln_, x_, y.mlp_w, y.mlp_b, n);
+  if (y.moe) {
+    moe_mlp(l, n);
+    return;
+  }
+  const size_t nF = size_t(n) * F_;
+  if (gpt2_) {
+    be_.gemm(false, true, n, F_, C_, 1.0f, ln_, C_, y.w_up, C_, 0.0f, fc_, F_);
+    be_.bias_add(fc_, y.b_up, n, F_);
+    be_.gelu_fwd(act_, fc_, nF);
+  } else {
+    be_.gemm(false, true, n, F_, C_, 1.0f, ln_, C_, y.w_gate, C_, 0.0f, fc_, F_);
+    be_.gemm(false, true, n, F_, C_, 1.0f, ln_, C_, y.w_up, C_, 0.0f, up_, F_);
+    be_.swiglu_fwd(act_, fc_, up_, nF);
+  }
+  be_.gemm(false, true, n, C_, F_, 1.0f, act_, F_, y.w_down, F_, 1.0f, x_, C_);  // x += act w_down^T
+  if (gpt2_) be_.bias_add(x_, y.b_down, n, C_);
+}
+
+// The MoE MLP on ln_ (n, C), added to x_: the router's softmax over the
+// experts and its top_k (larger probability first, the lower expert on
+// ties; weights renormalised over the k chosen when k > 1), as training's
+// router.cpp, and every choice served.
+void InferenceEngine::moe_mlp(int l, int n) {
+  const Layer& y = *layers_[size_t(l)];
+  const int E = cfg_.n_experts, k = cfg_.top_k, C = C_, F = F_;
+  be_.gemm(false, true, n, E, C, 1.0f, ln_, C, y.router, C, 0.0f, router_, E);
+  std::vector<float> pr(size_t(n) * E), xh(size_t(n) * C);
+  be_.to_host(pr.data(), router_, pr.size() * sizeof(float));
+  be_.to_host(xh.data(), ln_, xh.size() * sizeof(float));
+  std::vector<int> idx(size_t(n) * k);
+  std::vector<float> wt(size_t(n) * k);
+  std::vector<int> order(static_cast<size_t>(E));
+  for (int t = 0; t < n; ++t) {
+    float* p = pr.data() + size_t(t) * E;
+    const float mx = *std::max_element(p, p + E);
+    double s = 0;
+    for (int e = 0; e < E; ++e) s += std::exp(double(p[e]) - mx);
+    for (int e = 0; e < E; ++e) p[e] = float(std::exp(double(p[e]) - mx) / s);
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [p](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    double z = 0;
+    for (int j = 0; j < k; ++j) z += p[order[size_t(j)]];
+    for (int j = 0; j < k; ++j) {
+      const int e = order[size_t(j)];
+      idx[size_t(t) * k + j] = e;
+      wt[size_t(t) * k + j] = k > 1 ? float(p[e] / z) : p[e];
+    }
+  }
+  // Each expert's rows in one block: its MLP, outputs back to their (t, j) slots.
+  std::vector<float> yh(size_t(n) * k * C), xs, ys;  // (n, k, C)
+  const size_t FC = size_t(F) * C;
+  for (int e = 0; e < E; ++e) {
+    std::vector<int> slots;
+    for (int s = 0; s < n * k; ++s)
+      if (idx[size_t(s)] == e) slots.push_back(s);
+    const int m = int(slots.size());
+    if (m == 0) continue;
+    xs.resize(size_t(m) * C);
+    for (int i = 0; i < m; ++i) std::copy_n(xh.data() + size_t(slots[size_t(i)] / k) * C, C, xs.data() + size_t(i) * C);
+    be_.from_host(xe_, xs.data(), xs.size() * sizeof(float));
+    if (gpt2_) {
+      be_.gemm(false, true, m, F, C, 1.0f, xe_, C, y.w_up + e * FC, C, 0.0f, fc_, F);
+      be_.bias_add(fc_, y.b_up + size_t(e) * F, m, F);
+      be_.gelu_fwd(act_, fc_, size_t(m) * F);
+    } else {
+      be_.gemm(false, true, m, F, C, 1.0f, xe_, C, y.w_gate + e * FC, C, 0.0f, fc_, F);
+      be_.gemm(false, true, m, F, C, 1.0f, xe_, C, y.w_up + e * FC, C, 0.0f, up_, F);
+      be_.swiglu_fwd(act_, fc_, up_, size_t(m) * F);
+    }
+    be_.gemm(false, true, m, C, F, 1.0f, act_, F, y.w_down + e * FC, F, 0.0f, ye_, C);
+    if (gpt2_) be_.bias_add(ye_, y.b_down + size_t(e) * C, m, C);
+    ys.resize(size_t(m) * C);
+    be_.to_host(ys.data(), ye_, ys.size() * sizeof(float));
+    for (int i = 0; i < m; ++i) std::copy_n(ys.data() + size_t(i) * C, C, yh.data() + size_t(slots[size_t(i)]) * C);
+  }
+  std::vector<float> comb(size_t(n) * C, 0.0f);  // (n, C): sum_j w_j y_j, choices in order
+  for (int t = 0; t < n; ++t)
+    for (int j = 0; j < k; ++j) {
+      const float w = wt[size_t(t) * k + j];
+      const float* yr = yh.data() + (size_t(t) * k + j) * C;
+      float* o = comb.data() + size_t(t) * C;
+      for (int i = 0; i < C; ++i) o[i] += w * yr[i];
+    }
+  be_.from_host(ye_, comb.data(), comb.size() * sizeof(float));
+  be_.add(x_, x_, ye_, comb.size());
+}
+
+// Final norm and logits of rows [row0, row0 + n) of x_, a few rows at a time.
+void InferenceEngine::head(int row0, int n, float* logits_host) {
+  for (int r = 0; r < n; r += head_rows_) {
+    const int m = std::min(head_rows_, n - r);
+    norm(ln_, x_ + size_t(row0 + r) * C_, lnf_w_, lnf_b_, m);
+    be_.gemm(false, true, m, V_, C_, 1.0f, ln_, C_, head_w_, C_, 0.0f, logits_, V_);
+    be_.to_host(logits_host + size_t(r) * V_, logits_, size_t(m) * V_ * sizeof(float));
+  }
+}
+
+}  // namespace pentad

@@ -1,0 +1,142 @@
+// Token choice and the generation loop (see sampler.hpp).
+#include "infer/sampler.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.hpp"
+#include "core/rng.hpp"
+
+namespace pentad {
+namespace {
+
+// The counter-based stream of the sampler's uniforms (any constant apart
+// from the streams of initialisation and batches would do).
+constexpr uint64_t kSampleStream = 0x73616d706c65ull;  // "sample"
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+void check_sample_params(const SampleParams& p) {
+  if (!(p.temperature >= 0) || !std::isfinite(p.temperature))
+    throw InputError("--temperature " + std::to_string(p.temperature) + ": must be >= 0 (0 = greedy)");
+  if (p.top_k < 0) throw InputError("--top-k " + std::to_string(p.top_k) + ": must be >= 0 (0 = no limit)");
+  if (!(p.top_p > 0 && p.top_p <= 1))
+    throw InputError("--top-p " + std::to_string(p.top_p) + ": must be in (0, 1]");
+}
+
+int32_t sample_token(const float* logits, int V, const SampleParams& p, uint64_t i) {
+  if (p.temperature == 0 || p.top_k == 1) {
+    int best = 0;  // the first maximum: ties go to the lower id
+    for (int v = 1; v < V; ++v)
+      if (logits[v] > logits[best]) best = v;
+    return best;
+  }
+  // Candidates by decreasing logit, the lower id first on ties.
+  std::vector<int> ids(static_cast<size_t>(V));
+  std::iota(ids.begin(), ids.end(), 0);
+  const auto by_logit = [logits](int a, int b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  const size_t n_k = p.top_k > 0 ? std::min<size_t>(size_t(p.top_k), ids.size()) : ids.size();
+  std::partial_sort(ids.begin(), ids.begin() + long(n_k), ids.end(), by_logit);
+  ids.resize(n_k);
+  std::vector<double> w(n_k);
+  const double mx = logits[ids[0]];
+  double sum = 0;
+  for (size_t j = 0; j < n_k; ++j) sum += w[j] = std::exp((double(logits[ids[j]]) - mx) / p.temperature);
+  // Nucleus: the shortest prefix with mass >= top_p (at least one token).
+  size_t n = n_k;
+  if (p.top_p < 1) {
+    double mass = 0;
+    for (n = 0; n < n_k;) {
+      mass += w[n++] / sum;
+      if (mass >= p.top_p) break;
+    }
+    sum = std::accumulate(w.begin(), w.begin() + long(n), 0.0);
+  }
+  // u in [0, 1) from 53 bits of the stream's value i.
+  const double u = double(CounterRng{p.seed, kSampleStream}.u64(i) >> 11) * 0x1.0p-53;
+  double acc = 0;
+  for (size_t j = 0; j < n; ++j) {
+    acc += w[j] / sum;
+    if (u < acc) return ids[j];
+  }
+  return ids[n - 1];  // u within rounding of 1
+}
+
+Generation generate(InferenceEngine& engine, const std::vector<int32_t>& prompt, int n_new, const SampleParams& p,
+                    int64_t eot, const std::function<void(int32_t)>& on_token) {
+  const int T = engine.config().seq_len, V = engine.config().vocab_size;
+  if (prompt.empty()) throw InputError("the prompt is empty and the tokenizer has no end-of-text token to start from");
+  if (int64_t(prompt.size()) > T)
+    throw InputError("the prompt has " + std::to_string(prompt.size()) + " tokens, more than model.seq_len=" +
+                     std::to_string(T));
+  Generation g;
+  engine.reset();
+  std::vector<float> logits;
+  auto t0 = std::chrono::steady_clock::now();
+  engine.forward(prompt.data(), int(prompt.size()), logits);
+  g.prefill_s = seconds_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n_new; ++i) {
+    if (engine.position() >= T) {
+      g.stop = StopReason::seq_len;
+      break;
+    }
+    const int32_t tok = sample_token(logits.data(), V, p, uint64_t(i));
+    if (eot >= 0 && tok == eot) {
+      g.stop = StopReason::eot;
+      break;
+    }
+    g.ids.push_back(tok);
+    if (on_token) on_token(tok);
+    // The last token needs no forward: nothing is sampled after it.
+    if (i + 1 < n_new && engine.position() < T) {
+      engine.forward(&tok, 1, logits);
+      ++g.n_forwards;
+    }
+  }
+  g.decode_s = seconds_since(t0);
+  return g;
+}
+
+std::string replace_invalid_utf8(const std::string& s) {
+  std::string out;
+  const auto* b = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned c = b[i];
+    // Sequence length and the allowed range of the second byte (RFC 3629).
+    size_t len = 0;
+    unsigned lo = 0x80, hi = 0xBF;
+    if (c < 0x80) len = 1;
+    else if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c == 0xE0) len = 3, lo = 0xA0;
+    else if (c >= 0xE1 && c <= 0xEC) len = 3;
+    else if (c == 0xED) len = 3, hi = 0x9F;
+    else if (c >= 0xEE && c <= 0xEF) len = 3;
+    else if (c == 0xF0) len = 4, lo = 0x90;
+    else if (c >= 0xF1 && c <= 0xF3) len = 4;
+    else if (c == 0xF4) len = 4, hi = 0x8F;
+    size_t ok = len ? 1 : 0;  // bytes of a valid prefix
+    while (ok > 0 && ok < len && i + ok < n) {
+      const unsigned d = b[i + ok];
+      if (d < (ok == 1 ? lo : 0x80u) || d > (ok == 1 ? hi : 0xBFu)) break;
+      ++ok;
+    }
+    if (len > 0 && ok == len) {
+      out.append(s, i, len);
+      i += len;
+    } else {
+      out += "\xEF\xBF\xBD";  // one U+FFFD per maximal invalid prefix
+      i += std::max<size_t>(ok, 1);
+    }
+  }
+  return out;
+}
+
+}  // namespace pentad

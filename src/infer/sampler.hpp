@@ -1,0 +1,54 @@
+// Choosing the next token from the logits, and the generation loop.
+// temperature 0 is greedy (argmax; ties go to the lower id). Otherwise the
+// candidates are the top_k largest logits (0: all), then the smallest
+// prefix of them, by decreasing probability, whose probability mass reaches
+// top_p (nucleus sampling, Holtzman et al. 2019); the token is drawn from
+// softmax(logit / temperature) renormalised over the candidates, with the
+// uniform number i of the counter-based stream (seed, kSampleStream) for
+// the i-th generated token: the same seed gives the same tokens.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "infer/engine.hpp"
+
+namespace pentad {
+
+struct SampleParams {
+  double temperature = 1.0;  // >= 0; 0 = greedy
+  int top_k = 0;             // >= 0; 0 = no limit
+  double top_p = 1.0;        // in (0, 1]
+  uint64_t seed = 0;
+};
+
+// An InputError naming the option when a value is out of range.
+void check_sample_params(const SampleParams& p);
+
+// The token chosen from logits (V) for the i-th generated token.
+int32_t sample_token(const float* logits, int V, const SampleParams& p, uint64_t i);
+
+enum class StopReason { tokens, eot, seq_len };
+
+struct Generation {
+  std::vector<int32_t> ids;  // the generated tokens (an end-of-text is not included)
+  StopReason stop = StopReason::tokens;
+  double prefill_s = 0, decode_s = 0;  // the prompt's forward; the later forwards
+  int n_forwards = 0;                  // decode forwards (one position each)
+};
+
+// Runs the prompt (one forward from an empty cache), then up to n_new tokens,
+// each one forward of one position; stops early at eot (>= 0) or when the
+// sequence reaches model.seq_len. on_token (nullable) sees each token as it
+// is chosen. Throws InputError for an empty prompt or one longer than
+// model.seq_len.
+Generation generate(InferenceEngine& engine, const std::vector<int32_t>& prompt, int n_new, const SampleParams& p,
+                    int64_t eot, const std::function<void(int32_t)>& on_token = {});
+
+// Bytes with every invalid UTF-8 sequence replaced by U+FFFD (for printing
+// byte-level samples).
+std::string replace_invalid_utf8(const std::string& s);
+
+}  // namespace pentad

@@ -1,0 +1,69 @@
+#!/usr/bin/python3
+"""Greedy decoding by the PyTorch float64 oracle, beside pentad's.
+
+Rebuilds the model of a pentad checkpoint (or exported model.h5) from its
+model/ tensors and resolved deck with reference.py's forward, decodes N tokens
+greedily from the byte prompt (each token a full forward over the whole
+prefix: no cache; argmax, ties to the lower id) and compares them with the
+token ids pentad printed (`pentad sample --temperature 0 --ids`).
+Usage: /usr/bin/python3 generate.py WEIGHTS.h5 PROMPT N "PENTAD IDS"
+Exit 1 when the tokens differ or the model is degenerate (fewer than
+MIN_DISTINCT distinct tokens among the N).
+"""
+import sys
+import tomllib
+
+import h5py
+import numpy as np
+import torch
+
+import reference
+
+MIN_DISTINCT = 4  # a model that repeats one or two bytes tests nothing
+
+
+def main():
+    if len(sys.argv) != 5:
+        sys.exit(__doc__)
+    path, prompt, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    got = [int(x) for x in sys.argv[4].split()]
+    f = h5py.File(path, "r")
+    cfg = f.attrs["config"]
+    m = tomllib.loads(cfg if isinstance(cfg, str) else cfg.decode())["model"]
+    if m["vocab_size"] != 256:
+        sys.exit(f"{path}: vocabulary {m['vocab_size']}; this oracle decodes byte prompts (256)")
+    p = {name: torch.from_numpy(f[name][...].astype(np.float64)) for name in reference.param_shapes(m)}
+    tokens = list(prompt.encode())
+    want, margins = [], []
+    with torch.no_grad():
+        for _ in range(n):
+            if len(tokens) >= m["seq_len"]:
+                break
+            logits = reference.forward(p, m, torch.tensor([tokens]))[0, -1].numpy()
+            best = int(np.argmax(logits))  # the first maximum: the lower id on ties
+            top2 = np.sort(logits)[-2:]
+            margins.append(float(top2[1] - top2[0]))
+            want.append(best)
+            tokens.append(best)
+    print(f"{path}: {m['family']} L={m['n_layers']} C={m['d_model']} T={m['seq_len']}, prompt {prompt!r}")
+    print(f"  torch fp64: {' '.join(map(str, want))}")
+    print(f"  pentad    : {' '.join(map(str, got))}")
+    print(f"  text      : {bytes(want).decode('utf-8', 'replace')!r}")
+    print(f"  smallest top-1/top-2 logit margin of the reference: {min(margins):.3e}")
+    ok = True
+    if got != want:
+        first = next((i for i in range(min(len(got), len(want))) if got[i] != want[i]), min(len(got), len(want)))
+        print(f"FAIL: the tokens differ from position {first} (pentad {len(got)} tokens, torch {len(want)})")
+        ok = False
+    if len(want) != n:
+        print(f"FAIL: the reference decoded {len(want)} tokens, expected {n} (prompt + N > seq_len?)")
+        ok = False
+    if len(set(want)) < MIN_DISTINCT:
+        print(f"FAIL: only {len(set(want))} distinct tokens among {len(want)}: the model is degenerate")
+        ok = False
+    print("PASS" if ok else "FAILED")
+    return ok
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)

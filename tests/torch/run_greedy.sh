@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Greedy sampling against the PyTorch oracle: train DECK with pentad (one
+# rank) on byte tokens of the project's docs, then `pentad sample
+# --temperature 0 --tokens 32 --ids` from its final.h5 must give exactly the
+# tokens of greedy decoding by generate.py (fp64, full forward per token).
+# Usage: run_greedy.sh DECK
+# Env: PENTAD, PENTAD_SOURCE_DIR, PENTAD_PYTHON (torch + h5py), MPIEXEC.
+set -euo pipefail
+
+if [[ $# -ne 1 ]]; then
+  echo "usage: $0 DECK" >&2
+  exit 2
+fi
+deck=$1
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+: "${PENTAD:?set PENTAD to the pentad binary}"
+: "${PENTAD_SOURCE_DIR:?set PENTAD_SOURCE_DIR to the source tree}"
+: "${PENTAD_PYTHON:?set PENTAD_PYTHON to a python with torch and h5py}"
+: "${MPIEXEC:?set MPIEXEC to the MPI launcher}"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/pentad_greedy.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+"$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/docs/*.md
+"$MPIEXEC" -n 1 "$PENTAD" train "$deck" \
+  --set "data.train=$tmp/data/train.bin" \
+  --set "checkpoint.dir=$tmp/ckpt" --set checkpoint.save_final=true --set log.every=50
+for prompt in "The pipeline " "Each rank holds "; do
+  ids=$("$PENTAD" sample "$tmp/ckpt/final.h5" --prompt "$prompt" --temperature 0 --tokens 32 --ids)
+  "$PENTAD_PYTHON" "$here/generate.py" "$tmp/ckpt/final.h5" "$prompt" 32 "$ids"
+done

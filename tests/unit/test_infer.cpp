@@ -1,0 +1,301 @@
+// The inference engine against the training model, and the sampler.
+// KV cache: the engine's logits at every position of a sequence, computed
+// incrementally (a prefill of a prefix, then one position per forward, and
+// one position per forward from the start), equal the logits of the
+// training Model's full forward over the sequence (causal: row t is the
+// forward of the prefix [0, t]) within 1e-5 of max|logit|, for GPT-2, Llama
+// with grouped-query attention, and MoE with nothing dropped in training.
+// Sampler: greedy ties, top-k = 1 and a tiny top-p are greedy, a seed
+// repeats, and the draws follow softmax(logits / T) over the kept tokens.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "../lib/close.hpp"
+#include "core/error.hpp"
+#include "cpu.hpp"
+#include "infer/engine.hpp"
+#include "infer/sampler.hpp"
+#include "model/model.hpp"
+
+namespace {
+
+using namespace pentad;
+
+ModelConfig tiny(Family f) {
+  ModelConfig m;
+  m.family = f;
+  m.n_layers = 2;
+  m.d_model = 32;
+  m.n_heads = 4;
+  m.n_kv_heads = f == Family::llama ? 2 : 4;
+  m.d_ff = f == Family::llama ? 96 : 128;
+  m.vocab_size = 64;
+  m.seq_len = 16;
+  m.tied_embeddings = f == Family::gpt2 ? 1 : 0;
+  m.init_std = 0.2f;  // logits of order 1, attention far from uniform
+  return m;
+}
+
+// The model's weights as global host tensors (one rank holds them whole).
+ModelWeights weights_of(Model& model, Backend& be) {
+  ModelWeights w;
+  w.cfg = model.config();
+  w.source = "test model";
+  for (ParamStore* s : {&model.params(), &model.expert_params()})
+    for (int i = 0; i < int(s->infos().size()); ++i) {
+      const ParamInfo& p = s->info(i);
+      HostTensor& t = w.tensors[p.name];
+      t.shape = p.shape;
+      t.data.resize(p.numel());
+      be.to_host(t.data.data(), s->param(i), t.data.size() * sizeof(float));
+    }
+  return w;
+}
+
+void check_cache_matches_full_forward(const ModelConfig& mc, const std::string& what) {
+  auto be = make_cpu_backend(1);
+  Model model(mc, Recompute::none, 1, *be);
+  model.params().allocate_and_init(77);
+  if (model.expert_params().numel() > 0) model.expert_params().allocate_and_init(77);
+  const int T = mc.seq_len, V = mc.vocab_size;
+  std::vector<int32_t> in(static_cast<size_t>(T)), tg(static_cast<size_t>(T));
+  for (int t = 0; t < T; ++t) {
+    in[size_t(t)] = (t * 37 + 11) % V;
+    tg[size_t(t)] = (t * 5 + 2) % V;
+  }
+  std::vector<float> full(size_t(T) * V);  // (T, V)
+  model.forward_backward(in.data(), tg.data(), 1.0f / float(T), full.data());
+  if (mc.n_experts > 0) {
+    ASSERT_EQ(model.moe_stats().dropped, 0.0) << what << ": training dropped choices";
+  }
+
+  InferenceEngine engine(weights_of(model, *be), *be);
+  const test::Close tol{1e-5, 0, test::Close::Scale::of_max_ref, true};
+  // A prefill of the first 5 positions, then one position per forward.
+  {
+    std::vector<float> got, step;
+    engine.forward(in.data(), 5, got, true);
+    for (int t = 5; t < T; ++t) {
+      engine.forward(&in[size_t(t)], 1, step);
+      got.insert(got.end(), step.begin(), step.end());
+    }
+    EXPECT_TRUE(test::all_close(got, full, tol)) << what << ": prefill 5, then one at a time";
+    EXPECT_THROW(engine.forward(in.data(), 1, step), InputError) << what << ": past model.seq_len";
+  }
+  // One position per forward from an empty cache.
+  {
+    engine.reset();
+    std::vector<float> got, step;
+    for (int t = 0; t < T; ++t) {
+      engine.forward(&in[size_t(t)], 1, step);
+      got.insert(got.end(), step.begin(), step.end());
+    }
+    EXPECT_TRUE(test::all_close(got, full, tol)) << what << ": one position at a time";
+  }
+  // The whole sequence in one forward, last position only.
+  {
+    engine.reset();
+    std::vector<float> last;
+    engine.forward(in.data(), T, last);
+    const std::vector<float> ref(full.end() - V, full.end());
+    EXPECT_TRUE(test::all_close(last, ref, tol)) << what << ": one prefill, the last position";
+  }
+}
+
+TEST(KvCache, Gpt2MatchesFullForward) { check_cache_matches_full_forward(tiny(Family::gpt2), "gpt2"); }
+
+TEST(KvCache, LlamaGqaMatchesFullForward) { check_cache_matches_full_forward(tiny(Family::llama), "llama gqa"); }
+
+TEST(KvCache, MoeGpt2MatchesFullForward) {
+  ModelConfig m = tiny(Family::gpt2);
+  m.n_experts = 4;
+  m.top_k = 2;
+  m.dropless = true;
+  check_cache_matches_full_forward(m, "moe gpt2 dropless");
+}
+
+TEST(KvCache, MoeLlamaMatchesFullForward) {
+  ModelConfig m = tiny(Family::llama);
+  m.n_experts = 4;
+  m.top_k = 2;
+  m.moe_every = 2;                       // block 1 only
+  m.capacity_factor = float(m.n_experts);  // capacity T * top_k: nothing dropped
+  check_cache_matches_full_forward(m, "moe llama every 2");
+}
+
+TEST(KvCache, MoeTopOneMatchesFullForward) {
+  ModelConfig m = tiny(Family::llama);
+  m.n_experts = 4;
+  m.top_k = 1;
+  m.dropless = true;
+  check_cache_matches_full_forward(m, "moe llama top-1");
+}
+
+// generate: the tokens are greedy from the cache's logits; an end-of-text
+// token ends the generation (not included); the sequence stops at seq_len.
+TEST(Generate, GreedyStopsAtEotAndAtSeqLen) {
+  auto be = make_cpu_backend(1);
+  const ModelConfig mc = tiny(Family::llama);
+  Model model(mc, Recompute::none, 1, *be);
+  model.params().allocate_and_init(5);
+  InferenceEngine engine(weights_of(model, *be), *be);
+  SampleParams greedy;
+  greedy.temperature = 0;
+  const std::vector<int32_t> prompt = {3, 9, 27};
+  const Generation g = generate(engine, prompt, 100, greedy, -1);
+  EXPECT_EQ(g.stop, StopReason::seq_len);
+  ASSERT_EQ(g.ids.size(), size_t(mc.seq_len) - prompt.size());
+  // Each token is the argmax of a full forward over its prefix (one prefill).
+  std::vector<int32_t> seq = prompt;
+  for (size_t i = 0; i < 4; ++i) {
+    engine.reset();
+    std::vector<float> logits;
+    engine.forward(seq.data(), int(seq.size()), logits);
+    EXPECT_EQ(g.ids[i], sample_token(logits.data(), mc.vocab_size, greedy, 0)) << "token " << i;
+    seq.push_back(g.ids[i]);
+  }
+  // The same run with its third token as end-of-text stops before it,
+  // unless that token came earlier.
+  const int32_t eot = g.ids[2];
+  const Generation e = generate(engine, prompt, 100, greedy, eot);
+  EXPECT_EQ(e.stop, StopReason::eot);
+  const size_t first = size_t(std::find(g.ids.begin(), g.ids.end(), eot) - g.ids.begin());
+  EXPECT_EQ(e.ids, std::vector<int32_t>(g.ids.begin(), g.ids.begin() + long(first)));
+  EXPECT_THROW(generate(engine, std::vector<int32_t>(size_t(mc.seq_len) + 1, 1), 1, greedy, -1), InputError);
+  EXPECT_THROW(generate(engine, {}, 1, greedy, -1), InputError);
+}
+
+TEST(Engine, MissingTensorIsAnInputErrorAndFreesWhatItTook) {
+  auto be = make_cpu_backend(1);
+  const ModelConfig mc = tiny(Family::gpt2);
+  Model model(mc, Recompute::none, 1, *be);
+  model.params().allocate_and_init(5);
+  ModelWeights w = weights_of(model, *be);
+  w.tensors.erase("model/layers/1/mlp/w_down");
+  const size_t before = be->mem_stats().total_cur_bytes;
+  EXPECT_THROW(InferenceEngine(w, *be), InputError);
+  EXPECT_EQ(be->mem_stats().total_cur_bytes, before);
+}
+
+// ---- the sampler ----
+
+std::vector<float> some_logits(int V) {
+  std::vector<float> l(static_cast<size_t>(V));
+  for (int v = 0; v < V; ++v) l[size_t(v)] = float(std::sin(0.7 * v + 0.3)) * 2.0f;
+  return l;
+}
+
+TEST(Sampler, GreedyTiesGoToTheLowerId) {
+  const std::vector<float> l = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f};
+  SampleParams g;
+  g.temperature = 0;
+  EXPECT_EQ(sample_token(l.data(), 5, g, 0), 1);
+  SampleParams k1;
+  k1.top_k = 1;
+  EXPECT_EQ(sample_token(l.data(), 5, k1, 0), 1);
+}
+
+TEST(Sampler, TopKOneAndTinyTopPAreGreedy) {
+  const int V = 50;
+  const std::vector<float> l = some_logits(V);
+  SampleParams greedy;
+  greedy.temperature = 0;
+  const int32_t best = sample_token(l.data(), V, greedy, 0);
+  for (uint64_t i = 0; i < 200; ++i) {
+    SampleParams k1{1.3, 1, 1.0, 5};
+    SampleParams p0{1.3, 0, 1e-9, 5};
+    EXPECT_EQ(sample_token(l.data(), V, k1, i), best);
+    EXPECT_EQ(sample_token(l.data(), V, p0, i), best);
+  }
+}
+
+TEST(Sampler, SameSeedSameTokensOtherSeedOtherTokens) {
+  const int V = 50;
+  const std::vector<float> l = some_logits(V);
+  std::vector<int32_t> a, b, c;
+  for (uint64_t i = 0; i < 64; ++i) {
+    a.push_back(sample_token(l.data(), V, SampleParams{1.0, 0, 1.0, 42}, i));
+    b.push_back(sample_token(l.data(), V, SampleParams{1.0, 0, 1.0, 42}, i));
+    c.push_back(sample_token(l.data(), V, SampleParams{1.0, 0, 1.0, 43}, i));
+  }
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);  // 64 draws among ~20 likely tokens: equal by chance with probability < 1e-30
+}
+
+// Frequencies of 40000 draws against softmax(l / T) renormalised over the
+// top-k and top-p set; each within 5 standard deviations of its probability.
+TEST(Sampler, DrawsFollowTheRenormalisedSoftmax) {
+  const int V = 12, n = 40000;
+  const std::vector<float> l = some_logits(V);
+  struct Case {
+    double T;
+    int k;
+    double p;
+  };
+  for (const Case cs : {Case{1.0, 0, 1.0}, Case{0.7, 5, 1.0}, Case{1.5, 0, 0.8}, Case{1.0, 6, 0.6}}) {
+    // The reference: sorted by logit, top-k, softmax, nucleus prefix, renormalised.
+    std::vector<int> ids(static_cast<size_t>(V));
+    for (int v = 0; v < V; ++v) ids[size_t(v)] = v;
+    std::sort(ids.begin(), ids.end(), [&](int a, int b) { return l[size_t(a)] > l[size_t(b)]; });
+    if (cs.k > 0) ids.resize(size_t(cs.k));
+    std::vector<double> pr;
+    double s = 0;
+    for (int v : ids) s += std::exp(l[size_t(v)] / cs.T);
+    for (int v : ids) pr.push_back(std::exp(l[size_t(v)] / cs.T) / s);
+    size_t keep = pr.size();
+    double mass = 0;
+    for (size_t j = 0; j < pr.size(); ++j) {
+      mass += pr[j];
+      if (mass >= cs.p) {
+        keep = j + 1;
+        break;
+      }
+    }
+    double kept = 0;
+    for (size_t j = 0; j < keep; ++j) kept += pr[j];
+    std::vector<double> want(static_cast<size_t>(V), 0.0);
+    for (size_t j = 0; j < keep; ++j) want[size_t(ids[j])] = pr[j] / kept;
+    std::vector<int> count(static_cast<size_t>(V), 0);
+    for (int i = 0; i < n; ++i) ++count[size_t(sample_token(l.data(), V, SampleParams{cs.T, cs.k, cs.p, 9}, uint64_t(i)))];
+    for (int v = 0; v < V; ++v) {
+      const double q = want[size_t(v)], f = double(count[size_t(v)]) / n;
+      const double sd = std::sqrt(std::max(q * (1 - q), 1e-12) / n);
+      if (q == 0)
+        EXPECT_EQ(count[size_t(v)], 0) << "T=" << cs.T << " k=" << cs.k << " p=" << cs.p << ": token " << v;
+      else
+        EXPECT_LE(std::fabs(f - q), 5 * sd) << "T=" << cs.T << " k=" << cs.k << " p=" << cs.p << ": token " << v
+                                            << " frequency " << f << ", probability " << q;
+    }
+  }
+}
+
+TEST(Sampler, RejectsBadNumbers) {
+  EXPECT_THROW(check_sample_params(SampleParams{-0.1, 0, 1.0, 0}), InputError);
+  EXPECT_THROW(check_sample_params(SampleParams{1.0, -1, 1.0, 0}), InputError);
+  EXPECT_THROW(check_sample_params(SampleParams{1.0, 0, 0.0, 0}), InputError);
+  EXPECT_THROW(check_sample_params(SampleParams{1.0, 0, 1.01, 0}), InputError);
+  EXPECT_NO_THROW(check_sample_params(SampleParams{0.0, 0, 1.0, 0}));
+}
+
+TEST(Utf8, InvalidSequencesAreReplaced) {
+  EXPECT_EQ(replace_invalid_utf8("a\xC3\xA9z"), "a\xC3\xA9z");                 // é stays
+  EXPECT_EQ(replace_invalid_utf8("a\xC3"), "a\xEF\xBF\xBD");                   // cut character
+  EXPECT_EQ(replace_invalid_utf8("\xFF" "b"), "\xEF\xBF\xBD" "b");             // never valid
+  EXPECT_EQ(replace_invalid_utf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
+  EXPECT_EQ(replace_invalid_utf8("\xF0\x9F\x98\x80"), "\xF0\x9F\x98\x80");     // emoji stays
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  const int rc = RUN_ALL_TESTS();
+  MPI_Finalize();
+  return rc;
+}

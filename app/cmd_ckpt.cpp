@@ -1,5 +1,6 @@
-// `pentad ckpt info SPEC` and `pentad ckpt export SPEC --to DIR`: summarise
-// and verify a checkpoint, or write its global weights (checkpoint.hpp).
+// `pentad ckpt info SPEC` and `pentad ckpt export SPEC --to DIR [--format
+// hf|llmc] [--dtype fp32|bf16]`: summarise and verify a checkpoint, or write
+// its global weights (checkpoint.hpp).
 // SPEC is a checkpoint file, a checkpoint directory (its latest) or latest.
 #include <memory>
 #include <string>
@@ -12,6 +13,8 @@ namespace {
 
 struct CkptArgs {
   std::string spec, to;
+  ExportOptions exp;
+  int64_t max_shard_mb = 2048;
 };
 
 // The spec of `ckpt <sub>` as parsed, or a CliUsageError in the words of the
@@ -37,7 +40,10 @@ int ckpt(const CLI::App& cmd, const CLI::App& info, const CLI::App& exp, const C
   if (!exp.parsed()) throw CliUsageError("ckpt: expected 'info SPEC' or 'export SPEC --to DIR'");
   check_spec(exp, a.spec);
   if (a.to.empty()) throw CliUsageError("ckpt export: --to DIR is required");
-  return ckpt_export(a.spec, a.to, MPI_COMM_WORLD);
+  if (a.max_shard_mb < 1) throw CliUsageError("ckpt export: --max-shard-mb must be at least 1");
+  ExportOptions o = a.exp;
+  o.max_shard_bytes = a.max_shard_mb << 20;
+  return ckpt_export(a.spec, a.to, o, MPI_COMM_WORLD);
 }
 
 }  // namespace
@@ -47,9 +53,12 @@ Command add_ckpt(CLI::App& pentad) {
   CLI::App* cmd = add_command(pentad, "ckpt", "inspect or export a checkpoint");
   CLI::App* info = add_command(*cmd, "info", "summarise and verify a checkpoint");
   info->add_option("spec", a->spec, "checkpoint file, directory or latest");
-  CLI::App* exp = add_command(*cmd, "export", "global weights (+ llm.c GPT-2 .bin)");
+  CLI::App* exp = add_command(*cmd, "export", "global weights (+ llm.c GPT-2 .bin), or a Hugging Face model");
   exp->add_option("spec", a->spec, "checkpoint file, directory or latest");
   exp->add_option("--to", a->to, "output directory");
+  exp->add_option("--format", a->exp.format, "llmc (model.h5 + llm.c GPT-2 .bin; default) or hf (safetensors)");
+  exp->add_option("--dtype", a->exp.dtype, "hf tensors: fp32 (default) or bf16");
+  exp->add_option("--max-shard-mb", a->max_shard_mb, "hf: largest safetensors shard in MiB (default 2048)");
   return {cmd, [cmd, info, exp, a] { return ckpt(*cmd, *info, *exp, *a); },
           [](const std::string& opt) { return "ckpt export: unknown or incomplete option '" + opt + "'"; }};
 }

@@ -21,6 +21,8 @@ const char* kUsage =
     "  pentad prep --out DIR [--val-fraction F] FILE...       text files -> byte token files\n"
     "  pentad ckpt info SPEC                                  summarise and verify a checkpoint\n"
     "  pentad ckpt export SPEC --to DIR                       global weights (+ llm.c GPT-2 .bin)\n"
+    "  pentad ckpt export SPEC --to DIR --format hf [--dtype fp32|bf16]\n"
+    "                                                         Hugging Face safetensors + config.json\n"
     "  pentad schedule --pp P --m M [--schedule afab|1f1b|interleaved] [--v V]\n"
     "                                                         print and check a pipeline schedule\n"
     "  pentad plan DECK --ranks N [--gpu-mem 80GiB] [--gpus-per-node G] [--machine FILE.toml]\n"

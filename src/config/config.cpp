@@ -367,6 +367,8 @@ const std::vector<Key>& schema() {
                         "newest step checkpoints kept; 0 = keep all"));
     s.push_back(string_key(PENTAD_FIELD(checkpoint, resume),
                            "\"\" = fresh, \"latest\" = newest in dir (fresh if none), or a file"));
+    s.push_back(string_key(PENTAD_FIELD(checkpoint, init_from),
+                           "weights to start from: Hugging Face dir/.safetensors, llm.c .bin, or pentad checkpoint"));
 
     s.push_back(int_key(PENTAD_FIELD(log, every), 1, kNoMax, "steps between log lines"));
     s.push_back(string_key(PENTAD_FIELD(log, metrics), "JSON-lines metrics file; \"\" = none"));
@@ -588,6 +590,11 @@ void validate(const Config& cfg, int world_size) {
     fail(cfg, "model.family = \"llama\" needs an even head dimension for RoPE, but " +
                   kv("model.d_model", m.d_model) + " / " + kv("model.n_heads", m.n_heads) +
                   " = " + std::to_string(m.head_dim()));
+
+  if (!cfg.checkpoint.init_from.empty() && !cfg.checkpoint.resume.empty())
+    fail(cfg, "checkpoint.init_from = \"" + cfg.checkpoint.init_from + "\" and checkpoint.resume = \"" +
+                  cfg.checkpoint.resume + "\" are both set: init_from starts a new run from weights, resume "
+                  "continues one (to resume a fine-tuning run, set checkpoint.init_from = \"\")");
 
   if (p.dp % p.ep != 0)
     fail(cfg, kv("parallel.dp", p.dp) + " is not divisible by " + kv("parallel.ep", p.ep));

@@ -144,6 +144,10 @@ struct CheckpointConfig {
   bool save_final = false; // write <dir>/final.h5 at the end
   int keep = 3;            // newest step files kept; 0 = keep all
   std::string resume;      // "" = fresh, "latest" = newest in dir (fresh if none), or a file
+  // Weights only (io/init_from.hpp): a Hugging Face directory or .safetensors
+  // file, an llm.c GPT-2 .bin, or a pentad checkpoint; "" = none. The
+  // optimizer state and the step start fresh.
+  std::string init_from;
 
   bool operator==(const CheckpointConfig&) const = default;
 };

@@ -6,8 +6,9 @@
 // closed, fsynced and renamed, the directory fsynced, then <dir>/latest (a
 // one-line text file naming the committed file) is replaced the same way.
 // Implemented in checkpoint.cpp (save/load), checkpoint_commit.cpp (latest,
-// pruning, resolving), checkpoint_tools.cpp and llmc_export.cpp (the `ckpt`
-// commands) and signals.cpp (preemption).
+// pruning, resolving), checkpoint_tools.cpp, llmc_export.cpp and
+// hf_export.cpp (the `ckpt` commands) and signals.cpp (preemption);
+// init_from.hpp loads weights only, from here or elsewhere.
 #pragma once
 
 #include <mpi.h>
@@ -56,7 +57,8 @@ std::string save_checkpoint(const std::string& dir, const CkptMeta& meta,
 std::string write_checkpoint_file(const std::string& path, const CkptMeta& meta,
                                   const std::vector<CkptTensor>& tensors, MPI_Comm comm);
 
-// Resolve "latest" (via <dir>/latest), a directory, or a file path to a
+// Resolve "latest" (via <dir>/latest), a directory, DIR/latest (the pointer
+// file itself: DIR's latest), or a file path to a
 // committed checkpoint file. Throws InputError naming what is missing. A
 // directory whose pointer is missing or unreadable (or names a missing file)
 // but which holds step files resolves to the newest step file that opens as
@@ -85,6 +87,19 @@ int ckpt_info(const std::string& spec, MPI_Comm comm);
 // tensors only, and for the GPT-2 family DIR/gpt2_model.bin in llm.c's
 // checkpoint layout. Rank 0 works; collective over comm.
 int ckpt_export(const std::string& spec, const std::string& out_dir, MPI_Comm comm);
+
+// `pentad ckpt export PATH --to DIR --format hf|llmc [--dtype fp32|bf16]`.
+// llmc (the default): as above. hf: DIR/model.safetensors (or shards of at
+// most max_shard_bytes with model.safetensors.index.json), config.json and
+// generation_config.json for GPT2LMHeadModel, LlamaForCausalLM or
+// MixtralForCausalLM (io/hf_map.hpp); a model without such a class is an
+// InputError saying why. Rank 0 works; collective over comm.
+struct ExportOptions {
+  std::string format = "llmc";  // llmc | hf
+  std::string dtype = "fp32";   // fp32 | bf16 (hf only)
+  int64_t max_shard_bytes = int64_t{2} << 30;
+};
+int ckpt_export(const std::string& spec, const std::string& out_dir, const ExportOptions& opt, MPI_Comm comm);
 
 // Preemption: SIGUSR1 / SIGTERM set a flag; the trainer polls it every step,
 // agrees on it over the job (max), checkpoints and exits 0.

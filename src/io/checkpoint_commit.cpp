@@ -220,6 +220,11 @@ std::string resolve_checkpoint(const std::string& spec, const std::string& dir) 
   struct stat st {};
   if (spec == "latest") return resolve_in_dir(dir.empty() ? "." : dir, true);
   if (::stat(spec.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return resolve_in_dir(spec, true);
+  // DIR/latest names the pointer file itself: DIR's latest (`ckpt export ckpt/latest`).
+  if (fs::path(spec).filename() == "latest" && ::stat(spec.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    const std::string d = fs::path(spec).parent_path().string();
+    return resolve_in_dir(d.empty() ? "." : d, true);
+  }
   const std::string& file = spec;
   if (ends_with(file, ".tmp"))
     throw InputError("checkpoint '" + file + "' is an uncommitted temporary file");

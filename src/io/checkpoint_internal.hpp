@@ -55,4 +55,10 @@ std::vector<int64_t> read_whole(hid_t file, const std::string& path, const std::
 void write_llmc_gpt2(const SerialCkpt& c, const std::string& path, const std::string& out_path,
                      int64_t n_layers, int64_t n_heads);
 
+// DIR/model.safetensors (+ shards, index), config.json and
+// generation_config.json (hf_export.cpp); appends what it wrote to report.
+// Rank 0 only.
+void write_hf(const SerialCkpt& c, const std::string& path, const std::string& out_dir, const ExportOptions& opt,
+              std::string* report);
+
 }  // namespace pentad::ckpt_detail

@@ -1,7 +1,8 @@
 // `pentad ckpt info|export` (checkpoint.hpp): rank 0 opens the checkpoint
 // serially, verifies its meta and every checksum while reading whole
 // datasets slab by slab, and prints a summary or writes model.h5 (and, for
-// GPT-2, llm.c's gpt2_model.bin, llmc_export.cpp); the other ranks wait idly.
+// GPT-2, llm.c's gpt2_model.bin, llmc_export.cpp) or a Hugging Face model
+// (--format hf, hf_export.cpp); the other ranks wait idly.
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -166,11 +167,25 @@ int ckpt_info(const std::string& spec, MPI_Comm comm) {
 }
 
 int ckpt_export(const std::string& spec, const std::string& out_dir, MPI_Comm comm) {
+  return ckpt_export(spec, out_dir, ExportOptions{}, comm);
+}
+
+int ckpt_export(const std::string& spec, const std::string& out_dir, const ExportOptions& opt, MPI_Comm comm) {
+  if (opt.format != "llmc" && opt.format != "hf")
+    throw InputError("ckpt export: --format '" + opt.format + "': expected hf or llmc");
+  if (opt.dtype != "fp32" && opt.dtype != "bf16")
+    throw InputError("ckpt export: --dtype '" + opt.dtype + "': expected fp32 or bf16");
+  if (opt.format == "llmc" && opt.dtype != "fp32")
+    throw InputError("ckpt export: --dtype " + opt.dtype + " is for --format hf (the llm.c export is float32)");
   const std::string path = resolve_collective(spec, CheckpointConfig{}.dir, comm);
   make_dir_collective(out_dir, "ckpt export --to", comm);
   std::string report;
   on_root(comm, [&] {
     SerialCkpt c = open_serial(path);
+    if (opt.format == "hf") {
+      write_hf(c, path, out_dir, opt, &report);
+      return;
+    }
     toml::table cfg;
     try {
       cfg = toml::parse(c.meta.config_toml, path + ":config");

@@ -22,6 +22,7 @@
 #include "tok/bpe.hpp"
 #include "parallel/cp/cp_report.hpp"
 #include "parallel/dp/optimizer.hpp"
+#include "io/init_from.hpp"
 #include "io/signals.hpp"
 #include "train/memory_check.hpp"
 #include "train/non_finite.hpp"
@@ -213,10 +214,15 @@ void Trainer::build_model(const CommFactory& make_comm) {
   tied_ = std::make_unique<TiedEmbedding>(mc_, topo_, model_->params(), *dpar_, make_comm);
 }
 
+// checkpoint.init_from: weights from a Hugging Face, llm.c or pentad file.
 // checkpoint.resume: "latest" starts fresh when the directory has no
 // committed checkpoint yet. Collective over the job.
 void Trainer::resume() {
   const CheckpointConfig& ck = cfg_.checkpoint;
+  if (!ck.init_from.empty()) {  // weights only (the deck refuses it together with resume)
+    const std::string loaded = load_init_weights(ck.init_from, mc_, signature_, ckpt_tensors_, topo_.job);
+    if (root_) std::printf("checkpoint.init_from: %s; optimizer and step start fresh\n", loaded.c_str());
+  }
   if (!ck.resume.empty()) {
     const bool fresh = ck.resume == "latest" && latest_checkpoint(ck.dir).empty();
     if (!fresh) {

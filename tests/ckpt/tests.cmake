@@ -38,3 +38,9 @@ set_tests_properties(ckpt_reshard PROPERTIES LABELS "mpi;ckpt" ENVIRONMENT "${PE
 # loaded under 1 rank, dp4 x ep4 zero3 and dp2 x ep2 x pp2.
 add_test(NAME ckpt_moe_resume_reshard COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh moe)
 set_tests_properties(ckpt_moe_resume_reshard PROPERTIES LABELS "mpi;ckpt" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
+
+# checkpoint.init_from and the Hugging Face export on 2 ranks: llm.c .bin
+# round trip (v3 bitwise, v5 bf16), pentad weights only, sharded safetensors,
+# and the bad-input messages.
+add_test(NAME ckpt_init_from COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/init_from.sh)
+set_tests_properties(ckpt_init_from PROPERTIES LABELS "mpi;ckpt" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)

@@ -15,10 +15,11 @@ CC=clang CXX=clang++ cmake -S tests/fuzz -B "$out" -DCMAKE_BUILD_TYPE=Release -D
 cmake --build "$out" -j "${FUZZ_JOBS:-$(nproc)}" > /dev/null
 
 # Seeds: every deck of the repository; a small valid token file; a checkpoint
-# header input (fuzz_checkpoint.cpp's structured layout: every attribute).
+# header input (fuzz_checkpoint.cpp's structured layout: every attribute); a
+# small safetensors file.
 seeds=$out/seeds
 rm -rf "$seeds" "$out/crashes"
-mkdir -p "$seeds/config" "$seeds/token_file" "$seeds/checkpoint" "$out/crashes"
+mkdir -p "$seeds/config" "$seeds/token_file" "$seeds/checkpoint" "$seeds/safetensors" "$out/crashes"
 find input tests -name '*.toml' -size -64k -exec cp {} "$seeds/config/" \; 2>/dev/null || true
 python3 - "$seeds" <<'PY'
 import struct, sys
@@ -31,12 +32,19 @@ with open(f"{seeds}/token_file/valid.bin", "wb") as f:
 with open(f"{seeds}/checkpoint/all_attributes", "wb") as f:
     f.write(bytes([0x7F, 0x00, 0x00]) + (3).to_bytes(8, "big") + (1337).to_bytes(8, "big") + bytes([0x00])
             + b"[model]\nn_layers = 1\n\0dp=1 zero=0\0gpt2\0")
+# Two tensors (F32 and BF16) with metadata, as `ckpt export --format hf` writes them.
+import json
+header = json.dumps({"__metadata__": {"format": "pt"},
+                     "a": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+                     "b": {"dtype": "BF16", "shape": [3], "data_offsets": [16, 22]}}).encode()
+with open(f"{seeds}/safetensors/two.safetensors", "wb") as f:
+    f.write(struct.pack("<Q", len(header)) + header + struct.pack("<4f", 1, -2, 0.5, 3) + bytes([0x80, 0x3F] * 3))
 PY
 
 # Leaks inside HDF5 on a damaged file are the library's (lsan.supp).
 export LSAN_OPTIONS="suppressions=$root/tests/fuzz/lsan.supp:print_suppressions=0"
 status=0
-for target in config token_file checkpoint; do
+for target in config token_file checkpoint safetensors; do
   corpus=$out/corpus/$target
   mkdir -p "$corpus"
   echo "fuzz: $target for ${seconds} s"

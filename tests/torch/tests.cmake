@@ -34,3 +34,25 @@ foreach(model gpt2 llama)
   set_tests_properties(torch_greedy_${model} PROPERTIES LABELS torch
     ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 180)
 endforeach()
+
+# Hugging Face export and checkpoint.init_from (hf_export.sh): bitwise round
+# trips pentad -> hf -> pentad into each layout listed, then a fine-tuning
+# step under the last one whose logits and loss the independent Hugging
+# Face-structured model (hf_loader.py) must reproduce.
+set(PENTAD_HF_LAYOUTS_gpt2 "1" "2:parallel.cp=2,parallel.zero=1" "4:parallel.tp=2,parallel.pp=2")
+set(PENTAD_HF_LAYOUTS_llama "1" "2:parallel.dp=2,parallel.zero=3" "4:parallel.tp=2,parallel.pp=2,parallel.sp=true")
+set(PENTAD_HF_LAYOUTS_hf_mixtral "1" "2:parallel.dp=2,parallel.ep=2" "4:parallel.tp=2,parallel.pp=2")
+foreach(model gpt2 llama hf_mixtral)
+  string(REPLACE "hf_" "" short ${model})
+  add_test(NAME torch_hf_${short}
+    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/hf_export.sh ${CMAKE_CURRENT_LIST_DIR}/${model}_tiny.toml
+            ${PENTAD_HF_LAYOUTS_${model}})
+  set_tests_properties(torch_hf_${short} PROPERTIES LABELS torch
+    ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 240)
+endforeach()
+# The bf16 export through the same loader (one layout: tp2 x pp2).
+add_test(NAME torch_hf_llama_bf16
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/hf_export.sh ${CMAKE_CURRENT_LIST_DIR}/llama_tiny.toml
+          "4:parallel.tp=2,parallel.pp=2")
+set_tests_properties(torch_hf_llama_bf16 PROPERTIES LABELS torch
+  ENVIRONMENT "${PENTAD_TEST_ENV};HF_DTYPE=bf16" TIMEOUT 240)

@@ -1,0 +1,107 @@
+// `pentad ckpt export --format hf`: the checkpoint's global weights as a
+// Hugging Face model directory (model.safetensors or shards with
+// model.safetensors.index.json, config.json, generation_config.json),
+// tensors renamed and reshaped by io/hf_map.hpp's rules. Rank 0 reads the
+// checkpoint serially, a few pentad tensors at a time.
+#include <algorithm>
+#include <deque>
+#include <filesystem>
+#include <map>
+
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "io/checkpoint_internal.hpp"
+#include "io/hf_map.hpp"
+#include "io/safetensors.hpp"
+#include "io/run_state.hpp"
+
+namespace pentad::ckpt_detail {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The last few pentad tensors read (a fused c_attn needs three, the experts
+// of one (E, F, C) tensor one, read once for all E).
+class TensorCache {
+ public:
+  TensorCache(const SerialCkpt& c, const std::string& path) : c_(c), path_(path) {}
+  const std::vector<float>& get(const std::string& name) {
+    for (auto& [n, v] : items_)
+      if (n == name) return v;
+    if (items_.size() >= 4) items_.pop_front();
+    std::vector<float> all;
+    read_whole(c_.file.get(), path_, name, [&](const float* p, int64_t k) { all.insert(all.end(), p, p + k); });
+    items_.emplace_back(name, std::move(all));
+    return items_.back().second;
+  }
+
+ private:
+  const SerialCkpt& c_;
+  const std::string& path_;
+  std::deque<std::pair<std::string, std::vector<float>>> items_;
+};
+
+std::vector<int64_t> dataset_shape(const SerialCkpt& c, const std::string& n) {
+  h5::Id ds(HDF5_CHECK(H5Dopen2(c.file.get(), n.c_str(), H5P_DEFAULT)), H5Dclose);
+  h5::Id sp(HDF5_CHECK(H5Dget_space(ds.get())), H5Sclose);
+  return h5::extent(sp.get());
+}
+
+}  // namespace
+
+void write_hf(const SerialCkpt& c, const std::string& path, const std::string& out_dir, const ExportOptions& opt,
+              std::string* report) {
+  const std::string what = "checkpoint '" + path + "'";
+  const ModelConfig m = hf::model_of_deck(c.meta.config_toml, what);
+  std::vector<std::string> notes;
+  const hf::Arch arch = hf::arch_of(m, what + ": ckpt export --format hf", &notes);
+  const std::vector<hf::Rule> rules = hf::rules(m, arch);
+
+  // Every rule's tensor is in the checkpoint with its shape, and every model/
+  // tensor has a rule: a checkpoint of another model fails here, by name.
+  std::map<std::string, std::vector<int64_t>> have;
+  for (const auto& n : c.datasets)
+    if (n.rfind("model/", 0) == 0) have[n] = dataset_shape(c, n);
+  std::map<std::string, bool> used;
+  for (const hf::Rule& r : rules) {
+    const auto it = have.find(r.pentad);
+    if (it == have.end())
+      throw InputError(what + " has no tensor '" + r.pentad + "' (needed by " + hf::arch_class(arch) + ")");
+    if (it->second != r.pentad_shape)
+      throw InputError(what + ": tensor '" + r.pentad + "' has shape " + shape_str(it->second) + ", " +
+                       hf::arch_class(arch) + " of its deck needs " + shape_str(r.pentad_shape));
+    used[r.pentad] = true;
+  }
+  for (const auto& [n, s] : have)
+    if (!used.count(n)) throw InputError(what + ": tensor '" + n + "' has no place in " + hf::arch_class(arch));
+
+  TensorCache cache(c, path);
+  std::vector<safetensors::OutTensor> out;
+  for (const std::string& name : hf::hf_names(rules)) {
+    const auto r = std::find_if(rules.begin(), rules.end(), [&](const hf::Rule& x) { return x.hf == name; });
+    out.push_back({name, r->hf_shape, [&rules, &cache, name](std::vector<float>& v) {
+                     v = hf::build_hf(rules, name, [&](const std::string& n) -> const std::vector<float>& {
+                       return cache.get(n);
+                     });
+                   }});
+  }
+  const std::map<std::string, std::string> meta = {
+      {"format", "pt"}, {"pentad_step", std::to_string(c.meta.step)}, {"pentad_model", c.meta.model_signature}};
+  const auto files = safetensors::write_model(out_dir, out, opt.dtype == "bf16" ? safetensors::OutDtype::bf16
+                                                                                 : safetensors::OutDtype::f32,
+                                              meta, opt.max_shard_bytes);
+  const std::string torch_dtype = opt.dtype == "bf16" ? "bfloat16" : "float32";
+  for (const auto& [file, text] : {std::pair<std::string, std::string>{"config.json", hf::config_json(m, arch, torch_dtype)},
+                                   {"generation_config.json", hf::generation_config_json(m)}}) {
+    const std::string p = (fs::path(out_dir) / file).string();
+    if (FsStatus e = write_file_atomic(p, text)) throw InputError("writing '" + p + "': " + e->message());
+  }
+  *report += "wrote " + out_dir + ": " + hf::arch_class(arch) + " (" + std::to_string(out.size()) + " tensors, " +
+             opt.dtype + ", step " + std::to_string(c.meta.step) + ") in";
+  for (const auto& f : files) *report += " " + f;
+  *report += ", config.json, generation_config.json\n";
+  for (const auto& n : notes) *report += "note: " + n + "\n";
+}
+
+}  // namespace pentad::ckpt_detail

@@ -1,0 +1,404 @@
+// The pentad <-> Hugging Face rule tables and the config files (hf_map.hpp).
+// Class structure and names as documented by Hugging Face for
+// GPT2LMHeadModel (Conv1D weights (in, out), fused c_attn), LlamaForCausalLM
+// and MixtralForCausalLM (block_sparse_moe.gate, experts.{e}.w1/w2/w3).
+#include "io/hf_map.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <toml++/toml.h>
+
+#include "core/error.hpp"
+
+namespace pentad::hf {
+
+namespace {
+
+using json = nlohmann::json;
+
+int64_t numel(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "(";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + (s.size() == 1 ? ",)" : ")");
+}
+
+// The double with the float's shortest decimal spelling (1e-5f -> 1e-05, not
+// 9.99999974e-06), as a config written by hand would hold.
+double tidy(float x) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);
+  *r.ptr = '\0';
+  return std::strtod(buf, nullptr);
+}
+
+// The Hugging Face row, within a head of D rows, of pentad's row j: pentad's
+// pair (2i, 2i+1) is Hugging Face's (i, i + D/2).
+int64_t hf_row_in_head(int64_t j, int64_t D) { return j % 2 == 0 ? j / 2 : D / 2 + j / 2; }
+
+// The piece of a rule: its pentad (rows, cols) and element offset in the pentad tensor.
+struct Piece {
+  int64_t rows = 1, cols = 1, offset = 0;
+};
+
+Piece piece_of(const Rule& r) {
+  std::vector<int64_t> s = r.pentad_shape;
+  Piece p;
+  if (r.expert >= 0) {
+    s.erase(s.begin());
+    p.offset = r.expert * numel(s);
+  }
+  if (s.size() == 1) {
+    p.cols = s[0];
+  } else {
+    p.rows = s[0];
+    p.cols = s[1];
+  }
+  return p;
+}
+
+// Calls at(pentad_index, hf_index) for every element of one rule's piece:
+// the element offsets in the whole pentad tensor and the whole Hugging
+// Face tensor.
+template <class F>
+void for_each_element(const Rule& r, F&& at) {
+  const Piece p = piece_of(r);
+  const int64_t W = r.hf_shape.back();  // Hugging Face columns (1-D: elements)
+  const int64_t D = r.op == Op::rope_rows ? p.rows / r.heads : 0;
+  for (int64_t i = 0; i < p.rows; ++i) {
+    const int64_t hi = r.op == Op::rope_rows ? (i / D) * D + hf_row_in_head(i % D, D) : i;
+    for (int64_t c = 0; c < p.cols; ++c)
+      at(p.offset + i * p.cols + c, r.op == Op::transpose ? c * W + r.hf_col0 + i : hi * W + r.hf_col0 + c);
+  }
+}
+
+struct Builder {
+  const ModelConfig& m;
+  std::vector<Rule> out;
+  void add(const std::string& pen, std::vector<int64_t> pshape, const std::string& hf, std::vector<int64_t> hshape,
+           Op op = Op::identity, int64_t col0 = 0, int expert = -1, int heads = 0) {
+    out.push_back(Rule{pen, std::move(pshape), expert, hf, std::move(hshape), col0, op, heads});
+  }
+  // A (rows, cols) pentad matrix as the same-named Linear weight.
+  void same(const std::string& pen, std::vector<int64_t> shape, const std::string& hf) { add(pen, shape, hf, shape); }
+};
+
+void gpt2_rules(Builder& b) {
+  const ModelConfig& m = b.m;
+  const int64_t C = m.d_model, F = m.d_ff, V = m.vocab_size, T = m.seq_len;
+  b.same("model/wte", {V, C}, "transformer.wte.weight");
+  b.same("model/wpe", {T, C}, "transformer.wpe.weight");
+  for (int l = 0; l < m.n_layers; ++l) {
+    const std::string p = "model/layers/" + std::to_string(l) + "/", h = "transformer.h." + std::to_string(l) + ".";
+    b.same(p + "attn_norm/w", {C}, h + "ln_1.weight");
+    b.same(p + "attn_norm/b", {C}, h + "ln_1.bias");
+    const char* qkv[3] = {"q", "k", "v"};
+    for (int k = 0; k < 3; ++k)
+      b.add(p + "attn/w" + qkv[k], {C, C}, h + "attn.c_attn.weight", {C, 3 * C}, Op::transpose, k * C);
+    for (int k = 0; k < 3; ++k) b.add(p + "attn/b" + qkv[k], {C}, h + "attn.c_attn.bias", {3 * C}, Op::identity, k * C);
+    b.add(p + "attn/wo", {C, C}, h + "attn.c_proj.weight", {C, C}, Op::transpose);
+    b.same(p + "attn/bo", {C}, h + "attn.c_proj.bias");
+    b.same(p + "mlp_norm/w", {C}, h + "ln_2.weight");
+    b.same(p + "mlp_norm/b", {C}, h + "ln_2.bias");
+    b.add(p + "mlp/w_up", {F, C}, h + "mlp.c_fc.weight", {C, F}, Op::transpose);
+    b.same(p + "mlp/b_up", {F}, h + "mlp.c_fc.bias");
+    b.add(p + "mlp/w_down", {C, F}, h + "mlp.c_proj.weight", {F, C}, Op::transpose);
+    b.same(p + "mlp/b_down", {C}, h + "mlp.c_proj.bias");
+  }
+  b.same("model/final_norm/w", {C}, "transformer.ln_f.weight");
+  b.same("model/final_norm/b", {C}, "transformer.ln_f.bias");
+  if (!m.tied()) b.same("model/lm_head", {V, C}, "lm_head.weight");
+}
+
+void llama_rules(Builder& b, bool mixtral) {
+  const ModelConfig& m = b.m;
+  const int64_t C = m.d_model, F = m.d_ff, V = m.vocab_size, D = m.head_dim(), H = m.n_heads, K = m.n_kv_heads,
+                E = m.n_experts;
+  b.same("model/wte", {V, C}, "model.embed_tokens.weight");
+  for (int l = 0; l < m.n_layers; ++l) {
+    const std::string p = "model/layers/" + std::to_string(l) + "/", h = "model.layers." + std::to_string(l) + ".";
+    b.same(p + "attn_norm/w", {C}, h + "input_layernorm.weight");
+    b.add(p + "attn/wq", {H * D, C}, h + "self_attn.q_proj.weight", {H * D, C}, Op::rope_rows, 0, -1, int(H));
+    b.add(p + "attn/wk", {K * D, C}, h + "self_attn.k_proj.weight", {K * D, C}, Op::rope_rows, 0, -1, int(K));
+    b.same(p + "attn/wv", {K * D, C}, h + "self_attn.v_proj.weight");
+    b.same(p + "attn/wo", {C, H * D}, h + "self_attn.o_proj.weight");
+    b.same(p + "mlp_norm/w", {C}, h + "post_attention_layernorm.weight");
+    if (mixtral && m.is_moe_block(l)) {
+      const std::string x = h + "block_sparse_moe.";
+      b.same(p + "mlp/router/w", {E, C}, x + "gate.weight");
+      for (int e = 0; e < int(E); ++e) {
+        const std::string ex = x + "experts." + std::to_string(e) + ".";
+        b.add(p + "mlp/experts/w_gate", {E, F, C}, ex + "w1.weight", {F, C}, Op::identity, 0, e);
+        b.add(p + "mlp/experts/w_down", {E, C, F}, ex + "w2.weight", {C, F}, Op::identity, 0, e);
+        b.add(p + "mlp/experts/w_up", {E, F, C}, ex + "w3.weight", {F, C}, Op::identity, 0, e);
+      }
+    } else {
+      b.same(p + "mlp/w_gate", {F, C}, h + "mlp.gate_proj.weight");
+      b.same(p + "mlp/w_up", {F, C}, h + "mlp.up_proj.weight");
+      b.same(p + "mlp/w_down", {C, F}, h + "mlp.down_proj.weight");
+    }
+  }
+  b.same("model/final_norm/w", {C}, "model.norm.weight");
+  if (!m.tied()) b.same("model/lm_head", {V, C}, "lm_head.weight");
+}
+
+}  // namespace
+
+const char* arch_class(Arch a) {
+  switch (a) {
+    case Arch::gpt2: return "GPT2LMHeadModel";
+    case Arch::llama: return "LlamaForCausalLM";
+    case Arch::mixtral: return "MixtralForCausalLM";
+  }
+  return "?";
+}
+
+Arch arch_of(const ModelConfig& m, const std::string& what, std::vector<std::string>* notes) {
+  if (m.n_experts == 0) return m.family == Family::gpt2 ? Arch::gpt2 : Arch::llama;
+  if (m.family == Family::gpt2)
+    throw InputError(what + ": a GPT-2 mixture of experts has no Hugging Face class (GPT2LMHeadModel is dense); "
+                            "the default export (model.h5) keeps it as pentad weights");
+  if (m.moe_every != 1)
+    throw InputError(what + ": model.moe_every = " + std::to_string(m.moe_every) +
+                     " puts dense MLP blocks between the MoE blocks; MixtralForCausalLM has an MoE MLP in every "
+                     "block, so this model has no Hugging Face class");
+  if (m.top_k < 2)
+    throw InputError(what + ": model.top_k = 1: pentad weighs the one chosen expert by its router probability, "
+                            "MixtralForCausalLM renormalises the chosen weights (a single one becomes 1), so the "
+                            "outputs would differ");
+  if (notes) {
+    if (!m.dropless)
+      notes->push_back("pentad drops the choices over each expert's capacity (model.capacity_factor = " +
+                       std::to_string(m.capacity_factor) +
+                       "); MixtralForCausalLM serves every choice: its outputs equal pentad's wherever pentad "
+                       "dropped nothing (always with model.dropless = true)");
+    notes->push_back("routing kept as pentad's: softmax over all experts, top-" + std::to_string(m.top_k) +
+                     ", the chosen weights renormalised to sum 1 (Mixtral's rule); router_aux_loss_coef = "
+                     "model.aux_loss_coef (training only)" +
+                     (m.z_loss_coef > 0 ? std::string("; the router z-loss has no Mixtral counterpart (training "
+                                                      "only, dropped)")
+                                        : std::string()));
+  }
+  return Arch::mixtral;
+}
+
+std::vector<Rule> rules(const ModelConfig& m, Arch a) {
+  Builder b{m, {}};
+  if (a == Arch::gpt2)
+    gpt2_rules(b);
+  else
+    llama_rules(b, a == Arch::mixtral);
+  return b.out;
+}
+
+std::vector<std::string> hf_names(const std::vector<Rule>& rs) {
+  std::vector<std::string> out;
+  for (const Rule& r : rs)
+    if (out.empty() || out.back() != r.hf)
+      if (std::find(out.begin(), out.end(), r.hf) == out.end()) out.push_back(r.hf);
+  return out;
+}
+
+std::vector<float> build_hf(const std::vector<Rule>& rs, const std::string& hf_name,
+                            const std::function<const std::vector<float>&(const std::string&)>& pentad) {
+  std::vector<float> out;
+  for (const Rule& r : rs) {
+    if (r.hf != hf_name) continue;
+    if (out.empty()) out.assign(size_t(numel(r.hf_shape)), 0.0f);
+    const std::vector<float>& src = pentad(r.pentad);
+    if (int64_t(src.size()) != numel(r.pentad_shape))
+      PENTAD_FATAL("hf export: tensor '" + r.pentad + "' has " + std::to_string(src.size()) + " elements, not " +
+                   shape_str(r.pentad_shape));
+    for_each_element(r, [&](int64_t pi, int64_t hi) { out[size_t(hi)] = src[size_t(pi)]; });
+  }
+  return out;
+}
+
+std::vector<float> build_pentad(const std::vector<Rule>& rs, const std::string& name,
+                                const std::function<const std::vector<float>&(const std::string&)>& hf) {
+  std::vector<float> out;
+  for (const Rule& r : rs) {
+    if (r.pentad != name) continue;
+    if (out.empty()) out.assign(size_t(numel(r.pentad_shape)), 0.0f);
+    const std::vector<float>& src = hf(r.hf);
+    if (int64_t(src.size()) != numel(r.hf_shape))
+      PENTAD_FATAL("hf import: tensor '" + r.hf + "' has " + std::to_string(src.size()) + " elements, not " +
+                   shape_str(r.hf_shape));
+    for_each_element(r, [&](int64_t pi, int64_t hi) { out[size_t(pi)] = src[size_t(hi)]; });
+  }
+  return out;
+}
+
+// ---- config.json -----------------------------------------------------------
+
+std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype) {
+  json j;
+  j["architectures"] = {arch_class(a)};
+  j["vocab_size"] = m.vocab_size;
+  j["initializer_range"] = tidy(m.init_std);
+  j["tie_word_embeddings"] = m.tied();
+  j["torch_dtype"] = dtype;
+  j["use_cache"] = true;
+  if (a == Arch::gpt2) {
+    j["model_type"] = "gpt2";
+    j["n_positions"] = m.seq_len;
+    j["n_ctx"] = m.seq_len;
+    j["n_embd"] = m.d_model;
+    j["n_layer"] = m.n_layers;
+    j["n_head"] = m.n_heads;
+    j["n_inner"] = m.d_ff;
+    j["activation_function"] = "gelu_new";  // the tanh approximation, as pentad's GELU
+    j["layer_norm_epsilon"] = tidy(m.norm_eps);
+    j["resid_pdrop"] = j["embd_pdrop"] = j["attn_pdrop"] = 0.0;
+    j["scale_attn_weights"] = true;
+    return j.dump(2) + "\n";
+  }
+  j["model_type"] = a == Arch::mixtral ? "mixtral" : "llama";
+  j["hidden_size"] = m.d_model;
+  j["intermediate_size"] = m.d_ff;
+  j["num_hidden_layers"] = m.n_layers;
+  j["num_attention_heads"] = m.n_heads;
+  j["num_key_value_heads"] = m.n_kv_heads;
+  j["head_dim"] = m.head_dim();
+  j["hidden_act"] = "silu";
+  j["max_position_embeddings"] = m.seq_len;
+  j["rms_norm_eps"] = tidy(m.norm_eps);
+  j["rope_theta"] = tidy(m.rope_theta);
+  j["rope_scaling"] = nullptr;
+  j["attention_dropout"] = 0.0;
+  if (a == Arch::llama) {
+    j["attention_bias"] = false;
+    j["mlp_bias"] = false;
+  } else {
+    j["num_local_experts"] = m.n_experts;
+    j["num_experts_per_tok"] = m.top_k;
+    j["router_aux_loss_coef"] = tidy(m.aux_loss_coef);
+    j["router_jitter_noise"] = 0.0;
+    j["output_router_logits"] = false;
+    j["sliding_window"] = nullptr;
+  }
+  return j.dump(2) + "\n";
+}
+
+std::string generation_config_json(const ModelConfig& m) {
+  const json j = {{"_from_model_config", true}, {"max_length", m.seq_len}};
+  return j.dump(2) + "\n";
+}
+
+std::string check_config_json(const std::string& text, const std::string& where, const ModelConfig& m, Arch a) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    return where + " is not valid JSON: " + e.what();
+  }
+  if (!j.is_object()) return where + " is not a JSON object";
+  const auto arch = j.find("architectures");
+  if (arch == j.end() || !arch->is_array() || arch->empty() || !(*arch)[0].is_string())
+    return where + " has no \"architectures\" list";
+  const std::string cls = (*arch)[0].get<std::string>();
+  if (cls != "GPT2LMHeadModel" && cls != "LlamaForCausalLM" && cls != "MixtralForCausalLM")
+    return where + ": architecture \"" + cls +
+           "\" is not one pentad reads (GPT2LMHeadModel, LlamaForCausalLM, MixtralForCausalLM)";
+  if (cls != arch_class(a))
+    return where + ": architecture \"" + cls + "\", but the deck's model is a " + arch_class(a);
+  // (config key, the deck's value, the deck key); a missing key takes the
+  // class's default where Hugging Face has one.
+  struct Want {
+    const char* key;
+    double deck;
+    const char* deck_key;
+    bool is_float;
+  };
+  std::vector<Want> want;
+  const bool gpt2 = a == Arch::gpt2;
+  if (gpt2) {
+    want = {{"n_layer", double(m.n_layers), "model.n_layers", false},
+            {"n_embd", double(m.d_model), "model.d_model", false},
+            {"n_head", double(m.n_heads), "model.n_heads", false},
+            {"layer_norm_epsilon", tidy(m.norm_eps), "model.norm_eps", true}};
+  } else {
+    want = {{"num_hidden_layers", double(m.n_layers), "model.n_layers", false},
+            {"hidden_size", double(m.d_model), "model.d_model", false},
+            {"num_attention_heads", double(m.n_heads), "model.n_heads", false},
+            {"num_key_value_heads", double(m.n_kv_heads), "model.n_kv_heads", false},
+            {"intermediate_size", double(m.d_ff), "model.d_ff", false},
+            {"rms_norm_eps", tidy(m.norm_eps), "model.norm_eps", true},
+            {"rope_theta", tidy(m.rope_theta), "model.rope_theta", true}};
+    if (a == Arch::mixtral) {
+      want.push_back({"num_local_experts", double(m.n_experts), "model.n_experts", false});
+      want.push_back({"num_experts_per_tok", double(m.top_k), "model.top_k", false});
+    }
+  }
+  want.push_back({"vocab_size", double(m.vocab_size), "model.vocab_size", false});
+  for (const Want& w : want) {
+    const auto it = j.find(w.key);
+    if (it == j.end() || it->is_null()) {
+      return where + " has no \"" + w.key + "\" (the deck's " + w.deck_key + " = " + json(w.deck).dump() + ")";
+    }
+    if (!it->is_number()) return where + ": \"" + w.key + "\" is not a number";
+    const double v = it->get<double>();
+    const bool same = w.is_float ? std::abs(v - w.deck) <= 1e-6 * std::abs(w.deck) : v == w.deck;
+    if (!same)
+      return where + ": \"" + w.key + "\" = " + it->dump() + " but the deck has " + w.deck_key + " = " +
+             json(w.deck).dump();
+  }
+  if (!gpt2) {
+    const auto hd = j.find("head_dim");
+    if (hd != j.end() && hd->is_number() && hd->get<int64_t>() != m.head_dim())
+      return where + ": \"head_dim\" = " + hd->dump() + " but the deck's d_model / n_heads = " +
+             std::to_string(m.head_dim());
+    const auto rs = j.find("rope_scaling");
+    if (rs != j.end() && !rs->is_null())
+      return where + ": \"rope_scaling\" = " + rs->dump() + ": pentad's RoPE has no scaling";
+    for (const char* bias : {"attention_bias", "mlp_bias"}) {
+      const auto b = j.find(bias);
+      if (b != j.end() && b->is_boolean() && b->get<bool>())
+        return where + ": \"" + std::string(bias) + "\" = true: pentad's Llama has no biases";
+    }
+  }
+  if (gpt2) {
+    const auto act = j.find("activation_function");
+    if (act != j.end() && act->is_string() && *act != "gelu_new" && *act != "gelu_pytorch_tanh")
+      return where + ": \"activation_function\" = " + act->dump() +
+             ": pentad's GPT-2 uses the tanh GELU (gelu_new)";
+    // A longer position table is fine: its first seq_len rows are taken.
+    const auto pos = j.find("n_positions");
+    if (pos != j.end() && pos->is_number_integer() && pos->get<int64_t>() < m.seq_len)
+      return where + ": \"n_positions\" = " + pos->dump() + " is shorter than the deck's model.seq_len = " +
+             std::to_string(m.seq_len);
+    const auto inner = j.find("n_inner");
+    const int64_t f = (inner == j.end() || inner->is_null()) ? 4 * int64_t(m.d_model) : inner->get<int64_t>();
+    if (f != m.d_ff)
+      return where + ": \"n_inner\" = " + std::to_string(f) + " but the deck has model.d_ff = " + std::to_string(m.d_ff);
+  }
+  const auto tie = j.find("tie_word_embeddings");
+  const bool tied = tie == j.end() || !tie->is_boolean() ? true : tie->get<bool>();  // the classes' default: tied
+  if (tied != m.tied())
+    return where + ": \"tie_word_embeddings\" = " + std::string(tied ? "true" : "false") +
+           " but the deck has model.tied_embeddings = " + std::string(m.tied() ? "true" : "false");
+  return {};
+}
+
+ModelConfig model_of_deck(const std::string& text, const std::string& where) {
+  const std::vector<std::string> one_rank = {
+      "backend=cpu",         "parallel.comm=mpi",         "parallel.dp=1",          "parallel.tp=1",
+      "parallel.pp=1",       "parallel.cp=1",             "parallel.ep=1",          "parallel.zero=0",
+      "parallel.sp=false",   "parallel.virtual_stages=1", "parallel.stage_layers=", "parallel.schedule=1f1b",
+      "checkpoint.resume=",  "checkpoint.init_from="};
+  try {
+    return parse_config(text, where, one_rank, 1).model;
+  } catch (const InputError& e) {
+    throw InputError(where + ": its deck does not parse: " + e.what());
+  }
+}
+
+}  // namespace pentad::hf

@@ -1,0 +1,75 @@
+// The mapping between pentad's global parameter tensors and Hugging Face's
+// GPT2LMHeadModel, LlamaForCausalLM and MixtralForCausalLM (docs/huggingface.md).
+// One table of rules serves export and import: each rule ties a piece of a
+// pentad tensor (the whole tensor, or expert e of an (E, ...) tensor) to a
+// column range of a Hugging Face tensor, through identity, a transpose
+// (GPT-2's Conv1D stores (in, out)) or the per-head RoPE row permutation.
+//
+// RoPE: pentad rotates the interleaved pairs (2i, 2i+1) of each head (as
+// Meta's reference Llama does); Hugging Face's rotate_half rotates (i, i+D/2).
+// Both use the frequency theta^(-2i/D) for pair i, so the Hugging Face q/k
+// row h*D + j is pentad's row h*D + (j < D/2 ? 2j : 2(j - D/2) + 1), per
+// head (k with n_kv_heads): the scores q.k are unchanged because q and k
+// get the same permutation.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace pentad::hf {
+
+enum class Arch { gpt2, llama, mixtral };
+const char* arch_class(Arch a);  // "GPT2LMHeadModel", ...
+
+// The Hugging Face class of a pentad model, or an InputError saying why it
+// has none (GPT-2 MoE, MoE blocks between dense ones, top_k = 1). notes:
+// what the class does differently and is kept anyway (e.g. capacity).
+Arch arch_of(const ModelConfig& m, const std::string& what, std::vector<std::string>* notes);
+
+enum class Op { identity, transpose, rope_rows };
+
+struct Rule {
+  std::string pentad;                // "model/layers/0/attn/wq"
+  std::vector<int64_t> pentad_shape; // the whole pentad tensor
+  int expert = -1;                   // >= 0: the piece is pentad[expert] of an (E, ...) tensor
+  std::string hf;                    // "model.layers.0.self_attn.q_proj.weight"
+  std::vector<int64_t> hf_shape;     // the whole Hugging Face tensor
+  int64_t hf_col0 = 0;               // the piece's first column in hf (1-D tensors: first element)
+  Op op = Op::identity;
+  int heads = 0;                     // rope_rows: heads in the tensor (n_heads for q, n_kv_heads for k)
+};
+
+// Every rule of m's class, Hugging Face tensors in their natural order.
+std::vector<Rule> rules(const ModelConfig& m, Arch a);
+
+// Hugging Face tensor names in rule order, each once.
+std::vector<std::string> hf_names(const std::vector<Rule>& rs);
+
+// Export: the Hugging Face tensor `hf_name` from pentad global tensors
+// (pentad(name) returns the whole tensor, row-major).
+std::vector<float> build_hf(const std::vector<Rule>& rs, const std::string& hf_name,
+                            const std::function<const std::vector<float>&(const std::string&)>& pentad);
+
+// Import: the pentad global tensor `name` from Hugging Face tensors.
+std::vector<float> build_pentad(const std::vector<Rule>& rs, const std::string& name,
+                                const std::function<const std::vector<float>&(const std::string&)>& hf);
+
+// config.json (dtype "float32" or "bfloat16") and generation_config.json.
+std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype);
+std::string generation_config_json(const ModelConfig& m);
+
+// Checks a config.json against the deck: the architecture must be a = the
+// deck's class, and every size that fixes a tensor or the forward pass
+// (layers, widths, heads, kv heads, vocabulary, eps, rope_theta, tying,
+// experts) must match. "" or a message naming the key and both values.
+std::string check_config_json(const std::string& text, const std::string& where, const ModelConfig& m, Arch a);
+
+// The model of a checkpoint's resolved deck (its layout replaced by one
+// rank, so any layout parses). InputError naming `where` if it does not.
+ModelConfig model_of_deck(const std::string& toml, const std::string& where);
+
+}  // namespace pentad::hf

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Hugging Face export and init_from (docs/huggingface.md). Trains DECK on one
+# rank, exports it with `ckpt export --format hf`, then:
+#  - bitwise round trips: init_from the export under each LAYOUT (0 steps,
+#    final.h5) must give exactly the exported weights (same_weights.py);
+#  - fine-tuning: init_from under the last LAYOUT, one step with a debug
+#    dump; the independent Hugging Face-structured PyTorch model of
+#    hf_loader.py, reading the safetensors by Hugging Face names, must give
+#    the dump's step-1 logits and loss.
+# Usage: hf_export.sh DECK LAYOUT...   LAYOUT = "N[:key=value,...]", e.g.
+#   "1" or "4:parallel.tp=2,parallel.pp=2". With HF_DTYPE=bf16 the export is
+#   bf16: no bitwise round trip to the fp32 weights then, only the loader
+#   check (pentad and the loader both start from the same bf16 values).
+# Env: PENTAD, PENTAD_SOURCE_DIR, PENTAD_PYTHON (torch + h5py), MPIEXEC.
+set -euo pipefail
+
+if [[ $# -lt 2 ]]; then
+  echo "usage: $0 DECK LAYOUT..." >&2
+  exit 2
+fi
+deck=$1
+shift
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+: "${PENTAD:?set PENTAD to the pentad binary}"
+: "${PENTAD_SOURCE_DIR:?set PENTAD_SOURCE_DIR to the source tree}"
+: "${PENTAD_PYTHON:?set PENTAD_PYTHON to a python with torch and h5py}"
+: "${MPIEXEC:?set MPIEXEC to the MPI launcher}"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/pentad_hf.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+# train LAYOUT ARGS...: pentad train DECK under LAYOUT, quiet unless it fails.
+train() {
+  local layout=$1 n sets=()
+  shift
+  n=${layout%%:*}
+  if [[ $layout == *:* ]]; then
+    IFS=, read -ra kv <<< "${layout#*:}"
+    for x in "${kv[@]}"; do sets+=(--set "$x"); done
+  fi
+  if ! "$MPIEXEC" -n "$n" "$PENTAD" train "$deck" --set "data.train=$tmp/data/train.bin" "${sets[@]}" "$@" \
+       > "$tmp/log" 2>&1; then
+    cat "$tmp/log"
+    echo "FAIL: pentad train under '$layout' $*"
+    exit 1
+  fi
+  grep -h "init_from:" "$tmp/log" || true
+}
+
+"$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/tests/data/corpus.txt > /dev/null
+train 1 --set train.steps=20 --set checkpoint.save_final=true --set "checkpoint.dir=$tmp/a"
+dtype=${HF_DTYPE:-fp32}
+"$PENTAD" ckpt export "$tmp/a/final.h5" --to "$tmp/hf" --format hf --dtype "$dtype"
+i=0
+for layout in "$@"; do
+  [[ $dtype == fp32 ]] || break
+  i=$((i + 1))
+  train "$layout" --set train.steps=0 --set checkpoint.save_final=true --set "checkpoint.dir=$tmp/b$i" \
+    --set "checkpoint.init_from=$tmp/hf"
+  echo "round trip pentad -> hf -> pentad under '$layout':"
+  "$PENTAD_PYTHON" "$here/same_weights.py" "$tmp/a/final.h5" "$tmp/b$i/final.h5"
+done
+last=${*: -1}
+train "$last" --set train.steps=1 --set "log.dump=$tmp/dump.h5" --set "checkpoint.init_from=$tmp/hf"
+echo "fine-tuning under '$last' from the export, against the Hugging Face-structured model:"
+"$PENTAD_PYTHON" "$here/hf_loader.py" "$tmp/hf" "$tmp/dump.h5"

@@ -1,0 +1,205 @@
+#!/usr/bin/python3
+"""Independent loader for `pentad ckpt export --format hf` (tests/torch/hf_export.sh).
+
+A float64 PyTorch implementation written from Hugging Face's documented module
+structure, not from pentad's code: GPT2LMHeadModel (Conv1D weights stored
+(in, out), q/k/v fused in attn.c_attn, tanh GELU), LlamaForCausalLM (RMSNorm,
+SwiGLU, grouped-query attention, RoPE applied with rotate_half on the
+half-split pairs (i, i + D/2)) and MixtralForCausalLM (block_sparse_moe: softmax
+router, top-k, weights renormalised, experts w2(silu(w1 x) * w3 x)). The
+sizes come from config.json, the tensors from the safetensors files by their
+Hugging Face names (parsed here with struct + json + numpy).
+
+Checks against a pentad debug dump (`--set log.dump=PATH`) of a run started
+from the same export with checkpoint.init_from: the step-1 logits to
+1e-5 of max|logits| and the step-1 loss to 1e-5 relative.
+Usage: hf_loader.py HF_DIR DUMP.h5   (exit 1 on any failure)
+"""
+import json
+import math
+import os
+import struct
+import sys
+
+import h5py
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+LOGITS_REL = 1e-5   # max|diff| / max|ref|: pentad fp32 against this fp64 rebuild
+LOSS_REL = 1e-5
+
+torch.set_default_dtype(torch.float64)
+
+
+def read_safetensors(path):
+    """{name: float64 tensor} of one .safetensors file (F32, BF16, F16)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    data = raw[8 + n:]
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        b, end = e["data_offsets"]
+        buf = data[b:end]
+        if e["dtype"] == "F32":
+            a = np.frombuffer(buf, dtype="<f4")
+        elif e["dtype"] == "BF16":
+            a = (np.frombuffer(buf, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+        elif e["dtype"] == "F16":
+            a = np.frombuffer(buf, dtype="<f2")
+        else:
+            raise SystemExit(f"{path}: tensor {name}: dtype {e['dtype']} not handled")
+        out[name] = torch.from_numpy(a.astype(np.float64).reshape(e["shape"]))
+    return out
+
+
+def read_model(d):
+    index = os.path.join(d, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index) as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+    else:
+        files = ["model.safetensors"]
+    w = {}
+    for fn in files:
+        w.update(read_safetensors(os.path.join(d, fn)))
+    return w
+
+
+def causal_attention(q, k, v):
+    """q: (B, H, T, D), k/v: (B, H, T, D) -> (B, H, T, D), scores scaled by 1/sqrt(D)."""
+    T, D = q.shape[2], q.shape[3]
+    s = q @ k.transpose(-1, -2) / math.sqrt(D)
+    s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    return s.softmax(-1) @ v
+
+
+def gpt2_forward(w, c, ids):
+    """GPT2LMHeadModel: Conv1D y = x @ W + b with W (in, out)."""
+    C, H = c["n_embd"], c["n_head"]
+    D = C // H
+    eps = c["layer_norm_epsilon"]
+    pre = "transformer." if "transformer.wte.weight" in w else ""
+    g = lambda n: w[pre + n]
+    conv1d = lambda x, n: x @ g(n + ".weight") + g(n + ".bias")
+    ln = lambda x, n: F.layer_norm(x, (C,), g(n + ".weight"), g(n + ".bias"), eps)
+    B, T = ids.shape
+    x = g("wte.weight")[ids] + g("wpe.weight")[:T][None]
+    for i in range(c["n_layer"]):
+        h = f"h.{i}."
+        qkv = conv1d(ln(x, h + "ln_1"), h + "attn.c_attn")
+        q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in qkv.split(C, dim=-1))
+        a = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, C)
+        x = x + conv1d(a, h + "attn.c_proj")
+        m = F.gelu(conv1d(ln(x, h + "ln_2"), h + "mlp.c_fc"), approximate="tanh")
+        x = x + conv1d(m, h + "mlp.c_proj")
+    x = ln(x, "ln_f")
+    head = g("wte.weight") if c.get("tie_word_embeddings", True) else w["lm_head.weight"]
+    return x @ head.T
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+
+def llama_forward(w, c, ids):
+    """LlamaForCausalLM / MixtralForCausalLM with rotate_half RoPE."""
+    C, H, Hkv = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
+    D = c.get("head_dim") or C // H
+    eps, theta = c["rms_norm_eps"], c["rope_theta"]
+    mixtral = c["architectures"][0] == "MixtralForCausalLM"
+    B, T = ids.shape
+    lin = lambda x, n: x @ w[n + ".weight"].T
+    rms = lambda x, n: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w[n + ".weight"]
+    inv_freq = 1.0 / theta ** (torch.arange(0, D, 2, dtype=torch.float64) / D)
+    freqs = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None]      # (T, D/2)
+    emb = torch.cat((freqs, freqs), dim=-1)                                     # (T, D)
+    cos, sin = emb.cos()[None, None], emb.sin()[None, None]
+    x = w["model.embed_tokens.weight"][ids]
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        h = rms(x, p + "input_layernorm")
+        q = lin(h, p + "self_attn.q_proj").view(B, T, H, D).transpose(1, 2)
+        k = lin(h, p + "self_attn.k_proj").view(B, T, Hkv, D).transpose(1, 2)
+        v = lin(h, p + "self_attn.v_proj").view(B, T, Hkv, D).transpose(1, 2)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k, v = (t.repeat_interleave(H // Hkv, dim=1) for t in (k, v))           # repeat_kv
+        a = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, H * D)
+        x = x + lin(a, p + "self_attn.o_proj")
+        h = rms(x, p + "post_attention_layernorm")
+        if mixtral:
+            x = x + sparse_moe(w, c, p + "block_sparse_moe.", h)
+        else:
+            m = p + "mlp."
+            x = x + lin(F.silu(lin(h, m + "gate_proj")) * lin(h, m + "up_proj"), m + "down_proj")
+    x = rms(x, "model.norm")
+    head = w["model.embed_tokens.weight"] if c.get("tie_word_embeddings", False) else w["lm_head.weight"]
+    return x @ head.T
+
+
+def sparse_moe(w, c, p, h):
+    """Mixtral's sparse MoE block: every token served by its top-k experts."""
+    B, T, C = h.shape
+    x = h.reshape(-1, C)
+    probs = (x @ w[p + "gate.weight"].T).softmax(-1)
+    top, sel = probs.topk(c["num_experts_per_tok"], dim=-1)
+    top = top / top.sum(-1, keepdim=True)
+    out = torch.zeros_like(x)
+    for e in range(c["num_local_experts"]):
+        rows, slot = torch.nonzero(sel == e, as_tuple=True)
+        if len(rows) == 0:
+            continue
+        ex = p + f"experts.{e}."
+        xe = x[rows]
+        y = (F.silu(xe @ w[ex + "w1.weight"].T) * (xe @ w[ex + "w3.weight"].T)) @ w[ex + "w2.weight"].T
+        out.index_add_(0, rows, top[rows, slot][:, None] * y)
+    return out.view(B, T, C)
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    d, dump = sys.argv[1], sys.argv[2]
+    with open(os.path.join(d, "config.json")) as f:
+        c = json.load(f)
+    w = read_model(d)
+    arch = c["architectures"][0]
+    f = h5py.File(dump, "r")
+    ids = torch.from_numpy(f["batch/inputs"][0].astype(np.int64))
+    tg = torch.from_numpy(f["batch/targets"][0].astype(np.int64))
+    logits = (gpt2_forward if arch == "GPT2LMHeadModel" else llama_forward)(w, c, ids)
+    got = f["logits"][...].astype(np.float64)
+    ref = logits.numpy()
+    ok = True
+    if got.shape != ref.shape:
+        print(f"FAIL logits shape {got.shape} != {ref.shape}")
+        return False
+    diff = np.abs(got - ref)
+    where = np.unravel_index(int(diff.argmax()), diff.shape)
+    rel = float(diff.max() / np.abs(ref).max())
+    good = rel <= LOGITS_REL
+    ok &= good
+    print(f"{'ok  ' if good else 'FAIL'} {arch} logits {ref.shape}: max|diff| {diff.max():.3e} at {tuple(map(int, where))} "
+          f"(pentad {got[where]:.9g}, {arch} {ref[where]:.9g}) = {rel:.3e} of max|logits| {np.abs(ref).max():.3e} "
+          f"(limit {LOGITS_REL:g})")
+    loss = float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tg.reshape(-1)))
+    got_loss = float(f["metrics/loss"][0])
+    lrel = abs(got_loss - loss) / abs(loss)
+    good = lrel <= LOSS_REL
+    ok &= good
+    print(f"{'ok  ' if good else 'FAIL'} step-1 loss: pentad {got_loss:.9g}, {arch} {loss:.9g}, relative {lrel:.3e} "
+          f"(limit {LOSS_REL:g}); log(V) = {math.log(ref.shape[-1]):.4f}")
+    # Non-triviality: trained weights (the loss is below chance) with spread logits.
+    good = loss < 0.95 * math.log(ref.shape[-1]) and float(ref.std()) > 1e-2
+    ok &= good
+    print(f"{'ok  ' if good else 'FAIL'} non-trivial: loss {loss:.4f} < 0.95 log(V), logits std {ref.std():.3e}")
+    return ok
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)

@@ -1,0 +1,206 @@
+// The pentad <-> Hugging Face rules (src/io/hf_map.*): export then import is
+// the identity, bitwise, for GPT-2, Llama (GQA) and Mixtral; the q/k row
+// permutation turns pentad's interleaved-pair RoPE into rotate_half's
+// half-split RoPE (computed here on both sides in double precision); the
+// GPT-2 c_attn is the transposed concatenation; config.json round trips
+// through its own check and a changed size is named.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "core/error.hpp"
+#include "io/hf_map.hpp"
+
+namespace {
+
+using pentad::Family;
+using pentad::ModelConfig;
+namespace hf = pentad::hf;
+
+ModelConfig tiny(Family f, int n_experts) {
+  ModelConfig m;
+  m.family = f;
+  m.n_layers = 2;
+  m.d_model = 16;
+  m.n_heads = 4;
+  m.n_kv_heads = f == Family::gpt2 ? 4 : 2;
+  m.d_ff = 24;
+  m.vocab_size = 11;
+  m.seq_len = 5;
+  m.tied_embeddings = f == Family::gpt2 ? 1 : 0;
+  m.n_experts = n_experts;
+  m.top_k = 2;
+  m.dropless = true;
+  return m;
+}
+
+int64_t numel(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// Random pentad tensors for every rule's pentad tensor.
+std::map<std::string, std::vector<float>> random_pentad(const std::vector<hf::Rule>& rs) {
+  std::mt19937 gen(7);
+  std::normal_distribution<float> nd;
+  std::map<std::string, std::vector<float>> p;
+  for (const hf::Rule& r : rs)
+    if (!p.count(r.pentad)) {
+      std::vector<float> v(size_t(numel(r.pentad_shape)));
+      for (float& x : v) x = nd(gen);
+      p[r.pentad] = v;
+    }
+  return p;
+}
+
+TEST(HfMap, ExportThenImportIsTheIdentity) {
+  for (const auto& [m, arch] : {std::pair{tiny(Family::gpt2, 0), hf::Arch::gpt2},
+                                std::pair{tiny(Family::llama, 0), hf::Arch::llama},
+                                std::pair{tiny(Family::llama, 3), hf::Arch::mixtral}}) {
+    const auto rs = hf::rules(m, arch);
+    const auto pen = random_pentad(rs);
+    std::map<std::string, std::vector<float>> h;
+    for (const std::string& n : hf::hf_names(rs))
+      h[n] = hf::build_hf(rs, n, [&](const std::string& x) -> const std::vector<float>& { return pen.at(x); });
+    for (const auto& [name, want] : pen) {
+      const auto got =
+          hf::build_pentad(rs, name, [&](const std::string& x) -> const std::vector<float>& { return h.at(x); });
+      ASSERT_EQ(got.size(), want.size()) << hf::arch_class(arch) << " " << name;
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << hf::arch_class(arch) << " " << name;
+    }
+    // Every Hugging Face element is written exactly once: no tensor keeps a zero
+    // that random data would not have.
+    for (const auto& [n, v] : h)
+      for (float x : v) ASSERT_NE(x, 0.0f) << hf::arch_class(arch) << " " << n;
+  }
+}
+
+TEST(HfMap, Gpt2CAttnIsTheTransposedConcatenation) {
+  const ModelConfig m = tiny(Family::gpt2, 0);
+  const auto rs = hf::rules(m, hf::Arch::gpt2);
+  const auto pen = random_pentad(rs);
+  const auto w = hf::build_hf(rs, "transformer.h.1.attn.c_attn.weight",
+                              [&](const std::string& x) -> const std::vector<float>& { return pen.at(x); });
+  const int64_t C = m.d_model;
+  const char* parts[3] = {"wq", "wk", "wv"};
+  for (int k = 0; k < 3; ++k) {
+    const auto& p = pen.at(std::string("model/layers/1/attn/") + parts[k]);  // (C out, C in)
+    for (int64_t o = 0; o < C; ++o)
+      for (int64_t i = 0; i < C; ++i) ASSERT_EQ(w[size_t(i * 3 * C + k * C + o)], p[size_t(o * C + i)]) << parts[k];
+  }
+}
+
+// q (or k) of one position rotated as pentad does: pairs (2i, 2i+1).
+std::vector<double> rope_interleaved(const std::vector<double>& x, int heads, int D, int pos, double theta) {
+  std::vector<double> y = x;
+  for (int h = 0; h < heads; ++h)
+    for (int i = 0; i < D / 2; ++i) {
+      const double a = pos * std::pow(theta, -2.0 * i / D), c = std::cos(a), s = std::sin(a);
+      const double x0 = x[size_t(h * D + 2 * i)], x1 = x[size_t(h * D + 2 * i + 1)];
+      y[size_t(h * D + 2 * i)] = x0 * c - x1 * s;
+      y[size_t(h * D + 2 * i + 1)] = x0 * s + x1 * c;
+    }
+  return y;
+}
+
+// As Hugging Face's Llama does: x * cos + rotate_half(x) * sin, pairs (i, i + D/2).
+std::vector<double> rope_half(const std::vector<double>& x, int heads, int D, int pos, double theta) {
+  std::vector<double> y = x;
+  for (int h = 0; h < heads; ++h)
+    for (int j = 0; j < D; ++j) {
+      const int i = j % (D / 2);
+      const double a = pos * std::pow(theta, -2.0 * i / D);
+      const double rot = j < D / 2 ? -x[size_t(h * D + j + D / 2)] : x[size_t(h * D + j - D / 2)];
+      y[size_t(h * D + j)] = x[size_t(h * D + j)] * std::cos(a) + rot * std::sin(a);
+    }
+  return y;
+}
+
+TEST(HfMap, PermutedRowsTurnInterleavedRopeIntoRotateHalf) {
+  const ModelConfig m = tiny(Family::llama, 0);
+  const auto rs = hf::rules(m, hf::Arch::llama);
+  const auto pen = random_pentad(rs);
+  const int D = m.head_dim(), C = m.d_model;
+  std::vector<double> x(static_cast<size_t>(C));
+  for (int c = 0; c < C; ++c) x[size_t(c)] = std::sin(0.7 * c + 0.3);
+  double worst_scores = 0, moved = 0;
+  for (const char* which : {"wq", "wk"}) {
+    const int heads = std::string(which) == "wq" ? m.n_heads : m.n_kv_heads;
+    const std::string pname = std::string("model/layers/0/attn/") + which;
+    const std::string hname = std::string("model.layers.0.self_attn.") + (which[1] == 'q' ? "q" : "k") + "_proj.weight";
+    const auto w_hf = hf::build_hf(rs, hname, [&](const std::string& n) -> const std::vector<float>& { return pen.at(n); });
+    const auto& w_pen = pen.at(pname);
+    auto matvec = [&](const std::vector<float>& w) {
+      std::vector<double> y(size_t(heads * D), 0.0);
+      for (int r = 0; r < heads * D; ++r)
+        for (int c = 0; c < C; ++c) y[size_t(r)] += double(w[size_t(r * C + c)]) * x[size_t(c)];
+      return y;
+    };
+    const auto y_pen = matvec(w_pen), y_hf = matvec(w_hf);
+    for (int pos : {0, 3, 11}) {
+      const auto a = rope_interleaved(y_pen, heads, D, pos, m.rope_theta);
+      const auto b = rope_half(y_hf, heads, D, pos, m.rope_theta);
+      const auto u = rope_half(y_pen, heads, D, pos, m.rope_theta);  // the unpermuted weights
+      // Per head, the same multiset of rotated values: pentad's row h*D + 2i is
+      // Hugging Face's h*D + i, row h*D + 2i + 1 is h*D + i + D/2.
+      for (int h = 0; h < heads; ++h)
+        for (int i = 0; i < D / 2; ++i) {
+          worst_scores = std::max(worst_scores, std::abs(a[size_t(h * D + 2 * i)] - b[size_t(h * D + i)]));
+          worst_scores = std::max(worst_scores, std::abs(a[size_t(h * D + 2 * i + 1)] - b[size_t(h * D + i + D / 2)]));
+        }
+      for (int h = 0; h < heads && pos > 0; ++h)
+        for (int i = 0; i < D / 2; ++i)
+          moved = std::max(moved, std::abs(a[size_t(h * D + 2 * i)] - u[size_t(h * D + i)]));
+    }
+  }
+  std::printf("rope: worst |interleaved - rotate_half| %.3e; unpermuted rows differ by up to %.3e\n", worst_scores,
+              moved);
+  EXPECT_LE(worst_scores, 1e-12);
+  EXPECT_GT(moved, 1e-3);
+}
+
+TEST(HfMap, ConfigJsonChecksItself) {
+  for (const auto& [m, arch] : {std::pair{tiny(Family::gpt2, 0), hf::Arch::gpt2},
+                                std::pair{tiny(Family::llama, 0), hf::Arch::llama},
+                                std::pair{tiny(Family::llama, 3), hf::Arch::mixtral}}) {
+    const std::string text = hf::config_json(m, arch, "float32");
+    EXPECT_EQ(hf::check_config_json(text, "cfg", m, arch), "") << text;
+    ModelConfig other = m;
+    other.d_ff = 32;
+    const std::string err = hf::check_config_json(text, "cfg", other, arch);
+    EXPECT_NE(err.find("model.d_ff"), std::string::npos) << err;
+    EXPECT_NE(err.find("24"), std::string::npos) << err;
+    EXPECT_NE(err.find("32"), std::string::npos) << err;
+  }
+  auto j = nlohmann::json::parse(hf::config_json(tiny(Family::llama, 0), hf::Arch::llama, "float32"));
+  j["architectures"] = {"BertForMaskedLM"};
+  const std::string err = hf::check_config_json(j.dump(), "cfg", tiny(Family::llama, 0), hf::Arch::llama);
+  EXPECT_NE(err.find("BertForMaskedLM"), std::string::npos) << err;
+}
+
+TEST(HfMap, ModelsWithoutAClassAreRefused) {
+  ModelConfig m = tiny(Family::gpt2, 3);
+  EXPECT_THROW(hf::arch_of(m, "x", nullptr), pentad::InputError);
+  m = tiny(Family::llama, 3);
+  m.moe_every = 2;
+  EXPECT_THROW(hf::arch_of(m, "x", nullptr), pentad::InputError);
+  m.moe_every = 1;
+  m.top_k = 1;
+  EXPECT_THROW(hf::arch_of(m, "x", nullptr), pentad::InputError);
+  m.top_k = 2;
+  m.dropless = false;
+  std::vector<std::string> notes;
+  EXPECT_EQ(hf::arch_of(m, "x", &notes), hf::Arch::mixtral);
+  ASSERT_FALSE(notes.empty());
+  EXPECT_NE(notes[0].find("capacity"), std::string::npos) << notes[0];
+}
+
+}  // namespace

@@ -108,7 +108,9 @@ int sample(const CLI::App& cmd, SampleArgs a, Job job) {
   std::fprintf(stderr, "sample: %s (step %lld), %s L=%d C=%d V=%d seq_len=%d, tokenizer %s, backend %s\n",
                path.c_str(), (long long)w.step, mc.family == Family::gpt2 ? "gpt2" : "llama", mc.n_layers,
                mc.d_model, mc.vocab_size, mc.seq_len, tok->describe().c_str(), be->name().c_str());
-  const Generation g = a.tokens > 0 ? generate(engine, prompt, a.tokens, a.p, tok->eot()) : Generation{};
+  SampleParams p = a.p;
+  p.vocab = int(tok->vocab_size());
+  const Generation g = a.tokens > 0 ? generate(engine, prompt, a.tokens, p, tok->eot()) : Generation{};
   if (a.ids) {
     for (size_t i = 0; i < g.ids.size(); ++i) std::printf("%s%d", i ? " " : "", g.ids[i]);
     std::printf("\n");

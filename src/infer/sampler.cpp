@@ -87,7 +87,7 @@ Generation generate(InferenceEngine& engine, const std::vector<int32_t>& prompt,
       g.stop = StopReason::seq_len;
       break;
     }
-    const int32_t tok = sample_token(logits.data(), V, p, uint64_t(i));
+    const int32_t tok = sample_token(logits.data(), p.vocab > 0 ? std::min(p.vocab, V) : V, p, uint64_t(i));
     if (eot >= 0 && tok == eot) {
       g.stop = StopReason::eot;
       break;

@@ -22,6 +22,10 @@ struct SampleParams {
   int top_k = 0;             // >= 0; 0 = no limit
   double top_p = 1.0;        // in (0, 1]
   uint64_t seed = 0;
+  // Candidates are the ids < vocab (the tokenizer's vocabulary, so a model
+  // whose vocabulary is padded beyond it never yields a padding id); 0 = all
+  // of the model's.
+  int vocab = 0;
 };
 
 // An InputError naming the option when a value is out of range.

@@ -56,6 +56,7 @@ std::string train_sample_line(InferenceEngine& engine, int step, const std::vect
                               uint64_t seed, const Tokenizer* tok) {
   SampleParams p;  // temperature 1, every token a candidate
   p.seed = seed;
+  p.vocab = tok ? int(tok->vocab_size()) : 0;
   const Generation g = generate(engine, prompt, n_tokens, p, tok ? tok->eot() : -1);
   const int V = engine.config().vocab_size;
   std::string line = "sample at step " + std::to_string(step) + " (temperature 1, seed " + std::to_string(seed) + ", " + std::to_string(g.ids.size()) +

@@ -6,6 +6,8 @@
 //                                check pentad's ids (a `pentad prep` train.bin,
 //                                one SEP before each FILE) against js-tiktoken's
 //   bench ENC FILE REPS          median MB/s of js-tiktoken's encode over FILE
+//   decode ENC IDS OUT           js-tiktoken's decode of the ids in IDS (one
+//                                line, space-separated) written to OUT as UTF-8
 // ENC is gpt2 or cl100k_base. Exit code 1 on any mismatch.
 "use strict";
 const fs = require("fs");
@@ -201,7 +203,13 @@ function main() {
     return compare(js, enc, ranks, trainBin, Number(sep), outDir, files);
   }
   if (cmd === "bench") return bench(js, args[0], args[1], Number(args[2] || 5));
-  console.error("usage: js_tiktoken.cjs ranks|compare|bench ...");
+  if (cmd === "decode") {
+    const [enc, idsFile, out] = args;
+    const ids = fs.readFileSync(idsFile, "utf8").trim().split(/\s+/).filter(Boolean).map(Number);
+    fs.writeFileSync(out, new js.lite.Tiktoken(js.ranks(enc)).decode(ids));
+    return 0;
+  }
+  console.error("usage: js_tiktoken.cjs ranks|compare|bench|decode ...");
   return 2;
 }
 

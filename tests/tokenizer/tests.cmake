@@ -18,3 +18,9 @@ foreach(case not_base64_rank bad_base64 ranks_not_contiguous duplicate_rank dupl
   set_tests_properties(tokenizer_cli_${case} PROPERTIES LABELS "tokenizer;mpi;cli" TIMEOUT 180
     ENVIRONMENT "${PENTAD_TEST_ENV}")
 endforeach()
+
+# GPT-2 BPE end to end: prep, tp=2 training with decoded samples, and
+# `pentad sample --tokenizer`, its text checked against js-tiktoken's decode.
+add_test(NAME tokenizer_train_sample COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/train_sample.sh)
+set_tests_properties(tokenizer_train_sample PROPERTIES LABELS "tokenizer;mpi;cli" TIMEOUT 300
+  ENVIRONMENT "${PENTAD_TEST_ENV}")

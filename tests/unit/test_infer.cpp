@@ -171,6 +171,38 @@ TEST(Generate, GreedyStopsAtEotAndAtSeqLen) {
   EXPECT_THROW(generate(engine, {}, 1, greedy, -1), InputError);
 }
 
+TEST(Generate, VocabLimitNeverYieldsPaddingIds) {
+  // A tokenizer smaller than the model's (padded) vocabulary: the ids it
+  // lacks are never candidates, so the greedy tokens are the argmax over the
+  // first `vocab` logits.
+  auto be = make_cpu_backend(1);
+  const ModelConfig mc = tiny(Family::gpt2);
+  Model model(mc, Recompute::none, 1, *be);
+  model.params().allocate_and_init(11);
+  InferenceEngine engine(weights_of(model, *be), *be);
+  SampleParams greedy;
+  greedy.temperature = 0;
+  const std::vector<int32_t> prompt = {1, 2};
+  const Generation full = generate(engine, prompt, 12, greedy, -1);
+  // The limit: one below the largest id the unlimited run chose, so at least
+  // one of its tokens is no longer a candidate.
+  const int32_t top = *std::max_element(full.ids.begin(), full.ids.end());
+  ASSERT_GT(top, 0);
+  SampleParams limited = greedy;
+  limited.vocab = top;
+  const Generation g = generate(engine, prompt, 12, limited, -1);
+  ASSERT_EQ(g.ids.size(), full.ids.size());
+  std::vector<int32_t> seq = prompt;
+  for (size_t i = 0; i < g.ids.size(); ++i) {
+    EXPECT_LT(g.ids[i], top) << "token " << i;
+    engine.reset();
+    std::vector<float> logits;
+    engine.forward(seq.data(), int(seq.size()), logits);
+    EXPECT_EQ(g.ids[i], sample_token(logits.data(), top, greedy, 0)) << "token " << i;
+    seq.push_back(g.ids[i]);
+  }
+}
+
 TEST(Engine, MissingTensorIsAnInputErrorAndFreesWhatItTook) {
   auto be = make_cpu_backend(1);
   const ModelConfig mc = tiny(Family::gpt2);

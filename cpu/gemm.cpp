@@ -5,7 +5,9 @@
 // with every element rounded to bf16 (bf16.hpp), then multiplied by sgemm:
 // the products of bf16 values are exact in fp32 and the sums accumulate in
 // fp32, as a bf16 tensor-core GEMM with fp32 accumulation computes them. C,
-// alpha and beta stay fp32.
+// alpha and beta stay fp32. A product with one row (M = 1, a decode step of
+// `pentad sample`) goes to sgemv, which reads the matrix once in place;
+// OpenBLAS's sgemm would first pack all of it.
 #include <omp.h>
 
 #include <cblas.h>
@@ -49,6 +51,13 @@ void CpuBackend::gemm(bool trans_a, bool trans_b, int M, int N, int K, float alp
     lda = a_cols;
     B = bf16_b_.data();
     ldb = b_cols;
+  }
+  if (M == 1) {
+    // C(1,N) = alpha * a op(B) + beta * C, a the one row of op(A): B (K,N)
+    // gives C = B^T a, B stored (N,K) (trans_b) gives C = B a.
+    cblas_sgemv(CblasRowMajor, trans_b ? CblasNoTrans : CblasTrans, trans_b ? N : K, trans_b ? K : N, alpha, B,
+                ldb, A, trans_a ? lda : 1, beta, C, 1);
+    return;
   }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

@@ -177,8 +177,9 @@ TEST_P(ReferenceOps, MemoryAlignedZeroedTracked) {
 // ------------------------------------------------------------------ gemm ----
 
 TEST_P(ReferenceOps, GemmAllTransposesWithStridesAndBeta) {
-  const int M = 7, N = 5, K = 9;
+  const int N = 5, K = 9;
   const float alpha = 1.5f, beta = 0.5f;
+  for (int M : {7, 1})  // M = 1: the one-row (decode) path
   for (int ta = 0; ta < 2; ++ta)
     for (int tb = 0; tb < 2; ++tb) {
       const int rows_a = ta ? K : M, cols_a = ta ? M : K, lda = cols_a + 3;
@@ -198,7 +199,7 @@ TEST_P(ReferenceOps, GemmAllTransposesWithStridesAndBeta) {
           ref[size_t(i) * ldc + j] = alpha * s + beta * double(C[size_t(i) * ldc + j]);
         }
       backend().gemm(ta, tb, M, N, K, alpha, A.data(), lda, Bm.data(), ldb, beta, C.data(), ldc);
-      expect_close(cat("gemm ta=", ta, " tb=", tb), C, ref, kAtol,
+      expect_close(cat("gemm M=", M, " ta=", ta, " tb=", tb), C, ref, kAtol,
                    kRtol);
     }
 }

@@ -325,6 +325,12 @@ void walk_schedule(const Schedule& s, int rank, std::vector<int>& slots_hw, int&
         if (a.chunk < G - 1) --bufs;
         --live[size_t(a.chunk)];
         break;
+      case ActionKind::backward_input:  // the slot lives on until its W
+        if (a.chunk < G - 1) --bufs;
+        break;
+      case ActionKind::backward_weight:
+        --live[size_t(a.chunk)];
+        break;
       case ActionKind::send_act:
         break;
     }

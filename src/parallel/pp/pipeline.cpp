@@ -216,6 +216,8 @@ double Pipeline::run(const Schedule& s, bool train, const int32_t* inputs, const
       case ActionKind::send_act: send_act(r, a); break;
       case ActionKind::backward: run_backward(r, a); break;
       case ActionKind::send_grad: send_grad(r, a); break;
+      case ActionKind::backward_input:
+      case ActionKind::backward_weight: PENTAD_FATAL("pipeline: split backward not executed yet");
     }
   }
   finish_run(r);

@@ -378,6 +378,8 @@ void Model::alloc_wstash(Slot& S) {
       take(w.ln2, Nl * C);
     }
   }
+  if (S.w_bytes != plan_.wstash_bytes(S.chunk))
+    throw std::logic_error("Model: the deferred-W buffers differ from the memory plan's");
 }
 
 size_t Model::slot_w_bytes(int s) { return slot(s).w_bytes; }

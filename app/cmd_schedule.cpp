@@ -1,7 +1,8 @@
-// `pentad schedule --pp P --m M [--schedule afab|1f1b|interleaved] [--v V]`:
+// `pentad schedule --pp P --m M [--schedule afab|1f1b|interleaved|zbh1] [--v V]`:
 // prints a pipeline schedule's per-rank lists and what the checker finds:
-// validity, activation high-water mark per rank (replayed and expected) and
-// the bubble of a timed replay (t_b = 2 t_f) beside the formula. No MPI work.
+// validity, activation (and deferred-W) high-water marks per rank (replayed
+// and expected) and the bubble of a timed replay (t_b = 2 t_f, a split
+// backward t_B = t_W = t_f) beside the formula. No MPI work.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -34,8 +35,8 @@ int schedule(const CLI::App& cmd, const ScheduleArgs& a, Job job) {
   const int pp = number("--pp", a.pp), m = number("--m", a.m);
   const int v = a.v.empty() ? 1 : number("--v", a.v);
   if (pp == 0 || m == 0) throw CliUsageError("schedule: --pp and --m are required");
-  if (a.kind != "afab" && a.kind != "1f1b" && a.kind != "interleaved")
-    throw CliUsageError("schedule: --schedule must be afab, 1f1b or interleaved (got '" + a.kind + "')");
+  if (a.kind != "afab" && a.kind != "1f1b" && a.kind != "interleaved" && a.kind != "zbh1")
+    throw CliUsageError("schedule: --schedule must be afab, 1f1b, interleaved or zbh1 (got '" + a.kind + "')");
   const ScheduleKind k = parse_schedule_kind(a.kind);
   if (const std::string p = schedule_problem(k, pp, v, m); !p.empty()) throw InputError(p);
   const Schedule s = make_schedule(k, pp, v, m);
@@ -47,9 +48,14 @@ int schedule(const CLI::App& cmd, const ScheduleArgs& a, Job job) {
     return 1;
   }
   std::printf("check: ok (every send has its receive, no deadlock)\n");
-  for (int r = 0; r < pp; ++r)
-    std::printf("rank %d: peak in-flight %d (expected %d) | replayed bubble %.4f\n", r, c.peak_inflight[size_t(r)],
-                expected_inflight(k, pp, v, m, r), c.sim_bubble[size_t(r)]);
+  for (int r = 0; r < pp; ++r) {
+    std::printf("rank %d: peak in-flight %d (expected %d)", r, c.peak_inflight[size_t(r)],
+                expected_inflight(k, pp, v, m, r));
+    if (splits_backward(k))
+      std::printf(" | deferred W %d (expected %d)", c.peak_deferred_w[size_t(r)],
+                  expected_deferred_w(k, pp, v, m, r));
+    std::printf(" | replayed bubble %.4f\n", c.sim_bubble[size_t(r)]);
+  }
   std::printf("bubble formula: %.4f\n", bubble_formula(k, pp, v, m));
   return 0;
 }
@@ -59,7 +65,7 @@ int schedule(const CLI::App& cmd, const ScheduleArgs& a, Job job) {
 Command add_schedule(CLI::App& pentad, Job job) {
   auto a = std::make_shared<ScheduleArgs>();
   CLI::App* cmd = add_command(pentad, "schedule", "print and check a pipeline schedule");
-  cmd->add_option("--schedule", a->kind, "afab | 1f1b | interleaved (default 1f1b)");
+  cmd->add_option("--schedule", a->kind, "afab | 1f1b | interleaved | zbh1 (default 1f1b)");
   cmd->add_option("--pp", a->pp, "pipeline stages");
   cmd->add_option("--m", a->m, "micro-batches");
   cmd->add_option("--v", a->v, "model chunks per stage (interleaved; default 1)");

@@ -39,6 +39,20 @@ MemoryPlan::MemoryPlan(const ModelConfig& cfg, Recompute recompute, int micro_ba
       recompute_(recompute),
       layout_(std::move(layout)) {
   chunk_begin_ = layout_.chunk_blocks.empty() ? std::vector<int>{0, d_.L} : layout_.chunk_blocks;
+  for (int l = 0; l < d_.L; ++l) moe_block_.push_back(cfg.is_moe_block(l));
+}
+
+size_t MemoryPlan::wstash_bytes(int g) const {
+  const size_t N = size_t(d_.N), C = size_t(d_.C), F = size_t(d_.F);
+  const size_t HD = size_t(d_.H) * d_.D, KD = size_t(d_.Hkv) * d_.D;
+  const bool full = recompute_ == Recompute::full;
+  size_t elems = 0;
+  for (int l = chunk_begin_[size_t(g)]; l < chunk_begin_[size_t(g) + 1]; ++l) {
+    if (!moe_block_[size_t(l)]) elems += N * C + N * F * (d_.gpt2 ? 1 : 2) + (full ? N * F : 0);
+    elems += N * C + N * HD + 2 * N * KD;
+    if (full) elems += 2 * size_t(d_.Nl) * C + N * HD;
+  }
+  return elems * sizeof(float);
 }
 
 // One block's Acts. kept: a slot's (the attention probabilities with

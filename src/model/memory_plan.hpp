@@ -85,6 +85,11 @@ class MemoryPlan {
   // selective), and on the last chunk the final norm and per-token losses.
   std::vector<BufSpec> slot_buffers(int g) const;
   size_t slot_bytes(int g) const { return bytes_of(slot_buffers(g), Mem::activations); }
+  // What a slot of chunk g keeps for its deferred W (schedules that split
+  // the backward; Model::alloc_wstash, activations): per block the output
+  // gradients of the matmuls (the MLP's only in dense blocks), with full
+  // recompute also the matmul inputs B recomputed.
+  size_t wstash_bytes(int g) const;
   // Rows of logits the loss head processes at once (0 without the head).
   int head_rows() const;
   // The all-gathered logits the head allocates on the first debug dump
@@ -100,6 +105,7 @@ class MemoryPlan {
   Recompute recompute_ = Recompute::none;
   RankLayout layout_;
   std::vector<int> chunk_begin_;
+  std::vector<bool> moe_block_;  // per block
 };
 
 // ---- data parallelism (DataParallel's sizes) --------------------------------

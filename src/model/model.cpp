@@ -89,6 +89,8 @@ struct Model::Slot {
   float* losses = nullptr;     // (B*T)
   std::vector<void*> owned;
   size_t bytes = 0;
+  std::vector<WStash> wstash;  // per block l0..l1-1 (global index); allocated at the first B
+  size_t w_bytes = 0;
 };
 
 Model::Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backend& backend,
@@ -223,6 +225,24 @@ void Model::bind_block(int l, const ParamLookup& id) {
 
 // Where each planned buffer goes: a field of the shared Scratch, of a block's
 // Acts (a slot's, or the shared full-recompute set) or of the slot.
+// One block's deferred W: the output gradients of its matmuls, kept by B
+// (all rows N, local widths); with full recompute also the matmul inputs B
+// recomputed (the shared set is overwritten by the next block). MoE blocks
+// run their MLP's whole backward in B and keep only the attention's.
+struct Model::WStash {
+  float* dy_mlp = nullptr;    // (N,C) gradient at w_down's output
+  float* d_fc_pre = nullptr;  // (N,F) at w_up's (GPT-2) or w_gate's (Llama) output
+  float* d_up = nullptr;      // (N,F) at w_up's output (Llama)
+  float* dy_att = nullptr;    // (N,C) at wo's output
+  float* dq = nullptr;        // (N,H*D) after RoPE's backward
+  float* dk = nullptr;        // (N,Hkv*D)
+  float* dv = nullptr;        // (N,Hkv*D)
+  float* ln1 = nullptr;       // (Nl,C) full recompute only
+  float* att = nullptr;       // (N,H*D)
+  float* ln2 = nullptr;       // (Nl,C)
+  float* fc_act = nullptr;    // (N,F)
+};
+
 void Model::bind(const BufSpec& b, void* p, Slot* s) {
   float* f = static_cast<float*>(p);
   if (is_acts_buf(b.buf)) {
@@ -329,6 +349,40 @@ int Model::acquire_slot(int chunk) {
 }
 
 void Model::release_slot(int s) { slot(s).busy = false; }
+
+void Model::alloc_wstash(Slot& S) {
+  if (!S.wstash.empty()) return;
+  S.wstash.resize(size_t(L_));
+  const bool full = recompute_ == Recompute::full;
+  auto take = [&](float*& p, size_t n) {
+    p = be_.alloc(n, Mem::activations);
+    S.owned.push_back(p);
+    S.w_bytes += n * sizeof(float);
+  };
+  const size_t N = size_t(N_), Nl = size_t(Nl_), C = size_t(C_);
+  for (int l = chunk_first_block(S.chunk); l < chunk_end_block(S.chunk); ++l) {
+    WStash& w = S.wstash[size_t(l)];
+    if (!cfg_.is_moe_block(l)) {
+      take(w.dy_mlp, N * C);
+      take(w.d_fc_pre, N * F_);
+      if (!gpt2_) take(w.d_up, N * F_);
+      if (full) take(w.fc_act, N * F_);
+    }
+    take(w.dy_att, N * C);
+    take(w.dq, N * H_ * D_);
+    take(w.dk, N * Hkv_ * D_);
+    take(w.dv, N * Hkv_ * D_);
+    if (full) {
+      take(w.ln1, Nl * C);
+      take(w.att, N * H_ * D_);
+      take(w.ln2, Nl * C);
+    }
+  }
+  if (S.w_bytes != plan_.wstash_bytes(S.chunk))
+    throw std::logic_error("Model: the deferred-W buffers differ from the memory plan's");
+}
+
+size_t Model::slot_w_bytes(int s) { return slot(s).w_bytes; }
 
 size_t Model::slot_bytes(int g) {
   for (const auto& sl : slots_)
@@ -452,16 +506,25 @@ void Model::block_fwd(int l, Acts& a, const float* in, bool keep_probs) {
 // The conjugates in reverse: each region's output gradient enters through
 // leave_bwd (all rows), the column-parallel input gradients are partial sums
 // over this rank's heads / MLP columns until enter_bwd.
-void Model::block_bwd(int l, Acts& a, const float* in) {
+void Model::block_bwd(int l, Acts& a, const float* in, WStash* w) {
   const Block& b = blocks_[size_t(l)];
   Scratch& s = *scratch_;
   const bool moe = cfg_.is_moe_block(l);
   MoeCtxPtr& mctx = moe ? moe_ctx_[size_t(cur_slot_)][size_t(l)] : moe_ctx_[size_t(cur_slot_)][0];
+  const size_t NC = size_t(N_) * C_;
+  // B keeps a copy of what W reads (the scratch is reused by the next block).
+  auto keep = [&](float* dst, const float* src, size_t n) { be_.copy_bytes(dst, src, n * sizeof(float)); };
   if (recompute_ == Recompute::full) {
     block_fwd(l, a, in, false);  // the shared set now holds this block's activations
     // The MoE layer's saved state was dropped after forward: run it again
     // (its output is not needed; d_ln is free until the MoE backward).
     if (moe) moe_fwd(mctx, l, s.d_ln, a, nullptr);
+    if (w) {
+      keep(w->ln1, a.ln1, size_t(Nl_) * C_);
+      keep(w->att, a.att, size_t(N_) * H_ * D_);
+      keep(w->ln2, a.ln2, size_t(Nl_) * C_);
+      if (!moe) keep(w->fc_act, a.fc_act, size_t(N_) * F_);
+    }
   } else if (recompute_ == Recompute::selective && !moe) {
     mlp_act_fwd(a);  // fc_act is shared scratch
   }
@@ -473,6 +536,19 @@ void Model::block_bwd(int l, Acts& a, const float* in) {
   const float* x2 = tp_.enter_fwd(a.ln2, s.gath_x);  // (N,C) the region's input again
   if (moe) {
     moe_->backward(mctx, moe_p_[size_t(l)], d_part, dy, x2, cur_loss_scale_);
+  } else if (w) {  // B: the input gradients the fused path computes, in its order
+    b.w_down.bwd_input(s.d_fc_act, dy);
+    keep(w->dy_mlp, dy, NC);
+    if (gpt2_) {
+      be_.gelu_bwd(s.d_fc_pre, s.d_fc_act, a.fc_pre, BTF);
+      b.w_up.bwd_input(d_part, s.d_fc_pre, 0.0f);
+    } else {
+      be_.swiglu_bwd(s.d_fc_pre, s.d_up, s.d_fc_act, a.fc_pre, a.fc_up, BTF);
+      b.w_gate.bwd_input(d_part, s.d_fc_pre, 0.0f);
+      b.w_up.bwd_input(d_part, s.d_up, 1.0f);
+      keep(w->d_up, s.d_up, BTF);
+    }
+    keep(w->d_fc_pre, s.d_fc_pre, BTF);
   } else if (gpt2_) {
     b.w_down.bwd(s.d_fc_act, dy, a.fc_act);
     be_.gelu_bwd(s.d_fc_pre, s.d_fc_act, a.fc_pre, BTF);
@@ -490,18 +566,58 @@ void Model::block_bwd(int l, Acts& a, const float* in) {
 
   // Attention branch. s.dres now holds dL/d(res_mid) = dL/d(block input) via the skip.
   dy = tp_.leave_bwd(s.dres, s.gath_dy);  // (N,C)
-  b.wo.bwd(s.d_att, dy, a.att);
+  if (w) {
+    b.wo.bwd_input(s.d_att, dy);
+    keep(w->dy_att, dy, NC);
+  } else {
+    b.wo.bwd(s.d_att, dy, a.att);
+  }
   attention_bwd(a);
   if (!gpt2_) {
     rope(s.dq, H_, true);
     rope(s.dk, Hkv_, true);
   }
   const float* x1 = tp_.enter_fwd(a.ln1, s.gath_x);  // (N,C)
-  b.wq.bwd(d_part, s.dq, x1, 0.0f);
-  b.wk.bwd(d_part, s.dk, x1, 1.0f);
-  b.wv.bwd(d_part, s.dv, x1, 1.0f);
+  if (w) {
+    b.wq.bwd_input(d_part, s.dq, 0.0f);
+    b.wk.bwd_input(d_part, s.dk, 1.0f);
+    b.wv.bwd_input(d_part, s.dv, 1.0f);
+    keep(w->dq, s.dq, size_t(N_) * H_ * D_);
+    keep(w->dk, s.dk, size_t(N_) * Hkv_ * D_);
+    keep(w->dv, s.dv, size_t(N_) * Hkv_ * D_);
+  } else {
+    b.wq.bwd(d_part, s.dq, x1, 0.0f);
+    b.wk.bwd(d_part, s.dk, x1, 1.0f);
+    b.wv.bwd(d_part, s.dv, x1, 1.0f);
+  }
   norm_bwd(b.attn_norm, s.dres, tp_.enter_bwd(d_part, s.d_ln), in, a.ln1_mean, a.ln1_rstd, 0);
   sp_norm_grads_.sync({b.attn_norm.w, b.attn_norm.b, b.mlp_norm.w, b.mlp_norm.b});
+}
+
+// W of block l: the matmuls' weight and bias gradients from what B kept and
+// the saved inputs (the slot's, or B's copies with full recompute; selective
+// rebuilds the MLP activation again, bitwise as B did). Under sp the inputs
+// are all-gathered again: collective over tp.
+void Model::block_wgrad(int l, Acts& a, const WStash& w) {
+  const Block& b = blocks_[size_t(l)];
+  Scratch& s = *scratch_;
+  const bool full = recompute_ == Recompute::full;
+  if (!cfg_.is_moe_block(l)) {
+    if (recompute_ == Recompute::selective) mlp_act_fwd(a);  // fc_act is shared scratch
+    b.w_down.bwd_weight(w.dy_mlp, full ? w.fc_act : a.fc_act);
+    const float* x2 = tp_.enter_fwd(full ? w.ln2 : a.ln2, s.gath_x);  // (N,C)
+    if (gpt2_) {
+      b.w_up.bwd_weight(w.d_fc_pre, x2);
+    } else {
+      b.w_gate.bwd_weight(w.d_fc_pre, x2);
+      b.w_up.bwd_weight(w.d_up, x2);
+    }
+  }
+  b.wo.bwd_weight(w.dy_att, full ? w.att : a.att);
+  const float* x1 = tp_.enter_fwd(full ? w.ln1 : a.ln1, s.gath_x);  // (N,C)
+  b.wq.bwd_weight(w.dq, x1);
+  b.wk.bwd_weight(w.dk, x1);
+  b.wv.bwd_weight(w.dv, x1);
 }
 
 // out(Nl, C) = res_mid + the MoE layer of block l on ln2 (all-gathered over
@@ -572,37 +688,73 @@ void Model::forward_chunk(int s, const int32_t* inputs, const int32_t* targets, 
   }
 }
 
+double Model::chunk_backward_head(Slot& S, float loss_scale, float* logits_out) {
+  if (S.chunk != n_chunks() - 1) return 0;
+  // The head runs its forward and backward together: acquire it (and a
+  // tied embedding held by this stage) as a backward unit, since it
+  // produces gradients.
+  const bool tied_here = cfg_.tied() && has_embedding_;
+  hooks_->acquire(L_ + 1, true);
+  if (tied_here) hooks_->acquire(0, true);
+  const double loss = head(S, loss_scale, true, logits_out);
+  if (tied_here) hooks_->release(0, true);
+  hooks_->grads_ready(L_ + 1);
+  hooks_->release(L_ + 1, true);
+  return loss;
+}
+
+void Model::chunk_backward_embedding(Slot& S) {
+  if (S.chunk != 0) return;
+  hooks_->acquire(0, true);
+  embedding_.bwd(scratch_->dres, scratch_->gath_dy, S.tokens);
+  hooks_->grads_ready(0);
+  hooks_->release(0, true);
+}
+
 double Model::backward_chunk(int s, float loss_scale, float* logits_out) {
   Slot& S = slot(s);
   cur_slot_ = s;
   cur_loss_scale_ = loss_scale;
-  const int G = n_chunks(), g = S.chunk;
-  double loss = 0;
-  if (g == G - 1) {
-    // The head runs its forward and backward together: acquire it (and a
-    // tied embedding held by this stage) as a backward unit, since it
-    // produces gradients.
-    const bool tied_here = cfg_.tied() && has_embedding_;
-    hooks_->acquire(L_ + 1, true);
-    if (tied_here) hooks_->acquire(0, true);
-    loss = head(S, loss_scale, true, logits_out);
-    if (tied_here) hooks_->release(0, true);
-    hooks_->grads_ready(L_ + 1);
-    hooks_->release(L_ + 1, true);
-  }
+  const int g = S.chunk;
+  const double loss = chunk_backward_head(S, loss_scale, logits_out);
   for (int l = chunk_end_block(g) - 1; l >= chunk_first_block(g); --l) {
     hooks_->acquire(l + 1, true);
     block_bwd(l, acts_for(S, l), S.res[size_t(l)]);
     hooks_->grads_ready(l + 1);
     hooks_->release(l + 1, true);
   }
-  if (g == 0) {
-    hooks_->acquire(0, true);
-    embedding_.bwd(scratch_->dres, scratch_->gath_dy, S.tokens);
-    hooks_->grads_ready(0);
-    hooks_->release(0, true);
-  }
+  chunk_backward_embedding(S);
   return loss;
+}
+
+double Model::backward_input_chunk(int s, float loss_scale, float* logits_out) {
+  Slot& S = slot(s);
+  cur_slot_ = s;
+  cur_loss_scale_ = loss_scale;
+  const int g = S.chunk;
+  alloc_wstash(S);
+  const double loss = chunk_backward_head(S, loss_scale, logits_out);
+  for (int l = chunk_end_block(g) - 1; l >= chunk_first_block(g); --l) {
+    hooks_->acquire(l + 1, true);
+    block_bwd(l, acts_for(S, l), S.res[size_t(l)], &S.wstash[size_t(l)]);
+    hooks_->release(l + 1, true);
+  }
+  // The embedding's gradient needs the boundary gradient now (the next B
+  // overwrites it): it stays in B.
+  chunk_backward_embedding(S);
+  return loss;
+}
+
+void Model::backward_weight_chunk(int s) {
+  Slot& S = slot(s);
+  if (S.wstash.empty()) throw std::logic_error("Model::backward_weight_chunk: W before its B");
+  const int g = S.chunk;
+  for (int l = chunk_end_block(g) - 1; l >= chunk_first_block(g); --l) {
+    hooks_->acquire(l + 1, true);
+    block_wgrad(l, acts_for(S, l), S.wstash[size_t(l)]);
+    hooks_->grads_ready(l + 1);
+    hooks_->release(l + 1, true);
+  }
 }
 
 double Model::loss_chunk(int s) {

@@ -146,6 +146,18 @@ class Model {
   // Backward of one chunk; the last chunk first runs the head (its forward
   // and backward together) and returns the micro-batch's loss sum, others 0.
   double backward_chunk(int slot, float loss_scale, float* logits_out);
+  // backward_chunk in two halves (zero-bubble schedules): B computes the
+  // chunk's input gradient (boundary_grad), the head, the norms' and the MoE
+  // layers' gradients, and keeps in the slot what W needs (the output
+  // gradients of the block matmuls; with full recompute also their inputs);
+  // W computes the matmuls' weight and bias gradients from it and calls
+  // grads_ready for the chunk's blocks. The slot is released after W. B then
+  // W gives bitwise backward_chunk's gradients. Collective over tp, as
+  // backward_chunk (every tp rank runs the same actions in the same order).
+  double backward_input_chunk(int slot, float loss_scale, float* logits_out);
+  void backward_weight_chunk(int slot);
+  // Bytes a slot keeps for its deferred W (0 until its first B).
+  size_t deferred_w_bytes(int slot) { return slot_w_bytes(slot); }
   // Evaluation on the last chunk after forward_chunk: the loss sum.
   double loss_chunk(int slot);
   // Ring attention accounting (nullptr without context parallelism).
@@ -156,6 +168,7 @@ class Model {
   struct Acts;       // activation pointers of one block
   struct Scratch;    // gradient scratch shared by all blocks
   struct Slot;       // one micro-batch's activations through one chunk
+  struct WStash;     // what one block's deferred W needs
   struct Norm {      // LayerNorm (w, b) or RMSNorm (w; b not held), weights replicated over tp
     ParamId w, b;
   };
@@ -170,7 +183,15 @@ class Model {
   Slot& slot(int s) { return *slots_[size_t(s)]; }
   Acts& acts_for(Slot& s, int l);
   void block_fwd(int l, Acts& a, const float* in, bool keep_probs);
-  void block_bwd(int l, Acts& a, const float* in);
+  // w null: the fused backward; else B only, keeping W's inputs in *w.
+  void block_bwd(int l, Acts& a, const float* in, WStash* w = nullptr);
+  void block_wgrad(int l, Acts& a, const WStash& w);  // W of block l
+  void alloc_wstash(Slot& S);
+  size_t slot_w_bytes(int slot);
+  // The hooks around a chunk's backward: the head first (last chunk), the
+  // blocks in reverse (block_step(l)), the embedding (first chunk).
+  double chunk_backward_head(Slot& S, float loss_scale, float* logits_out);
+  void chunk_backward_embedding(Slot& S);
   void mlp_act_fwd(Acts& a);
   void moe_fwd(MoeCtxPtr& ctx, int l, float* out, Acts& a, MoeStats* stats);
   // Attention of one block: the local kernel, or ring attention over cp.

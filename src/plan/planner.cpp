@@ -305,9 +305,12 @@ double param_window_peak(const StageParams& s, bool tied) {
 // backward releases) and pipeline boundary buffers (a posted receive holds
 // one until its compute action; a gradient send holds a copy to the end of
 // the step).
-void walk_schedule(const Schedule& s, int rank, std::vector<int>& slots_hw, int& buffers_hw) {
+// ctx_hw: the (mb, chunk) live from forward to B (the MoE layers' saved
+// state, which B consumes; with a fused backward the same as slots_hw).
+void walk_schedule(const Schedule& s, int rank, std::vector<int>& slots_hw, std::vector<int>& ctx_hw,
+                   int& buffers_hw) {
   const int G = s.n_chunks();
-  std::vector<int> live(size_t(G), 0);
+  std::vector<int> live(size_t(G), 0), ctx(size_t(G), 0);
   int bufs = 0;
   for (const Action& a : s.ranks[size_t(rank)]) {
     switch (a.kind) {
@@ -319,10 +322,19 @@ void walk_schedule(const Schedule& s, int rank, std::vector<int>& slots_hw, int&
       case ActionKind::forward:
         if (a.chunk > 0) --bufs;
         slots_hw[size_t(a.chunk)] = std::max(slots_hw[size_t(a.chunk)], ++live[size_t(a.chunk)]);
-        if (s.kind == ScheduleKind::forward_only) --live[size_t(a.chunk)];
+        ctx_hw[size_t(a.chunk)] = std::max(ctx_hw[size_t(a.chunk)], ++ctx[size_t(a.chunk)]);
+        if (s.kind == ScheduleKind::forward_only) --live[size_t(a.chunk)], --ctx[size_t(a.chunk)];
         break;
       case ActionKind::backward:
         if (a.chunk < G - 1) --bufs;
+        --live[size_t(a.chunk)];
+        --ctx[size_t(a.chunk)];
+        break;
+      case ActionKind::backward_input:  // the slot lives on until its W
+        if (a.chunk < G - 1) --bufs;
+        --ctx[size_t(a.chunk)];
+        break;
+      case ActionKind::backward_weight:
         --live[size_t(a.chunk)];
         break;
       case ActionKind::send_act:
@@ -374,7 +386,8 @@ void add_state_bytes(const Config& cfg, const StageParams& sp, const StageParams
 // (at least one: the trainer sizes a slot before the first step), each of
 // the model's planned slot bytes, plus the MoE layer's buffers.
 void add_activation_bytes(const Config& cfg, const std::vector<int>& cb, const MemoryPlan& plan,
-                          const StageParams& sp, const std::vector<int>& hw, double moe_load, StageMemory& m) {
+                          const StageParams& sp, const std::vector<int>& hw, const std::vector<int>& ctx_hw,
+                          double moe_load, bool split_backward, StageMemory& m) {
   const int Ac = int(Mem::activations);
   const bool full = cfg.train.recompute == Recompute::full;
   const MoeRows mr = moe_rows(cfg, false, moe_load);
@@ -385,13 +398,15 @@ void add_activation_bytes(const Config& cfg, const std::vector<int>& cb, const M
     const double sb = double(plan.slot_bytes(g));
     m.slot_bytes += sb;
     m.bytes[Ac] += n * sb;
+    // A split backward (zbh1): every slot also keeps its deferred W's inputs.
+    if (split_backward) m.bytes[Ac] += n * double(plan.wstash_bytes(g));
     // MoE context per MoE block of the chunk, kept from forward to backward
     // (full recompute drops it after forward): received rows (R, C) and
     // the expert MLP's (2 GPT-2, 3 Llama) x (R, d_ff).
     if (!full) {
       double nm = 0;
       for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) nm += cfg.model.is_moe_block(l) ? 1 : 0;
-      m.bytes[Ac] += n * nm * kF * mr.R * mb.kept_per_row;
+      m.bytes[Ac] += std::max(1, ctx_hw[size_t(g)]) * nm * kF * mr.R * mb.kept_per_row;
     }
   }
   if (moe_blocks_of(cfg, cb, sp) > 0) {
@@ -411,11 +426,11 @@ StageMemory stage_memory(const Config& cfg, const std::vector<int>& cb, int r, c
   const MemoryPlan plan = memory_plan_of(cfg, cb, r);
   StageMemory m;
   add_state_bytes(cfg, sp, xp, cfg.model.tied() && sp.has_embedding && sp.has_head, m);
-  std::vector<int> hw(cb.size() - 1, 0);
+  std::vector<int> hw(cb.size() - 1, 0), ctx_hw(cb.size() - 1, 0);
   int bufs = 0;
-  walk_schedule(train, r, hw, bufs);
-  if (eval) walk_schedule(*eval, r, hw, bufs);
-  add_activation_bytes(cfg, cb, plan, sp, hw, moe_load, m);
+  walk_schedule(train, r, hw, ctx_hw, bufs);
+  if (eval) walk_schedule(*eval, r, hw, ctx_hw, bufs);
+  add_activation_bytes(cfg, cb, plan, sp, hw, ctx_hw, moe_load, splits_backward(train.kind), m);
   m.boundary_buffers = bufs;
   m.bytes[int(Mem::comm)] += bufs * kF * double(plan.boundary_elems());
   m.bytes[int(Mem::scratch)] = scratch_bytes(cfg, plan, moe_blocks_of(cfg, cb, sp) > 0, moe_load);
@@ -632,6 +647,12 @@ void add_tp_comm(const Config& cfg, const StageParams& s, const std::vector<int>
     const double n_ag = 6 + 2 * full, n_rs = 4 + full;
     bytes += n_blocks * ((n_ag + n_rs) * ag * BTC + ar * 4 * d.C) - 2 * n_moe * ag * BTC;
     calls += n_blocks * (n_ag + n_rs + 1) - 2 * n_moe;
+    // A split backward's W all-gathers its matmul inputs again (Model::
+    // block_wgrad): ln1 and, in dense blocks, ln2.
+    if (splits_backward(train_kind(cfg))) {
+      bytes += (2 * n_blocks - n_moe) * ag * BTC;
+      calls += 2 * n_blocks - n_moe;
+    }
   }
   if (s.has_embedding) {  // vocab-parallel embedding: reduce forward, gather the gradient (sp)
     bytes += d.sp ? 2 * ag * BTC : ar * BTC;

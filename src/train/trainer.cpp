@@ -593,7 +593,9 @@ void Trainer::print_pipeline_summary() {
   std::printf("pipeline: %s pp=%d virtual_stages=%d micro-batches=%d | bubble (idle/busy, median) per stage "
               "[%s] | formula %s = %.3f\n",
               schedule_name(sched_kind_), n_pp_, n_virtual_, A_, per.c_str(),
-              sched_kind_ == ScheduleKind::interleaved ? "(pp-1)/(v m)" : "(pp-1)/m",
+              sched_kind_ == ScheduleKind::interleaved ? "(pp-1)/(v m)"
+              : sched_kind_ == ScheduleKind::zbh1      ? "(pp-1)/(3m)"
+                                                       : "(pp-1)/m",
               bubble_formula(sched_kind_, n_pp_, n_virtual_, A_));
 }
 

@@ -92,6 +92,13 @@ case "$case_name" in
     run "train.grad_accum=3 micro-batches must be a multiple of parallel.pp=2" train "$tmp/deck.toml" \
       --set parallel.dp=1 --set parallel.pp=2 --set model.n_layers=4 --set parallel.virtual_stages=2 \
       --set parallel.schedule=interleaved --set train.grad_accum=3 ;;
+  zbh1_too_few_micro_batches)
+    run "train.grad_accum=1 gives 1 micro-batches, fewer than parallel.pp=2" train "$tmp/deck.toml" \
+      --set parallel.dp=1 --set parallel.pp=2 --set model.n_layers=2 --set parallel.schedule=zbh1 ;;
+  zbh1_virtual_stages)
+    run "parallel.virtual_stages=2 needs parallel.schedule=interleaved \(got parallel.schedule=zbh1\)" train "$tmp/deck.toml" \
+      --set parallel.dp=1 --set parallel.pp=2 --set model.n_layers=4 --set parallel.virtual_stages=2 \
+      --set parallel.schedule=zbh1 --set train.grad_accum=4 ;;
   pp_zero2)
     run "parallel.zero=2 with parallel.pp=2: ZeRO-2/3 are not supported with pipeline" train "$tmp/deck.toml" \
       --set parallel.dp=1 --set parallel.pp=2 --set model.n_layers=2 --set train.grad_accum=2 --set parallel.zero=2 ;;

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Measured activation high-water marks of the pipeline schedules against the
-# schedule checker: pp 4 with 8 micro-batches under afab and 1f1b. For every
-# stage, the activation slots alive at once (counted by the executor) must
-# equal the checker's replay of the same list (`pentad schedule`), and the
-# backend's measured activation peak must be exactly that many slots.
+# schedule checker: pp 4 with 8 micro-batches under afab, 1f1b and zbh1. For
+# every stage, the activation slots alive at once (counted by the executor)
+# must equal the checker's replay of the same list (`pentad schedule`), and
+# the backend's measured activation peak must be exactly that many slots
+# (zbh1: more, as its slots also keep their deferred W's inputs).
 # env: PENTAD, MPIEXEC, PENTAD_SOURCE_DIR, PENTAD_PYTHON
 set -euo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 deck=$PENTAD_SOURCE_DIR/tests/parity/gpt2.toml
 "$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/tests/data/corpus.txt > /dev/null
-for sched in afab 1f1b; do
+for sched in afab 1f1b zbh1; do
   "$PENTAD" schedule --schedule $sched --pp 4 --m 8 > "$tmp/$sched.sched"
   "$MPIEXEC" -n 4 "$PENTAD" train "$deck" --set data.train="$tmp/data/train.bin" --set model.n_layers=4 \
     --set parallel.pp=4 --set parallel.schedule=$sched --set train.grad_accum=8 --set train.steps=3 \
@@ -23,7 +24,7 @@ from report import report
 tmp = sys.argv[1]
 checks = []
 peaks = {}
-for sched in ("afab", "1f1b"):
+for sched in ("afab", "1f1b", "zbh1"):
     text = open(f"{tmp}/{sched}.sched").read()
     replay = {int(r): (int(p), int(e)) for r, p, e in
               re.findall(r"rank (\d+): peak in-flight (\d+) \(expected (\d+)\)", text)}
@@ -34,8 +35,12 @@ for sched in ("afab", "1f1b"):
         checks.append((f"{sched} stage {s}: {measured} activation slots in flight, checker replay {predicted} "
                        f"(formula {expected})", measured == predicted == expected))
         act, slot = row[f"pp{s}_act_peak_bytes"], row[f"pp{s}_slot_bytes"]
-        checks.append((f"{sched} stage {s}: activation peak {act:.0f} B = {measured} x slot {slot:.0f} B",
-                       slot > 0 and act == measured * slot))
+        if sched == "zbh1":
+            checks.append((f"{sched} stage {s}: activation peak {act:.0f} B > {measured} x slot {slot:.0f} B",
+                           slot > 0 and act > measured * slot))
+        else:
+            checks.append((f"{sched} stage {s}: activation peak {act:.0f} B = {measured} x slot {slot:.0f} B",
+                           slot > 0 and act == measured * slot))
         peaks[(sched, s)] = act
 # afab holds all 8 micro-batches everywhere; 1f1b at most pp - stage.
 checks.append(("afab needs more activation memory than 1f1b on every stage",

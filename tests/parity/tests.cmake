@@ -77,7 +77,7 @@ set_tests_properties(dp_zero_memory_by_stage PROPERTIES LABELS "mpi;parity"
 # so every gpt2 case also sums wte's gradient over the first and last stage.
 foreach(model gpt2 llama)
   set(L4 "--set model.n_layers=4")
-  foreach(sched afab 1f1b)
+  foreach(sched afab 1f1b zbh1)
     pentad_parity_test(pp2_${sched} ${model} 2 "--set train.grad_accum=4"
                        "--set parallel.pp=2 --set parallel.schedule=${sched} --set train.grad_accum=4")
     pentad_parity_test(pp4_${sched} ${model} 4 "${L4} --set train.grad_accum=8"
@@ -97,6 +97,36 @@ pentad_parity_test(pp2_tied llama 2 "--set model.tied_embeddings=true --set trai
                    "--set model.tied_embeddings=true --set parallel.pp=2 --set train.grad_accum=2")
 pentad_parity_test(pp2_stage_layers gpt2 2 "--set model.n_layers=4 --set train.grad_accum=2"
                    "--set model.n_layers=4 --set parallel.pp=2 --set parallel.stage_layers=3,1 --set train.grad_accum=2")
+# Zero-bubble ZB-H1 (issue 22): the split backward composes with dp (ZeRO-1)
+# and tp/sp, and the three recompute policies stay bitwise identical under it.
+pentad_parity_test(pp2_dp2_zero1_zbh1 llama 4 "--set train.grad_accum=4"
+                   "--set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=1 --set parallel.schedule=zbh1 --set train.grad_accum=2")
+pentad_parity_test(pp2_tp2_zbh1 gpt2 4 "--set train.grad_accum=2"
+                   "--set parallel.pp=2 --set parallel.tp=2 --set parallel.schedule=zbh1 --set train.grad_accum=2")
+pentad_parity_test(pp2_tp2_sp_zbh1 llama 4 "--set model.n_heads=8 --set model.n_kv_heads=4 --set train.grad_accum=2"
+                   "--set model.n_heads=8 --set model.n_kv_heads=4 --set parallel.pp=2 --set parallel.tp=2 --set parallel.sp=true --set parallel.schedule=zbh1 --set train.grad_accum=2")
+foreach(model gpt2 llama)
+  add_test(NAME recompute_identical_${model}_pp2_zbh1
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/recompute_identical.sh ${CMAKE_CURRENT_LIST_DIR}/${model}.toml 2
+                   "--set parallel.pp=2 --set parallel.schedule=zbh1")
+  set_tests_properties(recompute_identical_${model}_pp2_zbh1 PROPERTIES LABELS "mpi;parity"
+                       ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
+endforeach()
+# B then a deferred W is bitwise the fused backward (1f1b), per recompute policy.
+foreach(model gpt2 llama)
+  foreach(r none selective full)
+    add_test(NAME split_backward_identical_${model}_pp2_${r}
+             COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/split_backward_identical.sh ${CMAKE_CURRENT_LIST_DIR}/${model}.toml 2
+                     "--set parallel.pp=2 --set train.grad_accum=4 --set train.recompute=${r}")
+    set_tests_properties(split_backward_identical_${model}_pp2_${r} PROPERTIES LABELS "mpi;parity"
+                         ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
+  endforeach()
+endforeach()
+add_test(NAME split_backward_identical_llama_pp2_tp2_sp
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/split_backward_identical.sh ${CMAKE_CURRENT_LIST_DIR}/llama.toml 4
+                 "--set model.n_heads=8 --set model.n_kv_heads=4 --set parallel.pp=2 --set parallel.tp=2 --set parallel.sp=true --set train.grad_accum=2 --set train.recompute=full")
+set_tests_properties(split_backward_identical_llama_pp2_tp2_sp PROPERTIES LABELS "mpi;parity"
+                     ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
 pentad_parity_test(pp2_recompute_full gpt2 2 "--set train.recompute=full --set train.grad_accum=2"
                    "--set train.recompute=full --set parallel.pp=2 --set train.grad_accum=2")
 pentad_parity_test(pp2_recompute_selective llama 2 "--set train.recompute=selective --set train.grad_accum=2"
@@ -151,6 +181,8 @@ foreach(model moe_gpt2 moe_llama)
   pentad_parity_test(dp4_ep2_zero1 ${model} 4 "--set train.grad_accum=4" "--set parallel.dp=4 --set parallel.ep=2 --set parallel.zero=1")
   pentad_parity_test(dp2_ep2_zero1 ${model} 2 "--set train.grad_accum=2" "--set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=1")
   pentad_parity_test(dp2_ep2_pp2 ${model} 4 "--set train.grad_accum=4" "--set parallel.dp=2 --set parallel.ep=2 --set parallel.pp=2 --set train.grad_accum=2")
+  # ZB-H1: the MoE layer's backward stays whole in B; the attention's W is deferred.
+  pentad_parity_test(dp2_ep2_pp2_zbh1 ${model} 4 "--set train.grad_accum=4" "--set parallel.dp=2 --set parallel.ep=2 --set parallel.pp=2 --set parallel.schedule=zbh1 --set train.grad_accum=2")
   pentad_parity_test(dp2_ep2_full_dropless ${model} 2 "--set model.dropless=true --set train.grad_accum=2"
                      "--set model.dropless=true --set parallel.dp=2 --set parallel.ep=2 --set train.recompute=full")
   add_test(NAME recompute_identical_${model}

@@ -13,9 +13,10 @@
 # batch size: the root's (moe_recv_load, the most over both steps, as the
 # peaks it is checked against are the root's over both steps) goes to
 # `pentad plan --moe-load`.
-#   memory_model.sh gpt2|llama [base|cp_moe]
+#   memory_model.sh gpt2|llama [base|cp_moe|zbh1]
 # base: the dp/ZeRO/tp/sp/pp layouts; cp_moe: the context-parallel layouts
-# of gpt2|llama and the MoE/ep layouts of moe_gpt2|moe_llama.
+# of gpt2|llama and the MoE/ep layouts of moe_gpt2|moe_llama; zbh1: the
+# zero-bubble schedule's layouts.
 # env: PENTAD, MPIEXEC, PENTAD_SOURCE_DIR, PENTAD_PYTHON
 set -euo pipefail
 model=$1
@@ -66,6 +67,15 @@ else
     "moe_cp2_dp2_ep2_zero3|4|--set parallel.cp=2 --set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=3|moe_$model"
   )
 fi
+elif [ "$suite" = zbh1 ]; then
+# The split backward (zbh1): slots live until their W and keep W's inputs.
+cases=(
+  "pp2_zbh1|2|--set parallel.pp=2 --set parallel.schedule=zbh1 --set train.grad_accum=4"
+  "pp2_zbh1_full|2|--set parallel.pp=2 --set parallel.schedule=zbh1 --set train.grad_accum=4 --set train.recompute=full"
+  "pp2_zbh1_selective|2|--set parallel.pp=2 --set parallel.schedule=zbh1 --set train.grad_accum=2 --set train.recompute=selective"
+  "pp2_tp2_sp_zbh1|4|$c --set parallel.pp=2 --set parallel.tp=2 --set parallel.sp=true --set parallel.schedule=zbh1 --set train.grad_accum=2"
+  "moe_dp2_ep2_pp2_zbh1|4|--set parallel.dp=2 --set parallel.ep=2 --set parallel.pp=2 --set parallel.schedule=zbh1 --set train.grad_accum=2|moe_$model"
+)
 else
 cases=(
   "dp2|2|--set parallel.dp=2"

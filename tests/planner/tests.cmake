@@ -11,6 +11,10 @@ foreach(model gpt2 llama)
            COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/memory_model.sh ${model} cp_moe)
   set_tests_properties(planner_memory_model_cp_moe_${model} PROPERTIES LABELS "mpi;planner"
                        ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 200)
+  add_test(NAME planner_memory_model_zbh1_${model}
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/memory_model.sh ${model} zbh1)
+  set_tests_properties(planner_memory_model_zbh1_${model} PROPERTIES LABELS "mpi;planner"
+                       ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 200)
 endforeach()
 add_test(NAME planner_choice_runs_and_fits COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/choice_fits.sh)
 add_test(NAME planner_bad_input COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/bad_input.sh)

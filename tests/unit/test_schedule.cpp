@@ -1,6 +1,7 @@
 // The pipeline schedules, checked without MPI over a grid of (pp, m, v).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "parallel/pp/schedule.hpp"
@@ -135,4 +136,74 @@ TEST(Partition, BalancedAndOverride) {
   EXPECT_NE(message(4, 2, "4").find("1 counts for 2"), std::string::npos);
   EXPECT_NE(message(4, 2, "2,x").find("'x'"), std::string::npos);
   EXPECT_NE(message(4, 2, "2,-1").find("parallel.stage_layers"), std::string::npos);
+}
+
+// ZB-H1 (issue 22): valid over the grid; a slot lives from F to W, so every
+// rank holds at most pp of them (1F1B's rank-0 bound); rank r defers at most
+// r + 1 W actions.
+TEST(ZeroBubble, H1ValidOverGrid) {
+  for (int pp : {1, 2, 3, 4, 8})
+    for (int m : {1, 2, 3, 4, 6, 8, 16}) {
+      if (pp > 1 && m < pp) continue;
+      expect_valid(ScheduleKind::zbh1, pp, 1, m);
+      const ScheduleCheck z = check_schedule(make_schedule(ScheduleKind::zbh1, pp, 1, m));
+      const ScheduleCheck b = check_schedule(make_schedule(ScheduleKind::one_f_one_b, pp, 1, m));
+      ASSERT_TRUE(z.ok() && b.ok());
+      const int b_peak = *std::max_element(b.peak_inflight.begin(), b.peak_inflight.end());
+      for (int r = 0; r < pp; ++r) {
+        EXPECT_EQ(z.peak_deferred_w[size_t(r)], expected_deferred_w(ScheduleKind::zbh1, pp, 1, m, r))
+            << "pp=" << pp << " m=" << m << " rank " << r;
+        EXPECT_LE(z.peak_inflight[size_t(r)], b_peak) << "pp=" << pp << " m=" << m << " rank " << r;
+        EXPECT_EQ(b.peak_deferred_w[size_t(r)], 0);
+      }
+    }
+}
+
+// The paper's ZB-H1 bubble (Qi et al. 2024, section 3.1): (pp - 1)(t_F + t_B
+// - t_W) idle per rank over m (t_F + t_B + t_W) busy; a third of 1F1B's with
+// t_F = t_B = t_W (the fused backward then costs 2 t_F, as in 1F1B's test).
+TEST(ZeroBubble, H1ReplayMatchesPaperFormula) {
+  for (int pp : {2, 3, 4, 8})
+    for (int m : {pp, 2 * pp, 16}) {
+      const double t_f = 1.0, t_b = 1.0, t_w = 1.0;
+      const ScheduleCheck c = check_schedule(make_schedule(ScheduleKind::zbh1, pp, 1, m), t_f, t_b + t_w, t_w);
+      const ScheduleCheck ref = check_schedule(make_schedule(ScheduleKind::one_f_one_b, pp, 1, m), t_f, t_b + t_w);
+      ASSERT_TRUE(c.ok() && ref.ok()) << c.error << ref.error;
+      const double paper = (pp - 1) * (t_f + t_b - t_w) / (m * (t_f + t_b + t_w));
+      EXPECT_NEAR(bubble_formula(ScheduleKind::zbh1, pp, 1, m), paper, 1e-12);
+      for (int r = 0; r < pp; ++r) {
+        EXPECT_NEAR(c.sim_bubble[size_t(r)], paper, 1e-12) << "pp=" << pp << " m=" << m << " rank " << r;
+        EXPECT_NEAR(c.sim_bubble[size_t(r)] * 3, ref.sim_bubble[size_t(r)], 1e-12) << "a third of 1F1B's";
+      }
+      EXPECT_NEAR(c.sim_makespan, 3.0 * m + (pp - 1), 1e-12);
+    }
+}
+
+// The checker's split-backward rules: a W before its B, a missing W, a fused
+// backward in a zbh1 list are refused.
+TEST(ZeroBubble, CheckerRejectsBrokenSplitLists) {
+  const Schedule good = make_schedule(ScheduleKind::zbh1, 2, 1, 4);
+  ASSERT_TRUE(check_schedule(good).ok());
+  auto find = [](std::vector<Action>& l, ActionKind k, int mb) {
+    return std::find_if(l.begin(), l.end(), [&](const Action& a) { return a.kind == k && a.mb == mb; });
+  };
+  Schedule early = good;  // rank 1's W of micro-batch 0 moved to the front
+  auto& l1 = early.ranks[1];
+  auto w = find(l1, ActionKind::backward_weight, 0);
+  const Action wa = *w;
+  l1.erase(w);
+  l1.insert(l1.begin(), wa);
+  EXPECT_NE(check_schedule(early).error.find("W before its B"), std::string::npos) << check_schedule(early).error;
+
+  Schedule dropped = good;
+  dropped.ranks[0].erase(find(dropped.ranks[0], ActionKind::backward_weight, 2));
+  EXPECT_NE(check_schedule(dropped).error.find("W 0 times"), std::string::npos) << check_schedule(dropped).error;
+
+  Schedule fused = good;
+  find(fused.ranks[0], ActionKind::backward_input, 1)->kind = ActionKind::backward;
+  EXPECT_FALSE(check_schedule(fused).ok());
+
+  EXPECT_EQ(parse_schedule_kind("zbh1"), ScheduleKind::zbh1);
+  EXPECT_NE(schedule_problem(ScheduleKind::zbh1, 4, 1, 3).find("train.grad_accum=3"), std::string::npos);
+  EXPECT_NE(schedule_problem(ScheduleKind::zbh1, 2, 2, 4).find("parallel.virtual_stages=2"), std::string::npos);
 }

@@ -56,9 +56,11 @@ double Pipeline::eval(const int32_t* inputs, const int32_t* targets) {
   const bool was = tracing_;
   tracing_ = false;
   const double busy = busy_, wall = wall_;
-  const int peak = peak_inflight_;
+  const int peak = peak_inflight_, peak_w = peak_deferred_w_;
+  const size_t peak_w_bytes = peak_deferred_w_bytes_;
   const double loss = run(eval_, false, inputs, targets, 0.0f, nullptr);
   busy_ = busy, wall_ = wall, peak_inflight_ = peak;  // report the training step's figures
+  peak_deferred_w_ = peak_w, peak_deferred_w_bytes_ = peak_w_bytes;
   tracing_ = was;
   return loss;
 }
@@ -96,7 +98,8 @@ struct Pipeline::Run {
   std::map<std::pair<int, int>, int> live;       // (mb, chunk) -> slot
   std::map<int, Comm::Request> act_sends;        // slot -> its output's send
   std::vector<std::pair<Comm::Request, float*>> grad_sends;
-  int inflight = 0;
+  int inflight = 0, deferred_w = 0;  // slots live; of them, B done and W not
+  size_t deferred_w_bytes = 0;
   double busy = 0, loss = 0;
 };
 
@@ -173,13 +176,38 @@ void Pipeline::run_backward(Run& r, const Action& a) {
   const double t0 = host::wtime();
   dpar_.begin_micro_batch(a.mb, r.s.m);
   float* lo = r.logits_out && a.chunk == G - 1 ? r.logits_out + size_t(a.mb) * r.mb_tokens * r.V : nullptr;
-  r.loss += model_.backward_chunk(slot, r.loss_scale, lo);
+  const bool split = a.kind == ActionKind::backward_input;
+  r.loss += split ? model_.backward_input_chunk(slot, r.loss_scale, lo) : model_.backward_chunk(slot, r.loss_scale, lo);
   dpar_.end_micro_batch();
   be_.synchronize();
   const double t1 = host::wtime();
   r.busy += t1 - t0;
   note('B', a.mb, a.chunk, t0, t1);
   finish_send(r, slot);
+  if (!split) {
+    retire(r, a.mb, a.chunk, slot);
+    return;
+  }
+  // The slot (activations and W's inputs) lives on until its W.
+  peak_deferred_w_ = std::max(peak_deferred_w_, ++r.deferred_w);
+  r.deferred_w_bytes += model_.deferred_w_bytes(slot);
+  peak_deferred_w_bytes_ = std::max(peak_deferred_w_bytes_, r.deferred_w_bytes);
+}
+
+// W: the weight gradients of a chunk whose B ran; its grads_ready (and so
+// the dp bucket's reduction) comes here, after the micro-batch's last W.
+void Pipeline::run_weight(Run& r, const Action& a) {
+  const int slot = r.live.at({a.mb, a.chunk});
+  const double t0 = host::wtime();
+  dpar_.begin_micro_batch(a.mb, r.s.m);
+  model_.backward_weight_chunk(slot);
+  dpar_.end_micro_batch();
+  be_.synchronize();
+  const double t1 = host::wtime();
+  r.busy += t1 - t0;
+  note('W', a.mb, a.chunk, t0, t1);
+  --r.deferred_w;
+  r.deferred_w_bytes -= model_.deferred_w_bytes(slot);
   retire(r, a.mb, a.chunk, slot);
 }
 
@@ -208,6 +236,8 @@ double Pipeline::run(const Schedule& s, bool train, const int32_t* inputs, const
   const double t_start = host::wtime();
   if (t_origin_ < 0) t_origin_ = t_start;
   peak_inflight_ = 0;
+  peak_deferred_w_ = 0;
+  peak_deferred_w_bytes_ = 0;
   for (const Action& a : s.ranks[size_t(pp_.rank())]) {
     switch (a.kind) {
       case ActionKind::recv_act:
@@ -216,6 +246,8 @@ double Pipeline::run(const Schedule& s, bool train, const int32_t* inputs, const
       case ActionKind::send_act: send_act(r, a); break;
       case ActionKind::backward: run_backward(r, a); break;
       case ActionKind::send_grad: send_grad(r, a); break;
+      case ActionKind::backward_input: run_backward(r, a); break;
+      case ActionKind::backward_weight: run_weight(r, a); break;
     }
   }
   finish_run(r);
@@ -241,9 +273,10 @@ std::string Pipeline::trace_events(int pid, const std::string& label) const {
   for (const Event& e : events_) {
     const char* name = e.kind == 'F'   ? "forward"
                        : e.kind == 'B' ? "backward"
+                       : e.kind == 'W' ? "weight gradients"
                        : e.kind == 'r' ? "idle (wait recv)"
                                        : "send";
-    const char* cat = e.kind == 'F' || e.kind == 'B' ? "compute" : e.kind == 'r' ? "idle" : "comm";
+    const char* cat = e.kind == 'F' || e.kind == 'B' || e.kind == 'W' ? "compute" : e.kind == 'r' ? "idle" : "comm";
     const std::string shown = std::string(e.kind == 'r' ? "wait" : name) + " mb" + std::to_string(e.mb) + " c" +
                               std::to_string(e.chunk);
     out.push_back({{"name", shown},

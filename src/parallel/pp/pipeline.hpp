@@ -47,6 +47,11 @@ class Pipeline {
   double wall_s() const { return wall_; }
   double bubble() const { return busy_ > 0 ? (wall_ - busy_) / busy_ : 0.0; }
   int peak_inflight() const { return peak_inflight_; }
+  // Split-backward schedules: the most W actions pending at once (B done),
+  // and the most bytes their kept inputs held at once (the slots' activations
+  // not counted).
+  int peak_deferred_w() const { return peak_deferred_w_; }
+  size_t peak_deferred_w_bytes() const { return peak_deferred_w_bytes_; }
 
   // Record the actions of the next train_steps (trace_step labels them).
   void set_tracing(bool on, int step) {
@@ -60,7 +65,7 @@ class Pipeline {
  private:
   struct Event {
     int step;
-    char kind;      // 'F', 'B', 'r' (waiting for a receive), 's' (send posted), 'D' (dp wait)
+    char kind;      // 'F', 'B', 'W', 'r' (waiting for a receive), 's' (send posted), 'D' (dp wait)
     int mb, chunk;
     double t0, t1;  // seconds since the run's first step
   };
@@ -71,7 +76,8 @@ class Pipeline {
   void post_recv(Run& r, const Action& a);
   void run_forward(Run& r, const Action& a);
   void send_act(Run& r, const Action& a);
-  void run_backward(Run& r, const Action& a);
+  void run_backward(Run& r, const Action& a);  // a fused backward, or a B
+  void run_weight(Run& r, const Action& a);    // a W
   void send_grad(Run& r, const Action& a);
   void arrive(Run& r, bool grad, int mb, int chunk, float* dst);  // wait for a posted receive
   void finish_send(Run& r, int slot);                             // wait for a slot's output send
@@ -89,7 +95,8 @@ class Pipeline {
   Schedule train_, eval_;
   std::vector<float*> free_bufs_, all_bufs_;
   double busy_ = 0, wall_ = 0;
-  int peak_inflight_ = 0;
+  int peak_inflight_ = 0, peak_deferred_w_ = 0;
+  size_t peak_deferred_w_bytes_ = 0;
   bool tracing_ = false;
   int trace_step_ = 0;
   double t_origin_ = -1;

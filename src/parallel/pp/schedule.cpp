@@ -11,27 +11,54 @@ namespace pentad {
 namespace {
 
 struct Compute {
-  bool forward;
+  ActionKind kind;  // forward, backward, backward_input or backward_weight
   int mb, chunk;
+  bool forward() const { return kind == ActionKind::forward; }
 };
+
+constexpr ActionKind F = ActionKind::forward, B = ActionKind::backward;
+
+// ZB-H1 on rank r: 1F1B's forwards and input gradients (warm-up pp - r - 1
+// forwards), each B's W deferred while more than r are pending; the pending
+// ones run at the end, where rank 0's cool-down waits for gradients. With
+// t_F = t_B = t_W the last rank never idles after its first forward, and
+// the step takes 3m + pp - 1 units.
+std::vector<Compute> zbh1_order(int pp, int m, int r) {
+  std::vector<Compute> out;
+  const int warmup = std::min(pp - r - 1, m);
+  int f = 0, b = 0, w = 0;
+  auto input_grad = [&] {
+    out.push_back({ActionKind::backward_input, b++, r});
+    if (b - w > r) out.push_back({ActionKind::backward_weight, w++, r});
+  };
+  for (; f < warmup; ++f) out.push_back({F, f, r});
+  while (f < m) {
+    out.push_back({F, f++, r});
+    input_grad();
+  }
+  while (b < m) input_grad();
+  while (w < m) out.push_back({ActionKind::backward_weight, w++, r});
+  return out;
+}
 
 // The order of compute actions on pipeline rank r.
 std::vector<Compute> compute_order(ScheduleKind kind, int pp, int v, int m, int r) {
   std::vector<Compute> out;
+  if (kind == ScheduleKind::zbh1) return zbh1_order(pp, m, r);
   if (kind == ScheduleKind::afab) {
-    for (int mb = 0; mb < m; ++mb) out.push_back({true, mb, r});
-    for (int mb = 0; mb < m; ++mb) out.push_back({false, mb, r});
+    for (int mb = 0; mb < m; ++mb) out.push_back({F, mb, r});
+    for (int mb = 0; mb < m; ++mb) out.push_back({B, mb, r});
     return out;
   }
   if (kind == ScheduleKind::one_f_one_b) {
     const int warmup = std::min(pp - r - 1, m);
     int f = 0, b = 0;
-    for (; f < warmup; ++f) out.push_back({true, f, r});
+    for (; f < warmup; ++f) out.push_back({F, f, r});
     while (f < m) {  // steady state: one forward, one backward
-      out.push_back({true, f++, r});
-      out.push_back({false, b++, r});
+      out.push_back({F, f++, r});
+      out.push_back({B, b++, r});
     }
-    while (b < m) out.push_back({false, b++, r});  // cool-down
+    while (b < m) out.push_back({B, b++, r});  // cool-down
     return out;
   }
   // Interleaved: "virtual micro-batch" k of
@@ -47,28 +74,31 @@ std::vector<Compute> compute_order(ScheduleKind kind, int pp, int v, int m, int 
   auto chunk_of = [&](int k, bool forward) { return local_chunk(k, forward) * pp + r; };
   if (kind == ScheduleKind::forward_only) {  // evaluation: micro-batch by micro-batch
     for (int mb = 0; mb < m; ++mb)
-      for (int c = 0; c < v; ++c) out.push_back({true, mb, c * pp + r});
+      for (int c = 0; c < v; ++c) out.push_back({F, mb, c * pp + r});
     return out;
   }
   const int warmup = std::min(total, (pp - r - 1) * 2 + (v - 1) * pp);
   int f = 0, b = 0;
-  for (; f < warmup; ++f) out.push_back({true, mb_of(f), chunk_of(f, true)});
+  for (; f < warmup; ++f) out.push_back({F, mb_of(f), chunk_of(f, true)});
   while (f < total) {
-    out.push_back({true, mb_of(f), chunk_of(f, true)});
+    out.push_back({F, mb_of(f), chunk_of(f, true)});
     ++f;
-    out.push_back({false, mb_of(b), chunk_of(b, false)});
+    out.push_back({B, mb_of(b), chunk_of(b, false)});
     ++b;
   }
-  for (; b < total; ++b) out.push_back({false, mb_of(b), chunk_of(b, false)});
+  for (; b < total; ++b) out.push_back({B, mb_of(b), chunk_of(b, false)});
   return out;
 }
 
 // Does compute action c need a message, and from which chunk's send?
+// (W neither receives nor sends: it only needs what its B left.)
 bool needs_recv(const Compute& c, int n_chunks) {
-  return c.forward ? c.chunk > 0 : c.chunk < n_chunks - 1;
+  if (c.kind == ActionKind::backward_weight) return false;
+  return c.forward() ? c.chunk > 0 : c.chunk < n_chunks - 1;
 }
 bool makes_send(const Compute& c, int n_chunks, ScheduleKind kind) {
-  if (c.forward) return c.chunk < n_chunks - 1;
+  if (c.kind == ActionKind::backward_weight) return false;
+  if (c.forward()) return c.chunk < n_chunks - 1;
   return kind != ScheduleKind::forward_only && c.chunk > 0;
 }
 
@@ -80,6 +110,8 @@ const char* kind_letter(ActionKind k) {
     case ActionKind::send_act: return "sa";
     case ActionKind::recv_grad: return "rg";
     case ActionKind::send_grad: return "sg";
+    case ActionKind::backward_input: return "B";
+    case ActionKind::backward_weight: return "W";
   }
   return "?";
 }
@@ -94,8 +126,11 @@ ScheduleKind parse_schedule_kind(const std::string& name) {
   if (name == "afab") return ScheduleKind::afab;
   if (name == "1f1b") return ScheduleKind::one_f_one_b;
   if (name == "interleaved") return ScheduleKind::interleaved;
+  if (name == "zbh1") return ScheduleKind::zbh1;
   throw std::invalid_argument("parallel.schedule: unknown schedule '" + name + "'");
 }
+
+bool splits_backward(ScheduleKind k) { return k == ScheduleKind::zbh1; }
 
 ScheduleKind train_schedule_kind(int pp, int v, ScheduleKind schedule) {
   return pp == 1 && v == 1 ? ScheduleKind::one_f_one_b : schedule;
@@ -106,6 +141,7 @@ const char* schedule_name(ScheduleKind k) {
     case ScheduleKind::afab: return "afab";
     case ScheduleKind::one_f_one_b: return "1f1b";
     case ScheduleKind::interleaved: return "interleaved";
+    case ScheduleKind::zbh1: return "zbh1";
     case ScheduleKind::forward_only: return "forward";
   }
   return "?";
@@ -148,15 +184,15 @@ Schedule make_schedule(ScheduleKind kind, int pp, int v, int m) {
     auto post_recv = [&](size_t i) {
       if (i >= order.size() || !needs_recv(order[i], G)) return;
       const Compute& c = order[i];
-      out.push_back({c.forward ? ActionKind::recv_act : ActionKind::recv_grad, c.mb, c.chunk});
+      out.push_back({c.forward() ? ActionKind::recv_act : ActionKind::recv_grad, c.mb, c.chunk});
     };
     post_recv(0);
     for (size_t i = 0; i < order.size(); ++i) {
       post_recv(i + 1);
       const Compute& c = order[i];
-      out.push_back({c.forward ? ActionKind::forward : ActionKind::backward, c.mb, c.chunk});
+      out.push_back({c.kind, c.mb, c.chunk});
       if (makes_send(c, G, kind))
-        out.push_back({c.forward ? ActionKind::send_act : ActionKind::send_grad, c.mb, c.chunk});
+        out.push_back({c.forward() ? ActionKind::send_act : ActionKind::send_grad, c.mb, c.chunk});
     }
   }
   return s;
@@ -172,12 +208,19 @@ int expected_inflight(ScheduleKind kind, int pp, int v, int m, int rank) {
       const int warmup = (pp - rank - 1) * 2 + (v - 1) * pp;
       return warmup >= total ? total : warmup + 1;
     }
+    case ScheduleKind::zbh1: return std::min(pp, m);
   }
   return 0;
 }
 
+int expected_deferred_w(ScheduleKind kind, int pp, int v, int m, int rank) {
+  (void)pp, (void)v;
+  return kind == ScheduleKind::zbh1 ? std::min(rank + 1, m) : 0;
+}
+
 double bubble_formula(ScheduleKind kind, int pp, int v, int m) {
   if (kind == ScheduleKind::interleaved) return double(pp - 1) / (double(v) * m);
+  if (kind == ScheduleKind::zbh1) return double(pp - 1) / (3.0 * m);
   return double(pp - 1) / m;
 }
 
@@ -232,9 +275,14 @@ std::string check_counts(const Schedule& s, const Census& c) {
       const std::string what = "micro-batch " + std::to_string(mb) + " chunk " + std::to_string(g);
       if (n(ActionKind::forward) != 1)
         return what + ": forward appears " + std::to_string(n(ActionKind::forward)) + " times";
-      const int want_b = fwd_only ? 0 : 1;
+      const bool split = splits_backward(s.kind);
+      const int want_b = fwd_only || split ? 0 : 1, want_half = split ? 1 : 0;
       if (n(ActionKind::backward) != want_b)
         return what + ": backward appears " + std::to_string(n(ActionKind::backward)) + " times";
+      if (n(ActionKind::backward_input) != want_half || n(ActionKind::backward_weight) != want_half)
+        return what + ": B appears " + std::to_string(n(ActionKind::backward_input)) + " times and W " +
+               std::to_string(n(ActionKind::backward_weight)) + " times (want " + std::to_string(want_half) +
+               " each)";
       const int want_sa = g < G - 1 ? 1 : 0, want_ra = g > 0 ? 1 : 0;
       const int want_sg = !fwd_only && g > 0 ? 1 : 0, want_rg = !fwd_only && g < G - 1 ? 1 : 0;
       if (n(ActionKind::send_act) != want_sa || n(ActionKind::recv_act) != want_ra ||
@@ -250,9 +298,10 @@ std::string check_counts(const Schedule& s, const Census& c) {
 // posted earlier on the same rank) and, for backward, its own forward.
 class Replay {
  public:
-  Replay(const Schedule& s, double t_f, double t_b, ScheduleCheck& res)
-      : s_(s), t_f_(t_f), t_b_(t_b), res_(res), pc_(size_t(s.pp), 0), clock_(size_t(s.pp), 0.0),
-        busy_(size_t(s.pp), 0.0), inflight_(size_t(s.pp), 0) {}
+  Replay(const Schedule& s, double t_f, double t_b, double t_w, ScheduleCheck& res)
+      : s_(s), t_f_(t_f), t_b_(t_b), t_w_(t_w < 0 ? t_b / 2 : t_w), res_(res), pc_(size_t(s.pp), 0),
+        clock_(size_t(s.pp), 0.0), busy_(size_t(s.pp), 0.0), inflight_(size_t(s.pp), 0),
+        deferred_(size_t(s.pp), 0) {}
 
   // Runs every list to its end; sets res.error on a bad order or a deadlock,
   // else res's simulated bubble and makespan.
@@ -308,13 +357,16 @@ class Replay {
           return fail(r, a, "sends an activation before computing it");
         done_[{int(a.kind), a.mb, a.chunk}] = done_[{int(ActionKind::forward), a.mb, a.chunk}];
         return Step::done;
-      case ActionKind::send_grad:
-        if (!finished(ActionKind::backward, a.mb, a.chunk, nullptr))
-          return fail(r, a, "sends a gradient before computing it");
-        done_[{int(a.kind), a.mb, a.chunk}] = done_[{int(ActionKind::backward), a.mb, a.chunk}];
+      case ActionKind::send_grad: {
+        const ActionKind bk = splits_backward(s_.kind) ? ActionKind::backward_input : ActionKind::backward;
+        if (!finished(bk, a.mb, a.chunk, nullptr)) return fail(r, a, "sends a gradient before computing it");
+        done_[{int(a.kind), a.mb, a.chunk}] = done_[{int(bk), a.mb, a.chunk}];
         return Step::done;
+      }
       case ActionKind::forward:
-      case ActionKind::backward: return compute(r, a);
+      case ActionKind::backward:
+      case ActionKind::backward_input: return compute(r, a);
+      case ActionKind::backward_weight: return weight(r, a);
     }
     return Step::done;
   }
@@ -333,17 +385,32 @@ class Replay {
       if (!finished(sk, a.mb, f ? a.chunk - 1 : a.chunk + 1, &t)) return Step::waits;
       ready = std::max(ready, t);
     }
-    const double dur = f ? t_f_ : t_b_;
+    const double dur = f ? t_f_ : a.kind == ActionKind::backward_input ? t_b_ - t_w_ : t_b_;
     clock_[size_t(r)] = ready + dur;
     busy_[size_t(r)] += dur;
     done_[{int(a.kind), a.mb, a.chunk}] = clock_[size_t(r)];
     int& peak = res_.peak_inflight[size_t(r)];
-    if (!f)
+    if (a.kind == ActionKind::backward_input) {  // the slot lives on until its W
+      int& dpeak = res_.peak_deferred_w[size_t(r)];
+      dpeak = std::max(dpeak, ++deferred_[size_t(r)]);
+    } else if (!f)
       inflight_[size_t(r)] -= 1;
     else if (s_.kind == ScheduleKind::forward_only)
       peak = 1;
     else
       peak = std::max(peak, ++inflight_[size_t(r)]);
+    return Step::done;
+  }
+
+  // W: after its own B on this rank (it only needs what B left), no message.
+  Step weight(int r, const Action& a) {
+    if (!finished(ActionKind::backward_input, a.mb, a.chunk, nullptr))
+      return fail(r, a, "W before its B on this rank");
+    clock_[size_t(r)] += t_w_;
+    busy_[size_t(r)] += t_w_;
+    done_[{int(a.kind), a.mb, a.chunk}] = clock_[size_t(r)];
+    --deferred_[size_t(r)];
+    --inflight_[size_t(r)];
     return Step::done;
   }
 
@@ -356,20 +423,21 @@ class Replay {
   }
 
   const Schedule& s_;
-  const double t_f_, t_b_;
+  const double t_f_, t_b_, t_w_;
   ScheduleCheck& res_;
   std::vector<size_t> pc_;  // per rank, its next action
   std::vector<double> clock_, busy_;
-  std::vector<int> inflight_;
+  std::vector<int> inflight_, deferred_;
   std::map<ActionKey, double> done_;  // finish time of each computed or sent action
   std::set<ActionKey> posted_;        // receives posted
 };
 
 }  // namespace
 
-ScheduleCheck check_schedule(const Schedule& s, double t_f, double t_b) {
+ScheduleCheck check_schedule(const Schedule& s, double t_f, double t_b, double t_w) {
   ScheduleCheck res;
   res.peak_inflight.assign(size_t(s.pp), 0);
+  res.peak_deferred_w.assign(size_t(s.pp), 0);
   res.sim_bubble.assign(size_t(s.pp), 0.0);
   if (int(s.ranks.size()) != s.pp) {
     res.error = "the schedule has " + std::to_string(s.ranks.size()) + " rank lists for pp=" + std::to_string(s.pp);
@@ -384,7 +452,7 @@ ScheduleCheck check_schedule(const Schedule& s, double t_f, double t_b) {
   if (res.error.empty() && census.send_order != census.recv_order)
     res.error = "sends and receives between two chunks are not in the same micro-batch order";
   if (!res.error.empty()) return res;
-  Replay(s, t_f, t_b, res).run();
+  Replay(s, t_f, t_b, t_w, res).run();
   return res;
 }
 
@@ -441,7 +509,8 @@ std::string describe_schedule(const Schedule& s) {
   for (int r = 0; r < s.pp; ++r) {
     out += "rank " + std::to_string(r) + ":";
     for (const Action& a : s.ranks[size_t(r)])
-      if (a.kind == ActionKind::forward || a.kind == ActionKind::backward) {
+      if (a.kind == ActionKind::forward || a.kind == ActionKind::backward ||
+          a.kind == ActionKind::backward_input || a.kind == ActionKind::backward_weight) {
         out += ' ';
         out += action_str(a);
       }

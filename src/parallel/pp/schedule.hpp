@@ -16,9 +16,23 @@
 
 namespace pentad {
 
-enum class ScheduleKind { afab, one_f_one_b, interleaved, forward_only };
+enum class ScheduleKind { afab, one_f_one_b, interleaved, zbh1, forward_only };
 
-enum class ActionKind { forward, backward, recv_act, send_act, recv_grad, send_grad };
+// backward: B and W fused (every schedule but the zero-bubble ones);
+// backward_input / backward_weight: the two halves, B then W, of one backward.
+enum class ActionKind {
+  forward,
+  backward,
+  recv_act,
+  send_act,
+  recv_grad,
+  send_grad,
+  backward_input,
+  backward_weight
+};
+
+// Does the schedule split each backward into B and W actions?
+bool splits_backward(ScheduleKind k);
 
 // One step of a rank's list. recv_* post a non-blocking receive for the
 // input of (mb, chunk) (placed one compute action ahead of its use); send_*
@@ -39,7 +53,7 @@ struct Schedule {
   int owner(int chunk) const { return chunk % pp; }
 };
 
-// "afab" | "1f1b" | "interleaved" -> kind, for `pentad schedule --kind`
+// "afab" | "1f1b" | "interleaved" | "zbh1" -> kind, for `pentad schedule --kind`
 // (the deck's parallel.schedule is parsed by the config schema).
 ScheduleKind parse_schedule_kind(const std::string& name);
 const char* schedule_name(ScheduleKind k);
@@ -59,17 +73,26 @@ Schedule make_schedule(ScheduleKind kind, int pp, int v, int m);
 
 // The in-flight (mb, chunk) activation sets rank r holds at most: m for
 // afab, min(pp - r, m) for 1f1b, min(warm-up + 1, m v) for interleaved with
-// warm-up = 2 (pp - r - 1) + (v - 1) pp, and 1 for forward_only (evaluation
-// keeps nothing for a backward).
+// warm-up = 2 (pp - r - 1) + (v - 1) pp, min(pp, m) for zbh1 (a slot lives
+// from F to W: 1F1B's rank-0 bound on every rank), and 1 for forward_only
+// (evaluation keeps nothing for a backward).
 int expected_inflight(ScheduleKind kind, int pp, int v, int m, int rank);
 
+// The W actions rank r holds deferred at most (B done, W not yet): r + 1 for
+// zbh1 (rank r keeps r of them pending through the steady state), 0 for the
+// schedules with a fused backward.
+int expected_deferred_w(ScheduleKind kind, int pp, int v, int m, int rank);
+
 // The textbook bubble of the schedule, as idle time over busy time per rank:
-// (pp - 1) / m, and (pp - 1) / (v m) for interleaved.
+// (pp - 1) / m, and (pp - 1) / (v m) for interleaved. zbh1 (Qi et al. 2024,
+// section 3.1): the idle time per rank is (pp - 1)(t_F + t_B - t_W) over a
+// busy m (t_F + t_B + t_W), i.e. (pp - 1) / (3 m) with t_F = t_B = t_W.
 double bubble_formula(ScheduleKind kind, int pp, int v, int m);
 
 struct ScheduleCheck {
   std::string error;                 // "" when the schedule is valid
   std::vector<int> peak_inflight;    // per rank, (mb, chunk) activation sets
+  std::vector<int> peak_deferred_w;  // per rank, W actions pending (B done, W not)
   // A timed replay with forward = t_f and backward = t_b per chunk,
   // communication free: per-rank idle / busy over the step's makespan.
   std::vector<double> sim_bubble;
@@ -78,8 +101,9 @@ struct ScheduleCheck {
 };
 
 // Replays the lists without MPI. t_f, t_b: cost of one chunk's forward and
-// backward in the timed replay.
-ScheduleCheck check_schedule(const Schedule& s, double t_f = 1.0, double t_b = 2.0);
+// (whole) backward in the timed replay; a split backward costs t_b - t_w for
+// B and t_w for W, with t_w < 0 meaning t_b / 2.
+ScheduleCheck check_schedule(const Schedule& s, double t_f = 1.0, double t_b = 2.0, double t_w = -1.0);
 
 // Blocks per chunk: chunk g holds blocks [b[g], b[g+1]) of n_layers, for
 // n_chunks = pp * virtual_stages. stage_layers "" = balanced: n_layers /
@@ -89,7 +113,8 @@ ScheduleCheck check_schedule(const Schedule& s, double t_f = 1.0, double t_b = 2
 // per chunk. Throws std::invalid_argument naming parallel.stage_layers.
 std::vector<int> partition_blocks(int n_layers, int n_chunks, const std::string& stage_layers);
 
-// Human-readable per-rank lists, e.g. "rank 0: F0.0 F1.0 B0.0 ...".
+// Human-readable per-rank lists, e.g. "rank 0: F0.0 F1.0 B0.0 ..." (a fused
+// backward and a B are both "B"; a W is "W").
 std::string describe_schedule(const Schedule& s);
 
 }  // namespace pentad

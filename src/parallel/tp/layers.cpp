@@ -12,11 +12,23 @@ void gemm_fwd(Backend& be, float* y, const float* x, const float* W, int n, int 
   be.gemm(false, true, n, n_out, n_in, 1.0f, x, n_in, W, n_in, beta, y, n_out);
 }
 
-// dx (n, n_in) = dy W + dx_beta * dx (dx null: skipped); dW += dy^T x
+// dx (n, n_in) = dy W + dx_beta * dx
+void gemm_bwd_input(Backend& be, float* dx, const float* dy, const float* W, int n, int n_out, int n_in,
+                    float dx_beta) {
+  be.gemm(false, false, n, n_in, n_out, 1.0f, dy, n_out, W, n_in, dx_beta, dx, n_in);
+}
+
+// dW += dy^T x
+void gemm_bwd_weight(Backend& be, float* dW, const float* dy, const float* x, int n, int n_out, int n_in) {
+  be.gemm(true, false, n_out, n_in, n, 1.0f, dy, n_out, x, n_in, 1.0f, dW, n_in);
+}
+
+// Both, in this order (dx null: skipped). The split halves make the same
+// calls, so B then W is bitwise this.
 void gemm_bwd(Backend& be, float* dx, float* dW, const float* dy, const float* x, const float* W, int n,
               int n_out, int n_in, float dx_beta) {
-  if (dx) be.gemm(false, false, n, n_in, n_out, 1.0f, dy, n_out, W, n_in, dx_beta, dx, n_in);
-  be.gemm(true, false, n_out, n_in, n, 1.0f, dy, n_out, x, n_in, 1.0f, dW, n_in);
+  if (dx) gemm_bwd_input(be, dx, dy, W, n, n_out, n_in, dx_beta);
+  gemm_bwd_weight(be, dW, dy, x, n, n_out, n_in);
 }
 
 }  // namespace
@@ -34,6 +46,16 @@ void ColumnParallelLinear::fwd(float* y, const float* x) const {
 void ColumnParallelLinear::bwd(float* dx, const float* dy, const float* x, float dx_beta) const {
   const int N = tp_->n_rows();
   gemm_bwd(*be_, dx, params_->grad(w_), dy, x, params_->param(w_), N, n_out_, n_in_, dx_beta);
+  if (b_.held()) be_->bias_bwd(params_->grad(b_), dy, N, n_out_);
+}
+
+void ColumnParallelLinear::bwd_input(float* dx, const float* dy, float dx_beta) const {
+  gemm_bwd_input(*be_, dx, dy, params_->param(w_), tp_->n_rows(), n_out_, n_in_, dx_beta);
+}
+
+void ColumnParallelLinear::bwd_weight(const float* dy, const float* x) const {
+  const int N = tp_->n_rows();
+  gemm_bwd_weight(*be_, params_->grad(w_), dy, x, N, n_out_, n_in_);
   if (b_.held()) be_->bias_bwd(params_->grad(b_), dy, N, n_out_);
 }
 
@@ -60,6 +82,16 @@ void RowParallelLinear::fwd(float* out, const float* resid, const float* x, floa
 void RowParallelLinear::bwd(float* dx, const float* dy, const float* x) const {
   const int N = tp_->n_rows();
   gemm_bwd(*be_, dx, params_->grad(w_), dy, x, params_->param(w_), N, n_out_, n_in_, 0.0f);
+  if (b_.held()) be_->bias_bwd(params_->grad(b_), dy, N, n_out_);
+}
+
+void RowParallelLinear::bwd_input(float* dx, const float* dy) const {
+  gemm_bwd_input(*be_, dx, dy, params_->param(w_), tp_->n_rows(), n_out_, n_in_, 0.0f);
+}
+
+void RowParallelLinear::bwd_weight(const float* dy, const float* x) const {
+  const int N = tp_->n_rows();
+  gemm_bwd_weight(*be_, params_->grad(w_), dy, x, N, n_out_, n_in_);
   if (b_.held()) be_->bias_bwd(params_->grad(b_), dy, N, n_out_);
 }
 

@@ -31,6 +31,10 @@ class ColumnParallelLinear {
   // a partial sum over its output features until enter_bwd; dW += dy^T x;
   // db += column sums of dy. dy: (N, out/tp). Local.
   void bwd(float* dx, const float* dy, const float* x, float dx_beta) const;
+  // bwd in two halves (zero-bubble schedules: B now, W later): the input
+  // gradient alone, and the weight and bias gradients alone. Local.
+  void bwd_input(float* dx, const float* dy, float dx_beta) const;
+  void bwd_weight(const float* dy, const float* x) const;
 
  private:
   ParamStore* params_ = nullptr;
@@ -60,6 +64,9 @@ class RowParallelLinear {
   // dx (N, in/tp) = dy W; dW += dy^T x; db += column sums of dy. dy: all
   // rows (N, out) (after leave_bwd), so db is the same on every tp rank. Local.
   void bwd(float* dx, const float* dy, const float* x) const;
+  // bwd's two halves, as ColumnParallelLinear's. Local.
+  void bwd_input(float* dx, const float* dy) const;
+  void bwd_weight(const float* dy, const float* x) const;
 
  private:
   ParamStore* params_ = nullptr;

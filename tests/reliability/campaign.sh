@@ -298,7 +298,7 @@ dcase absurd_micro_batch   'memory: the layout does not fit.*train.micro_batch' 
 dcase absurd_seq_len       'model.seq_len' "" --set model.seq_len=1000000000
 dcase absurd_int_overflow  'train.steps' "" --set train.steps=99999999999999999999
 dcase absurd_int32         'model.d_model' "" --set model.d_model=2147483648
-dcase absurd_vocab         'model.vocab_size' "" --set model.vocab_size=100000
+dcase absurd_vocab         'model.vocab_size' "" --set model.vocab_size=2147483648
 dcase absurd_n_heads       'model.n_heads' "" --set model.n_heads=1000000
 # impossible layouts
 dcase layout_ranks         'parallel.*2 ranks' "" --set parallel.dp=3

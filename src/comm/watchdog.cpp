@@ -220,6 +220,23 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* out) {
   return PMPI_Comm_dup(comm, out);
 }
 
+int MPI_Wait(MPI_Request* req, MPI_Status* status) {
+  const pentad::WatchScope watch(pentad::file_group(), "MPI_Wait");
+  return PMPI_Wait(req, status);
+}
+
+// HDF5's collective writes of filtered (checksummed) chunks shared by ranks
+// receive the other ranks' pieces in a loop of blocking matched probes.
+int MPI_Mprobe(int src, int tag, MPI_Comm comm, MPI_Message* msg, MPI_Status* status) {
+  const pentad::WatchScope watch(comm, "MPI_Mprobe");
+  return PMPI_Mprobe(src, tag, comm, msg, status);
+}
+
+int MPI_Probe(int src, int tag, MPI_Comm comm, MPI_Status* status) {
+  const pentad::WatchScope watch(comm, "MPI_Probe");
+  return PMPI_Probe(src, tag, comm, status);
+}
+
 int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status statuses[]) {
   const pentad::WatchScope watch(pentad::file_group(), "MPI_Waitall");
   return PMPI_Waitall(n, reqs, statuses);

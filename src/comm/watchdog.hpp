@@ -17,8 +17,8 @@ void start_comm_watchdog(double timeout_s);
 void set_watchdog_step(int step);
 
 // Besides the scopes the MPI Comm opens, every blocking MPI_Allreduce, Bcast,
-// (All)gather(v), Scatterv, Alltoall, Barrier, Send, Recv, Waitall and
-// Comm_dup of the program is armed, and the collective MPI-IO calls HDF5
+// (All)gather(v), Scatterv, Alltoall, Barrier, Send, Recv, Wait, Waitall,
+// Probe, Mprobe (HDF5's shared filtered chunks) and Comm_dup of the program is armed, and the collective MPI-IO calls HDF5
 // makes (File_open, close, set_size, set_view, read/write_at_all,
 // set_atomicity, sync): watchdog.cpp defines them over MPI's profiling
 // interface (PMPI_X). host::idle_barrier arms itself.

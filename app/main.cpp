@@ -4,9 +4,14 @@
 // dispatches to the subcommands of app/cmd_*.cpp (CLI11, commands.hpp).
 #include <mpi.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/host.hpp"
@@ -88,6 +93,32 @@ int dispatch(const std::vector<std::string>& args, pentad::Job job) {
   return cmd->root_only ? run_on_root(*cmd, job.rank) : cmd->run();
 }
 
+// MPI_Finalize with a bound. Debian 12's MPICH 4.0.2 over UCX 1.13 on TCP
+// can hang in MPI_Finalize (UCX stops progressing the TCP interface while an
+// endpoint's flush is pending, openucx/ucx#8738; MPICH then waits in a PMI
+// barrier that does not progress UCX). By then every file is closed and every
+// line written, so after PENTAD_FINALIZE_TIMEOUT_S seconds (default 10; 0 =
+// wait forever) a rank still inside MPI_Finalize says so and exits with the
+// run's status instead of holding its node. Every rank has its own timer, so
+// ranks waiting for the stuck one in the barrier leave too.
+void finalize_bounded(int rc) {
+  double limit = 10;
+  if (const char* env = std::getenv("PENTAD_FINALIZE_TIMEOUT_S")) limit = std::atof(env);
+  if (limit > 0) {
+    const int rank = pentad::host::rank(MPI_COMM_WORLD);
+    std::thread([limit, rc, rank] {
+      std::this_thread::sleep_for(std::chrono::duration<double>(limit));
+      std::fprintf(stderr,
+                   "pentad: rank %d: MPI_Finalize did not return within %g s (a known MPICH/UCX-over-TCP "
+                   "hang, see docs/running.md); exiting with status %d, all output was written before it\n",
+                   rank, limit, rc);
+      std::fflush(stderr);
+      _exit(rc);
+    }).detach();
+  }
+  MPI_Finalize();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,6 +146,6 @@ int main(int argc, char** argv) {
   }
   std::fflush(stdout);
   std::fflush(stderr);
-  MPI_Finalize();
+  finalize_bounded(rc);
   return rc;
 }

@@ -7,8 +7,10 @@
 #include <vector>
 
 #include "comm/host.hpp"
+#include "comm/placement.hpp"
 #include "commands.hpp"
 #include "config/config.hpp"
+#include "core/error.hpp"
 #include "core/fs.hpp"
 #include "runtime.hpp"
 #include "train/train.hpp"
@@ -46,9 +48,17 @@ int train(const CLI::App& cmd, const TrainArgs& a, Job job) {
   if (a.deck.empty()) throw CliUsageError("train: no input deck given");
   const std::string text = read_deck(a.deck, job.rank);
   const Config cfg = parse_config(text, a.deck, a.sets, job.size);
-  auto be = make_backend(cfg, MPI_COMM_WORLD);
+  // Number the ranks node by node, so the grid's fast axes (tp, then cp)
+  // stay inside a node; refuse a tp group that would cross nodes.
+  const Placement placement = discover_placement(MPI_COMM_WORLD);
+  if (const std::string why = tp_placement_problem(placement, cfg.parallel); !why.empty())
+    throw InputError(cfg.source + ": " + why);
+  MPI_Comm ordered = node_ordered(MPI_COMM_WORLD, placement);
+  auto be = make_backend(cfg, ordered);
   const CommFactory comms = [&](MPI_Comm c, std::string name) { return make_comm(cfg, *be, c, std::move(name)); };
-  return run_train(cfg, MPI_COMM_WORLD, *be, comms);
+  const int rc = run_train(cfg, ordered, *be, comms);
+  MPI_Comm_free(&ordered);
+  return rc;
 }
 
 }  // namespace

@@ -325,6 +325,8 @@ const std::vector<Key>& schema() {
                          "collectives library; auto = nccl with backend cuda, mpi with cpu"));
     s.push_back(float_key(PENTAD_FIELD(parallel, comm_timeout_s), gt(0), none(),
                           "seconds before a stuck collective ends the job (nccl and mpi)"));
+    s.push_back(bool_key(PENTAD_FIELD(parallel, tp_across_nodes),
+                         "allow a tp group to span nodes (refused by default: its all-reduces run every layer)"));
 
     s.push_back(int_key(PENTAD_FIELD(train, steps), 0, kNoMax, "optimizer steps"));
     s.push_back(int_key(PENTAD_FIELD(train, micro_batch), 1, kNoMax,

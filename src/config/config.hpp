@@ -103,6 +103,9 @@ struct ParallelConfig {
   // Communication library for the collectives.
   CommLib comm = CommLib::automatic;  // auto (nccl with cuda, mpi with cpu) | mpi | nccl
   float comm_timeout_s = 600;         // a collective stuck this long ends the job (nccl and mpi)
+  // Placement (comm/placement.hpp): ranks are numbered node by node and a tp
+  // group must sit inside one node, unless this allows it to cross nodes.
+  bool tp_across_nodes = false;
 
   bool operator==(const ParallelConfig&) const = default;
 };

@@ -4,8 +4,10 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 namespace pentad {
 
@@ -47,7 +49,17 @@ void fatal_at(const char* file, int line, const std::string& what) {
   // hydra then drops what it has not yet forwarded from this rank's stderr
   // pipe, the message above among it (seen about 1 run in 3 on 2 ranks).
   // A quarter second lets the message reach the launcher first.
+  // MPI_Abort asks the launcher to end the job; on a node cut off from it
+  // (its link down) that request never completes and MPI_Abort blocks
+  // forever, so a timer ends this rank after 10 s whatever MPI does.
   if (rank >= 0 && size > 1) {
+    std::thread([rank] {
+      std::this_thread::sleep_for(std::chrono::seconds(10));
+      std::fprintf(stderr, "pentad: rank %d: MPI_Abort did not end the job within 10 s (launcher unreachable?); exiting\n",
+                   rank);
+      std::fflush(stderr);
+      std::_Exit(3);
+    }).detach();
     ::usleep(250000);
     MPI_Abort(g_job_comm, 3);
   }

@@ -21,6 +21,7 @@
 
 #include <toml++/toml.h>
 
+#include "comm/placement.hpp"
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "core/text.hpp"
@@ -770,13 +771,15 @@ Prediction predict(const Config& cfg, const Machine& mach, int gpus_per_node, in
   // One rank per device unless told otherwise; never more than the job has.
   const int rpn = std::min(ranks, ranks_per_node > 0 ? ranks_per_node : devices);
   TimeEstimate& t = pr.time;
-  // Rank order (topology.hpp): pp outermost, then dp, cp, tp innermost; a
-  // group is inside a node when the ranks it spans fit in one node.
-  t.tp_intra = p.tp <= rpn;
-  t.cp_intra = p.cp * p.tp <= rpn;
-  t.ep_intra = p.ep * p.cp * p.tp <= rpn;
-  t.dp_intra = p.dp * p.cp * p.tp <= rpn;
-  t.pp_intra = ranks <= rpn;
+  // Rank order (topology.hpp): pp outermost, then dp, cp, tp innermost, the
+  // ranks numbered node by node as `pentad train` numbers them; a group is
+  // inside a node when the block of ranks it spans never crosses one
+  // (comm/placement.hpp, the rule the run itself uses).
+  t.tp_intra = groups_inside_nodes(ranks, rpn, p.tp);
+  t.cp_intra = groups_inside_nodes(ranks, rpn, p.cp * p.tp);
+  t.ep_intra = groups_inside_nodes(ranks, rpn, p.ep * p.cp * p.tp);
+  t.dp_intra = groups_inside_nodes(ranks, rpn, p.dp * p.cp * p.tp);
+  t.pp_intra = groups_inside_nodes(ranks, rpn, ranks);
   t.oversubscription = std::max(1.0, double(rpn) / devices);
   const double rate = mach.peak_tflops * 1e12 * mach.compute_efficiency / t.oversubscription;
   const Links links{mach};

@@ -14,6 +14,7 @@
 #include <numeric>
 
 #include "comm/host.hpp"
+#include "comm/placement.hpp"
 #include "comm/watchdog.hpp"
 #include "core/error.hpp"
 #include "core/fs.hpp"
@@ -117,7 +118,7 @@ Trainer::Trainer(const Config& cfg, MPI_Comm job, Backend& be, const CommFactory
       moe_(mc_.n_experts > 0) {
   start_comm_watchdog(cfg.parallel.comm_timeout_s);  // MPI calls stuck this long end the job
   make_comms(make_comm);
-  print_header();
+  print_header(describe_placement(discover_placement(job), topo_.shape));
   open_inputs();
   plan_validation();
   check_memory_fits(cfg_, topo_, be_);  // refuse a layout that cannot fit before allocating it
@@ -140,10 +141,11 @@ Trainer::Trainer(const Config& cfg, MPI_Comm job, Backend& be, const CommFactory
   prepare_steps();
 }
 
-void Trainer::print_header() const {
+void Trainer::print_header(const std::string& placement) const {
   if (!root_) return;
   std::printf("pentad %s | %d ranks | grid %s | backend %s\n", "0.1.0", topo_.size, topo_.describe().c_str(),
               be_.name().c_str());
+  std::fputs(placement.c_str(), stdout);
   std::printf("---- resolved deck (%s) ----\n%s---- end of deck ----\n", cfg_.source.c_str(),
               cfg_.resolved_toml.c_str());
   std::fflush(stdout);

@@ -57,7 +57,7 @@ class Trainer {
 
   // Setup, in order.
   void make_comms(const CommFactory& make_comm);
-  void print_header() const;
+  void print_header(const std::string& placement) const;  // placement: describe_placement's text
   void open_inputs();
   void plan_validation();
   void build_model(const CommFactory& make_comm);

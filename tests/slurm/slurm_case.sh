@@ -3,6 +3,9 @@
 # submits jobscripts/train.sbatch with tests/slurm/tiny.toml on data prepared
 # from the project's sources, checks the outcome, and tears SLURM down.
 #   slurm_case.sh train N | impossible | bad_deck | rank_killed | preempt | sweep | gpu_select
+#   slurm_case.sh multinode_span | multinode_fail | multinode_too_many | multinode_tp_split
+# The multinode_* cases bring up a 2-node cluster of network namespaces
+# (slurm_env.sh) and skip (77) where namespaces cannot be created.
 set -euo pipefail
 case_name=${1:?usage: slurm_case.sh CASE [ARGS]}
 : "${PENTAD:?}" "${PENTAD_SOURCE_DIR:?}"
@@ -37,7 +40,18 @@ show_logs() {  # the job's own logs, for a failing case
   return 0
 }
 
-slurm_up 8
+case $case_name in
+multinode_*)
+  # 2 nodes of 4 CPUs. The nodes share this machine's kernel, so UCX's
+  # cross-memory-attach transport could reach across them; without it every
+  # byte between nodes crosses the veth links (counted below).
+  export UCX_TLS=^cma
+  rc=0
+  slurm_up 4 2 || rc=$?
+  [ $rc = 0 ] || { [ $rc = 77 ] && echo "SKIP: no multi-node cluster here (see above)"; exit $rc; }
+  ;;
+*) slurm_up 8 ;;
+esac
 cd "$SLURM_TMP"
 export PENTAD_RUNS=$SLURM_TMP/runs
 "$PENTAD" prep --out "$SLURM_TMP/data" "$src"/tests/data/corpus.txt >/dev/null
@@ -51,6 +65,24 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 print(rows[0]["step"], rows[-1]["step"], rows[0]["loss"], rows[-1]["loss"], len(rows))
 PY
 }
+# compare_losses A B [FIRST_STEP]: per-step loss of two metrics files over
+# their common steps (from FIRST_STEP); prints "n bitwise max_rel".
+compare_losses() {
+  "${PENTAD_PYTHON:-python3}" - "$@" <<'PY'
+import json, sys
+def rows(p):
+    return {r["step"]: r["loss"] for r in (json.loads(l) for l in open(p) if l.strip())}
+a, b = rows(sys.argv[1]), rows(sys.argv[2])
+first = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+steps = sorted(s for s in a if s in b and s >= first)
+rel = max((abs(a[s] - b[s]) / max(abs(b[s]), 1e-30) for s in steps), default=float("inf"))
+print(len(steps), int(all(a[s] == b[s] for s in steps) and bool(steps)), f"{rel:.3e}")
+PY
+}
+# shellcheck disable=SC2317  # called through check
+ckpt_ok() { "$PENTAD" ckpt info "$1" > "$SLURM_TMP/ckpt_info.txt" 2>&1 || { cat "$SLURM_TMP/ckpt_info.txt"; return 1; }; }
+# Bytes node I sent into its link (the bridge side of its veth receives them).
+node_tx() { cat "/sys/class/net/$(slurm_node_veth "$1")/statistics/rx_bytes"; }
 # shellcheck disable=SC2317  # called through check
 # lt A B [D]: A < B - D (D defaults to 0)
 lt() { "${PENTAD_PYTHON:-python3}" -c "import sys; sys.exit(0 if float(sys.argv[1]) < float(sys.argv[2]) - float(sys.argv[3]) else 1)" "$1" "$2" "${3:-0}"; }
@@ -223,6 +255,178 @@ gpu_select)
   check "no backend=cuda for a binary without CUDA" test -z "$(grep -l 'backend=cuda' "$SLURM_TMP/seen.txt")"
   check "the job log reports 4 GPUs per node" grep -q "4 GPU(s)/node" "$SLURM_TMP/slurm-$id.out"
   check "the job log warns that the binary has no CUDA backend" grep -q "has no CUDA backend" "$SLURM_TMP/slurm-$id.out"
+  [ $failed = 0 ] || show_logs
+  ;;
+
+multinode_span)
+  # One layout (dp 2 x tp 2) on one node and on two. On two, SLURM hands the
+  # tasks out cyclically (ranks 0 and 2 on n1); pentad numbers them node by
+  # node, so each tp group stays inside a node and dp crosses the link.
+  common=("${data_sets[@]}" --set parallel.tp=2 --set parallel.dp=2 --set checkpoint.every=20 --set train.steps=60)
+  set +e
+  one=$(timeout 150 sbatch --parsable --wait -N 1 -n 4 -J one "$sbatch_script" "$deck" "${common[@]}")
+  rc1=$?
+  tx1=$(node_tx 1)
+  tx2=$(node_tx 2)
+  two=$(timeout 150 sbatch --parsable --wait -N 2 --ntasks-per-node 2 --distribution=cyclic -J two \
+    "$sbatch_script" "$deck" "${common[@]}")
+  rc2=$?
+  set -e
+  one=${one%%;*}
+  two=${two%%;*}
+  sent1=$(( $(node_tx 1) - tx1 ))
+  sent2=$(( $(node_tx 2) - tx2 ))
+  run1=$PENTAD_RUNS/one-$one
+  run2=$PENTAD_RUNS/two-$two
+  check "1-node job $one: exit status 0 (got $rc1)" test "$rc1" = 0
+  check "2-node job $two: exit status 0 (got $rc2)" test "$rc2" = 0
+  check "2-node job ran on n1 and n2" grep -q "^==== job $two run 0 on n\[1-2\]" "$run2/train.log"
+  check "placement: 4 ranks on n1 (2) and n2 (2)" grep -q "^placement: 4 rank(s) on 2 node(s): n1 (2) n2 (2)" "$run2/train.log"
+  for want in "rank 0 -> n1 local 0 | pp 0 dp 0 ep 0 cp 0 tp 0" "rank 1 -> n1 local 1 | pp 0 dp 0 ep 0 cp 0 tp 1" \
+              "rank 2 -> n2 local 0 | pp 0 dp 1 ep 0 cp 0 tp 0" "rank 3 -> n2 local 1 | pp 0 dp 1 ep 0 cp 0 tp 1"; do
+    check "placement line '$want' (node by node despite the cyclic launch)" grep -qF "  $want" "$run2/train.log"
+  done
+  check "tp inside a node, dp across" grep -qF "groups inside a node: tp | across nodes: dp" "$run2/train.log"
+  echo "bytes into the bridge during the 2-node job: from n1 $sent1, from n2 $sent2"
+  check "MPI crossed the network: > 1 MB from each node ($sent1, $sent2)" test "$sent1" -gt 1000000 -a "$sent2" -gt 1000000
+  if [ -s "$run1/metrics.jsonl" ] && [ -s "$run2/metrics.jsonl" ]; then
+    read -r n bitwise rel < <(compare_losses "$run2/metrics.jsonl" "$run1/metrics.jsonl")
+    echo "2 nodes vs 1 node: $n steps, bitwise equal: $bitwise, worst relative loss difference $rel"
+    check "2-node loss equals the 1-node loss over 60 steps (bitwise, or within 1e-5: $bitwise, $rel)" \
+      "${PENTAD_PYTHON:-python3}" -c "import sys; sys.exit(0 if $n == 60 and ($bitwise == 1 or $rel <= 1e-5) else 1)"
+  else
+    check "both jobs wrote metrics" false
+  fi
+  # Checkpoints written by ranks of both nodes into the shared directory.
+  for st in 20 40 60; do
+    check "checkpoint step $st in $run2/ckpt" test -s "$run2/ckpt/step_0000$st.h5"
+  done
+  check "pentad ckpt info verifies the 2-node checkpoint" ckpt_ok "$run2/ckpt"
+  # Resume across hosts (same layout, 2 nodes) and resharded on one node
+  # (dp 2 -> 1, grad_accum 1 -> 2, 2 ranks): both continue steps 61..80 alike.
+  cp -r "$run2" "$SLURM_TMP/resharded"
+  set +e
+  three=$(PENTAD_RUN_DIR=$run2 timeout 150 sbatch --parsable --wait -N 2 --ntasks-per-node 2 -J three \
+    "$sbatch_script" "$deck" "${common[@]}" --set train.steps=80)
+  rc3=$?
+  four=$(PENTAD_RUN_DIR=$SLURM_TMP/resharded timeout 150 sbatch --parsable --wait -N 1 -n 2 -J four \
+    "$sbatch_script" "$deck" "${common[@]}" --set train.steps=80 --set parallel.dp=1 --set train.grad_accum=2)
+  rc4=$?
+  set -e
+  three=${three%%;*}
+  four=${four%%;*}
+  check "resume on 2 nodes (job $three): exit 0 (got $rc3)" test "$rc3" = 0
+  check "resharded resume on 1 node (job $four): exit 0 (got $rc4)" test "$rc4" = 0
+  m3=$run2/metrics.job$three.jsonl
+  m4=$SLURM_TMP/resharded/metrics.job$four.jsonl
+  check "the 2-node resume says it resumed from step 60" \
+    grep -qE "resum(ed|ing) from .*step_000060" <(sed -n "/^==== job $three run 0 /,\$p" "$run2/train.log")
+  if [ -s "$m3" ] && [ -s "$m4" ]; then
+    read -r f3 l3 _ _ _ < <(metrics_summary "$m3")
+    check "the 2-node resume ran steps 61..80 (got $f3..$l3)" test "$f3 $l3" = "61 80"
+    read -r n bitwise rel < <(compare_losses "$m3" "$m4" 61)
+    echo "resumed on 2 nodes vs resharded on 1 node: $n steps, bitwise $bitwise, worst relative difference $rel"
+    check "resharded 1-node resume matches the 2-node resume over steps 61..80 (within 1e-5: $rel)" \
+      "${PENTAD_PYTHON:-python3}" -c "import sys; sys.exit(0 if $n == 20 and $rel <= 1e-5 else 1)"
+  else
+    check "both resumed jobs wrote metrics ($m3, $m4)" false
+  fi
+  [ $failed = 0 ] || show_logs
+  ;;
+
+multinode_fail)
+  # A 2-node run loses n2 (its link goes down) mid-run. The job must end on
+  # n1 within comm_timeout_s x 1.25 plus SLURM's kill wait, name n2, leave
+  # the newest checkpoint intact, and (PENTAD_ELASTIC=1) resubmit itself on
+  # n1 alone: dp 4 -> 2, grad_accum 1 -> 2, same global batch, resuming from
+  # the checkpoint (ZeRO-1: the optimizer state is resharded). Its losses
+  # must continue a reference run of the same 200 steps and global batch
+  # (1 node, dp 2 x grad_accum 2: quicker than 4 ranks on these 2 cores).
+  timeout_s=10
+  steps=200
+  common=("${data_sets[@]}" --set train.steps=$steps --set checkpoint.every=20 --set parallel.zero=1
+          --set "parallel.comm_timeout_s=$timeout_s" --set log.every=50)
+  set +e
+  ref=$(timeout 200 sbatch --parsable --wait -N 1 -n 2 -w n1 -J ref "$sbatch_script" "$deck" "${common[@]}" \
+    --set parallel.dp=2 --set train.grad_accum=2)
+  rcr=$?
+  set -e
+  ref=${ref%%;*}
+  check "reference job $ref (1 node, dp 2 x grad_accum 2): exit 0 (got $rcr)" test "$rcr" = 0
+  id=$(PENTAD_ELASTIC=1 sbatch --parsable -N 2 --ntasks-per-node 2 -J fail "$sbatch_script" "$deck" "${common[@]}")
+  id=${id%%;*}
+  run_dir=$PENTAD_RUNS/fail-$id
+  check "job $id is training on 2 nodes (45 metrics rows within 90 s)" wait_metrics_rows "$run_dir/metrics.jsonl" 45 90
+  t0=$(now)
+  slurm_node_link 2 down
+  st=$(slurm_wait_final "$id" 90 || true)
+  dt=$(secs_since "$t0")
+  echo "job $id ended $st $dt s after n2's link went down"
+  check "job state FAILED (got $st)" test "$st" = FAILED
+  check "ended within comm_timeout_s x 1.25 + 20 s = $((timeout_s * 5 / 4 + 20)) s ($dt s)" lt "$dt" $((timeout_s * 5 / 4 + 20))
+  check "the job log names the lost node n2" grep -q "error: lost node(s) n2: slurmd there does not answer" "$SLURM_TMP/slurm-$id.out"
+  check "the ranks' own message says the dp group stopped answering" grep -q "did not return within parallel.comm_timeout_s" "$run_dir/train.log"
+  # n2's ranks, cut off, end by their own watchdog (its slurmstepd is local).
+  timeout 20 bash -c "while [ -n \"\$(job_pentad_pids $id)\" ]; do sleep 0.5; done" 2>/dev/null || true
+  check "no rank of job $id is left on either node ($(job_pentad_pids "$id" | tr '\n' ' '))" test -z "$(job_pentad_pids "$id")"
+  newest=$(cat "$run_dir/ckpt/latest" 2>/dev/null || true)
+  check "a newest checkpoint is named ($newest)" test -n "$newest"
+  check "pentad ckpt info verifies it" ckpt_ok "$run_dir/ckpt"
+  new=$(sed -n 's/.*elastic: resubmitted as job \([0-9]*\) on 1 node(s): dp 4 -> 2, grad_accum 1 -> 2 .*/\1/p' "$SLURM_TMP/slurm-$id.out")
+  check "the job resubmitted itself on the remaining node (job '${new}')" test -n "$new"
+  if [ -n "$new" ]; then
+    st2=$(slurm_wait_final "$new" 200 || true)
+    check "elastic job $new COMPLETED (got $st2)" test "$st2" = COMPLETED
+    m=$run_dir/metrics.job$new.jsonl
+    check "elastic job ran on n1 only" grep -q "^==== job $new run 0 on n1 " "$run_dir/train.log"
+    if [ -s "$m" ]; then
+      read -r f l _ _ _ < <(metrics_summary "$m")
+      ck=$(sed -n 's/.*step_0*\([0-9]*\)\.h5.*/\1/p' <<< "$newest")
+      check "elastic job resumed at the checkpoint (first step $f = ${ck:-?} + 1) and finished (last $l = $steps)" \
+        test "$f $l" = "$(( ${ck:-0} + 1 )) $steps"
+      read -r n _ rel < <(compare_losses "$m" "$PENTAD_RUNS/ref-$ref/metrics.jsonl" "$f")
+      echo "elastic job vs the reference: $n steps, worst relative loss difference $rel"
+      check "its loss continues the reference curve (steps $f..$steps within 1e-5: $rel)" \
+        "${PENTAD_PYTHON:-python3}" -c "import sys; sys.exit(0 if $n == $steps - $f + 1 and $rel <= 1e-5 else 1)"
+      read -r n bitwise rel < <(compare_losses "$run_dir/metrics.jsonl" "$PENTAD_RUNS/ref-$ref/metrics.jsonl")
+      echo "2-node run before the failure vs the reference: $n steps, bitwise $bitwise, worst $rel"
+      check "the 2-node steps before the failure match the reference (within 1e-5: $rel)" \
+        "${PENTAD_PYTHON:-python3}" -c "import sys; sys.exit(0 if $n >= 45 and $rel <= 1e-5 else 1)"
+    else
+      check "elastic job wrote $m" false
+    fi
+  fi
+  slurm_node_link 2 up || true
+  [ $failed = 0 ] || show_logs
+  ;;
+
+multinode_too_many)
+  t0=$(now)
+  set +e
+  out=$(timeout 20 sbatch --parsable -N 3 --ntasks-per-node 1 -J three-nodes "$sbatch_script" "$deck" 2>&1)
+  rc=$?
+  set -e
+  echo "sbatch -N 3 on a 2-node cluster: status $rc after $(secs_since "$t0") s: $out"
+  check "sbatch failed at submission (status $rc, not 0 and not a timeout)" test "$rc" != 0 -a "$rc" != 124
+  check "SLURM's refusal names the node count" grep -qiE "node count|not available|configuration" <<< "$out"
+  check "nothing is queued" test -z "$(squeue -h -o %i)"
+  ;;
+
+multinode_tp_split)
+  # tp 4 on nodes of 2 ranks: refused at start, naming the keys and the nodes.
+  set +e
+  id=$(timeout 60 sbatch --parsable --wait -N 2 --ntasks-per-node 2 -J tp-split "$sbatch_script" "$deck" \
+    "${data_sets[@]}" --set model.n_heads=4 --set parallel.tp=4 --set parallel.dp=1)
+  rc=$?
+  set -e
+  id=${id%%;*}
+  log=$PENTAD_RUNS/tp-split-$id/train.log
+  check "job exit status non-zero (got $rc)" test "$rc" != 0 -a "$rc" != 124
+  check "job state FAILED (got $(slurm_wait_final "$id" 15 || true))" test "$(slurm_job_state "$id")" = FAILED
+  check "the message names parallel.tp and the node sizes" \
+    grep -qF "parallel.tp = 4 does not fit inside a node: the job's 2 node(s) hold n1: 2, n2: 2 rank(s)" "$log"
+  check "the message names the way out (parallel.tp_across_nodes)" grep -qF "parallel.tp_across_nodes = true" "$log"
+  check "no step ran" test -z "$(grep -E '^step ' "$log")"
   [ $failed = 0 ] || show_logs
   ;;
 

@@ -140,6 +140,23 @@ Config run_config(const std::string& dir) {
   return parse_config(deck, dir + "/train.log", {}, ranks);
 }
 
+// The most ranks on one node, from the "placement: N rank(s) on K node(s):
+// host (c) ..." line of train.log (the last run's); 0 when there is none.
+int ranks_per_node_of(const std::string& dir) {
+  std::istringstream in(slurp(dir + "/train.log"));
+  std::string line;
+  int most = 0;
+  static const std::regex count(R"( \(([0-9]+)\))");
+  while (std::getline(in, line)) {
+    if (line.rfind("placement: ", 0) != 0) continue;
+    most = 0;
+    const std::string hosts = line.substr(line.find(':', 11) + 1);
+    for (auto it = std::sregex_iterator(hosts.begin(), hosts.end(), count); it != std::sregex_iterator(); ++it)
+      most = std::max(most, std::stoi((*it)[1]));
+  }
+  return most;
+}
+
 // The measured side of a point: medians over the steps after the first,
 // peak memory over all, bytes sent in the last step.
 void measure(ReportPoint& p, std::vector<MetricsRow>& rows, bool pipelined) {
@@ -182,7 +199,10 @@ ReportPoint read_run_dir(const std::string& dir, const Machine& mach, bool one_n
     for (auto& r : rows) root_load = std::max(root_load, r.count("moe_recv_load") ? r["moe_recv_load"] : 0.0);
     if (root_load > 0) moe_load = root_load;
   }
-  const Prediction pr = predict(cfg, mach, 0, one_node ? ranks : 0, moe_load);
+  // Ranks per node: what the run's placement line says (`pentad train`
+  // prints it), unless --one-node; without one, the machine file's devices.
+  const int rpn = one_node ? ranks : ranks_per_node_of(dir);
+  const Prediction pr = predict(cfg, mach, 0, rpn, moe_load);
   p.oversubscribed = pr.time.oversubscription > 1 ? 1 : 0;
   p.pred_tokens_per_s = pr.time.tokens_per_s;
   p.pred_step_ms = pr.time.step_s * 1e3;

@@ -8,17 +8,19 @@
 #
 # 1. Links: input/tiny.toml at tp = 2, dp = 1 on two ranks, inside one node
 #    (shared memory) and across the two (TCP over the veth links, with
-#    parallel.tp_across_nodes = true), at micro_batch 4 and 32. Per step a
-#    tp group sends B bytes in its all-reduces and is blocked t ms; with the
-#    same number of calls c at both sizes, t = B / bandwidth + c x latency
-#    gives bandwidth from the difference and latency from the intercept
-#    (c = 20 all-reduces per step, as input/machines/this-machine.toml).
-#    Medians over steps 6..30.
+#    parallel.tp_across_nodes = true), at micro_batch 1, 8 and 32. Per step
+#    a tp group sends B bytes in its all-reduces and is blocked t ms; with
+#    the same number of calls c at every size, a least-squares line
+#    t = B / bandwidth + c x latency gives bandwidth from the slope and
+#    latency from the intercept (c = 20 all-reduces per step, as
+#    input/machines/this-machine.toml; a negative intercept is reported and
+#    taken as 0). Medians over steps 6..30, then over MULTINODE_REPS (3)
+#    interleaved repetitions.
 # 2. The fitted figures go into OUT_DIR/namespace-cluster.toml (compute
 #    figures copied from input/machines/this-machine.toml).
 # 3. Sweep: jobscripts/sweep.sh --ntasks=2 input/tiny.toml nodes=1,2 (dp 2,
-#    the same global batch: both ranks on n1, or one on each node), then
-#    pentad report with that machine file.
+#    the same global batch: both ranks on n1, or one on each node), repeated
+#    MULTINODE_REPS times, then pentad report with that machine file.
 # The nodes share this machine's 2 cores: the sweep compares where the ranks
 # sit, not how much hardware there is.
 set -euo pipefail
@@ -49,41 +51,59 @@ PY
 }
 
 declare -A bytes blocked
-for where in intra inter; do
-  for mb in 4 32; do
-    if [ $where = intra ]; then place=(-N 1 -n 2 -w n1); else place=(-N 2 --ntasks-per-node=1); fi
-    id=$(sbatch --parsable --wait "${place[@]}" -J "link-$where-mb$mb" "$root/jobscripts/train.sbatch" "$deck" \
-      "${data[@]}" --set parallel.tp=2 --set parallel.dp=1 --set parallel.tp_across_nodes=true \
-      --set "train.micro_batch=$mb" --set train.steps=30 --set log.every=10)
-    m=$PENTAD_RUNS/link-$where-mb$mb-${id%%;*}/metrics.jsonl
-    bytes[$where.$mb]=$(median_col "$m" tp_bytes_sent)
-    blocked[$where.$mb]=$(median_col "$m" tp_blocked_ms)
-    echo "link $where micro_batch $mb: tp bytes/step ${bytes[$where.$mb]}, blocked ${blocked[$where.$mb]} ms (job ${id%%;*})"
+reps=${MULTINODE_REPS:-3}
+# Interleaved repetitions (intra, inter, intra, ...): the machine's speed
+# drifts; each point's figure is the median of its repetitions' medians.
+declare -A b_runs t_runs
+for rep in $(seq "$reps"); do
+  for mb in 1 8 32; do
+    for where in intra inter; do
+      if [ $where = intra ]; then place=(-N 1 -n 2 -w n1); else place=(-N 2 --ntasks-per-node=1); fi
+      id=$(sbatch --parsable --wait "${place[@]}" -J "link-$where-mb$mb" "$root/jobscripts/train.sbatch" "$deck" \
+        "${data[@]}" --set parallel.tp=2 --set parallel.dp=1 --set parallel.tp_across_nodes=true \
+        --set "train.micro_batch=$mb" --set train.steps=30 --set log.every=10)
+      m=$PENTAD_RUNS/link-$where-mb$mb-${id%%;*}/metrics.jsonl
+      b_runs[$where.$mb]+=" $(median_col "$m" tp_bytes_sent)"
+      t_runs[$where.$mb]+=" $(median_col "$m" tp_blocked_ms)"
+    done
   done
 done
+med() { /usr/bin/python3 -c 'import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))' "$@"; }
+for k in "${!t_runs[@]}"; do
+  # shellcheck disable=SC2086  # the lists are space-separated numbers
+  bytes[$k]=$(med ${b_runs[$k]})
+  # shellcheck disable=SC2086
+  blocked[$k]=$(med ${t_runs[$k]})
+  echo "link $k: tp bytes/step ${bytes[$k]}, blocked ms per step:${t_runs[$k]} (median ${blocked[$k]})"
+done
 
-# fit WHERE: "GB/s latency_us"
+# fit WHERE: "GB/s latency_us intercept_ms" (least squares over the sizes)
 fit() {
-  /usr/bin/python3 - "${bytes[$1.4]}" "${blocked[$1.4]}" "${bytes[$1.32]}" "${blocked[$1.32]}" <<'PY'
+  /usr/bin/python3 - "${bytes[$1.1]}" "${blocked[$1.1]}" "${bytes[$1.8]}" "${blocked[$1.8]}" \
+    "${bytes[$1.32]}" "${blocked[$1.32]}" <<'PY'
 import sys
-b1, t1, b2, t2 = (float(x) for x in sys.argv[1:])
-bw = (b2 - b1) / ((t2 - t1) * 1e-3)          # bytes/s
-lat = max((t1 * 1e-3 - b1 / bw) / 20, 0.0)   # s per call, 20 calls per step
-print(f"{bw / 1e9:.3f} {lat * 1e6:.1f}")
+v = [float(x) for x in sys.argv[1:]]
+b, t = v[0::2], [x * 1e-3 for x in v[1::2]]
+n = len(b)
+mb, mt = sum(b) / n, sum(t) / n
+slope = sum((x - mb) * (y - mt) for x, y in zip(b, t)) / sum((x - mb) ** 2 for x in b)  # s per byte
+icpt = mt - slope * mb                                                                  # s per step
+print(f"{1 / slope / 1e9:.3f} {max(icpt, 0.0) / 20 * 1e6:.1f} {icpt * 1e3:.3f}")
 PY
 }
-read -r intra_gbs intra_us < <(fit intra)
-read -r inter_gbs inter_us < <(fit inter)
+read -r intra_gbs intra_us intra_icpt < <(fit intra)
+read -r inter_gbs inter_us inter_icpt < <(fit inter)
 machine=$out/namespace-cluster.toml
 cat > "$machine" <<EOF
 # The 2-node SLURM cluster of network namespaces (tests/slurm/slurm_env.sh)
 # on $(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p')), written by bench/multinode.sh on $(date -I).
 # One pentad rank per core; the nodes share the cores. Links fitted to
-# tp = 2 all-reduces of input/tiny.toml at micro_batch 4 and 32 (20 calls
-# per step): inside a node MPICH's shared memory, across nodes UCX over TCP
-# on veth links through a bridge. Compute figures from this-machine.toml.
-#   intra: ${bytes[intra.4]} B in ${blocked[intra.4]} ms, ${bytes[intra.32]} B in ${blocked[intra.32]} ms
-#   inter: ${bytes[inter.4]} B in ${blocked[inter.4]} ms, ${bytes[inter.32]} B in ${blocked[inter.32]} ms
+# tp = 2 all-reduces of input/tiny.toml at micro_batch 1, 8, 32 (20 calls
+# per step; least squares): inside a node MPICH's shared memory, across
+# nodes UCX over TCP on veth links through a bridge. Compute figures from
+# this-machine.toml. Bytes per step and blocked ms per step (medians):
+#   intra: ${bytes[intra.1]} B ${blocked[intra.1]} ms, ${bytes[intra.8]} B ${blocked[intra.8]} ms, ${bytes[intra.32]} B ${blocked[intra.32]} ms; intercept ${intra_icpt} ms
+#   inter: ${bytes[inter.1]} B ${blocked[inter.1]} ms, ${bytes[inter.8]} B ${blocked[inter.8]} ms, ${bytes[inter.32]} B ${blocked[inter.32]} ms; intercept ${inter_icpt} ms
 [machine]
 name = "2-node namespace cluster (measured)"
 devices_per_node = 2
@@ -98,13 +118,35 @@ EOF
 echo "---- $machine"
 cat "$machine"
 
-# The sweep: dp 2 on one node, then across two (same ranks, same global batch).
-sweep=$("$root/jobscripts/sweep.sh" --ntasks=2 "$deck" nodes=1,2 "${data[@]}" --set train.steps=60 --set log.every=20)
-echo "$sweep"
-while read -r _ id; do
-  st=$(slurm_wait_final "$id" 300)
-  [ "$st" = COMPLETED ] || { echo "sweep job $id: $st" >&2; exit 1; }
-done <<< "$sweep"
-rm -rf "$out"/tiny-nodes*
-cp -r "$PENTAD_RUNS"/tiny-nodes* "$out"/
-"$pentad" report "$out"/tiny-nodes* --machine "$machine" --csv "$out/report.csv"
+# The sweeps, $reps times each: dp 2 (the same global batch) on one node,
+# then across two; and tp 2 the same way (parallel.tp_across_nodes = true),
+# where every layer's all-reduces cross the link.
+sed 's/^dp = 1$/dp = 1\ntp = 2\ntp_across_nodes = true/' "$deck" > "$SLURM_TMP/tiny-tp2.toml"
+grep -q '^tp = 2$' "$SLURM_TMP/tiny-tp2.toml" || { echo "could not write the tp 2 deck" >&2; exit 1; }
+rm -rf "$out"/tiny-nodes* "$out"/tiny-tp2-nodes*
+for rep in $(seq "$reps"); do
+  for d in "$deck" "$SLURM_TMP/tiny-tp2.toml"; do
+    sweep=$("$root/jobscripts/sweep.sh" --ntasks=2 "$d" nodes=1,2 "${data[@]}" --set train.steps=60 --set log.every=20)
+    echo "$sweep"
+    while read -r _ id; do
+      st=$(slurm_wait_final "$id" 300)
+      [ "$st" = COMPLETED ] || { echo "sweep job $id: $st" >&2; exit 1; }
+    done <<< "$sweep"
+  done
+done
+cp -r "$PENTAD_RUNS"/tiny-nodes* "$PENTAD_RUNS"/tiny-tp2-nodes* "$out"/
+"$pentad" report "$out"/tiny-nodes* "$out"/tiny-tp2-nodes* --machine "$machine" --csv "$out/report.csv"
+# Per point: the median (min..max) over the repetitions, beside the prediction.
+/usr/bin/python3 - "$out/report.csv" <<'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+points = {}
+for r in rows:
+    points.setdefault((r["group"], r["layout"]), []).append(r)
+print(f"{'point':<58} {'tok/s median (min..max)':>26} {'pred':>7} {'step ms':>8} {'pred':>7}")
+for (g, layout), rs in points.items():
+    t = [float(r["tokens_per_s"]) for r in rs]
+    ms = [float(r["step_ms"]) for r in rs]
+    print(f"{g + ' ' + layout:<58} {statistics.median(t):>8.0f} ({min(t):.0f}..{max(t):.0f}) n={len(t)} "
+          f"{float(rs[0]['pred_tokens_per_s']):>7.0f} {statistics.median(ms):>8.1f} {float(rs[0]['pred_step_ms']):>7.1f}")
+PY

@@ -142,17 +142,22 @@ Config run_config(const std::string& dir) {
 
 // The most ranks on one node, from the "placement: N rank(s) on K node(s):
 // host (c) ..." line of train.log (the last run's); 0 when there is none.
-int ranks_per_node_of(const std::string& dir) {
+// The node count goes to *nodes (0 when there is no such line).
+int ranks_per_node_of(const std::string& dir, int* nodes) {
   std::istringstream in(slurp(dir + "/train.log"));
   std::string line;
   int most = 0;
+  *nodes = 0;
   static const std::regex count(R"( \(([0-9]+)\))");
   while (std::getline(in, line)) {
     if (line.rfind("placement: ", 0) != 0) continue;
     most = 0;
+    *nodes = 0;
     const std::string hosts = line.substr(line.find(':', 11) + 1);
-    for (auto it = std::sregex_iterator(hosts.begin(), hosts.end(), count); it != std::sregex_iterator(); ++it)
+    for (auto it = std::sregex_iterator(hosts.begin(), hosts.end(), count); it != std::sregex_iterator(); ++it) {
       most = std::max(most, std::stoi((*it)[1]));
+      ++*nodes;
+    }
   }
   return most;
 }
@@ -201,7 +206,10 @@ ReportPoint read_run_dir(const std::string& dir, const Machine& mach, bool one_n
   }
   // Ranks per node: what the run's placement line says (`pentad train`
   // prints it), unless --one-node; without one, the machine file's devices.
-  const int rpn = one_node ? ranks : ranks_per_node_of(dir);
+  int nodes = 0;
+  const int placed_rpn = ranks_per_node_of(dir, &nodes);
+  const int rpn = one_node ? ranks : placed_rpn;
+  if (nodes > 1) p.layout += ",nodes=" + std::to_string(nodes);
   const Prediction pr = predict(cfg, mach, 0, rpn, moe_load);
   p.oversubscribed = pr.time.oversubscription > 1 ? 1 : 0;
   p.pred_tokens_per_s = pr.time.tokens_per_s;

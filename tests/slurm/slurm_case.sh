@@ -65,6 +65,21 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 print(rows[0]["step"], rows[-1]["step"], rows[0]["loss"], rows[-1]["loss"], len(rows))
 PY
 }
+# refused_at_submission PATTERN SBATCH_OPTION...: sbatch with those options
+# must fail at once with SLURM's message matching PATTERN, queueing nothing.
+refused_at_submission() {
+  local pattern=$1 t0 out rc
+  shift
+  t0=$(now)
+  set +e
+  out=$(timeout 20 sbatch --parsable "$@" "$sbatch_script" "$deck" 2>&1)
+  rc=$?
+  set -e
+  echo "sbatch $*: status $rc after $(secs_since "$t0") s: $out"
+  check "sbatch failed at submission (status $rc, not 0 and not a timeout)" test "$rc" != 0 -a "$rc" != 124
+  check "SLURM's refusal names the problem" grep -qiE "$pattern" <<< "$out"
+  check "nothing is queued" test -z "$(squeue -h -o %i)"
+}
 # compare_losses A B [FIRST_STEP]: per-step loss of two metrics files over
 # their common steps (from FIRST_STEP); prints "n bitwise max_rel".
 compare_losses() {
@@ -81,6 +96,17 @@ PY
 }
 # shellcheck disable=SC2317  # called through check
 ckpt_ok() { "$PENTAD" ckpt info "$1" > "$SLURM_TMP/ckpt_info.txt" 2>&1 || { cat "$SLURM_TMP/ckpt_info.txt"; return 1; }; }
+# check_losses WHAT A B FIRST N_TEST: the per-step losses of metrics files A
+# and B from step FIRST agree within the parity harness's 1e-5 (relative)
+# over a number of common steps n with "n N_TEST" true (e.g. "== 60");
+# prints whether they are bitwise equal as well.
+check_losses() {
+  local what=$1 a=$2 b=$3 first=$4 ntest=$5 n bitwise rel
+  read -r n bitwise rel < <(compare_losses "$a" "$b" "$first")
+  echo "$what: $n steps from step $first, bitwise equal: $bitwise, worst relative loss difference $rel"
+  check "$what: $n steps ($ntest) within 1e-5 (worst $rel, bitwise $bitwise)" \
+    "${PENTAD_PYTHON:-python3}" -c "import sys; sys.exit(0 if $n $ntest and $rel <= 1e-5 else 1)"
+}
 # Bytes node I sent into its link (the bridge side of its veth receives them).
 node_tx() { cat "/sys/class/net/$(slurm_node_veth "$1")/statistics/rx_bytes"; }
 # shellcheck disable=SC2317  # called through check
@@ -129,15 +155,7 @@ train)
 
 impossible)
   # 16 tasks on a node of 8 CPUs: EnforcePartLimits=ALL rejects it at once.
-  t0=$(now)
-  set +e
-  out=$(timeout 20 sbatch --parsable -n 16 -J impossible "$sbatch_script" "$deck" 2>&1)
-  rc=$?
-  set -e
-  echo "sbatch -n 16: status $rc after $(secs_since "$t0") s: $out"
-  check "sbatch failed at submission (status $rc, not 0 and not a timeout)" test "$rc" != 0 -a "$rc" != 124
-  check "the refusal names the problem" grep -qiE "than permitted|not available|configuration" <<< "$out"
-  check "nothing is queued" test -z "$(squeue -h -o %i)"
+  refused_at_submission "than permitted|not available|configuration" -n 16 -J impossible
   ;;
 
 bad_deck)
@@ -290,10 +308,7 @@ multinode_span)
   echo "bytes into the bridge during the 2-node job: from n1 $sent1, from n2 $sent2"
   check "MPI crossed the network: > 1 MB from each node ($sent1, $sent2)" test "$sent1" -gt 1000000 -a "$sent2" -gt 1000000
   if [ -s "$run1/metrics.jsonl" ] && [ -s "$run2/metrics.jsonl" ]; then
-    read -r n bitwise rel < <(compare_losses "$run2/metrics.jsonl" "$run1/metrics.jsonl")
-    echo "2 nodes vs 1 node: $n steps, bitwise equal: $bitwise, worst relative loss difference $rel"
-    check "2-node loss equals the 1-node loss over 60 steps (bitwise, or within 1e-5: $bitwise, $rel)" \
-      "${PENTAD_PYTHON:-python3}" -c "import sys; sys.exit(0 if $n == 60 and ($bitwise == 1 or $rel <= 1e-5) else 1)"
+    check_losses "2 nodes vs 1 node" "$run2/metrics.jsonl" "$run1/metrics.jsonl" 1 "== 60"
   else
     check "both jobs wrote metrics" false
   fi
@@ -324,10 +339,7 @@ multinode_span)
   if [ -s "$m3" ] && [ -s "$m4" ]; then
     read -r f3 l3 _ _ _ < <(metrics_summary "$m3")
     check "the 2-node resume ran steps 61..80 (got $f3..$l3)" test "$f3 $l3" = "61 80"
-    read -r n bitwise rel < <(compare_losses "$m3" "$m4" 61)
-    echo "resumed on 2 nodes vs resharded on 1 node: $n steps, bitwise $bitwise, worst relative difference $rel"
-    check "resharded 1-node resume matches the 2-node resume over steps 61..80 (within 1e-5: $rel)" \
-      "${PENTAD_PYTHON:-python3}" -c "import sys; sys.exit(0 if $n == 20 and $rel <= 1e-5 else 1)"
+    check_losses "resharded 1-node resume vs the 2-node resume" "$m4" "$m3" 61 "== 20"
   else
     check "both resumed jobs wrote metrics ($m3, $m4)" false
   fi
@@ -384,14 +396,10 @@ multinode_fail)
       ck=$(sed -n 's/.*step_0*\([0-9]*\)\.h5.*/\1/p' <<< "$newest")
       check "elastic job resumed at the checkpoint (first step $f = ${ck:-?} + 1) and finished (last $l = $steps)" \
         test "$f $l" = "$(( ${ck:-0} + 1 )) $steps"
-      read -r n _ rel < <(compare_losses "$m" "$PENTAD_RUNS/ref-$ref/metrics.jsonl" "$f")
-      echo "elastic job vs the reference: $n steps, worst relative loss difference $rel"
-      check "its loss continues the reference curve (steps $f..$steps within 1e-5: $rel)" \
-        "${PENTAD_PYTHON:-python3}" -c "import sys; sys.exit(0 if $n == $steps - $f + 1 and $rel <= 1e-5 else 1)"
-      read -r n bitwise rel < <(compare_losses "$run_dir/metrics.jsonl" "$PENTAD_RUNS/ref-$ref/metrics.jsonl")
-      echo "2-node run before the failure vs the reference: $n steps, bitwise $bitwise, worst $rel"
-      check "the 2-node steps before the failure match the reference (within 1e-5: $rel)" \
-        "${PENTAD_PYTHON:-python3}" -c "import sys; sys.exit(0 if $n >= 45 and $rel <= 1e-5 else 1)"
+      check_losses "elastic job vs the reference (its loss continues the curve)" "$m" \
+        "$PENTAD_RUNS/ref-$ref/metrics.jsonl" "$f" "== $steps - $f + 1"
+      check_losses "the 2-node steps before the failure vs the reference" "$run_dir/metrics.jsonl" \
+        "$PENTAD_RUNS/ref-$ref/metrics.jsonl" 1 ">= 45"
     else
       check "elastic job wrote $m" false
     fi
@@ -401,15 +409,8 @@ multinode_fail)
   ;;
 
 multinode_too_many)
-  t0=$(now)
-  set +e
-  out=$(timeout 20 sbatch --parsable -N 3 --ntasks-per-node 1 -J three-nodes "$sbatch_script" "$deck" 2>&1)
-  rc=$?
-  set -e
-  echo "sbatch -N 3 on a 2-node cluster: status $rc after $(secs_since "$t0") s: $out"
-  check "sbatch failed at submission (status $rc, not 0 and not a timeout)" test "$rc" != 0 -a "$rc" != 124
-  check "SLURM's refusal names the node count" grep -qiE "node count|not available|configuration" <<< "$out"
-  check "nothing is queued" test -z "$(squeue -h -o %i)"
+  # 3 nodes of a 2-node partition.
+  refused_at_submission "node count|not available|configuration" -N 3 --ntasks-per-node 1 -J three-nodes
   ;;
 
 multinode_tp_split)

@@ -8,6 +8,7 @@
 
 #include "comm/host.hpp"
 #include "comm/placement.hpp"
+#include "comm/watchdog.hpp"
 #include "commands.hpp"
 #include "config/config.hpp"
 #include "core/error.hpp"
@@ -48,6 +49,10 @@ int train(const CLI::App& cmd, const TrainArgs& a, Job job) {
   if (a.deck.empty()) throw CliUsageError("train: no input deck given");
   const std::string text = read_deck(a.deck, job.rank);
   const Config cfg = parse_config(text, a.deck, a.sets, job.size);
+  // From here every blocking MPI call is watched: a rank that cannot reach
+  // another blocks in the first exchange below and the job ends after
+  // parallel.comm_timeout_s instead of hanging.
+  start_comm_watchdog(cfg.parallel.comm_timeout_s);
   // Number the ranks node by node, so the grid's fast axes (tp, then cp)
   // stay inside a node; refuse a tp group that would cross nodes.
   const Placement placement = discover_placement(MPI_COMM_WORLD);

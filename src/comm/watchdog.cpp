@@ -220,6 +220,27 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* out) {
   return PMPI_Comm_dup(comm, out);
 }
 
+// The collectives of start-up, where a rank that cannot reach another first blocks.
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* out) {
+  const pentad::WatchScope watch(comm, "MPI_Comm_split");
+  return PMPI_Comm_split(comm, color, key, out);
+}
+
+int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm* out) {
+  const pentad::WatchScope watch(comm, "MPI_Comm_split_type");
+  return PMPI_Comm_split_type(comm, type, key, info, out);
+}
+
+int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[], int reorder, MPI_Comm* out) {
+  const pentad::WatchScope watch(comm, "MPI_Cart_create");
+  return PMPI_Cart_create(comm, ndims, dims, periods, reorder, out);
+}
+
+int MPI_Cart_sub(MPI_Comm comm, const int remain[], MPI_Comm* out) {
+  const pentad::WatchScope watch(comm, "MPI_Cart_sub");
+  return PMPI_Cart_sub(comm, remain, out);
+}
+
 int MPI_Wait(MPI_Request* req, MPI_Status* status) {
   const pentad::WatchScope watch(pentad::file_group(), "MPI_Wait");
   return PMPI_Wait(req, status);

@@ -3,7 +3,7 @@
 # submits jobscripts/train.sbatch with tests/slurm/tiny.toml on data prepared
 # from the project's sources, checks the outcome, and tears SLURM down.
 #   slurm_case.sh train N | impossible | bad_deck | rank_killed | preempt | sweep | gpu_select
-#   slurm_case.sh multinode_span | multinode_fail | multinode_too_many | multinode_tp_split
+#   slurm_case.sh multinode_span | multinode_fail | multinode_unreachable | multinode_too_many | multinode_tp_split
 # The multinode_* cases bring up a 2-node cluster of network namespaces
 # (slurm_env.sh) and skip (77) where namespaces cannot be created.
 set -euo pipefail
@@ -405,6 +405,39 @@ multinode_fail)
     fi
   fi
   slurm_node_link 2 up || true
+  [ $failed = 0 ] || show_logs
+  ;;
+
+multinode_unreachable)
+  # MPI over the second network (UCX_NET_DEVICES=fab0) while SLURM keeps
+  # eth0; n2's port on it is detached before the job, so the ranks on n1 and
+  # n2 cannot reach each other although SLURM launches them fine. Debian's
+  # MPICH connects every pair inside MPI_Init, which fails at once
+  # ("Destination is unreachable"); the job must end within seconds and
+  # train.sbatch must say that MPI's network, not SLURM's, is broken between
+  # n1 and n2. (An MPI that connects lazily would block in pentad's first
+  # exchange instead, where the watchdog, armed from the start, ends it.)
+  slurm_fabric_link 2 down
+  t0=$(now)
+  set +e
+  id=$(UCX_NET_DEVICES=fab0 timeout 150 sbatch --parsable --wait -N 2 --ntasks-per-node 1 -J unreachable \
+    "$sbatch_script" "$deck" "${data_sets[@]}" --set parallel.comm_timeout_s=10)
+  rc=$?
+  set -e
+  id=${id%%;*}
+  dt=$(secs_since "$t0")
+  log=$PENTAD_RUNS/unreachable-$id/train.log
+  echo "job $id: status $rc after $dt s"
+  check "job exit status non-zero (got $rc)" test "$rc" != 0 -a "$rc" != 124
+  check "job state FAILED (got $(slurm_wait_final "$id" 15 || true))" test "$(slurm_job_state "$id")" = FAILED
+  check "ended within 30 s of submission ($dt s)" lt "$dt" 30
+  check "the job log names both hosts and says MPI's network is broken between them" \
+    grep -q "error: MPI could not connect the nodes n1,n2 at start-up, although slurmd answers on every one: the network MPI uses between them is broken (UCX_NET_DEVICES=fab0" \
+    "$SLURM_TMP/slurm-$id.out"
+  check "... quoting MPI's reason" grep -q "MPI said: .*unreachable" "$SLURM_TMP/slurm-$id.out"
+  check "no node is reported lost" test -z "$(grep 'lost node' "$SLURM_TMP/slurm-$id.out")"
+  check "no step ran" test -z "$(grep -E '^step ' "$log")"
+  slurm_fabric_link 2 up
   [ $failed = 0 ] || show_logs
   ;;
 

@@ -126,8 +126,7 @@ slurm_net_down() {  # slurm_net_down DIR
   local d=$1 ns br
   [ -f "$d/run/netns" ] || return 0
   while read -r ns; do ip netns del "$ns" 2>/dev/null || true; done < "$d/run/netns"
-  br=$(cat "$d/run/bridge" 2>/dev/null || true)
-  [ -z "$br" ] || ip link del "$br" 2>/dev/null || true
+  while read -r br; do ip link del "$br" 2>/dev/null || true; done < "$d/run/bridge"
   rm -f "$d/run/netns" "$d/run/bridge"
 }
 
@@ -138,6 +137,14 @@ slurm_node_addr() { echo "${SLURM_NET_PREFIX}.$((10 + $1))"; }
 # slurm_node_link I up|down: node I's only link (its end, inside the node).
 slurm_node_link() {
   ip -n "$(slurm_node_ns "$1")" link set eth0 "$2"
+}
+# slurm_fabric_link I up|down: node I's port on the fabric bridge (the
+# second network, see slurm_cluster_net) joined or detached, as a failed
+# switch port: the link keeps its carrier, packets go nowhere, and the node
+# stays up for SLURM.
+slurm_fabric_link() {
+  if [ "$2" = down ]; then ip link set "pf${SLURM_NET_TAG}n$1" nomaster
+  else ip link set "pf${SLURM_NET_TAG}n$1" master "pfb${SLURM_NET_TAG}"; fi
 }
 # Run a command inside node I (its network and hostname).
 slurm_on_node() {
@@ -154,11 +161,16 @@ slurm_cluster_net() {  # slurm_cluster_net NODES
     ip -4 -br addr | grep -q " 10\.213\.$x\." || break
   done
   SLURM_NET_PREFIX=10.213.$x
-  local br=pbr${SLURM_NET_TAG}
-  echo "$br" > "$SLURM_TMP/run/bridge"
+  local br=pbr${SLURM_NET_TAG} fab=pfb${SLURM_NET_TAG}
+  printf '%s\n' "$br" "$fab" > "$SLURM_TMP/run/bridge"
   ip link add "$br" type bridge || return 1
   ip addr add "$SLURM_NET_PREFIX.1/24" dev "$br"
   ip link set "$br" up
+  # A second network, the "fabric" (10.214.X.0/24, interface fab0 on every
+  # node): jobs that set UCX_NET_DEVICES=fab0 send MPI traffic over it while
+  # SLURM stays on eth0, so MPI's path can fail with the node still up.
+  ip link add "$fab" type bridge || return 1
+  ip link set "$fab" up
   for i in $(seq "$n"); do
     ns=$(slurm_node_ns "$i")
     veth=$(slurm_node_veth "$i")
@@ -169,6 +181,10 @@ slurm_cluster_net() {  # slurm_cluster_net NODES
     ip -n "$ns" addr add "$(slurm_node_addr "$i")/24" dev eth0
     ip -n "$ns" link set eth0 up
     ip -n "$ns" link set lo up
+    ip link add "pf${SLURM_NET_TAG}n$i" type veth peer name fab0 netns "$ns" || return 1
+    ip link set "pf${SLURM_NET_TAG}n$i" master "$fab" up
+    ip -n "$ns" addr add "10.214.$x.$((10 + i))/24" dev fab0
+    ip -n "$ns" link set fab0 up
   done
   export SLURM_NET_TAG SLURM_NET_PREFIX
 }

@@ -5,7 +5,7 @@
 # few cores. Skipped (exit 77) only when not run as root, or (multinode_*)
 # where network namespaces cannot be created.
 foreach(case "train;2" "train;4" "impossible" "bad_deck" "rank_killed" "preempt" "sweep" "gpu_select"
-        "multinode_span" "multinode_fail" "multinode_too_many" "multinode_tp_split")
+        "multinode_span" "multinode_fail" "multinode_unreachable" "multinode_too_many" "multinode_tp_split")
   string(REPLACE ";" "_n" name "${case}")
   add_test(NAME slurm_${name}
            COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/slurm_case.sh ${case})

@@ -61,7 +61,7 @@ int train(const CLI::App& cmd, const TrainArgs& a, Job job) {
   MPI_Comm ordered = node_ordered(MPI_COMM_WORLD, placement);
   auto be = make_backend(cfg, ordered);
   const CommFactory comms = [&](MPI_Comm c, std::string name) { return make_comm(cfg, *be, c, std::move(name)); };
-  const int rc = run_train(cfg, ordered, *be, comms);
+  const int rc = run_train(cfg, ordered, node_ordered(placement), *be, comms);
   MPI_Comm_free(&ordered);
   return rc;
 }

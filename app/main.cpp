@@ -4,14 +4,10 @@
 // dispatches to the subcommands of app/cmd_*.cpp (CLI11, commands.hpp).
 #include <mpi.h>
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "comm/host.hpp"
@@ -105,16 +101,12 @@ void finalize_bounded(int rc) {
   double limit = 10;
   if (const char* env = std::getenv("PENTAD_FINALIZE_TIMEOUT_S")) limit = std::atof(env);
   if (limit > 0) {
-    const int rank = pentad::host::rank(MPI_COMM_WORLD);
-    std::thread([limit, rc, rank] {
-      std::this_thread::sleep_for(std::chrono::duration<double>(limit));
-      std::fprintf(stderr,
-                   "pentad: rank %d: MPI_Finalize did not return within %g s (a known MPICH/UCX-over-TCP "
-                   "hang, see docs/running.md); exiting with status %d, all output was written before it\n",
-                   rank, limit, rc);
-      std::fflush(stderr);
-      _exit(rc);
-    }).detach();
+    char what[256];
+    std::snprintf(what, sizeof what,
+                  "rank %d: MPI_Finalize did not return within %g s (a known MPICH/UCX-over-TCP hang, see "
+                  "docs/running.md); exiting with status %d, all output was written before it",
+                  pentad::host::rank(MPI_COMM_WORLD), limit, rc);
+    pentad::exit_if_still_running_after(limit, rc, what);
   }
   MPI_Finalize();
 }

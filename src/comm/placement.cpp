@@ -58,9 +58,9 @@ bool groups_inside_nodes(const std::vector<int>& ranks_on, int span) {
 }
 
 bool groups_inside_nodes(int ranks, int ranks_per_node, int span) {
-  if (span <= 1) return true;
-  if (ranks_per_node >= ranks) return ranks % span == 0;
-  return ranks_per_node % span == 0 && (ranks % ranks_per_node) % span == 0;
+  std::vector<int> on;
+  for (int left = ranks; left > 0; left -= ranks_per_node) on.push_back(std::min(left, ranks_per_node));
+  return groups_inside_nodes(on, span);
 }
 
 MPI_Comm node_ordered(MPI_Comm job, const Placement& pl) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
 
 namespace pentad {
@@ -53,17 +54,21 @@ void fatal_at(const char* file, int line, const std::string& what) {
   // (its link down) that request never completes and MPI_Abort blocks
   // forever, so a timer ends this rank after 10 s whatever MPI does.
   if (rank >= 0 && size > 1) {
-    std::thread([rank] {
-      std::this_thread::sleep_for(std::chrono::seconds(10));
-      std::fprintf(stderr, "pentad: rank %d: MPI_Abort did not end the job within 10 s (launcher unreachable?); exiting\n",
-                   rank);
-      std::fflush(stderr);
-      std::_Exit(3);
-    }).detach();
+    exit_if_still_running_after(10, 3, "rank " + std::to_string(rank) +
+                                           ": MPI_Abort did not end the job within 10 s (launcher unreachable?); exiting");
     ::usleep(250000);
     MPI_Abort(g_job_comm, 3);
   }
   std::_Exit(3);
+}
+
+void exit_if_still_running_after(double seconds, int code, const std::string& message) {
+  std::thread([seconds, code, message] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    std::fprintf(stderr, "pentad: %s\n", message.c_str());
+    std::fflush(stderr);
+    std::_Exit(code);
+  }).detach();
 }
 
 void warn_once_per_job(const std::string& what) {

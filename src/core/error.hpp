@@ -23,6 +23,12 @@ void set_job_comm(MPI_Comm comm);
 
 [[noreturn]] void fatal_at(const char* file, int line, const std::string& what);
 
+// A timer for a call that may never return (MPI_Abort on a node the launcher
+// cannot reach, MPI_Finalize in a known MPI hang): if this process is still
+// running `seconds` from now, it prints "pentad: <message>" to stderr and
+// exits with `code`, running no handlers. Arm it just before the call.
+void exit_if_still_running_after(double seconds, int code, const std::string& message);
+
 // A warning from code that holds no communicator (e.g. resolving a checkpoint
 // path, which every rank may do): printed to stdout by rank 0 of the job comm
 // only (by every process before main registers one), as "warning: <what>".

@@ -6,8 +6,9 @@
 
 namespace pentad {
 
-int run_train(const Config& cfg, MPI_Comm job_comm, Backend& be, const CommFactory& make_comm) {
-  Trainer trainer(cfg, job_comm, be, make_comm);
+int run_train(const Config& cfg, MPI_Comm job_comm, const Placement& placement, Backend& be,
+              const CommFactory& make_comm) {
+  Trainer trainer(cfg, job_comm, placement, be, make_comm);
   return trainer.run();
 }
 

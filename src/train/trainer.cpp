@@ -14,7 +14,6 @@
 #include <numeric>
 
 #include "comm/host.hpp"
-#include "comm/placement.hpp"
 #include "comm/watchdog.hpp"
 #include "core/error.hpp"
 #include "core/fs.hpp"
@@ -96,7 +95,8 @@ ScheduleKind schedule_kind_of(const ParallelConfig& p) {
 
 // ---- setup ----
 
-Trainer::Trainer(const Config& cfg, MPI_Comm job, Backend& be, const CommFactory& make_comm)
+Trainer::Trainer(const Config& cfg, MPI_Comm job, const Placement& placement, Backend& be,
+                 const CommFactory& make_comm)
     : cfg_(cfg),
       mc_(cfg.model),
       tc_(cfg.train),
@@ -118,7 +118,7 @@ Trainer::Trainer(const Config& cfg, MPI_Comm job, Backend& be, const CommFactory
       moe_(mc_.n_experts > 0) {
   start_comm_watchdog(cfg.parallel.comm_timeout_s);  // MPI calls stuck this long end the job
   make_comms(make_comm);
-  print_header(describe_placement(discover_placement(job), topo_.shape));
+  print_header(describe_placement(placement, topo_.shape));
   open_inputs();
   plan_validation();
   check_memory_fits(cfg_, topo_, be_);  // refuse a layout that cannot fit before allocating it

@@ -16,6 +16,7 @@
 
 #include "backend/backend.hpp"
 #include "comm/comm.hpp"
+#include "comm/placement.hpp"
 #include "comm/topology.hpp"
 #include "config/config.hpp"
 #include "io/checkpoint.hpp"
@@ -38,7 +39,7 @@ class Trainer {
  public:
   // Setup: throws InputError (on every rank alike) for a bad data file, an
   // unwritable output, an unloadable checkpoint. Collective over job.
-  Trainer(const Config& cfg, MPI_Comm job, Backend& be, const CommFactory& make_comm);
+  Trainer(const Config& cfg, MPI_Comm job, const Placement& placement, Backend& be, const CommFactory& make_comm);
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 

@@ -330,9 +330,11 @@ Enumeration enumerate_layouts(const PlanInputs& in) {
         for (int ep = 1; ep <= (moe ? dp : 1); ++ep) {
           if (dp % ep) continue;
           for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp)
-            for (const ScheduleKind sched : {ScheduleKind::one_f_one_b, ScheduleKind::interleaved}) {
-              const bool interleaved = sched == ScheduleKind::interleaved;
-              if (interleaved && pp == 1) continue;
+            for (const ScheduleKind sched : {ScheduleKind::one_f_one_b, ScheduleKind::interleaved, ScheduleKind::zbh1,
+                                             ScheduleKind::zbv}) {
+              // Two chunks per stage for interleaved and zbv's V.
+              const bool two_chunks = sched == ScheduleKind::interleaved || sched == ScheduleKind::zbv;
+              if (sched != ScheduleKind::one_f_one_b && pp == 1) continue;
               for (int zero = 0; zero <= 3; ++zero)
                 for (const char* rc : DeckNames<Recompute>::names)
                   for (int mb = 1; mb <= b_global / dp; ++mb) {
@@ -342,7 +344,7 @@ Enumeration enumerate_layouts(const PlanInputs& in) {
                                 "parallel.pp=" + std::to_string(pp), "parallel.cp=" + std::to_string(cp),
                                 "parallel.ep=" + std::to_string(ep), "parallel.sp=" + std::string(sp ? "true" : "false"),
                                 "parallel.schedule=\"" + std::string(deck_name(sched)) + "\"",
-                                "parallel.virtual_stages=" + std::string(interleaved ? "2" : "1"),
+                                "parallel.virtual_stages=" + std::string(two_chunks ? "2" : "1"),
                                 "parallel.zero=" + std::to_string(zero), "train.recompute=\"" + std::string(rc) + "\"",
                                 "train.micro_batch=" + std::to_string(mb),
                                 "train.grad_accum=" + std::to_string(b_global / dp / mb)},

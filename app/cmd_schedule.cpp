@@ -1,4 +1,4 @@
-// `pentad schedule --pp P --m M [--schedule afab|1f1b|interleaved|zbh1] [--v V]`:
+// `pentad schedule --pp P --m M [--schedule afab|1f1b|interleaved|zbh1|zbv] [--v V]`:
 // prints a pipeline schedule's per-rank lists and what the checker finds:
 // validity, activation (and deferred-W) high-water marks per rank (replayed
 // and expected) and the bubble of a timed replay (t_b = 2 t_f, a split
@@ -33,11 +33,11 @@ int number(const std::string& flag, const std::string& s) {
 int schedule(const CLI::App& cmd, const ScheduleArgs& a, Job job) {
   if (const std::string x = first_extra(cmd); !x.empty()) throw CliUsageError("schedule: unknown option '" + x + "'");
   const int pp = number("--pp", a.pp), m = number("--m", a.m);
-  const int v = a.v.empty() ? 1 : number("--v", a.v);
   if (pp == 0 || m == 0) throw CliUsageError("schedule: --pp and --m are required");
-  if (a.kind != "afab" && a.kind != "1f1b" && a.kind != "interleaved" && a.kind != "zbh1")
-    throw CliUsageError("schedule: --schedule must be afab, 1f1b, interleaved or zbh1 (got '" + a.kind + "')");
+  if (a.kind != "afab" && a.kind != "1f1b" && a.kind != "interleaved" && a.kind != "zbh1" && a.kind != "zbv")
+    throw CliUsageError("schedule: --schedule must be afab, 1f1b, interleaved, zbh1 or zbv (got '" + a.kind + "')");
   const ScheduleKind k = parse_schedule_kind(a.kind);
+  const int v = a.v.empty() ? (k == ScheduleKind::zbv ? 2 : 1) : number("--v", a.v);
   if (const std::string p = schedule_problem(k, pp, v, m); !p.empty()) throw InputError(p);
   const Schedule s = make_schedule(k, pp, v, m);
   const ScheduleCheck c = check_schedule(s);
@@ -52,8 +52,8 @@ int schedule(const CLI::App& cmd, const ScheduleArgs& a, Job job) {
     std::printf("rank %d: peak in-flight %d (expected %d)", r, c.peak_inflight[size_t(r)],
                 expected_inflight(k, pp, v, m, r));
     if (splits_backward(k))
-      std::printf(" | deferred W %d (expected %d)", c.peak_deferred_w[size_t(r)],
-                  expected_deferred_w(k, pp, v, m, r));
+      std::printf(" | deferred W %d (%s %d)", c.peak_deferred_w[size_t(r)],
+                  deferred_w_exact(k) ? "expected" : "at most", expected_deferred_w(k, pp, v, m, r));
     std::printf(" | replayed bubble %.4f\n", c.sim_bubble[size_t(r)]);
   }
   std::printf("bubble formula: %.4f\n", bubble_formula(k, pp, v, m));
@@ -65,10 +65,10 @@ int schedule(const CLI::App& cmd, const ScheduleArgs& a, Job job) {
 Command add_schedule(CLI::App& pentad, Job job) {
   auto a = std::make_shared<ScheduleArgs>();
   CLI::App* cmd = add_command(pentad, "schedule", "print and check a pipeline schedule");
-  cmd->add_option("--schedule", a->kind, "afab | 1f1b | interleaved | zbh1 (default 1f1b)");
+  cmd->add_option("--schedule", a->kind, "afab | 1f1b | interleaved | zbh1 | zbv (default 1f1b)");
   cmd->add_option("--pp", a->pp, "pipeline stages");
   cmd->add_option("--m", a->m, "micro-batches");
-  cmd->add_option("--v", a->v, "model chunks per stage (interleaved; default 1)");
+  cmd->add_option("--v", a->v, "model chunks per stage (interleaved; zbv: 2, its default; else 1)");
   return {cmd, [cmd, a, job] { return schedule(*cmd, *a, job); },
           [](const std::string& opt) { return "schedule: " + opt + " needs a value"; }};
 }

@@ -57,8 +57,10 @@ Topology::Topology(MPI_Comm job_comm, const ParallelConfig& p) : shape(grid_shap
   dp_cp = sub(cart, {0, 1, 1, 1, 0}, "pentad.dp_cp");
   expert_dp = sub(cart, {0, 1, 0, 1, 0}, "pentad.expert_dp");
   pp = sub(cart, {1, 0, 0, 0, 0}, "pentad.pp");
-  const bool at_end = is_first_stage() || is_last_stage();
-  if (shape.pp > 1) {
+  const ScheduleKind kind = train_schedule_kind(p.pp, p.virtual_stages, p.schedule);
+  head_stage = chunk_owner(chunk_placement(kind), p.pp, p.pp * p.virtual_stages - 1);
+  const bool at_end = is_first_stage() || holds_head();
+  if (ends_apart()) {
     MPI_CHECK(MPI_Comm_split(pp, at_end ? 0 : MPI_UNDEFINED, me.pp, &pp_ends));
     if (pp_ends != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_set_name(pp_ends, "pentad.pp_ends"));
   }

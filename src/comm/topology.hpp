@@ -54,14 +54,17 @@ class Topology {
   MPI_Comm dp_cp = MPI_COMM_NULL;      // remain: dp/ep, ep, cp
   MPI_Comm expert_dp = MPI_COMM_NULL;  // remain: dp/ep, cp
   MPI_Comm pp = MPI_COMM_NULL;         // remain: pp (periodic)
-  // The first and the last stage of this rank's pp group, where a tied
-  // embedding lives twice (pp > 1; MPI_COMM_NULL on the other stages).
+  // The stage of the first chunk (0) and the stage of the last (the head:
+  // pp - 1, or 0 with zbv's V), where a tied embedding lives twice (pp > 1
+  // and the two stages differ; MPI_COMM_NULL elsewhere).
   MPI_Comm pp_ends = MPI_COMM_NULL;
+  int head_stage = 0;  // the pp rank holding the last chunk (final norm, head, loss)
 
   int dp_rank() const { return me.dp(shape); }
   bool is_root() const { return rank == 0; }
   bool is_first_stage() const { return me.pp == 0; }
-  bool is_last_stage() const { return me.pp == shape.pp - 1; }
+  bool holds_head() const { return me.pp == head_stage; }
+  bool ends_apart() const { return head_stage != 0; }  // the first and last chunk on different stages
   std::string describe() const;  // "pp=1 dp=2 (ep=1) cp=1 tp=1"
 };
 

@@ -629,8 +629,9 @@ void validate(const Config& cfg, int world_size) {
       fail(cfg, kv("model.n_experts", m.n_experts) + " is not divisible by " + kv("parallel.ep", p.ep));
   }
   // Pipeline: the partition of the blocks and the schedule's constraints.
+  std::vector<int> chunk_blocks;
   try {
-    partition_blocks(m.n_layers, p.pp * p.virtual_stages, p.stage_layers);
+    chunk_blocks = partition_blocks(m.n_layers, p.pp * p.virtual_stages, p.stage_layers);
   } catch (const std::invalid_argument& e) {
     fail(cfg, e.what());
   }
@@ -638,6 +639,8 @@ void validate(const Config& cfg, int world_size) {
     const std::string problem =
         schedule_problem(p.schedule, p.pp, p.virtual_stages, t.grad_accum);
     if (!problem.empty()) fail(cfg, problem);
+    if (const std::string split = stage_split_problem(p.schedule, chunk_blocks); !split.empty())
+      fail(cfg, split + " (parallel.stage_layers=\"" + p.stage_layers + "\")");
   }
   if (p.pp > 1 && p.zero >= 2)
     fail(cfg, kv("parallel.zero", p.zero) + " with " + kv("parallel.pp", p.pp) +

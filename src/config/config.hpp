@@ -49,7 +49,7 @@ template <> struct DeckNames<ComputeDtype> {
   static constexpr std::array<const char*, 2> names = {"fp32", "bf16"};
 };
 template <> struct DeckNames<ScheduleKind> {
-  static constexpr std::array<const char*, 4> names = {"afab", "1f1b", "interleaved", "zbh1"};
+  static constexpr std::array<const char*, 5> names = {"afab", "1f1b", "interleaved", "zbh1", "zbv"};
 };
 
 // "zigzag" for CpLayout::zigzag; "?" for a value without a deck spelling.
@@ -95,7 +95,7 @@ struct ParallelConfig {
   bool sp = false;       // sequence parallelism (needs tp > 1)
   float bucket_mb = 25;  // gradient bucket size (MiB)
   // Pipeline parallelism.
-  ScheduleKind schedule = ScheduleKind::one_f_one_b;  // afab | 1f1b | interleaved | zbh1
+  ScheduleKind schedule = ScheduleKind::one_f_one_b;  // afab | 1f1b | interleaved | zbh1 | zbv
   int virtual_stages = 1;    // model chunks per pipeline rank (interleaved)
   std::string stage_layers;  // "" = balanced; else blocks per stage, e.g. "3,2,2,3"
   // Context parallelism.

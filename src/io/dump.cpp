@@ -84,11 +84,12 @@ void DebugDump::write_logits(const std::vector<float>& logits, int n_local) {
   const bool gatherer = topo_.me.tp == 0 && topo_.me.cp == 0;
   const bool stage_root = topo_.dp_rank() == 0 && gatherer;
   std::vector<float> glog(stage_root ? n_glog : 0);  // (B_global, T, V)
-  if (gatherer && topo_.is_last_stage())
+  const bool sent = n_pp > 1 && topo_.head_stage != 0;  // the root is on stage 0
+  if (gatherer && topo_.holds_head())
     host::gather(topo_.dp, logits.data(), n_local * vocab_, glog.data(), 0);
-  if (n_pp > 1 && stage_root && topo_.is_last_stage())
+  if (sent && stage_root && topo_.holds_head())
     host::send(topo_.pp, glog.data(), int(n_glog), 0, kTagDumpLogits);
-  if (n_pp > 1 && w_) host::recv(topo_.pp, glog.data(), int(n_glog), n_pp - 1, kTagDumpLogits);
+  if (sent && w_) host::recv(topo_.pp, glog.data(), int(n_glog), topo_.head_stage, kTagDumpLogits);
   if (w_) w_->write("logits", glog.data(), {batch_global_, seq_len_, vocab_});
 }
 

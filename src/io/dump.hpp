@@ -46,7 +46,7 @@ class DebugDump {
   // (only the root's tp and cp slice of the first stage takes part).
   void record_batch(int step, const int32_t* inputs, const int32_t* targets, int n_local);
   // The step-1 logits (A*b, T, V) in global token order on cp rank 0 of the
-  // last stage, gathered over dp and sent to the root. Collective over the job.
+  // head's stage, gathered over dp and sent to the root. Collective over the job.
   void write_logits(const std::vector<float>& logits, int n_local);
   void record_metrics(double loss, double lr, double grad_norm, double aux_loss);  // local
   // The final parameters, then the batches and metrics of `steps` steps;

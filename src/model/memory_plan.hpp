@@ -15,6 +15,7 @@
 #include "backend/backend.hpp"
 #include "config/config.hpp"
 #include "parallel/cp/context_parallel.hpp"
+#include "parallel/pp/schedule.hpp"
 
 namespace pentad {
 
@@ -25,6 +26,7 @@ struct RankLayout {
   bool sp = false;             // sequence parallelism (only with tp > 1)
   CpSplit cp;                  // seq_len, cp and layout (cp = 1: whole sequences)
   int pp_rank = 0, pp_size = 1;
+  ChunkPlacement placement = ChunkPlacement::round_robin;  // which rank holds which chunk
   std::vector<int> chunk_blocks;  // n_chunks + 1 block boundaries; empty: one chunk
 };
 
@@ -72,7 +74,7 @@ class MemoryPlan {
 
   const LocalDims& dims() const { return d_; }
   int n_chunks() const { return int(chunk_begin_.size()) - 1; }
-  bool owns_chunk(int g) const { return g % layout_.pp_size == layout_.pp_rank; }
+  bool owns_chunk(int g) const { return chunk_owner(layout_.placement, layout_.pp_size, g) == layout_.pp_rank; }
   bool has_head() const { return owns_chunk(n_chunks() - 1); }
 
   // Model::alloc_shared, in allocation order: the gradient scratch, with

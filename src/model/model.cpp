@@ -168,7 +168,7 @@ Model::~Model() {
 // of its chunks) and binds the layers to them.
 void Model::build_params() {
   ParamRank r{tp_rank_, tp_size_, par_.ep ? par_.ep->rank() : 0, par_.ep ? par_.ep->size() : 1,
-              pp_rank_, pp_size_, chunk_begin_};
+              pp_rank_, pp_size_, chunk_begin_, par_.placement};
   const std::vector<ParamSpec> list = model_param_list(cfg_, r);
   std::unordered_map<std::string, int> index;  // name -> index in its store
   size_t i = 0;
@@ -304,7 +304,7 @@ void Model::bind(const BufSpec& b, void* p, Slot* s) {
 // the ones the model's kernels use, or a buffer would be mis-sized.
 void Model::alloc_shared() {
   plan_ = MemoryPlan(cfg_, recompute_, B_,
-                     RankLayout{tp_size_, sp_, cp_split_, pp_rank_, pp_size_, chunk_begin_});
+                     RankLayout{tp_size_, sp_, cp_split_, pp_rank_, pp_size_, par_.placement, chunk_begin_});
   const LocalDims& d = plan_.dims();
   if (d.N != N_ || d.Nl != Nl_ || d.T != T_ || d.C != C_ || d.H != H_ || d.Hkv != Hkv_ || d.D != D_ ||
       d.F != F_ || d.V != V_ || plan_.has_head() != has_head_)

@@ -53,8 +53,10 @@ struct ModelParallel {
   Comm* ep = nullptr;   // expert-parallel group (MoE blocks; nullptr: every expert here)
   // Pipeline: the model is cut into chunks of consecutive blocks; chunk g
   // holds blocks [chunk_blocks[g], chunk_blocks[g+1]) and lives on pipeline
-  // rank g % pp_size (schedule.hpp). Empty: one chunk, the whole model.
+  // rank chunk_owner(placement, pp_size, g) (schedule.hpp). Empty: one
+  // chunk, the whole model.
   int pp_rank = 0, pp_size = 1;
+  ChunkPlacement placement = ChunkPlacement::round_robin;
   std::vector<int> chunk_blocks;
 };
 
@@ -124,7 +126,7 @@ class Model {
   // when every slot of the chunk is in use, so the activation peak is the
   // schedule's in-flight high-water mark times slot_bytes(chunk).
   int n_chunks() const { return int(chunk_begin_.size()) - 1; }
-  bool owns_chunk(int g) const { return g % pp_size_ == pp_rank_; }
+  bool owns_chunk(int g) const { return chunk_owner(par_.placement, pp_size_, g) == pp_rank_; }
   int chunk_first_block(int g) const { return chunk_begin_[size_t(g)]; }
   int chunk_end_block(int g) const { return chunk_begin_[size_t(g) + 1]; }
   size_t slot_bytes(int g);  // allocates the chunk's first slot if none exists

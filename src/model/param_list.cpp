@@ -69,7 +69,7 @@ void for_each_param_spec(const ModelConfig& cfg, const ParamRank& r, const Param
   const int L = cfg.n_layers;
   const std::vector<int> cb = r.chunk_blocks.empty() ? std::vector<int>{0, L} : r.chunk_blocks;
   const int G = int(cb.size()) - 1;
-  auto owns = [&](int g) { return g % r.pp_size == r.pp_rank; };
+  auto owns = [&](int g) { return chunk_owner(r.placement, r.pp_size, g) == r.pp_rank; };
   const bool gpt2 = cfg.family == Family::gpt2, has_embedding = owns(0), has_head = owns(G - 1);
   const float std = cfg.init_std;
   // Output projections of the residual branches are scaled by 1/sqrt(2L)

@@ -10,6 +10,7 @@
 
 #include "config/config.hpp"
 #include "model/params.hpp"
+#include "parallel/pp/schedule.hpp"
 
 namespace pentad {
 
@@ -19,6 +20,7 @@ struct ParamRank {
   int ep_rank = 0, ep = 1;
   int pp_rank = 0, pp_size = 1;
   std::vector<int> chunk_blocks;  // n_chunks + 1 block boundaries; empty: one chunk
+  ChunkPlacement placement = ChunkPlacement::round_robin;  // which stage holds which chunk
 };
 
 // In registration order, units ascending: the embedding (wte; wpe for

@@ -40,11 +40,17 @@ CpSplit cp_split_of(const Config& cfg) {
   return CpSplit{cfg.model.seq_len, cfg.parallel.cp, cfg.parallel.cp_layout};
 }
 
+// Which stage holds which chunk (zbv's V, else round robin), as the trainer places them.
+ChunkPlacement placement_of(const Config& cfg) {
+  const ParallelConfig& p = cfg.parallel;
+  return chunk_placement(train_schedule_kind(p.pp, p.virtual_stages, p.schedule));
+}
+
 // Pipeline rank pp_rank of cfg's layout, as the trainer builds the model.
 MemoryPlan memory_plan_of(const Config& cfg, const std::vector<int>& cb, int pp_rank) {
   const ParallelConfig& p = cfg.parallel;
   return MemoryPlan(cfg.model, cfg.train.recompute, cfg.train.micro_batch,
-                    RankLayout{p.tp, p.sp, cp_split_of(cfg), pp_rank, p.pp, cb});
+                    RankLayout{p.tp, p.sp, cp_split_of(cfg), pp_rank, p.pp, placement_of(cfg), cb});
 }
 
 // The model's local sizes (memory_plan.hpp's local_dims), as doubles for
@@ -96,9 +102,10 @@ StageParams store_params(const Config& cfg, const std::vector<int>& cb, int pp_r
   const int pp = cfg.parallel.pp, G = int(cb.size()) - 1;
   StageParams s;
   s.unit.assign(size_t(cfg.model.n_layers) + 2, 0.0);
+  const ChunkPlacement place = placement_of(cfg);
   for (int g = 0; g < G; ++g)
-    if (g % pp == pp_rank) s.chunks.push_back(g);
-  const ParamRank r{0, cfg.parallel.tp, 0, cfg.parallel.ep, pp_rank, pp, cb};
+    if (chunk_owner(place, pp, g) == pp_rank) s.chunks.push_back(g);
+  const ParamRank r{0, cfg.parallel.tp, 0, cfg.parallel.ep, pp_rank, pp, cb, place};
   for_each_param_spec(cfg.model, r, [&](ParamSpec&& t) {
     if (t.expert == expert) s.unit[size_t(t.unit)] += double(padded_numel(t.local_numel()));
   });
@@ -109,8 +116,8 @@ StageParams store_params(const Config& cfg, const std::vector<int>& cb, int pp_r
 // The dense store (DataParallel over dp x cp).
 StageParams stage_params(const Config& cfg, const std::vector<int>& cb, int pp_rank) {
   StageParams s = store_params(cfg, cb, pp_rank, false);
-  s.has_embedding = 0 % cfg.parallel.pp == pp_rank;
-  s.has_head = (int(cb.size()) - 2) % cfg.parallel.pp == pp_rank;
+  s.has_embedding = chunk_owner(placement_of(cfg), cfg.parallel.pp, 0) == pp_rank;
+  s.has_head = chunk_owner(placement_of(cfg), cfg.parallel.pp, int(cb.size()) - 2) == pp_rank;
   return s;
 }
 
@@ -399,7 +406,7 @@ void add_activation_bytes(const Config& cfg, const std::vector<int>& cb, const M
     const double sb = double(plan.slot_bytes(g));
     m.slot_bytes += sb;
     m.bytes[Ac] += n * sb;
-    // A split backward (zbh1): every slot also keeps its deferred W's inputs.
+    // A split backward (zbh1, zbv): every slot also keeps its deferred W's inputs.
     if (split_backward) m.bytes[Ac] += n * double(plan.wstash_bytes(g));
     // MoE context per MoE block of the chunk, kept from forward to backward
     // (full recompute drops it after forward): received rows (R, C) and
@@ -489,7 +496,8 @@ MemoryEstimate estimate_memory(const Config& cfg, double moe_load) {
   const std::vector<int> cb = partition_blocks(cfg.model.n_layers, pp * v, p.stage_layers);
   const Schedule train = make_schedule(train_kind(cfg), pp, v, cfg.train.grad_accum);
   std::optional<Schedule> eval;
-  if (!cfg.data.val.empty()) eval = make_schedule(ScheduleKind::forward_only, pp, v, cfg.train.eval_batches);
+  if (!cfg.data.val.empty())
+    eval = make_schedule(ScheduleKind::forward_only, pp, v, cfg.train.eval_batches, train.placement);
   MemoryEstimate est;
   double worst = -1;
   for (int r = 0; r < pp; ++r) {
@@ -686,10 +694,13 @@ StageComm stage_comm(const Config& cfg, const StageParams& s, const std::vector<
   add_cp_comm(cfg, s, cb, c);
   add_ep_comm(cfg, s, cb, c);
   add_tp_comm(cfg, s, cb, plan, c);
-  // pp: one boundary activation forward and one gradient backward per chunk edge.
+  // pp: one boundary activation forward and one gradient backward per chunk
+  // edge between two stages (zbv's turn, chunk pp - 1 to pp, stays on its stage).
+  const ChunkPlacement place = placement_of(cfg);
+  auto crosses = [&](int g, int h) { return chunk_owner(place, p.pp, g) != chunk_owner(place, p.pp, h); };
   for (int g : s.chunks) {
-    if (g < G - 1) c.pp_msgs += A;
-    if (g > 0) c.pp_msgs += A;
+    if (g < G - 1 && crosses(g, g + 1)) c.pp_msgs += A;
+    if (g > 0 && crosses(g, g - 1)) c.pp_msgs += A;
   }
   c.pp_bytes = c.pp_msgs * kF * double(plan.boundary_elems());
   return c;

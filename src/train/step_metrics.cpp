@@ -22,6 +22,8 @@ void append_stage_fields(const StepRecord& r, std::vector<std::pair<std::string,
     row.emplace_back(k + "inflight", st[1]);
     row.emplace_back(k + "act_peak_bytes", st[2]);
     row.emplace_back(k + "slot_bytes", st[3]);
+    row.emplace_back(k + "deferred_w", st[4]);
+    row.emplace_back(k + "deferred_w_bytes", st[5]);
     worst_bubble = std::max(worst_bubble, st[0]);
   }
   row.emplace_back("pp_bubble", worst_bubble);

@@ -21,8 +21,10 @@ struct GroupTraffic {
 };
 
 // Per pipeline stage, gathered over pp: bubble, peak in-flight activation
-// slots, activation peak bytes, slot bytes.
-constexpr int kStageStats = 4;
+// slots, activation peak bytes, slot bytes, and for a split backward (zbh1,
+// zbv) the most W actions pending at once and the most bytes their kept
+// matmul gradients (and, with full recompute, inputs) held at once.
+constexpr int kStageStats = 6;
 
 struct StepRecord {
   int step = 0, steps = 0;  // this step, of `steps`

@@ -188,7 +188,8 @@ void Trainer::plan_validation() {
 // This rank's model shard, its DataParallel(s), the pipeline and the tied
 // embedding pair. Collective over the job.
 void Trainer::build_model(const CommFactory& make_comm) {
-  // Pipeline: pp * virtual_stages chunks of blocks; chunk g on stage g % pp.
+  // Pipeline: pp * virtual_stages chunks of blocks; chunk g on stage g % pp
+  // (zbv: down the stages and back up, schedule.hpp).
   ModelParallel mpar;
   mpar.tp = tp_.get();
   mpar.sp = cfg_.parallel.sp;
@@ -196,6 +197,7 @@ void Trainer::build_model(const CommFactory& make_comm) {
   mpar.cp_layout = cp_split_.layout;
   mpar.pp_rank = topo_.me.pp;
   mpar.pp_size = n_pp_;
+  mpar.placement = chunk_placement(sched_kind_);
   mpar.ep = ep_.get();
   mpar.chunk_blocks = partition_blocks(mc_.n_layers, n_pp_ * n_virtual_, cfg_.parallel.stage_layers);
   model_ = std::make_unique<Model>(mc_, tc_.recompute, b_, be_, mpar);
@@ -212,7 +214,8 @@ void Trainer::build_model(const CommFactory& make_comm) {
   }
   model_->set_hooks(dpar_.get());
   pipe_ = std::make_unique<Pipeline>(*model_, be_, *pp_, *dpar_, make_schedule(sched_kind_, n_pp_, n_virtual_, A_),
-                                     make_schedule(ScheduleKind::forward_only, n_pp_, n_virtual_, eval_mb_));
+                                     make_schedule(ScheduleKind::forward_only, n_pp_, n_virtual_, eval_mb_,
+                                                   mpar.placement));
   tied_ = std::make_unique<TiedEmbedding>(mc_, topo_, model_->params(), *dpar_, make_comm);
 }
 
@@ -375,7 +378,7 @@ Trainer::StepResult Trainer::step(int step) {
 
   // Forward and backward of every micro-batch, in the pipeline schedule's order.
   const double loss_sum = pipe_->train_step(in_.data(), tg_.data(), float(1.0 / tokens_global_),
-                                            want_logits && topo_.is_last_stage() ? logits_.data() : nullptr);
+                                            want_logits && topo_.holds_head() ? logits_.data() : nullptr);
   tied_->sum_grads();       // the tied embedding's two copies: one gradient
   dpar_->finish_backward(); // the dp reduction, launched bucket by bucket during the last backward
   r.loss = global_loss(loss_sum);
@@ -432,7 +435,7 @@ void Trainer::dump_step(int step, const StepResult& r) {
   dump_->record_batch(step, seq_in_.data(), seq_tg_.data(), n_local);
   if (step == 1) {
     // The other tp ranks hold copies of the same logits; they come from the last stage.
-    if (topo_.me.tp == 0 && topo_.is_last_stage())
+    if (topo_.me.tp == 0 && topo_.holds_head())
       gather_cp_logits(cp_split_, topo_.cp, topo_.me.cp, A_, b_, mc_.vocab_size, logits_);
     dump_->write_logits(logits_, n_local);
     dump_->write_params("grad/", true);
@@ -444,7 +447,8 @@ void Trainer::dump_step(int step, const StepResult& r) {
 void Trainer::gather_stage_stats() {
   const double mine[kStageStats] = {pipe_->bubble(), double(pipe_->peak_inflight()),
                                     double(be_.mem_stats().peak_bytes[int(Mem::activations)]),
-                                    double(my_slot_bytes_)};
+                                    double(my_slot_bytes_), double(pipe_->peak_deferred_w()),
+                                    double(pipe_->peak_deferred_w_bytes())};
   host::gather(topo_.pp, mine, kStageStats, stage_stats_.data(), 0);
 }
 
@@ -597,6 +601,7 @@ void Trainer::print_pipeline_summary() {
               schedule_name(sched_kind_), n_pp_, n_virtual_, A_, per.c_str(),
               sched_kind_ == ScheduleKind::interleaved ? "(pp-1)/(v m)"
               : sched_kind_ == ScheduleKind::zbh1      ? "(pp-1)/(3m)"
+              : sched_kind_ == ScheduleKind::zbv       ? "(pp-1)/(6m)"
                                                        : "(pp-1)/m",
               bubble_formula(sched_kind_, n_pp_, n_virtual_, A_));
 }

@@ -8,6 +8,9 @@
 #                                        tensor (weights and AdamW moments)
 #                                        equal bitwise; continuing under dp4
 #                                        zero3 matches the unresharded run
+#   resume.sh zbv_reshard                save under zbv (pp2, a V of 4 chunks);
+#                                        load under 1f1b pp2 and 1 rank: every
+#                                        tensor equal bitwise
 #   resume.sh moe                        MoE: bitwise resume under dp2 x ep2, and an
 #                                        ep-split checkpoint loaded under other layouts
 #   resume.sh signal                     SIGUSR1 to the ranks mid-run: one
@@ -123,6 +126,21 @@ print(("ok    " if ok else "FAIL  ") + f"continued under dp4 zero3, steps {steps
 print(f"{int(ok)} passed, {int(not ok)} failed")
 sys.exit(0 if ok else 1)
 PY
+    ;;
+  zbv_reshard)
+    L4=(--set model.n_layers=4)
+    train 2 V "${L4[@]}" --set parallel.pp=2 --set parallel.virtual_stages=2 --set parallel.schedule=zbv \
+      --set train.grad_accum=2 --set checkpoint.dir="$tmp/V" --set checkpoint.every=5 --set train.steps=5
+    ck=$tmp/V/step_000005.h5
+    i=0
+    for layout in "2 --set parallel.pp=2 --set train.grad_accum=2" "1 --set train.grad_accum=2"; do
+      i=$((i + 1))
+      # shellcheck disable=SC2086
+      train "${layout%% *}" "Z$i" "${L4[@]}" ${layout#* } --set checkpoint.dir="$tmp/Z$i" \
+        --set checkpoint.resume="$ck" --set train.steps=5 --set checkpoint.save_final=true
+      echo "layout $i: $layout"
+      compare "$ck" "$tmp/Z$i/final.h5" bitwise
+    done
     ;;
   signal)
     "$MPIEXEC" -n 2 "$PENTAD" train "$deck" "${common[@]}" --set parallel.dp=2 --set train.steps=100000 \

@@ -22,13 +22,17 @@ add_test(NAME ckpt_resume_bitwise_tp2_dp2_zero1 COMMAND bash ${CMAKE_CURRENT_LIS
 # on 2 ranks: 4-rank collective writes oversubscribe these 2-core machines.
 add_test(NAME ckpt_resume_bitwise_pp2 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh bitwise 2
   "--set parallel.pp=2 --set train.grad_accum=2")
+# zbv: two chunks per stage in a V, the tied wte once on stage 0.
+add_test(NAME ckpt_resume_bitwise_pp2_zbv COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh bitwise 2
+  "--set model.n_layers=4 --set parallel.pp=2 --set parallel.virtual_stages=2 --set parallel.schedule=zbv --set train.grad_accum=2")
 # Context parallelism with ZeRO-1 sharded over dp x cp (here cp 2).
 add_test(NAME ckpt_resume_bitwise_cp2_zero1 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh bitwise 2
   "--set parallel.cp=2 --set parallel.zero=1")
 add_test(NAME ckpt_reshard COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh reshard)
+add_test(NAME ckpt_reshard_zbv COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh zbv_reshard)
 add_test(NAME ckpt_signal COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh signal)
 set_tests_properties(ckpt_resume_bitwise_1rank ckpt_resume_bitwise_tp2_dp2_zero1 ckpt_resume_bitwise_pp2
-  ckpt_resume_bitwise_cp2_zero1
+  ckpt_resume_bitwise_pp2_zbv ckpt_resume_bitwise_cp2_zero1 ckpt_reshard_zbv
   ckpt_signal
   PROPERTIES LABELS "mpi;ckpt" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
 # Five trainings, three of them 4-rank collective HDF5 writes oversubscribed on 2 cores.

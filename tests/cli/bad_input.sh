@@ -99,6 +99,19 @@ case "$case_name" in
     run "parallel.virtual_stages=2 needs parallel.schedule=interleaved \(got parallel.schedule=zbh1\)" train "$tmp/deck.toml" \
       --set parallel.dp=1 --set parallel.pp=2 --set model.n_layers=4 --set parallel.virtual_stages=2 \
       --set parallel.schedule=zbh1 --set train.grad_accum=4 ;;
+  zbv_virtual_stages)
+    run "parallel.schedule=zbv needs parallel.virtual_stages=2, its V's two chunks per rank \(got parallel.virtual_stages=1\)" \
+      train "$tmp/deck.toml" --set parallel.dp=1 --set parallel.pp=2 --set model.n_layers=4 \
+      --set parallel.schedule=zbv --set train.grad_accum=4 ;;
+  zbv_too_few_micro_batches)
+    run "train.grad_accum=1 gives 1 micro-batches, fewer than parallel.pp=2" train "$tmp/deck.toml" \
+      --set parallel.dp=1 --set parallel.pp=2 --set model.n_layers=4 --set parallel.virtual_stages=2 \
+      --set parallel.schedule=zbv ;;
+  zbv_empty_chunk)
+    run "parallel.stage_layers leaves pipeline chunk 2 without blocks; parallel.schedule=zbv needs at least one block" \
+      train "$tmp/deck.toml" --set parallel.dp=1 --set parallel.pp=2 --set model.n_layers=4 \
+      --set parallel.virtual_stages=2 --set parallel.schedule=zbv --set train.grad_accum=2 \
+      --set 'parallel.stage_layers="2,1,0,1"' ;;
   pp_zero2)
     run "parallel.zero=2 with parallel.pp=2: ZeRO-2/3 are not supported with pipeline" train "$tmp/deck.toml" \
       --set parallel.dp=1 --set parallel.pp=2 --set model.n_layers=2 --set train.grad_accum=2 --set parallel.zero=2 ;;

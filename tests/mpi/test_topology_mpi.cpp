@@ -47,11 +47,13 @@ std::vector<int> expected(const GridShape& s, const GridCoords& me, bool pp, boo
   return r;
 }
 
-// pp_ends: on the first and the last stage (pp > 1), exactly those two ranks
-// of my pp group, first stage first; MPI_COMM_NULL on the middle stages and
+// pp_ends: on the first and the head's stage (pp > 1: the last stage, or
+// none with zbv, whose V ends on stage 0), exactly those two ranks of my pp
+// group, first stage first; MPI_COMM_NULL on the middle stages and
 // everywhere when pp = 1.
-void expect_pp_ends(const Topology& t, const std::string& grid) {
-  const bool at_end = t.shape.pp > 1 && (t.is_first_stage() || t.is_last_stage());
+void expect_pp_ends(const Topology& t, const std::string& grid, bool v_shape) {
+  EXPECT_GRID(t.head_stage == (t.shape.pp > 1 && !v_shape ? t.shape.pp - 1 : 0), "the head's stage", grid);
+  const bool at_end = t.ends_apart() && (t.is_first_stage() || t.holds_head());
   if (!at_end) {
     EXPECT_GRID(t.pp_ends == MPI_COMM_NULL, "pp_ends is null off the end stages (pp=" + std::to_string(t.shape.pp) + ")",
                 grid);
@@ -60,7 +62,7 @@ void expect_pp_ends(const Topology& t, const std::string& grid) {
   ASSERT_NE(t.pp_ends, MPI_COMM_NULL) << "grid " << grid << ": pp_ends missing on an end stage";
   GridCoords first = t.me, last = t.me;
   first.pp = 0;
-  last.pp = t.shape.pp - 1;
+  last.pp = t.head_stage;
   const std::vector<int> ends = {rank_of(t.shape, first), rank_of(t.shape, last)};
   EXPECT_GRID(members(t.pp_ends, t.job) == ends, "pp_ends group", grid);
   char name[MPI_MAX_OBJECT_NAME];
@@ -99,7 +101,13 @@ TEST_P(TopologyGroups, MatchCoordinateMath) {
   int len = 0;
   MPI_Comm_get_name(t.tp, name, &len);
   EXPECT_GRID(std::string(name) == "pentad.tp", "tp communicator name", grid);
-  expect_pp_ends(t, grid);
+  expect_pp_ends(t, grid, false);
+  if (p.pp < 2) return;
+  // The same grid under zbv: the head is on stage 0 and no stage pair exists.
+  p.schedule = ScheduleKind::zbv;
+  p.virtual_stages = 2;
+  Topology v(MPI_COMM_WORLD, p);
+  expect_pp_ends(v, grid + " (zbv)", true);
 }
 
 // e.g. dp2_tp2_pp2_cp1_ep1

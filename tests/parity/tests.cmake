@@ -112,6 +112,45 @@ foreach(model gpt2 llama)
   set_tests_properties(recompute_identical_${model}_pp2_zbh1 PROPERTIES LABELS "mpi;parity"
                        ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
 endforeach()
+# Zero-bubble ZB-V (issue 22): two chunks per rank in a V, the first and the
+# last on stage 0 (so a tied wte lives once there); pp 2 and 4, both
+# families, and composed with dp (ZeRO-1), tp, tp + sp, cp, MoE/ep and tied
+# embeddings across the V.
+set(ZBV "--set parallel.virtual_stages=2 --set parallel.schedule=zbv")
+foreach(model gpt2 llama)
+  pentad_parity_test(pp2_zbv ${model} 2 "--set model.n_layers=4 --set train.grad_accum=4"
+                     "--set model.n_layers=4 --set parallel.pp=2 ${ZBV} --set train.grad_accum=4")
+  pentad_parity_test(pp4_zbv ${model} 4 "--set model.n_layers=8 --set train.grad_accum=8"
+                     "--set model.n_layers=8 --set parallel.pp=4 ${ZBV} --set train.grad_accum=8")
+  add_test(NAME recompute_identical_${model}_pp2_zbv
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/recompute_identical.sh ${CMAKE_CURRENT_LIST_DIR}/${model}.toml 2
+                   "--set model.n_layers=4 --set parallel.pp=2 ${ZBV}")
+  set_tests_properties(recompute_identical_${model}_pp2_zbv PROPERTIES LABELS "mpi;parity"
+                       ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
+endforeach()
+pentad_parity_test(pp2_dp2_zero1_zbv llama 4 "--set model.n_layers=4 --set train.grad_accum=4"
+                   "--set model.n_layers=4 --set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=1 ${ZBV} --set train.grad_accum=2")
+pentad_parity_test(pp2_tp2_zbv gpt2 4 "--set model.n_layers=4 --set train.grad_accum=2"
+                   "--set model.n_layers=4 --set parallel.pp=2 --set parallel.tp=2 ${ZBV} --set train.grad_accum=2")
+pentad_parity_test(pp2_tp2_sp_zbv llama 4 "--set model.n_heads=8 --set model.n_kv_heads=4 --set model.n_layers=4 --set train.grad_accum=2"
+                   "--set model.n_heads=8 --set model.n_kv_heads=4 --set model.n_layers=4 --set parallel.pp=2 --set parallel.tp=2 --set parallel.sp=true ${ZBV} --set train.grad_accum=2")
+pentad_parity_test(pp2_tied_zbv llama 2 "--set model.n_layers=4 --set model.tied_embeddings=true --set train.grad_accum=2"
+                   "--set model.n_layers=4 --set model.tied_embeddings=true --set parallel.pp=2 ${ZBV} --set train.grad_accum=2")
+pentad_parity_test(cp2_pp2_zbv llama 4 "--set model.n_layers=4 --set train.grad_accum=2"
+                   "--set model.n_layers=4 --set parallel.cp=2 --set parallel.pp=2 ${ZBV} --set train.grad_accum=2")
+foreach(model moe_gpt2 moe_llama)
+  pentad_parity_test(dp2_ep2_pp2_zbv ${model} 4 "--set model.n_layers=4 --set train.grad_accum=4"
+                     "--set model.n_layers=4 --set parallel.dp=2 --set parallel.ep=2 --set parallel.pp=2 ${ZBV} --set train.grad_accum=2")
+endforeach()
+# zbv's B then W against 1f1b, bitwise per recompute policy (llama: untied, see the script).
+foreach(r none selective full)
+  add_test(NAME split_backward_identical_llama_pp2_zbv_${r}
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/split_backward_identical.sh ${CMAKE_CURRENT_LIST_DIR}/llama.toml 2
+                   "--set model.n_layers=4 --set parallel.pp=2 --set train.grad_accum=4 --set train.recompute=${r}"
+                   zbv "--set parallel.virtual_stages=2")
+  set_tests_properties(split_backward_identical_llama_pp2_zbv_${r} PROPERTIES LABELS "mpi;parity"
+                       ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
+endforeach()
 # B then a deferred W is bitwise the fused backward (1f1b), per recompute policy.
 foreach(model gpt2 llama)
   foreach(r none selective full)

@@ -16,7 +16,7 @@
 #   memory_model.sh gpt2|llama [base|cp_moe|zbh1]
 # base: the dp/ZeRO/tp/sp/pp layouts; cp_moe: the context-parallel layouts
 # of gpt2|llama and the MoE/ep layouts of moe_gpt2|moe_llama; zbh1: the
-# zero-bubble schedule's layouts.
+# zero-bubble schedules' layouts (zbh1 and zbv).
 # env: PENTAD, MPIEXEC, PENTAD_SOURCE_DIR, PENTAD_PYTHON
 set -euo pipefail
 model=$1
@@ -68,8 +68,14 @@ else
   )
 fi
 elif [ "$suite" = zbh1 ]; then
-# The split backward (zbh1): slots live until their W and keep W's inputs.
+# The split backward (zbh1, zbv): slots live until their W and keep W's
+# inputs; zbv's two chunks per stage each pool their own slots.
+Z="--set model.n_layers=4 --set parallel.pp=2 --set parallel.virtual_stages=2 --set parallel.schedule=zbv"
 cases=(
+  "pp2_zbv|2|$Z --set train.grad_accum=4"
+  "pp2_zbv_full|2|$Z --set train.grad_accum=2 --set train.recompute=full"
+  "pp2_tp2_zbv|4|$c $Z --set parallel.tp=2 --set train.grad_accum=2"
+  "moe_dp2_ep2_pp2_zbv|4|$Z --set parallel.dp=2 --set parallel.ep=2 --set train.grad_accum=2|moe_$model"
   "pp2_zbh1|2|--set parallel.pp=2 --set parallel.schedule=zbh1 --set train.grad_accum=4"
   "pp2_zbh1_full|2|--set parallel.pp=2 --set parallel.schedule=zbh1 --set train.grad_accum=4 --set train.recompute=full"
   "pp2_zbh1_selective|2|--set parallel.pp=2 --set parallel.schedule=zbh1 --set train.grad_accum=2 --set train.recompute=selective"

@@ -207,3 +207,97 @@ TEST(ZeroBubble, CheckerRejectsBrokenSplitLists) {
   EXPECT_NE(schedule_problem(ScheduleKind::zbh1, 4, 1, 3).find("train.grad_accum=3"), std::string::npos);
   EXPECT_NE(schedule_problem(ScheduleKind::zbh1, 2, 2, 4).find("parallel.virtual_stages=2"), std::string::npos);
 }
+
+// ZB-V (issue 22): chunk g < pp on rank g, chunk g >= pp on rank 2pp - 1 - g.
+TEST(ZeroBubble, VPlacesChunksDownAndBackUp) {
+  const std::vector<int> want = {0, 1, 2, 3, 3, 2, 1, 0};
+  for (int g = 0; g < 8; ++g) {
+    EXPECT_EQ(chunk_owner(ChunkPlacement::v_shape, 4, g), want[size_t(g)]) << "chunk " << g;
+    EXPECT_EQ(chunk_owner(ChunkPlacement::round_robin, 4, g), g % 4) << "chunk " << g;
+  }
+  EXPECT_EQ(chunk_placement(ScheduleKind::zbv), ChunkPlacement::v_shape);
+  EXPECT_EQ(chunk_placement(ScheduleKind::interleaved), ChunkPlacement::round_robin);
+  EXPECT_EQ(make_schedule(ScheduleKind::zbv, 3, 2, 3).owner(5), 0);
+  // Evaluation beside zbv runs on the V's placement.
+  const Schedule eval = make_schedule(ScheduleKind::forward_only, 3, 2, 2, ChunkPlacement::v_shape);
+  const ScheduleCheck c = check_schedule(eval);
+  ASSERT_TRUE(c.ok()) << c.error;
+  std::vector<Action> fwd;
+  for (const Action& a : eval.ranks[0])
+    if (a.kind == ActionKind::forward) fwd.push_back(a);
+  const std::vector<Action> want_fwd = {{ActionKind::forward, 0, 0}, {ActionKind::forward, 0, 5},
+                                        {ActionKind::forward, 1, 0}, {ActionKind::forward, 1, 5}};
+  EXPECT_EQ(fwd, want_fwd);
+  EXPECT_THROW(make_schedule(ScheduleKind::zbv, 3, 2, 3, ChunkPlacement::round_robin), std::invalid_argument);
+}
+
+// Valid over the grid; a rank's slots (F to W) never exceed 2 pp half-stage
+// chunks (1F1B's rank-0 bound in bytes) and reach it; every W is deferred
+// at most as far as that.
+TEST(ZeroBubble, VValidOverGrid) {
+  for (int pp = 2; pp <= 8; ++pp)
+    for (int m = pp; m <= 4 * pp + 2; ++m) {
+      SCOPED_TRACE("zbv pp=" + std::to_string(pp) + " m=" + std::to_string(m));
+      const Schedule s = make_schedule(ScheduleKind::zbv, pp, 2, m);
+      const ScheduleCheck c = check_schedule(s);
+      ASSERT_TRUE(c.ok()) << c.error << "\n" << describe_schedule(s);
+      for (int r = 0; r < pp; ++r) {
+        EXPECT_EQ(c.peak_inflight[size_t(r)], std::min(2 * pp, 2 * m)) << "rank " << r;
+        EXPECT_EQ(c.peak_inflight[size_t(r)], expected_inflight(ScheduleKind::zbv, pp, 2, m, r));
+        EXPECT_GE(c.peak_deferred_w[size_t(r)], 1) << "rank " << r;
+        EXPECT_LE(c.peak_deferred_w[size_t(r)], expected_deferred_w(ScheduleKind::zbv, pp, 2, m, r)) << "rank " << r;
+      }
+    }
+  EXPECT_FALSE(deferred_w_exact(ScheduleKind::zbv));
+  EXPECT_TRUE(deferred_w_exact(ScheduleKind::zbh1));
+}
+
+// With t_F = t_B = t_W per chunk the paper's ZB-V bubble beyond the fill,
+// (pp - 1)(T_F + T_B - 2 T_W), is zero; a step that ends together on every
+// rank still idles the fill of the V's first leg, pp - 1 chunk units, over
+// a busy 6 m: the step takes 6 m + pp - 1 units. The generator reaches that
+// bound for pp <= 4; deeper, it stays below ZB-H1's bubble.
+TEST(ZeroBubble, VReplayMatchesFormula) {
+  for (int pp = 2; pp <= 8; ++pp)
+    for (int m : {pp, pp + 1, 2 * pp, 16}) {
+      const ScheduleCheck c = check_schedule(make_schedule(ScheduleKind::zbv, pp, 2, m), 1.0, 2.0, 1.0);
+      ASSERT_TRUE(c.ok()) << c.error;
+      const double fill_only = double(pp - 1) / (6.0 * m);
+      EXPECT_NEAR(bubble_formula(ScheduleKind::zbv, pp, 2, m), fill_only, 1e-12);
+      if (pp <= 4) {
+        EXPECT_NEAR(c.sim_makespan, 6.0 * m + pp - 1, 1e-12) << "pp=" << pp << " m=" << m;
+        for (int r = 0; r < pp; ++r)
+          EXPECT_NEAR(c.sim_bubble[size_t(r)], fill_only, 1e-12) << "pp=" << pp << " m=" << m << " rank " << r;
+      } else {
+        // ZB-H1 over the same stages: one stage is two chunks, t = 2 each.
+        const ScheduleCheck h = check_schedule(make_schedule(ScheduleKind::zbh1, pp, 1, m), 2.0, 4.0, 2.0);
+        ASSERT_TRUE(h.ok()) << h.error;
+        for (int r = 0; r < pp; ++r) {
+          EXPECT_GE(c.sim_bubble[size_t(r)], fill_only - 1e-12) << "pp=" << pp << " m=" << m << " rank " << r;
+          EXPECT_LT(c.sim_bubble[size_t(r)], h.sim_bubble[size_t(r)]) << "pp=" << pp << " m=" << m << " rank " << r;
+        }
+      }
+    }
+}
+
+// Refusals name the keys; the checker refuses a V list on the wrong placement.
+TEST(ZeroBubble, VRefusals) {
+  EXPECT_EQ(parse_schedule_kind("zbv"), ScheduleKind::zbv);
+  EXPECT_EQ(schedule_problem(ScheduleKind::zbv, 4, 2, 4), "");
+  for (int v : {1, 3}) {
+    const std::string p = schedule_problem(ScheduleKind::zbv, 2, v, 4);
+    EXPECT_NE(p.find("parallel.virtual_stages=" + std::to_string(v)), std::string::npos) << p;
+    EXPECT_NE(p.find("parallel.schedule=zbv"), std::string::npos) << p;
+  }
+  EXPECT_NE(schedule_problem(ScheduleKind::zbv, 4, 2, 3).find("train.grad_accum=3"), std::string::npos);
+  EXPECT_NE(schedule_problem(ScheduleKind::zbv, 1, 2, 4).find("parallel.pp=1"), std::string::npos);
+  const std::string empty = stage_split_problem(ScheduleKind::zbv, {0, 1, 1, 2, 3});
+  EXPECT_NE(empty.find("chunk 1 without blocks"), std::string::npos) << empty;
+  EXPECT_NE(stage_split_problem(ScheduleKind::zbh1, {0, 0, 2}).find("chunk 0"), std::string::npos);
+  EXPECT_EQ(stage_split_problem(ScheduleKind::interleaved, {0, 1, 1, 2, 3}), "");
+  EXPECT_EQ(stage_split_problem(ScheduleKind::zbv, {0, 1, 2, 3, 4}), "");
+
+  Schedule wrong = make_schedule(ScheduleKind::zbv, 2, 2, 4);
+  wrong.placement = ChunkPlacement::round_robin;
+  EXPECT_NE(check_schedule(wrong).error.find("for a chunk of rank 1"), std::string::npos) << check_schedule(wrong).error;
+}

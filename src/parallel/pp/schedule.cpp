@@ -2,6 +2,8 @@
 #include "parallel/pp/schedule.hpp"
 
 #include <algorithm>
+#include <climits>
+#include <deque>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -41,8 +43,73 @@ std::vector<Compute> zbh1_order(int pp, int m, int r) {
   return out;
 }
 
-// The order of compute actions on pipeline rank r.
-std::vector<Compute> compute_order(ScheduleKind kind, int pp, int v, int m, int r) {
+// ZB-V on all ranks at once, by list scheduling in unit time (a chunk's F,
+// B and W one tick each). At every tick each free rank r takes the first
+// action that can run, in this order: a B (its down chunk r first, then its
+// up chunk 2pp - 1 - r), an F (the up chunk first: it leads to the loss)
+// while fewer than 2pp slots are live, else its oldest pending W. Each chunk
+// takes its micro-batches in order, so both sides of every message stream
+// agree on it. A B needs its own F and the B of the chunk above; an F the F
+// of the chunk below, as in the replay. For pp <= 4 the step takes the
+// lower bound 6m + pp - 1 ticks (unit-tested); deeper pipelines come within
+// a few ticks of it.
+std::vector<std::vector<Compute>> zbv_orders(int pp, int m) {
+  const int G = 2 * pp, cap = 2 * pp;
+  constexpr long kNever = LONG_MAX;
+  auto at = [&](int mb, int g) { return size_t(g) * size_t(m) + size_t(mb); };
+  std::vector<long> f_done(size_t(G) * size_t(m), kNever), b_done(f_done);
+  std::vector<int> next_f(size_t(G), 0), next_b(size_t(G), 0), live(size_t(pp), 0);
+  std::vector<long> free_at(size_t(pp), 0);
+  std::vector<std::deque<Compute>> pending(static_cast<size_t>(pp));
+  std::vector<std::vector<Compute>> out(static_cast<size_t>(pp));
+  long left = 6L * m * pp;
+  for (long t = 0; left > 0; ++t) {
+    bool started = false, busy = false;
+    for (int r = 0; r < pp; ++r) {
+      if (free_at[size_t(r)] > t) {
+        busy = true;
+        continue;
+      }
+      const int down = r, up = G - 1 - r;
+      auto b_ready = [&](int g) {
+        const int mb = next_b[size_t(g)];
+        return mb < m && f_done[at(mb, g)] <= t && (g == G - 1 || b_done[at(mb, g + 1)] <= t);
+      };
+      auto f_ready = [&](int g) {
+        const int mb = next_f[size_t(g)];
+        return mb < m && live[size_t(r)] < cap && (g == 0 || f_done[at(mb, g - 1)] <= t);
+      };
+      Compute c{};
+      if (b_ready(down) || b_ready(up)) {
+        const int g = b_ready(down) ? down : up;
+        c = {ActionKind::backward_input, next_b[size_t(g)]++, g};
+        b_done[at(c.mb, g)] = t + 1;
+        pending[size_t(r)].push_back({ActionKind::backward_weight, c.mb, g});
+      } else if (f_ready(up) || f_ready(down)) {
+        const int g = f_ready(up) ? up : down;
+        c = {F, next_f[size_t(g)]++, g};
+        f_done[at(c.mb, g)] = t + 1;
+        ++live[size_t(r)];
+      } else if (!pending[size_t(r)].empty()) {
+        c = pending[size_t(r)].front();
+        pending[size_t(r)].pop_front();
+        --live[size_t(r)];
+      } else {
+        continue;
+      }
+      out[size_t(r)].push_back(c);
+      free_at[size_t(r)] = t + 1;
+      --left;
+      started = true;
+    }
+    if (!started && !busy) throw std::logic_error("zbv: the generator found no action to run (pp " +
+                                                  std::to_string(pp) + ", m " + std::to_string(m) + ")");
+  }
+  return out;
+}
+
+// The order of compute actions on pipeline rank r (zbv: see zbv_orders).
+std::vector<Compute> compute_order(ScheduleKind kind, ChunkPlacement placement, int pp, int v, int m, int r) {
   std::vector<Compute> out;
   if (kind == ScheduleKind::zbh1) return zbh1_order(pp, m, r);
   if (kind == ScheduleKind::afab) {
@@ -72,9 +139,10 @@ std::vector<Compute> compute_order(ScheduleKind kind, int pp, int v, int m, int 
     return forward ? c : v - 1 - c;
   };
   auto chunk_of = [&](int k, bool forward) { return local_chunk(k, forward) * pp + r; };
-  if (kind == ScheduleKind::forward_only) {  // evaluation: micro-batch by micro-batch
+  if (kind == ScheduleKind::forward_only) {  // evaluation: micro-batch by micro-batch, local chunks ascending
     for (int mb = 0; mb < m; ++mb)
-      for (int c = 0; c < v; ++c) out.push_back({F, mb, c * pp + r});
+      for (int g = 0; g < pp * v; ++g)
+        if (chunk_owner(placement, pp, g) == r) out.push_back({F, mb, g});
     return out;
   }
   const int warmup = std::min(total, (pp - r - 1) * 2 + (v - 1) * pp);
@@ -127,10 +195,20 @@ ScheduleKind parse_schedule_kind(const std::string& name) {
   if (name == "1f1b") return ScheduleKind::one_f_one_b;
   if (name == "interleaved") return ScheduleKind::interleaved;
   if (name == "zbh1") return ScheduleKind::zbh1;
+  if (name == "zbv") return ScheduleKind::zbv;
   throw std::invalid_argument("parallel.schedule: unknown schedule '" + name + "'");
 }
 
-bool splits_backward(ScheduleKind k) { return k == ScheduleKind::zbh1; }
+bool splits_backward(ScheduleKind k) { return k == ScheduleKind::zbh1 || k == ScheduleKind::zbv; }
+
+ChunkPlacement chunk_placement(ScheduleKind k) {
+  return k == ScheduleKind::zbv ? ChunkPlacement::v_shape : ChunkPlacement::round_robin;
+}
+
+int chunk_owner(ChunkPlacement p, int pp, int g) {
+  if (p == ChunkPlacement::v_shape) return g < pp ? g : 2 * pp - 1 - g;
+  return g % pp;
+}
 
 ScheduleKind train_schedule_kind(int pp, int v, ScheduleKind schedule) {
   return pp == 1 && v == 1 ? ScheduleKind::one_f_one_b : schedule;
@@ -142,6 +220,7 @@ const char* schedule_name(ScheduleKind k) {
     case ScheduleKind::one_f_one_b: return "1f1b";
     case ScheduleKind::interleaved: return "interleaved";
     case ScheduleKind::zbh1: return "zbh1";
+    case ScheduleKind::zbv: return "zbv";
     case ScheduleKind::forward_only: return "forward";
   }
   return "?";
@@ -156,6 +235,9 @@ std::string schedule_problem(ScheduleKind kind, int pp, int v, int m) {
   if (kind == ScheduleKind::forward_only) return {};
   if (kind == ScheduleKind::interleaved) {
     if (v < 2) return s + " needs parallel.virtual_stages >= 2 (got " + sv + "; use 1f1b for one chunk per rank)";
+  } else if (kind == ScheduleKind::zbv) {
+    if (v != 2) return s + " needs parallel.virtual_stages=2, its V's two chunks per rank (got " + sv + ")";
+    if (pp < 2) return s + " needs parallel.pp >= 2 (got " + sp + "; on one rank use 1f1b)";
   } else if (v != 1) {
     return sv + " needs parallel.schedule=interleaved (got " + s + ")";
   }
@@ -167,17 +249,37 @@ std::string schedule_problem(ScheduleKind kind, int pp, int v, int m) {
   return {};
 }
 
+std::string stage_split_problem(ScheduleKind kind, const std::vector<int>& cb) {
+  if (!splits_backward(kind)) return {};
+  for (size_t g = 0; g + 1 < cb.size(); ++g)
+    if (cb[g + 1] == cb[g])
+      return std::string("parallel.stage_layers leaves pipeline chunk ") + std::to_string(g) +
+             " without blocks; parallel.schedule=" + schedule_name(kind) +
+             " needs at least one block in every chunk (its W actions fill the bubble)";
+  return {};
+}
+
 Schedule make_schedule(ScheduleKind kind, int pp, int v, int m) {
+  return make_schedule(kind, pp, v, m, chunk_placement(kind));
+}
+
+Schedule make_schedule(ScheduleKind kind, int pp, int v, int m, ChunkPlacement placement) {
   if (const std::string p = schedule_problem(kind, pp, v, m); !p.empty()) throw std::invalid_argument(p);
+  if (kind != ScheduleKind::forward_only && placement != chunk_placement(kind))
+    throw std::invalid_argument(std::string("pipeline: ") + schedule_name(kind) + " cannot place its chunks in another way");
   Schedule s;
   s.kind = kind;
+  s.placement = placement;
   s.pp = pp;
   s.v = v;
   s.m = m;
   const int G = s.n_chunks();
   s.ranks.resize(size_t(pp));
+  std::vector<std::vector<Compute>> orders;
+  if (kind == ScheduleKind::zbv) orders = zbv_orders(pp, m);
   for (int r = 0; r < pp; ++r) {
-    const std::vector<Compute> order = compute_order(kind, pp, v, m, r);
+    const std::vector<Compute> order =
+        kind == ScheduleKind::zbv ? orders[size_t(r)] : compute_order(kind, placement, pp, v, m, r);
     std::vector<Action>& out = s.ranks[size_t(r)];
     // Each receive is posted one compute action ahead of its use, so the
     // transfer overlaps the compute before it.
@@ -209,18 +311,23 @@ int expected_inflight(ScheduleKind kind, int pp, int v, int m, int rank) {
       return warmup >= total ? total : warmup + 1;
     }
     case ScheduleKind::zbh1: return std::min(pp, m);
+    case ScheduleKind::zbv: return std::min(2 * pp, 2 * m);
   }
   return 0;
 }
 
 int expected_deferred_w(ScheduleKind kind, int pp, int v, int m, int rank) {
-  (void)pp, (void)v;
-  return kind == ScheduleKind::zbh1 ? std::min(rank + 1, m) : 0;
+  if (kind == ScheduleKind::zbh1) return std::min(rank + 1, m);
+  if (kind == ScheduleKind::zbv) return expected_inflight(kind, pp, v, m, rank);
+  return 0;
 }
+
+bool deferred_w_exact(ScheduleKind kind) { return kind != ScheduleKind::zbv; }
 
 double bubble_formula(ScheduleKind kind, int pp, int v, int m) {
   if (kind == ScheduleKind::interleaved) return double(pp - 1) / (double(v) * m);
   if (kind == ScheduleKind::zbh1) return double(pp - 1) / (3.0 * m);
+  if (kind == ScheduleKind::zbv) return double(pp - 1) / (6.0 * m);
   return double(pp - 1) / m;
 }
 

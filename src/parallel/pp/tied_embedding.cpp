@@ -7,7 +7,7 @@ namespace pentad {
 TiedEmbedding::TiedEmbedding(const ModelConfig& mc, const Topology& topo, ParamStore& params,
                              DataParallel& dpar, const CommFactory& make_comm)
     : params_(params), dpar_(dpar), unit_(topo.is_first_stage() ? 0 : mc.n_layers + 1) {
-  const bool in_pair = mc.tied() && topo.shape.pp > 1 && (topo.is_first_stage() || topo.is_last_stage());
+  const bool in_pair = mc.tied() && topo.ends_apart() && (topo.is_first_stage() || topo.holds_head());
   if (!in_pair) return;
   emb_ = make_comm(topo.pp_ends, "emb");
   dpar_.hold_unit(unit_);

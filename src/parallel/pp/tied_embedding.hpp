@@ -17,8 +17,8 @@ namespace pentad {
 
 class TiedEmbedding {
  public:
-  // Active on the first and last stage when the model ties its embeddings
-  // and pp > 1: builds the pair's Comm ("emb", over topo.pp_ends) and holds
+  // Active on the first and the head's stage when the model ties its
+  // embeddings and they are different stages (pp > 1, not zbv): builds the pair's Comm ("emb", over topo.pp_ends) and holds
   // back the dp reduction of the embedding's unit every step. Collective over
   // topo.pp_ends (nothing elsewhere).
   TiedEmbedding(const ModelConfig& mc, const Topology& topo, ParamStore& params, DataParallel& dpar,

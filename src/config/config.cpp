@@ -317,7 +317,7 @@ const std::vector<Key>& schema() {
                           "gradient bucket size in MiB (reduction overlaps backward)"));
     s.push_back(enum_key(PENTAD_FIELD(parallel, schedule), "pipeline schedule"));
     s.push_back(int_key(PENTAD_FIELD(parallel, virtual_stages), 1, kNoMax,
-                        "model chunks per pipeline rank (schedule = interleaved)"));
+                        "model chunks per pipeline rank (interleaved: >= 2; zbv: 2)"));
     s.push_back(string_key(PENTAD_FIELD(parallel, stage_layers),
                            "blocks per pipeline chunk (pp x virtual_stages counts), e.g. \"3,2,2,3\"; \"\" = balanced"));
     s.push_back(enum_key(PENTAD_FIELD(parallel, cp_layout), "how sequences are cut over the cp group"));

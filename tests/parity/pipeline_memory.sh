@@ -4,8 +4,8 @@
 # (8 blocks: its V has 8 chunks). For every stage, the activation slots alive
 # at once (counted by the executor) must equal the checker's replay of the
 # same list (`pentad schedule`) and its formula, and the backend's measured
-# activation peak must be exactly that many slots (zbh1: more, as its slots
-# also keep their deferred W's inputs). With a split backward the W actions
+# activation peak must be exactly that many slots (zbh1: that many slots
+# and W stashes, what a deferred W keeps). With a split backward the W actions
 # pending at once must equal the replay's too, and their kept bytes must be
 # non-zero. (zbv's activation bytes per chunk are checked by the planner's
 # memory model test, planner_memory_model_zbh1_*, which knows each chunk's
@@ -50,8 +50,10 @@ for sched in ("afab", "1f1b", "zbh1", "zbv"):
         else:
             checks.append((f"{sched} stage {s}: no W deferred (fused backward)", w == 0 and w_bytes == 0))
         if sched == "zbh1":
-            checks.append((f"{sched} stage {s}: activation peak {act:.0f} B > {measured} x slot {slot:.0f} B",
-                           slot > 0 and act > measured * slot))
+            # Every slot of the one chunk keeps a W stash of the same size once its B ran.
+            stash = w_bytes / w if w else 0
+            checks.append((f"{sched} stage {s}: activation peak {act:.0f} B = {measured} x (slot {slot:.0f} B "
+                           f"+ W stash {stash:.0f} B)", slot > 0 and stash > 0 and act == measured * (slot + stash)))
         elif sched != "zbv":  # zbv: two chunks of different sizes, each its own slot pool (see the header)
             checks.append((f"{sched} stage {s}: activation peak {act:.0f} B = {measured} x slot {slot:.0f} B",
                            slot > 0 and act == measured * slot))

@@ -1,20 +1,75 @@
-// CPU backend kernels at the GPT-2 124M shapes (B=4, T=256, C=768, H=12,
-// D=64, F=3072, V=50257): sgemm in GFLOP/s, the rest in time per call, to be
-// read side by side with the same ops in PyTorch on the same machine.
+// The CPU backend's kernels, op family by op family, forward and backward,
+// at one model shape, each with its rate beside the machine's in the same run: GEMMs in
+// GFLOP/s against sgemm at the same shape's forward (the NT product a Linear
+// runs), memory-bound ops in GB/s against a STREAM-like copy. Every call is
+// the one the model makes (parallel/tp/layers.cpp, vocab.cpp, model.cpp),
+// with the same operand layouts:
+//   forward      y(N, out) = x(N, in) W(out, in)^T        gemm(N,T)
+//   input grad   dx(N, in) = dy(N, out) W(out, in)        gemm(N,N)
+//   weight grad  dW(out, in) += dy(N, out)^T x(N, in)     gemm(T,N), beta 1
+// The head runs in chunks of head_rows() rows (memory_plan.cpp), exactly as
+// the model cuts it; its weight gradient is the tied embedding's.
+// Shape from the environment, as bench_train (defaults: GPT-2 124M, B=4,
+// T=256): PENTAD_BENCH_LAYERS (unused here), _DMODEL, _HEADS, _VOCAB, _SEQ,
+// _BATCH, _FAMILY (gpt2|llama).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cpu.hpp"
 #include "backend/backend.hpp"
+#include "model/memory_plan.hpp"
 
 namespace {
 
 using pentad::Backend;
 using pentad::Mem;
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : fallback;
+}
+
+struct Shape {
+  bool gpt2 = true;
+  int B = 4, T = 256, C = 768, H = 12, D = 64, F = 3072, V = 50257;
+  int N() const { return B * T; }
+  int head_rows = 0;  // the model's chunk of the head
+};
+
+const Shape& shape() {
+  static const Shape s = [] {
+    Shape x;
+    const char* fam = std::getenv("PENTAD_BENCH_FAMILY");
+    x.gpt2 = !(fam && std::string(fam) == "llama");
+    x.C = env_int("PENTAD_BENCH_DMODEL", 768);
+    x.H = env_int("PENTAD_BENCH_HEADS", 12);
+    x.D = x.C / x.H;
+    x.F = x.gpt2 ? 4 * x.C : (8 * x.C / 3 + 31) / 32 * 32;
+    x.V = env_int("PENTAD_BENCH_VOCAB", 50257);
+    x.T = env_int("PENTAD_BENCH_SEQ", 256);
+    x.B = env_int("PENTAD_BENCH_BATCH", 4);
+    pentad::ModelConfig m;
+    m.family = x.gpt2 ? pentad::Family::gpt2 : pentad::Family::llama;
+    m.n_layers = 1;
+    m.d_model = x.C;
+    m.n_heads = x.H;
+    m.n_kv_heads = x.H;
+    m.d_ff = x.F;
+    m.vocab_size = x.V;
+    m.seq_len = x.T;
+    const pentad::MemoryPlan plan(m, pentad::Recompute::none, x.B, pentad::RankLayout{});
+    x.head_rows = plan.head_rows();
+    return x;
+  }();
+  return s;
+}
 
 Backend& backend() {
   static std::unique_ptr<Backend> be = pentad::make_cpu_backend(0);
@@ -25,7 +80,7 @@ Backend& backend() {
 struct Buf {
   float* p;
   size_t n;
-  Buf(size_t n_, float sd = 1.0f, uint32_t seed = 1) : p(backend().alloc(n_, Mem::scratch)), n(n_) {
+  explicit Buf(size_t n_, float sd = 1.0f, uint32_t seed = 1) : p(backend().alloc(n_, Mem::scratch)), n(n_) {
     std::mt19937 gen(seed);
     std::normal_distribution<float> dist(0.0f, sd);
     std::vector<float> h(n);
@@ -37,140 +92,237 @@ struct Buf {
   Buf& operator=(const Buf&) = delete;
 };
 
-constexpr int kB = 4, kT = 256, kC = 768, kH = 12, kD = 64, kV = 50257;
-constexpr int kN = kB * kT;
-
-// Forward-pass product shapes: C(M,N) = A(M,K) B(N,K)^T, as a Linear layer.
-void BM_sgemm(benchmark::State& state) {
-  const int M = kN, N = int(state.range(0)), K = int(state.range(1));
-  Buf a(size_t(M) * K), b(size_t(N) * K), c(size_t(M) * N);
-  for (auto _ : state) {
-    backend().gemm(false, true, M, N, K, 1.0f, a.p, K, b.p, K, 0.0f, c.p, N);
-    benchmark::ClobberMemory();
+// n token ids, uniform below vocab, in backend memory.
+struct Tokens {
+  int32_t* p;
+  Tokens(size_t n, int vocab, uint32_t seed) : p(backend().alloc_i32(n, Mem::scratch)) {
+    std::mt19937 gen(seed);
+    std::vector<int32_t> h(n);
+    for (auto& t : h) t = int32_t(gen() % uint32_t(vocab));
+    backend().from_host(p, h.data(), n * sizeof(int32_t));
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * M * N * K * state.iterations() * 1e-9,
+  ~Tokens() { backend().free_bytes(p); }
+  Tokens(const Tokens&) = delete;
+  Tokens& operator=(const Tokens&) = delete;
+};
+
+void flops(benchmark::State& state, double per_iter) {
+  state.counters["GFLOP/s"] = benchmark::Counter(per_iter * double(state.iterations()) * 1e-9,
                                                  benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_sgemm)->Args({768, 768})->Args({3072, 768})->Args({768, 3072})->Args({kV, 768})
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+void bytes(benchmark::State& state, double per_iter) {
+  state.counters["GB/s"] = benchmark::Counter(per_iter * double(state.iterations()) * 1e-9,
+                                              benchmark::Counter::kIsRate);
+}
 
-void BM_attention_fwd(benchmark::State& state) {
-  const size_t nq = size_t(kB) * kT * kH * kD;
-  Buf q(nq), k(nq), v(nq), out(nq), lse(size_t(kB) * kH * kT);
+// ---- the machine's reference rates --------------------------------------------------
+
+void BM_ref_sgemm_2048(benchmark::State& state) {
+  const int n = 2048;
+  Buf a(size_t(n) * n), b(size_t(n) * n), c(size_t(n) * n);
   for (auto _ : state) {
-    backend().attention_fwd(out.p, lse.p, nullptr, q.p, k.p, v.p, kB, kT, kT, kH, kH, kD, 0, 0,
-                            true);
+    backend().gemm(false, false, n, n, n, 1.0f, a.p, n, b.p, n, 0.0f, c.p, n);
     benchmark::ClobberMemory();
   }
+  flops(state, 2.0 * n * n * double(n));
 }
-BENCHMARK(BM_attention_fwd)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ref_sgemm_2048)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void BM_attention_bwd(benchmark::State& state) {
-  const size_t nq = size_t(kB) * kT * kH * kD;
-  Buf q(nq), k(nq), v(nq), out(nq), lse(size_t(kB) * kH * kT), dout(nq), dq(nq), dk(nq), dv(nq);
-  backend().attention_fwd(out.p, lse.p, nullptr, q.p, k.p, v.p, kB, kT, kT, kH, kH, kD, 0, 0,
-                          true);
+// STREAM-like copy of 64 MiB (beyond the caches): read + write bytes.
+void BM_ref_copy(benchmark::State& state) {
+  const size_t n = size_t(16) << 20;
+  Buf a(n), b(n);
   for (auto _ : state) {
-    backend().attention_bwd(dq.p, dk.p, dv.p, dout.p, out.p, lse.p, nullptr, q.p, k.p, v.p, kB,
-                            kT, kT, kH, kH, kD, 0, 0, true);
+    backend().copy_bytes(b.p, a.p, n * sizeof(float));
     benchmark::ClobberMemory();
   }
+  bytes(state, 2.0 * double(n) * sizeof(float));
 }
-BENCHMARK(BM_attention_bwd)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ref_copy)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void BM_layernorm_fwd(benchmark::State& state) {
-  Buf x(size_t(kN) * kC), w(kC), b(kC), out(size_t(kN) * kC), mean(kN), rstd(kN);
+// ---- linear layers: forward, input gradient, weight gradient ---------------------------
+
+// Arg 0: which linear (0 q/k/v/o (C,C), 1 MLP up (F,C), 2 MLP down (C,F));
+// arg 1: 0 forward, 1 input grad, 2 weight grad.
+void BM_linear(benchmark::State& state) {
+  const Shape& s = shape();
+  const int which = int(state.range(0)), pass = int(state.range(1));
+  const int n_out = which == 1 ? s.F : s.C, n_in = which == 2 ? s.F : s.C, N = s.N();
+  Buf x(size_t(N) * n_in), W(size_t(n_out) * n_in, 0.02f), y(size_t(N) * n_out), dW(size_t(n_out) * n_in);
+  Backend& be = backend();
   for (auto _ : state) {
-    backend().layernorm_fwd(out.p, mean.p, rstd.p, x.p, w.p, b.p, kN, kC, 1e-5f);
+    if (pass == 0) be.gemm(false, true, N, n_out, n_in, 1.0f, x.p, n_in, W.p, n_in, 0.0f, y.p, n_out);
+    if (pass == 1) be.gemm(false, false, N, n_in, n_out, 1.0f, y.p, n_out, W.p, n_in, 0.0f, x.p, n_in);
+    if (pass == 2) be.gemm(true, false, n_out, n_in, N, 1.0f, y.p, n_out, x.p, n_in, 1.0f, dW.p, n_in);
     benchmark::ClobberMemory();
   }
+  flops(state, 2.0 * N * double(n_out) * n_in);
 }
-BENCHMARK(BM_layernorm_fwd)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_linear)
+    ->ArgNames({"linear", "pass"})
+    ->ArgsProduct({{0, 1, 2}, {0, 1, 2}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
-void BM_layernorm_bwd(benchmark::State& state) {
-  Buf x(size_t(kN) * kC), w(kC), b(kC), out(size_t(kN) * kC), mean(kN), rstd(kN);
-  Buf dout(size_t(kN) * kC), dx(size_t(kN) * kC), dw(kC), db(kC);
-  backend().layernorm_fwd(out.p, mean.p, rstd.p, x.p, w.p, b.p, kN, kC, 1e-5f);
+// The head over all N rows in the model's chunks: arg 0 forward (logits),
+// 1 input grad, 2 weight grad (the tied embedding's (V, C) gradient).
+void BM_head(benchmark::State& state) {
+  const Shape& s = shape();
+  const int pass = int(state.range(0)), N = s.N(), rows = s.head_rows;
+  Buf x(size_t(N) * s.C), W(size_t(s.V) * s.C, 0.02f), logits(size_t(rows) * s.V), dx(size_t(N) * s.C),
+      dW(size_t(s.V) * s.C);
+  Backend& be = backend();
   for (auto _ : state) {
-    backend().layernorm_bwd(dx.p, dw.p, db.p, dout.p, x.p, w.p, mean.p, rstd.p, kN, kC);
+    for (int r0 = 0; r0 < N; r0 += rows) {
+      const int n = std::min(rows, N - r0);
+      const float* xr = x.p + size_t(r0) * s.C;
+      if (pass == 0) be.gemm(false, true, n, s.V, s.C, 1.0f, xr, s.C, W.p, s.C, 0.0f, logits.p, s.V);
+      if (pass == 1) be.gemm(false, false, n, s.C, s.V, 1.0f, logits.p, s.V, W.p, s.C, 0.0f, dx.p + size_t(r0) * s.C, s.C);
+      if (pass == 2) be.gemm(true, false, s.V, s.C, n, 1.0f, logits.p, s.V, xr, s.C, 1.0f, dW.p, s.C);
+    }
     benchmark::ClobberMemory();
   }
+  flops(state, 2.0 * N * double(s.V) * s.C);
+  state.counters["chunks"] = double((N + rows - 1) / rows);
 }
-BENCHMARK(BM_layernorm_bwd)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_head)->ArgName("pass")->DenseRange(0, 2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void BM_rmsnorm_fwd(benchmark::State& state) {
-  Buf x(size_t(kN) * kC), w(kC), out(size_t(kN) * kC), rstd(kN);
+// ---- attention ------------------------------------------------------------------------
+
+// Causal FLOPs: forward QK^T and PV over the visible half, 2 x 2BHT^2D/2;
+// backward recomputes P and runs dV, dP, dQ, dK: 5 x 2BHT^2D/2.
+void BM_attention(benchmark::State& state) {
+  const Shape& s = shape();
+  const bool bwd = state.range(0) != 0;
+  const size_t nq = size_t(s.N()) * s.H * s.D;
+  Buf q(nq), k(nq), v(nq), out(nq), lse(size_t(s.B) * s.H * s.T), dout(nq), dq(nq), dk(nq), dv(nq);
+  Backend& be = backend();
+  be.attention_fwd(out.p, lse.p, nullptr, q.p, k.p, v.p, s.B, s.T, s.T, s.H, s.H, s.D, 0, 0, true);
   for (auto _ : state) {
-    backend().rmsnorm_fwd(out.p, rstd.p, x.p, w.p, kN, kC, 1e-5f);
+    if (bwd)
+      be.attention_bwd(dq.p, dk.p, dv.p, dout.p, out.p, lse.p, nullptr, q.p, k.p, v.p, s.B, s.T, s.T, s.H, s.H, s.D,
+                       0, 0, true);
+    else
+      be.attention_fwd(out.p, lse.p, nullptr, q.p, k.p, v.p, s.B, s.T, s.T, s.H, s.H, s.D, 0, 0, true);
     benchmark::ClobberMemory();
   }
+  const double half = double(s.B) * s.H * double(s.T) * s.T * s.D;  // 2BHT^2D / 2
+  flops(state, (bwd ? 5.0 : 2.0) * half);
 }
-BENCHMARK(BM_rmsnorm_fwd)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_attention)->ArgName("bwd")->DenseRange(0, 1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-void BM_rmsnorm_bwd(benchmark::State& state) {
-  Buf x(size_t(kN) * kC), w(kC), out(size_t(kN) * kC), rstd(kN);
-  Buf dout(size_t(kN) * kC), dx(size_t(kN) * kC), dw(kC);
-  backend().rmsnorm_fwd(out.p, rstd.p, x.p, w.p, kN, kC, 1e-5f);
+// ---- memory-bound ops (bytes read + written, fp32) ---------------------------------------
+
+// LayerNorm (GPT-2) or RMSNorm (Llama) over (N, C): forward reads x, writes
+// out; backward reads dout and x, writes dx (the weight gradients are C-sized).
+void BM_norm(benchmark::State& state) {
+  const Shape& s = shape();
+  const bool bwd = state.range(0) != 0;
+  const size_t n = size_t(s.N()) * s.C;
+  Buf x(n), out(n), dout(n), dx(n), w(size_t(s.C)), b(size_t(s.C)), dw(size_t(s.C)), db(size_t(s.C)),
+      mean(size_t(s.N())), rstd(size_t(s.N()));
+  Backend& be = backend();
+  if (s.gpt2)
+    be.layernorm_fwd(out.p, mean.p, rstd.p, x.p, w.p, b.p, s.N(), s.C, 1e-5f);
+  else
+    be.rmsnorm_fwd(out.p, rstd.p, x.p, w.p, s.N(), s.C, 1e-5f);
   for (auto _ : state) {
-    backend().rmsnorm_bwd(dx.p, dw.p, dout.p, x.p, w.p, rstd.p, kN, kC);
+    if (s.gpt2 && bwd) be.layernorm_bwd(dx.p, dw.p, db.p, dout.p, x.p, w.p, mean.p, rstd.p, s.N(), s.C);
+    if (s.gpt2 && !bwd) be.layernorm_fwd(out.p, mean.p, rstd.p, x.p, w.p, b.p, s.N(), s.C, 1e-5f);
+    if (!s.gpt2 && bwd) be.rmsnorm_bwd(dx.p, dw.p, dout.p, x.p, w.p, rstd.p, s.N(), s.C);
+    if (!s.gpt2 && !bwd) be.rmsnorm_fwd(out.p, rstd.p, x.p, w.p, s.N(), s.C, 1e-5f);
     benchmark::ClobberMemory();
   }
+  bytes(state, (bwd ? 3.0 : 2.0) * double(n) * sizeof(float));
 }
-BENCHMARK(BM_rmsnorm_bwd)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_norm)->ArgName("bwd")->DenseRange(0, 1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-// GELU over the MLP hidden activation (B*T, 4C).
-void BM_gelu_fwd(benchmark::State& state) {
-  const size_t n = size_t(kN) * 4 * kC;
-  Buf x(n), out(n);
+// GELU (GPT-2) or SwiGLU (Llama) over (N, F): forward reads 1 (2) and writes
+// 1 array; backward reads 2 (3) and writes 1 (2).
+void BM_mlp_act(benchmark::State& state) {
+  const Shape& s = shape();
+  const bool bwd = state.range(0) != 0;
+  const size_t n = size_t(s.N()) * s.F;
+  Buf a(n), b(n), c(n), d(n), e(n);
+  Backend& be = backend();
   for (auto _ : state) {
-    backend().gelu_fwd(out.p, x.p, n);
+    if (s.gpt2 && bwd) be.gelu_bwd(c.p, b.p, a.p, n);
+    if (s.gpt2 && !bwd) be.gelu_fwd(b.p, a.p, n);
+    if (!s.gpt2 && bwd) be.swiglu_bwd(d.p, e.p, c.p, a.p, b.p, n);
+    if (!s.gpt2 && !bwd) be.swiglu_fwd(c.p, a.p, b.p, n);
     benchmark::ClobberMemory();
   }
-  state.SetBytesProcessed(int64_t(state.iterations()) * n * 8);
+  const double arrays = s.gpt2 ? (bwd ? 3.0 : 2.0) : (bwd ? 5.0 : 3.0);
+  bytes(state, arrays * double(n) * sizeof(float));
 }
-BENCHMARK(BM_gelu_fwd)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_mlp_act)->ArgName("bwd")->DenseRange(0, 1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-void BM_gelu_bwd(benchmark::State& state) {
-  const size_t n = size_t(kN) * 4 * kC;
-  Buf x(n), dout(n), dx(n);
+// Bias gradient of the widest bias (the MLP's up, (N, F) -> F): reads N x F.
+void BM_bias_bwd(benchmark::State& state) {
+  const Shape& s = shape();
+  const size_t n = size_t(s.N()) * s.F;
+  Buf dout(n), db(size_t(s.F));
   for (auto _ : state) {
-    backend().gelu_bwd(dx.p, dout.p, x.p, n);
+    backend().bias_bwd(db.p, dout.p, s.N(), s.F);
     benchmark::ClobberMemory();
   }
-  state.SetBytesProcessed(int64_t(state.iterations()) * n * 12);
+  bytes(state, double(n) * sizeof(float));
 }
-BENCHMARK(BM_gelu_bwd)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_bias_bwd)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-void BM_adamw(benchmark::State& state) {
-  const size_t n = 10'000'000;
-  Buf p(n), g(n), m(n, 0.0f), v(n, 0.0f);
-  int step = 0;
+// Embedding backward: N rows of dout added into their tokens' rows of dwte
+// (and dwpe for GPT-2): reads N x C, reads and writes N x C of dwte.
+void BM_embedding_bwd(benchmark::State& state) {
+  const Shape& s = shape();
+  const size_t n = size_t(s.N()) * s.C;
+  Buf dout(n), dwte(size_t(s.V) * s.C), dwpe(size_t(s.T) * s.C);
+  Tokens tok(size_t(s.N()), s.V, 3);
   for (auto _ : state) {
-    backend().adamw(p.p, g.p, m.p, v.p, n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, ++step);
+    backend().embedding_bwd(dwte.p, s.gpt2 ? dwpe.p : nullptr, dout.p, tok.p, s.B, s.T, s.C, 0, s.V, 0);
     benchmark::ClobberMemory();
   }
-  state.SetBytesProcessed(int64_t(state.iterations()) * n * 28);
+  bytes(state, 3.0 * double(n) * sizeof(float));
 }
-BENCHMARK(BM_adamw)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_embedding_bwd)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-// The three cross-entropy steps over full-vocabulary logits (B*T, V).
+// Cross-entropy over the head's chunks: row max, sum of exp, then the loss
+// and dlogits in place (reads the logits three times, writes them once).
 void BM_xent(benchmark::State& state) {
-  const size_t n = size_t(kN) * kV;
-  Buf logits(n, 2.0f), dlogits(n), rowmax(kN), sumexp(kN), tl(kN), losses(kN);
-  int32_t* targets = backend().alloc_i32(kN, Mem::scratch);
-  std::vector<int32_t> h(kN);
-  for (int i = 0; i < kN; ++i) h[i] = (i * 7919) % kV;
-  backend().from_host(targets, h.data(), kN * sizeof(int32_t));
+  const Shape& s = shape();
+  const int rows = s.head_rows, N = s.N();
+  Buf logits(size_t(rows) * s.V), rowmax(static_cast<size_t>(rows)), sumexp(size_t(2) * rows),
+      losses(static_cast<size_t>(N));
+  Tokens tg(static_cast<size_t>(N), s.V, 5);
+  Backend& be = backend();
   for (auto _ : state) {
-    backend().xent_rowmax(rowmax.p, logits.p, kN, kV);
-    backend().xent_sumexp(sumexp.p, tl.p, logits.p, rowmax.p, targets, kN, kV, 0);
-    backend().xent_bwd(dlogits.p, losses.p, logits.p, rowmax.p, sumexp.p, tl.p, targets,
-                       1.0f / kN, kN, kV, 0);
+    for (int r0 = 0; r0 < N; r0 += rows) {
+      const int n = std::min(rows, N - r0);
+      be.xent_rowmax(rowmax.p, logits.p, n, s.V);
+      be.xent_sumexp(sumexp.p, sumexp.p + rows, logits.p, rowmax.p, tg.p + r0, n, s.V, 0);
+      be.xent_bwd(logits.p, losses.p + r0, logits.p, rowmax.p, sumexp.p, sumexp.p + rows, tg.p + r0,
+                  1e-3f, n, s.V, 0);
+    }
     benchmark::ClobberMemory();
   }
-  backend().free_bytes(targets);
+  bytes(state, 4.0 * double(N) * s.V * sizeof(float));
 }
 BENCHMARK(BM_xent)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// AdamW over the head-sized (V, C) tensor: reads p, g, m, v; writes p, m, v.
+void BM_adamw(benchmark::State& state) {
+  const Shape& s = shape();
+  const size_t n = size_t(s.V) * s.C;
+  Buf p(n), g(n), m(n, 0.0f), v(n, 0.0f);
+  backend().fill(m.p, 0.0f, n);
+  backend().fill(v.p, 0.0f, n);
+  int step = 0;
+  for (auto _ : state) {
+    backend().adamw(p.p, g.p, m.p, v.p, n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, ++step);
+    benchmark::ClobberMemory();
+  }
+  bytes(state, 7.0 * double(n) * sizeof(float));
+}
+BENCHMARK(BM_adamw)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -105,12 +105,16 @@ pentad_parity_test(pp2_tp2_zbh1 gpt2 4 "--set train.grad_accum=2"
                    "--set parallel.pp=2 --set parallel.tp=2 --set parallel.schedule=zbh1 --set train.grad_accum=2")
 pentad_parity_test(pp2_tp2_sp_zbh1 llama 4 "--set model.n_heads=8 --set model.n_kv_heads=4 --set train.grad_accum=2"
                    "--set model.n_heads=8 --set model.n_kv_heads=4 --set parallel.pp=2 --set parallel.tp=2 --set parallel.sp=true --set parallel.schedule=zbh1 --set train.grad_accum=2")
-foreach(model gpt2 llama)
-  add_test(NAME recompute_identical_${model}_pp2_zbh1
+# recompute_identical_<model>_pp2_<sched>: the three policies bitwise equal at pp 2 under SETS.
+function(pentad_recompute_identical_pp2 model sched sets)
+  add_test(NAME recompute_identical_${model}_pp2_${sched}
            COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/recompute_identical.sh ${CMAKE_CURRENT_LIST_DIR}/${model}.toml 2
-                   "--set parallel.pp=2 --set parallel.schedule=zbh1")
-  set_tests_properties(recompute_identical_${model}_pp2_zbh1 PROPERTIES LABELS "mpi;parity"
+                   "--set parallel.pp=2 ${sets}")
+  set_tests_properties(recompute_identical_${model}_pp2_${sched} PROPERTIES LABELS "mpi;parity"
                        ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
+endfunction()
+foreach(model gpt2 llama)
+  pentad_recompute_identical_pp2(${model} zbh1 "--set parallel.schedule=zbh1")
 endforeach()
 # Zero-bubble ZB-V (issue 22): two chunks per rank in a V, the first and the
 # last on stage 0 (so a tied wte lives once there); pp 2 and 4, both
@@ -122,11 +126,7 @@ foreach(model gpt2 llama)
                      "--set model.n_layers=4 --set parallel.pp=2 ${ZBV} --set train.grad_accum=4")
   pentad_parity_test(pp4_zbv ${model} 4 "--set model.n_layers=8 --set train.grad_accum=8"
                      "--set model.n_layers=8 --set parallel.pp=4 ${ZBV} --set train.grad_accum=8")
-  add_test(NAME recompute_identical_${model}_pp2_zbv
-           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/recompute_identical.sh ${CMAKE_CURRENT_LIST_DIR}/${model}.toml 2
-                   "--set model.n_layers=4 --set parallel.pp=2 ${ZBV}")
-  set_tests_properties(recompute_identical_${model}_pp2_zbv PROPERTIES LABELS "mpi;parity"
-                       ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
+  pentad_recompute_identical_pp2(${model} zbv "--set model.n_layers=4 ${ZBV}")
 endforeach()
 pentad_parity_test(pp2_dp2_zero1_zbv llama 4 "--set model.n_layers=4 --set train.grad_accum=4"
                    "--set model.n_layers=4 --set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=1 ${ZBV} --set train.grad_accum=2")

@@ -13,3 +13,6 @@ foreach(case "train;2" "train;4" "impossible" "bad_deck" "rank_killed" "preempt"
                        ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 360
                        RESOURCE_LOCK pentad_slurm SKIP_RETURN_CODE 77)
 endforeach()
+# Four trainings of 60 and 20 steps on 2 cores beside the rest of the suite:
+# 330 s once under -j2 load (its job waits allow 400 s each).
+set_tests_properties(slurm_multinode_span PROPERTIES TIMEOUT 1200)

@@ -64,7 +64,9 @@ const Shape& shape() {
     m.d_ff = x.F;
     m.vocab_size = x.V;
     m.seq_len = x.T;
-    const pentad::MemoryPlan plan(m, pentad::Recompute::none, x.B, pentad::RankLayout{});
+    pentad::RankLayout one_rank;
+    one_rank.cp.seq_len = x.T;  // whole sequences on one rank
+    const pentad::MemoryPlan plan(m, pentad::Recompute::none, x.B, one_rank);
     x.head_rows = plan.head_rows();
     return x;
   }();
@@ -76,15 +78,19 @@ Backend& backend() {
   return *be;
 }
 
-// A backend buffer of n floats filled with N(0, sd^2) values.
+// A backend buffer of n floats, uniform in [-sd, sd) (a cheap generator:
+// the head's buffers hold tens of millions of values, and the values do not
+// change the speed of any kernel here).
 struct Buf {
   float* p;
   size_t n;
   explicit Buf(size_t n_, float sd = 1.0f, uint32_t seed = 1) : p(backend().alloc(n_, Mem::scratch)), n(n_) {
-    std::mt19937 gen(seed);
-    std::normal_distribution<float> dist(0.0f, sd);
     std::vector<float> h(n);
-    for (auto& x : h) x = dist(gen);
+    uint64_t x = 0x9E3779B97F4A7C15ull * (seed + 1);
+    for (auto& v : h) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      v = sd * (float(x >> 40) * (2.0f / 16777216.0f) - 1.0f);
+    }
     backend().from_host(p, h.data(), n * sizeof(float));
   }
   ~Buf() { backend().free_bytes(p); }

@@ -20,7 +20,7 @@ L=${PENTAD_BENCH_LAYERS:-12} C=${PENTAD_BENCH_DMODEL:-768} H=${PENTAD_BENCH_HEAD
 V=${PENTAD_BENCH_VOCAB:-50257} T=${PENTAD_BENCH_SEQ:-256} B=${PENTAD_BENCH_BATCH:-4}
 export OMP_NUM_THREADS=$threads
 bench_scratch
-echo "threads=$threads OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset} shape: GPT-2 L=$L C=$C H=$H V=$V T=$T B=$B (fp32)"
+echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'); threads=$threads OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset} shape: GPT-2 L=$L C=$C H=$H V=$V T=$T B=$B (fp32)"
 bench_random_tokens "$tmp/train.bin" 200000 "$V"
 bench_logged "$tmp/train.log" "$pentad" train "$root/input/gpt2-124m.toml" \
   --set model.n_layers="$L" --set model.d_model="$C" --set model.n_heads="$H" --set model.vocab_size="$V" \

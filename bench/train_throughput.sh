@@ -2,6 +2,11 @@
 # pentad vs PyTorch CPU on the same model shape and thread count, side by side
 # in one run, plus the sgemm rate measured in the same run.
 #   bench/train_throughput.sh [THREADS] [STEPS]     (default: nproc, 4)
+# Shape from PENTAD_BENCH_LAYERS, _DMODEL, _HEADS, _VOCAB, _SEQ, _BATCH
+# (as bench_train; default GPT-2 124M at B=4, T=256), given to both peers.
+# The issue's small shape:
+#   PENTAD_BENCH_LAYERS=6 PENTAD_BENCH_DMODEL=384 PENTAD_BENCH_HEADS=6 \
+#   PENTAD_BENCH_VOCAB=256 PENTAD_BENCH_BATCH=8 bench/train_throughput.sh
 # Prints both figures and the ratios; OPENBLAS_CORETYPE is left as the
 # environment sets it, for both peers (it is printed).
 here=$(cd "$(dirname "$0")" && pwd)
@@ -9,12 +14,16 @@ source "$here/lib.sh"
 build=${BUILD:-$root/build}
 threads=${1:-$(nproc)}
 steps=${2:-4}
-export OMP_NUM_THREADS=$threads
-echo "threads=$threads OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset} shape: GPT-2 L=12 C=768 H=12 V=50257 T=256 B=4 (fp32)"
+L=${PENTAD_BENCH_LAYERS:-12} C=${PENTAD_BENCH_DMODEL:-768} H=${PENTAD_BENCH_HEADS:-12}
+V=${PENTAD_BENCH_VOCAB:-50257} T=${PENTAD_BENCH_SEQ:-256} B=${PENTAD_BENCH_BATCH:-4}
+export OMP_NUM_THREADS=$threads PENTAD_BENCH_LAYERS=$L PENTAD_BENCH_DMODEL=$C PENTAD_BENCH_HEADS=$H
+export PENTAD_BENCH_VOCAB=$V PENTAD_BENCH_SEQ=$T PENTAD_BENCH_BATCH=$B
+echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'); threads=$threads OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset} shape: GPT-2 L=$L C=$C H=$H V=$V T=$T B=$B (fp32)"
 "$build/bench/bench_train" --benchmark_filter='BM_sgemm|BM_train_step/0' \
   --benchmark_repetitions=3 --benchmark_format=json --benchmark_out="${TMPDIR:-/tmp}/pentad_bench_train.json" \
   --benchmark_out_format=json > /dev/null
-peer=$(/usr/bin/python3 "$here/torch_peer.py" --threads "$threads" --steps "$steps")
+peer=$(/usr/bin/python3 "$here/torch_peer.py" --threads "$threads" --steps "$steps" \
+  --layers "$L" --d-model "$C" --heads "$H" --vocab "$V" --seq "$T" --batch "$B")
 /usr/bin/python3 - "${TMPDIR:-/tmp}/pentad_bench_train.json" "$peer" <<'PY'
 import json, sys
 runs = json.load(open(sys.argv[1]))["benchmarks"]

@@ -1,34 +1,154 @@
 #!/usr/bin/env bash
-# The prepared GPU run (issue 9): on a machine with a GPU, build the
-# cuda-release preset, run the gpu-labelled tests and the one-GPU benchmark,
-# and keep every log in one directory (default runs/gpu-<UTC time>/).
-#   scripts/gpu_check.sh [OUT_DIR]
-# Exit status: 0 when the build, `ctest -L gpu` and the benchmark all passed.
+# The GPU check, run from the GPU bundle (scripts/gpu_bundle.sh) on a GPU
+# node: nothing is built or installed there.
+#   gpu-bundle/gpu_check.sh OUT_DIR        (or scripts/gpu_check.sh OUT_DIR,
+#                                          which uses ./gpu-bundle)
+# Writes at most 8 logs into OUT_DIR and ends within 9 minutes: each step
+# runs under its own timeout, cut to what is left of the 540 s budget, and a
+# step the budget cannot reach is reported as not run (a failure).
+#   env.log        versions, nvidia-smi, the bundle's MANIFEST, ldd
+#   probe.log      a GPU visible and pentad able to use it; a GPU that is
+#                  visible but cannot be used is a FAILURE, never a skip,
+#                  and ends the check
+#   ops.log        test_cuda_ops: every CUDA op against the CPU op
+#   parity.log     fp32 training parity against the CPU backend (GPT-2 and
+#                  Llama, tiny decks), bf16 follows the CPU's fp32 curve
+#   mfu.log        cuda_mfu: GPT-2 124M, 350M, Llama ~1.1B at T = 1024, bf16
+#   tail.log       fp32 parity at a production shape (GPT-2 124M, T = 1024,
+#                  V = 50257, 3 steps); the one-device multi-rank paths
+#   sanitizer.log  compute-sanitizer memcheck and racecheck on a short run
+#   summary.log    one line per step: ok / FAIL / TIMEOUT / NOT RUN, seconds
+# Exit status 0 only when every step passed.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-out=${1:-runs/gpu-$(date -u +%Y%m%dT%H%M%SZ)}
-mkdir -p "$out"
+here=$(cd "$(dirname "$0")" && pwd)
+if [ -f "$here/env.sh" ]; then bundle=$here; else bundle=$here/../gpu-bundle; fi
+[ -f "$bundle/env.sh" ] || { echo "gpu_check.sh: no bundle at $bundle (scripts/gpu_bundle.sh packs one)" >&2; exit 2; }
+[ $# -eq 1 ] || { echo "usage: gpu_check.sh OUT_DIR" >&2; exit 2; }
+out=$1
+mkdir -p "$out" || exit 2
+out=$(cd "$out" && pwd)
+# shellcheck source=/dev/null
+source "$bundle/env.sh"
+src=$PENTAD_SOURCE_DIR
+budget=${PENTAD_GPU_CHECK_BUDGET_S:-540}
+start=$SECONDS
 status=0
-step() {  # step NAME COMMAND...: run, log to $out/NAME.log, report
-  local name=$1
-  shift
-  local t0=$SECONDS
-  if "$@" > "$out/$name.log" 2>&1; then
-    echo "ok    $name ($((SECONDS - t0)) s)"
+: > "$out/summary.log"
+report() { echo "$1" | tee -a "$out/summary.log"; }
+
+# step LOG NAME LIMIT_S COMMAND...: runs COMMAND under timeout (LIMIT_S or
+# what is left of the budget, if less), its output appended to LOG.log.
+step() {
+  local group=$1 name=$2 limit=$3
+  local log=$out/$group.log
+  shift 3
+  local left=$((budget - (SECONDS - start)))
+  if [ "$left" -lt 5 ]; then
+    report "NOT RUN  $name (the ${budget} s budget is spent)"
+    status=1
+    return 1
+  fi
+  [ "$limit" -le "$left" ] || limit=$left
+  echo "=== $name (limit ${limit} s) ===" >> "$log"
+  local t0=$SECONDS rc
+  timeout -k 5 "$limit" "$@" >> "$log" 2>&1
+  rc=$?
+  if [ $rc -eq 0 ]; then
+    report "ok       $name ($((SECONDS - t0)) s)"
+  elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    report "TIMEOUT  $name (${limit} s): see $group.log"
+    status=1
   else
-    echo "FAIL  $name ($((SECONDS - t0)) s): see $out/$name.log"
+    report "FAIL     $name (exit $rc, $((SECONDS - t0)) s): see $group.log"
     status=1
   fi
+  return $rc
 }
-{ nvidia-smi || true; } > "$out/nvidia-smi.log" 2>&1
-step configure cmake --preset cuda-release
-step build cmake --build --preset cuda-release -j "$(nproc)" --target pentad test_cuda_ops cuda_probe cuda_mfu
-if ! build-cuda/tests/cuda_probe; then
-  echo "no usable GPU here: nothing to check"
+
+# Token data lives outside OUT_DIR (only the logs come back from a device).
+data=$(mktemp -d)
+trap 'rm -rf "$data"' EXIT
+prep() {  # the test corpus as token data in $data
+  [ -f "$data/train.bin" ] || "$PENTAD" prep --out "$data" "$src/tests/data/corpus.txt" > /dev/null
+}
+
+# --- env ---------------------------------------------------------------------
+{
+  echo "date: $(date -u +%FT%TZ)  host: $(hostname)  bundle: $bundle"
+  uname -a
+  cat "$bundle/MANIFEST"
+  echo "PENTAD_PYTHON=$PENTAD_PYTHON ($("$PENTAD_PYTHON" --version 2>&1))"
+  echo "CUDA libraries from: $PENTAD_CUDA_LIBS"
+  nvidia-smi 2>&1 || echo "nvidia-smi: not available"
+  for b in pentad test_cuda_ops cuda_mfu; do echo "ldd $b:"; ldd "$bundle/bin/$b"; done
+} > "$out/env.log" 2>&1
+report "ok       env ($((SECONDS - start)) s)"
+
+# --- probe -------------------------------------------------------------------
+visible=0
+if nvidia-smi -L 2> /dev/null | grep -q '^GPU '; then visible=1; fi
+if ! step probe cuda_probe 30 "$bundle/bin/cuda_probe"; then
+  if [ $visible = 1 ]; then
+    report "FAIL     a GPU is visible (nvidia-smi -L) but pentad cannot use it: see probe.log and env.log"
+  else
+    report "FAIL     no GPU visible here (nvidia-smi -L lists none)"
+  fi
   exit 1
 fi
-step ctest_gpu bash -c "cd build-cuda && ctest -L gpu --output-on-failure -V --timeout 600"
-step cuda_mfu build-cuda/bench/cuda_mfu --shape all --steps 10
-grep -E "MFU|SKIP|Failed|Passed" "$out/ctest_gpu.log" "$out/cuda_mfu.log" | head -40
-echo "logs in $out"
+
+# --- ops ---------------------------------------------------------------------
+# Every op test must run: a CUDA test that skips itself here is a failure.
+step ops test_cuda_ops 90 bash -c 'log=$("$0" 2>&1); rc=$?; echo "$log"; [ $rc -eq 0 ] || exit $rc
+  if echo "$log" | grep -q "^\[  SKIPPED \]"; then echo "FAIL: op tests skipped on a GPU node"; exit 1; fi' \
+  "$bundle/bin/test_cuda_ops"
+
+# --- parity (tiny decks) -----------------------------------------------------
+for model in gpt2 llama; do
+  step parity "fp32_parity_$model" 45 bash "$src/tests/parity/run_layout.sh" "$src/tests/parity/$model.toml" 1 "" \
+    "--set backend=cuda"
+  step parity "bf16_follows_fp32_$model" 45 bash "$src/tests/precision/loss_curves.sh" \
+    "$src/tests/parity/$model.toml" 20 1e-2 "" "--set backend=cuda --set train.dtype=bf16"
+done
+
+# --- the benchmark, before the long tail --------------------------------------
+for shape in gpt2-124m gpt2-350m llama-1b; do
+  step mfu "mfu_$shape" 60 "$bundle/bin/cuda_mfu" --shape "$shape" --steps 5
+done
+
+# --- production shape, multi-rank on one device ------------------------------
+prod=(--set model.seq_len=1024 --set train.micro_batch=1 --set train.grad_accum=1 --set train.steps=3
+      --set train.warmup_steps=2 --set train.eval_every=0 --set data.val= --set log.every=1
+      --set checkpoint.save_final=false --set log.metrics=)
+step tail prep_random_tokens 30 "$PENTAD_PYTHON" - "$data/prod.bin" <<'PY'
+import struct, sys, random
+random.seed(0)
+n = 16384
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
+    f.write(struct.pack(f"<{n}H", *[random.randrange(50257) for _ in range(n)]))
+PY
+step tail fp32_parity_gpt2_124m_T1024 120 bash "$src/tests/parity/run_layout.sh" "$src/input/gpt2-124m.toml" 1 \
+  "${prod[*]} --set data.train=$data/prod.bin" "${prod[*]} --set data.train=$data/prod.bin --set backend=cuda"
+step tail one_device_dp2_tp2_comm_mpi 45 bash "$src/tests/parity/run_layout.sh" "$src/tests/parity/gpt2.toml" 4 \
+  "--set backend=cuda --set train.grad_accum=2" \
+  "--set backend=cuda --set parallel.comm=mpi --set parallel.dp=2 --set parallel.tp=2"
+step tail one_device_pp2_comm_mpi 45 bash "$src/tests/parity/run_layout.sh" "$src/tests/parity/gpt2.toml" 2 \
+  "--set backend=cuda --set train.grad_accum=2" \
+  "--set backend=cuda --set parallel.comm=mpi --set parallel.pp=2 --set train.grad_accum=2"
+
+# --- compute-sanitizer -------------------------------------------------------
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null || true)
+if [ -z "$sanitizer" ]; then
+  report "FAIL     compute-sanitizer: not found on PATH or in /usr/local/cuda/bin"
+  status=1
+else
+  prep
+  short=(train "$src/tests/parity/gpt2.toml" --set backend=cuda --set train.steps=2 --set data.train="$data/train.bin"
+         --set data.val= --set checkpoint.save_final=false --set log.metrics=)
+  step sanitizer memcheck 60 "$sanitizer" --tool memcheck --error-exitcode 1 --leak-check no "$PENTAD" "${short[@]}"
+  step sanitizer racecheck 90 "$sanitizer" --tool racecheck --error-exitcode 1 "$PENTAD" "${short[@]}"
+fi
+
+grep -hE "MFU|tokens/s" "$out/mfu.log" 2> /dev/null | head -12
+report "total $((SECONDS - start)) s; logs in $out; $( [ $status = 0 ] && echo PASSED || echo FAILED)"
 exit $status

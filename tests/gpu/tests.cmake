@@ -47,6 +47,14 @@ set_tests_properties(gpu_ops gpu_parity_fp32_gpt2 gpu_parity_fp32_llama gpu_bf16
                      gpu_bf16_follows_fp32_llama gpu_one_device_dp2_tp2_comm_mpi gpu_one_device_pp2_comm_mpi
                      PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 600)
 
+# The GPU bundle (scripts/gpu_bundle.sh) is self-contained: packed from this
+# build, at most 60 MiB, ldd resolving inside it, and training on 2 ranks with
+# the system's MPICH, HDF5, OpenBLAS and toml++ hidden (a mount namespace;
+# needs root, else skipped with the reason).
+add_test(NAME gpu_bundle
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/bundle.sh ${PROJECT_BINARY_DIR})
+set_tests_properties(gpu_bundle PROPERTIES LABELS "cuda;mpi" SKIP_RETURN_CODE 77 TIMEOUT 300)
+
 # The other side: the CUDA binary where no GPU is usable must stop with one
 # clear message (label cuda; skipped where a GPU is present).
 add_test(NAME cuda_backend_without_gpu_message

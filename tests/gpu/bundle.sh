@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The GPU bundle is self-contained (issue 21): packed from the CUDA build
+# (scripts/gpu_bundle.sh --no-build), it is at most 60 MiB; ldd resolves
+# every library of every file in it inside the bundle, except CUDA's, glibc's
+# and the C++ runtime's; and, in a mount namespace where every system file
+# it bundled (MPICH with hwloc and UCX, HDF5, OpenBLAS, toml++, ... and
+# mpiexec.hydra, hydra_pmi_proxy, UCX's modules) is hidden, the bundle's
+# pentad trains the tiny deck on 2 ranks with the CPU backend under the
+# bundle's mpiexec. The hiding is checked first: the system-linked build
+# must fail to start inside the namespace.
+# Then the check script's mechanics, from the bundle, without a GPU:
+#   - as shipped, here (no GPU visible): it fails at the probe, says so,
+#     and runs nothing else;
+#   - with the probe replaced by one that answers yes: every step runs and
+#     is reported (the CUDA ones fail here, and the op test's skips count as
+#     a failure), at most 8 files land in OUT_DIR, and a 40 s budget ends it
+#     in time with the steps it could not reach reported as not run.
+#   bundle.sh CUDA_BUILD_DIR     (root: the mount namespace)
+set -euo pipefail
+build=$(cd "$1" && pwd)
+src=$(cd "$(dirname "$0")/../.." && pwd)
+if [ "$(id -u)" -ne 0 ] || ! unshare -m true 2> /dev/null; then
+  echo "SKIP: needs root and unshare -m (a mount namespace hides the system libraries)"
+  exit 77
+fi
+hydra=$(command -v mpiexec.hydra)  # the system's, before env.sh puts the bundle's first on PATH
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+b=$tmp/bundle
+bash "$src/scripts/gpu_bundle.sh" --no-build --build-dir "$build" "$b"
+size=$(du -sm "$b" | cut -f1)
+echo "size: $size MiB"
+[ "$size" -le 60 ] || { echo "FAIL: the bundle is $size MiB, over 60"; exit 1; }
+
+# env.sh unpacks the compressed libraries (and finds CUDA's here in
+# /usr/local/cuda, as it would find the node's).
+# shellcheck source=/dev/null
+source "$b/env.sh"
+[ -z "$(ls "$b"/lib/*.xz 2> /dev/null | while read -r z; do [ -e "${z%.xz}" ] || echo "$z"; done)" ] \
+  || { echo "FAIL: env.sh left compressed libraries unpacked"; exit 1; }
+# ldd: every resolved path inside the bundle, or one of the node's own.
+node_lib='^(libcuda|libcudart|libcublas|libcublasLt|libnccl|libcudnn|libnvrtc|libnvJitLink|libcupti)\.|^(ld-linux-x86-64|libc|libm|libdl|libpthread|librt|libresolv|libutil|libstdc\+\+|libgcc_s)\.so|^linux-vdso'
+bad=0 n=0
+while IFS= read -r -d '' f; do
+  [ "$(head -c 4 "$f" | tail -c 3)" = ELF ] || continue
+  n=$((n + 1))
+  while read -r name arrow path _; do
+    [ "$arrow" = "=>" ] || continue
+    if [[ $name =~ $node_lib ]]; then continue; fi
+    case $path in
+      "$b"/*) ;;
+      *) echo "FAIL: $(basename "$f") needs $name from $path (outside the bundle)"; bad=1 ;;
+    esac
+  done < <(ldd "$f")
+done < <(find "$b/bin" "$b/lib" -type f -print0)
+[ $bad -eq 0 ] || exit 1
+echo "ldd: $n ELF files, every non-CUDA library inside the bundle"
+
+# The namespace: each bundled library's system file, the launcher and UCX's
+# module folder hidden.
+# The families the node lacks (MPICH with hwloc, UCX and its Slurm PMI, HDF5
+# with szip, OpenBLAS with the Fortran runtime, toml++). The other bundled
+# libraries (zlib, OpenSSL, PCRE2, ...) are ones the tools this test itself
+# runs need (mount, grep); ldd above shows the bundle uses its own copies.
+families='^(libmpich|libhwloc|libuc[pstm]|libslurm|libhdf5|libsz|libaec|libopenblas|libgfortran|libquadmath|libgomp|libtomlplusplus)[._]'
+hide=$(awk '/^bundled libraries/{on=1; next} on {print $1, $2}' "$b/MANIFEST" | while read -r name path; do
+  if [[ $name =~ $families ]]; then echo "$path"; fi
+done)
+for lib in libmpich libhdf5 libopenblas libtomlplusplus; do
+  echo "$hide" | grep -q "/$lib" || { echo "FAIL: the MANIFEST lists no bundled $lib"; exit 1; }
+done
+ucx=$(dirname "$(readlink -f "$(ldconfig -p | awk '/libucs\.so\.0 /{print $NF; exit}')")")/ucx
+cat > "$tmp/inside.sh" <<EOF
+set -euo pipefail
+mount --make-rprivate /
+for f in $(echo $hide) $hydra $(dirname "$hydra")/hydra_pmi_proxy; do mount --bind /dev/null "\$f"; done
+mount -t tmpfs none "$ucx"
+echo "hidden: $(echo $hide), mpiexec.hydra, hydra_pmi_proxy, $ucx"
+if "$build/pentad" --help > /dev/null 2>&1; then echo "FAIL: the system-linked build still starts: the hiding did not work"; exit 1; fi
+if "$hydra" --version > /dev/null 2>&1; then echo "FAIL: the system mpiexec.hydra still runs"; exit 1; fi
+echo "the system-linked build and mpiexec no longer start (as intended)"
+source "$b/env.sh"
+cd "$tmp"
+"\$PENTAD" prep --out data "$b/src/tests/data/corpus.txt" > /dev/null
+OMP_NUM_THREADS=1 "\$MPIEXEC" -n 2 "\$PENTAD" train "$b/src/input/tiny.toml" --set backend=cpu --set parallel.dp=2 \
+  --set train.steps=20 --set train.eval_every=0 --set data.train=data/train.bin --set data.val= \
+  --set checkpoint.dir=ck --set checkpoint.save_final=true --set log.every=10 --set log.metrics= > train.log 2>&1 \
+  || { cat train.log; echo "FAIL: training from the bundle failed"; exit 1; }
+cat train.log | tail -4
+grep -q '^summary' train.log || { echo "FAIL: no summary line"; exit 1; }
+ls ck/*.h5 > /dev/null 2>&1 || { echo "FAIL: no checkpoint written (HDF5 from the bundle)"; exit 1; }
+EOF
+unshare -m bash "$tmp/inside.sh"
+echo "ok: the bundle trains on 2 ranks with the system's MPICH, HDF5, OpenBLAS and toml++ hidden"
+
+# The check, as shipped, on this machine without a GPU.
+if nvidia-smi -L 2> /dev/null | grep -q '^GPU '; then
+  echo "a GPU is visible here: the no-GPU half of the check's test does not apply"
+else
+  rc=0
+  bash "$b/gpu_check.sh" "$tmp/check0" > "$tmp/check0.out" 2>&1 || rc=$?
+  cat "$tmp/check0.out"
+  [ $rc -ne 0 ] || { echo "FAIL: the check passed without a GPU"; exit 1; }
+  grep -q "no GPU visible" "$tmp/check0/summary.log" || { echo "FAIL: the probe's failure is not reported"; exit 1; }
+  [ ! -e "$tmp/check0/ops.log" ] || { echo "FAIL: the check went on past a failed probe"; exit 1; }
+fi
+# The whole flow with a probe that answers yes, under a 40 s budget.
+cp "$src/tests/gpu/yes_probe.sh" "$b/bin/cuda_probe"
+t0=$SECONDS rc=0
+PENTAD_GPU_CHECK_BUDGET_S=40 bash "$b/gpu_check.sh" "$tmp/check1" > "$tmp/check1.out" 2>&1 || rc=$?
+took=$((SECONDS - t0))
+cat "$tmp/check1.out"
+[ $rc -ne 0 ] || { echo "FAIL: the check passed without a GPU"; exit 1; }
+[ $took -le 55 ] || { echo "FAIL: a 40 s budget took $took s"; exit 1; }
+files=$(find "$tmp/check1" -type f | wc -l)
+[ "$files" -le 8 ] || { echo "FAIL: $files files in OUT_DIR, more than 8"; exit 1; }
+[ -z "$(find "$tmp/check1" -mindepth 1 -type d)" ] || { echo "FAIL: folders in OUT_DIR"; exit 1; }
+for name in test_cuda_ops fp32_parity_gpt2 bf16_follows_fp32_llama mfu_gpt2-124m; do
+  grep -qE "^(ok|FAIL|TIMEOUT) +$name " "$tmp/check1/summary.log" || { echo "FAIL: step $name not reported"; exit 1; }
+done
+grep -qE '^FAIL +test_cuda_ops ' "$tmp/check1/summary.log" || { echo "FAIL: skipped op tests were not a failure"; exit 1; }
+grep -q '^NOT RUN ' "$tmp/check1/summary.log" || { echo "FAIL: no step reported as not run under the budget"; exit 1; }
+echo "ok: the check stops at a failed probe, reports every step, keeps to its budget and to $files files"

@@ -8,8 +8,10 @@
 // same dot() and takes P = exp(s - lse), so probabilities written for
 // `probs` equal the ones the backward recomputes (it always recomputes).
 // A straightforward kernel for correctness: no tensor cores, fp32 throughout.
+// The mask's bounds: attention_bounds.hpp.
 #include <cmath>
 
+#include "attention_bounds.hpp"
 #include "cuda_backend.hpp"
 
 namespace pentad {
@@ -36,13 +38,6 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-// Keys visible to local query row i: [0, n).
-__device__ __forceinline__ int n_visible(int i, int Tk, int q_offset, int k_offset, bool causal) {
-  if (!causal) return Tk;
-  const int n = q_offset + i - k_offset + 1;
-  return n < 0 ? 0 : (n > Tk ? Tk : n);
-}
-
 struct Shape {
   int B, Tq, Tk, H, Hkv, D, q_offset, k_offset;
   bool causal;
@@ -64,8 +59,7 @@ __global__ void attn_fwd_kernel(float* out, float* lse, const float* q, const fl
   for (int d = lane; d < D; d += 32)
     Qs[warp * D + d] = active ? q[(size_t(b) * s.Tq + i) * ldq + size_t(h) * D + d] : 0.0f;
   const int n_vis = active ? n_visible(i, s.Tk, s.q_offset, s.k_offset, s.causal) : 0;
-  const int i_last = min(i0 + kWarps, s.Tq) - 1;
-  const int k_end = n_visible(i_last, s.Tk, s.q_offset, s.k_offset, s.causal);
+  const int k_end = block_k_end(i0, kWarps, s.Tq, s.Tk, s.q_offset, s.k_offset, s.causal);
   float m = -INFINITY, l = 0.0f;
   float acc[kMaxPerLane];
   for (int r = 0; r < kMaxPerLane; ++r) acc[r] = 0.0f;
@@ -159,7 +153,7 @@ __global__ void attn_dq_kernel(float* dq, const float* dout, const float* lse, c
   const float L = active ? lse[size_t(bh) * s.Tq + i] : -INFINITY;
   const float dl = active ? delta[size_t(bh) * s.Tq + i] : 0.0f;
   const int n_vis = active && L != -INFINITY ? n_visible(i, s.Tk, s.q_offset, s.k_offset, s.causal) : 0;
-  const int k_end = n_visible(min(i0 + kWarps, s.Tq) - 1, s.Tk, s.q_offset, s.k_offset, s.causal);
+  const int k_end = block_k_end(i0, kWarps, s.Tq, s.Tk, s.q_offset, s.k_offset, s.causal);
   float acc[kMaxPerLane];
   for (int r = 0; r < kMaxPerLane; ++r) acc[r] = 0.0f;
   for (int j0 = 0; j0 < k_end; j0 += kTile) {
@@ -216,8 +210,7 @@ __global__ void attn_dkv_kernel(float* dk, float* dv, const float* dout, const f
     Vs[warp * D + d] = active ? v[krow + d] : 0.0f;
   }
   // The first query row that sees any key of this block.
-  int i_begin = 0;
-  if (s.causal) i_begin = max(0, s.k_offset + j_first - s.q_offset);
+  const int i_begin = block_i_begin(j_first, s.q_offset, s.k_offset, s.causal);
   float acc_k[kMaxPerLane], acc_v[kMaxPerLane];
   for (int r = 0; r < kMaxPerLane; ++r) acc_k[r] = acc_v[r] = 0.0f;
   for (int h = kvh * group; h < (kvh + 1) * group; ++h) {

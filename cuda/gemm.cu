@@ -8,12 +8,13 @@
 // converted at every call (no persistent bf16 copy yet: a known cost).
 #include <cuda_bf16.h>
 
-#include <algorithm>
-
 #include "cuda_backend.hpp"
 #include "gemm_args.hpp"
 
 namespace pentad {
+
+using cuda_detail::LaunchConfig;
+using cuda_detail::to_dim3;
 
 namespace {
 
@@ -33,8 +34,9 @@ __nv_bfloat16* convert(cudaStream_t s, void* scratch, const float* src, int rows
                        long stride, int batch) {
   auto* dst = static_cast<__nv_bfloat16*>(scratch);
   const size_t total = size_t(rows) * cols * size_t(batch);
-  const unsigned blocks = unsigned(std::min<size_t>(cuda_detail::blocks_for(total), 65535u * 8));
-  to_bf16_kernel<<<blocks, cuda_detail::kThreads, 0, s>>>(dst, src, rows, cols, ld, stride, batch);
+  const LaunchConfig l = cuda_detail::bf16_convert_launch(total);
+  to_bf16_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, s>>>(
+      dst, src, rows, cols, ld, stride, batch);
   CUDA_LAUNCH_CHECK();
   return dst;
 }

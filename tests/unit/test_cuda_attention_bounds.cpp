@@ -16,6 +16,7 @@
 #include <string>
 
 #include "../../cuda/attention_bounds.hpp"
+#include "../../cuda/launch.hpp"
 
 namespace {
 
@@ -83,7 +84,7 @@ TEST(CudaAttentionBounds, NVisibleCountsAPrefix) {
 // the block of query rows [i0, min(i0 + rows, Tq)).
 TEST(CudaAttentionBounds, BlockKEndIsTheLastVisibleKeyOfTheBlock) {
   int n_blocks = 0;
-  for (int rows : {8, 1, 3, 32})  // 8: the kernels' rows per block
+  for (int rows : {pentad::cuda_detail::kAttnWarps, 1, 3, 32})
     for_each_grid([&](const Grid& g) {
       for (int i0 = 0; i0 < g.Tq; i0 += rows) {
         ++n_blocks;
@@ -104,7 +105,7 @@ TEST(CudaAttentionBounds, BlockKEndIsTheLastVisibleKeyOfTheBlock) {
 // min(j_first + rows, Tk)) at block_i_begin.
 TEST(CudaAttentionBounds, BlockIBeginIsTheFirstQuerySeeingTheBlock) {
   int n_blocks = 0, n_seen = 0;
-  for (int rows : {8, 1, 3, 32})  // 8: the kernels' rows per block
+  for (int rows : {pentad::cuda_detail::kAttnWarps, 1, 3, 32})
     for_each_grid([&](const Grid& g) {
       for (int j_first = 0; j_first < g.Tk; j_first += rows) {
         ++n_blocks;

@@ -5,8 +5,8 @@
 
 namespace pentad {
 
-using cuda_detail::blocks_for;
-using cuda_detail::kThreads;
+using cuda_detail::elementwise_launch;
+using cuda_detail::to_dim3;
 
 namespace {
 
@@ -55,26 +55,31 @@ __global__ void swiglu_bwd_kernel(float* dgate, float* dup, const float* dout, c
 
 void CudaBackend::gelu_fwd(float* out, const float* x, size_t n) {
   if (n == 0) return;
-  gelu_fwd_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(out, x, n);
+  const cuda_detail::LaunchConfig l = elementwise_launch(n);
+  gelu_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(out, x, n);
   CUDA_LAUNCH_CHECK();
 }
 
 void CudaBackend::gelu_bwd(float* dx, const float* dout, const float* x, size_t n) {
   if (n == 0) return;
-  gelu_bwd_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(dx, dout, x, n);
+  const cuda_detail::LaunchConfig l = elementwise_launch(n);
+  gelu_bwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(dx, dout, x, n);
   CUDA_LAUNCH_CHECK();
 }
 
 void CudaBackend::swiglu_fwd(float* out, const float* gate, const float* up, size_t n) {
   if (n == 0) return;
-  swiglu_fwd_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(out, gate, up, n);
+  const cuda_detail::LaunchConfig l = elementwise_launch(n);
+  swiglu_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(out, gate, up, n);
   CUDA_LAUNCH_CHECK();
 }
 
 void CudaBackend::swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate,
                              const float* up, size_t n) {
   if (n == 0) return;
-  swiglu_bwd_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(dgate, dup, dout, gate, up, n);
+  const cuda_detail::LaunchConfig l = elementwise_launch(n);
+  swiglu_bwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
+      dgate, dup, dout, gate, up, n);
   CUDA_LAUNCH_CHECK();
 }
 

@@ -7,6 +7,9 @@
 
 namespace pentad {
 
+using cuda_detail::LaunchConfig;
+using cuda_detail::to_dim3;
+
 namespace {
 
 __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, size_t n, float beta1,
@@ -31,7 +34,8 @@ void CudaBackend::adamw(float* p, const float* g, float* m, float* v, size_t n, 
   if (n == 0) return;
   const double bc1 = 1.0 - std::pow(double(beta1), step);
   const double bc2 = 1.0 - std::pow(double(beta2), step);
-  adamw_kernel<<<cuda_detail::blocks_for(n), cuda_detail::kThreads, 0, stream_>>>(
+  const LaunchConfig l = cuda_detail::elementwise_launch(n);
+  adamw_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
       p, g, m, v, n, beta1, beta2, eps, 1.0f - lr * weight_decay, float(double(lr) / bc1),
       float(std::sqrt(bc2)), grad_scale);
   CUDA_LAUNCH_CHECK();

@@ -8,17 +8,24 @@
 // same dot() and takes P = exp(s - lse), so probabilities written for
 // `probs` equal the ones the backward recomputes (it always recomputes).
 // A straightforward kernel for correctness: no tensor cores, fp32 throughout.
+// The mask's bounds: attention_bounds.hpp.
 #include <cmath>
 
+#include "attention_bounds.hpp"
 #include "cuda_backend.hpp"
 
 namespace pentad {
 
+using cuda_detail::LaunchConfig;
+using cuda_detail::to_dim3;
+
 namespace {
 
-constexpr int kWarps = 8;        // rows (query or key) per block
-constexpr int kTile = 32;        // keys (or queries) per shared-memory tile
-constexpr int kMaxPerLane = 8;   // head dim up to 32 * 8 = 256
+// Block shape (launch.hpp): kWarps rows (query or key) per block; keys (or
+// queries) in shared-memory tiles of kTile; head dim up to 32 * kMaxPerLane.
+constexpr int kWarps = cuda_detail::kAttnWarps;
+constexpr int kTile = cuda_detail::kAttnTile;
+constexpr int kMaxPerLane = cuda_detail::kAttnMaxPerLane;
 
 __device__ __forceinline__ float dot(const float* a, const float* b, int D) {
   float s = 0.0f;
@@ -34,13 +41,6 @@ __device__ __forceinline__ float warp_max(float v) {
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
-}
-
-// Keys visible to local query row i: [0, n).
-__device__ __forceinline__ int n_visible(int i, int Tk, int q_offset, int k_offset, bool causal) {
-  if (!causal) return Tk;
-  const int n = q_offset + i - k_offset + 1;
-  return n < 0 ? 0 : (n > Tk ? Tk : n);
 }
 
 struct Shape {
@@ -64,8 +64,7 @@ __global__ void attn_fwd_kernel(float* out, float* lse, const float* q, const fl
   for (int d = lane; d < D; d += 32)
     Qs[warp * D + d] = active ? q[(size_t(b) * s.Tq + i) * ldq + size_t(h) * D + d] : 0.0f;
   const int n_vis = active ? n_visible(i, s.Tk, s.q_offset, s.k_offset, s.causal) : 0;
-  const int i_last = min(i0 + kWarps, s.Tq) - 1;
-  const int k_end = n_visible(i_last, s.Tk, s.q_offset, s.k_offset, s.causal);
+  const int k_end = block_k_end(i0, kWarps, s.Tq, s.Tk, s.q_offset, s.k_offset, s.causal);
   float m = -INFINITY, l = 0.0f;
   float acc[kMaxPerLane];
   for (int r = 0; r < kMaxPerLane; ++r) acc[r] = 0.0f;
@@ -159,7 +158,7 @@ __global__ void attn_dq_kernel(float* dq, const float* dout, const float* lse, c
   const float L = active ? lse[size_t(bh) * s.Tq + i] : -INFINITY;
   const float dl = active ? delta[size_t(bh) * s.Tq + i] : 0.0f;
   const int n_vis = active && L != -INFINITY ? n_visible(i, s.Tk, s.q_offset, s.k_offset, s.causal) : 0;
-  const int k_end = n_visible(min(i0 + kWarps, s.Tq) - 1, s.Tk, s.q_offset, s.k_offset, s.causal);
+  const int k_end = block_k_end(i0, kWarps, s.Tq, s.Tk, s.q_offset, s.k_offset, s.causal);
   float acc[kMaxPerLane];
   for (int r = 0; r < kMaxPerLane; ++r) acc[r] = 0.0f;
   for (int j0 = 0; j0 < k_end; j0 += kTile) {
@@ -216,8 +215,7 @@ __global__ void attn_dkv_kernel(float* dk, float* dv, const float* dout, const f
     Vs[warp * D + d] = active ? v[krow + d] : 0.0f;
   }
   // The first query row that sees any key of this block.
-  int i_begin = 0;
-  if (s.causal) i_begin = max(0, s.k_offset + j_first - s.q_offset);
+  const int i_begin = block_i_begin(j_first, s.q_offset, s.k_offset, s.causal);
   float acc_k[kMaxPerLane], acc_v[kMaxPerLane];
   for (int r = 0; r < kMaxPerLane; ++r) acc_k[r] = acc_v[r] = 0.0f;
   for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
@@ -270,13 +268,13 @@ __global__ void attn_dkv_kernel(float* dk, float* dv, const float* dout, const f
 // Kernels needing more than 48 KiB of dynamic shared memory must say so.
 template <class Kernel>
 void allow_smem(Kernel kernel, size_t bytes) {
-  if (bytes > 48 * 1024)
+  if (cuda_detail::needs_smem_opt_in(bytes))
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
 Shape make_shape(int B, int Tq, int Tk, int H, int Hkv, int D, int q_offset, int k_offset,
                  bool causal) {
-  if (D > 32 * kMaxPerLane || D % 2 != 0)
+  if (!cuda_detail::attention_head_dim_supported(D))
     PENTAD_FATAL("cuda attention: head dim " + std::to_string(D) + " unsupported (even, <= " +
                  std::to_string(32 * kMaxPerLane) + ")");
   if (H % Hkv != 0) PENTAD_FATAL("cuda attention: n_heads not a multiple of n_kv_heads");
@@ -290,13 +288,15 @@ void CudaBackend::attention_fwd(float* out, float* lse, float* probs, const floa
                                 int Hkv, int D, int q_offset, int k_offset, bool causal) {
   if (B * H == 0 || Tq == 0) return;
   const Shape s = make_shape(B, Tq, Tk, H, Hkv, D, q_offset, k_offset, causal);
-  const size_t smem = sizeof(float) * (size_t(kWarps) * D + size_t(kTile) * (D + 1) + size_t(kTile) * D);
-  allow_smem(attn_fwd_kernel, smem);
-  const dim3 grid(unsigned((Tq + kWarps - 1) / kWarps), unsigned(B * H));
-  attn_fwd_kernel<<<grid, kWarps * 32, smem, stream_>>>(out, lse, q, k, v, s);
+  const LaunchConfig l = cuda_detail::attn_fwd_launch(B, Tq, H, D);
+  allow_smem(attn_fwd_kernel, l.smem_bytes);
+  attn_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
+      out, lse, q, k, v, s);
   CUDA_LAUNCH_CHECK();
   if (probs && Tk > 0) {
-    attn_probs_kernel<<<dim3(unsigned(Tq), unsigned(B * H)), 128, 0, stream_>>>(probs, lse, q, k, s);
+    const LaunchConfig lp = cuda_detail::attn_probs_launch(B, Tq, H);
+    attn_probs_kernel<<<to_dim3(lp.grid), to_dim3(lp.block), lp.smem_bytes, stream_>>>(
+        probs, lse, q, k, s);
     CUDA_LAUNCH_CHECK();
   }
 }
@@ -311,17 +311,19 @@ void CudaBackend::attention_bwd(float* dq, float* dk, float* dv, const float* do
   const Shape s = make_shape(B, Tq, Tk, H, Hkv, D, q_offset, k_offset, causal);
   const size_t rows = size_t(B) * Tq * H;
   auto* delta = static_cast<float*>(scratch(3, rows * sizeof(float)));
-  attn_delta_kernel<<<unsigned((rows + kWarps - 1) / kWarps), kWarps * 32, 0, stream_>>>(delta, dout, out, s);
+  const LaunchConfig l_delta = cuda_detail::attn_delta_launch(B, Tq, H);
+  attn_delta_kernel<<<to_dim3(l_delta.grid), to_dim3(l_delta.block), l_delta.smem_bytes, stream_>>>(
+      delta, dout, out, s);
   CUDA_LAUNCH_CHECK();
-  const size_t smem_dq = sizeof(float) * (2 * size_t(kWarps) * D + 2 * size_t(kTile) * (D + 1));
-  allow_smem(attn_dq_kernel, smem_dq);
-  attn_dq_kernel<<<dim3(unsigned((Tq + kWarps - 1) / kWarps), unsigned(B * H)), kWarps * 32, smem_dq,
-                   stream_>>>(dq, dout, lse, delta, q, k, v, s);
+  const LaunchConfig l_dq = cuda_detail::attn_dq_launch(B, Tq, H, D);
+  allow_smem(attn_dq_kernel, l_dq.smem_bytes);
+  attn_dq_kernel<<<to_dim3(l_dq.grid), to_dim3(l_dq.block), l_dq.smem_bytes, stream_>>>(
+      dq, dout, lse, delta, q, k, v, s);
   CUDA_LAUNCH_CHECK();
-  const size_t smem_dkv = smem_dq + sizeof(float) * 2 * kTile;
-  allow_smem(attn_dkv_kernel, smem_dkv);
-  attn_dkv_kernel<<<dim3(unsigned((Tk + kWarps - 1) / kWarps), unsigned(B * Hkv)), kWarps * 32,
-                    smem_dkv, stream_>>>(dk, dv, dout, lse, delta, q, k, v, s);
+  const LaunchConfig l_dkv = cuda_detail::attn_dkv_launch(B, Tk, Hkv, D);
+  allow_smem(attn_dkv_kernel, l_dkv.smem_bytes);
+  attn_dkv_kernel<<<to_dim3(l_dkv.grid), to_dim3(l_dkv.block), l_dkv.smem_bytes, stream_>>>(
+      dk, dv, dout, lse, delta, q, k, v, s);
   CUDA_LAUNCH_CHECK();
 }
 

@@ -14,6 +14,7 @@
 
 #include "backend/backend.hpp"
 #include "core/error.hpp"
+#include "launch.hpp"
 
 namespace pentad {
 
@@ -79,10 +80,8 @@ class CudaBackend final : public Backend {
 };
 
 namespace cuda_detail {
-constexpr int kThreads = 256;
-inline unsigned blocks_for(size_t n, int threads = kThreads) {
-  return unsigned((n + size_t(threads) - 1) / size_t(threads));
-}
+// A launch dimension of launch.hpp as the runtime takes it.
+inline dim3 to_dim3(Dim3 d) { return dim3(unsigned(d.x), unsigned(d.y), unsigned(d.z)); }
 }  // namespace cuda_detail
 
 }  // namespace pentad

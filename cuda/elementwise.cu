@@ -7,12 +7,14 @@
 
 namespace pentad {
 
-using cuda_detail::blocks_for;
+using cuda_detail::kColumnRowThreads;
+using cuda_detail::kColumnsPerBlock;
+using cuda_detail::kSumChunk;
 using cuda_detail::kThreads;
+using cuda_detail::LaunchConfig;
+using cuda_detail::to_dim3;
 
 namespace {
-
-constexpr int kSumChunk = 4096;
 
 __global__ void fill_kernel(float* p, float v, size_t n) {
   const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
@@ -63,19 +65,20 @@ __global__ void bias_add_kernel(float* x, const float* bias, int N, int C) {
   if (i < size_t(N) * C) x[i] += bias[i % C];
 }
 
-// Column sums: block (32, 8); thread (tx, ty) sums rows ty, ty+8, ... of
-// column c; the 8 partials are added in ty order.
+// Column sums: block (kColumnsPerBlock, kColumnRowThreads) = (32, 8); thread
+// (tx, ty) sums rows ty, ty+8, ... of column c; the 8 partials are added in
+// ty order.
 __global__ void column_sum_kernel(float* dbias, const float* dout, int N, int C) {
-  __shared__ float sh[8][33];
-  const int c = blockIdx.x * 32 + threadIdx.x;
+  __shared__ float sh[kColumnRowThreads][kColumnsPerBlock + 1];
+  const int c = blockIdx.x * kColumnsPerBlock + threadIdx.x;
   float s = 0.0f;
   if (c < C)
-    for (int n = threadIdx.y; n < N; n += 8) s += dout[size_t(n) * C + c];
+    for (int n = threadIdx.y; n < N; n += kColumnRowThreads) s += dout[size_t(n) * C + c];
   sh[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
   if (threadIdx.y == 0 && c < C) {
     float t = 0.0f;
-    for (int y = 0; y < 8; ++y) t += sh[y][threadIdx.x];
+    for (int y = 0; y < kColumnRowThreads; ++y) t += sh[y][threadIdx.x];
     dbias[c] += t;
   }
 }
@@ -84,29 +87,35 @@ __global__ void column_sum_kernel(float* dbias, const float* dout, int N, int C)
 
 void CudaBackend::fill(float* p, float value, size_t n) {
   if (n == 0) return;
-  fill_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(p, value, n);
+  const LaunchConfig l = cuda_detail::elementwise_launch(n);
+  fill_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(p, value, n);
   CUDA_LAUNCH_CHECK();
 }
 
 void CudaBackend::add(float* out, const float* a, const float* b, size_t n) {
   if (n == 0) return;
-  add_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(out, a, b, n);
+  const LaunchConfig l = cuda_detail::elementwise_launch(n);
+  add_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(out, a, b, n);
   CUDA_LAUNCH_CHECK();
 }
 
 void CudaBackend::scale(float* x, float s, size_t n) {
   if (n == 0) return;
-  scale_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(x, s, n);
+  const LaunchConfig l = cuda_detail::elementwise_launch(n);
+  scale_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(x, s, n);
   CUDA_LAUNCH_CHECK();
 }
 
 double CudaBackend::sum_squares(const float* x, size_t n) {
   if (n == 0) return 0.0;
-  const size_t n_chunks = (n + kSumChunk - 1) / kSumChunk;
+  const size_t n_chunks = cuda_detail::sum_squares_n_chunks(n);
   auto* partial = static_cast<double*>(scratch(2, (n_chunks + 1) * sizeof(double)));
-  sum_squares_chunks<<<unsigned(n_chunks), kThreads, 0, stream_>>>(partial, x, n);
+  const LaunchConfig l = cuda_detail::sum_squares_chunks_launch(n);
+  sum_squares_chunks<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(partial, x, n);
   CUDA_LAUNCH_CHECK();
-  sum_partials<<<1, kThreads, 0, stream_>>>(partial + n_chunks, partial, n_chunks);
+  const LaunchConfig lp = cuda_detail::sum_partials_launch();
+  sum_partials<<<to_dim3(lp.grid), to_dim3(lp.block), lp.smem_bytes, stream_>>>(
+      partial + n_chunks, partial, n_chunks);
   CUDA_LAUNCH_CHECK();
   CUDA_CHECK(cudaMemcpyAsync(host_sum_, partial + n_chunks, sizeof(double), cudaMemcpyDeviceToHost, stream_));
   CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -116,13 +125,16 @@ double CudaBackend::sum_squares(const float* x, size_t n) {
 void CudaBackend::bias_add(float* x, const float* bias, int N, int C) {
   const size_t n = size_t(N) * C;
   if (n == 0) return;
-  bias_add_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(x, bias, N, C);
+  const LaunchConfig l = cuda_detail::elementwise_launch(n);
+  bias_add_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(x, bias, N, C);
   CUDA_LAUNCH_CHECK();
 }
 
 void CudaBackend::bias_bwd(float* dbias, const float* dout, int N, int C) {
   if (C <= 0) return;
-  column_sum_kernel<<<unsigned((C + 31) / 32), dim3(32, 8), 0, stream_>>>(dbias, dout, N, C);
+  const LaunchConfig l = cuda_detail::column_sum_launch(C);
+  column_sum_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
+      dbias, dout, N, C);
   CUDA_LAUNCH_CHECK();
 }
 

@@ -4,14 +4,12 @@
 // channel of a contiguous range of vocabulary rows and walks every token in
 // order (tokens staged in shared memory), adding the ones in its range; for
 // dwpe a thread owns one (position, channel) and sums the batch in order.
-#include <algorithm>
-
 #include "cuda_backend.hpp"
 
 namespace pentad {
 
-using cuda_detail::blocks_for;
-using cuda_detail::kThreads;
+using cuda_detail::LaunchConfig;
+using cuda_detail::to_dim3;
 
 namespace {
 
@@ -29,7 +27,6 @@ __global__ void embedding_fwd_kernel(float* out, const int32_t* tokens, const fl
   out[e] = v;
 }
 
-constexpr int kVocabBlocks = 64;  // vocabulary ranges (grid.y)
 constexpr int kTokenChunk = 1024; // tokens staged in shared memory at a time
 
 __global__ void embedding_dwte_kernel(float* dwte, const float* dout, const int32_t* tokens, int BT,
@@ -68,8 +65,9 @@ void CudaBackend::embedding_fwd(float* out, const int32_t* tokens, const float* 
                                 int pos_offset) {
   const size_t n = size_t(B) * T * C;
   if (n == 0) return;
-  embedding_fwd_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(out, tokens, wte, wpe, B, T, C,
-                                                                 vocab_start, V, pos_offset);
+  const LaunchConfig l = cuda_detail::elementwise_launch(n);
+  embedding_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
+      out, tokens, wte, wpe, B, T, C, vocab_start, V, pos_offset);
   CUDA_LAUNCH_CHECK();
 }
 
@@ -77,13 +75,15 @@ void CudaBackend::embedding_bwd(float* dwte, float* dwpe, const float* dout, con
                                 int B, int T, int C, int vocab_start, int V, int pos_offset) {
   if (size_t(B) * T * C == 0) return;
   if (dwte) {
-    const dim3 grid(blocks_for(size_t(C), 128), unsigned(std::min(kVocabBlocks, std::max(V, 1))));
-    embedding_dwte_kernel<<<grid, 128, 0, stream_>>>(dwte, dout, tokens, B * T, C, vocab_start, V);
+    const LaunchConfig l = cuda_detail::embedding_dwte_launch(C, V);
+    embedding_dwte_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
+        dwte, dout, tokens, B * T, C, vocab_start, V);
     CUDA_LAUNCH_CHECK();
   }
   if (dwpe) {
-    embedding_dwpe_kernel<<<blocks_for(size_t(T) * C), kThreads, 0, stream_>>>(dwpe, dout, B, T, C,
-                                                                               pos_offset);
+    const LaunchConfig l = cuda_detail::elementwise_launch(size_t(T) * C);
+    embedding_dwpe_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
+        dwpe, dout, B, T, C, pos_offset);
     CUDA_LAUNCH_CHECK();
   }
 }

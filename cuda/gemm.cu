@@ -1,5 +1,6 @@
 // Matrix products through cuBLAS (cublasGemmEx / cublasGemmStridedBatchedEx).
-// Row-major C = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T.
+// Row-major C = op(A) op(B) is computed as the column-major C^T = op(B)^T op(A)^T
+// (the argument mapping: gemm_args.hpp).
 // fp32: fp32 operands, CUBLAS_COMPUTE_32F with the default (non-TF32) math.
 // bf16 (train.dtype): A and B are converted to bf16 (round to nearest even,
 // as cpu/bf16.hpp) into scratch, multiplied on the tensor cores with fp32
@@ -7,11 +8,13 @@
 // converted at every call (no persistent bf16 copy yet: a known cost).
 #include <cuda_bf16.h>
 
-#include <algorithm>
-
 #include "cuda_backend.hpp"
+#include "gemm_args.hpp"
 
 namespace pentad {
+
+using cuda_detail::LaunchConfig;
+using cuda_detail::to_dim3;
 
 namespace {
 
@@ -31,8 +34,9 @@ __nv_bfloat16* convert(cudaStream_t s, void* scratch, const float* src, int rows
                        long stride, int batch) {
   auto* dst = static_cast<__nv_bfloat16*>(scratch);
   const size_t total = size_t(rows) * cols * size_t(batch);
-  const unsigned blocks = unsigned(std::min<size_t>(cuda_detail::blocks_for(total), 65535u * 8));
-  to_bf16_kernel<<<blocks, cuda_detail::kThreads, 0, s>>>(dst, src, rows, cols, ld, stride, batch);
+  const LaunchConfig l = cuda_detail::bf16_convert_launch(total);
+  to_bf16_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, s>>>(
+      dst, src, rows, cols, ld, stride, batch);
   CUDA_LAUNCH_CHECK();
   return dst;
 }
@@ -50,8 +54,6 @@ void CudaBackend::gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, 
                                long stride_b, float beta, float* C, int ldc, long stride_c,
                                int batch) {
   if (M <= 0 || N <= 0 || batch <= 0) return;
-  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const void* a = A;
   const void* b = B;
   cudaDataType_t type = CUDA_R_32F;
@@ -67,13 +69,21 @@ void CudaBackend::gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, 
     stride_b = long(b_rows) * b_cols;
     type = CUDA_R_16BF;
   }
-  if (batch == 1) {
-    CUBLAS_CHECK(cublasGemmEx(cublas_, op_b, op_a, N, M, K, &alpha, b, type, ldb, a, type, lda,
-                              &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  const ColumnMajorGemm g = column_major_gemm(trans_a, trans_b, M, N, K, lda, stride_a, ldb,
+                                              stride_b, ldc, stride_c, batch);
+  const void* first = g.first == GemmOperand::a ? a : b;
+  const void* second = g.second == GemmOperand::a ? a : b;
+  const cublasOperation_t op_first = g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (g.batch == 1) {
+    CUBLAS_CHECK(cublasGemmEx(cublas_, op_first, op_second, g.m, g.n, g.k, &alpha, first, type,
+                              g.ld_first, second, type, g.ld_second, &beta, C, CUDA_R_32F, g.ldc,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   } else {
-    CUBLAS_CHECK(cublasGemmStridedBatchedEx(cublas_, op_b, op_a, N, M, K, &alpha, b, type, ldb,
-                                            stride_b, a, type, lda, stride_a, &beta, C, CUDA_R_32F,
-                                            ldc, stride_c, batch, CUBLAS_COMPUTE_32F,
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(cublas_, op_first, op_second, g.m, g.n, g.k, &alpha,
+                                            first, type, g.ld_first, g.stride_first, second, type,
+                                            g.ld_second, g.stride_second, &beta, C, CUDA_R_32F,
+                                            g.ldc, g.stride_c, g.batch, CUBLAS_COMPUTE_32F,
                                             CUBLAS_GEMM_DEFAULT));
   }
 }

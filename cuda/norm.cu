@@ -6,9 +6,13 @@
 
 namespace pentad {
 
-namespace {
+using cuda_detail::kColumnRowThreads;
+using cuda_detail::kColumnsPerBlock;
+using cuda_detail::kRowsPerBlock;  // warps per block, one row each
+using cuda_detail::LaunchConfig;
+using cuda_detail::to_dim3;
 
-constexpr int kRowsPerBlock = 8;  // warps per block, one row each
+namespace {
 
 __device__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -57,14 +61,16 @@ __global__ void layernorm_dx_kernel(float* dx, const float* dout, const float* x
   }
 }
 
-// dw (+ db when non-null) over columns: block (32, 8).
+// dw (+ db when non-null) over columns: block (kColumnsPerBlock,
+// kColumnRowThreads) = (32, 8).
 __global__ void norm_dw_kernel(float* dw, float* db, const float* dout, const float* x,
                                const float* mean, const float* rstd, int N, int C) {
-  __shared__ float sw[8][33], sb[8][33];
-  const int c = blockIdx.x * 32 + threadIdx.x;
+  __shared__ float sw[kColumnRowThreads][kColumnsPerBlock + 1];
+  __shared__ float sb[kColumnRowThreads][kColumnsPerBlock + 1];
+  const int c = blockIdx.x * kColumnsPerBlock + threadIdx.x;
   float aw = 0.0f, ab = 0.0f;
   if (c < C)
-    for (int n = threadIdx.y; n < N; n += 8) {
+    for (int n = threadIdx.y; n < N; n += kColumnRowThreads) {
       const float g = dout[size_t(n) * C + c];
       const float m = mean ? mean[n] : 0.0f;
       aw += g * ((x[size_t(n) * C + c] - m) * rstd[n]);
@@ -75,7 +81,7 @@ __global__ void norm_dw_kernel(float* dw, float* db, const float* dout, const fl
   __syncthreads();
   if (threadIdx.y == 0 && c < C) {
     float tw = 0.0f, tb = 0.0f;
-    for (int y = 0; y < 8; ++y) {
+    for (int y = 0; y < kColumnRowThreads; ++y) {
       tw += sw[y][threadIdx.x];
       tb += sb[y][threadIdx.x];
     }
@@ -113,15 +119,14 @@ __global__ void rmsnorm_dx_kernel(float* dx, const float* dout, const float* x, 
   for (int c = lane; c < C; c += 32) dxr[c] += r * (gr[c] * w[c] - xr[c] * r * mean_gx);
 }
 
-unsigned row_blocks(int N) { return unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock); }
-
 }  // namespace
 
 void CudaBackend::layernorm_fwd(float* out, float* mean, float* rstd, const float* x,
                                 const float* w, const float* b, int N, int C, float eps) {
   if (N <= 0) return;
-  layernorm_fwd_kernel<<<row_blocks(N), dim3(32, kRowsPerBlock), 0, stream_>>>(out, mean, rstd, x, w,
-                                                                               b, N, C, eps);
+  const LaunchConfig l = cuda_detail::norm_rows_launch(N);
+  layernorm_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
+      out, mean, rstd, x, w, b, N, C, eps);
   CUDA_LAUNCH_CHECK();
 }
 
@@ -129,27 +134,35 @@ void CudaBackend::layernorm_bwd(float* dx, float* dw, float* db, const float* do
                                 const float* w, const float* mean, const float* rstd, int N,
                                 int C) {
   if (N <= 0) return;
-  layernorm_dx_kernel<<<row_blocks(N), dim3(32, kRowsPerBlock), 0, stream_>>>(dx, dout, x, w, mean,
-                                                                              rstd, N, C);
+  const LaunchConfig l = cuda_detail::norm_rows_launch(N);
+  layernorm_dx_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
+      dx, dout, x, w, mean, rstd, N, C);
   CUDA_LAUNCH_CHECK();
-  norm_dw_kernel<<<unsigned((C + 31) / 32), dim3(32, 8), 0, stream_>>>(dw, db, dout, x, mean, rstd, N, C);
+  const LaunchConfig lw = cuda_detail::column_sum_launch(C);
+  norm_dw_kernel<<<to_dim3(lw.grid), to_dim3(lw.block), lw.smem_bytes, stream_>>>(
+      dw, db, dout, x, mean, rstd, N, C);
   CUDA_LAUNCH_CHECK();
 }
 
 void CudaBackend::rmsnorm_fwd(float* out, float* rstd, const float* x, const float* w, int N,
                               int C, float eps) {
   if (N <= 0) return;
-  rmsnorm_fwd_kernel<<<row_blocks(N), dim3(32, kRowsPerBlock), 0, stream_>>>(out, rstd, x, w, N, C, eps);
+  const LaunchConfig l = cuda_detail::norm_rows_launch(N);
+  rmsnorm_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
+      out, rstd, x, w, N, C, eps);
   CUDA_LAUNCH_CHECK();
 }
 
 void CudaBackend::rmsnorm_bwd(float* dx, float* dw, const float* dout, const float* x,
                               const float* w, const float* rstd, int N, int C) {
   if (N <= 0) return;
-  rmsnorm_dx_kernel<<<row_blocks(N), dim3(32, kRowsPerBlock), 0, stream_>>>(dx, dout, x, w, rstd, N, C);
+  const LaunchConfig l = cuda_detail::norm_rows_launch(N);
+  rmsnorm_dx_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
+      dx, dout, x, w, rstd, N, C);
   CUDA_LAUNCH_CHECK();
-  norm_dw_kernel<<<unsigned((C + 31) / 32), dim3(32, 8), 0, stream_>>>(dw, nullptr, dout, x, nullptr,
-                                                                       rstd, N, C);
+  const LaunchConfig lw = cuda_detail::column_sum_launch(C);
+  norm_dw_kernel<<<to_dim3(lw.grid), to_dim3(lw.block), lw.smem_bytes, stream_>>>(
+      dw, nullptr, dout, x, nullptr, rstd, N, C);
   CUDA_LAUNCH_CHECK();
 }
 

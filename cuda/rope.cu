@@ -5,6 +5,9 @@
 
 namespace pentad {
 
+using cuda_detail::LaunchConfig;
+using cuda_detail::to_dim3;
+
 namespace {
 
 // One thread per pair; sign = +1 forward, -1 the transpose (backward).
@@ -30,7 +33,8 @@ __global__ void rope_kernel(float* x, int B, int T, int H, int D, int pos_offset
 void CudaBackend::rope_fwd(float* x, int B, int T, int H, int D, int pos_offset, float theta) {
   const size_t n = size_t(B) * T * H * (D / 2);
   if (n == 0) return;
-  rope_kernel<<<cuda_detail::blocks_for(n), cuda_detail::kThreads, 0, stream_>>>(
+  const LaunchConfig l = cuda_detail::elementwise_launch(n);
+  rope_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
       x, B, T, H, D, pos_offset, double(theta), 1.0f);
   CUDA_LAUNCH_CHECK();
 }
@@ -38,7 +42,8 @@ void CudaBackend::rope_fwd(float* x, int B, int T, int H, int D, int pos_offset,
 void CudaBackend::rope_bwd(float* dx, int B, int T, int H, int D, int pos_offset, float theta) {
   const size_t n = size_t(B) * T * H * (D / 2);
   if (n == 0) return;
-  rope_kernel<<<cuda_detail::blocks_for(n), cuda_detail::kThreads, 0, stream_>>>(
+  const LaunchConfig l = cuda_detail::elementwise_launch(n);
+  rope_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
       dx, B, T, H, D, pos_offset, double(theta), -1.0f);
   CUDA_LAUNCH_CHECK();
 }

@@ -8,9 +8,12 @@
 
 namespace pentad {
 
+using cuda_detail::LaunchConfig;
+using cuda_detail::to_dim3;
+
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kThreads = cuda_detail::kXentThreads;
 
 __global__ void rowmax_kernel(float* rowmax, const float* logits, int V) {
   __shared__ float sh[kThreads];
@@ -72,7 +75,8 @@ __global__ void xent_bwd_kernel(float* dlogits, float* losses, const float* logi
 
 void CudaBackend::xent_rowmax(float* rowmax, const float* logits, int N, int V) {
   if (N <= 0) return;
-  rowmax_kernel<<<unsigned(N), kThreads, 0, stream_>>>(rowmax, logits, V);
+  const LaunchConfig l = cuda_detail::xent_rows_launch(N);
+  rowmax_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(rowmax, logits, V);
   CUDA_LAUNCH_CHECK();
 }
 
@@ -80,8 +84,9 @@ void CudaBackend::xent_sumexp(float* sumexp, float* target_logit, const float* l
                               const float* rowmax, const int32_t* targets, int N, int V,
                               int vocab_start) {
   if (N <= 0) return;
-  sumexp_kernel<<<unsigned(N), kThreads, 0, stream_>>>(sumexp, target_logit, logits, rowmax, targets,
-                                                       V, vocab_start);
+  const LaunchConfig l = cuda_detail::xent_rows_launch(N);
+  sumexp_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
+      sumexp, target_logit, logits, rowmax, targets, V, vocab_start);
   CUDA_LAUNCH_CHECK();
 }
 
@@ -89,9 +94,9 @@ void CudaBackend::xent_bwd(float* dlogits, float* losses, const float* logits, c
                            const float* sumexp, const float* target_logit, const int32_t* targets,
                            float grad_scale, int N, int V, int vocab_start) {
   if (N <= 0 || (!dlogits && !losses)) return;
-  xent_bwd_kernel<<<unsigned(N), kThreads, 0, stream_>>>(dlogits, losses, logits, rowmax, sumexp,
-                                                         target_logit, targets, grad_scale, V,
-                                                         vocab_start);
+  const LaunchConfig l = cuda_detail::xent_rows_launch(N);
+  xent_bwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
+      dlogits, losses, logits, rowmax, sumexp, target_logit, targets, grad_scale, V, vocab_start);
   CUDA_LAUNCH_CHECK();
 }
 

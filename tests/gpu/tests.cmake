@@ -61,3 +61,18 @@ add_test(NAME cuda_backend_without_gpu_message
          COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/no_gpu.sh $<TARGET_FILE:cuda_probe>)
 set_tests_properties(cuda_backend_without_gpu_message PROPERTIES LABELS "cuda;mpi" SKIP_RETURN_CODE 77
                      ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
+
+# Registers and spills of the hot kernels from nvcc -Xptxas -v for sm_90 (no
+# GPU needed; label cuda): fails when any kernel spills. The nvcc of the build
+# (cuda/CMakeLists.txt picks it the same way; its choice is not seen here).
+if(CMAKE_CUDA_COMPILER)
+  set(PENTAD_NVCC ${CMAKE_CUDA_COMPILER})
+else()
+  find_program(PENTAD_NVCC nvcc HINTS /usr/local/cuda/bin REQUIRED)
+endif()
+add_test(NAME cuda_ptxas_no_spills
+         COMMAND ${CMAKE_COMMAND} -DNVCC=${PENTAD_NVCC} -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
+                 -DOUT_DIR=${CMAKE_CURRENT_BINARY_DIR}/ptxas_spills -DARCH=90
+                 "-DINCLUDES=$<JOIN:$<TARGET_PROPERTY:MPI::MPI_CXX,INTERFACE_INCLUDE_DIRECTORIES>,|>"
+                 -P ${CMAKE_CURRENT_LIST_DIR}/ptxas_spills.cmake)
+set_tests_properties(cuda_ptxas_no_spills PROPERTIES LABELS cuda TIMEOUT 600)

@@ -1,0 +1,92 @@
+# Registers and spills of the hot kernels, from ptxas itself (no GPU needed):
+# compiles each cuda/ file of FILES for sm_ARCH with -Xptxas -v, prints every
+# kernel's registers, stack frame and spill bytes, and fails when any kernel
+# (or non-inlined device function) spills, or when ptxas reported nothing.
+#   cmake -DNVCC=... -DSOURCE_DIR=... -DOUT_DIR=... [-DINCLUDES=a|b]
+#         [-DARCH=90] [-DEXTRA_FLAGS=-maxrregcount=16] -P ptxas_spills.cmake
+cmake_minimum_required(VERSION 3.24)
+foreach(var NVCC SOURCE_DIR OUT_DIR)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "ptxas_spills: -D${var}=... is required")
+  endif()
+endforeach()
+if(NOT DEFINED ARCH)
+  set(ARCH 90)
+endif()
+set(FILES attention.cu norm.cu xent.cu activation.cu embedding.cu elementwise.cu adamw.cu rope.cu)
+
+set(include_flags -I${SOURCE_DIR}/src -I${SOURCE_DIR}/cuda)
+if(DEFINED INCLUDES AND NOT INCLUDES STREQUAL "")
+  string(REPLACE "|" ";" include_dirs "${INCLUDES}")
+  foreach(dir ${include_dirs})
+    list(APPEND include_flags -I${dir})
+  endforeach()
+endif()
+separate_arguments(extra_flags UNIX_COMMAND "${EXTRA_FLAGS}")
+find_program(CXXFILT c++filt)
+file(MAKE_DIRECTORY ${OUT_DIR})
+
+# A mangled name as "pentad::attn_fwd_kernel": demangled, without anonymous
+# namespaces and parameters.
+function(short_name mangled out)
+  set(name "${mangled}")
+  if(CXXFILT)
+    execute_process(COMMAND ${CXXFILT} "${mangled}" OUTPUT_VARIABLE name OUTPUT_STRIP_TRAILING_WHITESPACE)
+    string(REPLACE "(anonymous namespace)::" "" name "${name}")
+    string(REGEX REPLACE "\\(.*$" "" name "${name}")
+  endif()
+  set(${out} "${name}" PARENT_SCOPE)
+endfunction()
+
+set(n_functions 0)
+set(spilling "")
+foreach(file ${FILES})
+  execute_process(
+    COMMAND ${NVCC} -std=c++17 -O3 -DNDEBUG -lineinfo -arch=sm_${ARCH} -Xptxas -v ${extra_flags}
+            ${include_flags} -c ${SOURCE_DIR}/cuda/${file} -o ${OUT_DIR}/${file}.o
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "ptxas_spills: nvcc failed on cuda/${file} (${rc}):\n${out}${err}")
+  endif()
+  string(REPLACE "\n" ";" lines "${out}${err}")
+  set(file_functions 0)
+  set(current "")
+  foreach(line IN LISTS lines)
+    if(line MATCHES "Function properties for ([A-Za-z0-9_]+)")
+      set(current "${CMAKE_MATCH_1}")
+    elseif(line MATCHES "([0-9]+) bytes stack frame, ([0-9]+) bytes spill stores, ([0-9]+) bytes spill loads")
+      set(stack_${current} ${CMAKE_MATCH_1})
+      set(stores_${current} ${CMAKE_MATCH_2})
+      set(loads_${current} ${CMAKE_MATCH_3})
+      list(APPEND functions_${file} ${current})
+    elseif(line MATCHES "Compiling entry function '([A-Za-z0-9_]+)'")
+      set(entry "${CMAKE_MATCH_1}")
+    elseif(line MATCHES "Used ([0-9]+) registers" AND DEFINED entry)
+      set(regs_${entry} ${CMAKE_MATCH_1})
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES functions_${file})
+  foreach(f IN LISTS functions_${file})
+    short_name(${f} name)
+    if(NOT DEFINED regs_${f})
+      set(regs_${f} "-")  # a device function: its registers count in its callers
+    endif()
+    message("cuda/${file} sm_${ARCH}: ${name}: ${regs_${f}} registers, ${stack_${f}} B stack, "
+            "${stores_${f}} B spill stores, ${loads_${f}} B spill loads")
+    math(EXPR file_functions "${file_functions} + 1")
+    if(NOT stores_${f} EQUAL 0 OR NOT loads_${f} EQUAL 0)
+      list(APPEND spilling "cuda/${file}: ${name} (${stores_${f}} B stores, ${loads_${f}} B loads)")
+    endif()
+  endforeach()
+  if(file_functions EQUAL 0)
+    message(FATAL_ERROR "ptxas_spills: no function properties from ptxas for cuda/${file}:\n${out}${err}")
+  endif()
+  math(EXPR n_functions "${n_functions} + ${file_functions}")
+endforeach()
+
+list(LENGTH spilling n_spilling)
+if(n_spilling GREATER 0)
+  string(REPLACE ";" "\n  " spilling "${spilling}")
+  message(FATAL_ERROR "ptxas_spills: ${n_spilling} of ${n_functions} functions spill on sm_${ARCH}:\n  ${spilling}")
+endif()
+message("ptxas_spills: ${n_functions} functions, none spills on sm_${ARCH}")

@@ -1,0 +1,150 @@
+// The cuBLAS argument mapping of cuda/gemm.cu (cuda/gemm_args.hpp), without a
+// GPU: a naive column-major GEMM that reads the mapped call exactly as cuBLAS
+// documents cublasGemmEx / cublasGemmStridedBatchedEx (op(A) m x k, op(B)
+// k x n, C m x n, column-major with leading dimensions; matrix i of a batch
+// `stride` elements after matrix i-1) must equal row-major cblas_sgemm on the
+// same buffers, for every (trans_a, trans_b), non-square shapes, padded
+// leading dimensions and batches. Tolerance: fp32 rounding of a length-K dot
+// product, 1e-5 of sum |alpha a b| + |beta c| (K <= 64), the worst printed.
+#include <cblas.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../../cuda/gemm_args.hpp"
+
+namespace {
+
+using pentad::ColumnMajorGemm;
+using pentad::GemmOperand;
+
+constexpr double kRtol = 1e-5;
+constexpr float kUntouched = -7777.0f;  // C's padding: neither side may write it
+
+// What cuBLAS computes for the call `g`: column-major, element (r, c) of a
+// matrix with leading dimension ld at r + c * ld. Accumulates in double.
+void column_major_reference(const ColumnMajorGemm& g, float alpha, const float* first,
+                            const float* second, float beta, float* C, double* bound) {
+  for (int i = 0; i < g.batch; ++i) {
+    const float* A = first + i * g.stride_first;
+    const float* B = second + i * g.stride_second;
+    float* Ci = C + i * g.stride_c;
+    double* bi = bound + i * g.stride_c;
+    for (int c = 0; c < g.n; ++c)
+      for (int r = 0; r < g.m; ++r) {
+        double s = 0.0, s_abs = 0.0;
+        for (int p = 0; p < g.k; ++p) {
+          const double a = g.trans_first ? A[p + size_t(r) * g.ld_first] : A[r + size_t(p) * g.ld_first];
+          const double b = g.trans_second ? B[c + size_t(p) * g.ld_second] : B[p + size_t(c) * g.ld_second];
+          s += a * b;
+          s_abs += std::fabs(a * b);
+        }
+        const size_t e = r + size_t(c) * g.ldc;
+        const double old = Ci[e];
+        bi[e] = std::fabs(double(alpha)) * s_abs + std::fabs(double(beta) * old);
+        Ci[e] = float(double(alpha) * s + double(beta) * old);
+      }
+  }
+}
+
+struct Case {
+  bool trans_a, trans_b;
+  int M, N, K;
+  int pad;    // added to every leading dimension
+  int batch;  // > 1: the strided-batched call
+  float alpha, beta;
+};
+
+std::string name_of(const Case& c) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "ta=%d tb=%d M=%d N=%d K=%d pad=%d batch=%d alpha=%g beta=%g",
+                c.trans_a, c.trans_b, c.M, c.N, c.K, c.pad, c.batch, c.alpha, c.beta);
+  return buf;
+}
+
+// Runs one case; returns the worst |cublas-reading - cblas| / bound.
+double check_case(const Case& c, std::mt19937& rng) {
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // Row-major shapes of pentad's contract (ops.def).
+  const int a_rows = c.trans_a ? c.K : c.M, a_cols = c.trans_a ? c.M : c.K;
+  const int b_rows = c.trans_b ? c.N : c.K, b_cols = c.trans_b ? c.K : c.N;
+  const int lda = a_cols + c.pad, ldb = b_cols + c.pad, ldc = c.N + c.pad;
+  // Matrices a gap apart, so a wrong stride reads the gap (NaN for A and B).
+  const long stride_a = long(a_rows) * lda + 5, stride_b = long(b_rows) * ldb + 3;
+  const long stride_c = long(c.M) * ldc + 2;
+  std::vector<float> A(size_t(stride_a) * c.batch, nan), B(size_t(stride_b) * c.batch, nan);
+  std::vector<float> C0(size_t(stride_c) * c.batch, kUntouched);
+  for (int i = 0; i < c.batch; ++i) {
+    for (int r = 0; r < a_rows; ++r)
+      for (int k = 0; k < a_cols; ++k) A[i * stride_a + size_t(r) * lda + k] = uni(rng);
+    for (int r = 0; r < b_rows; ++r)
+      for (int k = 0; k < b_cols; ++k) B[i * stride_b + size_t(r) * ldb + k] = uni(rng);
+    for (int r = 0; r < c.M; ++r)
+      for (int k = 0; k < c.N; ++k) C0[i * stride_c + size_t(r) * ldc + k] = uni(rng);
+  }
+
+  // Row-major cblas, one call per matrix of the batch: pentad's definition.
+  std::vector<float> C_blas = C0;
+  for (int i = 0; i < c.batch; ++i)
+    cblas_sgemm(CblasRowMajor, c.trans_a ? CblasTrans : CblasNoTrans,
+                c.trans_b ? CblasTrans : CblasNoTrans, c.M, c.N, c.K, c.alpha, A.data() + i * stride_a,
+                lda, B.data() + i * stride_b, ldb, c.beta, C_blas.data() + i * stride_c, ldc);
+
+  // The mapped call, read as cuBLAS reads it.
+  const ColumnMajorGemm g = pentad::column_major_gemm(c.trans_a, c.trans_b, c.M, c.N, c.K, lda,
+                                                      c.batch > 1 ? stride_a : 0, ldb,
+                                                      c.batch > 1 ? stride_b : 0, ldc,
+                                                      c.batch > 1 ? stride_c : 0, c.batch);
+  const float* first = g.first == GemmOperand::a ? A.data() : B.data();
+  const float* second = g.second == GemmOperand::a ? A.data() : B.data();
+  std::vector<float> C_cublas = C0;
+  std::vector<double> bound(C0.size(), 0.0);
+  column_major_reference(g, c.alpha, first, second, c.beta, C_cublas.data(), bound.data());
+
+  double worst = 0.0;
+  for (size_t e = 0; e < C0.size(); ++e) {
+    if (C0[e] == kUntouched) {  // padding: exactly as it was on both sides
+      EXPECT_EQ(C_blas[e], kUntouched) << name_of(c) << " element " << e;
+      EXPECT_EQ(C_cublas[e], kUntouched) << name_of(c) << " element " << e;
+      continue;
+    }
+    const double diff = std::fabs(double(C_cublas[e]) - double(C_blas[e]));
+    const double tol = kRtol * bound[e] + 1e-30;
+    if (!(diff <= tol))
+      ADD_FAILURE() << name_of(c) << " element " << e << ": cublas-reading " << C_cublas[e]
+                    << " cblas " << C_blas[e] << " diff " << diff << " tol " << tol;
+    worst = std::max(worst, std::isnan(diff) ? INFINITY : diff / tol);
+  }
+  return worst;
+}
+
+TEST(CudaGemmArgs, ColumnMajorCallEqualsRowMajorCblas) {
+  struct Shape { int M, N, K; };
+  const Shape shapes[] = {{1, 1, 1}, {3, 5, 7}, {7, 3, 5}, {16, 16, 16}, {33, 17, 64}, {5, 40, 2},
+                          {1, 9, 4}, {9, 1, 4}};
+  std::mt19937 rng(20240521u);
+  double worst = 0.0;
+  int n_cases = 0;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb)
+      for (const Shape& s : shapes)
+        for (int pad : {0, 3})
+          for (int batch : {1, 3})
+            for (auto [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{0.5f, -1.25f}}) {
+              const Case c{ta == 1, tb == 1, s.M, s.N, s.K, pad, batch, alpha, beta};
+              worst = std::max(worst, check_case(c, rng));
+              ++n_cases;
+            }
+  std::printf("cuda gemm mapping: %d cases, worst |diff| / tolerance %.3g\n", n_cases, worst);
+  EXPECT_LE(worst, 1.0);
+}
+
+}  // namespace

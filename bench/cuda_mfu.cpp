@@ -1,7 +1,9 @@
 // One-GPU training throughput of the CUDA backend at T = 1024: tokens/s,
 // achieved TFLOP/s and MFU against 989 TFLOP/s (H100/H200 dense BF16), for
 // GPT-2 124M, GPT-2 350M and a ~1.1B Llama shape, then per-op times of one
-// step. FLOPs per token = 6N + 12*L*C*T (src/metrics.cpp, PaLM appendix B).
+// step. MFU two ways: pentad's count, 6N + 12*L*C*T (every parameter, the
+// full score matrix; src/train/metrics.cpp), and the standard model-FLOPs
+// count, 6 x non-embedding parameters + 6*L*C*T (causal half).
 // A step is forward + backward + global-norm clipping + AdamW, as the trainer
 // runs it on one rank. Per-op times come from a second pass that wraps the
 // backend and synchronises around every call (so they include launch gaps
@@ -20,6 +22,7 @@
 
 #include "cuda.hpp"
 #include "backend/backend.hpp"
+#include "config/bench_shapes.hpp"
 #include "train/metrics.hpp"
 #include "model/model.hpp"
 #include "parallel/dp/optimizer.hpp"
@@ -31,39 +34,7 @@ using pentad::Backend;
 using Clock = std::chrono::steady_clock;
 constexpr double kPeakTflops = 989.0;  // H100/H200 SXM dense BF16
 
-struct Shape {
-  const char* name;
-  pentad::ModelConfig m;
-  int batch;
-};
-
-pentad::ModelConfig gpt2(int L, int C, int H) {
-  pentad::ModelConfig m;
-  m.family = pentad::Family::gpt2;
-  m.n_layers = L;
-  m.d_model = C;
-  m.n_heads = H;
-  m.n_kv_heads = H;
-  m.d_ff = 4 * C;
-  m.vocab_size = 50257;
-  m.seq_len = 1024;
-  m.tied_embeddings = 1;
-  return m;
-}
-
-pentad::ModelConfig llama_1b() {
-  pentad::ModelConfig m;
-  m.family = pentad::Family::llama;
-  m.n_layers = 16;
-  m.d_model = 2048;
-  m.n_heads = 32;
-  m.n_kv_heads = 8;
-  m.d_ff = 8192;
-  m.vocab_size = 32000;
-  m.seq_len = 1024;
-  m.tied_embeddings = 0;
-  return m;
-}
+using Shape = pentad::BenchShape;
 
 // Forwards every op to the real backend; when `on`, synchronises around each
 // call and adds its wall time to a per-op total.
@@ -219,11 +190,14 @@ int run_shape(const Shape& s, const Args& a, Backend& gpu) {
   const double median = times[times.size() / 2];
   const double n_params = double(model.params().global_numel());
   const double fpt = pentad::flops_per_token(s.m, n_params);
+  const double std_fpt = pentad::standard_flops_per_token(s.m, n_params);
   const double tok_s = double(n) / median, tflops = tok_s * fpt / 1e12;
   std::printf("%-10s %7.1fM params | B=%d T=%d %s recompute=%s | median step %8.2f ms | %10.0f tok/s | "
-              "%7.1f TFLOP/s | MFU %5.1f%% | peak tracked memory %.2f GiB\n",
+              "%7.1f TFLOP/s | MFU %5.1f%% (pentad: 6N + 12LCT) | MFU %5.1f%% (standard: 6N_non-emb + 6LCT, "
+              "causal) | peak tracked memory %.2f GiB\n",
               s.name, n_params / 1e6, B, T, a.dtype.c_str(), a.recompute.c_str(), median * 1e3, tok_s,
-              tflops, 100.0 * tflops / kPeakTflops, double(gpu.mem_stats().total_peak_bytes) / (1 << 30));
+              tflops, 100.0 * tflops / kPeakTflops, 100.0 * tok_s * std_fpt / 1e12 / kPeakTflops,
+              double(gpu.mem_stats().total_peak_bytes) / (1 << 30));
   // Per-op times of one step, each call synchronised.
   be.on = true;
   train_step();
@@ -271,10 +245,8 @@ int main(int argc, char** argv) {
     return 77;
   }
   auto gpu = pentad::make_cuda_backend(0);
-  const Shape shapes[] = {{"gpt2-124m", gpt2(12, 768, 12), 16},
-                          {"gpt2-350m", gpt2(24, 1024, 16), 8},
-                          {"llama-1b", llama_1b(), 4}};
-  std::printf("cuda_mfu: MFU against %.0f TFLOP/s dense BF16 (H100/H200); FLOPs/token = 6N + 12*L*C*T\n",
+  const std::vector<Shape> shapes = pentad::gpu_bench_shapes();
+  std::printf("cuda_mfu: MFU against %.0f TFLOP/s dense BF16 (H100/H200), two ways: pentad 6N + 12*L*C*T, standard 6*N_non-embedding + 6*L*C*T (causal)\n",
               kPeakTflops);
   bool any = false;
   for (const Shape& s : shapes) {

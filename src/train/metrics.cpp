@@ -23,6 +23,17 @@ double flops_per_token(const ModelConfig& m, double n_params) {
   return 6.0 * n_params + 12.0 * m.n_layers * double(m.d_model) * m.seq_len;
 }
 
+double non_embedding_params(const ModelConfig& m, double n_params) {
+  const bool tied = m.tied_embeddings == 1 || (m.tied_embeddings == -1 && m.family == Family::gpt2);
+  const double VC = double(m.vocab_size) * m.d_model;
+  const double positions = m.family == Family::gpt2 ? double(m.seq_len) * m.d_model : 0.0;
+  return n_params - VC - positions - (tied ? 0.0 : VC);
+}
+
+double standard_flops_per_token(const ModelConfig& m, double n_params) {
+  return 6.0 * non_embedding_params(m, n_params) + 6.0 * m.n_layers * double(m.d_model) * m.seq_len;
+}
+
 double measure_peak_tflops(Backend& be) {
   const int n = 1024;
   float* a = be.alloc(size_t(n) * n, Mem::scratch);

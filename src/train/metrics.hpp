@@ -17,6 +17,18 @@ namespace pentad {
 // non-causal score matrix as in PaLM appendix B).
 double flops_per_token(const ModelConfig& m, double n_params);
 
+// The parameters outside the embeddings: n_params less the token embedding
+// (V x C), the learned positions (T x C, GPT-2) and an untied output head
+// (V x C). n_params counts a tied embedding once.
+double non_embedding_params(const ModelConfig& m, double n_params);
+
+// The standard model-FLOPs count, for comparing MFU across trainers:
+// 6 x the non-embedding parameters + 6*L*C*T, the attention score and
+// value products (2 x 2*T*C per token per layer forward, x 3 with the
+// backward) over the causal half of the score matrix. Neither the head's
+// product nor the masked half is counted.
+double standard_flops_per_token(const ModelConfig& m, double n_params);
+
 // Measured single-rank fp32 GEMM rate in TFLOP/s (1024^3 sgemm, best of 3).
 double measure_peak_tflops(Backend& be);
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../../cuda/launch.hpp"
+#include "config/bench_shapes.hpp"
 #include "config/config.hpp"
 #include "model/param_list.hpp"
 #include "model/params.hpp"
@@ -157,32 +158,8 @@ std::vector<ShapeSizes> shipped_shapes() {
     shapes.push_back({path.filename().string(), cfg.model, cfg.train.micro_batch, cfg.parallel.tp,
                       cfg.parallel.cp});
   }
-  auto gpt2 = [](int L, int C, int H) {
-    pentad::ModelConfig m;
-    m.family = pentad::Family::gpt2;
-    m.n_layers = L;
-    m.d_model = C;
-    m.n_heads = H;
-    m.n_kv_heads = H;
-    m.d_ff = 4 * C;
-    m.vocab_size = 50257;
-    m.seq_len = 1024;
-    m.tied_embeddings = 1;
-    return m;
-  };
-  pentad::ModelConfig llama;
-  llama.family = pentad::Family::llama;
-  llama.n_layers = 16;
-  llama.d_model = 2048;
-  llama.n_heads = 32;
-  llama.n_kv_heads = 8;
-  llama.d_ff = 8192;
-  llama.vocab_size = 32000;
-  llama.seq_len = 1024;
-  llama.tied_embeddings = 0;
-  shapes.push_back({"cuda_mfu gpt2-124m", gpt2(12, 768, 12), 16});
-  shapes.push_back({"cuda_mfu gpt2-350m", gpt2(24, 1024, 16), 8});
-  shapes.push_back({"cuda_mfu llama-1b", llama, 4});
+  for (const pentad::BenchShape& b : pentad::gpu_bench_shapes())
+    shapes.push_back({std::string("cuda_mfu ") + b.name, b.m, b.batch});
   return shapes;
 }
 

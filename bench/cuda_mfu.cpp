@@ -48,6 +48,7 @@ class TimedBackend final : public Backend {
   void* alloc_bytes(size_t n, pentad::Mem c) override { return in_.alloc_bytes(n, c); }
   void free_bytes(void* p) override { in_.free_bytes(p); }
   std::optional<pentad::DeviceMemory> device_memory() const override { return in_.device_memory(); }
+  bool attention_bwd_reads_probs() const override { return in_.attention_bwd_reads_probs(); }
   void copy_bytes(void* d, const void* s, size_t n) override { time("copy_bytes", [&] { in_.copy_bytes(d, s, n); }); }
   void to_host(void* h, const void* d, size_t n) override { time("to_host", [&] { in_.to_host(h, d, n); }); }
   void from_host(void* d, const void* h, size_t n) override { time("from_host", [&] { in_.from_host(d, h, n); }); }

@@ -56,6 +56,7 @@ class CudaBackend final : public Backend {
 
   bool supports(Op op) const override { return implements_op<CudaBackend>(op); }
   std::optional<DeviceMemory> device_memory() const override;
+  bool attention_bwd_reads_probs() const override { return false; }  // attention_bwd recomputes them
 
   // Every required op of ops.def; attention_merge uses the host fallback.
 #define PENTAD_OP(ret, name, params) ret name params override;

@@ -77,6 +77,12 @@ class Backend {
   // memory refusal (src/train/memory_check.hpp). nullopt where the backend's
   // memory is host RAM (cpu): the refusal then reads MemAvailable instead.
   virtual std::optional<DeviceMemory> device_memory() const { return std::nullopt; }
+  // Does attention_bwd read the probabilities attention_fwd stored (with
+  // recompute = none)? The CPU's does; CUDA's recomputes them, so the model
+  // neither allocates nor writes them there (model/memory_plan.hpp's
+  // attention_bwd_reads_probs(BackendKind) is the same answer for the
+  // planner, and test_backend_ops checks the two agree).
+  virtual bool attention_bwd_reads_probs() const { return true; }
   // Forget the peaks (e.g. after a start-up measurement): peak := current.
   void reset_peaks() {
     mem_.peak_bytes = mem_.cur_bytes;

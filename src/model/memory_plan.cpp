@@ -56,8 +56,9 @@ size_t MemoryPlan::wstash_bytes(int g) const {
 }
 
 // One block's Acts. kept: a slot's (the attention probabilities with
-// recompute = none and no ring attention, which recomputes its per-key-block
-// probabilities; fc_act with none); the shared full-recompute set keeps
+// recompute = none, no ring attention, which recomputes its per-key-block
+// probabilities, and a backend whose attention backward reads them; fc_act
+// with none); the shared full-recompute set keeps
 // neither (its fc_act is the scratch one).
 void MemoryPlan::add_block_acts(std::vector<BufSpec>& out, Mem mem, int block, bool kept) const {
   const size_t BT = size_t(d_.N), HD = size_t(d_.H) * d_.D, KD = size_t(d_.Hkv) * d_.D;
@@ -72,7 +73,7 @@ void MemoryPlan::add_block_acts(std::vector<BufSpec>& out, Mem mem, int block, b
   add(Buf::att, BT * HD);     // (B, T, H*D)
   add(Buf::lse, BHT);         // (B, H, T)
   const bool none = recompute_ == Recompute::none;
-  if (kept && none && layout_.cp.cp == 1) add(Buf::probs, BHT * size_t(d_.T));  // (B, H, T, T)
+  if (kept && none && layout_.cp.cp == 1 && layout_.attention_probs) add(Buf::probs, BHT * size_t(d_.T));  // (B, H, T, T)
   add(Buf::res_mid, NlC);     // (Nl, C)
   add(Buf::ln2, NlC);         // (Nl, C)
   add(Buf::ln2_mean, Nl);     // (Nl)

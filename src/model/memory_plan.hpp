@@ -28,7 +28,15 @@ struct RankLayout {
   int pp_rank = 0, pp_size = 1;
   ChunkPlacement placement = ChunkPlacement::round_robin;  // which rank holds which chunk
   std::vector<int> chunk_blocks;  // n_chunks + 1 block boundaries; empty: one chunk
+  // The backend's attention backward reads the stored probabilities
+  // (Backend::attention_bwd_reads_probs); where it does not, recompute =
+  // none keeps none.
+  bool attention_probs = true;
 };
+
+// The planner's side of Backend::attention_bwd_reads_probs: the CPU backend
+// reads the stored probabilities, CUDA's recomputes them.
+inline bool attention_bwd_reads_probs(BackendKind backend) { return backend == BackendKind::cpu; }
 
 // The local sizes of Model's constructor: T = seq_len/cp tokens per
 // sequence; H, Hkv, F, V this tp rank's heads, KV heads, d_ff and vocabulary

@@ -304,7 +304,8 @@ void Model::bind(const BufSpec& b, void* p, Slot* s) {
 // the ones the model's kernels use, or a buffer would be mis-sized.
 void Model::alloc_shared() {
   plan_ = MemoryPlan(cfg_, recompute_, B_,
-                     RankLayout{tp_size_, sp_, cp_split_, pp_rank_, pp_size_, par_.placement, chunk_begin_});
+                     RankLayout{tp_size_, sp_, cp_split_, pp_rank_, pp_size_, par_.placement, chunk_begin_,
+                                be_.attention_bwd_reads_probs()});
   const LocalDims& d = plan_.dims();
   if (d.N != N_ || d.Nl != Nl_ || d.T != T_ || d.C != C_ || d.H != H_ || d.Hkv != Hkv_ || d.D != D_ ||
       d.F != F_ || d.V != V_ || plan_.has_head() != has_head_)

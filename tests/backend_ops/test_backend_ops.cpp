@@ -29,6 +29,7 @@
 
 #include "cpu.hpp"
 #include "backend/backend.hpp"
+#include "model/memory_plan.hpp"
 #include "../lib/close.hpp"
 #if PENTAD_TEST_CUDA
 #include "cuda.hpp"
@@ -1214,6 +1215,16 @@ TEST_P(OpsVsCpu, AdamW) {
   compare("adamw v", down(d_v, n), v, 1e-7, 1e-5);
 }
 
+
+// Whether attention_bwd reads the stored probabilities is what the memory
+// plan assumes (model/memory_plan.hpp): the model asks the backend, the
+// planner the backend's kind, and both must give the same answer.
+TEST_P(ReferenceOps, AttentionProbsAsThePlannerAssumes) {
+  EXPECT_EQ(backend().attention_bwd_reads_probs(), pentad::attention_bwd_reads_probs(pentad::BackendKind::cpu));
+}
+TEST_P(OpsVsCpu, AttentionProbsAsThePlannerAssumes) {
+  EXPECT_EQ(gpu_->attention_bwd_reads_probs(), pentad::attention_bwd_reads_probs(pentad::BackendKind::cuda));
+}
 
 // The reference suite on the backends the host addresses; the comparison on
 // every other backend (skipped where it is not built or has no GPU).

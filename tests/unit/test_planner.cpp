@@ -10,6 +10,7 @@
 
 #include "config/config.hpp"
 #include "core/error.hpp"
+#include "model/memory_plan.hpp"
 #include "plan/planner.hpp"
 
 namespace {
@@ -140,4 +141,27 @@ TEST(Planner, DroplessMoeBuffersFollowTheReceiveLoad) {
   EXPECT_DOUBLE_EQ(est("0", 1, 1.5).moe_load, 0.0);
   EXPECT_DOUBLE_EQ(est("1.0", 2, 1.5).stages[0].total, est("1.0", 2, 1.0).stages[0].total);
   EXPECT_DOUBLE_EQ(est("1.0", 2, 1.5).moe_load, 0.0);
+}
+
+// With recompute = none the CPU backend keeps each block's attention
+// probabilities (B, H, T, T) for its backward; CUDA's backward recomputes
+// them, so neither the model nor the planner keeps them there: one slot is
+// L x B H T^2 fp32 values smaller, and nothing else changes.
+TEST(Planner, CudaKeepsNoAttentionProbabilities) {
+  const auto est = [](const std::string& backend) {
+    return pentad::estimate_memory(pentad::parse_config(
+        kDeck, "t.toml", {"backend=\"" + backend + "\"", "train.recompute=\"none\""}, 1));
+  };
+  const auto cpu = est("cpu"), cuda = est("cuda");
+  const double probs = 2.0 /*L*/ * 2 /*B*/ * 4 /*H*/ * 16 * 16 /*T^2*/ * 4 /*bytes*/;
+  EXPECT_DOUBLE_EQ(cpu.stages[0].slot_bytes - cuda.stages[0].slot_bytes, probs);
+  for (int c = 0; c < pentad::kMemCategories; ++c) {
+    if (c == int(pentad::Mem::activations)) continue;
+    EXPECT_DOUBLE_EQ(cpu.stages[0].bytes[size_t(c)], cuda.stages[0].bytes[size_t(c)]) << "category " << c;
+  }
+  EXPECT_DOUBLE_EQ(cpu.stages[0].bytes[size_t(pentad::Mem::activations)] -
+                       cuda.stages[0].bytes[size_t(pentad::Mem::activations)],
+                   probs);
+  EXPECT_TRUE(pentad::attention_bwd_reads_probs(pentad::BackendKind::cpu));
+  EXPECT_FALSE(pentad::attention_bwd_reads_probs(pentad::BackendKind::cuda));
 }

@@ -3,11 +3,13 @@
 // validity, activation (and deferred-W) high-water marks per rank (replayed
 // and expected) and the bubble of a timed replay (t_b = 2 t_f, a split
 // backward t_B = t_W = t_f) beside the formula. No MPI work.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include "commands.hpp"
+#include "config/config.hpp"
 #include "core/error.hpp"
 #include "parallel/pp/schedule.hpp"
 
@@ -34,8 +36,13 @@ int schedule(const CLI::App& cmd, const ScheduleArgs& a, Job job) {
   if (const std::string x = first_extra(cmd); !x.empty()) throw CliUsageError("schedule: unknown option '" + x + "'");
   const int pp = number("--pp", a.pp), m = number("--m", a.m);
   if (pp == 0 || m == 0) throw CliUsageError("schedule: --pp and --m are required");
-  if (a.kind != "afab" && a.kind != "1f1b" && a.kind != "interleaved" && a.kind != "zbh1" && a.kind != "zbv")
-    throw CliUsageError("schedule: --schedule must be afab, 1f1b, interleaved, zbh1 or zbv (got '" + a.kind + "')");
+  // The deck's spellings (config.hpp's DeckNames), one list for both.
+  const auto& names = DeckNames<ScheduleKind>::names;
+  if (std::ranges::find(names, a.kind) == names.end()) {
+    std::string known;
+    for (const char* n : names) known += std::string(known.empty() ? "" : ", ") + n;
+    throw CliUsageError("schedule: --schedule must be one of " + known + " (got '" + a.kind + "')");
+  }
   const ScheduleKind k = parse_schedule_kind(a.kind);
   const int v = a.v.empty() ? (k == ScheduleKind::zbv ? 2 : 1) : number("--v", a.v);
   if (const std::string p = schedule_problem(k, pp, v, m); !p.empty()) throw InputError(p);

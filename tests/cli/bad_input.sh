@@ -155,5 +155,8 @@ case "$case_name" in
       --set parallel.ep=2 ;;
   unknown_command)
     run "unknown command 'trian'" trian "$tmp/deck.toml" ;;
+  schedule_unknown_kind)  # pentad schedule names every schedule the deck knows
+    run "--schedule must be one of afab, 1f1b, interleaved, zbh1, zbv \\(got 'zbx'\\)" schedule --pp 2 --m 4 \
+      --schedule zbx ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac

@@ -8,7 +8,7 @@ pkgs=(build-essential cmake mpich libmpich-dev libopenblas-dev libopenblas-openm
       libhdf5-mpich-dev hdf5-tools libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libpcre2-dev pkg-config
       googletest libgtest-dev nodejs
       libbenchmark-dev clang python3-torch python3-h5py python3-numpy python3-matplotlib slurmctld slurmd slurm-client munge iproute2
-      patchelf)
+      patchelf xz-utils)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

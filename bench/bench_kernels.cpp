@@ -303,10 +303,10 @@ void BM_xent(benchmark::State& state) {
   for (auto _ : state) {
     for (int r0 = 0; r0 < N; r0 += rows) {
       const int n = std::min(rows, N - r0);
-      be.xent_rowmax(rowmax.p, logits.p, n, s.V);
-      be.xent_sumexp(sumexp.p, sumexp.p + rows, logits.p, rowmax.p, tg.p + r0, n, s.V, 0);
+      be.xent_rowmax(rowmax.p, logits.p, n, s.V, s.V);
+      be.xent_sumexp(sumexp.p, sumexp.p + rows, logits.p, rowmax.p, tg.p + r0, n, s.V, s.V, 0);
       be.xent_bwd(logits.p, losses.p + r0, logits.p, rowmax.p, sumexp.p, sumexp.p + rows, tg.p + r0,
-                  1e-3f, n, s.V, 0);
+                  1e-3f, n, s.V, s.V, 0);
     }
     benchmark::ClobberMemory();
   }

@@ -119,14 +119,16 @@ class TimedBackend final : public Backend {
                      int H, int Hkv, int D, int qo, int ko, bool c) override {
     time("attention_bwd", [&] { in_.attention_bwd(dq, dk, dv, g, o, l, pr, q, k, v, B, Tq, Tk, H, Hkv, D, qo, ko, c); });
   }
-  void xent_rowmax(float* r, const float* l, int N, int V) override { time("xent", [&] { in_.xent_rowmax(r, l, N, V); }); }
+  void xent_rowmax(float* r, const float* l, int N, int V, int ld) override {
+    time("xent", [&] { in_.xent_rowmax(r, l, N, V, ld); });
+  }
   void xent_sumexp(float* s, float* t, const float* l, const float* r, const int32_t* tg, int N, int V,
-                   int vs) override {
-    time("xent", [&] { in_.xent_sumexp(s, t, l, r, tg, N, V, vs); });
+                   int ld, int vs) override {
+    time("xent", [&] { in_.xent_sumexp(s, t, l, r, tg, N, V, ld, vs); });
   }
   void xent_bwd(float* dl, float* ls, const float* l, const float* r, const float* s, const float* t,
-                const int32_t* tg, float gs, int N, int V, int vs) override {
-    time("xent", [&] { in_.xent_bwd(dl, ls, l, r, s, t, tg, gs, N, V, vs); });
+                const int32_t* tg, float gs, int N, int V, int ld, int vs) override {
+    time("xent", [&] { in_.xent_bwd(dl, ls, l, r, s, t, tg, gs, N, V, ld, vs); });
   }
   void adamw(float* p, const float* g, float* m, float* v, size_t n, float lr, float b1, float b2, float eps,
              float wd, float gs, int step) override {

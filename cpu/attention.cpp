@@ -5,6 +5,11 @@
 // kept and recomputed probabilities are bitwise equal. Global positions in
 // the mask and a natural-log lse make split-key (ring) merging exact:
 // out = sum_i exp(lse_i - lse) out_i, lse = logsumexp_i lse_i.
+// With compute dtype bf16 the operands of the matrix products are rounded
+// to bf16 (bf16.hpp), as cuda/attention_tc.cu's tensor-core path computes
+// them: q, k, v and dO once, P where it multiplies V and dO, dS where it
+// multiplies K and Q. Scores, the softmax, lse, P itself (kept or
+// recomputed), dP, delta and dS are fp32.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -12,6 +17,7 @@
 
 #include <cblas.h>
 
+#include "bf16.hpp"
 #include "cpu_backend.hpp"
 
 namespace pentad {
@@ -37,6 +43,18 @@ __attribute__((noinline)) void probs_from_scores(float* s, int n, int kl, float 
   for (int j = n; j < kl; ++j) s[j] = 0.0f;
 }
 
+// x rounded to bf16, into `copy` (resized to n); returns copy's data.
+const float* rounded(std::vector<float>& copy, const float* x, size_t n) {
+  copy.resize(n);
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i) copy[i] = round_bf16(x[i]);
+  return copy.data();
+}
+
+inline void round_in_place(float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) x[i] = round_bf16(x[i]);
+}
+
 // S(rows, kl) = scale * Q(rows, D) K(kl, D)^T: the one call both directions use.
 inline void scores(float* S, const float* qb, int ldq, const float* kb, int ldk, int rows, int kl,
                    int D, float scale) {
@@ -52,6 +70,13 @@ void CpuBackend::attention_fwd(float* out, float* lse, float* probs, const float
   const int group = H / Hkv;
   const int ldq = H * D, ldk = Hkv * D;
   const float scale = 1.0f / std::sqrt(float(D));
+  const bool bf16 = compute_dtype() == Dtype::bf16;
+  std::vector<float> q16, k16, v16;
+  if (bf16) {
+    q = rounded(q16, q, size_t(B) * Tq * ldq);
+    k = rounded(k16, k, size_t(B) * Tk * ldk);
+    v = rounded(v16, v, size_t(B) * Tk * ldk);
+  }
 #pragma omp parallel
   {
     std::vector<float> S(size_t(kRowBlock) * std::max(Tk, 1));  // (rows, kl), thread-private
@@ -85,19 +110,20 @@ void CpuBackend::attention_fwd(float* out, float* lse, float* probs, const float
             lse_bh[i0 + r] = row_lse;
             probs_from_scores(s, n, kl, row_lse);
           }
+          if (probs_bh)  // the fp32 probabilities, before any rounding
+            for (int r = 0; r < rows; ++r) {
+              float* pr = probs_bh + size_t(i0 + r) * Tk;
+              std::copy_n(S.data() + size_t(r) * kl, kl, pr);
+              std::fill(pr + kl, pr + Tk, 0.0f);
+            }
+          if (bf16) round_in_place(S.data(), size_t(rows) * kl);
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D, kl, 1.0f, S.data(), kl,
                       vb, ldk, 0.0f, ob + size_t(i0) * ldq, ldq);
         } else {
           for (int r = 0; r < rows; ++r) {
             lse_bh[i0 + r] = kNegInf;
             std::fill_n(ob + size_t(i0 + r) * ldq, D, 0.0f);
-          }
-        }
-        if (probs_bh) {
-          for (int r = 0; r < rows; ++r) {
-            float* pr = probs_bh + size_t(i0 + r) * Tk;
-            if (kl > 0) std::copy_n(S.data() + size_t(r) * kl, kl, pr);
-            std::fill(pr + kl, pr + Tk, 0.0f);
+            if (probs_bh) std::fill_n(probs_bh + size_t(i0 + r) * Tk, Tk, 0.0f);
           }
         }
       }
@@ -113,17 +139,29 @@ void CpuBackend::attention_bwd(float* dq, float* dk, float* dv, const float* dou
   const int group = H / Hkv;
   const int ldq = H * D, ldk = Hkv * D;
   const float scale = 1.0f / std::sqrt(float(D));
+  // The matrix products' operands (rounded with bf16); delta = rowsum(dO * O)
+  // reads the fp32 dO.
+  const bool bf16 = compute_dtype() == Dtype::bf16;
+  std::vector<float> q16, k16, v16, do16;
+  const float *qm = q, *km = k, *vm = v, *dom = dout;
+  if (bf16) {
+    qm = rounded(q16, q, size_t(B) * Tq * ldq);
+    km = rounded(k16, k, size_t(B) * Tk * ldk);
+    vm = rounded(v16, v, size_t(B) * Tk * ldk);
+    dom = rounded(do16, dout, size_t(B) * Tq * ldq);
+  }
   // One task per (b, kv head): the query heads of a group are walked in order
   // inside it, so dK/dV have a single writer and a fixed summation order.
 #pragma omp parallel
   {
     std::vector<float> Pbuf(size_t(kRowBlock) * std::max(Tk, 1));  // (rows, kl)
     std::vector<float> dS(size_t(kRowBlock) * std::max(Tk, 1));    // (rows, kl)
+    std::vector<float> P16(bf16 ? size_t(kRowBlock) * std::max(Tk, 1) : 0);  // P rounded (rows, kl)
 #pragma omp for schedule(static)
     for (int bk = 0; bk < B * Hkv; ++bk) {
       const int b = bk / Hkv, kvh = bk % Hkv;
-      const float* kb = k + size_t(b) * Tk * ldk + size_t(kvh) * D;   // (Tk, D), stride ldk
-      const float* vb = v + size_t(b) * Tk * ldk + size_t(kvh) * D;
+      const float* kb = km + size_t(b) * Tk * ldk + size_t(kvh) * D;  // (Tk, D), stride ldk
+      const float* vb = vm + size_t(b) * Tk * ldk + size_t(kvh) * D;
       float* dkb = dk + size_t(b) * Tk * ldk + size_t(kvh) * D;
       float* dvb = dv + size_t(b) * Tk * ldk + size_t(kvh) * D;
       for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
@@ -141,7 +179,7 @@ void CpuBackend::attention_bwd(float* dq, float* dk, float* dv, const float* dou
             P = probs + (bh * Tq + i0) * Tk;
             ldp = Tk;
           } else {
-            scores(Pbuf.data(), q + row_off, ldq, kb, ldk, rows, kl, D, scale);
+            scores(Pbuf.data(), qm + row_off, ldq, kb, ldk, rows, kl, D, scale);
             for (int r = 0; r < rows; ++r)
               probs_from_scores(Pbuf.data() + size_t(r) * kl,
                                 n_visible(i0 + r, Tk, q_offset, k_offset, causal), kl,
@@ -150,7 +188,7 @@ void CpuBackend::attention_bwd(float* dq, float* dk, float* dv, const float* dou
             ldp = kl;
           }
           // dP(rows, kl) = dO V^T, then dS = P * (dP - rowsum(dO * O)) in place.
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kl, D, 1.0f, dout + row_off,
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kl, D, 1.0f, dom + row_off,
                       ldq, vb, ldk, 0.0f, dS.data(), kl);
           for (int r = 0; r < rows; ++r) {
             const float* o_r = out + row_off + size_t(r) * ldq;
@@ -163,12 +201,19 @@ void CpuBackend::attention_bwd(float* dq, float* dk, float* dv, const float* dou
 #pragma omp simd
             for (int j = 0; j < kl; ++j) ds_r[j] = p_r[j] * (ds_r[j] - drow);
           }
+          if (bf16) {
+            round_in_place(dS.data(), size_t(rows) * kl);
+            for (int r = 0; r < rows; ++r)
+              for (int j = 0; j < kl; ++j) P16[size_t(r) * kl + j] = round_bf16(P[size_t(r) * ldp + j]);
+            P = P16.data();
+            ldp = kl;
+          }
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D, kl, scale, dS.data(), kl,
                       kb, ldk, 1.0f, dq + row_off, ldq);
           cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kl, D, rows, scale, dS.data(), kl,
-                      q + row_off, ldq, 1.0f, dkb, ldk);
+                      qm + row_off, ldq, 1.0f, dkb, ldk);
           cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kl, D, rows, 1.0f, P, ldp,
-                      dout + row_off, ldq, 1.0f, dvb, ldk);
+                      dom + row_off, ldq, 1.0f, dvb, ldk);
         }
       }
     }

@@ -12,10 +12,10 @@ namespace pentad {
 
 using cpu_detail::exp_f;
 
-void CpuBackend::xent_rowmax(float* rowmax, const float* logits, int N, int V) {
+void CpuBackend::xent_rowmax(float* rowmax, const float* logits, int N, int V, int ld) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
-    const float* l = logits + size_t(n) * V;
+    const float* l = logits + size_t(n) * ld;
     float m = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : m)
     for (int j = 0; j < V; ++j) m = std::max(m, l[j]);
@@ -24,11 +24,11 @@ void CpuBackend::xent_rowmax(float* rowmax, const float* logits, int N, int V) {
 }
 
 void CpuBackend::xent_sumexp(float* sumexp, float* target_logit, const float* logits,
-                             const float* rowmax, const int32_t* targets, int N, int V,
+                             const float* rowmax, const int32_t* targets, int N, int V, int ld,
                              int vocab_start) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
-    const float* l = logits + size_t(n) * V;
+    const float* l = logits + size_t(n) * ld;
     const float m = rowmax[n];
     double s = 0.0;
 #pragma omp simd reduction(+ : s)
@@ -41,22 +41,23 @@ void CpuBackend::xent_sumexp(float* sumexp, float* target_logit, const float* lo
 
 void CpuBackend::xent_bwd(float* dlogits, float* losses, const float* logits, const float* rowmax,
                           const float* sumexp, const float* target_logit, const int32_t* targets,
-                          float grad_scale, int N, int V, int vocab_start) {
+                          float grad_scale, int N, int V, int ld, int vocab_start) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; ++n) {
     const bool ignored = targets[n] < 0;
     const double lse = std::log(double(sumexp[n])) + double(rowmax[n]);
     if (losses) losses[n] = ignored ? 0.0f : float(lse - double(target_logit[n]));
     if (!dlogits) continue;
-    float* g = dlogits + size_t(n) * V;
+    float* g = dlogits + size_t(n) * ld;
     if (ignored) {
-      std::fill_n(g, V, 0.0f);
+      std::fill_n(g, ld, 0.0f);
       continue;
     }
-    const float* l = logits + size_t(n) * V;
+    const float* l = logits + size_t(n) * ld;
     const float lse_f = float(lse);
 #pragma omp simd
     for (int j = 0; j < V; ++j) g[j] = grad_scale * exp_f(l[j] - lse_f);
+    std::fill(g + V, g + ld, 0.0f);  // vocabulary padding
     const int t = targets[n] - vocab_start;
     if (t >= 0 && t < V) g[t] -= grad_scale;
   }

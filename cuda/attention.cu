@@ -8,7 +8,8 @@
 // same dot() and takes P = exp(s - lse), so probabilities written for
 // `probs` equal the ones the backward recomputes (it always recomputes).
 // A straightforward kernel for correctness: no tensor cores, fp32 throughout.
-// The mask's bounds: attention_bounds.hpp.
+// With train.dtype = bf16 both directions run on the tensor cores instead
+// (attention_tc.cu); delta is shared. The mask's bounds: attention_bounds.hpp.
 #include <cmath>
 
 #include "attention_bounds.hpp"
@@ -288,6 +289,10 @@ void CudaBackend::attention_fwd(float* out, float* lse, float* probs, const floa
                                 int Hkv, int D, int q_offset, int k_offset, bool causal) {
   if (B * H == 0 || Tq == 0) return;
   const Shape s = make_shape(B, Tq, Tk, H, Hkv, D, q_offset, k_offset, causal);
+  if (compute_dtype_ == Dtype::bf16) {
+    attention_tc_fwd(out, lse, probs, q, k, v, {B, Tq, Tk, H, Hkv, D}, q_offset, k_offset, causal);
+    return;
+  }
   const LaunchConfig l = cuda_detail::attn_fwd_launch(B, Tq, H, D);
   allow_smem(attn_fwd_kernel, l.smem_bytes);
   attn_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
@@ -315,6 +320,10 @@ void CudaBackend::attention_bwd(float* dq, float* dk, float* dv, const float* do
   attn_delta_kernel<<<to_dim3(l_delta.grid), to_dim3(l_delta.block), l_delta.smem_bytes, stream_>>>(
       delta, dout, out, s);
   CUDA_LAUNCH_CHECK();
+  if (compute_dtype_ == Dtype::bf16) {
+    attention_tc_bwd(dq, dk, dv, dout, lse, delta, q, k, v, {B, Tq, Tk, H, Hkv, D}, q_offset, k_offset, causal);
+    return;
+  }
   const LaunchConfig l_dq = cuda_detail::attn_dq_launch(B, Tq, H, D);
   allow_smem(attn_dq_kernel, l_dq.smem_bytes);
   attn_dq_kernel<<<to_dim3(l_dq.grid), to_dim3(l_dq.block), l_dq.smem_bytes, stream_>>>(

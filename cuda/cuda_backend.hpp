@@ -14,6 +14,7 @@
 
 #include "backend/backend.hpp"
 #include "core/error.hpp"
+#include "attention_tc_plan.hpp"
 #include "launch.hpp"
 
 namespace pentad {
@@ -70,11 +71,32 @@ class CudaBackend final : public Backend {
  private:
   // A device scratch block that only grows (tracked as Mem::scratch).
   void* scratch(int slot, size_t n_bytes);
+  // out (C) += the sum over slabs of partial (slabs, C), in slab order: the
+  // second pass of the column sums (elementwise.cu).
+  void add_column_partials(float* out, const float* partial, int slabs, int C);
+  // dw (+ db when non-null) += the norm's weight (and bias) gradient column
+  // sums, rows cut into slabs as bias_bwd's (norm.cu).
+  void norm_weight_grads(float* dw, float* db, const float* dout, const float* x, const float* mean,
+                         const float* rstd, int N, int C);
+  // Attention on the tensor cores for train.dtype = bf16 (attention_tc.cu):
+  // attention_fwd / attention_bwd with delta (B, H, Tq) already computed.
+  void attention_tc_fwd(float* out, float* lse, float* probs, const float* q, const float* k, const float* v,
+                        const cuda_detail::AttnTcDims& d, int q_offset, int k_offset, bool causal);
+  void attention_tc_bwd(float* dq, float* dk, float* dv, const float* dout, const float* lse, const float* delta,
+                        const float* q, const float* k, const float* v, const cuda_detail::AttnTcDims& d,
+                        int q_offset, int k_offset, bool causal);
+  void attn_tc_round(void* dst_bf16, const float* src, size_t n);
+  char* attn_tc_prepare(const cuda_detail::AttnTcWorkspace& w, const float* q, const float* k, const float* v,
+                        const cuda_detail::AttnTcDims& d);
+  void attn_tc_product(cuda_detail::AttnTcProduct p, const cuda_detail::AttnTcDims& d, int g, int i0, int rows,
+                       int kend, const void* A, const void* B, float* C, float alpha, float beta);
 
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
-  static constexpr int kScratchSlots = 4;  // 0,1: bf16 gemm operands; 2: reductions; 3: attention
+  // 0,1: bf16 gemm operands; 2: reductions; 3: attention; 4: column-sum
+  // partials; 5: the tensor-core attention's workspace; 6: its pointer arrays
+  static constexpr int kScratchSlots = 7;
   void* scratch_[kScratchSlots] = {};
   size_t scratch_bytes_[kScratchSlots] = {};
   double* host_sum_ = nullptr;  // pinned result of sum_squares

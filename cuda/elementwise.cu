@@ -65,22 +65,39 @@ __global__ void bias_add_kernel(float* x, const float* bias, int N, int C) {
   if (i < size_t(N) * C) x[i] += bias[i % C];
 }
 
-// Column sums: block (kColumnsPerBlock, kColumnRowThreads) = (32, 8); thread
-// (tx, ty) sums rows ty, ty+8, ... of column c; the 8 partials are added in
-// ty order.
-__global__ void column_sum_kernel(float* dbias, const float* dout, int N, int C) {
+// Column sums over slab blockIdx.y of rows (launch.hpp column_sum_launch):
+// block (kColumnsPerBlock, kColumnRowThreads) = (32, 8); thread (tx, ty)
+// sums the slab's rows ty, ty+8, ... of column c; the 8 partials are added
+// in ty order, then added into dst[c] (one slab: the output) or written to
+// dst[slab * C + c] (the partials column_partials_kernel adds).
+__global__ void column_sum_kernel(float* dst, const float* dout, int N, int C, int slab_rows,
+                                  bool accumulate) {
   __shared__ float sh[kColumnRowThreads][kColumnsPerBlock + 1];
   const int c = blockIdx.x * kColumnsPerBlock + threadIdx.x;
+  const int n0 = blockIdx.y * slab_rows, n1 = min(N, n0 + slab_rows);
   float s = 0.0f;
   if (c < C)
-    for (int n = threadIdx.y; n < N; n += kColumnRowThreads) s += dout[size_t(n) * C + c];
+    for (int n = n0 + threadIdx.y; n < n1; n += kColumnRowThreads) s += dout[size_t(n) * C + c];
   sh[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
   if (threadIdx.y == 0 && c < C) {
     float t = 0.0f;
     for (int y = 0; y < kColumnRowThreads; ++y) t += sh[y][threadIdx.x];
-    dbias[c] += t;
+    if (accumulate)
+      dst[c] += t;
+    else
+      dst[size_t(blockIdx.y) * C + c] = t;
   }
+}
+
+// out[c] += the slabs' partials of column c, in slab order (the second pass
+// of the column sums; launch.hpp column_partials_launch).
+__global__ void column_partials_kernel(float* out, const float* partial, int slabs, int C) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  float t = 0.0f;
+  for (int s = 0; s < slabs; ++s) t += partial[size_t(s) * C + c];
+  out[c] += t;
 }
 
 }  // namespace
@@ -132,9 +149,18 @@ void CudaBackend::bias_add(float* x, const float* bias, int N, int C) {
 
 void CudaBackend::bias_bwd(float* dbias, const float* dout, int N, int C) {
   if (C <= 0) return;
-  const LaunchConfig l = cuda_detail::column_sum_launch(C);
+  const LaunchConfig l = cuda_detail::column_sum_launch(N, C);
+  const int slabs = int(l.grid.y), slab_rows = int(cuda_detail::column_slab_rows(N, slabs));
+  float* partial = slabs > 1 ? static_cast<float*>(scratch(4, size_t(slabs) * C * sizeof(float))) : nullptr;
   column_sum_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
-      dbias, dout, N, C);
+      slabs > 1 ? partial : dbias, dout, N, C, slab_rows, slabs == 1);
+  CUDA_LAUNCH_CHECK();
+  if (slabs > 1) add_column_partials(dbias, partial, slabs, C);
+}
+
+void CudaBackend::add_column_partials(float* out, const float* partial, int slabs, int C) {
+  const LaunchConfig l = cuda_detail::column_partials_launch(C);
+  column_partials_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(out, partial, slabs, C);
   CUDA_LAUNCH_CHECK();
 }
 

@@ -51,13 +51,32 @@ inline LaunchConfig sum_squares_chunks_launch(size_t n) {
 }
 inline LaunchConfig sum_partials_launch() { return {{1}, {kThreads}, 0}; }
 
-// ---- column sums (elementwise.cu bias_bwd, norm.cu dw/db): a block of
-// (kColumnsPerBlock, kColumnRowThreads) threads per kColumnsPerBlock columns.
+// ---- column sums of an (N, C) matrix (elementwise.cu bias_bwd, norm.cu
+// dw/db): blocks of (kColumnsPerBlock, kColumnRowThreads) threads, grid
+// (column blocks, slabs of rows). C/32 blocks alone would leave most of a
+// GPU idle (24 for C = 768 on 132 SMs), so the rows are cut into slabs until
+// there are about kColumnTargetBlocks blocks, each slab at least
+// kColumnMinSlabRows rows. With one slab the kernel adds into the output;
+// with more, each writes its partial sums (scratch) and
+// column_partials_launch's kernel adds the slabs' partials in slab order.
+// Two passes, no atomics: the order depends on (N, C) only, so a run
+// repeats bitwise.
 constexpr int kColumnsPerBlock = 32;
 constexpr int kColumnRowThreads = 8;
-inline LaunchConfig column_sum_launch(int C) {
-  return {{ceil_div(C, kColumnsPerBlock)}, {kColumnsPerBlock, kColumnRowThreads}, 0};
+constexpr int64_t kColumnTargetBlocks = 528;  // 4 per SM on an H100/H200's 132
+constexpr int64_t kColumnMinSlabRows = 64;
+inline int64_t column_slabs(int N, int C) {
+  const int64_t want = ceil_div(kColumnTargetBlocks, ceil_div(C, kColumnsPerBlock));
+  const int64_t most = ceil_div(N, kColumnMinSlabRows);
+  return want < most ? want : (most > 1 ? most : 1);
 }
+// Rows per slab: slab s sums rows [s * rows, min(N, (s + 1) * rows)).
+inline int64_t column_slab_rows(int N, int64_t slabs) { return ceil_div(N, slabs); }
+inline LaunchConfig column_sum_launch(int N, int C) {
+  return {{ceil_div(C, kColumnsPerBlock), column_slabs(N, C)}, {kColumnsPerBlock, kColumnRowThreads}, 0};
+}
+// The second pass: a thread per column over the slabs' partials.
+inline LaunchConfig column_partials_launch(int C) { return {{ceil_div(C, kThreads)}, {kThreads}, 0}; }
 
 // ---- norm.cu forward and dx: a warp per row, kRowsPerBlock rows a block.
 constexpr int kRowsPerBlock = 8;
@@ -109,5 +128,13 @@ inline LaunchConfig attn_dkv_launch(int B, int Tk, int Hkv, int D) {
                       sizeof(float) * 2 * kAttnTile;
   return {{ceil_div(Tk, kAttnWarps), int64_t(B) * Hkv}, {kAttnWarps * 32}, smem};
 }
+
+// ---- attention_tc.cu (train.dtype = bf16; plan in attention_tc_plan.hpp):
+// the pointer arrays of a batched product, a thread per entry; the row
+// kernels (softmax, dS), a block of kAttnTcRowThreads per (row, b*H + h)
+// of a block of query rows; the bf16 copies of q, k, v, dO as gemm.cu's.
+constexpr int kAttnTcRowThreads = 128;
+inline LaunchConfig attn_tc_ptrs_launch(int entries) { return {{ceil_div(entries, kThreads)}, {kThreads}, 0}; }
+inline LaunchConfig attn_tc_rows_launch(int rows, int BH) { return {{rows, BH}, {kAttnTcRowThreads}, 0}; }
 
 }  // namespace pentad::cuda_detail

@@ -61,16 +61,20 @@ __global__ void layernorm_dx_kernel(float* dx, const float* dout, const float* x
   }
 }
 
-// dw (+ db when non-null) over columns: block (kColumnsPerBlock,
-// kColumnRowThreads) = (32, 8).
+// dw (+ db when non-null) over columns, slab blockIdx.y of rows at a time
+// (launch.hpp column_sum_launch): block (kColumnsPerBlock, kColumnRowThreads)
+// = (32, 8). One slab adds into dw/db; more write the slab's partials to
+// dw/db[slab * C + c] (added by CudaBackend::add_column_partials).
 __global__ void norm_dw_kernel(float* dw, float* db, const float* dout, const float* x,
-                               const float* mean, const float* rstd, int N, int C) {
+                               const float* mean, const float* rstd, int N, int C, int slab_rows,
+                               bool accumulate) {
   __shared__ float sw[kColumnRowThreads][kColumnsPerBlock + 1];
   __shared__ float sb[kColumnRowThreads][kColumnsPerBlock + 1];
   const int c = blockIdx.x * kColumnsPerBlock + threadIdx.x;
+  const int n0 = blockIdx.y * slab_rows, n1 = min(N, n0 + slab_rows);
   float aw = 0.0f, ab = 0.0f;
   if (c < C)
-    for (int n = threadIdx.y; n < N; n += kColumnRowThreads) {
+    for (int n = n0 + threadIdx.y; n < n1; n += kColumnRowThreads) {
       const float g = dout[size_t(n) * C + c];
       const float m = mean ? mean[n] : 0.0f;
       aw += g * ((x[size_t(n) * C + c] - m) * rstd[n]);
@@ -85,8 +89,13 @@ __global__ void norm_dw_kernel(float* dw, float* db, const float* dout, const fl
       tw += sw[y][threadIdx.x];
       tb += sb[y][threadIdx.x];
     }
-    dw[c] += tw;
-    if (db) db[c] += tb;
+    if (accumulate) {
+      dw[c] += tw;
+      if (db) db[c] += tb;
+    } else {
+      dw[size_t(blockIdx.y) * C + c] = tw;
+      if (db) db[size_t(blockIdx.y) * C + c] = tb;
+    }
   }
 }
 
@@ -138,10 +147,7 @@ void CudaBackend::layernorm_bwd(float* dx, float* dw, float* db, const float* do
   layernorm_dx_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
       dx, dout, x, w, mean, rstd, N, C);
   CUDA_LAUNCH_CHECK();
-  const LaunchConfig lw = cuda_detail::column_sum_launch(C);
-  norm_dw_kernel<<<to_dim3(lw.grid), to_dim3(lw.block), lw.smem_bytes, stream_>>>(
-      dw, db, dout, x, mean, rstd, N, C);
-  CUDA_LAUNCH_CHECK();
+  norm_weight_grads(dw, db, dout, x, mean, rstd, N, C);
 }
 
 void CudaBackend::rmsnorm_fwd(float* out, float* rstd, const float* x, const float* w, int N,
@@ -160,10 +166,26 @@ void CudaBackend::rmsnorm_bwd(float* dx, float* dw, const float* dout, const flo
   rmsnorm_dx_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
       dx, dout, x, w, rstd, N, C);
   CUDA_LAUNCH_CHECK();
-  const LaunchConfig lw = cuda_detail::column_sum_launch(C);
-  norm_dw_kernel<<<to_dim3(lw.grid), to_dim3(lw.block), lw.smem_bytes, stream_>>>(
-      dw, nullptr, dout, x, nullptr, rstd, N, C);
+  norm_weight_grads(dw, nullptr, dout, x, nullptr, rstd, N, C);
+}
+
+void CudaBackend::norm_weight_grads(float* dw, float* db, const float* dout, const float* x,
+                                    const float* mean, const float* rstd, int N, int C) {
+  const LaunchConfig l = cuda_detail::column_sum_launch(N, C);
+  const int slabs = int(l.grid.y), slab_rows = int(cuda_detail::column_slab_rows(N, slabs));
+  if (slabs == 1) {
+    norm_dw_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
+        dw, db, dout, x, mean, rstd, N, C, slab_rows, true);
+    CUDA_LAUNCH_CHECK();
+    return;
+  }
+  const size_t per = size_t(slabs) * C;  // partials of dw, then of db
+  auto* partial = static_cast<float*>(scratch(4, (db ? 2 : 1) * per * sizeof(float)));
+  norm_dw_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
+      partial, db ? partial + per : nullptr, dout, x, mean, rstd, N, C, slab_rows, false);
   CUDA_LAUNCH_CHECK();
+  add_column_partials(dw, partial, slabs, C);
+  if (db) add_column_partials(db, partial + per, slabs, C);
 }
 
 }  // namespace pentad

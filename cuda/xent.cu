@@ -15,9 +15,9 @@ namespace {
 
 constexpr int kThreads = cuda_detail::kXentThreads;
 
-__global__ void rowmax_kernel(float* rowmax, const float* logits, int V) {
+__global__ void rowmax_kernel(float* rowmax, const float* logits, int V, int ld) {
   __shared__ float sh[kThreads];
-  const float* l = logits + size_t(blockIdx.x) * V;
+  const float* l = logits + size_t(blockIdx.x) * ld;
   float m = -INFINITY;
   for (int j = threadIdx.x; j < V; j += kThreads) m = fmaxf(m, l[j]);
   sh[threadIdx.x] = m;
@@ -30,10 +30,11 @@ __global__ void rowmax_kernel(float* rowmax, const float* logits, int V) {
 }
 
 __global__ void sumexp_kernel(float* sumexp, float* target_logit, const float* logits,
-                              const float* rowmax, const int32_t* targets, int V, int vocab_start) {
+                              const float* rowmax, const int32_t* targets, int V, int ld,
+                              int vocab_start) {
   __shared__ double sh[kThreads];
   const int n = blockIdx.x;
-  const float* l = logits + size_t(n) * V;
+  const float* l = logits + size_t(n) * ld;
   const float m = rowmax[n];
   double s = 0.0;
   for (int j = threadIdx.x; j < V; j += kThreads) s += double(expf(l[j] - m));
@@ -52,51 +53,53 @@ __global__ void sumexp_kernel(float* sumexp, float* target_logit, const float* l
 
 __global__ void xent_bwd_kernel(float* dlogits, float* losses, const float* logits,
                                 const float* rowmax, const float* sumexp, const float* target_logit,
-                                const int32_t* targets, float grad_scale, int V, int vocab_start) {
+                                const int32_t* targets, float grad_scale, int V, int ld,
+                                int vocab_start) {
   const int n = blockIdx.x;
   const bool ignored = targets[n] < 0;
   const double lse = log(double(sumexp[n])) + double(rowmax[n]);
   if (losses && threadIdx.x == 0) losses[n] = ignored ? 0.0f : float(lse - double(target_logit[n]));
   if (!dlogits) return;
   // Every thread reads its logits before writing them (dlogits may alias
-  // logits); no thread reads another's elements.
-  float* g = dlogits + size_t(n) * V;
-  const float* l = logits + size_t(n) * V;
+  // logits); no thread reads another's elements. Columns [V, ld) are
+  // vocabulary padding: gradient 0.
+  float* g = dlogits + size_t(n) * ld;
+  const float* l = logits + size_t(n) * ld;
   const float lse_f = float(lse);
   const int t = targets[n] - vocab_start;
-  for (int j = threadIdx.x; j < V; j += blockDim.x) {
-    float v = ignored ? 0.0f : grad_scale * expf(l[j] - lse_f);
-    if (!ignored && j == t) v -= grad_scale;
+  for (int j = threadIdx.x; j < ld; j += blockDim.x) {
+    float v = ignored || j >= V ? 0.0f : grad_scale * expf(l[j] - lse_f);
+    if (!ignored && j == t && j < V) v -= grad_scale;
     g[j] = v;
   }
 }
 
 }  // namespace
 
-void CudaBackend::xent_rowmax(float* rowmax, const float* logits, int N, int V) {
+void CudaBackend::xent_rowmax(float* rowmax, const float* logits, int N, int V, int ld) {
   if (N <= 0) return;
   const LaunchConfig l = cuda_detail::xent_rows_launch(N);
-  rowmax_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(rowmax, logits, V);
+  rowmax_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(rowmax, logits, V, ld);
   CUDA_LAUNCH_CHECK();
 }
 
 void CudaBackend::xent_sumexp(float* sumexp, float* target_logit, const float* logits,
-                              const float* rowmax, const int32_t* targets, int N, int V,
+                              const float* rowmax, const int32_t* targets, int N, int V, int ld,
                               int vocab_start) {
   if (N <= 0) return;
   const LaunchConfig l = cuda_detail::xent_rows_launch(N);
   sumexp_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
-      sumexp, target_logit, logits, rowmax, targets, V, vocab_start);
+      sumexp, target_logit, logits, rowmax, targets, V, ld, vocab_start);
   CUDA_LAUNCH_CHECK();
 }
 
 void CudaBackend::xent_bwd(float* dlogits, float* losses, const float* logits, const float* rowmax,
                            const float* sumexp, const float* target_logit, const int32_t* targets,
-                           float grad_scale, int N, int V, int vocab_start) {
+                           float grad_scale, int N, int V, int ld, int vocab_start) {
   if (N <= 0 || (!dlogits && !losses)) return;
   const LaunchConfig l = cuda_detail::xent_rows_launch(N);
   xent_bwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
-      dlogits, losses, logits, rowmax, sumexp, target_logit, targets, grad_scale, V, vocab_start);
+      dlogits, losses, logits, rowmax, sumexp, target_logit, targets, grad_scale, V, ld, vocab_start);
   CUDA_LAUNCH_CHECK();
 }
 

@@ -286,6 +286,9 @@ const std::vector<Key>& schema() {
                         "MLP width (F); 0 = 4*C (gpt2) or round_up(8*C/3, 32) (llama)"));
     s.push_back(int_key(PENTAD_FIELD(model, vocab_size), 2, kNoMax,
                         "vocabulary size (V); token files are uint16 up to 65536, uint32 above"));
+    s.push_back(int_key(PENTAD_FIELD(model, pad_vocab_to), 1, 1 << 16,
+                        "the embedding and head hold round_up(V, pad_vocab_to * tp) rows inside a run "
+                        "(zero, untrained; checkpoints and exports hold V)"));
     s.push_back(int_key(PENTAD_FIELD(model, seq_len), 1, kNoMax, "global sequence length (T)"));
     s.push_back(float_key(PENTAD_FIELD(model, norm_eps), gt(0), none(), "LayerNorm/RMSNorm epsilon"));
     s.push_back(float_key(PENTAD_FIELD(model, rope_theta), gt(0), none(), "RoPE base (llama)"));
@@ -616,9 +619,10 @@ void validate(const Config& cfg, int world_size) {
                                        : ""));
   if (m.d_ff % p.tp != 0)
     fail(cfg, kv("model.d_ff", m.d_ff) + " is not divisible by " + kv("parallel.tp", p.tp));
-  if (m.vocab_size % p.tp != 0)
-    fail(cfg, kv("model.vocab_size", m.vocab_size) + " is not divisible by " +
-                  kv("parallel.tp", p.tp) + " (no padding: pad the vocabulary in the data)");
+  if (int64_t(m.vocab_size) + int64_t(m.pad_vocab_to) * p.tp > INT32_MAX)
+    fail(cfg, kv("model.vocab_size", m.vocab_size) + " padded to a multiple of " +
+                  kv("model.pad_vocab_to", m.pad_vocab_to) + " * " + kv("parallel.tp", p.tp) +
+                  " exceeds 2147483647 rows");
   // Mixture of experts and expert parallelism.
   if (p.ep > 1 && m.n_experts == 0)
     fail(cfg, kv("parallel.ep", p.ep) + " needs a mixture-of-experts model (model.n_experts > 0)");

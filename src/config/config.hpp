@@ -67,6 +67,11 @@ struct ModelConfig {
   int n_kv_heads = 0;        // Hkv; 0 = n_heads (gpt2 requires n_heads)
   int d_ff = 0;              // F; 0 = 4*C (gpt2) or the Llama rule
   int vocab_size = 256;      // V
+  // The embedding and head matrices hold round_up(V, pad_vocab_to * tp) rows
+  // inside a run (each tp slice a multiple of pad_vocab_to rows, aligned for
+  // the GPU's GEMMs); the extra rows are zero, never trained, and neither
+  // checkpoints nor exports hold them. padded_vocab() below.
+  int pad_vocab_to = 128;
   int seq_len = 64;          // T (global sequence length)
   float norm_eps = 1e-5f;
   float rope_theta = 10000.0f;
@@ -85,6 +90,12 @@ struct ModelConfig {
   int head_dim() const { return d_model / n_heads; }
   bool tied() const { return tied_embeddings == 1; }
   bool is_moe_block(int l) const { return n_experts > 0 && (l + 1) % moe_every == 0; }
+  // Rows of the embedding and head matrices over a tp group of `tp` ranks:
+  // vocab_size rounded up to a multiple of pad_vocab_to * tp.
+  int padded_vocab(int tp) const {
+    const int64_t m = int64_t(pad_vocab_to) * tp;
+    return int((int64_t(vocab_size) + m - 1) / m * m);
+  }
 
   bool operator==(const ModelConfig&) const = default;
 };

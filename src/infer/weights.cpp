@@ -74,11 +74,12 @@ ModelWeights load_model_weights(const std::string& path) {
     if (!ds.ok()) throw InputError(t + " cannot be opened: " + h5::error_detail());
     h5::Id sp(H5Dget_space(ds.get()), H5Sclose);
     const std::vector<int64_t> shape = sp.ok() ? h5::extent(sp.get()) : std::vector<int64_t>{};
-    if (shape != s.shape)
-      throw InputError(t + " has shape " + shape_text(shape) + "; the stored deck implies " + shape_text(s.shape));
+    const std::vector<int64_t> want = s.saved_shape();  // files hold no vocabulary padding
+    if (shape != want)
+      throw InputError(t + " has shape " + shape_text(shape) + "; the stored deck implies " + shape_text(want));
     HostTensor& h = w.tensors[s.name];
     h.shape = shape;
-    h.data.resize(s.local_numel());
+    h.data.resize(size_t(s.global_numel()));
     if (H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, h.data.data()) < 0) {
       bool pipeline = false;
       const std::string detail = h5::error_detail(&pipeline);

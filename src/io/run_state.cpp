@@ -2,6 +2,7 @@
 #include "io/run_state.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <sstream>
 
 #include "comm/host.hpp"
@@ -27,9 +28,10 @@ std::vector<GlobalTensor> global_tensors(const ParamStore& params, const ParamSt
     for (const ParamInfo& p : store.infos()) {
       if (p.stage_copy) continue;
       mine += std::to_string(p.unit) + " " + std::to_string(expert) + " " + p.name + " ";
-      for (size_t d = 0; d < p.shape.size(); ++d) {
+      const std::vector<int64_t> shape = p.saved_shape();  // checkpoints hold no vocabulary padding
+      for (size_t d = 0; d < shape.size(); ++d) {
         if (d) mine += ',';
-        mine += std::to_string(p.shape[d]);
+        mine += std::to_string(shape[d]);
       }
       mine += "\n";
     }
@@ -79,25 +81,50 @@ std::vector<CkptTensor> checkpoint_tensors(ParamStore& params, DataParallel& dpa
       const bool replicated_over_tp = p.local_shape == p.shape && topo.shape.tp > 1;
       t.local_start = p.local_start;
       t.local_shape = p.local_shape;
+      // A vocabulary matrix's block without its padding rows (none, on a tp
+      // rank that holds padding only): a prefix of the stored block.
+      if (!t.local_shape.empty()) {
+        t.local_start[0] = std::min(p.local_start[0], g.shape[0]);
+        t.local_shape[0] = std::clamp<int64_t>(g.shape[0] - p.local_start[0], 0, p.local_shape[0]);
+      }
       // An expert block is replicated over dp/ep (and cp): its dp/ep index 0 writes it.
       const bool first_replica = g.expert ? topo.me.dp_outer == 0 : topo.dp_rank() == 0;
       // Expert blocks are replicated over tp.
       t.writer = !p.stage_copy && first_replica && topo.me.cp == 0 &&
-                 (!(replicated_over_tp || g.expert) || topo.me.tp == 0);
+                 (!(replicated_over_tp || g.expert) || topo.me.tp == 0) &&
+                 (t.local_shape.empty() || t.local_shape[0] > 0);
       return t;
     };
+    // The stored block moves whole; a checkpoint sees its first `saved`
+    // elements (padding rows, a suffix, are zero and stay zero).
+    const size_t stored = i >= 0 ? store.info(i).numel() : 0;
+    auto access = [stored](CkptTensor& t, std::function<void(float*)> get, std::function<void(const float*)> set) {
+      size_t saved = 1;
+      for (int64_t d : t.local_shape) saved *= size_t(d);
+      if (saved == stored) {
+        t.get = std::move(get);
+        t.set = std::move(set);
+        return;
+      }
+      t.get = [get, saved, stored](float* h) {
+        std::vector<float> block(stored);
+        get(block.data());
+        std::copy_n(block.data(), saved, h);
+      };
+      t.set = [set, saved, stored](const float* h) {
+        std::vector<float> block(stored, 0.0f);
+        std::copy_n(h, saved, block.data());
+        set(block.data());
+      };
+    };
     CkptTensor w = make("");
-    if (i >= 0) {
-      w.get = [&dp, i](float* h) { dp.get_param(i, h); };
-      w.set = [&dp, i](const float* h) { dp.set_param(i, h); };
-    }
+    if (i >= 0) access(w, [&dp, i](float* h) { dp.get_param(i, h); }, [&dp, i](const float* h) { dp.set_param(i, h); });
     out.push_back(std::move(w));
     for (int which = 0; which < 2; ++which) {
       CkptTensor m = make(which == 0 ? "optim/m/" : "optim/v/");
-      if (i >= 0) {
-        m.get = [&dp, i, which](float* h) { dp.get_moment(which, i, h); };
-        m.set = [&dp, i, which](const float* h) { dp.set_moment(which, i, h); };
-      }
+      if (i >= 0)
+        access(m, [&dp, i, which](float* h) { dp.get_moment(which, i, h); },
+               [&dp, i, which](const float* h) { dp.set_moment(which, i, h); });
       out.push_back(std::move(m));
     }
   }

@@ -18,7 +18,7 @@ LocalDims local_dims(const ModelConfig& cfg, int micro_batch, int tp, bool sp, c
   d.Hkv = cfg.n_kv_heads / tp;
   d.D = cfg.head_dim();
   d.F = cfg.d_ff / tp;
-  d.V = cfg.vocab_size / tp;
+  d.V = cfg.padded_vocab(tp) / tp;
   d.L = cfg.n_layers;
   d.gpt2 = cfg.family == Family::gpt2;
   d.sp = sp && tp > 1;

@@ -118,7 +118,6 @@ Model::Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backe
   need(cfg.n_heads, "n_heads");
   need(cfg.n_kv_heads, "n_kv_heads");
   need(cfg.d_ff, "d_ff");
-  need(cfg.vocab_size, "vocab_size");
   if (sp_) need(micro_batch * cp_split_.local_len(), "micro_batch*seq_len/cp");
   B_ = micro_batch;
   T_ = cp_split_.local_len();
@@ -127,7 +126,7 @@ Model::Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backe
   Hkv_ = cfg.n_kv_heads / n;
   D_ = cfg.head_dim();
   F_ = cfg.d_ff / n;
-  V_ = cfg.vocab_size / n;
+  V_ = cfg.padded_vocab(n) / n;  // this slice's rows, vocabulary padding included
   L_ = cfg.n_layers;
   gpt2_ = cfg.family == Family::gpt2;
   N_ = B_ * T_;
@@ -196,7 +195,7 @@ void Model::build_params() {
   final_norm_.b = id("model/final_norm/b");
   // The head's matrix: lm_head, or the tied wte (this stage's, or its stage copy).
   const ParamId w = cfg_.tied() ? (has_embedding_ ? embedding_.wte() : id("model/wte")) : id("model/lm_head");
-  lm_head_ = VocabParallelHead(P, be_, tp_, w, C_, V_);
+  lm_head_ = VocabParallelHead(P, be_, tp_, w, C_, V_, cfg_.vocab_size);
 }
 
 // Block l's layers over its registered tensors (ParamId{} for the ones the

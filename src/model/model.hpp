@@ -223,7 +223,7 @@ class Model {
   MoeStats moe_stats_;
   int cur_slot_ = 0;
   float cur_loss_scale_ = 0;
-  // H_, Hkv_, F_, V_ are this tp rank's counts (heads, d_ff, vocab slice).
+  // H_, Hkv_, F_, V_ are this tp rank's counts (heads, d_ff, vocab slice: padded rows included).
   int B_, T_, C_, H_, Hkv_, D_, F_, V_, L_;
   bool gpt2_;
   int tp_size_ = 1, tp_rank_ = 0;

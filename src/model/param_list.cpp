@@ -75,16 +75,22 @@ void for_each_param_spec(const ModelConfig& cfg, const ParamRank& r, const Param
   // Output projections of the residual branches are scaled by 1/sqrt(2L)
   // (GPT-2), so the residual stream's variance does not grow with depth.
   const float std_out = std / std::sqrt(2.0f * float(L));
-  const int64_t C = cfg.d_model, V = cfg.vocab_size;  // global sizes
+  // Global sizes; the vocabulary matrices hold Vp rows, the last Vp - V of
+  // them padding (ModelConfig::pad_vocab_to).
+  const int64_t C = cfg.d_model, V = cfg.vocab_size, Vp = cfg.padded_vocab(r.tp);
   auto add = [&](const char* name, std::vector<int64_t> shape, Init init, float s, bool decay, int unit,
-                 bool stage_copy = false) {
+                 bool stage_copy = false, int64_t saved_rows = -1) {
     ParamSpec spec = tp_param_spec("model/", name, std::move(shape), init, s, decay, r.tp_rank, r.tp);
     spec.unit = unit;
     spec.stage_copy = stage_copy;
+    spec.saved_rows = saved_rows;
     emit(std::move(spec));
   };
+  auto vocab_matrix = [&](const char* name, int unit, bool stage_copy = false) {
+    add(name, {Vp, C}, Init::normal, std, true, unit, stage_copy, Vp != V ? V : -1);
+  };
   if (has_embedding) {
-    add("wte", {V, C}, Init::normal, std, true, 0);
+    vocab_matrix("wte", 0);
     if (gpt2) add("wpe", {int64_t(cfg.seq_len), C}, Init::normal, std, true, 0);
   }
   for (int g = 0; g < G; ++g)
@@ -94,12 +100,12 @@ void for_each_param_spec(const ModelConfig& cfg, const ParamRank& r, const Param
   add("final_norm/w", {C}, Init::ones, 0, false, L + 1);
   if (gpt2) add("final_norm/b", {C}, Init::zeros, 0, false, L + 1);
   if (!cfg.tied()) {
-    add("lm_head", {V, C}, Init::normal, std, true, L + 1);
+    vocab_matrix("lm_head", L + 1);
   } else if (!has_embedding) {
     // Tied embeddings across pipeline stages: the last stage holds a copy of
     // wte (drawn with the same values); the two stages sum their gradients
     // before the optimizer, so the copies stay identical.
-    add("wte", {V, C}, Init::normal, std, true, L + 1, true);
+    vocab_matrix("wte", L + 1, true);
   }
 }
 

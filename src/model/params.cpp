@@ -8,23 +8,30 @@
 
 namespace pentad {
 
-size_t ParamInfo::numel() const {
-  size_t n = 1;
-  for (int64_t d : local_shape) n *= size_t(d);
+namespace {
+
+// The global shape without the vocabulary padding rows (saved_rows < 0: none).
+std::vector<int64_t> without_padding(std::vector<int64_t> shape, int64_t saved_rows) {
+  if (saved_rows >= 0 && !shape.empty()) shape[0] = saved_rows;
+  return shape;
+}
+
+template <class T>
+T product(const std::vector<int64_t>& dims) {
+  T n = 1;
+  for (int64_t d : dims) n *= T(d);
   return n;
 }
 
-int64_t ParamInfo::global_numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
+}  // namespace
 
-size_t ParamSpec::local_numel() const {
-  size_t n = 1;
-  for (int64_t d : local_shape) n *= size_t(d);
-  return n;
-}
+size_t ParamInfo::numel() const { return product<size_t>(local_shape); }
+std::vector<int64_t> ParamInfo::saved_shape() const { return without_padding(shape, saved_rows); }
+int64_t ParamInfo::global_numel() const { return product<int64_t>(saved_shape()); }
+
+size_t ParamSpec::local_numel() const { return product<size_t>(local_shape); }
+std::vector<int64_t> ParamSpec::saved_shape() const { return without_padding(shape, saved_rows); }
+int64_t ParamSpec::global_numel() const { return product<int64_t>(saved_shape()); }
 
 ParamStore::~ParamStore() {
   if (params_) backend_.free_bytes(params_);
@@ -70,6 +77,7 @@ int ParamStore::add_block(const std::string& name, std::vector<int64_t> shape,
 int ParamStore::add_spec(const ParamSpec& s) {
   const int i = add_block(s.name, s.shape, s.local_start, s.local_shape, s.init, s.std, s.decay);
   if (s.stage_copy) mark_stage_copy(i);
+  infos_[size_t(i)].saved_rows = s.saved_rows;
   return i;
 }
 
@@ -119,8 +127,9 @@ void ParamStore::init_range(uint64_t seed, size_t lo, size_t hi, float* dst) con
       const CounterRng rng{seed, fnv1a64(p.name)};
       // Local element -> global flat index (row-major), so a block draws the
       // same numbers as the full tensor.
+      // Padding rows (past saved_rows, a row-major suffix) stay zero.
       const int nd = int(p.shape.size());
-      const int64_t first = int64_t(a - p.offset), n = int64_t(b - a);
+      const int64_t first = int64_t(a - p.offset), n = int64_t(b - a), saved = p.global_numel();
 #pragma omp parallel for schedule(static)
       for (int64_t e = 0; e < n; ++e) {
         int64_t rest = first + e, g = 0, stride = 1;
@@ -130,7 +139,7 @@ void ParamStore::init_range(uint64_t seed, size_t lo, size_t hi, float* dst) con
           g += (p.local_start[size_t(d)] + i) * stride;
           stride *= p.shape[size_t(d)];
         }
-        host[size_t(e)] = float(p.std * rng.normal(uint64_t(g)));
+        if (g < saved) host[size_t(e)] = float(p.std * rng.normal(uint64_t(g)));
       }
     }
     backend_.from_host(dst + (a - lo), host.data(), host.size() * sizeof(float));

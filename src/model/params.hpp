@@ -27,7 +27,7 @@ struct ParamId {
 
 struct ParamInfo {
   std::string name;                   // e.g. "model/layers/0/attn/wq"
-  std::vector<int64_t> shape;         // global shape
+  std::vector<int64_t> shape;         // global shape over the tp group (padded rows included)
   std::vector<int64_t> local_shape;   // this rank's slice
   std::vector<int64_t> local_start;   // where the slice starts, per dimension
   size_t offset = 0;                  // into the flat local buffers (elements)
@@ -39,9 +39,15 @@ struct ParamInfo {
   // with tied embeddings): kept identical by summing the two stages'
   // gradients; counted once in the gradient norm and written once.
   bool stage_copy = false;
+  // The tensor's own rows: shape[0] but for the vocabulary matrices, whose
+  // rows [saved_rows, shape[0]) are padding (ModelConfig::pad_vocab_to):
+  // zero, never trained, not in checkpoints. -1: shape[0].
+  int64_t saved_rows = -1;
 
-  size_t numel() const;          // local elements
-  int64_t global_numel() const;
+  size_t numel() const;          // local elements (padding included)
+  // The tensor without its padding rows: what a checkpoint holds.
+  std::vector<int64_t> saved_shape() const;
+  int64_t global_numel() const;  // elements of saved_shape()
 };
 
 // Every tensor is padded to a multiple of 16 elements (64 bytes) inside the
@@ -63,7 +69,10 @@ struct ParamSpec {
   bool decay = true;
   bool expert = false;               // the expert store (split over ep); else the dense one
   bool stage_copy = false;           // the last stage's copy of a tied wte
-  size_t local_numel() const;
+  int64_t saved_rows = -1;           // ParamInfo::saved_rows
+  size_t local_numel() const;        // padding included
+  std::vector<int64_t> saved_shape() const;  // as ParamInfo's: without the padding rows
+  int64_t global_numel() const;              // elements of saved_shape()
 };
 
 class ParamStore {

@@ -13,6 +13,9 @@
 #                                        tensor equal bitwise
 #   resume.sh moe                        MoE: bitwise resume under dp2 x ep2, and an
 #                                        ep-split checkpoint loaded under other layouts
+#   resume.sh vocab_pad                  a padded vocabulary: unpadded tensors in
+#                                        the checkpoint, loaded bitwise under
+#                                        tp4, pp2 and 1 rank unpadded
 #   resume.sh signal                     SIGUSR1 to the ranks mid-run: one
 #                                        committed checkpoint at a step all
 #                                        ranks agree on, exit 0
@@ -127,6 +130,35 @@ print(f"{int(ok)} passed, {int(not ok)} failed")
 sys.exit(0 if ok else 1)
 PY
     ;;
+  vocab_pad)
+    # V = 300, padded inside the run (model.pad_vocab_to): the checkpoint saved
+    # under tp2 x dp2 zero1 (512 rows, rank 1 holds 44 of them and 212 of
+    # padding) holds (300, C) tensors, and loads bitwise under tp4 (a rank of
+    # padding only), pp2 (the tied wte's copy on the last stage) and 1 rank
+    # with no padding at all.
+    v=(--set model.vocab_size=300)
+    train 4 src "${v[@]}" --set parallel.tp=2 --set parallel.dp=2 --set parallel.zero=1 --set train.micro_batch=1 \
+      --set train.grad_accum=2 --set checkpoint.dir="$tmp/S" --set checkpoint.every=5 --set train.steps=5
+    ck=$tmp/S/step_000005.h5
+    "$PENTAD_PYTHON" - "$ck" <<'PY'
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+shapes = {n: f[n].shape for n in ("model/wte", "optim/m/model/wte", "optim/v/model/wte")}
+ok = all(s == (300, 32) for s in shapes.values())
+print(("ok    " if ok else "FAIL  ") + f"unpadded vocabulary tensors in the checkpoint: {shapes}")
+sys.exit(0 if ok else 1)
+PY
+    i=0
+    for layout in "4 --set parallel.tp=4 --set train.micro_batch=2 --set train.grad_accum=2" \
+                  "2 --set parallel.pp=2 --set train.micro_batch=1 --set train.grad_accum=4" \
+                  "1 --set model.pad_vocab_to=1 --set train.micro_batch=2 --set train.grad_accum=2"; do
+      i=$((i + 1))
+      # shellcheck disable=SC2086
+      train "${layout%% *}" "P$i" "${v[@]}" ${layout#* } --set checkpoint.dir="$tmp/P$i" --set checkpoint.resume="$ck" \
+        --set train.steps=5 --set checkpoint.save_final=true
+      echo "layout $i: $layout"
+      compare "$ck" "$tmp/P$i/final.h5" bitwise
+    done ;;
   zbv_reshard)
     L4=(--set model.n_layers=4)
     train 2 V "${L4[@]}" --set parallel.pp=2 --set parallel.virtual_stages=2 --set parallel.schedule=zbv \

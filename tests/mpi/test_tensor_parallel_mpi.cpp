@@ -52,7 +52,7 @@ void test_xent(Backend& be, Comm& tp) {
   float* scratch = be.alloc(3 * size_t(N), Mem::scratch);
   float* loss = be.alloc(size_t(N), Mem::scratch);
   be.from_host(lg, logits.data(), logits.size() * sizeof(float));
-  vocab_parallel_xent(be, nullptr, lg, loss, lg, scratch, scratch + N, tg, 0.5f, N, V, 0);
+  vocab_parallel_xent(be, nullptr, lg, loss, lg, scratch, scratch + N, tg, 0.5f, N, V, V, 0);
   const std::vector<float> ref_loss = host_of(be, loss, size_t(N));
   const std::vector<float> ref_d = host_of(be, lg, logits.size());
   // Parallel: this rank's columns.
@@ -61,7 +61,7 @@ void test_xent(Backend& be, Comm& tp) {
     std::copy_n(logits.data() + size_t(n) * V + v0, Vl, slice.data() + size_t(n) * Vl);
   float* ls = be.alloc(slice.size(), Mem::scratch);
   be.from_host(ls, slice.data(), slice.size() * sizeof(float));
-  vocab_parallel_xent(be, &tp, ls, loss, ls, scratch, scratch + N, tg, 0.5f, N, Vl, v0);
+  vocab_parallel_xent(be, &tp, ls, loss, ls, scratch, scratch + N, tg, 0.5f, N, Vl, Vl, v0);
   expect_close("xent losses", host_of(be, loss, size_t(N)), ref_loss);
   std::vector<float> ref_slice(slice.size());
   for (int n = 0; n < N; ++n)

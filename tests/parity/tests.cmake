@@ -68,6 +68,23 @@ foreach(model gpt2 llama)
   endforeach()
 endforeach()
 
+# Vocabulary padding (model.pad_vocab_to, default 128): V = 300 against the
+# unpadded 1-rank run. 1 rank holds 384 rows; tp 2 holds 512 (rank 1: 44 rows
+# and 212 of padding); tp 4 holds 512 (rank 3: padding only). The plain tp4
+# cases above pad V = 256 to 512 as well. The dumps hold the unpadded tensors.
+foreach(model gpt2 llama)
+  set(v "--set model.vocab_size=300")
+  if(model STREQUAL "llama")
+    set(v "${v} --set model.n_heads=8 --set model.n_kv_heads=4")
+  endif()
+  pentad_parity_test(vocab_pad ${model} 1 "${v} --set model.pad_vocab_to=1" "${v}")
+  pentad_parity_test(tp2_sp_vocab_pad ${model} 2 "${v} --set model.pad_vocab_to=1" "${v} --set parallel.tp=2 --set parallel.sp=true")
+  pentad_parity_test(tp4_vocab_pad ${model} 4 "${v} --set model.pad_vocab_to=1" "${v} --set parallel.tp=4")
+endforeach()
+# GPT-2's tied wte on both pipeline ends, padded on each.
+pentad_parity_test(tp2_pp2_vocab_pad gpt2 4 "--set model.vocab_size=300 --set model.pad_vocab_to=1 --set train.grad_accum=4"
+                   "--set model.vocab_size=300 --set parallel.tp=2 --set parallel.pp=2 --set train.grad_accum=4")
+
 add_test(NAME dp_zero_memory_by_stage COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/memory.sh ${CMAKE_CURRENT_LIST_DIR}/gpt2.toml)
 set_tests_properties(dp_zero_memory_by_stage PROPERTIES LABELS "mpi;parity"
                      ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 180)

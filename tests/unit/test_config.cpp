@@ -259,6 +259,7 @@ TEST(Config, RangeErrors) {
             "input/tiny.toml:4: model.vocab_size: must be <= 2147483647 (got 2147483648)");
   EXPECT_EQ(at3("model", "vocab_size = 1"),
             "input/tiny.toml:4: model.vocab_size: must be >= 2 (got 1)");
+  EXPECT_EQ(at3("model", "pad_vocab_to = 0"), "input/tiny.toml:4: model.pad_vocab_to: must be in [1, 65536] (got 0)");
   EXPECT_EQ(at3("model", "n_layers = 3000000000"),
             "input/tiny.toml:4: model.n_layers: must be <= 2147483647 (got 3000000000)");
   EXPECT_EQ(at3("model", "n_kv_heads = -1"),
@@ -396,9 +397,21 @@ TEST(Config, ParallelChecks) {
             "heads are split over tp, not replicated: use parallel.tp <= model.n_kv_heads)");
   EXPECT_EQ(error_of(kMinimal + "[model]\nn_heads = 8\nd_ff = 100\n[parallel]\ntp = 8\n", {}, 8),
             "input/tiny.toml: model.d_ff=100 is not divisible by parallel.tp=8");
-  EXPECT_EQ(error_of(kMinimal + "[model]\nn_heads = 8\nvocab_size = 300\n[parallel]\ntp = 8\n", {}, 8),
-            "input/tiny.toml: model.vocab_size=300 is not divisible by parallel.tp=8 (no padding: "
-            "pad the vocabulary in the data)");
+  // The vocabulary need not divide by tp: the embedding and head are padded
+  // to a multiple of pad_vocab_to * tp rows.
+  const Config v300 = parse(kMinimal + "[model]\nn_heads = 8\nvocab_size = 300\n[parallel]\ntp = 8\n", {}, 8);
+  EXPECT_EQ(v300.model.pad_vocab_to, 128);
+  EXPECT_EQ(v300.model.padded_vocab(8), 1024);
+  EXPECT_EQ(v300.model.padded_vocab(1), 384);
+  const Config gpt2 = parse(kMinimal + "[model]\nvocab_size = 50257\npad_vocab_to = 64\n[parallel]\ntp = 2\n", {}, 2);
+  EXPECT_EQ(gpt2.model.padded_vocab(2), 50304);
+  EXPECT_EQ(gpt2.model.padded_vocab(1), 50304);
+  const Config unpadded = parse(kMinimal + "[model]\nvocab_size = 50257\npad_vocab_to = 1\n[parallel]\ntp = 2\n", {}, 2);
+  EXPECT_EQ(unpadded.model.padded_vocab(1), 50257);
+  EXPECT_EQ(unpadded.model.padded_vocab(2), 50258);
+  EXPECT_EQ(error_of(kMinimal + "[model]\nvocab_size = 2147483600\n[parallel]\ntp = 2\n", {}, 2),
+            "input/tiny.toml: model.vocab_size=2147483600 padded to a multiple of model.pad_vocab_to=128 * "
+            "parallel.tp=2 exceeds 2147483647 rows");
   // Supported layouts parse.
   EXPECT_EQ(parse(kMinimal + "[parallel]\ntp = 4\nsp = true\n", {}, 4).parallel.tp, 4);
   EXPECT_TRUE(parse(kMinimal + "[parallel]\ntp = 2\ndp = 2\nsp = true\n", {}, 4).parallel.sp);
@@ -594,7 +607,7 @@ TEST(Config, EveryResolvedKeyIsSettable) {
     if (section == "data" && line.rfind("train", 0) == 0) value = "tok/x.bin";  // has escapes
     sets.push_back((section.empty() ? "" : section + ".") + line.substr(0, eq) + "=" + value);
   }
-  EXPECT_EQ(sets.size(), 69u);  // 1 top-level + 19 model + 15 parallel + 19 train + 4 data + 6 checkpoint + 5 log
+  EXPECT_EQ(sets.size(), 70u);  // 1 top-level + 20 model + 15 parallel + 19 train + 4 data + 6 checkpoint + 5 log
   Config expected = c;
   expected.data.train = "tok/x.bin";
   expected.resolved_toml = pentad::config_to_toml(expected);

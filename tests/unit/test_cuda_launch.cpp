@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "../../cuda/attention_tc_plan.hpp"
 #include "../../cuda/launch.hpp"
 #include "config/bench_shapes.hpp"
 #include "config/config.hpp"
@@ -87,7 +88,7 @@ std::vector<Launch> launches_of(const ShapeSizes& s) {
   const pentad::ModelConfig& m = s.m;
   const int64_t B = s.micro_batch, T = m.seq_len / s.cp, C = m.d_model;
   const int64_t H = m.n_heads / s.tp, Hkv = std::max(1, m.n_kv_heads / s.tp), D = m.head_dim();
-  const int64_t F = m.d_ff / s.tp, V = (m.vocab_size + s.tp - 1) / s.tp, N = B * T;
+  const int64_t F = m.d_ff / s.tp, V = m.padded_vocab(s.tp) / s.tp, N = B * T;
   // Tokens an expert's MLP sees: every routed choice (dropless; with a
   // capacity, at most this).
   const int64_t R = m.n_experts > 0 ? N * m.top_k : 0;
@@ -114,8 +115,11 @@ std::vector<Launch> launches_of(const ShapeSizes& s) {
   out.push_back({"sum_partials", cd::sum_partials_launch()});
 
   for (int64_t cols : {C, F, (H + 2 * Hkv) * D}) {
-    const LaunchConfig c = cd::column_sum_launch(int(cols));
-    out.push_back({"column_sum C=" + std::to_string(cols), c, false, c.grid.x * cd::kColumnsPerBlock >= cols});
+    const LaunchConfig c = cd::column_sum_launch(int(N), int(cols));
+    out.push_back({"column_sum C=" + std::to_string(cols), c, false,
+                   c.grid.x * cd::kColumnsPerBlock >= cols && c.grid.y * cd::column_slab_rows(int(N), c.grid.y) >= N});
+    const LaunchConfig p = cd::column_partials_launch(int(cols));
+    out.push_back({"column_partials C=" + std::to_string(cols), p, false, p.grid.x * p.block.x >= cols});
   }
   const LaunchConfig rows = cd::norm_rows_launch(int(N));
   out.push_back({"norm rows (N)", rows, false, rows.grid.x * rows.block.y >= N});
@@ -134,6 +138,13 @@ std::vector<Launch> launches_of(const ShapeSizes& s) {
   out.push_back({"attn_dq", dq, true, dq.grid.x * cd::kAttnWarps >= T && dq.grid.y == B * H});
   const LaunchConfig dkv = cd::attn_dkv_launch(int(B), int(T), int(Hkv), int(D));
   out.push_back({"attn_dkv", dkv, true, dkv.grid.x * cd::kAttnWarps >= T && dkv.grid.y == B * Hkv});
+  // The tensor-core attention (bf16): pointer arrays and the row kernels of a block of query rows.
+  const cd::AttnTcDims tc{int(B), int(T), int(T), int(H), int(Hkv), int(D)};
+  const int tc_rows = std::min<int>(cd::attn_tc_block_rows(tc), int(T));
+  const LaunchConfig ptrs = cd::attn_tc_ptrs_launch(int(B * H));
+  out.push_back({"attn_tc ptrs", ptrs, false, ptrs.grid.x * ptrs.block.x >= B * H});
+  const LaunchConfig tc_rows_l = cd::attn_tc_rows_launch(tc_rows, int(B * H));
+  out.push_back({"attn_tc rows", tc_rows_l, false, tc_rows_l.grid.x == tc_rows && tc_rows_l.grid.y == B * H});
   return out;
 }
 
@@ -188,6 +199,33 @@ TEST(CudaLaunch, EveryShippedShapeFitsTheDevice) {
     }
   }
   std::printf("%zu shapes, %d launches checked\n", shapes.size(), n_launches);
+}
+
+// The column sums (bias and norm-weight gradients) fill the GPU: C/32
+// blocks alone are 24 at C = 768, on 132 SMs. At every benchmark shape they
+// reach at least 2 blocks per SM, every slab but the last has the same rows
+// and at least kColumnMinSlabRows of them, and the slabs cover the rows.
+TEST(CudaLaunch, ColumnSumsFillTheGpu) {
+  int checked = 0;
+  for (const pentad::BenchShape& b : pentad::gpu_bench_shapes()) {
+    const int N = b.batch * b.m.seq_len;
+    for (int C : {b.m.d_model, b.m.d_ff}) {
+      const LaunchConfig l = cd::column_sum_launch(N, C);
+      const int64_t blocks = l.grid.x * l.grid.y, rows = cd::column_slab_rows(N, l.grid.y);
+      std::printf("%s N=%d C=%d: %lld column blocks x %lld slabs of %lld rows = %lld blocks\n", b.name, N, C,
+                  (long long)l.grid.x, (long long)l.grid.y, (long long)rows, (long long)blocks);
+      EXPECT_GE(blocks, 2 * 132) << b.name << " C=" << C;
+      EXPECT_GE(rows, cd::kColumnMinSlabRows) << b.name << " C=" << C;
+      EXPECT_GE(l.grid.y * rows, N) << b.name << " C=" << C;
+      EXPECT_LT((l.grid.y - 1) * rows, N) << b.name << " C=" << C << ": an empty last slab";
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 6);
+  // Few rows: one slab, the single-pass kernel that adds into the output.
+  EXPECT_EQ(cd::column_sum_launch(64, 768).grid.y, 1);
+  EXPECT_EQ(cd::column_sum_launch(0, 768).grid.y, 1);
+  EXPECT_EQ(cd::column_sum_launch(130, 768).grid.y, 3);
 }
 
 // The check itself rejects what the device would: past each limit once.

@@ -14,13 +14,11 @@
 
 namespace {
 
+// The vocabulary matrices' padding rows (ModelConfig::pad_vocab_to) are not
+// parameters: global_numel counts the saved shape.
 double total_params(const pentad::ModelConfig& m) {
   double n = 0;
-  for (const auto& p : pentad::model_param_list(m, pentad::ParamRank{})) {
-    double e = 1;
-    for (const int64_t d : p.shape) e *= double(d);
-    n += e;
-  }
+  for (const auto& p : pentad::model_param_list(m, pentad::ParamRank{})) n += double(p.global_numel());
   return n;
 }
 

@@ -15,16 +15,16 @@ bool is_tp_split(const ParamInfo& p) { return p.local_shape != p.shape; }
 
 void vocab_parallel_xent(Backend& be, Comm* tp, float* dlogits, float* losses, const float* logits,
                          float* rowmax, float* sumexp_target, const int32_t* targets,
-                         float grad_scale, int n, int V_local, int vocab_start) {
+                         float grad_scale, int n, int V_local, int ld, int vocab_start) {
   const bool split = tp && tp->size() > 1;
   float* sumexp = sumexp_target;
   float* target_logit = sumexp_target + n;
-  be.xent_rowmax(rowmax, logits, n, V_local);
+  be.xent_rowmax(rowmax, logits, n, V_local, ld);
   if (split) tp->allreduce_max(rowmax, size_t(n));  // global row maxima
-  be.xent_sumexp(sumexp, target_logit, logits, rowmax, targets, n, V_local, vocab_start);
+  be.xent_sumexp(sumexp, target_logit, logits, rowmax, targets, n, V_local, ld, vocab_start);
   // Exactly one rank holds each target's logit, the others contribute 0.
   if (split) tp->allreduce_sum(sumexp_target, 2 * size_t(n));
-  be.xent_bwd(dlogits, losses, logits, rowmax, sumexp, target_logit, targets, grad_scale, n, V_local,
+  be.xent_bwd(dlogits, losses, logits, rowmax, sumexp, target_logit, targets, grad_scale, n, V_local, ld,
               vocab_start);
 }
 
@@ -32,6 +32,7 @@ void gather_global(Comm* tp, const ParamInfo& p, const float* local, std::vector
   const size_t n_local = p.numel();
   if (!is_tp_split(p)) {
     global.assign(local, local + n_local);
+    global.resize(size_t(p.global_numel()));  // vocabulary padding rows dropped
     return;
   }
   if (!tp || tp->size() == 1) PENTAD_FATAL("gather_global: " + p.name + " is split but there is no tp group");
@@ -43,7 +44,9 @@ void gather_global(Comm* tp, const ParamInfo& p, const float* local, std::vector
   host::allgather(tp->mpi(), p.local_start.data(), int(nd), starts.data());
   std::vector<float> all(n_local * size_t(n_ranks));
   host::allgather(tp->mpi(), local, int(n_local), all.data());
-  global.assign(size_t(p.global_numel()), 0.0f);
+  int64_t n_global = 1;  // the padded shape; its padding rows are dropped below
+  for (int64_t d : p.shape) n_global *= d;
+  global.assign(size_t(n_global), 0.0f);
   for (int q = 0; q < n_ranks; ++q) {
     const int64_t* start = starts.data() + size_t(q) * nd;
     const float* blk = all.data() + size_t(q) * n_local;
@@ -59,6 +62,7 @@ void gather_global(Comm* tp, const ParamInfo& p, const float* local, std::vector
       global[g] = blk[e];
     }
   }
+  global.resize(size_t(p.global_numel()));  // padding rows: a row-major suffix
 }
 
 double tp_sum_squares(const ParamStore& params, Backend& be, const float* flat, size_t lo, size_t hi,

@@ -31,18 +31,20 @@ struct Split {
 // is split over tp; the others are replicated on every tp rank.
 bool is_tp_split(const ParamInfo& p);
 
-// Softmax cross-entropy of logits (n, V_local) holding the vocabulary columns
-// [vocab_start, vocab_start + V_local); collective over tp (nullptr or size 1:
-// the whole vocabulary is here). rowmax: (n) scratch; sumexp_target: (2n)
-// scratch, the sum of exp and the target logit side by side so that one
-// all-reduce carries both. losses (n) and dlogits (n, V_local, may alias
-// logits) as Backend::xent_bwd; either may be null.
+// Softmax cross-entropy of logits (n, ld) whose first V_local columns are
+// the vocabulary columns [vocab_start, vocab_start + V_local) and the rest
+// vocabulary padding (Backend::xent_rowmax); collective over tp (nullptr or
+// size 1: the whole vocabulary is here). rowmax: (n) scratch; sumexp_target:
+// (2n) scratch, the sum of exp and the target logit side by side so that one
+// all-reduce carries both. losses (n) and dlogits (n, ld, may alias logits)
+// as Backend::xent_bwd; either may be null.
 void vocab_parallel_xent(Backend& be, Comm* tp, float* dlogits, float* losses, const float* logits,
                          float* rowmax, float* sumexp_target, const int32_t* targets,
-                         float grad_scale, int n, int V_local, int vocab_start);
+                         float grad_scale, int n, int V_local, int ld, int vocab_start);
 
 // The global tensor `p` assembled from the blocks of every tp rank: `local`
-// (host, p.local_shape) -> `global` (host, p.shape, row-major), on every rank
+// (host, p.local_shape) -> `global` (host, p.saved_shape(), row-major: the
+// vocabulary padding rows dropped), on every rank
 // of the group. Collective over tp (host MPI; nullptr or a replicated tensor:
 // a copy). Every rank must call it for the same tensors in the same order.
 void gather_global(Comm* tp, const ParamInfo& p, const float* local, std::vector<float>& global);

@@ -42,31 +42,34 @@ void VocabParallelEmbedding::bwd(const float* dy_local, float* dy_full, const in
 }
 
 VocabParallelHead::VocabParallelHead(ParamStore& params, Backend& be, const TpRegions& tp, ParamId w,
-                                     int n_embd, int vocab_local)
+                                     int n_embd, int vocab_local, int vocab)
     : params_(&params), be_(&be), tp_(&tp), w_(w), C_(n_embd), V_(vocab_local),
-      vocab_start_(tp.rank() * vocab_local) {}
+      vocab_start_(tp.rank() * vocab_local),
+      V_real_(std::clamp(vocab - tp.rank() * vocab_local, 0, vocab_local)), V_global_(vocab) {}
 
 namespace {
 
-// The logits (n, V/tp) of a chunk of rows, gathered over the vocabulary
-// slices of the tp group into logits_out (n, V) on the host. Debug dumps
-// only: training never holds full logits. Collective over tp.
+// The logits (n, Vp/tp) of a chunk of rows, gathered over the vocabulary
+// slices of the tp group into logits_out (n, V) on the host, the padding
+// columns dropped. Debug dumps only: training never holds full logits.
+// Collective over tp.
 void write_logits(Backend& be, Comm* tp, float* logits_out, const float* logits, float* gathered, int n,
-                  int V_local) {
+                  int V_local, int V) {
   const size_t nv = size_t(n) * V_local;
   const int n_ranks = tp ? tp->size() : 1;
-  if (n_ranks == 1) {
-    be.to_host(logits_out, logits, nv * sizeof(float));
-    return;
-  }
-  tp->allgather(logits, gathered, nv);
   std::vector<float> host(nv * size_t(n_ranks));
-  be.to_host(host.data(), gathered, host.size() * sizeof(float));
-  const size_t V = size_t(V_local) * n_ranks;
-  for (int q = 0; q < n_ranks; ++q)
+  if (n_ranks == 1) {
+    be.to_host(host.data(), logits, nv * sizeof(float));
+  } else {
+    tp->allgather(logits, gathered, nv);
+    be.to_host(host.data(), gathered, host.size() * sizeof(float));
+  }
+  for (int q = 0; q < n_ranks; ++q) {
+    const int cols = std::clamp(V - q * V_local, 0, V_local);
     for (int i = 0; i < n; ++i)
-      std::copy_n(host.data() + size_t(q) * nv + size_t(i) * V_local, V_local,
+      std::copy_n(host.data() + size_t(q) * nv + size_t(i) * V_local, cols,
                   logits_out + size_t(i) * V + size_t(q) * V_local);
+  }
 }
 
 }  // namespace
@@ -74,7 +77,7 @@ void write_logits(Backend& be, Comm* tp, float* logits_out, const float* logits,
 void VocabParallelHead::fwd_bwd(float* losses, float* dx, const float* x, const int32_t* targets,
                                 float loss_scale, float* logits_out, const HeadBuffers& buf) const {
   const int N = tp_->n_rows();
-  const size_t V_global = size_t(V_) * tp_->size();
+  const size_t V_global = size_t(V_global_);
   const float* W = params_->param(w_);  // (V/tp, C)
   float* dW = params_->grad(w_);
   float* logits = buf.logits;
@@ -82,9 +85,10 @@ void VocabParallelHead::fwd_bwd(float* losses, float* dx, const float* x, const 
     const int n = std::min(buf.chunk_rows, N - r0);
     be_->gemm(false, true, n, V_, C_, 1.0f, x + size_t(r0) * C_, C_, W, C_, 0.0f, logits, V_);
     if (logits_out)
-      write_logits(*be_, tp_->comm(), logits_out + size_t(r0) * V_global, logits, buf.logits_all, n, V_);
+      write_logits(*be_, tp_->comm(), logits_out + size_t(r0) * V_global, logits, buf.logits_all, n, V_,
+                   V_global_);
     vocab_parallel_xent(*be_, tp_->comm(), dx ? logits : nullptr, losses + r0, logits, buf.rowmax,
-                        buf.sumexp_target, targets + r0, loss_scale, n, V_, vocab_start_);
+                        buf.sumexp_target, targets + r0, loss_scale, n, V_real_, V_, vocab_start_);
     if (dx) {
       // logits now holds dlogits (n, V/tp); dx gets this slice's share.
       be_->gemm(false, false, n, C_, V_, 1.0f, logits, V_, W, C_, 0.0f, dx + size_t(r0) * C_, C_);

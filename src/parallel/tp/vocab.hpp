@@ -48,10 +48,10 @@ class VocabParallelEmbedding {
 // Scratch of the loss head, which runs chunk_rows token rows at a time so the
 // full (N, V) logits are never held.
 struct HeadBuffers {
-  float* logits = nullptr;         // (chunk_rows, V/tp); dlogits in backward
+  float* logits = nullptr;         // (chunk_rows, Vp/tp); dlogits in backward
   float* rowmax = nullptr;         // (chunk_rows)
   float* sumexp_target = nullptr;  // (2*chunk_rows)
-  float* logits_all = nullptr;     // (tp, chunk_rows, V/tp), debug dumps with tp > 1
+  float* logits_all = nullptr;     // (tp, chunk_rows, Vp/tp), debug dumps with tp > 1
   int chunk_rows = 0;
 };
 
@@ -60,9 +60,11 @@ struct HeadBuffers {
 class VocabParallelHead {
  public:
   VocabParallelHead() = default;  // not held on this rank
-  // w: (V/tp, C): lm_head, wte, or (tied, pp > 1) this stage's copy of wte.
+  // w: (Vp/tp, C): lm_head, wte, or (tied, pp > 1) this stage's copy of wte;
+  // vocab_local = Vp/tp rows per rank, of which the global rows >= vocab
+  // (ModelConfig::vocab_size) are padding.
   VocabParallelHead(ParamStore& params, Backend& be, const TpRegions& tp, ParamId w, int n_embd,
-                    int vocab_local);
+                    int vocab_local, int vocab);
 
   ParamId weight() const { return w_; }
 
@@ -81,6 +83,8 @@ class VocabParallelHead {
   const TpRegions* tp_ = nullptr;
   ParamId w_;
   int C_ = 0, V_ = 0, vocab_start_ = 0;
+  int V_real_ = 0;   // this slice's rows below ModelConfig::vocab_size (the rest: padding)
+  int V_global_ = 0; // ModelConfig::vocab_size
 };
 
 }  // namespace pentad

@@ -384,9 +384,12 @@ multinode_fail)
   # comm_timeout_s, then MPI_Abort bounded to 10 s. The wait allows 60 s,
   # as the machine under the suite's -j2 load once took more than 20.
   t_left=$(date +%s)
-  timeout 60 bash -c "while [ -n \"\$(job_pentad_pids $id)\" ]; do sleep 0.5; done" 2>/dev/null || true
+  # (In this shell: a `bash -c` child does not see job_pentad_pids.)
+  for _ in $(seq 120); do [ -z "$(job_pentad_pids "$id")" ] && break; sleep 0.5; done
   check "no rank of job $id is left on either node, $(($(date +%s) - t_left)) s after n1's ranks ended ($(job_pentad_pids "$id" | tr '\n' ' '))" test -z "$(job_pentad_pids "$id")"
-  newest=$(cat "$run_dir/ckpt/latest" 2>/dev/null || true)
+  # The checkpoint the job names at the failure, which the elastic job
+  # resumes from (ckpt/latest may already name a newer one of that job).
+  newest=$(sed -n 's/.*error: lost node(s) .*newest checkpoint: \(step_[0-9]*\.h5\).*/\1/p' "$SLURM_TMP/slurm-$id.out")
   check "a newest checkpoint is named ($newest)" test -n "$newest"
   check "pentad ckpt info verifies it" ckpt_ok "$run_dir/ckpt"
   new=$(sed -n 's/.*elastic: resubmitted as job \([0-9]*\) on 1 node(s): dp 4 -> 2, grad_accum 1 -> 2 .*/\1/p' "$SLURM_TMP/slurm-$id.out")

@@ -28,10 +28,10 @@ bench_logged "$tmp/train.log" "$pentad" train "$root/input/gpt2-124m.toml" \
   --set train.warmup_steps=1 --set train.eval_every=0 --set data.train="$tmp/train.bin" --set data.val="" \
   --set checkpoint.dir="$tmp/ck" --set checkpoint.save_final=false --set log.metrics="" \
   --set log.trace="$tmp/trace.json"
-"$build/bench/bench_kernels" --benchmark_repetitions=3 --benchmark_min_time=0.1 --benchmark_report_aggregates_only=true \
+"$build/bench/bench_kernels" --benchmark_repetitions=3 --benchmark_min_time=0.5 --benchmark_report_aggregates_only=true \
   --benchmark_format=json --benchmark_out="$tmp/ops.json" --benchmark_out_format=json > /dev/null
 /usr/bin/python3 - "$tmp/trace.json" "$tmp/ops.json" "$L" "$C" "$H" "$V" "$T" "$B" <<'PY'
-import json, statistics, sys
+import json, re, statistics, sys
 trace, ops = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["benchmarks"]
 L, C, H, V, T, B = map(int, sys.argv[3:9])
 D, tok = C // H, B * T
@@ -45,7 +45,7 @@ for e in trace["traceEvents"]:
 steps = sorted(dur["forward"])[1:]  # the first step warms up
 tf = statistics.median(dur["forward"][s] for s in steps)
 tb = statistics.median(dur["backward"][s] for s in steps)
-med = {r["run_name"].replace("/real_time", ""): r for r in ops if r.get("aggregate_name") == "median"}
+med = {re.sub(r"/(min_warmup_time:[^/]*|real_time)", "", r["run_name"]): r for r in ops if r.get("aggregate_name") == "median"}
 sgemm = med["BM_ref_sgemm_2048"]["GFLOP/s"]
 fr, br = f_flops / tf / 1e9, b_flops / tb / 1e9
 print(f"sgemm 2048^3 (same run)      : {sgemm:7.1f} GFLOP/s")

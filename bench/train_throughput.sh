@@ -7,7 +7,8 @@
 # The issue's small shape:
 #   PENTAD_BENCH_LAYERS=6 PENTAD_BENCH_DMODEL=384 PENTAD_BENCH_HEADS=6 \
 #   PENTAD_BENCH_VOCAB=256 PENTAD_BENCH_BATCH=8 bench/train_throughput.sh
-# Prints both figures and the ratios; OPENBLAS_CORETYPE is left as the
+# Prints the figures and the ratios (PyTorch twice: as it runs by default, and
+# with glibc's malloc keeping freed memory); OPENBLAS_CORETYPE is left as the
 # environment sets it, for both peers (it is printed).
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/lib.sh"
@@ -22,12 +23,18 @@ echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'); threads=$threads OPENBLAS_CO
 "$build/bench/bench_train" --benchmark_filter='BM_sgemm|BM_train_step/0' \
   --benchmark_repetitions=3 --benchmark_format=json --benchmark_out="${TMPDIR:-/tmp}/pentad_bench_train.json" \
   --benchmark_out_format=json > /dev/null
-peer=$(/usr/bin/python3 "$here/torch_peer.py" --threads "$threads" --steps "$steps" \
-  --layers "$L" --d-model "$C" --heads "$H" --vocab "$V" --seq "$T" --batch "$B")
-/usr/bin/python3 - "${TMPDIR:-/tmp}/pentad_bench_train.json" "$peer" <<'PY'
+peer_args=(--threads "$threads" --steps "$steps" --layers "$L" --d-model "$C" --heads "$H" --vocab "$V" --seq "$T" --batch "$B")
+peer=$(/usr/bin/python3 "$here/torch_peer.py" "${peer_args[@]}")
+# PyTorch again with glibc's malloc told to keep what it frees: by default
+# its CPU allocator hands large freed tensors back to the kernel and faults
+# them in again the next step, which costs much more on some VMs than on
+# bare metal (docs/benchmarks.md). pentad frees nothing during a step.
+peer_kept=$(MALLOC_MMAP_THRESHOLD_=$((1 << 30)) MALLOC_TRIM_THRESHOLD_=$((1 << 40)) MALLOC_TOP_PAD_=$((1 << 30)) \
+  /usr/bin/python3 "$here/torch_peer.py" "${peer_args[@]}")
+/usr/bin/python3 - "${TMPDIR:-/tmp}/pentad_bench_train.json" "$peer" "$peer_kept" <<'PY'
 import json, sys
 runs = json.load(open(sys.argv[1]))["benchmarks"]
-peer = json.loads(sys.argv[2])
+peer, kept = json.loads(sys.argv[2]), json.loads(sys.argv[3])
 # Medians over the repetitions (the machine is shared and noisy).
 med = {r["run_name"]: r for r in runs if r.get("aggregate_name") == "median"}
 sgemm = next(v for k, v in med.items() if k.startswith("BM_sgemm"))["GFLOP/s"]
@@ -35,6 +42,8 @@ ours = next(v for k, v in med.items() if k.startswith("BM_train_step"))
 ours_tok, ours_gf = ours["tokens/s"], ours["GFLOP/s"]
 print(f"sgemm 2048^3            : {sgemm:8.1f} GFLOP/s")
 print(f"pentad  (median step)   : {ours_tok:8.1f} tokens/s  {ours_gf:8.1f} GFLOP/s  ({100*ours_gf/sgemm:.0f}% of sgemm)")
-print(f"pytorch {peer['torch']:<15} : {peer['tokens_per_s']:8.1f} tokens/s  {peer['gflops']:8.1f} GFLOP/s  ({100*peer['gflops']/sgemm:.0f}% of sgemm)")
-print(f"ratio pentad / pytorch  : {ours_tok / peer['tokens_per_s']:.2f}x")
+for label, p in (("pytorch (default)", peer), ("pytorch (malloc kept)", kept)):
+    print(f"{label:<24}: {p['tokens_per_s']:8.1f} tokens/s  {p['gflops']:8.1f} GFLOP/s  ({100*p['gflops']/sgemm:.0f}% of sgemm)  torch {p['torch']}")
+for label, p in (("pytorch (default)", peer), ("pytorch (malloc kept)", kept)):
+    print(f"ratio pentad / {label:<22}: {ours_tok / p['tokens_per_s']:.2f}x")
 PY

@@ -137,10 +137,17 @@ std::vector<BufSpec> MemoryPlan::slot_buffers(int g) const {
   return out;
 }
 
-// Logits are processed in chunks of rows of at most 16 Mi values (~64 MiB).
+// Logits are processed in chunks of rows of at most 16 Mi values (~64 MiB),
+// the N rows cut into equal chunks: a short last chunk (25 of 1024 rows at
+// GPT-2 124M, B 4, T 256 with 333-row chunks) costs its three head GEMMs a
+// whole pass over the (V, C) weight and its gradient for a few rows, and
+// ran the head ~15% below the even cut (docs/benchmarks.md, issue 23).
 int MemoryPlan::head_rows() const {
   if (!has_head()) return 0;
-  return int(std::clamp<size_t>((size_t(16) << 20) / size_t(d_.V), 1, size_t(d_.N)));
+  const size_t N = size_t(d_.N);
+  const size_t cap = std::clamp<size_t>((size_t(16) << 20) / size_t(d_.V), 1, N);
+  const size_t chunks = (N + cap - 1) / cap;
+  return int((N + chunks - 1) / chunks);
 }
 
 BufSpec MemoryPlan::dump_logits() const {

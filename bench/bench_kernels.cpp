@@ -121,6 +121,9 @@ struct Tokens {
 // steady rate, so one-iteration samples measured the VM, not the op.
 constexpr double kWarmUp = 1.0;
 
+// Every benchmark's timing: wall clock, after the warm-up.
+void timed(benchmark::internal::Benchmark* b) { b->UseRealTime()->MinWarmUpTime(kWarmUp); }
+
 void flops(benchmark::State& state, double per_iter) {
   state.counters["GFLOP/s"] = benchmark::Counter(per_iter * double(state.iterations()) * 1e-9,
                                                  benchmark::Counter::kIsRate);
@@ -141,7 +144,7 @@ void BM_ref_sgemm_2048(benchmark::State& state) {
   }
   flops(state, 2.0 * n * n * double(n));
 }
-BENCHMARK(BM_ref_sgemm_2048)->Unit(benchmark::kMillisecond)->UseRealTime()->MinWarmUpTime(kWarmUp);
+BENCHMARK(BM_ref_sgemm_2048)->Unit(benchmark::kMillisecond)->Apply(timed);
 
 // STREAM-like copy of 64 MiB (beyond the caches): read + write bytes.
 void BM_ref_copy(benchmark::State& state) {
@@ -153,7 +156,7 @@ void BM_ref_copy(benchmark::State& state) {
   }
   bytes(state, 2.0 * double(n) * sizeof(float));
 }
-BENCHMARK(BM_ref_copy)->Unit(benchmark::kMillisecond)->UseRealTime()->MinWarmUpTime(kWarmUp);
+BENCHMARK(BM_ref_copy)->Unit(benchmark::kMillisecond)->Apply(timed);
 
 // ---- linear layers: forward, input gradient, weight gradient ---------------------------
 
@@ -177,8 +180,7 @@ BENCHMARK(BM_linear)
     ->ArgNames({"linear", "pass"})
     ->ArgsProduct({{0, 1, 2}, {0, 1, 2}})
     ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->MinWarmUpTime(kWarmUp);
+    ->Apply(timed);
 
 // The head over all N rows in the model's chunks: arg 0 forward (logits),
 // 1 input grad, 2 weight grad (the tied embedding's (V, C) gradient).
@@ -202,12 +204,7 @@ void BM_head(benchmark::State& state) {
   flops(state, 2.0 * N * double(s.Vp) * s.C);  // the padded rows are computed too
   state.counters["chunks"] = double((N + rows - 1) / rows);
 }
-BENCHMARK(BM_head)
-    ->ArgName("pass")
-    ->DenseRange(0, 2)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->MinWarmUpTime(kWarmUp);
+BENCHMARK(BM_head)->ArgName("pass")->DenseRange(0, 2)->Unit(benchmark::kMillisecond)->Apply(timed);
 
 // ---- attention ------------------------------------------------------------------------
 
@@ -231,12 +228,7 @@ void BM_attention(benchmark::State& state) {
   const double half = double(s.B) * s.H * double(s.T) * s.T * s.D;  // 2BHT^2D / 2
   flops(state, (bwd ? 5.0 : 2.0) * half);
 }
-BENCHMARK(BM_attention)
-    ->ArgName("bwd")
-    ->DenseRange(0, 1)
-    ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()
-    ->MinWarmUpTime(kWarmUp);
+BENCHMARK(BM_attention)->ArgName("bwd")->DenseRange(0, 1)->Unit(benchmark::kMillisecond)->Apply(timed);
 
 // ---- memory-bound ops (bytes read + written, fp32) ---------------------------------------
 
@@ -262,12 +254,7 @@ void BM_norm(benchmark::State& state) {
   }
   bytes(state, (bwd ? 3.0 : 2.0) * double(n) * sizeof(float));
 }
-BENCHMARK(BM_norm)
-    ->ArgName("bwd")
-    ->DenseRange(0, 1)
-    ->Unit(benchmark::kMicrosecond)
-    ->UseRealTime()
-    ->MinWarmUpTime(kWarmUp);
+BENCHMARK(BM_norm)->ArgName("bwd")->DenseRange(0, 1)->Unit(benchmark::kMicrosecond)->Apply(timed);
 
 // GELU (GPT-2) or SwiGLU (Llama) over (N, F): forward reads 1 (2) and writes
 // 1 array; backward reads 2 (3) and writes 1 (2).
@@ -287,12 +274,7 @@ void BM_mlp_act(benchmark::State& state) {
   const double arrays = s.gpt2 ? (bwd ? 3.0 : 2.0) : (bwd ? 5.0 : 3.0);
   bytes(state, arrays * double(n) * sizeof(float));
 }
-BENCHMARK(BM_mlp_act)
-    ->ArgName("bwd")
-    ->DenseRange(0, 1)
-    ->Unit(benchmark::kMicrosecond)
-    ->UseRealTime()
-    ->MinWarmUpTime(kWarmUp);
+BENCHMARK(BM_mlp_act)->ArgName("bwd")->DenseRange(0, 1)->Unit(benchmark::kMicrosecond)->Apply(timed);
 
 // Bias gradient of the widest bias (the MLP's up, (N, F) -> F): reads N x F.
 void BM_bias_bwd(benchmark::State& state) {
@@ -305,7 +287,7 @@ void BM_bias_bwd(benchmark::State& state) {
   }
   bytes(state, double(n) * sizeof(float));
 }
-BENCHMARK(BM_bias_bwd)->Unit(benchmark::kMicrosecond)->UseRealTime()->MinWarmUpTime(kWarmUp);
+BENCHMARK(BM_bias_bwd)->Unit(benchmark::kMicrosecond)->Apply(timed);
 
 // Embedding backward: N rows of dout added into their tokens' rows of dwte
 // (and dwpe for GPT-2): reads N x C, reads and writes N x C of dwte.
@@ -320,7 +302,7 @@ void BM_embedding_bwd(benchmark::State& state) {
   }
   bytes(state, 3.0 * double(n) * sizeof(float));
 }
-BENCHMARK(BM_embedding_bwd)->Unit(benchmark::kMicrosecond)->UseRealTime()->MinWarmUpTime(kWarmUp);
+BENCHMARK(BM_embedding_bwd)->Unit(benchmark::kMicrosecond)->Apply(timed);
 
 // Cross-entropy over the head's chunks: row max, sum of exp, then the loss
 // and dlogits in place (reads the logits three times, writes them once).
@@ -343,7 +325,7 @@ void BM_xent(benchmark::State& state) {
   }
   bytes(state, 4.0 * double(N) * s.V * sizeof(float));
 }
-BENCHMARK(BM_xent)->Unit(benchmark::kMillisecond)->UseRealTime()->MinWarmUpTime(kWarmUp);
+BENCHMARK(BM_xent)->Unit(benchmark::kMillisecond)->Apply(timed);
 
 // AdamW over the head-sized (V, C) tensor: reads p, g, m, v; writes p, m, v.
 void BM_adamw(benchmark::State& state) {
@@ -359,7 +341,7 @@ void BM_adamw(benchmark::State& state) {
   }
   bytes(state, 7.0 * double(n) * sizeof(float));
 }
-BENCHMARK(BM_adamw)->Unit(benchmark::kMillisecond)->UseRealTime()->MinWarmUpTime(kWarmUp);
+BENCHMARK(BM_adamw)->Unit(benchmark::kMillisecond)->Apply(timed);
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 // against measured peaks is tests/planner/memory_model.sh.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "config/config.hpp"
@@ -164,4 +165,36 @@ TEST(Planner, CudaKeepsNoAttentionProbabilities) {
                    probs);
   EXPECT_TRUE(pentad::attention_bwd_reads_probs(pentad::BackendKind::cpu));
   EXPECT_FALSE(pentad::attention_bwd_reads_probs(pentad::BackendKind::cuda));
+}
+
+// The loss head's rows are cut into the fewest chunks of at most 16 Mi
+// logits, all of one size but the last, which is at most (chunks - 1) rows
+// shorter: GPT-2 124M at B 4, T 256 (V padded to 50304) is 4 x 256 rows, not
+// 333 + 333 + 333 + 25 (issue 23).
+TEST(Planner, HeadRowsCutEvenly) {
+  const auto rows_of = [](int V, int B, int T) {
+    pentad::ModelConfig m;
+    m.n_layers = 1;
+    m.d_model = 64;
+    m.n_heads = 4;
+    m.n_kv_heads = 4;
+    m.d_ff = 256;
+    m.vocab_size = V;
+    m.seq_len = T;
+    pentad::RankLayout one_rank;
+    one_rank.cp.seq_len = T;
+    return pentad::MemoryPlan(m, pentad::Recompute::none, B, one_rank).head_rows();
+  };
+  EXPECT_EQ(rows_of(50257, 4, 256), 256);
+  for (const int V : {256, 50257, 128256})
+    for (const int B : {1, 3, 4, 8})
+      for (const int T : {64, 256, 1024}) {
+        const long N = long(B) * T, Vp = (V + 127) / 128 * 128;
+        const long rows = rows_of(V, B, T), cap = std::max(1L, std::min(N, (16L << 20) / Vp));
+        const long chunks = (N + rows - 1) / rows;
+        SCOPED_TRACE("V=" + std::to_string(V) + " N=" + std::to_string(N));
+        EXPECT_LE(rows, cap);                    // within the 16 Mi logits budget
+        EXPECT_EQ(chunks, (N + cap - 1) / cap);  // no more chunks than the budget needs
+        EXPECT_LT(rows * chunks - N, chunks);    // the last chunk is short by less than one row per chunk
+      }
 }

@@ -49,6 +49,7 @@ std::unique_ptr<Backend> make_backend(const Config& cfg, MPI_Comm job) {
     be = make_cpu_backend(cfg.train.threads);
   }
   be->set_compute_dtype(cfg.train.dtype == ComputeDtype::bf16 ? Dtype::bf16 : Dtype::fp32);
+  be->set_weight_copies(cfg.train.bf16_weight_copies);
   return be;
 }
 

@@ -49,6 +49,14 @@ class TimedBackend final : public Backend {
   void free_bytes(void* p) override { in_.free_bytes(p); }
   std::optional<pentad::DeviceMemory> device_memory() const override { return in_.device_memory(); }
   bool attention_bwd_reads_probs() const override { return in_.attention_bwd_reads_probs(); }
+  void keep_weight_copy(const float* w, size_t n) override { in_.keep_weight_copy(w, n); }
+  void drop_weight_copy(const float* w) override { in_.drop_weight_copy(w); }
+  void weights_written(const void* p, size_t n) override { in_.weights_written(p, n); }
+  size_t weight_copies_made() const override { return in_.weight_copies_made(); }
+  size_t weight_copy_elem_bytes() const override { return in_.weight_copy_elem_bytes(); }
+  void make_weight_copy(void* d, const float* s, size_t n) override {
+    time("make_weight_copy", [&] { in_.make_weight_copy(d, s, n); });
+  }
   void copy_bytes(void* d, const void* s, size_t n) override { time("copy_bytes", [&] { in_.copy_bytes(d, s, n); }); }
   void to_host(void* h, const void* d, size_t n) override { time("to_host", [&] { in_.to_host(h, d, n); }); }
   void from_host(void* d, const void* h, size_t n) override { time("from_host", [&] { in_.from_host(d, h, n); }); }

@@ -11,6 +11,7 @@ namespace pentad {
 void CpuBackend::adamw(float* p, const float* g, float* m, float* v, size_t n, float lr,
                        float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                        int step) {
+  weights_written(p, n * sizeof(float));
   const double bc1 = 1.0 - std::pow(double(beta1), step);
   const double bc2 = 1.0 - std::pow(double(beta2), step);
   const float step_size = float(double(lr) / bc1);

@@ -41,16 +41,19 @@ void CpuBackend::device_free(void* p) { std::free(p); }
 void CpuBackend::synchronize() {}
 
 void CpuBackend::copy_bytes(void* dst, const void* src, size_t n_bytes) {
+  weights_written(dst, n_bytes);
   if (n_bytes > 0) std::memmove(dst, src, n_bytes);
 }
 void CpuBackend::to_host(void* host, const void* dev, size_t n_bytes) {
   if (n_bytes > 0) std::memcpy(host, dev, n_bytes);
 }
 void CpuBackend::from_host(void* dev, const void* host, size_t n_bytes) {
+  weights_written(dev, n_bytes);
   if (n_bytes > 0) std::memcpy(dev, host, n_bytes);
 }
 
 void CpuBackend::fill(float* p, float value, size_t n) {
+  weights_written(p, n * sizeof(float));
 #pragma omp parallel for simd schedule(static) if (n > (1u << 16))
   for (size_t i = 0; i < n; ++i) p[i] = value;
 }

@@ -35,6 +35,16 @@ class CpuBackend final : public Backend {
   // bf16-rounded operand copies (compute dtype bf16); gemm is called from
   // one thread at a time (the model's), so one pair is enough.
   std::vector<float> bf16_a_, bf16_b_;
+  // One GEMM operand (stored rows x cols, leading dimension ld, `batch`
+  // matrices `stride` apart) as bf16-rounded floats: its weight copy in
+  // place, or a dense rounded copy in buf.
+  struct Bf16Operand {
+    const float* p;
+    int ld;
+    long stride;
+  };
+  Bf16Operand bf16_operand(const float* p, int rows, int cols, int ld, long stride, int batch,
+                           std::vector<float>& buf);
 };
 
 namespace cpu_detail {

@@ -8,6 +8,9 @@
 // alpha and beta stay fp32. A product with one row (M = 1, a decode step of
 // `pentad sample`) goes to sgemv, which reads the matrix once in place;
 // OpenBLAS's sgemm would first pack all of it.
+// An operand inside a range with a weight copy (Backend::keep_weight_copy)
+// is read from the copy in place, with its own leading dimension and stride:
+// the copy holds the rounded floats, made once per change of the weights.
 #include <omp.h>
 
 #include <cblas.h>
@@ -37,6 +40,20 @@ void pack_bf16(std::vector<float>& dst, const float* src, int rows, int cols, in
 
 }  // namespace
 
+CpuBackend::Bf16Operand CpuBackend::bf16_operand(const float* p, int rows, int cols, int ld, long stride,
+                                                 int batch, std::vector<float>& buf) {
+  const size_t extent = size_t(batch - 1) * size_t(stride) + size_t(rows - 1) * size_t(ld) + size_t(cols);
+  if (const void* copy = weight_copy_for(p, extent)) return {static_cast<const float*>(copy), ld, stride};
+  pack_bf16(buf, p, rows, cols, ld, stride, batch);
+  return {buf.data(), cols, long(rows) * cols};
+}
+
+void CpuBackend::make_weight_copy(void* dst, const float* src, size_t n) {
+  float* d = static_cast<float*>(dst);
+#pragma omp parallel for simd schedule(static) if (n > (1u << 15))
+  for (size_t i = 0; i < n; ++i) d[i] = round_bf16(src[i]);
+}
+
 void CpuBackend::gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                       const float* A, int lda, const float* B, int ldb, float beta, float* C,
                       int ldc) {
@@ -45,12 +62,12 @@ void CpuBackend::gemm(bool trans_a, bool trans_b, int M, int N, int K, float alp
     // Stored shapes: A is (M,K), or (K,M) when transposed; B is (K,N) or (N,K).
     const int a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
     const int b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
-    pack_bf16(bf16_a_, A, a_rows, a_cols, lda, 0, 1);
-    pack_bf16(bf16_b_, B, b_rows, b_cols, ldb, 0, 1);
-    A = bf16_a_.data();
-    lda = a_cols;
-    B = bf16_b_.data();
-    ldb = b_cols;
+    const Bf16Operand a = bf16_operand(A, a_rows, a_cols, lda, 0, 1, bf16_a_);
+    const Bf16Operand b = bf16_operand(B, b_rows, b_cols, ldb, 0, 1, bf16_b_);
+    A = a.p;
+    lda = a.ld;
+    B = b.p;
+    ldb = b.ld;
   }
   if (M == 1) {
     // C(1,N) = alpha * a op(B) + beta * C, a the one row of op(A): B (K,N)
@@ -71,14 +88,14 @@ void CpuBackend::gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, f
   if (compute_dtype_ == Dtype::bf16 && K > 0) {
     const int a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
     const int b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
-    pack_bf16(bf16_a_, A, a_rows, a_cols, lda, stride_a, batch);
-    pack_bf16(bf16_b_, B, b_rows, b_cols, ldb, stride_b, batch);
-    A = bf16_a_.data();
-    lda = a_cols;
-    stride_a = long(a_rows) * a_cols;
-    B = bf16_b_.data();
-    ldb = b_cols;
-    stride_b = long(b_rows) * b_cols;
+    const Bf16Operand a = bf16_operand(A, a_rows, a_cols, lda, stride_a, batch, bf16_a_);
+    const Bf16Operand b = bf16_operand(B, b_rows, b_cols, ldb, stride_b, batch, bf16_b_);
+    A = a.p;
+    lda = a.ld;
+    stride_a = a.stride;
+    B = b.p;
+    ldb = b.ld;
+    stride_b = b.stride;
   }
   const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;

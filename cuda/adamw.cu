@@ -32,6 +32,7 @@ void CudaBackend::adamw(float* p, const float* g, float* m, float* v, size_t n, 
                         float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                         int step) {
   if (n == 0) return;
+  weights_written(p, n * sizeof(float));
   const double bc1 = 1.0 - std::pow(double(beta1), step);
   const double bc2 = 1.0 - std::pow(double(beta2), step);
   const LaunchConfig l = cuda_detail::elementwise_launch(n);

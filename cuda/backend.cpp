@@ -117,6 +117,7 @@ void* CudaBackend::scratch(int slot, size_t n_bytes) {
 }
 
 void CudaBackend::copy_bytes(void* dst, const void* src, size_t n_bytes) {
+  weights_written(dst, n_bytes);
   if (n_bytes > 0) CUDA_CHECK(cudaMemcpyAsync(dst, src, n_bytes, cudaMemcpyDeviceToDevice, stream_));
 }
 
@@ -127,6 +128,7 @@ void CudaBackend::to_host(void* host, const void* dev, size_t n_bytes) {
 }
 
 void CudaBackend::from_host(void* dev, const void* host, size_t n_bytes) {
+  weights_written(dev, n_bytes);
   if (n_bytes == 0) return;
   CUDA_CHECK(cudaMemcpyAsync(dev, host, n_bytes, cudaMemcpyHostToDevice, stream_));
   CUDA_CHECK(cudaStreamSynchronize(stream_));

@@ -58,6 +58,7 @@ class CudaBackend final : public Backend {
   bool supports(Op op) const override { return implements_op<CudaBackend>(op); }
   std::optional<DeviceMemory> device_memory() const override;
   bool attention_bwd_reads_probs() const override { return false; }  // attention_bwd recomputes them
+  size_t weight_copy_elem_bytes() const override { return 2; }        // __nv_bfloat16
 
   // Every required op of ops.def; attention_merge uses the host fallback.
 #define PENTAD_OP(ret, name, params) ret name params override;

@@ -104,6 +104,7 @@ __global__ void column_partials_kernel(float* out, const float* partial, int sla
 
 void CudaBackend::fill(float* p, float value, size_t n) {
   if (n == 0) return;
+  weights_written(p, n * sizeof(float));
   const LaunchConfig l = cuda_detail::elementwise_launch(n);
   fill_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(p, value, n);
   CUDA_LAUNCH_CHECK();

@@ -4,8 +4,10 @@
 // fp32: fp32 operands, CUBLAS_COMPUTE_32F with the default (non-TF32) math.
 // bf16 (train.dtype): A and B are converted to bf16 (round to nearest even,
 // as cpu/bf16.hpp) into scratch, multiplied on the tensor cores with fp32
-// accumulation (CUBLAS_COMPUTE_32F), and C stays fp32. The weights are
-// converted at every call (no persistent bf16 copy yet: a known cost).
+// accumulation (CUBLAS_COMPUTE_32F), and C stays fp32. An operand inside a
+// range with a weight copy (Backend::keep_weight_copy: the weights, once per
+// optimizer step) is read from the copy in place, with its own leading
+// dimension and stride; only the other operands are converted per call.
 #include <cuda_bf16.h>
 
 #include "cuda_backend.hpp"
@@ -41,7 +43,21 @@ __nv_bfloat16* convert(cudaStream_t s, void* scratch, const float* src, int rows
   return dst;
 }
 
+// dst[i] = bf16(src[i]), i < n (the weight copies: one flat range).
+__global__ void to_bf16_flat_kernel(__nv_bfloat16* dst, const float* src, size_t n) {
+  for (size_t e = blockIdx.x * size_t(blockDim.x) + threadIdx.x; e < n; e += size_t(gridDim.x) * blockDim.x)
+    dst[e] = __float2bfloat16_rn(src[e]);
+}
+
 }  // namespace
+
+void CudaBackend::make_weight_copy(void* dst, const float* src, size_t n) {
+  if (n == 0) return;
+  const LaunchConfig l = cuda_detail::bf16_convert_launch(n);
+  to_bf16_flat_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
+      static_cast<__nv_bfloat16*>(dst), src, n);
+  CUDA_LAUNCH_CHECK();
+}
 
 void CudaBackend::gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                        const float* A, int lda, const float* B, int ldb, float beta, float* C,
@@ -60,13 +76,19 @@ void CudaBackend::gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, 
   if (compute_dtype_ == Dtype::bf16 && K > 0) {
     const int a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
     const int b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
-    const size_t na = size_t(a_rows) * a_cols * batch, nb = size_t(b_rows) * b_cols * batch;
-    a = convert(stream_, scratch(0, na * sizeof(__nv_bfloat16)), A, a_rows, a_cols, lda, stride_a, batch);
-    b = convert(stream_, scratch(1, nb * sizeof(__nv_bfloat16)), B, b_rows, b_cols, ldb, stride_b, batch);
-    lda = a_cols;
-    ldb = b_cols;
-    stride_a = long(a_rows) * a_cols;
-    stride_b = long(b_rows) * b_cols;
+    // One operand in bf16: its weight copy in place, or converted densely
+    // into scratch slot `slot` (leading dimension cols, stride rows*cols).
+    auto bf16 = [&](const float* p, int rows, int cols, int& ld, long& stride, int slot) -> const void* {
+      const size_t extent = size_t(batch - 1) * size_t(stride) + size_t(rows - 1) * size_t(ld) + size_t(cols);
+      if (const void* copy = weight_copy_for(p, extent)) return copy;
+      const size_t n = size_t(rows) * cols * batch;
+      const void* dense = convert(stream_, scratch(slot, n * sizeof(__nv_bfloat16)), p, rows, cols, ld, stride, batch);
+      ld = cols;
+      stride = long(rows) * cols;
+      return dense;
+    };
+    a = bf16(A, a_rows, a_cols, lda, stride_a, 0);
+    b = bf16(B, b_rows, b_cols, ldb, stride_b, 1);
     type = CUDA_R_16BF;
   }
   const ColumnMajorGemm g = column_major_gemm(trans_a, trans_b, M, N, K, lda, stride_a, ldb,

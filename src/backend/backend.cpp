@@ -58,6 +58,7 @@ void* Backend::alloc_bytes(size_t n_bytes, Mem category) {
 
 void Backend::free_bytes(void* p) {
   if (p == nullptr) return;
+  drop_weight_copy(static_cast<const float*>(p));
   {
     std::lock_guard<std::mutex> lock(alloc_mutex_);
     auto it = allocs_.find(p);
@@ -66,6 +67,50 @@ void Backend::free_bytes(void* p) {
     allocs_.erase(it);
   }
   device_free(p);
+}
+
+// ---- weight copies ----------------------------------------------------------
+
+namespace {
+uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+}  // namespace
+
+void Backend::keep_weight_copy(const float* w, size_t n) {
+  if (!keeps_weight_copies() || n == 0) return;
+  for (WeightCopy& c : weight_copies_)
+    if (c.src == w && c.n == n) return;
+  drop_weight_copy(w);
+  void* copy = alloc_bytes(n * weight_copy_elem_bytes(), Mem::params);
+  weight_copies_.push_back({w, n, copy, true});
+}
+
+void Backend::drop_weight_copy(const float* w) {
+  for (size_t i = 0; i < weight_copies_.size(); ++i)
+    if (weight_copies_[i].src == w) {
+      void* copy = weight_copies_[i].copy;
+      weight_copies_.erase(weight_copies_.begin() + long(i));
+      free_bytes(copy);
+      return;
+    }
+}
+
+void Backend::weights_written(const void* p, size_t n_bytes) {
+  const uintptr_t lo = addr(p), hi = lo + n_bytes;
+  for (WeightCopy& c : weight_copies_)
+    if (lo < addr(c.src + c.n) && addr(c.src) < hi) c.stale = true;
+}
+
+const void* Backend::weight_copy_for(const float* p, size_t n) {
+  for (WeightCopy& c : weight_copies_) {
+    if (addr(p) < addr(c.src) || addr(p + n) > addr(c.src + c.n)) continue;
+    if (c.stale) {
+      make_weight_copy(c.copy, c.src, c.n);
+      c.stale = false;
+      ++weight_copies_made_;
+    }
+    return static_cast<const char*>(c.copy) + size_t(p - c.src) * weight_copy_elem_bytes();
+  }
+  return nullptr;
 }
 
 void* Backend::device_alloc(size_t, Mem) {
@@ -80,6 +125,7 @@ void Backend::release_all_blocks(void (*release)(void* p)) {
   std::lock_guard<std::mutex> lock(alloc_mutex_);
   for (auto& [p, info] : allocs_) release(p);
   allocs_.clear();
+  weight_copies_.clear();
 }
 
 void Backend::track_alloc(size_t n_bytes, Mem category) {

@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 namespace pentad {
 
@@ -29,7 +30,9 @@ const char* mem_name(Mem m);
 // Precision of the matrix products (train.dtype). Storage is always fp32
 // (master weights, moments, gradients, activations); with bf16 the operands
 // A and B of gemm/gemm_batched are rounded to bfloat16 (round to nearest
-// even) and the products accumulate in fp32 into an fp32 C.
+// even) and the products accumulate in fp32 into an fp32 C. An operand that
+// lies in a range of weights with a weight copy (keep_weight_copy) is read
+// from the copy, which holds the same rounded values.
 enum class Dtype : int { fp32 = 0, bf16 };
 
 struct MemStats {
@@ -92,6 +95,29 @@ class Backend {
   void set_compute_dtype(Dtype d) { compute_dtype_ = d; }
   Dtype compute_dtype() const { return compute_dtype_; }
 
+  // ---- weight copies (train.dtype = bf16, train.bf16_weight_copies) --------
+  // A GEMM in bf16 reads its operands rounded to bf16. The weights change
+  // once per optimizer step but are read by many GEMMs (every micro-batch,
+  // forward and backward, every logits chunk), so a range of weights
+  // registered here gets one copy in the GEMMs' form (Mem::params,
+  // weight_copy_elem_bytes() per value). The copy is made by the first GEMM
+  // that reads the range after it changed and read by every GEMM after it
+  // until it changes again. What marks a copy stale: the backend's own
+  // writes into the range (from_host, copy_bytes, fill, adamw), and
+  // weights_written, which a writer outside the backend (a collective that
+  // lands in the range) must call. free_bytes of the range drops its copy.
+  void set_weight_copies(bool on) { weight_copies_on_ = on; }
+  bool keeps_weight_copies() const { return weight_copies_on_ && compute_dtype_ == Dtype::bf16; }
+  // Register [w, w + n) (a block from alloc) for a copy, made stale; a range
+  // already registered keeps its copy. Does nothing unless keeps_weight_copies().
+  // These four are virtual for a decorator, which forwards them (the
+  // copies live in the backend that runs the GEMMs).
+  virtual void keep_weight_copy(const float* w, size_t n);
+  virtual void drop_weight_copy(const float* w);  // frees the copy of the range starting at w, if any
+  virtual void weights_written(const void* p, size_t n_bytes);  // marks stale every copy it overlaps
+  virtual size_t weight_copies_made() const { return weight_copies_made_; }  // copies made so far
+  virtual size_t weight_copy_elem_bytes() const { return sizeof(float); }
+
   float* alloc(size_t n, Mem category) {
     return static_cast<float*>(alloc_bytes(n * sizeof(float), category));
   }
@@ -120,12 +146,25 @@ class Backend {
   // Calls release on every block still allocated and forgets them (derived
   // destructors; release must not fail fatally there).
   void release_all_blocks(void (*release)(void* p));
+  // The copy of [p, p + n) when a registered range holds all of it (made
+  // first if stale), as the same offset into the copy; nullptr otherwise.
+  const void* weight_copy_for(const float* p, size_t n);
   void track_alloc(size_t n_bytes, Mem category);
   void track_free(size_t n_bytes, Mem category);
   MemStats mem_;
   Dtype compute_dtype_ = Dtype::fp32;
 
  private:
+  struct WeightCopy {
+    const float* src;
+    size_t n;
+    void* copy;
+    bool stale;
+  };
+  std::vector<WeightCopy> weight_copies_;
+  bool weight_copies_on_ = true;
+  size_t weight_copies_made_ = 0;
+
   std::mutex alloc_mutex_;  // alloc_bytes / free_bytes may be called from several threads
   std::unordered_map<void*, std::pair<size_t, Mem>> allocs_;  // pointer -> (bytes, category)
 };

@@ -136,6 +136,10 @@ struct TrainConfig {
   int eval_every = 0;       // 0 = only at the end (if val data given)
   int eval_batches = 4;
   ComputeDtype dtype = ComputeDtype::fp32;
+  // With dtype bf16: keep one bf16 copy of the weights, made when they
+  // change (the optimizer step, a load, a ZeRO-3 gather) instead of at every
+  // GEMM. false converts them at every GEMM; both give bitwise-equal runs.
+  bool bf16_weight_copies = true;
   int threads = 0;          // OpenMP/BLAS threads per rank; 0 = default
   int sample_every = 0;     // rank 0 prints a sample (temperature 1, seed) every N steps; 0 = never
   int sample_tokens = 32;   // tokens per sample

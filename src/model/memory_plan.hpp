@@ -5,7 +5,8 @@
 // planner (plan/planner.cpp) sums the same lists, so its activation and
 // scratch figures are the model's allocations by construction. Also the
 // data-parallel bucket and ZeRO shard sizes, shared with DataParallel.
-// Storage is fp32 for every dtype (bf16 rounds gemm operands only).
+// Storage is fp32 for every dtype (bf16 rounds gemm operands only; its
+// weight copies are counted with the parameters, weight_copy_bytes).
 #pragma once
 
 #include <cstddef>
@@ -37,6 +38,15 @@ struct RankLayout {
 // The planner's side of Backend::attention_bwd_reads_probs: the CPU backend
 // reads the stored probabilities, CUDA's recomputes them.
 inline bool attention_bwd_reads_probs(BackendKind backend) { return backend == BackendKind::cpu; }
+
+// The planner's side of Backend::weight_copy_elem_bytes: the bytes per
+// weight of the bf16 weight copies (train.bf16_weight_copies), 0 where the
+// run keeps none. The CPU's emulation keeps floats rounded to bf16, CUDA
+// bf16 values.
+inline int weight_copy_bytes(const Config& cfg) {
+  if (cfg.train.dtype != ComputeDtype::bf16 || !cfg.train.bf16_weight_copies) return 0;
+  return cfg.backend == BackendKind::cpu ? 4 : 2;
+}
 
 // The local sizes of Model's constructor: T = seq_len/cp tokens per
 // sequence; H, Hkv, F, V this tp rank's heads, KV heads, d_ff and vocabulary

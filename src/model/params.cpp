@@ -104,7 +104,10 @@ void ParamStore::reset_unit_bases() {
 
 void ParamStore::allocate(size_t capacity, bool params_full, bool grads_full) {
   if (capacity < numel_) throw std::logic_error("ParamStore::allocate: capacity below numel");
-  if (params_full) params_ = backend_.alloc(capacity, Mem::params);
+  if (params_full) {
+    params_ = backend_.alloc(capacity, Mem::params);
+    backend_.keep_weight_copy(params_, capacity);  // train.dtype = bf16: the GEMMs' copy
+  }
   if (grads_full) grads_ = backend_.alloc(capacity, Mem::grads);
   reset_unit_bases();
 }

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <deque>
 #include <optional>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -278,33 +279,35 @@ double grad_window_peak(const StageParams& s, const std::vector<UnitBucket>& bs,
 
 // ZeRO-3 parameter windows alive at once: the unit in use and the prefetched
 // next one; the head's fused forward/backward also holds the next block and,
-// with tied embeddings, the embedding.
-double param_window_peak(const StageParams& s, bool tied) {
+// with tied embeddings, the embedding. A unit in use (acquired) also holds
+// its bf16 weight copy, `copy` fp32 values' worth per value (0: none); a
+// prefetched one does not yet. In fp32 values.
+double param_window_peak(const StageParams& s, bool tied, double copy = 0) {
   const int last = int(s.unit.size()) - 1;
-  std::set<int> alive;
+  std::map<int, bool> alive;  // unit -> acquired (else prefetched)
   double peak = 0;
-  auto gather = [&](int u) {
+  auto gather = [&](int u, bool acquire) {
     if (u < 0 || u > last) return;
-    alive.insert(u);
+    alive[u] = alive[u] || acquire;
     double sum = 0;
-    for (int a : alive) sum += s.unit[size_t(a)];
+    for (const auto& [a, acquired] : alive) sum += s.unit[size_t(a)] * (acquired ? 1 + copy : 1);
     peak = std::max(peak, sum);
   };
   for (int u = 0; u < last; ++u) {  // forward: embedding and blocks
-    gather(u);
-    gather(u + 1);
+    gather(u, true);
+    gather(u + 1, false);
     alive.erase(u);
   }
-  gather(last);  // backward: the head (prefetched in forward)
-  gather(last - 1);
+  gather(last, true);  // backward: the head (prefetched in forward)
+  gather(last - 1, false);
   if (tied) {
-    gather(0);
+    gather(0, true);
     alive.erase(0);
   }
   alive.erase(last);
   for (int u = last - 1; u >= 0; --u) {
-    gather(u);
-    gather(u - 1);
+    gather(u, true);
+    gather(u - 1, false);
     alive.erase(u);
   }
   return peak;
@@ -371,7 +374,10 @@ void add_state_bytes(const Config& cfg, const StageParams& sp, const StageParams
   // over the unit-wise sum of both stores.
   StageParams both = sp;
   for (size_t u = 0; u < both.unit.size(); ++u) both.unit[u] += xp.unit[u];
-  b[P] = z < 3 ? kF * S * dp : kF * (S + param_window_peak(both, tied_here));
+  // bf16 weight copies (wc bytes a value): of the whole flat buffer, or of
+  // each ZeRO-3 window while its unit is in use.
+  const double wc = weight_copy_bytes(cfg);
+  b[P] = z < 3 ? (kF + wc) * S * dp : kF * (S + param_window_peak(both, tied_here, wc / kF));
   if (z < 2) {
     b[Gr] = kF * S * dp;
   } else {
@@ -383,7 +389,7 @@ void add_state_bytes(const Config& cfg, const StageParams& sp, const StageParams
   // The expert store's DataParallel: the same terms over expert_dp (none
   // when this stage holds no expert).
   if (NE > 0) {
-    b[P] += z < 3 ? kF * SE * edp : kF * SE;
+    b[P] += z < 3 ? (kF + wc) * SE * edp : kF * SE;
     b[Gr] += z < 2 ? kF * SE * edp : kF * (SE + grad_window_peak(xp, buckets_of(xp, p.bucket_mb), false));
     b[O] += 2 * kF * std::max(z == 0 ? NE : std::min(NE, SE), 1.0);
   }

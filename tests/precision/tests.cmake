@@ -22,3 +22,30 @@ foreach(model tiny llama)
   set_tests_properties(bf16_follows_fp32_${model} PROPERTIES LABELS "precision"
                        ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
 endforeach()
+
+# The bf16 weight copies (Backend::keep_weight_copy): with and without them,
+# bitwise-identical gradients, losses and final parameters, in every layout
+# that writes the weights differently (the optimizer over a ZeRO shard and
+# its gather, ZeRO-3's per-unit windows, tp slices, pipeline stages with a
+# tied embedding, the expert store, cp) and across a resume.
+set(_wc ${CMAKE_CURRENT_LIST_DIR}/weight_copies_identical.sh)
+set(_parity ${PROJECT_SOURCE_DIR}/tests/parity)
+function(pentad_weight_copies_test name deck np sets resume)
+  add_test(NAME weight_copies_identical_${name} COMMAND bash ${_wc} ${_parity}/${deck}.toml ${np} "${sets}")
+  set(labels "precision")
+  if(np GREATER 1)
+    set(labels "precision;mpi")
+  endif()
+  set_tests_properties(weight_copies_identical_${name} PROPERTIES LABELS "${labels}" TIMEOUT 300
+                       ENVIRONMENT "${PENTAD_TEST_ENV};RESUME=${resume}")
+endfunction()
+pentad_weight_copies_test(gpt2 gpt2 1 "" 0)
+pentad_weight_copies_test(llama_resume llama 1 "" 1)
+pentad_weight_copies_test(gpt2_dp2_zero1 gpt2 2 "--set parallel.dp=2 --set parallel.zero=1" 0)
+pentad_weight_copies_test(llama_dp2_zero3_resume llama 2 "--set parallel.dp=2 --set parallel.zero=3" 1)
+pentad_weight_copies_test(gpt2_tp2_sp gpt2 2 "--set parallel.tp=2 --set parallel.sp=true" 0)
+pentad_weight_copies_test(llama_pp2_tied llama 2
+                          "--set model.tied_embeddings=true --set parallel.pp=2 --set parallel.schedule=1f1b" 0)
+pentad_weight_copies_test(moe_llama_dp2_ep2_zero3 moe_llama 2
+                          "--set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=3" 0)
+pentad_weight_copies_test(llama_cp2 llama 2 "--set parallel.cp=2" 0)

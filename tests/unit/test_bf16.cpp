@@ -231,6 +231,83 @@ TEST(Bf16, MasterWeightsKeepUpdatesBelowHalfUlp) {
   for (float* p : {pure_dev, m, v, g}) be->free_bytes(p);
 }
 
+// ----------------------------------------------------------- weight copies ---
+
+// Backend::keep_weight_copy: a GEMM whose operand lies in a registered range
+// reads the copy, made once per change of the range, and gives bitwise what
+// the same GEMM gives on an unregistered buffer holding the same values.
+TEST(Bf16, WeightCopyMadeOncePerChange) {
+  auto be = pentad::make_cpu_backend(2);
+  be->set_compute_dtype(pentad::Dtype::bf16);
+  const int rows = 12, cols = 10, ld = 16, M = 5;  // W: rows x cols inside a (rows, ld) block
+  const size_t n = size_t(rows) * ld;
+  float* w = be->alloc(n, pentad::Mem::params);
+  float* plain = be->alloc(n, pentad::Mem::scratch);  // the same values, no copy
+  const size_t params_bytes = be->mem_stats().cur_bytes[int(pentad::Mem::params)];
+  be->keep_weight_copy(w, n);
+  EXPECT_EQ(be->mem_stats().cur_bytes[int(pentad::Mem::params)], 2 * params_bytes);  // floats on the CPU
+  const Mat X = random_mat(M, cols, 0, 7);
+  auto set_w = [&](uint32_t seed) {
+    const Mat v = random_mat(rows, ld, 0, seed);
+    be->from_host(w, v.v.data(), n * sizeof(float));
+    be->from_host(plain, v.v.data(), n * sizeof(float));
+  };
+  // y = X W^T over the first `r` rows of W, from w and from plain.
+  auto same = [&](int r) {
+    std::vector<float> a(size_t(M) * r), b(size_t(M) * r);
+    be->gemm(false, true, M, r, cols, 1.0f, X.v.data(), cols, w, ld, 0.0f, a.data(), r);
+    be->gemm(false, true, M, r, cols, 1.0f, X.v.data(), cols, plain, ld, 0.0f, b.data(), r);
+    return a == b;
+  };
+  set_w(1);
+  EXPECT_EQ(be->weight_copies_made(), 0u);  // made when first read
+  EXPECT_TRUE(same(rows));
+  EXPECT_TRUE(same(rows - 3));
+  EXPECT_EQ(be->weight_copies_made(), 1u);  // read twice, made once
+  set_w(2);                                 // from_host into the range: stale
+  EXPECT_TRUE(same(rows));
+  EXPECT_EQ(be->weight_copies_made(), 2u);
+  // adamw on part of the range: stale.
+  std::vector<float> g(8, 0.5f), m(8, 0.0f), v(8, 0.0f), host(n);
+  be->adamw(w + 3 * ld, g.data(), m.data(), v.data(), 8, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, 1);
+  be->to_host(host.data(), w, n * sizeof(float));
+  be->from_host(plain, host.data(), n * sizeof(float));
+  EXPECT_TRUE(same(rows));
+  EXPECT_EQ(be->weight_copies_made(), 3u);
+  // A write elsewhere leaves the copy current; one overlapping its last byte does not.
+  be->weights_written(plain, n * sizeof(float));
+  EXPECT_TRUE(same(rows));
+  EXPECT_EQ(be->weight_copies_made(), 3u);
+  be->weights_written(w + n - 1, 4);
+  EXPECT_TRUE(same(rows));
+  EXPECT_EQ(be->weight_copies_made(), 4u);
+  // An operand reaching past the range is rounded per call, not read from the copy.
+  float* wide = be->alloc(2 * n, pentad::Mem::scratch);
+  be->keep_weight_copy(wide, n);  // registers the first half only
+  std::vector<float> a(size_t(M) * 2 * rows);
+  be->gemm(false, true, M, 2 * rows, cols, 1.0f, X.v.data(), cols, wide, ld, 0.0f, a.data(), 2 * rows);
+  EXPECT_EQ(be->weight_copies_made(), 4u);
+  // free_bytes drops the copies.
+  be->free_bytes(wide);
+  be->free_bytes(w);
+  EXPECT_EQ(be->mem_stats().cur_bytes[int(pentad::Mem::params)], 0u);
+  be->free_bytes(plain);
+}
+
+TEST(Bf16, NoWeightCopyInFp32OrWhenOff) {
+  auto be = pentad::make_cpu_backend(2);
+  float* w = be->alloc(64, pentad::Mem::params);
+  const size_t bytes = be->mem_stats().cur_bytes[int(pentad::Mem::params)];
+  be->keep_weight_copy(w, 64);  // fp32: none
+  EXPECT_EQ(be->mem_stats().cur_bytes[int(pentad::Mem::params)], bytes);
+  be->set_compute_dtype(pentad::Dtype::bf16);
+  be->set_weight_copies(false);  // train.bf16_weight_copies = false: none
+  EXPECT_FALSE(be->keeps_weight_copies());
+  be->keep_weight_copy(w, 64);
+  EXPECT_EQ(be->mem_stats().cur_bytes[int(pentad::Mem::params)], bytes);
+  be->free_bytes(w);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

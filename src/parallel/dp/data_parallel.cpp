@@ -131,6 +131,9 @@ void DataParallel::acquire(int unit, bool backward) {
       w.request = -1;
     }
     params_.set_unit_param_base(unit, w.buf);
+    // bf16: the unit's GEMMs read one copy of the gathered window (dropped
+    // when release frees it).
+    be_.keep_weight_copy(w.buf, params_.unit_numel(unit));
     // Prefetch the unit that runs next (forward: up; backward: down).
     const int last = params_.n_units() - 1;
     const int next = backward ? (unit == last ? last - 1 : unit - 1) : unit + 1;
@@ -295,6 +298,7 @@ void DataParallel::optimizer_step(int step, float lr, float grad_scale) {
     // Every rank gets the updated shards back (in place).
     const std::vector<int> counts(size_t(dp_.size()), int(S_));
     dp_.wait(dp_.iallgatherv(nullptr, params_.params(), counts));
+    be_.weights_written(params_.params(), size_t(dp_.size()) * S_ * sizeof(float));
   }
 }
 

@@ -9,7 +9,9 @@
 // backend and synchronises around every call (so they include launch gaps
 // and add up to more than the free-running step).
 //   cuda_mfu [--shape all|gpt2-124m|gpt2-350m|llama-1b] [--batch B] [--steps N]
-//            [--dtype bf16|fp32] [--recompute none|selective|full]
+//            [--dtype bf16|fp32] [--recompute none|selective|full] [--weight-copies on|off]
+// --weight-copies off converts the weights to bf16 at every GEMM instead of
+// once per step (train.bf16_weight_copies = false), to measure the copies.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -159,13 +161,14 @@ class TimedBackend final : public Backend {
 };
 
 struct Args {
-  std::string shape = "all", dtype = "bf16", recompute = "none";
+  std::string shape = "all", dtype = "bf16", recompute = "none", weight_copies = "on";
   int batch = 0, steps = 10;
 };
 
 int run_shape(const Shape& s, const Args& a, Backend& gpu) {
   TimedBackend be(gpu);
   gpu.set_compute_dtype(a.dtype == "bf16" ? pentad::Dtype::bf16 : pentad::Dtype::fp32);
+  gpu.set_weight_copies(a.weight_copies == "on");
   const pentad::Recompute rc = a.recompute == "full"        ? pentad::Recompute::full
                                : a.recompute == "selective" ? pentad::Recompute::selective
                                                             : pentad::Recompute::none;
@@ -203,10 +206,11 @@ int run_shape(const Shape& s, const Args& a, Backend& gpu) {
   const double fpt = pentad::flops_per_token(s.m, n_params);
   const double std_fpt = pentad::standard_flops_per_token(s.m, n_params);
   const double tok_s = double(n) / median, tflops = tok_s * fpt / 1e12;
-  std::printf("%-10s %7.1fM params | B=%d T=%d %s recompute=%s | median step %8.2f ms | %10.0f tok/s | "
+  std::printf("%-10s %7.1fM params | B=%d T=%d %s recompute=%s weight copies %s | median step %8.2f ms | %10.0f tok/s | "
               "%7.1f TFLOP/s | MFU %5.1f%% (pentad: 6N + 12LCT) | MFU %5.1f%% (standard: 6N_non-emb + 6LCT, "
               "causal) | peak tracked memory %.2f GiB\n",
-              s.name, n_params / 1e6, B, T, a.dtype.c_str(), a.recompute.c_str(), median * 1e3, tok_s,
+              s.name, n_params / 1e6, B, T, a.dtype.c_str(), a.recompute.c_str(),
+              gpu.keeps_weight_copies() ? "on" : "off", median * 1e3, tok_s,
               tflops, 100.0 * tflops / kPeakTflops, 100.0 * tok_s * std_fpt / 1e12 / kPeakTflops,
               double(gpu.mem_stats().total_peak_bytes) / (1 << 30));
   // Per-op times of one step, each call synchronised.
@@ -244,6 +248,13 @@ int main(int argc, char** argv) {
     else if (k == "--steps") a.steps = std::max(1, std::atoi(v));
     else if (k == "--dtype") a.dtype = v;
     else if (k == "--recompute") a.recompute = v;
+    else if (k == "--weight-copies") {
+      a.weight_copies = v;
+      if (a.weight_copies != "on" && a.weight_copies != "off") {
+        std::fprintf(stderr, "cuda_mfu: --weight-copies %s: expected on or off\n", v);
+        return 2;
+      }
+    }
     else {
       std::fprintf(stderr, "cuda_mfu: unknown option %s\n", k.c_str());
       return 2;

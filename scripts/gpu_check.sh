@@ -13,7 +13,8 @@
 #   ops.log        test_cuda_ops: every CUDA op against the CPU op
 #   parity.log     fp32 training parity against the CPU backend (GPT-2 and
 #                  Llama, tiny decks), bf16 follows the CPU's fp32 curve
-#   mfu.log        cuda_mfu: GPT-2 124M, 350M, Llama ~1.1B at T = 1024, bf16
+#   mfu.log        cuda_mfu: GPT-2 124M, 350M, Llama ~1.1B at T = 1024, bf16;
+#                  350M again without the bf16 weight copies
 #   tail.log       fp32 parity at a production shape (GPT-2 124M, T = 1024,
 #                  V = 50257, 3 steps); the one-device multi-rank paths
 #   sanitizer.log  compute-sanitizer memcheck and racecheck on a short run
@@ -114,6 +115,8 @@ done
 for shape in gpt2-124m gpt2-350m llama-1b; do
   step mfu "mfu_$shape" 60 "$bundle/bin/cuda_mfu" --shape "$shape" --steps 5
 done
+# The bf16 weight copies' gain: 350M again, the weights converted at every GEMM.
+step mfu "mfu_gpt2-350m_no_weight_copies" 45 "$bundle/bin/cuda_mfu" --shape gpt2-350m --steps 5 --weight-copies off
 
 # --- production shape, multi-rank on one device ------------------------------
 prod=(--set model.seq_len=1024 --set train.micro_batch=1 --set train.grad_accum=1 --set train.steps=3

@@ -1155,9 +1155,10 @@ TEST_P(OpsVsCpu, GemmAllTransposesBetaStridesBatches) {
 
 // The bf16 weight copies (Backend::keep_weight_copy): a GEMM whose operand
 // (A or B, strided, batched) lies in a registered range reads the copy in
-// place and gives bitwise what the same GEMM gives from an unregistered
-// buffer (converted per call); after a write into the range the copy is
-// made again. Against the CPU's emulation, as the GEMM test above.
+// place, made once for two GEMMs and again after a write into the range,
+// and agrees with the CPU's emulation as the GEMM test above (not bitwise
+// with a converted operand: its leading dimension differs, and cuBLAS may
+// pick another kernel for it).
 TEST_P(OpsVsCpu, GemmReadsWeightCopies) {
   cpu_->set_compute_dtype(pentad::Dtype::bf16);
   gpu_->set_compute_dtype(pentad::Dtype::bf16);
@@ -1168,20 +1169,16 @@ TEST_P(OpsVsCpu, GemmReadsWeightCopies) {
       const long sa = long(ta ? K : M) * lda, sb = long(tb ? N : K) * ldb, sc = long(M) * ldc;
       const Vec A = randn(size_t(sa) * batch, 4), C0 = randn(size_t(sc) * batch, 6);
       Vec B = randn(size_t(sb) * batch, 5);
-      float *dA = up(A), *dB = up(B), *dB_plain = up(B), *dA_plain = up(A);
+      float *dA = up(A), *dB = up(B);
       gpu_->keep_weight_copy(dA, A.size());
       gpu_->keep_weight_copy(dB, B.size());
       const size_t made = gpu_->weight_copies_made();
       const std::string tag = " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb);
       for (int round = 0; round < 2; ++round) {
-        float *dC = up(C0), *dC_plain = up(C0);
+        float* dC = up(C0);
         gpu_->gemm_batched(ta, tb, M, N, K, 0.7f, dA, lda, sa, dB, ldb, sb, 0.5f, dC, ldc, sc, batch);
         gpu_->gemm(ta, tb, M, N, K, 0.7f, dA, lda, dB, ldb, 0.5f, dC + sc * (batch - 1), ldc);  // reads both again
-        gpu_->gemm_batched(ta, tb, M, N, K, 0.7f, dA_plain, lda, sa, dB_plain, ldb, sb, 0.5f, dC_plain, ldc, sc,
-                           batch);
-        gpu_->gemm(ta, tb, M, N, K, 0.7f, dA_plain, lda, dB_plain, ldb, 0.5f, dC_plain + sc * (batch - 1), ldc);
         EXPECT_EQ(gpu_->weight_copies_made(), made + 2 + size_t(round)) << "one copy per change" << tag;
-        EXPECT_EQ(down(dC, C0.size()), down(dC_plain, C0.size())) << "copy vs per-call conversion" << tag;
         Vec Cc = C0;
         cpu_->gemm_batched(ta, tb, M, N, K, 0.7f, A.data(), lda, sa, B.data(), ldb, sb, 0.5f, Cc.data(), ldc, sc,
                            batch);
@@ -1190,7 +1187,6 @@ TEST_P(OpsVsCpu, GemmReadsWeightCopies) {
         // New values in B (from_host marks its copy stale).
         B = randn(B.size(), 7 + round);
         gpu_->from_host(dB, B.data(), B.size() * sizeof(float));
-        gpu_->from_host(dB_plain, B.data(), B.size() * sizeof(float));
       }
     }
   cpu_->set_compute_dtype(pentad::Dtype::fp32);

@@ -34,3 +34,9 @@ add_test(NAME moe_aux_loss_finite_differences COMMAND ${PENTAD_MPIEXEC} -n 1 $<T
          --gtest_filter=*FiniteDifferences*)
 set_tests_properties(mpi_moe_ep2 mpi_moe_ep4 moe_aux_loss_finite_differences PROPERTIES LABELS mpi
                      ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
+
+# The bf16 weight copies on a ZeRO-1 rank that owns no shard (2 ranks).
+pentad_mpi_gtest(test_weight_copies_mpi ${CMAKE_CURRENT_LIST_DIR}/test_weight_copies_mpi.cpp)
+add_test(NAME mpi_weight_copies_zero1 COMMAND ${PENTAD_MPIEXEC} -n 2 $<TARGET_FILE:test_weight_copies_mpi>)
+set_tests_properties(mpi_weight_copies_zero1 PROPERTIES LABELS "mpi;precision" ENVIRONMENT "${PENTAD_TEST_ENV}"
+                     TIMEOUT 120)

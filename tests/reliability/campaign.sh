@@ -101,6 +101,7 @@ slow=()     # cases that took over 10 s (not hangs: reported)
 skipped=()
 lost=0
 exit_killed=()
+transport_aborts=()  # kill cases whose surviving rank UCX aborted (see judge)
 exit_frozen=()
 # judge CATEGORY NAME NP EXPECT PATTERN [SIGNAL]
 #   EXPECT fail: rc != 0, no rank exited 0, exactly one pentad error message, matching PATTERN
@@ -122,7 +123,38 @@ judge() {
   nerr=$(grep -cE '^pentad: ' <<<"$out")
   # Crashes: a signal nobody sent, an abort, crash or sanitizer text.
   local sent=$(( ${sig:-0} ))
-  if [ "$hung" -eq 0 ]; then
+  # The one outcome of a kill that is MPI's, not pentad's (docs/running.md,
+  # "A rank killed"): the surviving rank was copying into the killed one's
+  # memory with UCX's cross-memory-attach transport, and UCX, which MPICH
+  # 4.0.2 runs without peer-failure handling, aborts it (SIGABRT, a UCX
+  # backtrace through uct_cma_ep_tx). It is counted and reported, not
+  # passed over: only a rank other than the victim, only exit 134, only with
+  # that backtrace, and only when every "Aborted" line is that rank's.
+  local transport_abort=""
+  if [ "$sent" -eq 9 ] && [ "$hung" -eq 0 ] && grep -q 'uct_cma_ep_tx' <<<"$out" &&
+     grep -q 'ucs_fatal_error_message' <<<"$out"; then
+    local survivor_pid aborted
+    for ((r = 0; r < np; ++r)); do
+      [ "$r" -eq "${victim:--1}" ] && continue
+      survivor_pid=$(rank_pid "$r")
+      aborted=$(grep -E 'line [0-9]+: +[0-9]+ Aborted' <<<"$out" | grep -oE ': +[0-9]+ Aborted' | grep -oE '[0-9]+')
+      got=$(cat "$tmp/rc.$r" 2>/dev/null || echo -)
+      if [ -n "$survivor_pid" ] && [ "$aborted" = "$survivor_pid" ] && { [ "$got" = 134 ] || [ "$got" = - ]; }; then
+        transport_abort=$r
+      fi
+    done
+  fi
+  if [ "$hung" -eq 0 ] && [ -n "$transport_abort" ]; then
+    # Everything else a crash would show must still be absent.
+    local rest
+    rest=$(grep -vE "line [0-9]+: +$(rank_pid "$transport_abort") Aborted" <<<"$out" |
+           grep -E "Segmentation|terminate called|AddressSanitizer|LeakSanitizer|UndefinedBehavior|runtime error:|core dumped|double free|stack smashing|signal (6|11)|Aborted|EXIT CODE: 139" | head -1)
+    [ -n "$rest" ] && crash="$rest"
+    [ "$rc" -eq 134 ] || [ "$rc" -eq 137 ] || crash="${crash:-mpiexec exit $rc}"
+    got=$(cat "$tmp/rc.$victim" 2>/dev/null || echo -)
+    [ "$got" = 137 ] || [ "$got" = - ] || crash="${crash:-rank $victim exit $got}"
+    transport_aborts+=("$cat / $name: rank $transport_abort")
+  elif [ "$hung" -eq 0 ]; then
     if [ "$rc" -eq 134 ] || [ "$rc" -eq 139 ] || { [ "$rc" -ge 128 ] && [ "$rc" -ne $((128 + sent)) ]; }; then
       crash="mpiexec exit $rc"
     fi
@@ -160,7 +192,9 @@ judge() {
         [ "$(grep -cE -- "$pattern" <<<"$out")" -eq 1 ] || why="${why:+$why; }no single /$pattern/" ;;
       killed)
         [ "$rc" -ne 0 ] || why="exit 0"
-        grep -qE -- "$pattern" <<<"$out" || why="${why:+$why; }no /$pattern/" ;;
+        # After a transport abort the launcher may end the victim's wrapper
+        # before it reports the kill; the abort then stands for the report.
+        [ -n "$transport_abort" ] || grep -qE -- "$pattern" <<<"$out" || why="${why:+$why; }no /$pattern/" ;;
     esac
   fi
   # Nothing valid lost.
@@ -660,6 +694,8 @@ ek=$(printf '%s\n' "${exit_killed[@]}" | grep . ); ef=$(printf '%s\n' "${exit_fr
 echo "time to exit after a rank is killed (kill -9): median $(median <<<"$ek") s, max $(maximum <<<"$ek") s ($(grep -c . <<<"$ek") kills)"
 echo "time to exit after a rank freezes (SIGSTOP, parallel.comm_timeout_s = $FROZEN_TIMEOUT_S): median $(median <<<"$ef") s, max $(maximum <<<"$ef") s ($(grep -c . <<<"$ef") freezes)"
 echo "checkpoints lost: $lost"
+echo "surviving ranks aborted by UCX's cross-memory-attach transport after their peer's kill -9 (MPI's outcome, not pentad's; docs/running.md): ${#transport_aborts[@]} of ${#exit_killed[@]} kills"
+[ "${#transport_aborts[@]}" -eq 0 ] || printf '  %s\n' "${transport_aborts[@]}"
 echo "time in the cases by category: ${times% }"
 echo "campaign: $tot cases in $(( $(date +%s) - t_campaign )) s on $(lscpu | sed -n 's/^Model name: *//p' | head -1), 1-2 ranks, $(date -u +%Y-%m-%d)"
 [ "${#skipped[@]}" -eq 0 ] || printf 'skipped: %s\n' "${skipped[@]}"

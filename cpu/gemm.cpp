@@ -42,8 +42,8 @@ void pack_bf16(std::vector<float>& dst, const float* src, int rows, int cols, in
 
 CpuBackend::Bf16Operand CpuBackend::bf16_operand(const float* p, int rows, int cols, int ld, long stride,
                                                  int batch, std::vector<float>& buf) {
-  const size_t extent = size_t(batch - 1) * size_t(stride) + size_t(rows - 1) * size_t(ld) + size_t(cols);
-  if (const void* copy = weight_copy_for(p, extent)) return {static_cast<const float*>(copy), ld, stride};
+  if (const void* copy = weight_copy_for(p, rows, cols, ld, stride, batch))
+    return {static_cast<const float*>(copy), ld, stride};
   pack_bf16(buf, p, rows, cols, ld, stride, batch);
   return {buf.data(), cols, long(rows) * cols};
 }

@@ -79,8 +79,7 @@ void CudaBackend::gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, 
     // One operand in bf16: its weight copy in place, or converted densely
     // into scratch slot `slot` (leading dimension cols, stride rows*cols).
     auto bf16 = [&](const float* p, int rows, int cols, int& ld, long& stride, int slot) -> const void* {
-      const size_t extent = size_t(batch - 1) * size_t(stride) + size_t(rows - 1) * size_t(ld) + size_t(cols);
-      if (const void* copy = weight_copy_for(p, extent)) return copy;
+      if (const void* copy = weight_copy_for(p, rows, cols, ld, stride, batch)) return copy;
       const size_t n = size_t(rows) * cols * batch;
       const void* dense = convert(stream_, scratch(slot, n * sizeof(__nv_bfloat16)), p, rows, cols, ld, stride, batch);
       ld = cols;

@@ -77,30 +77,43 @@ uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
 void Backend::keep_weight_copy(const float* w, size_t n) {
   if (!keeps_weight_copies() || n == 0) return;
-  for (WeightCopy& c : weight_copies_)
-    if (c.src == w && c.n == n) return;
+  {
+    std::lock_guard<std::mutex> lock(weight_copy_mutex_);
+    for (const WeightCopy& c : weight_copies_)
+      if (c.src == w && c.n == n) return;
+  }
   drop_weight_copy(w);
   void* copy = alloc_bytes(n * weight_copy_elem_bytes(), Mem::params);
+  std::lock_guard<std::mutex> lock(weight_copy_mutex_);
   weight_copies_.push_back({w, n, copy, true});
 }
 
 void Backend::drop_weight_copy(const float* w) {
-  for (size_t i = 0; i < weight_copies_.size(); ++i)
-    if (weight_copies_[i].src == w) {
-      void* copy = weight_copies_[i].copy;
-      weight_copies_.erase(weight_copies_.begin() + long(i));
-      free_bytes(copy);
-      return;
-    }
+  void* copy = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(weight_copy_mutex_);
+    for (size_t i = 0; i < weight_copies_.size(); ++i)
+      if (weight_copies_[i].src == w) {
+        copy = weight_copies_[i].copy;
+        weight_copies_.erase(weight_copies_.begin() + long(i));
+        break;
+      }
+  }
+  if (copy) free_bytes(copy);
 }
 
 void Backend::weights_written(const void* p, size_t n_bytes) {
   const uintptr_t lo = addr(p), hi = lo + n_bytes;
+  std::lock_guard<std::mutex> lock(weight_copy_mutex_);
   for (WeightCopy& c : weight_copies_)
     if (lo < addr(c.src + c.n) && addr(c.src) < hi) c.stale = true;
 }
 
-const void* Backend::weight_copy_for(const float* p, size_t n) {
+const void* Backend::weight_copy_for(const float* p, int rows, int cols, int ld, long stride, int batch) {
+  if (rows <= 0 || cols <= 0 || batch <= 0) return nullptr;
+  // The values read: from p to the last row's end of the last matrix.
+  const size_t n = size_t(batch - 1) * size_t(stride) + size_t(rows - 1) * size_t(ld) + size_t(cols);
+  std::lock_guard<std::mutex> lock(weight_copy_mutex_);
   for (WeightCopy& c : weight_copies_) {
     if (addr(p) < addr(c.src) || addr(p + n) > addr(c.src + c.n)) continue;
     if (c.stale) {
@@ -125,6 +138,7 @@ void Backend::release_all_blocks(void (*release)(void* p)) {
   std::lock_guard<std::mutex> lock(alloc_mutex_);
   for (auto& [p, info] : allocs_) release(p);
   allocs_.clear();
+  std::lock_guard<std::mutex> copies(weight_copy_mutex_);  // the one place both are held: alloc first
   weight_copies_.clear();
 }
 

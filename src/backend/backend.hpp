@@ -146,9 +146,11 @@ class Backend {
   // Calls release on every block still allocated and forgets them (derived
   // destructors; release must not fail fatally there).
   void release_all_blocks(void (*release)(void* p));
-  // The copy of [p, p + n) when a registered range holds all of it (made
-  // first if stale), as the same offset into the copy; nullptr otherwise.
-  const void* weight_copy_for(const float* p, size_t n);
+  // The copy of a GEMM operand at p (`batch` matrices of `rows` rows of
+  // `cols` values, leading dimension ld, element stride between matrices)
+  // when a registered range holds every value it reads (made first if
+  // stale), as the same offset into the copy; nullptr otherwise.
+  const void* weight_copy_for(const float* p, int rows, int cols, int ld, long stride, int batch);
   void track_alloc(size_t n_bytes, Mem category);
   void track_free(size_t n_bytes, Mem category);
   MemStats mem_;
@@ -161,6 +163,11 @@ class Backend {
     void* copy;
     bool stale;
   };
+  // The registry is locked: free_bytes, which drops a range's copy, may be
+  // called from several threads. A copy is allocated and freed outside the
+  // lock (alloc_bytes and free_bytes take alloc_mutex_, and free_bytes
+  // comes back here).
+  std::mutex weight_copy_mutex_;
   std::vector<WeightCopy> weight_copies_;
   bool weight_copies_on_ = true;
   size_t weight_copies_made_ = 0;

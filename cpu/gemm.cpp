@@ -54,6 +54,13 @@ void CpuBackend::make_weight_copy(void* dst, const float* src, size_t n) {
   for (size_t i = 0; i < n; ++i) d[i] = round_bf16(src[i]);
 }
 
+void CpuBackend::linear_fwd(float* y, const float* x, const float* w, const float* bias, int N, int n_out,
+                            int n_in, float beta, float* act_out) {
+  gemm(false, true, N, n_out, n_in, 1.0f, x, n_in, w, n_in, beta, y, n_out);
+  if (bias) bias_add(y, bias, N, n_out);
+  if (act_out) gelu_fwd(act_out, y, size_t(N) * size_t(n_out));
+}
+
 void CpuBackend::gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                       const float* A, int lda, const float* B, int ldb, float beta, float* C,
                       int ldc) {

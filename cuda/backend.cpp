@@ -57,6 +57,7 @@ CudaBackend::CudaBackend(int device) : device_(device) {
   CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
   // fp32 GEMMs stay true fp32 (no TF32): the CPU parity tests rely on it.
   CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+  CUBLAS_CHECK(cublasLtCreate(&lt_));  // linear_fwd's epilogues (gemm_lt.cu)
   CUDA_CHECK(cudaMallocHost(&host_sum_, sizeof(double)));
 }
 
@@ -67,6 +68,7 @@ CudaBackend::~CudaBackend() {
   for (void* p : scratch_)
     if (p) cudaFree(p);
   if (host_sum_) cudaFreeHost(host_sum_);
+  if (lt_) cublasLtDestroy(lt_);
   if (cublas_) cublasDestroy(cublas_);
   if (stream_) cudaStreamDestroy(stream_);
 }

@@ -5,6 +5,7 @@
 // through a check macro below that names the call, file:line and the error.
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -15,6 +16,7 @@
 #include "backend/backend.hpp"
 #include "core/error.hpp"
 #include "attention_tc_plan.hpp"
+#include "gemm_args.hpp"
 #include "launch.hpp"
 
 namespace pentad {
@@ -59,6 +61,8 @@ class CudaBackend final : public Backend {
   std::optional<DeviceMemory> device_memory() const override;
   bool attention_bwd_reads_probs() const override { return false; }  // attention_bwd recomputes them
   size_t weight_copy_elem_bytes() const override { return 2; }        // __nv_bfloat16
+  size_t epilogues_fused() const override { return epilogues_fused_; }
+  size_t epilogues_unfused() const override { return epilogues_unfused_; }
 
   // Every required op of ops.def; attention_merge uses the host fallback.
 #define PENTAD_OP(ret, name, params) ret name params override;
@@ -87,6 +91,15 @@ class CudaBackend final : public Backend {
                         const float* q, const float* k, const float* v, const cuda_detail::AttnTcDims& d,
                         int q_offset, int k_offset, bool causal);
   void attn_tc_round(void* dst_bf16, const float* src, size_t n);
+  // One GEMM operand (stored rows x cols, leading dimension ld, `batch`
+  // matrices `stride` apart) in bf16: its weight copy in place, or converted
+  // densely into scratch slot `slot` (ld and stride then become the dense
+  // ones) (gemm.cu).
+  const void* bf16_gemm_operand(const float* p, int rows, int cols, int& ld, long& stride, int batch, int slot);
+  // linear_fwd through one cuBLASLt matmul with the plan's epilogue; false
+  // when cuBLASLt offers no algorithm or refuses the call (gemm_lt.cu).
+  bool lt_linear(const LinearEpiloguePlan& plan, float* y, const float* x, const float* w, const float* bias,
+                 float beta, float* act_out);
   char* attn_tc_prepare(const cuda_detail::AttnTcWorkspace& w, const float* q, const float* k, const float* v,
                         const cuda_detail::AttnTcDims& d);
   void attn_tc_product(cuda_detail::AttnTcProduct p, const cuda_detail::AttnTcDims& d, int g, int i0, int rows,
@@ -95,9 +108,13 @@ class CudaBackend final : public Backend {
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  size_t epilogues_fused_ = 0, epilogues_unfused_ = 0;
+  bool lt_refusal_reported_ = false;
   // 0,1: bf16 gemm operands; 2: reductions; 3: attention; 4: column-sum
-  // partials; 5: the tensor-core attention's workspace; 6: its pointer arrays
-  static constexpr int kScratchSlots = 7;
+  // partials; 5: the tensor-core attention's workspace; 6: its pointer
+  // arrays; 7: cuBLASLt's workspace
+  static constexpr int kScratchSlots = 8;
   void* scratch_[kScratchSlots] = {};
   size_t scratch_bytes_[kScratchSlots] = {};
   double* host_sum_ = nullptr;  // pinned result of sum_squares

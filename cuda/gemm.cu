@@ -59,6 +59,16 @@ void CudaBackend::make_weight_copy(void* dst, const float* src, size_t n) {
   CUDA_LAUNCH_CHECK();
 }
 
+const void* CudaBackend::bf16_gemm_operand(const float* p, int rows, int cols, int& ld, long& stride, int batch,
+                                           int slot) {
+  if (const void* copy = weight_copy_for(p, rows, cols, ld, stride, batch)) return copy;
+  const size_t n = size_t(rows) * cols * batch;
+  const void* dense = convert(stream_, scratch(slot, n * sizeof(__nv_bfloat16)), p, rows, cols, ld, stride, batch);
+  ld = cols;
+  stride = long(rows) * cols;
+  return dense;
+}
+
 void CudaBackend::gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                        const float* A, int lda, const float* B, int ldb, float beta, float* C,
                        int ldc) {
@@ -76,18 +86,8 @@ void CudaBackend::gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, 
   if (compute_dtype_ == Dtype::bf16 && K > 0) {
     const int a_rows = trans_a ? K : M, a_cols = trans_a ? M : K;
     const int b_rows = trans_b ? N : K, b_cols = trans_b ? K : N;
-    // One operand in bf16: its weight copy in place, or converted densely
-    // into scratch slot `slot` (leading dimension cols, stride rows*cols).
-    auto bf16 = [&](const float* p, int rows, int cols, int& ld, long& stride, int slot) -> const void* {
-      if (const void* copy = weight_copy_for(p, rows, cols, ld, stride, batch)) return copy;
-      const size_t n = size_t(rows) * cols * batch;
-      const void* dense = convert(stream_, scratch(slot, n * sizeof(__nv_bfloat16)), p, rows, cols, ld, stride, batch);
-      ld = cols;
-      stride = long(rows) * cols;
-      return dense;
-    };
-    a = bf16(A, a_rows, a_cols, lda, stride_a, 0);
-    b = bf16(B, b_rows, b_cols, ldb, stride_b, 1);
+    a = bf16_gemm_operand(A, a_rows, a_cols, lda, stride_a, batch, 0);
+    b = bf16_gemm_operand(B, b_rows, b_cols, ldb, stride_b, batch, 1);
     type = CUDA_R_16BF;
   }
   const ColumnMajorGemm g = column_major_gemm(trans_a, trans_b, M, N, K, lda, stride_a, ldb,

@@ -43,4 +43,49 @@ inline ColumnMajorGemm column_major_gemm(bool trans_a, bool trans_b, int M, int 
   return g;
 }
 
+// linear_fwd (ops.def) as one cuBLASLt matmul with an epilogue:
+// y(N, n_out) = x w^T + beta y (+ bias) (and GELU). Row-major y is the
+// column-major D = y^T (n_out rows, N columns, ldc n_out), so the bias
+// vector, one value per output feature, has D's row count, as cuBLASLt
+// requires. With GELU, D is act_out and the GELU's input goes to the
+// epilogue's auxiliary matrix (y, leading dimension n_out, which cuBLASLt
+// requires to be a multiple of 8). When `fused` is false the caller runs
+// the separate ops and `why` says why.
+enum class LinearEpilogue { none, bias, gelu_aux, gelu_aux_bias };
+
+struct LinearEpiloguePlan {
+  ColumnMajorGemm gemm;  // the matmul, as column_major_gemm maps it
+  LinearEpilogue epilogue = LinearEpilogue::none;
+  int bias_len = 0;      // = gemm.m (rows of D)
+  long aux_ld = 0;       // GELU input's leading dimension (= gemm.ldc)
+  bool fused = false;
+  const char* why = "";
+};
+
+inline LinearEpiloguePlan linear_epilogue_plan(int N, int n_out, int n_in, bool bias, bool gelu, float beta) {
+  LinearEpiloguePlan p;
+  p.gemm = column_major_gemm(false, true, N, n_out, n_in, n_in, 0, n_in, 0, n_out, 0, 1);
+  p.bias_len = bias ? p.gemm.m : 0;
+  if (!bias && !gelu) {
+    p.why = "no bias and no activation: a plain GEMM";
+    return p;
+  }
+  if (gelu) {
+    p.epilogue = bias ? LinearEpilogue::gelu_aux_bias : LinearEpilogue::gelu_aux;
+    p.aux_ld = p.gemm.ldc;
+    if (beta != 0.0f) {
+      p.why = "GELU after an accumulating GEMM (beta != 0)";
+      return p;
+    }
+    if (p.aux_ld % 8 != 0) {
+      p.why = "GELU input's leading dimension (n_out) not a multiple of 8";
+      return p;
+    }
+  } else {
+    p.epilogue = LinearEpilogue::bias;
+  }
+  p.fused = true;
+  return p;
+}
+
 }  // namespace pentad

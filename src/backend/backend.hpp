@@ -117,6 +117,11 @@ class Backend {
   virtual void weights_written(const void* p, size_t n_bytes);  // marks stale every copy it overlaps
   virtual size_t weight_copies_made() const { return weight_copies_made_; }  // copies made so far
   virtual size_t weight_copy_elem_bytes() const { return sizeof(float); }
+  // linear_fwd calls whose bias (and GELU) ran inside the GEMM's epilogue,
+  // and the ones that could not and ran as separate ops (always 0 on a
+  // backend without epilogues: its linear_fwd is the separate ops).
+  virtual size_t epilogues_fused() const { return 0; }
+  virtual size_t epilogues_unfused() const { return 0; }
 
   float* alloc(size_t n, Mem category) {
     return static_cast<float*>(alloc_bytes(n * sizeof(float), category));

@@ -495,12 +495,12 @@ void Model::block_fwd(int l, Acts& a, const float* in, bool keep_probs) {
   if (cfg_.is_moe_block(l)) return;  // the MoE layer runs in forward_chunk / block_bwd
   const float* x2 = tp_.enter_fwd(a.ln2, s.gath_x);  // (N,C)
   if (gpt2_) {
-    b.w_up.fwd(a.fc_pre, x2);
+    b.w_up.fwd(a.fc_pre, x2, a.fc_act);  // the GELU with the GEMM (mlp_act_fwd's result)
   } else {
     b.w_gate.fwd(a.fc_pre, x2);
     b.w_up.fwd(a.fc_up, x2);
+    mlp_act_fwd(a);
   }
-  mlp_act_fwd(a);
 }
 
 // The conjugates in reverse: each region's output gradient enters through

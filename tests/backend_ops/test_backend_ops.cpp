@@ -32,6 +32,7 @@
 #include "backend/backend.hpp"
 #include "model/memory_plan.hpp"
 #include "../lib/close.hpp"
+#include "../../cuda/gemm_args.hpp"  // linear_epilogue_plan (header-only, no CUDA)
 #if PENTAD_TEST_CUDA
 #include "cuda.hpp"
 #endif
@@ -223,6 +224,44 @@ TEST_P(ReferenceOps, GemmBatched) {
   backend().gemm_batched(false, true, M, N, K, 2.0f, A.data(), K, sa, Bm.data(), K, sb, -1.0f,
                          C.data(), N, sc, batch);
   expect_close("gemm_batched", C, ref, kAtol, kRtol);
+}
+
+// linear_fwd (a linear layer's GEMM, bias and GPT-2's GELU): against a
+// double reference, and bitwise the separate ops it stands for on this
+// backend (gemm, bias_add, gelu_fwd in turn), with and without bias and
+// GELU, beta 0 and 0.5.
+TEST_P(ReferenceOps, LinearForwardIsGemmBiasGelu) {
+  const int N = 11, n_out = 24, n_in = 19;
+  const Vec x = randn(size_t(N) * n_in, 31), w = randn(size_t(n_out) * n_in, 32, 0.3f), b = randn(n_out, 33);
+  const Vec y0 = randn(size_t(N) * n_out, 34);
+  for (int with_bias = 0; with_bias < 2; ++with_bias)
+    for (int with_gelu = 0; with_gelu < 2; ++with_gelu)
+      for (float beta : {0.0f, 0.5f}) {
+        const std::string tag = cat("linear_fwd bias=", with_bias, " gelu=", with_gelu, " beta=", beta);
+        Vec y = y0, act(y0.size(), -1.0f);
+        backend().linear_fwd(y.data(), x.data(), w.data(), with_bias ? b.data() : nullptr, N, n_out, n_in, beta,
+                             with_gelu ? act.data() : nullptr);
+        VecD ref(y.size()), ref_act(y.size());
+        for (int n = 0; n < N; ++n)
+          for (int o = 0; o < n_out; ++o) {
+            double s = 0;
+            for (int i = 0; i < n_in; ++i) s += double(x[size_t(n) * n_in + i]) * w[size_t(o) * n_in + i];
+            const size_t e = size_t(n) * n_out + o;
+            const double v = s + beta * double(y0[e]) + (with_bias ? double(b[size_t(o)]) : 0.0);
+            ref[e] = v;
+            ref_act[e] = 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+          }
+        expect_close(tag, y, ref, kAtol, kRtol);
+        if (with_gelu) expect_close(tag + " act", act, ref_act, kAtol, kRtol);
+        else expect_bitwise(tag + " act untouched", act, Vec(y0.size(), -1.0f));
+        // The separate ops, in the order linear_fwd's contract names.
+        Vec ys = y0, acts(y0.size(), -1.0f);
+        backend().gemm(false, true, N, n_out, n_in, 1.0f, x.data(), n_in, w.data(), n_in, beta, ys.data(), n_out);
+        if (with_bias) backend().bias_add(ys.data(), b.data(), N, n_out);
+        if (with_gelu) backend().gelu_fwd(acts.data(), ys.data(), ys.size());
+        expect_bitwise(tag + " = gemm, bias_add, gelu_fwd", y, ys);
+        expect_bitwise(tag + " act = gemm, bias_add, gelu_fwd", act, acts);
+      }
 }
 
 // ----------------------------------------------------------- elementwise ----
@@ -1189,6 +1228,49 @@ TEST_P(OpsVsCpu, GemmReadsWeightCopies) {
         gpu_->from_host(dB, B.data(), B.size() * sizeof(float));
       }
     }
+  cpu_->set_compute_dtype(pentad::Dtype::fp32);
+  gpu_->set_compute_dtype(pentad::Dtype::fp32);
+}
+
+// linear_fwd with its epilogues (cuBLASLt on CUDA): against the CPU's
+// gemm, bias_add and gelu_fwd, fp32 and bf16 (the weight from its copy), for
+// a shape cuBLASLt fuses (n_out a multiple of 8) and one whose GELU it
+// cannot (n_out 97: the GELU input's leading dimension), beta 0 and 1 (the
+// row-parallel layer accumulates onto the residual). Every call whose plan
+// fuses must have run fused (epilogues_fused), the rest unfused.
+TEST_P(OpsVsCpu, LinearFwdEpilogues) {
+  for (pentad::Dtype dt : {pentad::Dtype::fp32, pentad::Dtype::bf16}) {
+    cpu_->set_compute_dtype(dt);
+    gpu_->set_compute_dtype(dt);
+    for (int n_out : {96, 97})
+      for (int with_bias = 0; with_bias < 2; ++with_bias)
+        for (int with_gelu = 0; with_gelu < 2; ++with_gelu)
+          for (float beta : {0.0f, 1.0f}) {
+            if (with_gelu && beta != 0.0f) continue;  // GPT-2's MLP: beta 0
+            const int N = 301, n_in = 70;
+            const Vec x = randn(size_t(N) * n_in, 41), w = randn(size_t(n_out) * n_in, 42, 0.2f);
+            const Vec b = randn(n_out, 43), y0 = randn(size_t(N) * n_out, 44);
+            float* dw = up(w);
+            gpu_->keep_weight_copy(dw, w.size());  // bf16: the weight read from its copy
+            float *dy = up(y0), *dact = up(Vec(y0.size()));
+            const pentad::LinearEpiloguePlan plan =
+                pentad::linear_epilogue_plan(N, n_out, n_in, with_bias, with_gelu, beta);
+            const size_t fused = gpu_->epilogues_fused(), unfused = gpu_->epilogues_unfused();
+            gpu_->linear_fwd(dy, up(x), dw, with_bias ? up(b) : nullptr, N, n_out, n_in, beta,
+                             with_gelu ? dact : nullptr);
+            Vec y = y0, act(y0.size());
+            cpu_->linear_fwd(y.data(), x.data(), w.data(), with_bias ? b.data() : nullptr, N, n_out, n_in, beta,
+                             with_gelu ? act.data() : nullptr);
+            const std::string tag = cat(dt == pentad::Dtype::bf16 ? "bf16" : "fp32", " linear_fwd n_out=", n_out,
+                                        " bias=", with_bias, " gelu=", with_gelu, " beta=", beta);
+            compare(tag, down(dy, y.size()), y, 1e-4, 1e-4);
+            if (with_gelu) compare(tag + " act", down(dact, act.size()), act, 1e-4, 1e-4);
+            const bool epilogue = with_bias || with_gelu;
+            EXPECT_EQ(gpu_->epilogues_fused(), fused + (plan.fused ? 1 : 0)) << tag << ": " << plan.why;
+            EXPECT_EQ(gpu_->epilogues_unfused(), unfused + (epilogue && !plan.fused ? 1 : 0)) << tag;
+            gpu_->drop_weight_copy(dw);
+          }
+  }
   cpu_->set_compute_dtype(pentad::Dtype::fp32);
   gpu_->set_compute_dtype(pentad::Dtype::fp32);
 }

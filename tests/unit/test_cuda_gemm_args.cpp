@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../../cuda/gemm_args.hpp"
+#include "cpu.hpp"
 
 namespace {
 
@@ -145,6 +146,88 @@ TEST(CudaGemmArgs, ColumnMajorCallEqualsRowMajorCblas) {
             }
   std::printf("cuda gemm mapping: %d cases, worst |diff| / tolerance %.3g\n", n_cases, worst);
   EXPECT_LE(worst, 1.0);
+}
+
+// linear_fwd's cuBLASLt call (linear_epilogue_plan): the plan's matmul
+// read as cuBLAS reads it, with w as its first operand and x as its second,
+// then the epilogue as cuBLASLt documents it (the bias vector added to every
+// column of D, one value per row of D; GELU_AUX: the GELU's input stored
+// in the auxiliary matrix with its leading dimension, D = GELU of it) must
+// equal the CPU backend's linear_fwd (gemm, bias_add, gelu_fwd). And the
+// plan refuses what cuBLASLt cannot do: GELU with n_out not a multiple of 8
+// (the auxiliary leading dimension) or after an accumulating GEMM.
+TEST(CudaGemmArgs, LinearEpiloguePlanEqualsCpuLinearFwd) {
+  auto cpu = pentad::make_cpu_backend(1);
+  std::mt19937 rng(20261202u);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  auto gelu = [](double v) { return 0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))); };
+  double worst = 0.0;
+  int n_fused = 0, n_refused = 0;
+  struct Shape { int N, n_out, n_in; };
+  for (const Shape sh : {Shape{5, 8, 3}, Shape{17, 24, 33}, Shape{9, 64, 16}, Shape{6, 13, 7}, Shape{1, 40, 5}})
+    for (int with_bias = 0; with_bias < 2; ++with_bias)
+      for (int with_gelu = 0; with_gelu < 2; ++with_gelu)
+        for (float beta : {0.0f, 1.0f}) {
+          const pentad::LinearEpiloguePlan p =
+              pentad::linear_epilogue_plan(sh.N, sh.n_out, sh.n_in, with_bias, with_gelu, beta);
+          const std::string tag = "N=" + std::to_string(sh.N) + " n_out=" + std::to_string(sh.n_out) +
+                                  " bias=" + std::to_string(with_bias) + " gelu=" + std::to_string(with_gelu) +
+                                  " beta=" + std::to_string(beta);
+          const bool can = (with_bias || with_gelu) && !(with_gelu && (beta != 0.0f || sh.n_out % 8 != 0));
+          EXPECT_EQ(p.fused, can) << tag << ": " << p.why;
+          if (!p.fused) {
+            EXPECT_STRNE(p.why, "") << tag;
+            ++n_refused;
+            continue;
+          }
+          ++n_fused;
+          const ColumnMajorGemm& g = p.gemm;
+          EXPECT_EQ(g.first, GemmOperand::b) << tag;  // w
+          EXPECT_EQ(g.m, sh.n_out) << tag;           // rows of D: the output features
+          EXPECT_EQ(p.bias_len, with_bias ? g.m : 0) << tag;
+          if (with_gelu) {
+            EXPECT_EQ(p.aux_ld, long(g.ldc)) << tag;
+          }
+          const size_t ny = size_t(sh.N) * sh.n_out;
+          std::vector<float> x(size_t(sh.N) * sh.n_in), w(size_t(sh.n_out) * sh.n_in), b(size_t(sh.n_out)), y0(ny);
+          for (auto* v : {&x, &w, &b, &y0})
+            for (float& e : *v) e = uni(rng);
+          // cuBLASLt's reading: D = (w as first) x (x as second) + beta C, then the epilogue.
+          std::vector<float> D = y0, aux(ny, kUntouched);
+          std::vector<double> bound(ny, 0.0);
+          column_major_reference(g, 1.0f, w.data(), x.data(), beta, D.data(), bound.data());
+          for (int c = 0; c < g.n; ++c)
+            for (int r = 0; r < g.m; ++r) {
+              float& d = D[size_t(r) + size_t(c) * g.ldc];
+              if (with_bias) d += b[size_t(r)];
+              if (with_gelu) {
+                aux[size_t(r) + size_t(c) * p.aux_ld] = d;
+                d = float(gelu(d));
+              }
+            }
+          // pentad's CPU linear_fwd on the same buffers.
+          std::vector<float> y = y0, act(ny, kUntouched);
+          cpu->linear_fwd(y.data(), x.data(), w.data(), with_bias ? b.data() : nullptr, sh.N, sh.n_out, sh.n_in,
+                          beta, with_gelu ? act.data() : nullptr);
+          const std::vector<float>& pre = with_gelu ? aux : D;  // the GELU's input / the linear output
+          for (size_t e = 0; e < ny; ++e) {
+            const double tol = kRtol * (bound[e] + (with_bias ? std::fabs(b[e % sh.n_out]) : 0.0)) + 1e-6;
+            const double diff = std::fabs(double(pre[e]) - double(y[e]));
+            if (!(diff <= tol)) ADD_FAILURE() << tag << " y[" << e << "]: " << pre[e] << " vs cpu " << y[e];
+            worst = std::max(worst, diff / tol);
+            if (with_gelu) {
+              // GELU in float (the CPU's gelu_fwd) against GELU in double: a few ulps more.
+              const double tol_act = tol + 4e-6 * (1.0 + std::fabs(double(D[e])));
+              const double da = std::fabs(double(D[e]) - double(act[e]));
+              if (!(da <= tol_act)) ADD_FAILURE() << tag << " act[" << e << "]: " << D[e] << " vs cpu " << act[e];
+              worst = std::max(worst, da / tol_act);
+            }
+          }
+        }
+  std::printf("linear epilogue plan: %d fused cases equal the CPU's linear_fwd (worst |diff| / tolerance %.3g), "
+              "%d refused\n", n_fused, worst, n_refused);
+  EXPECT_GT(n_fused, 0);
+  EXPECT_GT(n_refused, 0);
 }
 
 }  // namespace

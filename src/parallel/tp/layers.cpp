@@ -37,10 +37,9 @@ ColumnParallelLinear::ColumnParallelLinear(ParamStore& params, Backend& be, cons
                                            ParamId b, int n_out_local, int n_in)
     : params_(&params), be_(&be), tp_(&tp), w_(w), b_(b), n_out_(n_out_local), n_in_(n_in) {}
 
-void ColumnParallelLinear::fwd(float* y, const float* x) const {
-  const int N = tp_->n_rows();
-  gemm_fwd(*be_, y, x, params_->param(w_), N, n_out_, n_in_, 0.0f);
-  if (b_.held()) be_->bias_add(y, params_->param(b_), N, n_out_);
+void ColumnParallelLinear::fwd(float* y, const float* x, float* act) const {
+  be_->linear_fwd(y, x, params_->param(w_), b_.held() ? params_->param(b_) : nullptr, tp_->n_rows(), n_out_,
+                  n_in_, 0.0f, act);
 }
 
 void ColumnParallelLinear::bwd(float* dx, const float* dy, const float* x, float dx_beta) const {
@@ -69,8 +68,7 @@ void RowParallelLinear::fwd(float* out, const float* resid, const float* x, floa
   const float* W = params_->param(w_);
   if (!tp_->split()) {  // the serial order of operations
     be_->copy_bytes(out, resid, n_local * sizeof(float));
-    gemm_fwd(*be_, out, x, W, N, n_out_, n_in_, 1.0f);
-    if (b_.held()) be_->bias_add(out, params_->param(b_), N, n_out_);
+    be_->linear_fwd(out, x, W, b_.held() ? params_->param(b_) : nullptr, N, n_out_, n_in_, 1.0f, nullptr);
     return;
   }
   gemm_fwd(*be_, part, x, W, N, n_out_, n_in_, 0.0f);  // (N, out) partial sums over in/tp

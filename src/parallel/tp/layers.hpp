@@ -25,8 +25,10 @@ class ColumnParallelLinear {
   ParamId weight() const { return w_; }
   ParamId bias() const { return b_; }
 
-  // y (N, out/tp) = x (N, in) W^T + b; x is all rows (after enter_fwd). Local.
-  void fwd(float* y, const float* x) const;
+  // y (N, out/tp) = x (N, in) W^T + b; x is all rows (after enter_fwd);
+  // with act non-null also act = GELU(y) (GPT-2's MLP). One backend
+  // linear_fwd: on CUDA the bias and GELU run in the GEMM's epilogue. Local.
+  void fwd(float* y, const float* x, float* act = nullptr) const;
   // dx (N, in) = dy W + dx_beta * dx: this rank's share of the input gradient,
   // a partial sum over its output features until enter_bwd; dW += dy^T x;
   // db += column sums of dy. dy: (N, out/tp). Local.

@@ -1,0 +1,153 @@
+// linear_fwd (ops.def): a linear layer's GEMM with its bias, and GPT-2's
+// GELU, in the epilogue of one cuBLASLt matmul, instead of a GEMM and one or
+// two elementwise passes over the (N, n_out) output. The call's shape, the
+// epilogue and when it cannot be used: linear_epilogue_plan (gemm_args.hpp,
+// checked on the host by tests/unit/test_cuda_gemm_args.cpp). Precision as
+// gemm.cu: fp32 operands with CUBLAS_COMPUTE_32F (no TF32), or bf16
+// operands (the weight copy in place, else converted) with fp32
+// accumulation; D, the bias and the GELU input stay fp32. Where the plan
+// says no, or cuBLASLt offers no algorithm or refuses the call (reported
+// once), the separate ops run: gemm, bias_add, gelu_fwd.
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "cuda_backend.hpp"
+
+namespace pentad {
+
+namespace {
+
+constexpr size_t kLtWorkspaceBytes = size_t(32) << 20;  // cuBLASLt's recommendation for Hopper
+
+// The largest power of two up to 256 that divides the address: the
+// alignment the heuristic may assume of a matrix.
+uint32_t alignment_of(const void* p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  uint32_t al = 256;
+  while (al > 1 && a % al != 0) al /= 2;
+  return al;
+}
+
+// The descriptors of one call, destroyed on every way out.
+struct LtDescs {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~LtDescs() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    for (cublasLtMatrixLayout_t l : {a, b, c, d})
+      if (l) cublasLtMatrixLayoutDestroy(l);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+cublasLtEpilogue_t to_cublaslt(LinearEpilogue e) {
+  switch (e) {
+    case LinearEpilogue::bias: return CUBLASLT_EPILOGUE_BIAS;
+    case LinearEpilogue::gelu_aux: return CUBLASLT_EPILOGUE_GELU_AUX;
+    case LinearEpilogue::gelu_aux_bias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case LinearEpilogue::none: break;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+}  // namespace
+
+void CudaBackend::linear_fwd(float* y, const float* x, const float* w, const float* bias, int N, int n_out,
+                             int n_in, float beta, float* act_out) {
+  if (N <= 0 || n_out <= 0) return;
+  const LinearEpiloguePlan plan = linear_epilogue_plan(N, n_out, n_in, bias != nullptr, act_out != nullptr, beta);
+  if (plan.fused && n_in > 0 && lt_linear(plan, y, x, w, bias, beta, act_out)) {
+    ++epilogues_fused_;
+    return;
+  }
+  if (plan.epilogue != LinearEpilogue::none) ++epilogues_unfused_;
+  gemm(false, true, N, n_out, n_in, 1.0f, x, n_in, w, n_in, beta, y, n_out);
+  if (bias) bias_add(y, bias, N, n_out);
+  if (act_out) gelu_fwd(act_out, y, size_t(N) * size_t(n_out));
+}
+
+bool CudaBackend::lt_linear(const LinearEpiloguePlan& plan, float* y, const float* x, const float* w,
+                            const float* bias, float beta, float* act_out) {
+  const ColumnMajorGemm& g = plan.gemm;  // first: w (pentad's B), second: x (pentad's A)
+  const void* first = w;
+  const void* second = x;
+  int ld_first = g.ld_first, ld_second = g.ld_second;
+  cudaDataType_t type = CUDA_R_32F;
+  if (compute_dtype_ == Dtype::bf16) {
+    long s_first = 0, s_second = 0;
+    // Stored row-major: w (n_out = g.m rows, n_in = g.k columns), x (N = g.n rows, n_in columns).
+    first = bf16_gemm_operand(w, g.m, g.k, ld_first, s_first, 1, 1);
+    second = bf16_gemm_operand(x, g.n, g.k, ld_second, s_second, 1, 0);
+    type = CUDA_R_16BF;
+  }
+  // With the GELU, D is act_out and C is not read (beta = 0); without, C = D = y.
+  float* D = act_out ? act_out : y;
+  const float* C = act_out ? act_out : y;
+  LtDescs d;
+  auto ok = [](cublasStatus_t s) { return s == CUBLAS_STATUS_SUCCESS; };
+  const cublasOperation_t op_first = g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasLtEpilogue_t epilogue = to_cublaslt(plan.epilogue);
+  bool built = ok(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) &&
+               ok(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first)) &&
+               ok(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second)) &&
+               ok(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  if (built && bias)
+    built = ok(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  if (built && act_out) {
+    void* aux = y;
+    const int64_t aux_ld = plan.aux_ld;
+    built = ok(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux)) &&
+            ok(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
+  }
+  // Column-major layouts as stored: op(first) is (m, k), op(second) (k, n), C and D (m, n).
+  built = built &&
+          ok(cublasLtMatrixLayoutCreate(&d.a, type, g.trans_first ? g.k : g.m, g.trans_first ? g.m : g.k,
+                                        ld_first)) &&
+          ok(cublasLtMatrixLayoutCreate(&d.b, type, g.trans_second ? g.n : g.k, g.trans_second ? g.k : g.n,
+                                        ld_second)) &&
+          ok(cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32F, g.m, g.n, g.ldc)) &&
+          ok(cublasLtMatrixLayoutCreate(&d.d, CUDA_R_32F, g.m, g.n, g.ldc));
+  void* workspace = scratch(7, kLtWorkspaceBytes);
+  const uint64_t ws_bytes = kLtWorkspaceBytes;
+  const uint32_t al_a = alignment_of(first), al_b = alignment_of(second), al_c = alignment_of(C),
+                 al_d = alignment_of(D);
+  built = built && ok(cublasLtMatmulPreferenceCreate(&d.pref)) &&
+          ok(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
+                                                  sizeof ws_bytes)) &&
+          ok(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a,
+                                                  sizeof al_a)) &&
+          ok(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b,
+                                                  sizeof al_b)) &&
+          ok(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c,
+                                                  sizeof al_c)) &&
+          ok(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_d,
+                                                  sizeof al_d));
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  cublasStatus_t status = CUBLAS_STATUS_NOT_SUPPORTED;
+  if (built) {
+    status = cublasLtMatmulAlgoGetHeuristic(lt_, d.op, d.a, d.b, d.c, d.d, d.pref, 1, &heuristic, &found);
+    if (ok(status) && found > 0) {
+      const float alpha = 1.0f;
+      status = cublasLtMatmul(lt_, d.op, &alpha, first, d.a, second, d.b, &beta, C, d.c, D, d.d, &heuristic.algo,
+                              workspace, kLtWorkspaceBytes, stream_);
+      if (ok(status)) return true;
+    }
+  }
+  if (!lt_refusal_reported_) {  // once per backend: the run goes on with the separate ops
+    lt_refusal_reported_ = true;
+    std::fprintf(stderr,
+                 "warning: cuBLASLt epilogue not used for a linear layer (m %d, n %d, k %d, epilogue %d): %s; "
+                 "running GEMM, bias and GELU as separate ops\n",
+                 g.m, g.n, g.k, int(epilogue),
+                 !built ? "descriptor setup failed"
+                 : found == 0 && ok(status) ? "no algorithm offered"
+                                            : cublas_error_string(status));
+  }
+  return false;
+}
+
+}  // namespace pentad

@@ -1237,7 +1237,8 @@ TEST_P(OpsVsCpu, GemmReadsWeightCopies) {
 // a shape cuBLASLt fuses (n_out a multiple of 8) and one whose GELU it
 // cannot (n_out 97: the GELU input's leading dimension), beta 0 and 1 (the
 // row-parallel layer accumulates onto the residual). Every call whose plan
-// fuses must have run fused (epilogues_fused), the rest unfused.
+// fuses must have run fused (epilogues_fused), the rest unfused, and a
+// second call must repeat the first bitwise.
 TEST_P(OpsVsCpu, LinearFwdEpilogues) {
   for (pentad::Dtype dt : {pentad::Dtype::fp32, pentad::Dtype::bf16}) {
     cpu_->set_compute_dtype(dt);
@@ -1265,9 +1266,17 @@ TEST_P(OpsVsCpu, LinearFwdEpilogues) {
                                         " bias=", with_bias, " gelu=", with_gelu, " beta=", beta);
             compare(tag, down(dy, y.size()), y, 1e-4, 1e-4);
             if (with_gelu) compare(tag + " act", down(dact, act.size()), act, 1e-4, 1e-4);
+            // The same call again repeats bitwise (the run-to-run determinism pentad promises).
+            const Vec first = down(dy, y.size()), first_act = down(dact, act.size());
+            float* dy2 = up(y0);
+            float* dact2 = up(Vec(y0.size()));
+            gpu_->linear_fwd(dy2, up(x), dw, with_bias ? up(b) : nullptr, N, n_out, n_in, beta,
+                             with_gelu ? dact2 : nullptr);
+            expect_bitwise(tag + " repeats", down(dy2, y.size()), first);
+            expect_bitwise(tag + " act repeats", down(dact2, act.size()), first_act);
             const bool epilogue = with_bias || with_gelu;
-            EXPECT_EQ(gpu_->epilogues_fused(), fused + (plan.fused ? 1 : 0)) << tag << ": " << plan.why;
-            EXPECT_EQ(gpu_->epilogues_unfused(), unfused + (epilogue && !plan.fused ? 1 : 0)) << tag;
+            EXPECT_EQ(gpu_->epilogues_fused(), fused + (plan.fused ? 2 : 0)) << tag << ": " << plan.why;
+            EXPECT_EQ(gpu_->epilogues_unfused(), unfused + (epilogue && !plan.fused ? 2 : 0)) << tag;
             gpu_->drop_weight_copy(dw);
           }
   }

@@ -157,21 +157,18 @@ void InferenceEngine::block(int l, int n) {
   float* kc = y.k_cache + size_t(pos_) * KD;  // this call's rows of the cache
   float* vc = y.v_cache + size_t(pos_) * KD;
   norm(ln_, x_, y.attn_w, y.attn_b, n);
-  be_.gemm(false, true, n, HD, C_, 1.0f, ln_, C_, y.wq, C_, 0.0f, q_, HD);
-  be_.gemm(false, true, n, KD, C_, 1.0f, ln_, C_, y.wk, C_, 0.0f, kc, KD);
-  be_.gemm(false, true, n, KD, C_, 1.0f, ln_, C_, y.wv, C_, 0.0f, vc, KD);
-  if (gpt2_) {
-    be_.bias_add(q_, y.bq, n, HD);
-    be_.bias_add(kc, y.bk, n, KD);
-    be_.bias_add(vc, y.bv, n, KD);
-  } else {
+  // The linear layers through linear_fwd: with their bias (and GELU) in the
+  // GEMM's epilogue on CUDA, the same ops in turn on the CPU.
+  be_.linear_fwd(q_, ln_, y.wq, gpt2_ ? y.bq : nullptr, n, HD, C_, 0.0f, nullptr);
+  be_.linear_fwd(kc, ln_, y.wk, gpt2_ ? y.bk : nullptr, n, KD, C_, 0.0f, nullptr);
+  be_.linear_fwd(vc, ln_, y.wv, gpt2_ ? y.bv : nullptr, n, KD, C_, 0.0f, nullptr);
+  if (!gpt2_) {
     be_.rope_fwd(q_, 1, n, H_, D_, pos_, cfg_.rope_theta);
     be_.rope_fwd(kc, 1, n, Hkv_, D_, pos_, cfg_.rope_theta);
   }
   // n queries at global positions pos..pos+n-1 over the pos + n cached keys.
   be_.attention_fwd(att_, lse_, nullptr, q_, y.k_cache, y.v_cache, 1, n, pos_ + n, H_, Hkv_, D_, pos_, 0, true);
-  be_.gemm(false, true, n, C_, HD, 1.0f, att_, HD, y.wo, HD, 1.0f, x_, C_);  // x += att wo^T
-  if (gpt2_) be_.bias_add(x_, y.bo, n, C_);
+  be_.linear_fwd(x_, att_, y.wo, gpt2_ ? y.bo : nullptr, n, C_, HD, 1.0f, nullptr);  // x += att wo^T + bo
   norm(ln_, x_, y.mlp_w, y.mlp_b, n);
   if (y.moe) {
     moe_mlp(l, n);
@@ -179,16 +176,13 @@ void InferenceEngine::block(int l, int n) {
   }
   const size_t nF = size_t(n) * F_;
   if (gpt2_) {
-    be_.gemm(false, true, n, F_, C_, 1.0f, ln_, C_, y.w_up, C_, 0.0f, fc_, F_);
-    be_.bias_add(fc_, y.b_up, n, F_);
-    be_.gelu_fwd(act_, fc_, nF);
+    be_.linear_fwd(fc_, ln_, y.w_up, y.b_up, n, F_, C_, 0.0f, act_);  // act = GELU(fc)
   } else {
     be_.gemm(false, true, n, F_, C_, 1.0f, ln_, C_, y.w_gate, C_, 0.0f, fc_, F_);
     be_.gemm(false, true, n, F_, C_, 1.0f, ln_, C_, y.w_up, C_, 0.0f, up_, F_);
     be_.swiglu_fwd(act_, fc_, up_, nF);
   }
-  be_.gemm(false, true, n, C_, F_, 1.0f, act_, F_, y.w_down, F_, 1.0f, x_, C_);  // x += act w_down^T
-  if (gpt2_) be_.bias_add(x_, y.b_down, n, C_);
+  be_.linear_fwd(x_, act_, y.w_down, gpt2_ ? y.b_down : nullptr, n, C_, F_, 1.0f, nullptr);  // x += act w_down^T + b
 }
 
 // The MoE MLP on ln_ (n, C), added to x_: the router's softmax over the

@@ -101,7 +101,7 @@ slow=()     # cases that took over 10 s (not hangs: reported)
 skipped=()
 lost=0
 exit_killed=()
-transport_aborts=()  # kill cases whose surviving rank UCX aborted (see judge)
+transport_aborts=()  # SIGKILL cases whose surviving rank UCX aborted (see judge)
 exit_frozen=()
 # judge CATEGORY NAME NP EXPECT PATTERN [SIGNAL]
 #   EXPECT fail: rc != 0, no rank exited 0, exactly one pentad error message, matching PATTERN
@@ -133,11 +133,11 @@ judge() {
   local transport_abort=""
   if [ "$sent" -eq 9 ] && [ "$hung" -eq 0 ] && grep -q 'uct_cma_ep_tx' <<<"$out" &&
      grep -q 'ucs_fatal_error_message' <<<"$out"; then
-    local survivor_pid aborted
+    local survivor_pid aborted  # aborted: the pid of every "Aborted" line, one per line
+    aborted=$(grep -E 'line [0-9]+: +[0-9]+ Aborted' <<<"$out" | grep -oE ': +[0-9]+ Aborted' | grep -oE '[0-9]+')
     for ((r = 0; r < np; ++r)); do
       [ "$r" -eq "${victim:--1}" ] && continue
       survivor_pid=$(rank_pid "$r")
-      aborted=$(grep -E 'line [0-9]+: +[0-9]+ Aborted' <<<"$out" | grep -oE ': +[0-9]+ Aborted' | grep -oE '[0-9]+')
       got=$(cat "$tmp/rc.$r" 2>/dev/null || echo -)
       if [ -n "$survivor_pid" ] && [ "$aborted" = "$survivor_pid" ] && { [ "$got" = 134 ] || [ "$got" = - ]; }; then
         transport_abort=$r
@@ -694,7 +694,7 @@ ek=$(printf '%s\n' "${exit_killed[@]}" | grep . ); ef=$(printf '%s\n' "${exit_fr
 echo "time to exit after a rank is killed (kill -9): median $(median <<<"$ek") s, max $(maximum <<<"$ek") s ($(grep -c . <<<"$ek") kills)"
 echo "time to exit after a rank freezes (SIGSTOP, parallel.comm_timeout_s = $FROZEN_TIMEOUT_S): median $(median <<<"$ef") s, max $(maximum <<<"$ef") s ($(grep -c . <<<"$ef") freezes)"
 echo "checkpoints lost: $lost"
-echo "surviving ranks aborted by UCX's cross-memory-attach transport after their peer's kill -9 (MPI's outcome, not pentad's; docs/running.md): ${#transport_aborts[@]} of ${#exit_killed[@]} kills"
+echo "surviving ranks aborted by UCX's cross-memory-attach transport after their peer's SIGKILL (MPI's outcome, not pentad's; docs/running.md): ${#transport_aborts[@]} of $(( ${#exit_killed[@]} + ${#exit_frozen[@]} )) kills and freezes"
 [ "${#transport_aborts[@]}" -eq 0 ] || printf '  %s\n' "${transport_aborts[@]}"
 echo "time in the cases by category: ${times% }"
 echo "campaign: $tot cases in $(( $(date +%s) - t_campaign )) s on $(lscpu | sed -n 's/^Model name: *//p' | head -1), 1-2 ranks, $(date -u +%Y-%m-%d)"

@@ -8,8 +8,10 @@
 // same dot() and takes P = exp(s - lse), so probabilities written for
 // `probs` equal the ones the backward recomputes (it always recomputes).
 // A straightforward kernel for correctness: no tensor cores, fp32 throughout.
-// With train.dtype = bf16 both directions run on the tensor cores instead
-// (attention_tc.cu); delta is shared. The mask's bounds: attention_bounds.hpp.
+// With train.dtype = bf16 both directions run on the tensor cores instead:
+// the forward without probabilities in one fused kernel (attention_flash.cu),
+// the rest through cuBLAS (attention_tc.cu); delta is shared. The mask's
+// bounds: attention_bounds.hpp.
 #include <cmath>
 
 #include "attention_bounds.hpp"
@@ -290,6 +292,7 @@ void CudaBackend::attention_fwd(float* out, float* lse, float* probs, const floa
   if (B * H == 0 || Tq == 0) return;
   const Shape s = make_shape(B, Tq, Tk, H, Hkv, D, q_offset, k_offset, causal);
   if (compute_dtype_ == Dtype::bf16) {
+    if (!probs && attention_flash_fwd(out, lse, q, k, v, B, Tq, Tk, H, Hkv, D, q_offset, k_offset, causal)) return;
     attention_tc_fwd(out, lse, probs, q, k, v, {B, Tq, Tk, H, Hkv, D}, q_offset, k_offset, causal);
     return;
   }

@@ -145,4 +145,10 @@ std::unique_ptr<Backend> make_cuda_backend(int local_rank) {
   return std::make_unique<CudaBackend>(local_rank % n);
 }
 
+bool set_cuda_fused_attention(Backend& be, bool on) {
+  auto* cuda = dynamic_cast<CudaBackend*>(&be);
+  if (cuda) cuda->set_fused_attention(on);
+  return cuda != nullptr;
+}
+
 }  // namespace pentad

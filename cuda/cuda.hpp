@@ -16,6 +16,10 @@ namespace pentad {
 // device = local_rank modulo the visible GPUs. Fails with a message when no
 // usable GPU is present.
 std::unique_ptr<Backend> make_cuda_backend(int local_rank);
+// Turns the fused bf16 attention forward (cuda/attention_flash.cu) on or
+// off on a CUDA backend (the tests and benchmarks compare it with the
+// cuBLAS path); false when `be` is not one.
+bool set_cuda_fused_attention(Backend& be, bool on);
 // True when this build has the CUDA backend and a GPU can be used here.
 bool cuda_device_available(std::string* why = nullptr);
 

@@ -63,6 +63,11 @@ class CudaBackend final : public Backend {
   size_t weight_copy_elem_bytes() const override { return 2; }        // __nv_bfloat16
   size_t epilogues_fused() const override { return epilogues_fused_; }
   size_t epilogues_unfused() const override { return epilogues_unfused_; }
+  size_t attention_fused() const override { return attention_fused_; }
+  // Whether attention_fwd in bf16 without probabilities takes the fused
+  // kernel (attention_flash.cu) where it is built for the head dimension;
+  // on unless PENTAD_CUDA_ATTENTION=tc, which keeps attention_tc.cu's.
+  void set_fused_attention(bool on) { fused_attention_ = on; }
 
   // Every required op of ops.def; attention_merge uses the host fallback.
 #define PENTAD_OP(ret, name, params) ret name params override;
@@ -91,6 +96,11 @@ class CudaBackend final : public Backend {
                         const float* q, const float* k, const float* v, const cuda_detail::AttnTcDims& d,
                         int q_offset, int k_offset, bool causal);
   void attn_tc_round(void* dst_bf16, const float* src, size_t n);
+  // attention_fwd through the fused kernel (attention_flash.cu); false when
+  // it is off or not built for D (the caller then runs attention_tc_fwd).
+  bool attention_flash_fwd(float* out, float* lse, const float* q, const float* k, const float* v, int B, int Tq,
+                           int Tk, int H, int Hkv, int D, int q_offset, int k_offset, bool causal);
+  static bool fused_attention_default();  // PENTAD_CUDA_ATTENTION
   // One GEMM operand (stored rows x cols, leading dimension ld, `batch`
   // matrices `stride` apart) in bf16: its weight copy in place, or converted
   // densely into scratch slot `slot` (ld and stride then become the dense
@@ -110,6 +120,8 @@ class CudaBackend final : public Backend {
   cublasHandle_t cublas_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   size_t epilogues_fused_ = 0, epilogues_unfused_ = 0;
+  bool fused_attention_ = fused_attention_default();
+  size_t attention_fused_ = 0;
   bool lt_refusal_reported_ = false;
   // 0,1: bf16 gemm operands; 2: reductions; 3: attention; 4: column-sum
   // partials; 5: the tensor-core attention's workspace; 6: its pointer

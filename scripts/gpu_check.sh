@@ -13,11 +13,14 @@
 #   ops.log        test_cuda_ops: every CUDA op against the CPU op
 #   parity.log     fp32 training parity against the CPU backend (GPT-2 and
 #                  Llama, tiny decks), bf16 follows the CPU's fp32 curve
+#                  (also with 2 heads of 16: the fused attention forward)
 #   mfu.log        cuda_mfu: GPT-2 124M, 350M, Llama ~1.1B at T = 1024, bf16;
-#                  350M again without the bf16 weight copies
+#                  350M again without the bf16 weight copies, and again with
+#                  attention through cuBLAS instead of the fused kernel
 #   tail.log       fp32 parity at a production shape (GPT-2 124M, T = 1024,
 #                  V = 50257, 3 steps); the one-device multi-rank paths
-#   sanitizer.log  compute-sanitizer memcheck and racecheck on a short run
+#   sanitizer.log  compute-sanitizer memcheck and racecheck on a short run;
+#                  racecheck of the fused attention's op test
 #   summary.log    one line per step: ok / FAIL / TIMEOUT / NOT RUN, seconds
 # Exit status 0 only when every step passed.
 set -uo pipefail
@@ -110,6 +113,10 @@ for model in gpt2 llama; do
   step parity "bf16_follows_fp32_$model" 45 bash "$src/tests/precision/loss_curves.sh" \
     "$src/tests/parity/$model.toml" 20 1e-2 "" "--set backend=cuda --set train.dtype=bf16"
 done
+# 2 heads of 16: the model's attention forward through the fused kernel (attention_flash.cu).
+step parity bf16_follows_fp32_gpt2_fused_attention 45 bash "$src/tests/precision/loss_curves.sh" \
+  "$src/tests/parity/gpt2.toml" 20 1e-2 "--set model.n_heads=2" \
+  "--set model.n_heads=2 --set backend=cuda --set train.dtype=bf16"
 
 # --- the benchmark, before the long tail --------------------------------------
 for shape in gpt2-124m gpt2-350m llama-1b; do
@@ -117,6 +124,8 @@ for shape in gpt2-124m gpt2-350m llama-1b; do
 done
 # The bf16 weight copies' gain: 350M again, the weights converted at every GEMM.
 step mfu "mfu_gpt2-350m_no_weight_copies" 45 "$bundle/bin/cuda_mfu" --shape gpt2-350m --steps 5 --weight-copies off
+# The fused attention's gain: 350M again, attention through cuBLAS (attention_tc.cu).
+step mfu "mfu_gpt2-350m_attention_tc" 45 env PENTAD_CUDA_ATTENTION=tc "$bundle/bin/cuda_mfu" --shape gpt2-350m --steps 5
 
 # --- production shape, multi-rank on one device ------------------------------
 prod=(--set model.seq_len=1024 --set train.micro_batch=1 --set train.grad_accum=1 --set train.steps=3
@@ -150,6 +159,9 @@ else
          --set data.val= --set checkpoint.save_final=false --set log.metrics=)
   step sanitizer memcheck 60 "$sanitizer" --tool memcheck --error-exitcode 1 --leak-check no "$PENTAD" "${short[@]}"
   step sanitizer racecheck 90 "$sanitizer" --tool racecheck --error-exitcode 1 "$PENTAD" "${short[@]}"
+  # The fused bf16 attention (shared memory, barriers) at head dimensions the tiny deck does not have.
+  step sanitizer racecheck_fused_attention 60 "$sanitizer" --tool racecheck --error-exitcode 1 \
+    "$bundle/bin/test_cuda_ops" --gtest_filter='*AttentionBf16Fused*'
 fi
 
 grep -hE "MFU|tokens/s" "$out/mfu.log" 2> /dev/null | head -12

@@ -31,6 +31,7 @@
 #include "cpu.hpp"
 #include "backend/backend.hpp"
 #include "model/memory_plan.hpp"
+#include "../lib/attention_p_rounding.hpp"
 #include "../lib/close.hpp"
 #include "../../cuda/gemm_args.hpp"  // linear_epilogue_plan (header-only, no CUDA)
 #if PENTAD_TEST_CUDA
@@ -1479,6 +1480,9 @@ TEST_P(OpsVsCpu, AttentionForwardBackward) {
 // bf16-vs-fp32 differences of about 1e-2 of the values. lse and the kept
 // probabilities come from fp32 scores of the same rounded operands.
 TEST_P(OpsVsCpu, AttentionBf16TensorCores) {
+#if PENTAD_TEST_CUDA
+  pentad::set_cuda_fused_attention(*gpu_, false);  // the cuBLAS path, also without probs
+#endif
   const AttnCase cases[] = {
       {"causal gqa D16", 2, 37, 37, 4, 2, 16, 0, 0, true},
       {"causal mqa D64", 2, 150, 150, 4, 1, 64, 0, 0, true},
@@ -1523,6 +1527,61 @@ TEST_P(OpsVsCpu, AttentionBf16TensorCores) {
                         c.Hkv, c.D, c.q_offset, c.k_offset, c.causal);
     EXPECT_EQ(down(d_dq2, nq), down(d_dq, nq)) << "bf16 backward repeats bitwise" << tag;
     EXPECT_EQ(down(d_dk2, nk), down(d_dk, nk)) << "bf16 backward repeats bitwise" << tag;
+  }
+  cpu_->set_compute_dtype(pentad::Dtype::fp32);
+  gpu_->set_compute_dtype(pentad::Dtype::fp32);
+#if PENTAD_TEST_CUDA
+  pentad::set_cuda_fused_attention(*gpu_, true);
+#endif
+}
+
+// train.dtype = bf16 without probabilities: CUDA's fused attention forward
+// (cuda/attention_flash.cu) against the CPU's bf16 emulation, within the
+// bound of tests/lib/attention_p_rounding.hpp (the two round P at
+// different points), the head dimensions it is built for counted as fused
+// (D = 8 and 256 fall back to the cuBLAS path), and a second call repeats
+// the first bitwise. tests/unit/test_cuda_flash_attention.cpp runs the same
+// kernel code on the host.
+TEST_P(OpsVsCpu, AttentionBf16Fused) {
+  const AttnCase cases[] = {
+      {"causal gqa D16", 2, 37, 37, 4, 2, 16, 0, 0, true},
+      {"causal mqa D64, 3 query blocks", 2, 150, 150, 4, 1, 64, 0, 0, true},
+      {"ring block past keys", 2, 20, 45, 4, 1, 32, 50, 10, true},
+      {"ring block across", 1, 70, 130, 2, 2, 64, 60, 0, true},
+      {"ring block, masked rows", 1, 40, 24, 2, 2, 32, 0, 30, true},
+      {"ring block, no key visible", 1, 16, 16, 2, 2, 32, 0, 64, true},
+      {"non-causal D128", 1, 33, 50, 2, 1, 128, 0, 0, false},
+      {"causal D128 gqa, T 1024", 1, 1024, 1024, 4, 2, 128, 0, 0, true},
+      {"causal D8 (not built: cuBLAS path)", 1, 20, 20, 2, 2, 8, 0, 0, true},
+      {"causal D256 (not built: cuBLAS path)", 1, 20, 20, 2, 2, 256, 0, 0, true},
+  };
+  cpu_->set_compute_dtype(pentad::Dtype::bf16);
+  gpu_->set_compute_dtype(pentad::Dtype::bf16);
+  const bool cuda = GetParam() == "cuda";
+  for (const AttnCase& c : cases) {
+    const size_t nq = size_t(c.B) * c.Tq * c.H * c.D, nk = size_t(c.B) * c.Tk * c.Hkv * c.D;
+    const size_t nl = size_t(c.B) * c.H * c.Tq, np = nl * c.Tk;
+    Vec q = randn(nq, 46), k = randn(nk, 47), v = randn(nk, 48);
+    for (auto& x : q) x *= 2.0f;  // scores of a few units: rows neither flat nor one-hot
+    Vec out(nq), lse(nl), probs(np);
+    cpu_->attention_fwd(out.data(), lse.data(), probs.data(), q.data(), k.data(), v.data(), c.B, c.Tq, c.Tk, c.H,
+                        c.Hkv, c.D, c.q_offset, c.k_offset, c.causal);
+    float *d_q = up(q), *d_k = up(k), *d_v = up(v), *d_out = up(Vec(nq)), *d_lse = up(Vec(nl)),
+          *d_out2 = up(Vec(nq)), *d_lse2 = up(Vec(nl));
+    const size_t fused_before = gpu_->attention_fused();
+    gpu_->attention_fwd(d_out, d_lse, nullptr, d_q, d_k, d_v, c.B, c.Tq, c.Tk, c.H, c.Hkv, c.D, c.q_offset,
+                        c.k_offset, c.causal);
+    const std::string tag = std::string(" bf16 fused [") + c.name + "]";
+    const bool built = c.D == 16 || c.D == 32 || c.D == 64 || c.D == 128;
+    EXPECT_EQ(gpu_->attention_fused() - fused_before, cuda && built ? 1u : 0u) << tag;
+    const Vec got = down(d_out, nq), got_lse = down(d_lse, nl);
+    const double worst = pentad::test::expect_within_p_rounding(got, got_lse, out, lse, probs, v,
+                                                                {c.B, c.Tq, c.Tk, c.H, c.Hkv, c.D});
+    std::printf("%s: largest out error %.3f of its bound\n", tag.c_str(), worst);
+    gpu_->attention_fwd(d_out2, d_lse2, nullptr, d_q, d_k, d_v, c.B, c.Tq, c.Tk, c.H, c.Hkv, c.D, c.q_offset,
+                        c.k_offset, c.causal);
+    EXPECT_EQ(down(d_out2, nq), got) << "repeats bitwise" << tag;
+    EXPECT_EQ(down(d_lse2, nl), got_lse) << "repeats bitwise" << tag;
   }
   cpu_->set_compute_dtype(pentad::Dtype::fp32);
   gpu_->set_compute_dtype(pentad::Dtype::fp32);

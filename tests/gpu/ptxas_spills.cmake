@@ -13,7 +13,7 @@ endforeach()
 if(NOT DEFINED ARCH)
   set(ARCH 90)
 endif()
-set(FILES attention.cu attention_tc.cu norm.cu xent.cu activation.cu embedding.cu elementwise.cu adamw.cu rope.cu)
+set(FILES attention.cu attention_tc.cu attention_flash.cu norm.cu xent.cu activation.cu embedding.cu elementwise.cu adamw.cu rope.cu)
 
 set(include_flags -I${SOURCE_DIR}/src -I${SOURCE_DIR}/cuda)
 if(DEFINED INCLUDES AND NOT INCLUDES STREQUAL "")

@@ -1,0 +1,106 @@
+// The fused attention forward for train.dtype = bf16: the algorithm is
+// attention_flash.hpp's (shared with its host test); this file is the
+// device's executor of it (registers, warp shuffles, mma.sync, shared
+// memory) and the launch. attention_fwd takes it when no probabilities are
+// asked for and the head dimension is one it is built for; the rest of the
+// bf16 attention (and its backward, which recomputes P from lse) runs in
+// attention_tc.cu.
+#include <cstdlib>
+#include <cstring>
+
+#include "attention_flash.hpp"
+#include "cuda_backend.hpp"
+
+namespace pentad {
+
+namespace {
+
+using flash::LaneState;
+using flash::Smem;
+
+// The executor of flash::fwd_block on the device: this thread's lane.
+template <int D>
+struct DeviceWarp {
+  int warp, lane;
+  LaneState<D> L;
+
+  template <class F>
+  __device__ void each(F&& f) { f(lane, L); }
+
+  template <class Acc, class A, class B>
+  __device__ void mma(Acc&& acc, A&& a, B&& b) {
+    uint32_t af[4], bf[2];
+    a(lane, L, af);
+    b(lane, L, bf);
+    float* c = acc(lane, L);
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(af[0]), "r"(af[1]), "r"(af[2]), "r"(af[3]), "r"(bf[0]), "r"(bf[1]));
+  }
+
+  // The four lanes of a group hold the same two rows.
+  __device__ void quad_max() {
+    for (int r = 0; r < 2; ++r) {
+      float x = L.red[r];
+      x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+      x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+      L.red[r] = x;
+    }
+  }
+  __device__ void quad_sum() {
+    for (int r = 0; r < 2; ++r) {
+      float x = L.red[r];
+      x += __shfl_xor_sync(0xffffffffu, x, 1);
+      x += __shfl_xor_sync(0xffffffffu, x, 2);
+      L.red[r] = x;
+    }
+  }
+
+  template <class F>
+  __device__ void block(F&& f) { f(int(threadIdx.x)); }
+  __device__ void sync() { __syncthreads(); }
+};
+
+template <int D>
+__global__ void __launch_bounds__(flash::kThreads, 3) flash_fwd_kernel(flash::FwdArgs a) {
+  __shared__ Smem<D> sm;
+  const int bh = int(blockIdx.y), b = bh / a.H, h = bh % a.H;
+  // Blocks of later query rows see more keys: they start first.
+  const int q0 = (int(gridDim.x) - 1 - int(blockIdx.x)) * flash::kRows;
+  DeviceWarp<D> w{int(threadIdx.x) / 32, int(threadIdx.x) % 32, {}};
+  flash::fwd_block<D>(w, sm, a, b, h, q0);
+}
+
+template <int D>
+void launch_fwd(const flash::FwdArgs& a, cudaStream_t s) {
+  const dim3 grid(unsigned(flash::query_blocks(a.Tq)), unsigned(a.B * a.H));
+  flash_fwd_kernel<D><<<grid, flash::kThreads, 0, s>>>(a);
+  CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+bool CudaBackend::fused_attention_default() {
+  const char* e = std::getenv("PENTAD_CUDA_ATTENTION");
+  return !(e && std::strcmp(e, "tc") == 0);
+}
+
+bool CudaBackend::attention_flash_fwd(float* out, float* lse, const float* q, const float* k, const float* v,
+                                      int B, int Tq, int Tk, int H, int Hkv, int D, int q_offset, int k_offset,
+                                      bool causal) {
+  if (!fused_attention_ || !flash::supports_head_dim(D)) return false;
+  const flash::FwdArgs a{out, lse, q, k, v, B, Tq, Tk, H, Hkv, q_offset, k_offset, causal,
+                         1.0f / std::sqrt(float(D))};
+  switch (D) {
+    case 16: launch_fwd<16>(a, stream_); break;
+    case 32: launch_fwd<32>(a, stream_); break;
+    case 64: launch_fwd<64>(a, stream_); break;
+    default: launch_fwd<128>(a, stream_); break;
+  }
+  ++attention_fused_;
+  return true;
+}
+
+}  // namespace pentad

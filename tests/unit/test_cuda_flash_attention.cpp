@@ -1,0 +1,190 @@
+// The fused bf16 attention forward (cuda/attention_flash.hpp's fwd_block,
+// the code the device kernel runs), on the host: an executor that holds a
+// warp's 32 lanes and computes each mma.sync m16n8k16 from the fragment
+// layout the PTX ISA gives (written out here independently of the kernel's
+// addressing), the quad shuffles over each group of four lanes, and the
+// block's loads for all of its threads. What it cannot check: the real
+// instruction, the barriers' placement (compute-sanitizer's racecheck in
+// scripts/gpu_check.sh does), speed.
+//
+// Against the CPU backend's bf16 attention (cpu/attention.cpp), within the
+// bound of tests/lib/attention_p_rounding.hpp (the two round P at different
+// points: at most two bf16 roundings of each term of out). Cases: causal and not, GQA and
+// MQA, several query blocks and key tiles, partial tiles, ring-attention key
+// blocks before, across and after the queries, rows that see no key. The
+// buffers' tails must stay untouched.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../../cuda/attention_flash.hpp"
+#include "backend/backend.hpp"
+#include "bf16.hpp"
+#include "cpu.hpp"
+#include "../lib/attention_p_rounding.hpp"
+
+namespace {
+
+namespace fl = pentad::flash;
+
+float bits_to_float(uint32_t b) { return pentad::bf16_to_float(uint16_t(b & 0xffffu)); }
+
+// One warp of the kernel on the host.
+template <int D>
+struct HostWarp {
+  int warp;
+  std::array<fl::LaneState<D>, 32> lanes{};
+
+  template <class F>
+  void each(F&& f) {
+    for (int l = 0; l < 32; ++l) f(l, lanes[size_t(l)]);
+  }
+
+  // D (16 x 8) = A (16 x 16) B (16 x 8) + C, fragments per the PTX ISA's
+  // "Matrix Fragments for mma.m16n8k16 with floating point type" (.bf16):
+  // group = lane >> 2, t = lane % 4; a_i: row group for i in {0,1,4,5}, else
+  // group + 8; column 2t + (i & 1), + 8 for i >= 4; b_i: row 2t + (i & 1),
+  // + 8 for i >= 2, column group; c_i: row group for i < 2, else group + 8,
+  // column 2t + (i & 1). Element i is half (i & 1) of register i / 2.
+  template <class Acc, class A, class B>
+  void mma(Acc&& acc, A&& a, B&& b) {
+    float Am[16][16] = {}, Bm[16][8] = {}, Cm[16][8] = {};
+    float* cs[32];
+    for (int l = 0; l < 32; ++l) {
+      fl::LaneState<D>& L = lanes[size_t(l)];
+      uint32_t af[4], bf[2];
+      a(l, L, af);
+      b(l, L, bf);
+      cs[l] = acc(l, L);
+      const int g = l >> 2, t = l & 3;
+      for (int i = 0; i < 8; ++i) {
+        const int row = (i < 2 || (i >= 4 && i < 6)) ? g : g + 8, col = 2 * t + (i & 1) + (i >= 4 ? 8 : 0);
+        Am[row][col] = bits_to_float(af[i / 2] >> (16 * (i & 1)));
+      }
+      for (int i = 0; i < 4; ++i) Bm[2 * t + (i & 1) + (i >= 2 ? 8 : 0)][g] = bits_to_float(bf[i / 2] >> (16 * (i & 1)));
+      for (int i = 0; i < 4; ++i) Cm[i < 2 ? g : g + 8][2 * t + (i & 1)] = cs[l][i];
+    }
+    for (int l = 0; l < 32; ++l) {
+      const int g = l >> 2, t = l & 3;
+      for (int i = 0; i < 4; ++i) {
+        const int row = i < 2 ? g : g + 8, col = 2 * t + (i & 1);
+        float s = Cm[row][col];
+        for (int k = 0; k < 16; ++k) s += Am[row][k] * Bm[k][col];
+        cs[l][i] = s;
+      }
+    }
+  }
+
+  // As the device's two xor shuffles: (x0 + x1) + (x2 + x3) for every lane.
+  template <class Op>
+  void quad(Op op) {
+    for (int g = 0; g < 8; ++g)
+      for (int r = 0; r < 2; ++r) {
+        float x[4];
+        for (int i = 0; i < 4; ++i) x[i] = lanes[size_t(4 * g + i)].red[r];
+        const float v = op(op(x[0], x[1]), op(x[2], x[3]));
+        for (int i = 0; i < 4; ++i) lanes[size_t(4 * g + i)].red[r] = v;
+      }
+  }
+  void quad_max() { quad([](float p, float q) { return std::fmax(p, q); }); }
+  void quad_sum() { quad([](float p, float q) { return p + q; }); }
+
+  template <class F>
+  void block(F&& f) {
+    for (int tid = 0; tid < fl::kThreads; ++tid) f(tid);
+  }
+  void sync() {}
+};
+
+// The kernel's grid, every warp of every block in turn.
+template <int D>
+void run_fwd(const fl::FwdArgs& a) {
+  auto sm = std::make_unique<fl::Smem<D>>();
+  for (int bh = 0; bh < a.B * a.H; ++bh)
+    for (int qb = 0; qb < fl::query_blocks(a.Tq); ++qb)
+      for (int w = 0; w < fl::kWarps; ++w) {
+        auto warp = std::make_unique<HostWarp<D>>();
+        warp->warp = w;
+        fl::fwd_block<D>(*warp, *sm, a, bh / a.H, bh % a.H, qb * fl::kRows);
+      }
+}
+
+void run_fwd(const fl::FwdArgs& a, int D) {
+  switch (D) {
+    case 16: run_fwd<16>(a); break;
+    case 32: run_fwd<32>(a); break;
+    case 64: run_fwd<64>(a); break;
+    case 128: run_fwd<128>(a); break;
+    default: FAIL() << "no kernel for D = " << D;
+  }
+}
+
+std::vector<float> randn(size_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(gen);
+  return v;
+}
+
+struct Case {
+  const char* name;
+  int B, Tq, Tk, H, Hkv, D, q_offset, k_offset;
+  bool causal;
+};
+
+TEST(FlashAttention, HeadDimensionsBuilt) {
+  for (int D = 1; D <= 256; ++D)
+    EXPECT_EQ(fl::supports_head_dim(D), D == 16 || D == 32 || D == 64 || D == 128) << D;
+  EXPECT_EQ(fl::query_blocks(1), 1);
+  EXPECT_EQ(fl::query_blocks(fl::kRows), 1);
+  EXPECT_EQ(fl::query_blocks(fl::kRows + 1), 2);
+}
+
+TEST(FlashAttention, ForwardEqualsCpuBf16WithinPRounding) {
+  const Case cases[] = {
+      {"causal gqa D16", 2, 37, 37, 4, 2, 16, 0, 0, true},
+      {"causal mqa D64, 3 query blocks, 3 key tiles", 2, 150, 150, 4, 1, 64, 0, 0, true},
+      {"ring block past keys", 2, 20, 45, 4, 1, 32, 50, 10, true},
+      {"ring block across, 2 query blocks", 1, 70, 130, 2, 2, 64, 60, 0, true},
+      {"ring block, masked rows", 1, 40, 24, 2, 2, 32, 0, 30, true},
+      {"ring block, no key visible", 1, 16, 16, 2, 2, 32, 0, 64, true},
+      {"non-causal D128", 1, 33, 50, 2, 1, 128, 0, 0, false},
+      {"causal D128 gqa, exact tiles", 1, 128, 128, 4, 2, 128, 0, 0, true},
+  };
+  auto cpu = pentad::make_cpu_backend(1);
+  cpu->set_compute_dtype(pentad::Dtype::bf16);
+  constexpr size_t kGuard = 67;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const size_t nq = size_t(c.B) * c.Tq * c.H * c.D, nk = size_t(c.B) * c.Tk * c.Hkv * c.D;
+    const size_t nl = size_t(c.B) * c.H * c.Tq;
+    // Scores of a few units, so that softmax rows are neither flat nor one-hot.
+    std::vector<float> q = randn(nq, 11), k = randn(nk, 12), v = randn(nk, 13);
+    for (auto& x : q) x *= 2.0f;
+    std::vector<float> out(nq), lse(nl), probs(nl * size_t(c.Tk));
+    cpu->attention_fwd(out.data(), lse.data(), probs.data(), q.data(), k.data(), v.data(), c.B, c.Tq, c.Tk, c.H,
+                       c.Hkv, c.D, c.q_offset, c.k_offset, c.causal);
+
+    const float sentinel = 12345.0f;
+    std::vector<float> f_out(nq + kGuard, sentinel), f_lse(nl + kGuard, sentinel);
+    const fl::FwdArgs a{f_out.data(), f_lse.data(), q.data(), k.data(), v.data(), c.B, c.Tq, c.Tk, c.H,
+                        c.Hkv, c.q_offset, c.k_offset, c.causal, 1.0f / std::sqrt(float(c.D))};
+    run_fwd(a, c.D);
+
+    for (size_t i = nq; i < nq + kGuard; ++i) ASSERT_EQ(f_out[i], sentinel) << "out written past its end";
+    for (size_t i = nl; i < nl + kGuard; ++i) ASSERT_EQ(f_lse[i], sentinel) << "lse written past its end";
+
+    const double worst = pentad::test::expect_within_p_rounding(
+        std::vector<float>(f_out.begin(), f_out.begin() + long(nq)), std::vector<float>(f_lse.begin(), f_lse.begin() + long(nl)),
+        out, lse, probs, v, {c.B, c.Tq, c.Tk, c.H, c.Hkv, c.D});
+    std::printf("[%s] largest out error: %.3f of its bound\n", c.name, worst);
+  }
+}
+
+}  // namespace

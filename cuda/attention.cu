@@ -9,8 +9,8 @@
 // `probs` equal the ones the backward recomputes (it always recomputes).
 // A straightforward kernel for correctness: no tensor cores, fp32 throughout.
 // With train.dtype = bf16 both directions run on the tensor cores instead:
-// the forward without probabilities in one fused kernel (attention_flash.cu),
-// the rest through cuBLAS (attention_tc.cu); delta is shared. The mask's
+// in fused kernels (attention_flash.cu) where they are built for the head
+// dimension, else through cuBLAS (attention_tc.cu); delta is shared. The mask's
 // bounds: attention_bounds.hpp.
 #include <cmath>
 
@@ -324,6 +324,8 @@ void CudaBackend::attention_bwd(float* dq, float* dk, float* dv, const float* do
       delta, dout, out, s);
   CUDA_LAUNCH_CHECK();
   if (compute_dtype_ == Dtype::bf16) {
+    if (attention_flash_bwd(dq, dk, dv, dout, lse, delta, q, k, v, B, Tq, Tk, H, Hkv, D, q_offset, k_offset, causal))
+      return;
     attention_tc_bwd(dq, dk, dv, dout, lse, delta, q, k, v, {B, Tq, Tk, H, Hkv, D}, q_offset, k_offset, causal);
     return;
   }

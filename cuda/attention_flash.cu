@@ -1,10 +1,10 @@
-// The fused attention forward for train.dtype = bf16: the algorithm is
-// attention_flash.hpp's (shared with its host test); this file is the
-// device's executor of it (registers, warp shuffles, mma.sync, shared
-// memory) and the launch. attention_fwd takes it when no probabilities are
-// asked for and the head dimension is one it is built for; the rest of the
-// bf16 attention (and its backward, which recomputes P from lse) runs in
-// attention_tc.cu.
+// The fused attention for train.dtype = bf16: the algorithms are
+// attention_flash.hpp's (shared with their host test); this file is the
+// device's executor of them (registers, warp shuffles, mma.sync, shared
+// memory) and the launches. attention_fwd takes the forward when no
+// probabilities are asked for and the head dimension is one it is built for
+// (16 to 128), attention_bwd the backward's two kernels likewise (16 to
+// 64); the rest of the bf16 attention runs in attention_tc.cu.
 #include <cstdlib>
 #include <cstring>
 
@@ -18,11 +18,12 @@ namespace {
 using flash::LaneState;
 using flash::Smem;
 
-// The executor of flash::fwd_block on the device: this thread's lane.
-template <int D>
+// The executor of the blocks of attention_flash.hpp on the device: this
+// thread's lane, its registers `State`.
+template <class State>
 struct DeviceWarp {
   int warp, lane;
-  LaneState<D> L;
+  State L;
 
   template <class F>
   __device__ void each(F&& f) { f(lane, L); }
@@ -69,8 +70,36 @@ __global__ void __launch_bounds__(flash::kThreads, 3) flash_fwd_kernel(flash::Fw
   const int bh = int(blockIdx.y), b = bh / a.H, h = bh % a.H;
   // Blocks of later query rows see more keys: they start first.
   const int q0 = (int(gridDim.x) - 1 - int(blockIdx.x)) * flash::kRows;
-  DeviceWarp<D> w{int(threadIdx.x) / 32, int(threadIdx.x) % 32, {}};
+  DeviceWarp<LaneState<D>> w{int(threadIdx.x) / 32, int(threadIdx.x) % 32, {}};
   flash::fwd_block<D>(w, sm, a, b, h, q0);
+}
+
+template <int D>
+__global__ void __launch_bounds__(flash::kThreads, 3) flash_dq_kernel(flash::BwdArgs a) {
+  __shared__ flash::DqSmem<D> sm;
+  const int bh = int(blockIdx.y), b = bh / a.H, h = bh % a.H;
+  const int q0 = (int(gridDim.x) - 1 - int(blockIdx.x)) * flash::kRows;  // most keys first
+  DeviceWarp<flash::DqLane<D>> w{int(threadIdx.x) / 32, int(threadIdx.x) % 32, {}};
+  flash::dq_block<D>(w, sm, a, b, h, q0);
+}
+
+template <int D>
+__global__ void __launch_bounds__(flash::kThreads, 2) flash_dkv_kernel(flash::BwdArgs a) {
+  __shared__ flash::DkvSmem<D> sm;
+  const int bh = int(blockIdx.y), b = bh / a.Hkv, hk = bh % a.Hkv;
+  const int k0 = int(blockIdx.x) * flash::kKeys;  // earliest keys (most queries) first
+  DeviceWarp<flash::DkvLane<D>> w{int(threadIdx.x) / 32, int(threadIdx.x) % 32, {}};
+  flash::dkv_block<D>(w, sm, a, b, hk, k0);
+}
+
+template <int D>
+void launch_bwd(const flash::BwdArgs& a, cudaStream_t s) {
+  const dim3 grid_q(unsigned(flash::query_blocks(a.Tq)), unsigned(a.B * a.H));
+  flash_dq_kernel<D><<<grid_q, flash::kThreads, 0, s>>>(a);
+  CUDA_LAUNCH_CHECK();
+  const dim3 grid_k(unsigned(flash::key_blocks(a.Tk)), unsigned(a.B * a.Hkv));
+  flash_dkv_kernel<D><<<grid_k, flash::kThreads, 0, s>>>(a);
+  CUDA_LAUNCH_CHECK();
 }
 
 template <int D>
@@ -98,6 +127,22 @@ bool CudaBackend::attention_flash_fwd(float* out, float* lse, const float* q, co
     case 32: launch_fwd<32>(a, stream_); break;
     case 64: launch_fwd<64>(a, stream_); break;
     default: launch_fwd<128>(a, stream_); break;
+  }
+  ++attention_fused_;
+  return true;
+}
+
+bool CudaBackend::attention_flash_bwd(float* dq, float* dk, float* dv, const float* dout, const float* lse,
+                                      const float* delta, const float* q, const float* k, const float* v, int B,
+                                      int Tq, int Tk, int H, int Hkv, int D, int q_offset, int k_offset,
+                                      bool causal) {
+  if (!fused_attention_ || !flash::supports_bwd_head_dim(D)) return false;
+  const flash::BwdArgs a{dq, dk, dv, dout, lse, delta, q, k, v, B, Tq, Tk, H, Hkv, q_offset, k_offset, causal,
+                         1.0f / std::sqrt(float(D))};
+  switch (D) {
+    case 16: launch_bwd<16>(a, stream_); break;
+    case 32: launch_bwd<32>(a, stream_); break;
+    default: launch_bwd<64>(a, stream_); break;
   }
   ++attention_fused_;
   return true;

@@ -1,9 +1,10 @@
-// The fused attention forward for train.dtype = bf16 (attention_flash.cu):
-// one kernel per call, no score-shaped scratch, nothing but out and lse
-// written. The block's whole algorithm lives here, callable on the host too,
-// so tests/unit/test_cuda_flash_attention.cpp runs it without a GPU.
+// The fused attention for train.dtype = bf16 (attention_flash.cu): the
+// forward here, the backward's two kernels below; no score-shaped scratch,
+// no probabilities written. Each block's whole algorithm lives here,
+// callable on the host too, so tests/unit/test_cuda_flash_attention.cpp
+// runs it without a GPU.
 //
-// A block of kThreads threads (kWarps warps) takes kRows query rows of one
+// Forward. A block of kThreads threads (kWarps warps) takes kRows query rows of one
 // (b, h) pair; warp w owns rows [16 w, 16 w + 16) of them. Per tile of kKeys
 // keys below the block's key bound (attention_bounds.hpp), the block loads K
 // and V of kv head h / (H / Hkv) into shared memory as bf16 (V transposed),
@@ -287,6 +288,349 @@ PENTAD_HD void fwd_block(W& w, Smem<D>& sm, const FwdArgs& a, int b, int h, int 
         dst[8 * n + 2 * t + 1] = L.o[n][2 * r + 1] * inv;
       }
       if (t == 0) a.lse[(size_t(b) * a.H + h) * a.Tq + i] = L.l[r] > 0 ? L.m[r] + logf(L.l[r]) : kNegInf;
+    }
+  });
+}
+
+
+// ---- backward ----------------------------------------------------------------
+// Two kernels, no atomics (each output element has one owner), with the
+// rounding points of the CPU's bf16 emulation exactly: q, k, v and dO once,
+// the normalized P = exp(S - lse) where it multiplies dO, dS where it
+// multiplies K and Q. delta = rowsum(dO * O) comes computed (B, H, Tq).
+//   dq_block: a block per kRows query rows of (b, h), a warp per 16 rows;
+//     per tile of kKeys keys: S = Q K^T, dP = dO V^T, dS = P (dP - delta),
+//     dQ += dS K; at the end dq += scale dQ.
+//   dkv_block: a block per kKeys keys of (b, kv head), a warp per 16 keys;
+//     for each query head of the group and each tile of kRows queries from
+//     the first that sees the block's keys: S^T = K Q^T, dP^T = V dO^T,
+//     dS^T = P^T (dP^T - delta), dV += P^T dO, dK += dS^T Q; at the end
+//     dk += scale dK, dv += dV.
+// Built for D = 16, 32, 64 (the registers of K, V and both accumulators).
+
+PENTAD_HD inline bool supports_bwd_head_dim(int D) { return D == 16 || D == 32 || D == 64; }
+
+struct BwdArgs {
+  float* dq;           // (B, Tq, H, D), accumulated
+  float* dk;           // (B, Tk, Hkv, D), accumulated
+  float* dv;           // (B, Tk, Hkv, D), accumulated
+  const float* dout;   // (B, Tq, H, D)
+  const float* lse;    // (B, H, Tq)
+  const float* delta;  // (B, H, Tq)
+  const float* q;
+  const float* k;
+  const float* v;
+  int B, Tq, Tk, H, Hkv;
+  int q_offset, k_offset;
+  bool causal;
+  float scale;
+};
+
+PENTAD_HD inline int key_blocks(int Tk) { return (Tk + kKeys - 1) / kKeys; }
+
+// An A fragment set (16 rows from row0, all D columns) of a (rows, ld)
+// fp32 matrix, rounded to bf16; rows at or past n_rows read as 0.
+template <int D>
+PENTAD_HD void load_a_frags(uint32_t (&af)[D / 16][4], const float* base, size_t ld, int row0, int n_rows,
+                            int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  PENTAD_FLASH_UNROLL
+  for (int c = 0; c < D / 16; ++c) {
+    PENTAD_FLASH_UNROLL
+    for (int r = 0; r < 4; ++r) {
+      const int i = row0 + g + 8 * (r & 1), d = 16 * c + 2 * t + 8 * (r >> 1);
+      float x0 = 0, x1 = 0;
+      if (i < n_rows) {
+        x0 = base[size_t(i) * ld + d];
+        x1 = base[size_t(i) * ld + d + 1];
+      }
+      af[c][r] = pack_bf16x2(x0, x1);
+    }
+  }
+}
+
+// The B fragment of a product whose B (k x 8) is read from a bf16 matrix
+// stored n-major: column n0 + group is row n0 + group of `m` (leading
+// dimension ld), its k values contiguous from k0.
+PENTAD_HD inline void load_b_frag(uint32_t* bf, const uint16_t* m, int ld, int n0, int k0, int lane) {
+  const uint16_t* row = m + (n0 + (lane >> 2)) * ld + k0 + 2 * (lane & 3);
+  bf[0] = load_pair(row);
+  bf[1] = load_pair(row + 8);
+}
+
+// The A fragment of 16 columns (c: tiles 2c, 2c + 1) of a C-layout 16 x 8n
+// accumulator, rounded to bf16.
+template <int N>
+PENTAD_HD void c_to_a_frag(uint32_t* af, const float (&acc)[N][4], int c) {
+  af[0] = pack_bf16x2(acc[2 * c][0], acc[2 * c][1]);
+  af[1] = pack_bf16x2(acc[2 * c][2], acc[2 * c][3]);
+  af[2] = pack_bf16x2(acc[2 * c + 1][0], acc[2 * c + 1][1]);
+  af[3] = pack_bf16x2(acc[2 * c + 1][2], acc[2 * c + 1][3]);
+}
+
+template <int D>
+struct DqSmem {
+  static constexpr int ld = D + 8, t_ld = kKeys + 8;
+  uint16_t k[kKeys * ld];   // keys x dims
+  uint16_t v[kKeys * ld];   // keys x dims
+  uint16_t kt[D * t_ld];    // dims x keys
+};
+
+template <int D>
+struct DqLane {
+  uint32_t qa[D / 16][4], doa[D / 16][4];
+  float s[kKeys / 8][4], dp[kKeys / 8][4];
+  float dq[D / 8][4];
+  float lse[2], delta[2];
+};
+
+template <int D, class W>
+PENTAD_HD void dq_block(W& w, DqSmem<D>& sm, const BwdArgs& a, int b, int h, int q0) {
+  const int hk = h / (a.H / a.Hkv);
+  const int row0 = q0 + 16 * w.warp;
+  const size_t q_ld = size_t(a.H) * D, k_ld = size_t(a.Hkv) * D;
+  const size_t q_base = size_t(b) * a.Tq * q_ld + size_t(h) * D, stat = (size_t(b) * a.H + h) * a.Tq;
+
+  w.each([&](int lane, DqLane<D>& L) {
+    load_a_frags<D>(L.qa, a.q + q_base, q_ld, row0, a.Tq, lane);
+    load_a_frags<D>(L.doa, a.dout + q_base, q_ld, row0, a.Tq, lane);
+    for (int r = 0; r < 2; ++r) {
+      const int i = row0 + (lane >> 2) + 8 * r;
+      L.lse[r] = i < a.Tq ? a.lse[stat + i] : 0.0f;
+      L.delta[r] = i < a.Tq ? a.delta[stat + i] : 0.0f;
+    }
+    PENTAD_FLASH_UNROLL
+    for (int n = 0; n < D / 8; ++n) {
+      PENTAD_FLASH_UNROLL
+      for (int e = 0; e < 4; ++e) L.dq[n][e] = 0;
+    }
+  });
+
+  const int k_end = block_k_end(q0, kRows, a.Tq, a.Tk, a.q_offset, a.k_offset, a.causal);
+  for (int j0 = 0; j0 < k_end; j0 += kKeys) {
+    w.sync();
+    w.block([&](int tid) {
+      for (int e = tid; e < kKeys * D; e += kThreads) {
+        const int r = e / D, d = e % D, j = j0 + r;
+        float kx = 0, vx = 0;
+        if (j < a.Tk) {
+          const size_t off = (size_t(b) * a.Tk + j) * k_ld + size_t(hk) * D + d;
+          kx = a.k[off];
+          vx = a.v[off];
+        }
+        const uint16_t kb = uint16_t(bf16_bits(kx));
+        sm.k[r * DqSmem<D>::ld + d] = kb;
+        sm.kt[d * DqSmem<D>::t_ld + r] = kb;
+        sm.v[r * DqSmem<D>::ld + d] = uint16_t(bf16_bits(vx));
+      }
+    });
+    w.sync();
+
+    w.each([&](int, DqLane<D>& L) {
+      PENTAD_FLASH_UNROLL
+      for (int n = 0; n < kKeys / 8; ++n) {
+        PENTAD_FLASH_UNROLL
+        for (int e = 0; e < 4; ++e) L.s[n][e] = L.dp[n][e] = 0;
+      }
+    });
+    // S = Q K^T and dP = dO V^T, per 8 keys n and 16 dims c.
+    PENTAD_FLASH_UNROLL
+    for (int n = 0; n < kKeys / 8; ++n) {
+      PENTAD_FLASH_UNROLL
+      for (int c = 0; c < D / 16; ++c) {
+        w.mma([&](int, DqLane<D>& L) -> float* { return L.s[n]; },
+              [&](int, DqLane<D>& L, uint32_t* af) {
+                for (int r = 0; r < 4; ++r) af[r] = L.qa[c][r];
+              },
+              [&](int lane, DqLane<D>&, uint32_t* bf) { load_b_frag(bf, sm.k, DqSmem<D>::ld, 8 * n, 16 * c, lane); });
+        w.mma([&](int, DqLane<D>& L) -> float* { return L.dp[n]; },
+              [&](int, DqLane<D>& L, uint32_t* af) {
+                for (int r = 0; r < 4; ++r) af[r] = L.doa[c][r];
+              },
+              [&](int lane, DqLane<D>&, uint32_t* bf) { load_b_frag(bf, sm.v, DqSmem<D>::ld, 8 * n, 16 * c, lane); });
+      }
+    }
+    // dS = P (dP - delta), P = exp(scale S - lse) where the key is seen.
+    w.each([&](int lane, DqLane<D>& L) {
+      const int g = lane >> 2, t = lane & 3;
+      PENTAD_FLASH_UNROLL
+      for (int n = 0; n < kKeys / 8; ++n) {
+        PENTAD_FLASH_UNROLL
+        for (int e = 0; e < 4; ++e) {
+          const int r = e >> 1, i = row0 + g + 8 * r, j = j0 + 8 * n + 2 * t + (e & 1);
+          const bool seen = i < a.Tq && j < n_visible(i, a.Tk, a.q_offset, a.k_offset, a.causal);
+          const float p = seen ? expf(L.s[n][e] * a.scale - L.lse[r]) : 0.0f;
+          L.s[n][e] = p * (L.dp[n][e] - L.delta[r]);
+        }
+      }
+    });
+    // dQ += dS K, per 8 dims n and 16 keys c.
+    PENTAD_FLASH_UNROLL
+    for (int n = 0; n < D / 8; ++n) {
+      PENTAD_FLASH_UNROLL
+      for (int c = 0; c < kKeys / 16; ++c) {
+        w.mma([&](int, DqLane<D>& L) -> float* { return L.dq[n]; },
+              [&](int, DqLane<D>& L, uint32_t* af) { c_to_a_frag(af, L.s, c); },
+              [&](int lane, DqLane<D>&, uint32_t* bf) { load_b_frag(bf, sm.kt, DqSmem<D>::t_ld, 8 * n, 16 * c, lane); });
+      }
+    }
+  }
+
+  w.each([&](int lane, DqLane<D>& L) {
+    const int g = lane >> 2, t = lane & 3;
+    for (int r = 0; r < 2; ++r) {
+      const int i = row0 + g + 8 * r;
+      if (i >= a.Tq) continue;
+      float* dst = a.dq + q_base + size_t(i) * q_ld;
+      PENTAD_FLASH_UNROLL
+      for (int n = 0; n < D / 8; ++n) {
+        dst[8 * n + 2 * t] += a.scale * L.dq[n][2 * r];
+        dst[8 * n + 2 * t + 1] += a.scale * L.dq[n][2 * r + 1];
+      }
+    }
+  });
+}
+
+template <int D>
+struct DkvSmem {
+  static constexpr int ld = D + 8, t_ld = kRows + 8;
+  uint16_t q[kRows * ld];    // queries x dims
+  uint16_t qt[D * t_ld];     // dims x queries
+  uint16_t o[kRows * ld];    // dO: queries x dims
+  uint16_t ot[D * t_ld];     // dO: dims x queries
+  float lse[kRows], delta[kRows];
+};
+
+template <int D>
+struct DkvLane {
+  uint32_t ka[D / 16][4], va[D / 16][4];  // the warp's 16 keys of K and V as A fragments
+  float s[kRows / 8][4], dp[kRows / 8][4];  // S^T, then P^T; dP^T, then dS^T
+  float dk[D / 8][4], dv[D / 8][4];
+};
+
+template <int D, class W>
+PENTAD_HD void dkv_block(W& w, DkvSmem<D>& sm, const BwdArgs& a, int b, int hk, int k0) {
+  const int G = a.H / a.Hkv;
+  const int key0 = k0 + 16 * w.warp;  // the warp's first key
+  const size_t q_ld = size_t(a.H) * D, k_ld = size_t(a.Hkv) * D;
+  const size_t k_base = size_t(b) * a.Tk * k_ld + size_t(hk) * D;
+
+  w.each([&](int lane, DkvLane<D>& L) {
+    load_a_frags<D>(L.ka, a.k + k_base, k_ld, key0, a.Tk, lane);
+    load_a_frags<D>(L.va, a.v + k_base, k_ld, key0, a.Tk, lane);
+    PENTAD_FLASH_UNROLL
+    for (int n = 0; n < D / 8; ++n) {
+      PENTAD_FLASH_UNROLL
+      for (int e = 0; e < 4; ++e) L.dk[n][e] = L.dv[n][e] = 0;
+    }
+  });
+
+  const int i_begin = block_i_begin(k0, a.q_offset, a.k_offset, a.causal);
+  for (int g = 0; g < G; ++g) {
+    const int h = hk * G + g;
+    const size_t q_base = size_t(b) * a.Tq * q_ld + size_t(h) * D, stat = (size_t(b) * a.H + h) * a.Tq;
+    for (int i0 = i_begin; i0 < a.Tq; i0 += kRows) {
+      w.sync();
+      w.block([&](int tid) {
+        for (int e = tid; e < kRows * D; e += kThreads) {
+          const int r = e / D, d = e % D, i = i0 + r;
+          float qx = 0, ox = 0;
+          if (i < a.Tq) {
+            qx = a.q[q_base + size_t(i) * q_ld + d];
+            ox = a.dout[q_base + size_t(i) * q_ld + d];
+          }
+          const uint16_t qb = uint16_t(bf16_bits(qx)), ob = uint16_t(bf16_bits(ox));
+          sm.q[r * DkvSmem<D>::ld + d] = qb;
+          sm.qt[d * DkvSmem<D>::t_ld + r] = qb;
+          sm.o[r * DkvSmem<D>::ld + d] = ob;
+          sm.ot[d * DkvSmem<D>::t_ld + r] = ob;
+        }
+        for (int r = tid; r < kRows; r += kThreads) {
+          const int i = i0 + r;
+          sm.lse[r] = i < a.Tq ? a.lse[stat + i] : 0.0f;
+          sm.delta[r] = i < a.Tq ? a.delta[stat + i] : 0.0f;
+        }
+      });
+      w.sync();
+
+      w.each([&](int, DkvLane<D>& L) {
+        PENTAD_FLASH_UNROLL
+        for (int n = 0; n < kRows / 8; ++n) {
+          PENTAD_FLASH_UNROLL
+          for (int e = 0; e < 4; ++e) L.s[n][e] = L.dp[n][e] = 0;
+        }
+      });
+      // S^T = K Q^T and dP^T = V dO^T, per 8 queries n and 16 dims c.
+      PENTAD_FLASH_UNROLL
+      for (int n = 0; n < kRows / 8; ++n) {
+        PENTAD_FLASH_UNROLL
+        for (int c = 0; c < D / 16; ++c) {
+          w.mma([&](int, DkvLane<D>& L) -> float* { return L.s[n]; },
+                [&](int, DkvLane<D>& L, uint32_t* af) {
+                  for (int r = 0; r < 4; ++r) af[r] = L.ka[c][r];
+                },
+                [&](int lane, DkvLane<D>&, uint32_t* bf) {
+                  load_b_frag(bf, sm.q, DkvSmem<D>::ld, 8 * n, 16 * c, lane);
+                });
+          w.mma([&](int, DkvLane<D>& L) -> float* { return L.dp[n]; },
+                [&](int, DkvLane<D>& L, uint32_t* af) {
+                  for (int r = 0; r < 4; ++r) af[r] = L.va[c][r];
+                },
+                [&](int lane, DkvLane<D>&, uint32_t* bf) {
+                  load_b_frag(bf, sm.o, DkvSmem<D>::ld, 8 * n, 16 * c, lane);
+                });
+        }
+      }
+      // P^T = exp(scale S^T - lse) where the key is seen; dS^T = P^T (dP^T - delta).
+      w.each([&](int lane, DkvLane<D>& L) {
+        const int gr = lane >> 2, t = lane & 3;
+        PENTAD_FLASH_UNROLL
+        for (int n = 0; n < kRows / 8; ++n) {
+          PENTAD_FLASH_UNROLL
+          for (int e = 0; e < 4; ++e) {
+            const int j = key0 + gr + 8 * (e >> 1), r = 8 * n + 2 * t + (e & 1), i = i0 + r;
+            const bool seen =
+                i < a.Tq && j < a.Tk && j < n_visible(i, a.Tk, a.q_offset, a.k_offset, a.causal);
+            const float p = seen ? expf(L.s[n][e] * a.scale - sm.lse[r]) : 0.0f;
+            L.s[n][e] = p;
+            L.dp[n][e] = p * (L.dp[n][e] - sm.delta[r]);
+          }
+        }
+      });
+      // dV += P^T dO and dK += dS^T Q, per 8 dims n and 16 queries c.
+      PENTAD_FLASH_UNROLL
+      for (int n = 0; n < D / 8; ++n) {
+        PENTAD_FLASH_UNROLL
+        for (int c = 0; c < kRows / 16; ++c) {
+          w.mma([&](int, DkvLane<D>& L) -> float* { return L.dv[n]; },
+                [&](int, DkvLane<D>& L, uint32_t* af) { c_to_a_frag(af, L.s, c); },
+                [&](int lane, DkvLane<D>&, uint32_t* bf) {
+                  load_b_frag(bf, sm.ot, DkvSmem<D>::t_ld, 8 * n, 16 * c, lane);
+                });
+          w.mma([&](int, DkvLane<D>& L) -> float* { return L.dk[n]; },
+                [&](int, DkvLane<D>& L, uint32_t* af) { c_to_a_frag(af, L.dp, c); },
+                [&](int lane, DkvLane<D>&, uint32_t* bf) {
+                  load_b_frag(bf, sm.qt, DkvSmem<D>::t_ld, 8 * n, 16 * c, lane);
+                });
+        }
+      }
+    }
+  }
+
+  w.each([&](int lane, DkvLane<D>& L) {
+    const int gr = lane >> 2, t = lane & 3;
+    for (int r = 0; r < 2; ++r) {
+      const int j = key0 + gr + 8 * r;
+      if (j >= a.Tk) continue;
+      float* dk = a.dk + k_base + size_t(j) * k_ld;
+      float* dv = a.dv + k_base + size_t(j) * k_ld;
+      PENTAD_FLASH_UNROLL
+      for (int n = 0; n < D / 8; ++n) {
+        dk[8 * n + 2 * t] += a.scale * L.dk[n][2 * r];
+        dk[8 * n + 2 * t + 1] += a.scale * L.dk[n][2 * r + 1];
+        dv[8 * n + 2 * t] += L.dv[n][2 * r];
+        dv[8 * n + 2 * t + 1] += L.dv[n][2 * r + 1];
+      }
     }
   });
 }

@@ -64,9 +64,10 @@ class CudaBackend final : public Backend {
   size_t epilogues_fused() const override { return epilogues_fused_; }
   size_t epilogues_unfused() const override { return epilogues_unfused_; }
   size_t attention_fused() const override { return attention_fused_; }
-  // Whether attention_fwd in bf16 without probabilities takes the fused
-  // kernel (attention_flash.cu) where it is built for the head dimension;
-  // on unless PENTAD_CUDA_ATTENTION=tc, which keeps attention_tc.cu's.
+  // Whether attention in bf16 takes the fused kernels (attention_flash.cu)
+  // where they are built for the head dimension (the forward only when no
+  // probabilities are asked for); on unless PENTAD_CUDA_ATTENTION=tc,
+  // which keeps attention_tc.cu's.
   void set_fused_attention(bool on) { fused_attention_ = on; }
 
   // Every required op of ops.def; attention_merge uses the host fallback.
@@ -100,6 +101,10 @@ class CudaBackend final : public Backend {
   // it is off or not built for D (the caller then runs attention_tc_fwd).
   bool attention_flash_fwd(float* out, float* lse, const float* q, const float* k, const float* v, int B, int Tq,
                            int Tk, int H, int Hkv, int D, int q_offset, int k_offset, bool causal);
+  // attention_bwd's fused kernels, delta computed; false likewise.
+  bool attention_flash_bwd(float* dq, float* dk, float* dv, const float* dout, const float* lse, const float* delta,
+                           const float* q, const float* k, const float* v, int B, int Tq, int Tk, int H, int Hkv,
+                           int D, int q_offset, int k_offset, bool causal);
   static bool fused_attention_default();  // PENTAD_CUDA_ATTENTION
   // One GEMM operand (stored rows x cols, leading dimension ld, `batch`
   // matrices `stride` apart) in bf16: its weight copy in place, or converted

@@ -122,8 +122,8 @@ class Backend {
   // backend without epilogues: its linear_fwd is the separate ops).
   virtual size_t epilogues_fused() const { return 0; }
   virtual size_t epilogues_unfused() const { return 0; }
-  // attention_fwd calls that ran a fused attention kernel (always 0 on a
-  // backend without one).
+  // attention_fwd and attention_bwd calls that ran fused attention kernels
+  // (always 0 on a backend without them).
   virtual size_t attention_fused() const { return 0; }
 
   float* alloc(size_t n, Mem category) {

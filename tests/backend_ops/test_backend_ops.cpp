@@ -1535,13 +1535,15 @@ TEST_P(OpsVsCpu, AttentionBf16TensorCores) {
 #endif
 }
 
-// train.dtype = bf16 without probabilities: CUDA's fused attention forward
+// train.dtype = bf16 without probabilities: CUDA's fused attention
 // (cuda/attention_flash.cu) against the CPU's bf16 emulation, within the
-// bound of tests/lib/attention_p_rounding.hpp (the two round P at
-// different points), the head dimensions it is built for counted as fused
-// (D = 8 and 256 fall back to the cuBLAS path), and a second call repeats
-// the first bitwise. tests/unit/test_cuda_flash_attention.cpp runs the same
-// kernel code on the host.
+// bounds of tests/lib/attention_p_rounding.hpp (the forward rounds P at
+// another point; the backward at the same points), the head dimensions
+// each direction is built for counted as fused (the forward 16 to 128, the
+// backward 16 to 64; the others take the cuBLAS path), and a second call
+// repeats the first bitwise. The backward starts from the CPU's out and
+// lse. tests/unit/test_cuda_flash_attention.cpp runs the same kernel code
+// on the host.
 TEST_P(OpsVsCpu, AttentionBf16Fused) {
   const AttnCase cases[] = {
       {"causal gqa D16", 2, 37, 37, 4, 2, 16, 0, 0, true},
@@ -1552,6 +1554,7 @@ TEST_P(OpsVsCpu, AttentionBf16Fused) {
       {"ring block, no key visible", 1, 16, 16, 2, 2, 32, 0, 64, true},
       {"non-causal D128", 1, 33, 50, 2, 1, 128, 0, 0, false},
       {"causal D128 gqa, T 1024", 1, 1024, 1024, 4, 2, 128, 0, 0, true},
+      {"causal D64, T 1024", 1, 1024, 1024, 2, 2, 64, 0, 0, true},
       {"causal D8 (not built: cuBLAS path)", 1, 20, 20, 2, 2, 8, 0, 0, true},
       {"causal D256 (not built: cuBLAS path)", 1, 20, 20, 2, 2, 256, 0, 0, true},
   };
@@ -1582,6 +1585,39 @@ TEST_P(OpsVsCpu, AttentionBf16Fused) {
                         c.k_offset, c.causal);
     EXPECT_EQ(down(d_out2, nq), got) << "repeats bitwise" << tag;
     EXPECT_EQ(down(d_lse2, nl), got_lse) << "repeats bitwise" << tag;
+
+    // Backward from the CPU's out and lse (so that both see the same delta),
+    // into random accumulators.
+    const Vec dout = randn(nq, 49), dq0 = randn(nq, 50), dk0 = randn(nk, 51), dv0 = randn(nk, 52);
+    Vec dq = dq0, dk = dk0, dv = dv0, delta(nl);
+    cpu_->attention_bwd(dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), nullptr, q.data(),
+                        k.data(), v.data(), c.B, c.Tq, c.Tk, c.H, c.Hkv, c.D, c.q_offset, c.k_offset, c.causal);
+    for (int b = 0; b < c.B; ++b)
+      for (int h = 0; h < c.H; ++h)
+        for (int i = 0; i < c.Tq; ++i) {
+          float acc = 0;
+          const size_t o = ((size_t(b) * c.Tq + i) * c.H + h) * c.D;
+          for (int d = 0; d < c.D; ++d) acc += dout[o + d] * out[o + d];
+          delta[(size_t(b) * c.H + h) * c.Tq + i] = acc;
+        }
+    float *d_do = up(dout), *d_cpu_out = up(out), *d_cpu_lse = up(lse);
+    float *d_dq = up(dq0), *d_dk = up(dk0), *d_dv = up(dv0);
+    const size_t bwd_before = gpu_->attention_fused();
+    gpu_->attention_bwd(d_dq, d_dk, d_dv, d_do, d_cpu_out, d_cpu_lse, nullptr, d_q, d_k, d_v, c.B, c.Tq, c.Tk, c.H,
+                        c.Hkv, c.D, c.q_offset, c.k_offset, c.causal);
+    const bool bwd_built = c.D == 16 || c.D == 32 || c.D == 64;
+    EXPECT_EQ(gpu_->attention_fused() - bwd_before, cuda && bwd_built ? 1u : 0u) << "backward" << tag;
+    const Vec g_dq = down(d_dq, nq), g_dk = down(d_dk, nk), g_dv = down(d_dv, nk);
+    const pentad::test::BwdWorst bw = pentad::test::expect_bwd_within_rounding(
+        g_dq, g_dk, g_dv, dq, dk, dv, q, k, v, dout, lse, delta, {c.B, c.Tq, c.Tk, c.H, c.Hkv, c.D}, c.q_offset,
+        c.k_offset, c.causal);
+    std::printf("%s backward: largest errors %.1e %.1e %.1e of their bounds\n", tag.c_str(), bw.dq, bw.dk, bw.dv);
+    float *d_dq2 = up(dq0), *d_dk2 = up(dk0), *d_dv2 = up(dv0);
+    gpu_->attention_bwd(d_dq2, d_dk2, d_dv2, d_do, d_cpu_out, d_cpu_lse, nullptr, d_q, d_k, d_v, c.B, c.Tq, c.Tk,
+                        c.H, c.Hkv, c.D, c.q_offset, c.k_offset, c.causal);
+    EXPECT_EQ(down(d_dq2, nq), g_dq) << "backward repeats bitwise" << tag;
+    EXPECT_EQ(down(d_dk2, nk), g_dk) << "backward repeats bitwise" << tag;
+    EXPECT_EQ(down(d_dv2, nk), g_dv) << "backward repeats bitwise" << tag;
   }
   cpu_->set_compute_dtype(pentad::Dtype::fp32);
   gpu_->set_compute_dtype(pentad::Dtype::fp32);

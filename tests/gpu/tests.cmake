@@ -30,12 +30,11 @@ foreach(model gpt2 llama)
                    ${gpu_parity}/${model}.toml 20 1e-2 "" "--set backend=cuda --set train.dtype=bf16")
 endforeach()
 # The same with 2 heads of 16 (the tiny decks' 8 is not one the fused bf16
-# attention forward is built for): the model's attention through
-# cuda/attention_flash.cu, its backward through attention_tc.cu.
+# attention kernels are built for): the model's attention through
+# cuda/attention_flash.cu, both directions, the summary counting them.
 add_test(NAME gpu_bf16_follows_fp32_gpt2_fused_attention
-         COMMAND ${gpu_run} bash ${PROJECT_SOURCE_DIR}/tests/precision/loss_curves.sh
-                 ${gpu_parity}/gpt2.toml 20 1e-2 "--set model.n_heads=2"
-                 "--set model.n_heads=2 --set backend=cuda --set train.dtype=bf16")
+         COMMAND ${gpu_run} bash ${PROJECT_SOURCE_DIR}/tests/precision/fused_attention_training.sh
+                 ${gpu_parity}/gpt2.toml)
 
 # Four ranks sharing one GPU (host-staged MPI collectives), dp 2 x tp 2,
 # against the 1-rank CUDA run of the same global batch.

@@ -34,11 +34,11 @@ namespace fl = pentad::flash;
 
 float bits_to_float(uint32_t b) { return pentad::bf16_to_float(uint16_t(b & 0xffffu)); }
 
-// One warp of the kernel on the host.
-template <int D>
+// One warp of the kernels on the host, its lanes' registers `State`.
+template <class State>
 struct HostWarp {
   int warp;
-  std::array<fl::LaneState<D>, 32> lanes{};
+  std::array<State, 32> lanes{};
 
   template <class F>
   void each(F&& f) {
@@ -56,7 +56,7 @@ struct HostWarp {
     float Am[16][16] = {}, Bm[16][8] = {}, Cm[16][8] = {};
     float* cs[32];
     for (int l = 0; l < 32; ++l) {
-      fl::LaneState<D>& L = lanes[size_t(l)];
+      State& L = lanes[size_t(l)];
       uint32_t af[4], bf[2];
       a(l, L, af);
       b(l, L, bf);
@@ -108,7 +108,7 @@ void run_fwd(const fl::FwdArgs& a) {
   for (int bh = 0; bh < a.B * a.H; ++bh)
     for (int qb = 0; qb < fl::query_blocks(a.Tq); ++qb)
       for (int w = 0; w < fl::kWarps; ++w) {
-        auto warp = std::make_unique<HostWarp<D>>();
+        auto warp = std::make_unique<HostWarp<fl::LaneState<D>>>();
         warp->warp = w;
         fl::fwd_block<D>(*warp, *sm, a, bh / a.H, bh % a.H, qb * fl::kRows);
       }
@@ -184,6 +184,112 @@ TEST(FlashAttention, ForwardEqualsCpuBf16WithinPRounding) {
         std::vector<float>(f_out.begin(), f_out.begin() + long(nq)), std::vector<float>(f_lse.begin(), f_lse.begin() + long(nl)),
         out, lse, probs, v, {c.B, c.Tq, c.Tk, c.H, c.Hkv, c.D});
     std::printf("[%s] largest out error: %.3f of its bound\n", c.name, worst);
+  }
+}
+
+
+// The backward's two kernels, every warp of every block in turn.
+template <int D>
+void run_bwd(const fl::BwdArgs& a) {
+  auto dq_sm = std::make_unique<fl::DqSmem<D>>();
+  for (int bh = 0; bh < a.B * a.H; ++bh)
+    for (int qb = 0; qb < fl::query_blocks(a.Tq); ++qb)
+      for (int w = 0; w < fl::kWarps; ++w) {
+        auto warp = std::make_unique<HostWarp<fl::DqLane<D>>>();
+        warp->warp = w;
+        fl::dq_block<D>(*warp, *dq_sm, a, bh / a.H, bh % a.H, qb * fl::kRows);
+      }
+  auto kv_sm = std::make_unique<fl::DkvSmem<D>>();
+  for (int bh = 0; bh < a.B * a.Hkv; ++bh)
+    for (int kb = 0; kb < fl::key_blocks(a.Tk); ++kb)
+      for (int w = 0; w < fl::kWarps; ++w) {
+        auto warp = std::make_unique<HostWarp<fl::DkvLane<D>>>();
+        warp->warp = w;
+        fl::dkv_block<D>(*warp, *kv_sm, a, bh / a.Hkv, bh % a.Hkv, kb * fl::kKeys);
+      }
+}
+
+void run_bwd(const fl::BwdArgs& a, int D) {
+  switch (D) {
+    case 16: run_bwd<16>(a); break;
+    case 32: run_bwd<32>(a); break;
+    case 64: run_bwd<64>(a); break;
+    default: FAIL() << "no backward kernel for D = " << D;
+  }
+}
+
+TEST(FlashAttention, BackwardHeadDimensionsBuilt) {
+  for (int D = 1; D <= 256; ++D) EXPECT_EQ(fl::supports_bwd_head_dim(D), D == 16 || D == 32 || D == 64) << D;
+  EXPECT_EQ(fl::key_blocks(1), 1);
+  EXPECT_EQ(fl::key_blocks(fl::kKeys), 1);
+  EXPECT_EQ(fl::key_blocks(fl::kKeys + 1), 2);
+}
+
+// The backward against the CPU's bf16 attention_bwd on the same out, lse
+// and delta, within tests/lib/attention_p_rounding.hpp's backward bound
+// (the same rounding points; fp32 order may move a P or dS to the
+// neighbouring bf16 value). dq, dk, dv start from random values (the op
+// accumulates); nothing may be written past them.
+TEST(FlashAttention, BackwardEqualsCpuBf16WithinRounding) {
+  const Case cases[] = {
+      {"causal gqa D16", 2, 37, 37, 4, 2, 16, 0, 0, true},
+      {"causal mqa D64, 3 query blocks, 3 key blocks", 2, 150, 150, 4, 1, 64, 0, 0, true},
+      {"ring block past keys", 2, 20, 45, 4, 1, 32, 50, 10, true},
+      {"ring block across, 2 query blocks", 1, 70, 130, 2, 2, 64, 60, 0, true},
+      {"ring block, masked rows", 1, 40, 24, 2, 2, 32, 0, 30, true},
+      {"ring block, no key visible", 1, 16, 16, 2, 2, 32, 0, 64, true},
+      {"non-causal gqa D32", 1, 33, 80, 4, 2, 32, 0, 0, false},
+  };
+  auto cpu = pentad::make_cpu_backend(1);
+  cpu->set_compute_dtype(pentad::Dtype::bf16);
+  constexpr size_t kGuard = 67;
+  const float sentinel = 12345.0f;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const size_t nq = size_t(c.B) * c.Tq * c.H * c.D, nk = size_t(c.B) * c.Tk * c.Hkv * c.D;
+    const size_t nl = size_t(c.B) * c.H * c.Tq;
+    std::vector<float> q = randn(nq, 21), k = randn(nk, 22), v = randn(nk, 23), dout = randn(nq, 24);
+    for (auto& x : q) x *= 2.0f;
+    std::vector<float> out(nq), lse(nl);
+    cpu->attention_fwd(out.data(), lse.data(), nullptr, q.data(), k.data(), v.data(), c.B, c.Tq, c.Tk, c.H, c.Hkv,
+                       c.D, c.q_offset, c.k_offset, c.causal);
+    const std::vector<float> dq0 = randn(nq, 25), dk0 = randn(nk, 26), dv0 = randn(nk, 27);
+    std::vector<float> dq = dq0, dk = dk0, dv = dv0;
+    cpu->attention_bwd(dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), nullptr, q.data(),
+                       k.data(), v.data(), c.B, c.Tq, c.Tk, c.H, c.Hkv, c.D, c.q_offset, c.k_offset, c.causal);
+
+    // delta = rowsum(dO * O) (B, H, Tq), as the device's delta kernel.
+    std::vector<float> delta(nl);
+    for (int b = 0; b < c.B; ++b)
+      for (int h = 0; h < c.H; ++h)
+        for (int i = 0; i < c.Tq; ++i) {
+          float acc = 0;
+          const size_t o = ((size_t(b) * c.Tq + i) * c.H + h) * c.D;
+          for (int d = 0; d < c.D; ++d) acc += dout[o + d] * out[o + d];
+          delta[(size_t(b) * c.H + h) * c.Tq + i] = acc;
+        }
+    auto guarded = [&](const std::vector<float>& x) {
+      std::vector<float> g(x);
+      g.resize(x.size() + kGuard, sentinel);
+      return g;
+    };
+    std::vector<float> f_dq = guarded(dq0), f_dk = guarded(dk0), f_dv = guarded(dv0);
+    const float scale = 1.0f / std::sqrt(float(c.D));
+    const fl::BwdArgs a{f_dq.data(), f_dk.data(), f_dv.data(), dout.data(), lse.data(), delta.data(), q.data(),
+                        k.data(), v.data(), c.B, c.Tq, c.Tk, c.H, c.Hkv, c.q_offset, c.k_offset, c.causal, scale};
+    run_bwd(a, c.D);
+    for (size_t i = 0; i < kGuard; ++i) {
+      ASSERT_EQ(f_dq[nq + i], sentinel) << "dq written past its end";
+      ASSERT_EQ(f_dk[nk + i], sentinel) << "dk written past its end";
+      ASSERT_EQ(f_dv[nk + i], sentinel) << "dv written past its end";
+    }
+
+    auto head = [](const std::vector<float>& x, size_t n) { return std::vector<float>(x.begin(), x.begin() + long(n)); };
+    const pentad::test::BwdWorst worst = pentad::test::expect_bwd_within_rounding(
+        head(f_dq, nq), head(f_dk, nk), head(f_dv, nk), dq, dk, dv, q, k, v, dout, lse, delta,
+        {c.B, c.Tq, c.Tk, c.H, c.Hkv, c.D}, c.q_offset, c.k_offset, c.causal);
+    std::printf("[%s] largest errors, as fractions of their bounds: dq %.1e, dk %.1e, dv %.1e\n", c.name, worst.dq,
+                worst.dk, worst.dv);
   }
 }
 

@@ -158,9 +158,10 @@ else
          --set data.val= --set checkpoint.save_final=false --set log.metrics=)
   step sanitizer memcheck 60 "$sanitizer" --tool memcheck --error-exitcode 1 --leak-check no "$PENTAD" "${short[@]}"
   step sanitizer racecheck 90 "$sanitizer" --tool racecheck --error-exitcode 1 "$PENTAD" "${short[@]}"
-  # The fused bf16 attention (shared memory, barriers) at head dimensions the tiny deck does not have.
-  step sanitizer racecheck_fused_attention 60 "$sanitizer" --tool racecheck --error-exitcode 1 \
-    "$bundle/bin/test_cuda_ops" --gtest_filter='*AttentionBf16Fused*'
+  # The fused bf16 attention (shared memory, barriers) at head dimensions the tiny deck does not have,
+  # its op test without the T = 1024 cases.
+  step sanitizer racecheck_fused_attention 60 env PENTAD_TEST_SHORT=1 "$sanitizer" --tool racecheck \
+    --error-exitcode 1 "$bundle/bin/test_cuda_ops" --gtest_filter='*AttentionBf16Fused*'
 fi
 
 grep -hE "MFU|tokens/s" "$out/mfu.log" 2> /dev/null | head -12

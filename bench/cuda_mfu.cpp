@@ -76,9 +76,20 @@ class TimedBackend final : public Backend {
                   float* act) override {
     time("linear_fwd", [&] { in_.linear_fwd(y, x, w, b, N, n_out, n_in, be, act); });
   }
+  void linear_fwd_group(const pentad::LinearPart* p, int n, const float* x, int N, int n_in) override {
+    time("linear_fwd_group", [&] { in_.linear_fwd_group(p, n, x, N, n_in); });
+  }
+  void linear_bwd_input_group(float* dx, const pentad::LinearGradPart* p, int n, int N, int n_in,
+                              float be) override {
+    time("linear_bwd_input_group", [&] { in_.linear_bwd_input_group(dx, p, n, N, n_in, be); });
+  }
+  void linear_bwd_weight_group(const pentad::LinearGradPart* p, int n, const float* x, int N, int n_in) override {
+    time("linear_bwd_weight_group", [&] { in_.linear_bwd_weight_group(p, n, x, N, n_in); });
+  }
   size_t epilogues_fused() const override { return in_.epilogues_fused(); }
   size_t epilogues_unfused() const override { return in_.epilogues_unfused(); }
   size_t attention_fused() const override { return in_.attention_fused(); }
+  size_t linear_groups_batched() const override { return in_.linear_groups_batched(); }
   void add(float* o, const float* a, const float* b, size_t n) override { time("add", [&] { in_.add(o, a, b, n); }); }
   void scale(float* x, float s, size_t n) override { time("scale", [&] { in_.scale(x, s, n); }); }
   double sum_squares(const float* x, size_t n) override {
@@ -216,12 +227,12 @@ int run_shape(const Shape& s, const Args& a, Backend& gpu) {
   std::printf("%-10s %7.1fM params | B=%d T=%d %s recompute=%s weight copies %s | median step %8.2f ms | %10.0f tok/s | "
               "%7.1f TFLOP/s | MFU %5.1f%% (pentad: 6N + 12LCT) | MFU %5.1f%% (standard: 6N_non-emb + 6LCT, "
               "causal) | peak tracked memory %.2f GiB | GEMM epilogues fused %zu, unfused %zu | "
-              "fused attention calls %zu\n",
+              "fused attention calls %zu | batched linear groups %zu\n",
               s.name, n_params / 1e6, B, T, a.dtype.c_str(), a.recompute.c_str(),
               gpu.keeps_weight_copies() ? "on" : "off", median * 1e3, tok_s,
               tflops, 100.0 * tflops / kPeakTflops, 100.0 * tok_s * std_fpt / 1e12 / kPeakTflops,
               double(gpu.mem_stats().total_peak_bytes) / (1 << 30), gpu.epilogues_fused(), gpu.epilogues_unfused(),
-              gpu.attention_fused());
+              gpu.attention_fused(), gpu.linear_groups_batched());
   // Per-op times of one step, each call synchronised.
   be.on = true;
   train_step();

@@ -118,4 +118,19 @@ void CpuBackend::gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, f
   }
 }
 
+// The grouped linear ops: each part in turn (their definition, ops.def).
+void CpuBackend::linear_fwd_group(const LinearPart* parts, int n, const float* x, int N, int n_in) {
+  linear_fwd_each(*this, parts, n, x, N, n_in);
+}
+
+void CpuBackend::linear_bwd_input_group(float* dx, const LinearGradPart* parts, int n, int N, int n_in,
+                                        float beta) {
+  linear_bwd_input_each(*this, dx, parts, n, N, n_in, beta);
+}
+
+void CpuBackend::linear_bwd_weight_group(const LinearGradPart* parts, int n, const float* x, int N, int n_in) {
+  linear_bwd_weight_each(*this, parts, n, x, N, n_in);
+}
+
 }  // namespace pentad
+

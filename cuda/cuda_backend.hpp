@@ -64,6 +64,7 @@ class CudaBackend final : public Backend {
   size_t epilogues_fused() const override { return epilogues_fused_; }
   size_t epilogues_unfused() const override { return epilogues_unfused_; }
   size_t attention_fused() const override { return attention_fused_; }
+  size_t linear_groups_batched() const override { return linear_groups_batched_; }
   // Whether attention in bf16 takes the fused kernels (attention_flash.cu)
   // where they are built for the head dimension (the forward only when no
   // probabilities are asked for); on unless PENTAD_CUDA_ATTENTION=tc,
@@ -115,6 +116,30 @@ class CudaBackend final : public Backend {
   // when cuBLASLt offers no algorithm or refuses the call (gemm_lt.cu).
   bool lt_linear(const LinearEpiloguePlan& plan, float* y, const float* x, const float* w, const float* bias,
                  float beta, float* act_out);
+  // One cuBLASLt matmul with operands already in the compute type: the plan's
+  // shape and epilogue over `batch` matrices (x's stride 0 shares it), the
+  // weights, outputs and biases their strides apart (gemm_lt.cu).
+  struct LtCall {
+    const LinearEpiloguePlan* plan = nullptr;
+    const void* first = nullptr;   // w
+    const void* second = nullptr;  // x
+    int ld_first = 0, ld_second = 0;
+    long stride_first = 0, stride_second = 0, stride_y = 0, stride_bias = 0;
+    float* y = nullptr;
+    const float* bias = nullptr;
+    float* act_out = nullptr;
+    float beta = 0.0f;
+    int batch = 1;
+    bool bf16 = false;
+  };
+  bool lt_matmul(const LtCall& c);
+  // The cuBLAS call of gemm_batched with operands already in the compute
+  // type (gemm.cu).
+  void cublas_gemm(const ColumnMajorGemm& g, const void* a, const void* b, bool bf16, float alpha, float beta,
+                   float* C);
+  // dst (N, sum of the parts' n_out) bf16 <- the parts' dy side by side
+  // (gemm_group.cu); false for more parts than the kernel takes.
+  bool pack_bf16(void* dst, const LinearGradPart* parts, int n, int N);
   char* attn_tc_prepare(const cuda_detail::AttnTcWorkspace& w, const float* q, const float* k, const float* v,
                         const cuda_detail::AttnTcDims& d);
   void attn_tc_product(cuda_detail::AttnTcProduct p, const cuda_detail::AttnTcDims& d, int g, int i0, int rows,
@@ -127,6 +152,7 @@ class CudaBackend final : public Backend {
   size_t epilogues_fused_ = 0, epilogues_unfused_ = 0;
   bool fused_attention_ = fused_attention_default();
   size_t attention_fused_ = 0;
+  size_t linear_groups_batched_ = 0;
   bool lt_refusal_reported_ = false;
   // 0,1: bf16 gemm operands; 2: reductions; 3: attention; 4: column-sum
   // partials; 5: the tensor-core attention's workspace; 6: its pointer

@@ -92,6 +92,12 @@ void CudaBackend::gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, 
   }
   const ColumnMajorGemm g = column_major_gemm(trans_a, trans_b, M, N, K, lda, stride_a, ldb,
                                               stride_b, ldc, stride_c, batch);
+  cublas_gemm(g, a, b, type == CUDA_R_16BF, alpha, beta, C);
+}
+
+void CudaBackend::cublas_gemm(const ColumnMajorGemm& g, const void* a, const void* b, bool bf16, float alpha,
+                              float beta, float* C) {
+  const cudaDataType_t type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
   const void* first = g.first == GemmOperand::a ? a : b;
   const void* second = g.second == GemmOperand::a ? a : b;
   const cublasOperation_t op_first = g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N;

@@ -7,6 +7,11 @@
 // tests/unit/test_cuda_gemm_args.cpp checks them against row-major cblas.
 #pragma once
 
+#include <cstddef>
+#include <vector>
+
+#include "backend/backend.hpp"
+
 namespace pentad {
 
 enum class GemmOperand { a, b };
@@ -88,4 +93,57 @@ inline LinearEpiloguePlan linear_epilogue_plan(int N, int n_out, int n_in, bool 
   return p;
 }
 
+// linear_fwd_group (ops.def) on CUDA: its parts cut into runs, each one
+// strided-batched matmul with x shared by every matrix of the batch
+// (stride 0). Consecutive parts join a run while they have the run's n_out,
+// a bias when the run has one, and outputs, weights and biases the run's
+// element strides apart (the second part sets them); a stride must be
+// positive and at least one matrix long, so no two outputs overlap. The
+// model's Q, K, V (and Llama's gate and up) lie so (their weights one after
+// another in the parameter buffer, their outputs in the activation plan):
+// GPT-2 is one run, grouped-query heads two (Q; K and V).
+struct LinearRun {
+  int first = 0, count = 0;                        // parts [first, first + count)
+  long stride_y = 0, stride_w = 0, stride_bias = 0;  // elements between the parts' matrices
+};
+
+inline std::vector<LinearRun> linear_group_runs(const LinearPart* parts, int n, int N, int n_in) {
+  std::vector<LinearRun> runs;
+  auto gap = [](const float* a, const float* b) { return long(b - a); };
+  auto joins = [&](const LinearRun& r, int i) {
+    const LinearPart &a = parts[i - 1], &b = parts[i];
+    if (b.n_out != a.n_out || (a.bias == nullptr) != (b.bias == nullptr)) return false;
+    const long sy = gap(a.y, b.y), sw = gap(a.w, b.w), sb = a.bias ? gap(a.bias, b.bias) : 0;
+    if (r.count == 1)  // the second part sets the strides
+      return sy >= long(N) * a.n_out && sw >= long(a.n_out) * n_in && (!a.bias || sb >= a.n_out);
+    return sy == r.stride_y && sw == r.stride_w && sb == r.stride_bias;
+  };
+  for (int i = 0; i < n; ++i) {
+    if (!runs.empty() && joins(runs.back(), i)) {
+      LinearRun& r = runs.back();
+      if (r.count == 1) {
+        r.stride_y = gap(parts[i - 1].y, parts[i].y);
+        r.stride_w = gap(parts[i - 1].w, parts[i].w);
+        r.stride_bias = parts[i].bias ? gap(parts[i - 1].bias, parts[i].bias) : 0;
+      }
+      ++r.count;
+      continue;
+    }
+    runs.push_back({i, 1, 0, 0, 0});
+  }
+  return runs;
+}
+
+// Whether the parts' matrices at member(part) (n_out rows of n_in values
+// each) lie one after another with no gap: then they are one
+// (sum of n_out, n_in) row-major matrix, the stacked operand of
+// linear_bwd_input_group's and linear_bwd_weight_group's single GEMM.
+template <class Part, class Member>
+bool parts_stacked(const Part* parts, int n, int n_in, Member member) {
+  for (int i = 1; i < n; ++i)
+    if (member(parts[i]) != member(parts[i - 1]) + size_t(parts[i - 1].n_out) * size_t(n_in)) return false;
+  return n > 0;
+}
+
 }  // namespace pentad
+

@@ -71,17 +71,37 @@ void CudaBackend::linear_fwd(float* y, const float* x, const float* w, const flo
 bool CudaBackend::lt_linear(const LinearEpiloguePlan& plan, float* y, const float* x, const float* w,
                             const float* bias, float beta, float* act_out) {
   const ColumnMajorGemm& g = plan.gemm;  // first: w (pentad's B), second: x (pentad's A)
-  const void* first = w;
-  const void* second = x;
-  int ld_first = g.ld_first, ld_second = g.ld_second;
-  cudaDataType_t type = CUDA_R_32F;
+  LtCall c;
+  c.plan = &plan;
+  c.first = w;
+  c.second = x;
+  c.ld_first = g.ld_first;
+  c.ld_second = g.ld_second;
   if (compute_dtype_ == Dtype::bf16) {
     long s_first = 0, s_second = 0;
     // Stored row-major: w (n_out = g.m rows, n_in = g.k columns), x (N = g.n rows, n_in columns).
-    first = bf16_gemm_operand(w, g.m, g.k, ld_first, s_first, 1, 1);
-    second = bf16_gemm_operand(x, g.n, g.k, ld_second, s_second, 1, 0);
-    type = CUDA_R_16BF;
+    c.first = bf16_gemm_operand(w, g.m, g.k, c.ld_first, s_first, 1, 1);
+    c.second = bf16_gemm_operand(x, g.n, g.k, c.ld_second, s_second, 1, 0);
+    c.bf16 = true;
   }
+  c.y = y;
+  c.bias = bias;
+  c.act_out = act_out;
+  c.beta = beta;
+  return lt_matmul(c);
+}
+
+bool CudaBackend::lt_matmul(const LtCall& c) {
+  const LinearEpiloguePlan& plan = *c.plan;
+  const ColumnMajorGemm& g = plan.gemm;
+  const void* first = c.first;
+  const void* second = c.second;
+  const int ld_first = c.ld_first, ld_second = c.ld_second;
+  const cudaDataType_t type = c.bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  float* y = c.y;
+  const float* bias = c.bias;
+  float* act_out = c.act_out;
+  const float beta = c.beta;
   // With the GELU, D is act_out and C is not read (beta = 0); without, C = D = y.
   float* D = act_out ? act_out : y;
   const float* C = act_out ? act_out : y;
@@ -96,6 +116,9 @@ bool CudaBackend::lt_linear(const LinearEpiloguePlan& plan, float* y, const floa
                ok(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
   if (built && bias)
     built = ok(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  if (built && bias && c.batch > 1)
+    built = ok(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &c.stride_bias,
+                                              sizeof c.stride_bias));
   if (built && act_out) {
     void* aux = y;
     const int64_t aux_ld = plan.aux_ld;
@@ -110,6 +133,16 @@ bool CudaBackend::lt_linear(const LinearEpiloguePlan& plan, float* y, const floa
                                         ld_second)) &&
           ok(cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32F, g.m, g.n, g.ldc)) &&
           ok(cublasLtMatrixLayoutCreate(&d.d, CUDA_R_32F, g.m, g.n, g.ldc));
+  if (built && c.batch > 1) {  // strided batch: x shared (stride 0), the rest the run's strides apart
+    const int32_t count = c.batch;
+    const int64_t strides[4] = {c.stride_first, c.stride_second, c.stride_y, c.stride_y};
+    const cublasLtMatrixLayout_t layouts[4] = {d.a, d.b, d.c, d.d};
+    for (int i = 0; i < 4 && built; ++i)
+      built = ok(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                  sizeof count)) &&
+              ok(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                  &strides[i], sizeof strides[i]));
+  }
   void* workspace = scratch(7, kLtWorkspaceBytes);
   const uint64_t ws_bytes = kLtWorkspaceBytes;
   const uint32_t al_a = alignment_of(first), al_b = alignment_of(second), al_c = alignment_of(C),
@@ -140,9 +173,9 @@ bool CudaBackend::lt_linear(const LinearEpiloguePlan& plan, float* y, const floa
   if (!lt_refusal_reported_) {  // once per backend: the run goes on with the separate ops
     lt_refusal_reported_ = true;
     std::fprintf(stderr,
-                 "warning: cuBLASLt epilogue not used for a linear layer (m %d, n %d, k %d, epilogue %d): %s; "
-                 "running GEMM, bias and GELU as separate ops\n",
-                 g.m, g.n, g.k, int(epilogue),
+                 "warning: cuBLASLt epilogue not used for a linear layer (m %d, n %d, k %d, batch %d, epilogue %d): "
+                 "%s; running GEMM, bias and GELU as separate ops\n",
+                 g.m, g.n, g.k, c.batch, int(epilogue),
                  !built ? "descriptor setup failed"
                  : found == 0 && ok(status) ? "no algorithm offered"
                                             : cublas_error_string(status));

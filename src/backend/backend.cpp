@@ -179,4 +179,25 @@ void Backend::attention_merge_host(float* out, float* lse, const float* out_part
   from_host(lse, l.data(), n_lse * sizeof(float));
 }
 
+void linear_fwd_each(Backend& be, const LinearPart* parts, int n, const float* x, int N, int n_in) {
+  for (int i = 0; i < n; ++i)
+    be.linear_fwd(parts[i].y, x, parts[i].w, parts[i].bias, N, parts[i].n_out, n_in, 0.0f, nullptr);
+}
+
+void linear_bwd_input_each(Backend& be, float* dx, const LinearGradPart* parts, int n, int N, int n_in,
+                           float beta) {
+  for (int i = 0; i < n; ++i) {
+    const LinearGradPart& p = parts[i];
+    be.gemm(false, false, N, n_in, p.n_out, 1.0f, p.dy, p.n_out, p.w, n_in, i == 0 ? beta : 1.0f, dx, n_in);
+  }
+}
+
+void linear_bwd_weight_each(Backend& be, const LinearGradPart* parts, int n, const float* x, int N, int n_in) {
+  for (int i = 0; i < n; ++i) {
+    const LinearGradPart& p = parts[i];
+    be.gemm(true, false, p.n_out, n_in, N, 1.0f, p.dy, p.n_out, x, n_in, 1.0f, p.dw, n_in);
+    if (p.dbias) be.bias_bwd(p.dbias, p.dy, N, p.n_out);
+  }
+}
+
 }  // namespace pentad

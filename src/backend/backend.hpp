@@ -42,6 +42,22 @@ struct MemStats {
   size_t total_peak_bytes = 0;
 };
 
+// One of several linear layers that read the same input (Q, K and V):
+// linear_fwd_group and its gradients (ops.def). Row-major, as every op.
+struct LinearPart {
+  float* y = nullptr;           // (N, n_out): the forward's output
+  const float* w = nullptr;     // (n_out, n_in)
+  const float* bias = nullptr;  // (n_out), or null
+  int n_out = 0;
+};
+struct LinearGradPart {
+  const float* dy = nullptr;  // (N, n_out): the output's gradient
+  const float* w = nullptr;   // (n_out, n_in): what the input gradient reads
+  float* dw = nullptr;        // (n_out, n_in), accumulated
+  float* dbias = nullptr;     // (n_out), accumulated, or null
+  int n_out = 0;
+};
+
 // The memory of the device a rank computes on, as the device reports it now.
 struct DeviceMemory {
   size_t free_bytes = 0;
@@ -125,6 +141,9 @@ class Backend {
   // attention_fwd and attention_bwd calls that ran fused attention kernels
   // (always 0 on a backend without them).
   virtual size_t attention_fused() const { return 0; }
+  // Group ops (linear_fwd_group and its gradients) that ran in fewer GEMMs
+  // than they have parts (always 0 on a backend that runs each part alone).
+  virtual size_t linear_groups_batched() const { return 0; }
 
   float* alloc(size_t n, Mem category) {
     return static_cast<float*>(alloc_bytes(n * sizeof(float), category));
@@ -183,6 +202,15 @@ class Backend {
   std::mutex alloc_mutex_;  // alloc_bytes / free_bytes may be called from several threads
   std::unordered_map<void*, std::pair<size_t, Mem>> allocs_;  // pointer -> (bytes, category)
 };
+
+// The grouped linear ops (ops.def) as the single-layer ops on each part in
+// turn: their definition, what the CPU runs, and a backend's fallback.
+// linear_fwd_each: linear_fwd(y_i, x, w_i, bias_i, beta 0, no GELU).
+// linear_bwd_input_each: gemm dx = dy_i w_i + (i == 0 ? beta : 1) dx.
+// linear_bwd_weight_each: gemm dw_i += dy_i^T x, then bias_bwd into dbias_i.
+void linear_fwd_each(Backend& be, const LinearPart* parts, int n, const float* x, int N, int n_in);
+void linear_bwd_input_each(Backend& be, float* dx, const LinearGradPart* parts, int n, int N, int n_in, float beta);
+void linear_bwd_weight_each(Backend& be, const LinearGradPart* parts, int n, const float* x, int N, int n_in);
 
 // True when Impl runs `op` itself: every required op, and a host-fallback op
 // when Impl declares its own override (then &Impl::op names Impl's member,

@@ -157,11 +157,13 @@ void InferenceEngine::block(int l, int n) {
   float* kc = y.k_cache + size_t(pos_) * KD;  // this call's rows of the cache
   float* vc = y.v_cache + size_t(pos_) * KD;
   norm(ln_, x_, y.attn_w, y.attn_b, n);
-  // The linear layers through linear_fwd: with their bias (and GELU) in the
-  // GEMM's epilogue on CUDA, the same ops in turn on the CPU.
-  be_.linear_fwd(q_, ln_, y.wq, gpt2_ ? y.bq : nullptr, n, HD, C_, 0.0f, nullptr);
-  be_.linear_fwd(kc, ln_, y.wk, gpt2_ ? y.bk : nullptr, n, KD, C_, 0.0f, nullptr);
-  be_.linear_fwd(vc, ln_, y.wv, gpt2_ ? y.bv : nullptr, n, KD, C_, 0.0f, nullptr);
+  // The linear layers through linear_fwd (Q, K and V through linear_fwd_group,
+  // which reads ln once): with their bias (and GELU) in the GEMM's epilogue
+  // on CUDA, the same ops in turn on the CPU.
+  const LinearPart qkv[3] = {{q_, y.wq, gpt2_ ? y.bq : nullptr, HD},
+                             {kc, y.wk, gpt2_ ? y.bk : nullptr, KD},
+                             {vc, y.wv, gpt2_ ? y.bv : nullptr, KD}};
+  be_.linear_fwd_group(qkv, 3, ln_, n, C_);
   if (!gpt2_) {
     be_.rope_fwd(q_, 1, n, H_, D_, pos_, cfg_.rope_theta);
     be_.rope_fwd(kc, 1, n, Hkv_, D_, pos_, cfg_.rope_theta);
@@ -178,8 +180,8 @@ void InferenceEngine::block(int l, int n) {
   if (gpt2_) {
     be_.linear_fwd(fc_, ln_, y.w_up, y.b_up, n, F_, C_, 0.0f, act_);  // act = GELU(fc)
   } else {
-    be_.gemm(false, true, n, F_, C_, 1.0f, ln_, C_, y.w_gate, C_, 0.0f, fc_, F_);
-    be_.gemm(false, true, n, F_, C_, 1.0f, ln_, C_, y.w_up, C_, 0.0f, up_, F_);
+    const LinearPart gate_up[2] = {{fc_, y.w_gate, nullptr, F_}, {up_, y.w_up, nullptr, F_}};
+    be_.linear_fwd_group(gate_up, 2, ln_, n, C_);
     be_.swiglu_fwd(act_, fc_, up_, nF);
   }
   be_.linear_fwd(x_, act_, y.w_down, gpt2_ ? y.b_down : nullptr, n, C_, F_, 1.0f, nullptr);  // x += act w_down^T + b

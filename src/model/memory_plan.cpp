@@ -5,6 +5,7 @@
 #include "model/memory_plan.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 #include <utility>
 
 namespace pentad {
@@ -32,6 +33,20 @@ size_t bytes_of(const std::vector<BufSpec>& bufs, Mem mem) {
   for (const BufSpec& b : bufs)
     if (b.mem == mem) n += b.bytes();
   return n;
+}
+
+std::vector<BufPlace> place_buffers(const std::vector<BufSpec>& bufs, std::vector<size_t>& block_bytes) {
+  std::vector<BufPlace> out;
+  block_bytes.clear();
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    const bool joined = i > 0 && bufs[i - 1].with_next;
+    if (joined && bufs[i].mem != bufs[i - 1].mem)
+      throw std::logic_error("MemoryPlan: buffers of different categories joined in one block");
+    if (!joined) block_bytes.push_back(0);
+    out.push_back({block_bytes.size() - 1, block_bytes.back()});
+    block_bytes.back() += bufs[i].bytes();
+  }
+  return out;
 }
 
 MemoryPlan::MemoryPlan(const ModelConfig& cfg, Recompute recompute, int micro_batch, RankLayout layout)
@@ -68,7 +83,9 @@ void MemoryPlan::add_block_acts(std::vector<BufSpec>& out, Mem mem, int block, b
   add(Buf::ln1_mean, Nl);     // (Nl)
   add(Buf::ln1_rstd, Nl);     // (Nl)
   add(Buf::q, BT * HD);       // (B, T, H*D)
+  out.back().with_next = true;
   add(Buf::k, BT * KD);       // (B, T, Hkv*D)
+  out.back().with_next = true;
   add(Buf::v, BT * KD);       // (B, T, Hkv*D)
   add(Buf::att, BT * HD);     // (B, T, H*D)
   add(Buf::lse, BHT);         // (B, H, T)
@@ -79,6 +96,7 @@ void MemoryPlan::add_block_acts(std::vector<BufSpec>& out, Mem mem, int block, b
   add(Buf::ln2_mean, Nl);     // (Nl)
   add(Buf::ln2_rstd, Nl);     // (Nl)
   add(Buf::fc_pre, BT * d_.F);                   // (B, T, F)
+  out.back().with_next = !d_.gpt2;               // with fc_up
   if (!d_.gpt2) add(Buf::fc_up, BT * d_.F);      // (B, T, F)
   if (kept && none) add(Buf::fc_act, BT * d_.F);  // (B, T, F)
 }
@@ -92,10 +110,13 @@ std::vector<BufSpec> MemoryPlan::shared_buffers() const {
   add(Buf::d_ln, NlC);
   add(Buf::d_att, BT * HD);
   add(Buf::dq, BT * HD);
+  out.back().with_next = true;
   add(Buf::dk, BT * KD);
+  out.back().with_next = true;
   add(Buf::dv, BT * KD);
   add(Buf::d_fc_act, BTF);
   add(Buf::d_fc_pre, BTF);
+  out.back().with_next = !d_.gpt2;  // with d_up
   if (!d_.gpt2) add(Buf::d_up, BTF);
   if (has_head()) add(Buf::d_lnf, BTC);
   if (recompute_ != Recompute::none) add(Buf::scratch_fc_act, BTF);

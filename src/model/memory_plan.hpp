@@ -80,10 +80,22 @@ struct BufSpec {
   size_t elems;      // fp32 values, or int32 token ids when i32
   int block = -1;    // Acts of a slot: the block; res: the block whose input it is (L: the output)
   bool i32 = false;
+  // Allocated in one block with the next buffer, right before it: Q, K and V
+  // (and Llama's gate and up outputs, and the gradients of both), so that
+  // the grouped linear ops (ops.def linear_fwd_group) find them evenly spaced.
+  bool with_next = false;
   size_t bytes() const { return elems * (i32 ? sizeof(int32_t) : sizeof(float)); }
 };
 
 size_t bytes_of(const std::vector<BufSpec>& bufs, Mem mem);
+
+// Where Model puts planned buffers: one backend block per buffer, or per run
+// of buffers joined by with_next (the run's category is its first's), each
+// buffer at `offset` bytes into block `block`, in plan order.
+struct BufPlace {
+  size_t block = 0, offset = 0;
+};
+std::vector<BufPlace> place_buffers(const std::vector<BufSpec>& bufs, std::vector<size_t>& block_bytes);
 
 class MemoryPlan {
  public:

@@ -25,12 +25,11 @@ namespace pentad {
 // One block's layers; H, Hkv, F are this rank's heads, KV heads and MLP width.
 struct Model::Block {
   Norm attn_norm;
-  ColumnParallelLinear wq;      // (H*D, C)
-  ColumnParallelLinear wk, wv;  // (Hkv*D, C)
+  ColumnParallelGroup qkv;      // wq (H*D, C), wk and wv (Hkv*D, C): one group op each way
   RowParallelLinear wo;         // (C, H*D)
   Norm mlp_norm;
-  ColumnParallelLinear w_gate;  // (F, C), Llama only
-  ColumnParallelLinear w_up;    // (F, C)
+  ColumnParallelLinear w_up;    // (F, C), GPT-2 (with the GELU in its linear_fwd)
+  ColumnParallelGroup gate_up;  // w_gate and w_up (F, C), Llama
   RowParallelLinear w_down;     // (C, F); dense blocks only (the MoE layer has its own)
 };
 
@@ -205,9 +204,9 @@ void Model::bind_block(int l, const ParamLookup& id) {
   auto p = [&](const char* name) { return id(prefix + name); };
   Block& b = blocks_[size_t(l)];
   b.attn_norm = Norm{p("attn_norm/w"), p("attn_norm/b")};
-  b.wq = ColumnParallelLinear(params_, be_, tp_, p("attn/wq"), p("attn/bq"), H_ * D_, C_);
-  b.wk = ColumnParallelLinear(params_, be_, tp_, p("attn/wk"), p("attn/bk"), Hkv_ * D_, C_);
-  b.wv = ColumnParallelLinear(params_, be_, tp_, p("attn/wv"), p("attn/bv"), Hkv_ * D_, C_);
+  b.qkv = ColumnParallelGroup({ColumnParallelLinear(params_, be_, tp_, p("attn/wq"), p("attn/bq"), H_ * D_, C_),
+                               ColumnParallelLinear(params_, be_, tp_, p("attn/wk"), p("attn/bk"), Hkv_ * D_, C_),
+                               ColumnParallelLinear(params_, be_, tp_, p("attn/wv"), p("attn/bv"), Hkv_ * D_, C_)});
   b.wo = RowParallelLinear(params_, be_, tp_, p("attn/wo"), p("attn/bo"), C_, H_ * D_);
   b.mlp_norm = Norm{p("mlp_norm/w"), p("mlp_norm/b")};
   if (cfg_.is_moe_block(l)) {
@@ -217,8 +216,11 @@ void Model::bind_block(int l, const ParamLookup& id) {
       set_moe_param(m, leaf, p((std::string("mlp/") + leaf).c_str()).index);
     return;
   }
-  if (!gpt2_) b.w_gate = ColumnParallelLinear(params_, be_, tp_, p("mlp/w_gate"), {}, F_, C_);
-  b.w_up = ColumnParallelLinear(params_, be_, tp_, p("mlp/w_up"), p("mlp/b_up"), F_, C_);
+  if (gpt2_)
+    b.w_up = ColumnParallelLinear(params_, be_, tp_, p("mlp/w_up"), p("mlp/b_up"), F_, C_);
+  else
+    b.gate_up = ColumnParallelGroup({ColumnParallelLinear(params_, be_, tp_, p("mlp/w_gate"), {}, F_, C_),
+                                     ColumnParallelLinear(params_, be_, tp_, p("mlp/w_up"), {}, F_, C_)});
   b.w_down = RowParallelLinear(params_, be_, tp_, p("mlp/w_down"), p("mlp/b_down"), C_, F_);
 }
 
@@ -299,6 +301,22 @@ void Model::bind(const BufSpec& b, void* p, Slot* s) {
   throw std::logic_error("Model: a planned buffer has no field");
 }
 
+// One backend block per planned buffer, or per run of buffers the plan joins
+// (BufSpec::with_next), cut in plan order; each block's pointer goes to owned.
+void Model::alloc_planned(const std::vector<BufSpec>& bufs, std::vector<void*>& owned,
+                          const std::function<void(const BufSpec&, void*)>& place) {
+  std::vector<size_t> block_bytes;
+  const std::vector<BufPlace> at = place_buffers(bufs, block_bytes);
+  std::vector<char*> blocks;
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    if (at[i].block == blocks.size()) {  // a block's first buffer: allocate the block
+      blocks.push_back(static_cast<char*>(be_.alloc_bytes(block_bytes[at[i].block], bufs[i].mem)));
+      owned.push_back(blocks.back());
+    }
+    place(bufs[i], blocks[at[i].block] + at[i].offset);
+  }
+}
+
 // The plan is built from the sizes this constructor computed; they must be
 // the ones the model's kernels use, or a buffer would be mis-sized.
 void Model::alloc_shared() {
@@ -311,11 +329,7 @@ void Model::alloc_shared() {
     throw std::logic_error("Model: the memory plan's sizes differ from the model's");
   scratch_ = new Scratch;
   if (recompute_ == Recompute::full) shared_acts_ = new Acts;
-  for (const BufSpec& b : plan_.shared_buffers()) {
-    void* p = be_.alloc_bytes(b.bytes(), b.mem);
-    owned_.push_back(p);
-    bind(b, p, nullptr);
-  }
+  alloc_planned(plan_.shared_buffers(), owned_, [&](const BufSpec& b, void* p) { bind(b, p, nullptr); });
   if (shared_acts_) shared_acts_->fc_act = scratch_->fc_act;
   chunk_rows_ = plan_.head_rows();
 }
@@ -333,12 +347,10 @@ int Model::acquire_slot(int chunk) {
   S.busy = true;
   S.res.assign(size_t(L_) + 1, nullptr);
   if (recompute_ != Recompute::full) S.acts.resize(size_t(L_));
-  for (const BufSpec& b : plan_.slot_buffers(chunk)) {
-    void* p = be_.alloc_bytes(b.bytes(), b.mem);
-    S.owned.push_back(p);
+  alloc_planned(plan_.slot_buffers(chunk), S.owned, [&](const BufSpec& b, void* p) {
     S.bytes += b.bytes();
     bind(b, p, &S);
-  }
+  });
   // Selective recompute rebuilds the MLP activation in scratch.
   if (recompute_ != Recompute::full)
     for (int l = chunk_first_block(chunk); l < chunk_end_block(chunk); ++l)
@@ -364,14 +376,14 @@ void Model::alloc_wstash(Slot& S) {
     WStash& w = S.wstash[size_t(l)];
     if (!cfg_.is_moe_block(l)) {
       take(w.dy_mlp, N * C);
-      take(w.d_fc_pre, N * F_);
-      if (!gpt2_) take(w.d_up, N * F_);
+      take(w.d_fc_pre, N * F_ * (gpt2_ ? 1 : 2));  // Llama: with d_up, one block (the gate_up group)
+      if (!gpt2_) w.d_up = w.d_fc_pre + N * F_;
       if (full) take(w.fc_act, N * F_);
     }
     take(w.dy_att, N * C);
-    take(w.dq, N * H_ * D_);
-    take(w.dk, N * Hkv_ * D_);
-    take(w.dv, N * Hkv_ * D_);
+    take(w.dq, N * (H_ + 2 * Hkv_) * D_);  // dq, dk, dv: one block (the qkv group)
+    w.dk = w.dq + N * H_ * D_;
+    w.dv = w.dk + N * Hkv_ * D_;
     if (full) {
       take(w.ln1, Nl * C);
       take(w.att, N * H_ * D_);
@@ -482,9 +494,7 @@ void Model::block_fwd(int l, Acts& a, const float* in, bool keep_probs) {
   Scratch& s = *scratch_;
   norm_fwd(b.attn_norm, a.ln1, a.ln1_mean, a.ln1_rstd, in);
   const float* x1 = tp_.enter_fwd(a.ln1, s.gath_x);  // (N,C)
-  b.wq.fwd(a.q, x1);
-  b.wk.fwd(a.k, x1);
-  b.wv.fwd(a.v, x1);
+  b.qkv.fwd({a.q, a.k, a.v}, x1);
   if (!gpt2_) {
     rope(a.q, H_, false);
     rope(a.k, Hkv_, false);
@@ -497,8 +507,7 @@ void Model::block_fwd(int l, Acts& a, const float* in, bool keep_probs) {
   if (gpt2_) {
     b.w_up.fwd(a.fc_pre, x2, a.fc_act);  // the GELU with the GEMM (mlp_act_fwd's result)
   } else {
-    b.w_gate.fwd(a.fc_pre, x2);
-    b.w_up.fwd(a.fc_up, x2);
+    b.gate_up.fwd({a.fc_pre, a.fc_up}, x2);
     mlp_act_fwd(a);
   }
 }
@@ -544,8 +553,7 @@ void Model::block_bwd(int l, Acts& a, const float* in, WStash* w) {
       b.w_up.bwd_input(d_part, s.d_fc_pre, 0.0f);
     } else {
       be_.swiglu_bwd(s.d_fc_pre, s.d_up, s.d_fc_act, a.fc_pre, a.fc_up, BTF);
-      b.w_gate.bwd_input(d_part, s.d_fc_pre, 0.0f);
-      b.w_up.bwd_input(d_part, s.d_up, 1.0f);
+      b.gate_up.bwd_input(d_part, {s.d_fc_pre, s.d_up}, 0.0f);
       keep(w->d_up, s.d_up, BTF);
     }
     keep(w->d_fc_pre, s.d_fc_pre, BTF);
@@ -556,8 +564,7 @@ void Model::block_bwd(int l, Acts& a, const float* in, WStash* w) {
   } else {
     b.w_down.bwd(s.d_fc_act, dy, a.fc_act);
     be_.swiglu_bwd(s.d_fc_pre, s.d_up, s.d_fc_act, a.fc_pre, a.fc_up, BTF);
-    b.w_gate.bwd(d_part, s.d_fc_pre, x2, 0.0f);
-    b.w_up.bwd(d_part, s.d_up, x2, 1.0f);
+    b.gate_up.bwd(d_part, {s.d_fc_pre, s.d_up}, x2, 0.0f);
   }
   // The MoE layer is replicated over tp: its input gradient is whole on every
   // rank (no partial sums to reduce); with sp this rank takes its rows.
@@ -579,16 +586,12 @@ void Model::block_bwd(int l, Acts& a, const float* in, WStash* w) {
   }
   const float* x1 = tp_.enter_fwd(a.ln1, s.gath_x);  // (N,C)
   if (w) {
-    b.wq.bwd_input(d_part, s.dq, 0.0f);
-    b.wk.bwd_input(d_part, s.dk, 1.0f);
-    b.wv.bwd_input(d_part, s.dv, 1.0f);
+    b.qkv.bwd_input(d_part, {s.dq, s.dk, s.dv}, 0.0f);
     keep(w->dq, s.dq, size_t(N_) * H_ * D_);
     keep(w->dk, s.dk, size_t(N_) * Hkv_ * D_);
     keep(w->dv, s.dv, size_t(N_) * Hkv_ * D_);
   } else {
-    b.wq.bwd(d_part, s.dq, x1, 0.0f);
-    b.wk.bwd(d_part, s.dk, x1, 1.0f);
-    b.wv.bwd(d_part, s.dv, x1, 1.0f);
+    b.qkv.bwd(d_part, {s.dq, s.dk, s.dv}, x1, 0.0f);
   }
   norm_bwd(b.attn_norm, s.dres, tp_.enter_bwd(d_part, s.d_ln), in, a.ln1_mean, a.ln1_rstd, 0);
   sp_norm_grads_.sync({b.attn_norm.w, b.attn_norm.b, b.mlp_norm.w, b.mlp_norm.b});
@@ -609,15 +612,12 @@ void Model::block_wgrad(int l, Acts& a, const WStash& w) {
     if (gpt2_) {
       b.w_up.bwd_weight(w.d_fc_pre, x2);
     } else {
-      b.w_gate.bwd_weight(w.d_fc_pre, x2);
-      b.w_up.bwd_weight(w.d_up, x2);
+      b.gate_up.bwd_weight({w.d_fc_pre, w.d_up}, x2);
     }
   }
   b.wo.bwd_weight(w.dy_att, full ? w.att : a.att);
   const float* x1 = tp_.enter_fwd(full ? w.ln1 : a.ln1, s.gath_x);  // (N,C)
-  b.wq.bwd_weight(w.dq, x1);
-  b.wk.bwd_weight(w.dk, x1);
-  b.wv.bwd_weight(w.dv, x1);
+  b.qkv.bwd_weight({w.dq, w.dk, w.dv}, x1);
 }
 
 // out(Nl, C) = res_mid + the MoE layer of block l on ln2 (all-gathered over

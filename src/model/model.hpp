@@ -181,6 +181,8 @@ class Model {
   void bind_block(int l, const ParamLookup& id);
   // Allocate plan_.shared_buffers(); acquire_slot allocates plan_.slot_buffers().
   void alloc_shared();
+  void alloc_planned(const std::vector<BufSpec>& bufs, std::vector<void*>& owned,
+                     const std::function<void(const BufSpec&, void*)>& place);
   void bind(const BufSpec& b, void* p, Slot* s);  // point b's field (of s, for slot buffers) at p
   Slot& slot(int s) { return *slots_[size_t(s)]; }
   Acts& acts_for(Slot& s, int l);

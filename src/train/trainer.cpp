@@ -625,7 +625,7 @@ void Trainer::print_summary(int last_step) const {
   auto mem = [&](Mem m) { return format_bytes(double(ms.peak_bytes[int(m)]), 1); };
   std::printf("summary: %d steps (%d to %d) in %.1f s | final loss %.4f%s | median step %.1f ms | "
               "%.0f tok/s | %.3f TFLOP/s | MFU %.1f%% | peak tracked memory %s "
-              "(params %s, grads %s, optim %s, activations %s, scratch %s) | max RSS %s%s%s%s\n",
+              "(params %s, grads %s, optim %s, activations %s, scratch %s) | max RSS %s%s%s%s%s\n",
               int(step_times_.size()), start_step_, last_step, seconds_since(t_start_), last_loss_,
               std::isfinite(last_val_) ? (" | val loss " + std::to_string(last_val_)).c_str() : "", median * 1e3,
               tok_s, tok_s * fpt_ / 1e12, 100 * tokens_global_ / median * fpt_ / 1e12 / (peak_tflops_ * topo_.size),
@@ -644,6 +644,10 @@ void Trainer::print_summary(int last_step) const {
               // Likewise fused attention kernels (CUDA's, train.dtype = bf16).
               be_.attention_fused() > 0
                   ? (" | fused attention calls " + std::to_string(be_.attention_fused())).c_str()
+                  : "",
+              // And the grouped linear ops run as fewer GEMMs than layers (CUDA's).
+              be_.linear_groups_batched() > 0
+                  ? (" | batched linear groups " + std::to_string(be_.linear_groups_batched())).c_str()
                   : "");
   std::fflush(stdout);
 }

@@ -1286,6 +1286,114 @@ TEST_P(OpsVsCpu, LinearFwdEpilogues) {
   gpu_->set_compute_dtype(pentad::Dtype::fp32);
 }
 
+// The grouped linear ops (Q, K, V; ops.def linear_fwd_group and its
+// gradients) against the CPU's, which runs each part in turn: fp32 and bf16
+// (the weights from their copy), for Q, K, V as the model lays them out
+// (outputs, weights and gradients each in one allocation, one after
+// another; with and without grouped-query heads, with GPT-2's biases) and
+// for parts in separate allocations. CUDA must have batched exactly where
+// its plan says (linear_group_runs, parts_stacked: one forward matmul per
+// run, one stacked GEMM each way in bf16), counted by
+// linear_groups_batched; a second call repeats the first bitwise.
+TEST_P(OpsVsCpu, LinearGroups) {
+  const int N = 203, n_in = 72, D = 8;
+  struct Layout {
+    const char* name;
+    int H, Hkv;
+    bool bias, adjacent;
+  };
+  for (pentad::Dtype dt : {pentad::Dtype::fp32, pentad::Dtype::bf16})
+    for (const Layout& l : {Layout{"gpt2 adjacent", 6, 6, true, true}, Layout{"gqa adjacent", 6, 2, false, true},
+                            Layout{"separate", 6, 6, true, false}}) {
+      cpu_->set_compute_dtype(dt);
+      gpu_->set_compute_dtype(dt);
+      const bool bf16 = dt == pentad::Dtype::bf16;
+      const std::string tag = cat(bf16 ? "bf16 " : "fp32 ", l.name);
+      const int widths[3] = {l.H * D, l.Hkv * D, l.Hkv * D};
+      const int total = widths[0] + widths[1] + widths[2];
+      const Vec x = randn(size_t(N) * n_in, 61), w = randn(size_t(total) * n_in, 62, 0.2f), b = randn(size_t(total), 63);
+      const Vec dy = randn(size_t(N) * total, 64), dw0 = randn(size_t(total) * n_in, 65), db0 = randn(size_t(total), 66);
+      const Vec dx0 = randn(size_t(N) * n_in, 67);
+      // The stacked host arrays hold the parts one after another; the
+      // device parts are their slices (adjacent) or copies (separate).
+      float* d_x = up(x);
+      float *d_w = up(w), *d_b = up(b), *d_y = up(Vec(size_t(N) * total)), *d_dy = up(dy), *d_dw = up(dw0),
+            *d_db = up(db0);
+      gpu_->keep_weight_copy(d_w, w.size());
+      Vec y(size_t(N) * total), h_dw = dw0, h_db = db0;
+      std::vector<pentad::LinearPart> hp, gp;
+      std::vector<pentad::LinearGradPart> hg, gg;
+      size_t col = 0;
+      for (int i = 0; i < 3; ++i) {
+        const size_t wo = col * n_in, yo = col * size_t(N), ny = size_t(N) * widths[i], nw = size_t(widths[i]) * n_in;
+        hp.push_back({y.data() + yo, w.data() + wo, l.bias ? b.data() + col : nullptr, widths[i]});
+        hg.push_back({dy.data() + yo, w.data() + wo, h_dw.data() + wo, l.bias ? h_db.data() + col : nullptr,
+                      widths[i]});
+        if (l.adjacent) {
+          gp.push_back({d_y + yo, d_w + wo, l.bias ? d_b + col : nullptr, widths[i]});
+          gg.push_back({d_dy + yo, d_w + wo, d_dw + wo, l.bias ? d_db + col : nullptr, widths[i]});
+        } else {  // every matrix in its own allocation
+          auto slice = [](const Vec& v, size_t at, size_t n) { return Vec(v.begin() + long(at), v.begin() + long(at + n)); };
+          float* wd = up(slice(w, wo, nw));
+          gp.push_back({up(Vec(ny)), wd, l.bias ? up(slice(b, col, size_t(widths[i]))) : nullptr, widths[i]});
+          gg.push_back({up(slice(dy, yo, ny)), wd, up(slice(dw0, wo, nw)),
+                        l.bias ? up(slice(db0, col, size_t(widths[i]))) : nullptr, widths[i]});
+        }
+        col += size_t(widths[i]);
+      }
+      const size_t runs = pentad::linear_group_runs(gp.data(), 3, N, n_in).size();
+      const bool w_stacked =
+          pentad::parts_stacked(gg.data(), 3, n_in, [](const pentad::LinearGradPart& p) { return p.w; });
+      const bool dw_stacked = pentad::parts_stacked(
+          gg.data(), 3, n_in, [](const pentad::LinearGradPart& p) { return static_cast<const float*>(p.dw); });
+      EXPECT_EQ(runs, !l.adjacent ? 3u : l.H == l.Hkv ? 1u : 2u) << tag;
+      EXPECT_EQ(w_stacked && dw_stacked, l.adjacent) << tag;
+      const float beta = 0.5f;
+      Vec h_dx = dx0;
+      float* d_dx = up(dx0);
+      const size_t batched_before = gpu_->linear_groups_batched();
+      gpu_->linear_fwd_group(gp.data(), 3, d_x, N, n_in);
+      gpu_->linear_bwd_input_group(d_dx, gg.data(), 3, N, n_in, beta);
+      gpu_->linear_bwd_weight_group(gg.data(), 3, d_x, N, n_in);
+      cpu_->linear_fwd_group(hp.data(), 3, x.data(), N, n_in);
+      cpu_->linear_bwd_input_group(h_dx.data(), hg.data(), 3, N, n_in, beta);
+      cpu_->linear_bwd_weight_group(hg.data(), 3, x.data(), N, n_in);
+      const size_t expected = size_t(runs < 3) + size_t(bf16 && w_stacked) + size_t(bf16 && dw_stacked);
+      EXPECT_EQ(gpu_->linear_groups_batched() - batched_before, expected) << tag;
+      auto gather = [&](bool outputs) {  // the parts' y (or dw) side by side, as the stacked host arrays
+        Vec all;
+        for (int i = 0; i < 3; ++i) {
+          const Vec part = outputs ? down(gp[size_t(i)].y, size_t(N) * widths[i])
+                                   : down(gg[size_t(i)].dw, size_t(widths[i]) * n_in);
+          all.insert(all.end(), part.begin(), part.end());
+        }
+        return all;
+      };
+      const Vec got_y = gather(true), got_dw = gather(false);
+      compare(tag + " y", got_y, y, 1e-4, 1e-4);
+      compare(tag + " dw", got_dw, h_dw, 1e-4, 1e-4);
+      if (l.bias) {
+        Vec got_db;
+        for (int i = 0; i < 3; ++i) {
+          const Vec part = down(gg[size_t(i)].dbias, size_t(widths[i]));
+          got_db.insert(got_db.end(), part.begin(), part.end());
+        }
+        compare(tag + " db", got_db, h_db, 1e-4, 1e-4);
+      }
+      const Vec got_dx = down(d_dx, h_dx.size());
+      compare(tag + " dx", got_dx, h_dx, 1e-4, 1e-4);
+      // The forward and the input gradient again repeat bitwise.
+      gpu_->from_host(d_dx, dx0.data(), dx0.size() * sizeof(float));
+      gpu_->linear_fwd_group(gp.data(), 3, d_x, N, n_in);
+      gpu_->linear_bwd_input_group(d_dx, gg.data(), 3, N, n_in, beta);
+      expect_bitwise(tag + " y repeats", gather(true), got_y);
+      expect_bitwise(tag + " dx repeats", down(d_dx, h_dx.size()), got_dx);
+      gpu_->drop_weight_copy(d_w);
+    }
+  cpu_->set_compute_dtype(pentad::Dtype::fp32);
+  gpu_->set_compute_dtype(pentad::Dtype::fp32);
+}
+
 // ----------------------------------------------------------- elementwise ----
 
 TEST_P(OpsVsCpu, Elementwise) {

@@ -2,6 +2,8 @@
 // order, as the serial layer, so tp = 1 is bitwise the serial model.
 #include "parallel/tp/layers.hpp"
 
+#include <stdexcept>
+
 namespace pentad {
 
 namespace {
@@ -56,6 +58,51 @@ void ColumnParallelLinear::bwd_weight(const float* dy, const float* x) const {
   const int N = tp_->n_rows();
   gemm_bwd_weight(*be_, params_->grad(w_), dy, x, N, n_out_, n_in_);
   if (b_.held()) be_->bias_bwd(params_->grad(b_), dy, N, n_out_);
+}
+
+void ColumnParallelGroup::fwd(std::initializer_list<float*> ys, const float* x) const {
+  if (layers_.empty()) return;
+  const ColumnParallelLinear& first = layers_.front();
+  if (ys.size() != layers_.size()) throw std::logic_error("ColumnParallelGroup::fwd: one output per layer");
+  std::vector<LinearPart> parts;
+  size_t i = 0;
+  for (float* y : ys) {
+    const ColumnParallelLinear& l = layers_.at(i++);
+    parts.push_back({y, l.params_->param(l.w_), l.b_.held() ? l.params_->param(l.b_) : nullptr, l.n_out_});
+  }
+  first.be_->linear_fwd_group(parts.data(), int(parts.size()), x, first.tp_->n_rows(), first.n_in_);
+}
+
+std::vector<LinearGradPart> ColumnParallelGroup::grad_parts(std::initializer_list<const float*> dys) const {
+  if (dys.size() != layers_.size()) throw std::logic_error("ColumnParallelGroup: one gradient per layer");
+  std::vector<LinearGradPart> parts;
+  size_t i = 0;
+  for (const float* dy : dys) {
+    const ColumnParallelLinear& l = layers_.at(i++);
+    parts.push_back({dy, l.params_->param(l.w_), l.params_->grad(l.w_),
+                     l.b_.held() ? l.params_->grad(l.b_) : nullptr, l.n_out_});
+  }
+  return parts;
+}
+
+void ColumnParallelGroup::bwd_input(float* dx, std::initializer_list<const float*> dys, float dx_beta) const {
+  if (layers_.empty()) return;
+  const ColumnParallelLinear& first = layers_.front();
+  const std::vector<LinearGradPart> parts = grad_parts(dys);
+  first.be_->linear_bwd_input_group(dx, parts.data(), int(parts.size()), first.tp_->n_rows(), first.n_in_, dx_beta);
+}
+
+void ColumnParallelGroup::bwd_weight(std::initializer_list<const float*> dys, const float* x) const {
+  if (layers_.empty()) return;
+  const ColumnParallelLinear& first = layers_.front();
+  const std::vector<LinearGradPart> parts = grad_parts(dys);
+  first.be_->linear_bwd_weight_group(parts.data(), int(parts.size()), x, first.tp_->n_rows(), first.n_in_);
+}
+
+void ColumnParallelGroup::bwd(float* dx, std::initializer_list<const float*> dys, const float* x,
+                              float dx_beta) const {
+  bwd_input(dx, dys, dx_beta);
+  bwd_weight(dys, x);
 }
 
 RowParallelLinear::RowParallelLinear(ParamStore& params, Backend& be, const TpRegions& tp, ParamId w,

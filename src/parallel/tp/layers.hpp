@@ -5,11 +5,16 @@
 // are partial sums that leave the tp region through TpRegions::leave_fwd.
 #pragma once
 
+#include <initializer_list>
+#include <vector>
+
 #include "backend/backend.hpp"
 #include "model/params.hpp"
 #include "parallel/tp/regions.hpp"
 
 namespace pentad {
+
+class ColumnParallelGroup;
 
 // y = x W^T + b on N token rows. The input region is entered by the caller
 // (Q, K and V share one all-gather, as do the MLP's gate and up matrices).
@@ -39,11 +44,40 @@ class ColumnParallelLinear {
   void bwd_weight(const float* dy, const float* x) const;
 
  private:
+  friend class ColumnParallelGroup;  // builds the backend's group parts from the layers
   ParamStore* params_ = nullptr;
   Backend* be_ = nullptr;
   const TpRegions* tp_ = nullptr;
   ParamId w_, b_;
   int n_out_ = 0, n_in_ = 0;
+};
+
+// Column-parallel layers on one input (Q, K and V): each method is one
+// backend group op over the layers (linear_fwd_group and its gradients), the
+// result of the layers' own methods in turn. The layers' weights (and their
+// gradients) lie one after another in the parameter buffers, and the model's
+// outputs in its activation plan, so on CUDA each is one GEMM (or, for the
+// forward with grouped-query heads, one per shape).
+class ColumnParallelGroup {
+ public:
+  ColumnParallelGroup() = default;
+  explicit ColumnParallelGroup(std::vector<ColumnParallelLinear> layers) : layers_(std::move(layers)) {}
+
+  const ColumnParallelLinear& layer(size_t i) const { return layers_[i]; }
+  size_t size() const { return layers_.size(); }
+
+  // ys[i] (N, out_i/tp) = x (N, in) W_i^T + b_i. Local.
+  void fwd(std::initializer_list<float*> ys, const float* x) const;
+  // dx (N, in) = sum_i dys[i] W_i + dx_beta * dx. Local.
+  void bwd_input(float* dx, std::initializer_list<const float*> dys, float dx_beta) const;
+  // dW_i += dys[i]^T x; db_i += column sums of dys[i]. Local.
+  void bwd_weight(std::initializer_list<const float*> dys, const float* x) const;
+  // bwd_input, then bwd_weight. Local.
+  void bwd(float* dx, std::initializer_list<const float*> dys, const float* x, float dx_beta) const;
+
+ private:
+  std::vector<LinearGradPart> grad_parts(std::initializer_list<const float*> dys) const;
+  std::vector<ColumnParallelLinear> layers_;
 };
 
 // out = resid + (x W^T summed over tp) + b: the last layer of a tp region

@@ -14,15 +14,17 @@ void gemm_fwd(Backend& be, float* y, const float* x, const float* W, int n, int 
   be.gemm(false, true, n, n_out, n_in, 1.0f, x, n_in, W, n_in, beta, y, n_out);
 }
 
-// dx (n, n_in) = dy W + dx_beta * dx
+// dx (n, n_in) = dy W + dx_beta * dx: the group op's definition on one part
 void gemm_bwd_input(Backend& be, float* dx, const float* dy, const float* W, int n, int n_out, int n_in,
                     float dx_beta) {
-  be.gemm(false, false, n, n_in, n_out, 1.0f, dy, n_out, W, n_in, dx_beta, dx, n_in);
+  const LinearGradPart part{dy, W, nullptr, nullptr, n_out};
+  linear_bwd_input_each(be, dx, &part, 1, n, n_in, dx_beta);
 }
 
-// dW += dy^T x
+// dW += dy^T x: likewise
 void gemm_bwd_weight(Backend& be, float* dW, const float* dy, const float* x, int n, int n_out, int n_in) {
-  be.gemm(true, false, n_out, n_in, n, 1.0f, dy, n_out, x, n_in, 1.0f, dW, n_in);
+  const LinearGradPart part{dy, nullptr, dW, nullptr, n_out};
+  linear_bwd_weight_each(be, &part, 1, x, n, n_in);
 }
 
 // Both, in this order (dx null: skipped). The split halves make the same

@@ -46,6 +46,9 @@ multinode_*)
   # cross-memory-attach transport could reach across them; without it every
   # byte between nodes crosses the veth links (counted below).
   export UCX_TLS=^cma
+  # The suite's UCX_NET_DEVICES=lo (tests/CMakeLists.txt) would keep the
+  # job's ranks off the nodes' links: every device, as on a real cluster.
+  unset UCX_NET_DEVICES
   rc=0
   slurm_up 4 2 || rc=$?
   [ $rc = 0 ] || { [ $rc = 77 ] && echo "SKIP: no multi-node cluster here (see above)"; exit $rc; }

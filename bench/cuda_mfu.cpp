@@ -76,6 +76,10 @@ class TimedBackend final : public Backend {
                   float* act) override {
     time("linear_fwd", [&] { in_.linear_fwd(y, x, w, b, N, n_out, n_in, be, act); });
   }
+  void linear_bwd_input_gelu(float* dx, const float* dy, const float* w, const float* g, int N, int n_out,
+                             int n_in) override {
+    time("linear_bwd_input_gelu", [&] { in_.linear_bwd_input_gelu(dx, dy, w, g, N, n_out, n_in); });
+  }
   void linear_fwd_group(const pentad::LinearPart* p, int n, const float* x, int N, int n_in) override {
     time("linear_fwd_group", [&] { in_.linear_fwd_group(p, n, x, N, n_in); });
   }

@@ -118,6 +118,12 @@ void CpuBackend::gemm_batched(bool trans_a, bool trans_b, int M, int N, int K, f
   }
 }
 
+// The input gradient through the GELU: the GEMM, then gelu_bwd (its definition).
+void CpuBackend::linear_bwd_input_gelu(float* dx, const float* dy, const float* w, const float* gelu_in, int N,
+                                       int n_out, int n_in) {
+  linear_bwd_input_gelu_unfused(*this, dx, dy, w, gelu_in, N, n_out, n_in);
+}
+
 // The grouped linear ops: each part in turn (their definition, ops.def).
 void CpuBackend::linear_fwd_group(const LinearPart* parts, int n, const float* x, int N, int n_in) {
   linear_fwd_each(*this, parts, n, x, N, n_in);

@@ -128,11 +128,17 @@ class CudaBackend final : public Backend {
     float* y = nullptr;
     const float* bias = nullptr;
     float* act_out = nullptr;
+    const float* aux_in = nullptr;  // dgelu: the GELU's input, read by the epilogue (ld plan->aux_ld)
     float beta = 0.0f;
     int batch = 1;
     bool bf16 = false;
   };
   bool lt_matmul(const LtCall& c);
+  // An LtCall's operands for one matmul of the plan: the weight w (w_rows x
+  // w_cols, row-major) as cuBLAS's first, pentad's A operand a as its second,
+  // converted to bf16 (the weight from its copy) when the compute type is.
+  LtCall lt_operands(const LinearEpiloguePlan& plan, const float* w, int w_rows, int w_cols, const float* a,
+                     int a_rows, int a_cols);
   // The cuBLAS call of gemm_batched with operands already in the compute
   // type (gemm.cu).
   void cublas_gemm(const ColumnMajorGemm& g, const void* a, const void* b, bool bf16, float alpha, float beta,

@@ -56,13 +56,13 @@ inline ColumnMajorGemm column_major_gemm(bool trans_a, bool trans_b, int M, int 
 // epilogue's auxiliary matrix (y, leading dimension n_out, which cuBLASLt
 // requires to be a multiple of 8). When `fused` is false the caller runs
 // the separate ops and `why` says why.
-enum class LinearEpilogue { none, bias, gelu_aux, gelu_aux_bias };
+enum class LinearEpilogue { none, bias, gelu_aux, gelu_aux_bias, dgelu };
 
 struct LinearEpiloguePlan {
   ColumnMajorGemm gemm;  // the matmul, as column_major_gemm maps it
   LinearEpilogue epilogue = LinearEpilogue::none;
   int bias_len = 0;      // = gemm.m (rows of D)
-  long aux_ld = 0;       // GELU input's leading dimension (= gemm.ldc)
+  long aux_ld = 0;       // GELU input's leading dimension (= gemm.ldc): written (gelu_aux*), read (dgelu)
   bool fused = false;
   const char* why = "";
 };
@@ -88,6 +88,24 @@ inline LinearEpiloguePlan linear_epilogue_plan(int N, int n_out, int n_in, bool 
     }
   } else {
     p.epilogue = LinearEpilogue::bias;
+  }
+  p.fused = true;
+  return p;
+}
+
+// linear_bwd_input_gelu (ops.def) as one cuBLASLt matmul: dx(N, n_in) =
+// dy(N, n_out) w(n_out, n_in), the GEMM linear_bwd_input_each runs (beta 0),
+// with the DGELU epilogue: D = dx^T (n_in rows, N columns, ldc n_in) times
+// GELU' of the auxiliary matrix, the GELU's input, which has D's layout
+// (leading dimension n_in, a multiple of 8 as cuBLASLt requires).
+inline LinearEpiloguePlan linear_bwd_gelu_plan(int N, int n_out, int n_in) {
+  LinearEpiloguePlan p;
+  p.gemm = column_major_gemm(false, false, N, n_in, n_out, n_out, 0, n_in, 0, n_in, 0, 1);
+  p.epilogue = LinearEpilogue::dgelu;
+  p.aux_ld = p.gemm.ldc;
+  if (p.aux_ld % 8 != 0) {
+    p.why = "GELU input's leading dimension (n_in) not a multiple of 8";
+    return p;
   }
   p.fused = true;
   return p;

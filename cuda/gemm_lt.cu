@@ -8,6 +8,11 @@
 // accumulation; D, the bias and the GELU input stay fp32. Where the plan
 // says no, or cuBLASLt offers no algorithm or refuses the call (reported
 // once), the separate ops run: gemm, bias_add, gelu_fwd.
+// linear_bwd_input_gelu (ops.def), GPT-2's MLP backward: the down
+// projection's input-gradient GEMM with the GELU's gradient in its epilogue
+// (DGELU, the GELU's input as the auxiliary matrix it reads;
+// linear_bwd_gelu_plan), so dL/d(GELU output) is never written and read
+// back; else gemm then gelu_bwd in place.
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -47,6 +52,7 @@ cublasLtEpilogue_t to_cublaslt(LinearEpilogue e) {
     case LinearEpilogue::bias: return CUBLASLT_EPILOGUE_BIAS;
     case LinearEpilogue::gelu_aux: return CUBLASLT_EPILOGUE_GELU_AUX;
     case LinearEpilogue::gelu_aux_bias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case LinearEpilogue::dgelu: return CUBLASLT_EPILOGUE_DGELU;
     case LinearEpilogue::none: break;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
@@ -68,22 +74,46 @@ void CudaBackend::linear_fwd(float* y, const float* x, const float* w, const flo
   if (act_out) gelu_fwd(act_out, y, size_t(N) * size_t(n_out));
 }
 
-bool CudaBackend::lt_linear(const LinearEpiloguePlan& plan, float* y, const float* x, const float* w,
-                            const float* bias, float beta, float* act_out) {
-  const ColumnMajorGemm& g = plan.gemm;  // first: w (pentad's B), second: x (pentad's A)
+void CudaBackend::linear_bwd_input_gelu(float* dx, const float* dy, const float* w, const float* gelu_in, int N,
+                                        int n_out, int n_in) {
+  if (N <= 0 || n_in <= 0) return;
+  const LinearEpiloguePlan plan = linear_bwd_gelu_plan(N, n_out, n_in);
+  if (plan.fused && n_out > 0) {
+    // Stored row-major: w (n_out rows, n_in columns), dy (N rows, n_out columns).
+    LtCall c = lt_operands(plan, w, n_out, n_in, dy, N, n_out);
+    c.y = dx;
+    c.aux_in = gelu_in;
+    if (lt_matmul(c)) {
+      ++epilogues_fused_;
+      return;
+    }
+  }
+  ++epilogues_unfused_;
+  linear_bwd_input_gelu_unfused(*this, dx, dy, w, gelu_in, N, n_out, n_in);
+}
+
+CudaBackend::LtCall CudaBackend::lt_operands(const LinearEpiloguePlan& plan, const float* w, int w_rows,
+                                             int w_cols, const float* a, int a_rows, int a_cols) {
   LtCall c;
   c.plan = &plan;
   c.first = w;
-  c.second = x;
-  c.ld_first = g.ld_first;
-  c.ld_second = g.ld_second;
-  if (compute_dtype_ == Dtype::bf16) {
+  c.second = a;
+  c.ld_first = plan.gemm.ld_first;
+  c.ld_second = plan.gemm.ld_second;
+  if (compute_dtype_ == Dtype::bf16) {  // in gemm's slots: pentad's A in 0, B (the weight) in 1
     long s_first = 0, s_second = 0;
-    // Stored row-major: w (n_out = g.m rows, n_in = g.k columns), x (N = g.n rows, n_in columns).
-    c.first = bf16_gemm_operand(w, g.m, g.k, c.ld_first, s_first, 1, 1);
-    c.second = bf16_gemm_operand(x, g.n, g.k, c.ld_second, s_second, 1, 0);
+    c.first = bf16_gemm_operand(w, w_rows, w_cols, c.ld_first, s_first, 1, 1);
+    c.second = bf16_gemm_operand(a, a_rows, a_cols, c.ld_second, s_second, 1, 0);
     c.bf16 = true;
   }
+  return c;
+}
+
+bool CudaBackend::lt_linear(const LinearEpiloguePlan& plan, float* y, const float* x, const float* w,
+                            const float* bias, float beta, float* act_out) {
+  const ColumnMajorGemm& g = plan.gemm;
+  // Stored row-major: w (n_out = g.m rows, n_in = g.k columns), x (N = g.n rows, n_in columns).
+  LtCall c = lt_operands(plan, w, g.m, g.k, x, g.n, g.k);
   c.y = y;
   c.bias = bias;
   c.act_out = act_out;
@@ -119,8 +149,8 @@ bool CudaBackend::lt_matmul(const LtCall& c) {
   if (built && bias && c.batch > 1)
     built = ok(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &c.stride_bias,
                                               sizeof c.stride_bias));
-  if (built && act_out) {
-    void* aux = y;
+  if (built && (act_out || c.aux_in)) {  // GELU_AUX writes y there, DGELU reads the GELU's input
+    void* aux = act_out ? static_cast<void*>(y) : const_cast<float*>(c.aux_in);
     const int64_t aux_ld = plan.aux_ld;
     built = ok(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux)) &&
             ok(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
@@ -174,7 +204,7 @@ bool CudaBackend::lt_matmul(const LtCall& c) {
     lt_refusal_reported_ = true;
     std::fprintf(stderr,
                  "warning: cuBLASLt epilogue not used for a linear layer (m %d, n %d, k %d, batch %d, epilogue %d): "
-                 "%s; running GEMM, bias and GELU as separate ops\n",
+                 "%s; running the GEMM and its bias and GELU (or GELU gradient) as separate ops\n",
                  g.m, g.n, g.k, c.batch, int(epilogue),
                  !built ? "descriptor setup failed"
                  : found == 0 && ok(status) ? "no algorithm offered"

@@ -192,6 +192,12 @@ void linear_bwd_input_each(Backend& be, float* dx, const LinearGradPart* parts, 
   }
 }
 
+void linear_bwd_input_gelu_unfused(Backend& be, float* dx, const float* dy, const float* w, const float* gelu_in,
+                                   int N, int n_out, int n_in) {
+  be.gemm(false, false, N, n_in, n_out, 1.0f, dy, n_out, w, n_in, 0.0f, dx, n_in);
+  be.gelu_bwd(dx, dx, gelu_in, size_t(N) * size_t(n_in));
+}
+
 void linear_bwd_weight_each(Backend& be, const LinearGradPart* parts, int n, const float* x, int N, int n_in) {
   for (int i = 0; i < n; ++i) {
     const LinearGradPart& p = parts[i];

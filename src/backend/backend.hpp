@@ -211,6 +211,9 @@ class Backend {
 void linear_fwd_each(Backend& be, const LinearPart* parts, int n, const float* x, int N, int n_in);
 void linear_bwd_input_each(Backend& be, float* dx, const LinearGradPart* parts, int n, int N, int n_in, float beta);
 void linear_bwd_weight_each(Backend& be, const LinearGradPart* parts, int n, const float* x, int N, int n_in);
+// linear_bwd_input_gelu's definition: gemm dx = dy w, then gelu_bwd in place.
+void linear_bwd_input_gelu_unfused(Backend& be, float* dx, const float* dy, const float* w, const float* gelu_in,
+                                   int N, int n_out, int n_in);
 
 // True when Impl runs `op` itself: every required op, and a host-fallback op
 // when Impl declares its own override (then &Impl::op names Impl's member,

@@ -114,7 +114,9 @@ std::vector<BufSpec> MemoryPlan::shared_buffers() const {
   add(Buf::dk, BT * KD);
   out.back().with_next = true;
   add(Buf::dv, BT * KD);
-  add(Buf::d_fc_act, BTF);
+  // GPT-2's MLP goes from dL/d(output) to dL/d(GELU input) in one op
+  // (linear_bwd_input_gelu): only SwiGLU keeps dL/d(activation).
+  if (!d_.gpt2) add(Buf::d_fc_act, BTF);
   add(Buf::d_fc_pre, BTF);
   out.back().with_next = !d_.gpt2;  // with d_up
   if (!d_.gpt2) add(Buf::d_up, BTF);

@@ -546,20 +546,20 @@ void Model::block_bwd(int l, Acts& a, const float* in, WStash* w) {
   if (moe) {
     moe_->backward(mctx, moe_p_[size_t(l)], d_part, dy, x2, cur_loss_scale_);
   } else if (w) {  // B: the input gradients the fused path computes, in its order
-    b.w_down.bwd_input(s.d_fc_act, dy);
     keep(w->dy_mlp, dy, NC);
     if (gpt2_) {
-      be_.gelu_bwd(s.d_fc_pre, s.d_fc_act, a.fc_pre, BTF);
+      b.w_down.bwd_input_gelu(s.d_fc_pre, dy, a.fc_pre);  // through the GELU: no d_fc_act
       b.w_up.bwd_input(d_part, s.d_fc_pre, 0.0f);
     } else {
+      b.w_down.bwd_input(s.d_fc_act, dy);
       be_.swiglu_bwd(s.d_fc_pre, s.d_up, s.d_fc_act, a.fc_pre, a.fc_up, BTF);
       b.gate_up.bwd_input(d_part, {s.d_fc_pre, s.d_up}, 0.0f);
       keep(w->d_up, s.d_up, BTF);
     }
     keep(w->d_fc_pre, s.d_fc_pre, BTF);
   } else if (gpt2_) {
-    b.w_down.bwd(s.d_fc_act, dy, a.fc_act);
-    be_.gelu_bwd(s.d_fc_pre, s.d_fc_act, a.fc_pre, BTF);
+    b.w_down.bwd_input_gelu(s.d_fc_pre, dy, a.fc_pre);  // dL/d(GELU input) in one op
+    b.w_down.bwd_weight(dy, a.fc_act);
     b.w_up.bwd(d_part, s.d_fc_pre, x2, 0.0f);
   } else {
     b.w_down.bwd(s.d_fc_act, dy, a.fc_act);

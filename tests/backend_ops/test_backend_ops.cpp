@@ -266,6 +266,32 @@ TEST_P(ReferenceOps, LinearForwardIsGemmBiasGelu) {
       }
 }
 
+// linear_bwd_input_gelu (GPT-2's MLP: the down projection's input gradient
+// through the GELU): against a double reference, and bitwise the separate
+// ops it stands for on this backend (gemm into dx, then gelu_bwd in place).
+TEST_P(ReferenceOps, LinearBwdInputGeluIsGemmThenGeluBwd) {
+  const int N = 13, n_out = 19, n_in = 24;
+  const Vec dy = randn(size_t(N) * n_out, 35), w = randn(size_t(n_out) * n_in, 36, 0.3f);
+  const Vec pre = randn(size_t(N) * n_in, 37, 2.0f);
+  Vec dx(size_t(N) * n_in, -1.0f);
+  backend().linear_bwd_input_gelu(dx.data(), dy.data(), w.data(), pre.data(), N, n_out, n_in);
+  VecD ref(dx.size());
+  const double c = 0.7978845608028654, a = 0.044715;
+  for (int n = 0; n < N; ++n)
+    for (int i = 0; i < n_in; ++i) {
+      double s = 0;
+      for (int o = 0; o < n_out; ++o) s += double(dy[size_t(n) * n_out + o]) * w[size_t(o) * n_in + i];
+      const size_t e = size_t(n) * n_in + i;
+      const double v = pre[e], t = std::tanh(c * (v + a * v * v * v));
+      ref[e] = s * (0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * c * (1.0 + 3.0 * a * v * v));
+    }
+  expect_close("linear_bwd_input_gelu", dx, ref, kAtol, kRtol);
+  Vec dxs(dx.size(), -1.0f);
+  backend().gemm(false, false, N, n_in, n_out, 1.0f, dy.data(), n_out, w.data(), n_in, 0.0f, dxs.data(), n_in);
+  backend().gelu_bwd(dxs.data(), dxs.data(), pre.data(), dxs.size());
+  expect_bitwise("linear_bwd_input_gelu = gemm, gelu_bwd", dx, dxs);
+}
+
 // ----------------------------------------------------------- elementwise ----
 
 TEST_P(ReferenceOps, ElementwiseAddScaleBias) {
@@ -1281,6 +1307,46 @@ TEST_P(OpsVsCpu, LinearFwdEpilogues) {
             EXPECT_EQ(gpu_->epilogues_unfused(), unfused + (epilogue && !plan.fused ? 2 : 0)) << tag;
             gpu_->drop_weight_copy(dw);
           }
+  }
+  cpu_->set_compute_dtype(pentad::Dtype::fp32);
+  gpu_->set_compute_dtype(pentad::Dtype::fp32);
+}
+
+// linear_bwd_input_gelu (cuBLASLt's DGELU epilogue on CUDA) against the
+// CPU's gemm and gelu_bwd, fp32 and bf16 (the weight from its copy), for n_in
+// 96 (fused) and 97 (the GELU input's leading dimension: unfused). In bf16
+// every call the plan fuses must have run fused; in fp32 cuBLASLt may offer
+// no DGELU kernel, so each call is counted one way or the other and the
+// result printed. A second call repeats the first bitwise.
+TEST_P(OpsVsCpu, LinearBwdInputGelu) {
+  for (pentad::Dtype dt : {pentad::Dtype::fp32, pentad::Dtype::bf16}) {
+    cpu_->set_compute_dtype(dt);
+    gpu_->set_compute_dtype(dt);
+    for (int n_in : {96, 97}) {
+      const int N = 301, n_out = 70;
+      const Vec dy = randn(size_t(N) * n_out, 45), w = randn(size_t(n_out) * n_in, 46, 0.2f);
+      const Vec pre = randn(size_t(N) * n_in, 47, 2.0f);
+      float* dw = up(w);
+      gpu_->keep_weight_copy(dw, w.size());
+      float *ddy = up(dy), *dpre = up(pre), *ddx = up(Vec(pre.size())), *ddx2 = up(Vec(pre.size()));
+      const pentad::LinearEpiloguePlan plan = pentad::linear_bwd_gelu_plan(N, n_out, n_in);
+      const size_t fused = gpu_->epilogues_fused(), unfused = gpu_->epilogues_unfused();
+      gpu_->linear_bwd_input_gelu(ddx, ddy, dw, dpre, N, n_out, n_in);
+      gpu_->linear_bwd_input_gelu(ddx2, ddy, dw, dpre, N, n_out, n_in);
+      Vec dx(pre.size());
+      cpu_->linear_bwd_input_gelu(dx.data(), dy.data(), w.data(), pre.data(), N, n_out, n_in);
+      const std::string tag = cat(dt == pentad::Dtype::bf16 ? "bf16" : "fp32", " linear_bwd_input_gelu n_in=", n_in);
+      compare(tag, down(ddx, dx.size()), dx, 1e-4, 1e-4);
+      expect_bitwise(tag + " repeats", down(ddx2, dx.size()), down(ddx, dx.size()));
+      const size_t ran_fused = gpu_->epilogues_fused() - fused, ran_unfused = gpu_->epilogues_unfused() - unfused;
+      std::printf("%s: %zu fused, %zu unfused (plan: %s)\n", tag.c_str(), ran_fused, ran_unfused,
+                  plan.fused ? "fused" : plan.why);
+      EXPECT_EQ(ran_fused + ran_unfused, 2u) << tag;
+      if (!plan.fused || dt == pentad::Dtype::bf16) {
+        EXPECT_EQ(ran_fused, plan.fused ? 2u : 0u) << tag;
+      }
+      gpu_->drop_weight_copy(dw);
+    }
   }
   cpu_->set_compute_dtype(pentad::Dtype::fp32);
   gpu_->set_compute_dtype(pentad::Dtype::fp32);

@@ -148,6 +148,22 @@ TEST(CudaGemmArgs, ColumnMajorCallEqualsRowMajorCblas) {
   EXPECT_LE(worst, 1.0);
 }
 
+// An epilogue plan's verdict against the expected one, counted: a refusal
+// must say why; a fused plan has the weight as cuBLAS's first operand.
+// True when the plan fuses.
+bool count_plan(const pentad::LinearEpiloguePlan& p, bool expect_fused, const std::string& tag, int& n_fused,
+                int& n_refused) {
+  EXPECT_EQ(p.fused, expect_fused) << tag << ": " << p.why;
+  if (!p.fused) {
+    EXPECT_STRNE(p.why, "") << tag;
+    ++n_refused;
+    return false;
+  }
+  ++n_fused;
+  EXPECT_EQ(p.gemm.first, GemmOperand::b) << tag;  // w
+  return true;
+}
+
 // linear_fwd's cuBLASLt call (linear_epilogue_plan): the plan's matmul
 // read as cuBLAS reads it, with w as its first operand and x as its second,
 // then the epilogue as cuBLASLt documents it (the bias vector added to every
@@ -174,15 +190,8 @@ TEST(CudaGemmArgs, LinearEpiloguePlanEqualsCpuLinearFwd) {
                                   " bias=" + std::to_string(with_bias) + " gelu=" + std::to_string(with_gelu) +
                                   " beta=" + std::to_string(beta);
           const bool can = (with_bias || with_gelu) && !(with_gelu && (beta != 0.0f || sh.n_out % 8 != 0));
-          EXPECT_EQ(p.fused, can) << tag << ": " << p.why;
-          if (!p.fused) {
-            EXPECT_STRNE(p.why, "") << tag;
-            ++n_refused;
-            continue;
-          }
-          ++n_fused;
+          if (!count_plan(p, can, tag, n_fused, n_refused)) continue;
           const ColumnMajorGemm& g = p.gemm;
-          EXPECT_EQ(g.first, GemmOperand::b) << tag;  // w
           EXPECT_EQ(g.m, sh.n_out) << tag;           // rows of D: the output features
           EXPECT_EQ(p.bias_len, with_bias ? g.m : 0) << tag;
           if (with_gelu) {
@@ -225,6 +234,66 @@ TEST(CudaGemmArgs, LinearEpiloguePlanEqualsCpuLinearFwd) {
           }
         }
   std::printf("linear epilogue plan: %d fused cases equal the CPU's linear_fwd (worst |diff| / tolerance %.3g), "
+              "%d refused\n", n_fused, worst, n_refused);
+  EXPECT_GT(n_fused, 0);
+  EXPECT_GT(n_refused, 0);
+}
+
+// linear_bwd_input_gelu's cuBLASLt call (linear_bwd_gelu_plan): the plan's
+// matmul read as cuBLAS reads it (w first, dy second), then DGELU as
+// cuBLASLt documents it (each element of D times the GELU's derivative at
+// the auxiliary matrix's element, read with the plan's leading dimension
+// from the GELU input as the forward kept it) must equal the CPU backend's
+// linear_bwd_input_gelu (gemm, then gelu_bwd). The plan refuses n_in not a
+// multiple of 8 (the auxiliary leading dimension).
+TEST(CudaGemmArgs, DgeluPlanEqualsCpuLinearBwdInputGelu) {
+  auto cpu = pentad::make_cpu_backend(1);
+  std::mt19937 rng(20261203u);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  auto dgelu = [](double v) {
+    const double c = 0.7978845608028654, a = 0.044715, t = std::tanh(c * (v + a * v * v * v));
+    return 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * c * (1.0 + 3.0 * a * v * v);
+  };
+  double worst = 0.0;
+  int n_fused = 0, n_refused = 0;
+  struct Shape { int N, n_out, n_in; };
+  for (const Shape sh : {Shape{5, 3, 8}, Shape{17, 33, 24}, Shape{9, 16, 64}, Shape{6, 7, 13}, Shape{1, 5, 40}}) {
+    const pentad::LinearEpiloguePlan p = pentad::linear_bwd_gelu_plan(sh.N, sh.n_out, sh.n_in);
+    const std::string tag = "N=" + std::to_string(sh.N) + " n_out=" + std::to_string(sh.n_out) +
+                            " n_in=" + std::to_string(sh.n_in);
+    EXPECT_EQ(p.epilogue, pentad::LinearEpilogue::dgelu) << tag;
+    if (!count_plan(p, sh.n_in % 8 == 0, tag, n_fused, n_refused)) continue;
+    const ColumnMajorGemm& g = p.gemm;
+    EXPECT_EQ(g.m, sh.n_in) << tag;            // rows of D: the input features
+    EXPECT_EQ(g.n, sh.N) << tag;
+    EXPECT_EQ(p.aux_ld, long(g.ldc)) << tag;
+    EXPECT_EQ(p.bias_len, 0) << tag;
+    const size_t nx = size_t(sh.N) * sh.n_in;
+    std::vector<float> dy(size_t(sh.N) * sh.n_out), w(size_t(sh.n_out) * sh.n_in), pre(nx);
+    for (auto* v : {&dy, &w}) for (float& e : *v) e = uni(rng);
+    for (float& e : pre) e = 3.0f * uni(rng);  // the GELU's input over its curved range
+    // cuBLASLt's reading: D = (w as first) (dy as second), beta 0, then DGELU.
+    std::vector<float> D(nx, kUntouched);
+    std::vector<double> bound(nx, 0.0);
+    column_major_reference(g, 1.0f, w.data(), dy.data(), 0.0f, D.data(), bound.data());
+    std::vector<double> ref(nx);
+    for (int c = 0; c < g.n; ++c)
+      for (int r = 0; r < g.m; ++r) {
+        const size_t e = size_t(r) + size_t(c) * g.ldc;
+        ref[e] = double(D[e]) * dgelu(double(pre[size_t(r) + size_t(c) * p.aux_ld]));
+        bound[e] *= std::fabs(dgelu(double(pre[size_t(r) + size_t(c) * p.aux_ld])));
+      }
+    std::vector<float> dx(nx, kUntouched);
+    cpu->linear_bwd_input_gelu(dx.data(), dy.data(), w.data(), pre.data(), sh.N, sh.n_out, sh.n_in);
+    for (size_t e = 0; e < nx; ++e) {
+      // GELU' in float (the CPU's gelu_bwd) against double: a few ulps more.
+      const double tol = kRtol * bound[e] + 4e-6 * (1.0 + std::fabs(ref[e])) + 1e-6;
+      const double diff = std::fabs(ref[e] - double(dx[e]));
+      if (!(diff <= tol)) ADD_FAILURE() << tag << " dx[" << e << "]: " << ref[e] << " vs cpu " << dx[e];
+      worst = std::max(worst, diff / tol);
+    }
+  }
+  std::printf("dgelu plan: %d fused cases equal the CPU's linear_bwd_input_gelu (worst |diff| / tolerance %.3g), "
               "%d refused\n", n_fused, worst, n_refused);
   EXPECT_GT(n_fused, 0);
   EXPECT_GT(n_refused, 0);

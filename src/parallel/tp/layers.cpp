@@ -136,6 +136,10 @@ void RowParallelLinear::bwd_input(float* dx, const float* dy) const {
   gemm_bwd_input(*be_, dx, dy, params_->param(w_), tp_->n_rows(), n_out_, n_in_, 0.0f);
 }
 
+void RowParallelLinear::bwd_input_gelu(float* dx, const float* dy, const float* gelu_in) const {
+  be_->linear_bwd_input_gelu(dx, dy, params_->param(w_), gelu_in, tp_->n_rows(), n_out_, n_in_);
+}
+
 void RowParallelLinear::bwd_weight(const float* dy, const float* x) const {
   const int N = tp_->n_rows();
   gemm_bwd_weight(*be_, params_->grad(w_), dy, x, N, n_out_, n_in_);

@@ -103,6 +103,10 @@ class RowParallelLinear {
   // bwd's two halves, as ColumnParallelLinear's. Local.
   void bwd_input(float* dx, const float* dy) const;
   void bwd_weight(const float* dy, const float* x) const;
+  // bwd_input through the GELU that made this layer's input (GPT-2's MLP):
+  // dx (N, in/tp) = GELU'(gelu_in) * (dy W), gelu_in (N, in/tp) the GELU's
+  // input (backend op linear_bwd_input_gelu). Local.
+  void bwd_input_gelu(float* dx, const float* dy, const float* gelu_in) const;
 
  private:
   ParamStore* params_ = nullptr;

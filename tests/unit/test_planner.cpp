@@ -113,8 +113,10 @@ TEST(Planner, PipelineActivationsFollowTheSchedule) {
 // MoE buffers. GPT-2 with full recompute, derived by hand from moe.cpp: one
 // call holds the dispatched rows (M, C), the received rows and expert
 // outputs 2 x (R, C) and the expert MLP's 2 x (R, d_ff) (activations);
-// its backward the row gradients (M, C) + 2 x (R, C) and 2 x (R, d_ff)
-// (scratch). So each received row costs 4 x (2 C + 2 d_ff) bytes in both.
+// its backward the row gradients (M, C) + 2 x (R, C) and 1 x (R, d_ff)
+// (scratch: dL/dh only, as the down projection's input gradient goes
+// through the GELU in one op). So each received row costs 4 x (2 C +
+// 2 d_ff) bytes of activations and 4 x (2 C + d_ff) of scratch.
 TEST(Planner, DroplessMoeBuffersFollowTheReceiveLoad) {
   using pentad::Mem;
   const auto A = int(Mem::activations), Sc = int(Mem::scratch);
@@ -127,10 +129,12 @@ TEST(Planner, DroplessMoeBuffersFollowTheReceiveLoad) {
                              {cf == "0" ? std::string("model.dropless=true") : "model.capacity_factor=" + cf, "parallel.dp=2", "parallel.ep=" + std::to_string(ep)}, 2),
         load);
   };
-  const double rows = 2 * 16 * 2, per_row = 4 * (2 * 32 + 2 * 64);  // B*T*top_k; bytes per received row
+  const double rows = 2 * 16 * 2;                    // B*T*top_k
+  const double per_row_act = 4 * (2 * 32 + 2 * 64);  // bytes per received row: activations
+  const double per_row_scratch = 4 * (2 * 32 + 64);  // and the backward's scratch
   const auto bal = est("0", 2, 1.0), skew = est("0", 2, 1.5);
-  EXPECT_DOUBLE_EQ(skew.stages[0].bytes[A] - bal.stages[0].bytes[A], 0.5 * rows * per_row);
-  EXPECT_DOUBLE_EQ(skew.stages[0].bytes[Sc] - bal.stages[0].bytes[Sc], 0.5 * rows * per_row);
+  EXPECT_DOUBLE_EQ(skew.stages[0].bytes[A] - bal.stages[0].bytes[A], 0.5 * rows * per_row_act);
+  EXPECT_DOUBLE_EQ(skew.stages[0].bytes[Sc] - bal.stages[0].bytes[Sc], 0.5 * rows * per_row_scratch);
   EXPECT_DOUBLE_EQ(bal.moe_load, 1.0);
   EXPECT_DOUBLE_EQ(skew.moe_load, 1.5);
   // At most ep x balanced: every rank sends this one all its rows.

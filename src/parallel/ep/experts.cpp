@@ -38,19 +38,16 @@ void MoeLayer::experts_fwd(MoeCtx& c, const MoeParams& p) {
   for_segments(c.recv_seg, ep_size_, E_local_, [&](int e, int r0, int n) {
     const float* xr = c.xr + size_t(r0) * C;
     float* h = c.h + size_t(r0) * F;
-    if (gpt2_) {
-      be_.gemm(false, true, n, F, C, 1.0f, xr, C, experts_.param(p.w_up) + e * FC, C, 0.0f, h, F);
-      be_.bias_add(h, experts_.param(p.b_up) + size_t(e) * F, n, F);
+    if (gpt2_) {  // h = x w_up^T + b_up and a = GELU(h) in one op (cuBLASLt epilogue on CUDA)
+      be_.linear_fwd(h, xr, experts_.param(p.w_up) + e * FC, experts_.param(p.b_up) + size_t(e) * F, n, F, C,
+                     0.0f, c.a + size_t(r0) * F);
     } else {
       be_.gemm(false, true, n, F, C, 1.0f, xr, C, experts_.param(p.w_gate) + e * FC, C, 0.0f, h, F);
       be_.gemm(false, true, n, F, C, 1.0f, xr, C, experts_.param(p.w_up) + e * FC, C, 0.0f,
                c.u + size_t(r0) * F, F);
     }
   });
-  if (gpt2_)
-    be_.gelu_fwd(c.a, c.h, size_t(R) * F);
-  else
-    be_.swiglu_fwd(c.a, c.h, c.u, size_t(R) * F);
+  if (!gpt2_) be_.swiglu_fwd(c.a, c.h, c.u, size_t(R) * F);
   for_segments(c.recv_seg, ep_size_, E_local_, [&](int e, int r0, int n) {
     float* y = c.y + size_t(r0) * C;
     be_.gemm(false, true, n, C, F, 1.0f, c.a + size_t(r0) * F, F, experts_.param(p.w_down) + e * FC, F,
@@ -64,21 +61,24 @@ void MoeLayer::experts_bwd(MoeCtx& c, const MoeParams& p, const float* dyr, floa
   const int C = C_, F = F_, R = c.R;
   const size_t FC = size_t(F) * C;
   const size_t n_hidden = std::max<size_t>(buffers(c).hidden, 1);
-  float* da = be_.alloc(n_hidden, Mem::scratch);                    // (R, F)
+  // GPT-2 goes from dL/d(expert output) to dL/dh in one op per expert
+  // (linear_bwd_input_gelu); SwiGLU keeps dL/da.
+  float* da = gpt2_ ? nullptr : be_.alloc(n_hidden, Mem::scratch);  // (R, F)
   float* dh = be_.alloc(n_hidden, Mem::scratch);                    // (R, F)
   float* du = gpt2_ ? nullptr : be_.alloc(n_hidden, Mem::scratch);  // (R, F)
   for_segments(c.recv_seg, ep_size_, E_local_, [&](int e, int r0, int n) {
     const float* dy = dyr + size_t(r0) * C;
-    be_.gemm(false, false, n, F, C, 1.0f, dy, C, experts_.param(p.w_down) + e * FC, F, 0.0f,
-             da + size_t(r0) * F, F);
+    if (gpt2_)
+      be_.linear_bwd_input_gelu(dh + size_t(r0) * F, dy, experts_.param(p.w_down) + e * FC, c.h + size_t(r0) * F,
+                                n, C, F);
+    else
+      be_.gemm(false, false, n, F, C, 1.0f, dy, C, experts_.param(p.w_down) + e * FC, F, 0.0f,
+               da + size_t(r0) * F, F);
     be_.gemm(true, false, C, F, n, 1.0f, dy, C, c.a + size_t(r0) * F, F, 1.0f,
              experts_.grad(p.w_down) + e * FC, F);
     if (gpt2_) be_.bias_bwd(experts_.grad(p.b_down) + size_t(e) * C, dy, n, C);
   });
-  if (gpt2_)
-    be_.gelu_bwd(dh, da, c.h, size_t(R) * F);
-  else
-    be_.swiglu_bwd(dh, du, da, c.h, c.u, size_t(R) * F);
+  if (!gpt2_) be_.swiglu_bwd(dh, du, da, c.h, c.u, size_t(R) * F);
   for_segments(c.recv_seg, ep_size_, E_local_, [&](int e, int r0, int n) {
     const float* xr = c.xr + size_t(r0) * C;
     const float* g = dh + size_t(r0) * F;
@@ -95,7 +95,7 @@ void MoeLayer::experts_bwd(MoeCtx& c, const MoeParams& p, const float* dyr, floa
       be_.gemm(true, false, F, C, n, 1.0f, gu, F, xr, C, 1.0f, experts_.grad(p.w_up) + e * FC, C);
     }
   });
-  be_.free_bytes(da);
+  if (da) be_.free_bytes(da);
   be_.free_bytes(dh);
   if (du) be_.free_bytes(du);
 }

@@ -55,8 +55,8 @@ struct MoeBuffers {
   T send, y;       // (M, C) dispatched rows; (R, C) expert outputs (activations, inside forward)
   T logits;        // (N, E) router logits, forward and backward (scratch)
   T combine;       // (n_out, C) the weighted sum of the expert outputs (scratch)
-  T bwd;           // backward's row gradients (scratch): (M, C) sent, (R, C) received and returned, 2|3 (R, F)
-  int n_hidden;    // hidden (R, F) buffers: 2 GPT-2 (h, a; da, dh), 3 Llama (u; du too)
+  T bwd;           // backward's row gradients (scratch): (M, C) sent, (R, C) received and returned, 1|3 (R, F)
+  int n_hidden;    // hidden (R, F) activations: 2 GPT-2 (h, a), 3 Llama (u too); gradients: GPT-2 dh, Llama da, dh, du
   T in_forward() const { return send + y; }  // alive inside forward only
 };
 
@@ -73,7 +73,7 @@ MoeBuffers<T> moe_buffers(const ModelConfig& cfg, T N, T n_out, T M, T R) {
   b.y = R * C;
   b.logits = N * E;
   b.combine = n_out * C;
-  b.bwd = M * C + T(2) * R * C + T(nh) * R * F;
+  b.bwd = M * C + T(2) * R * C + T(cfg.family == Family::gpt2 ? 1 : 3) * R * F;
   return b;
 }
 

@@ -50,6 +50,7 @@ std::unique_ptr<Backend> make_backend(const Config& cfg, MPI_Comm job) {
   }
   be->set_compute_dtype(cfg.train.dtype == ComputeDtype::bf16 ? Dtype::bf16 : Dtype::fp32);
   be->set_weight_copies(cfg.train.bf16_weight_copies);
+  be->set_bf16_activations(cfg.train.bf16_activations);
   return be;
 }
 

@@ -10,8 +10,11 @@
 // and add up to more than the free-running step).
 //   cuda_mfu [--shape all|gpt2-124m|gpt2-350m|llama-1b] [--batch B] [--steps N]
 //            [--dtype bf16|fp32] [--recompute none|selective|full] [--weight-copies on|off]
+//            [--bf16-activations on|off]
 // --weight-copies off converts the weights to bf16 at every GEMM instead of
-// once per step (train.bf16_weight_copies = false), to measure the copies.
+// once per step (train.bf16_weight_copies = false), to measure the copies;
+// --bf16-activations off keeps the MLP activation in fp32, converted at each
+// GEMM (train.bf16_activations = false).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -56,6 +59,9 @@ class TimedBackend final : public Backend {
   void weights_written(const void* p, size_t n) override { in_.weights_written(p, n); }
   size_t weight_copies_made() const override { return in_.weight_copies_made(); }
   size_t weight_copy_elem_bytes() const override { return in_.weight_copy_elem_bytes(); }
+  size_t bf16_activation_bytes() const override { return in_.bf16_activation_bytes(); }
+  void hold_gemm_form(const float* p, size_t n) override { in_.hold_gemm_form(p, n); }
+  size_t held_activation_reads() const override { return in_.held_activation_reads(); }
   void make_weight_copy(void* d, const float* s, size_t n) override {
     time("make_weight_copy", [&] { in_.make_weight_copy(d, s, n); });
   }
@@ -183,7 +189,7 @@ class TimedBackend final : public Backend {
 };
 
 struct Args {
-  std::string shape = "all", dtype = "bf16", recompute = "none", weight_copies = "on";
+  std::string shape = "all", dtype = "bf16", recompute = "none", weight_copies = "on", bf16_acts = "on";
   int batch = 0, steps = 10;
 };
 
@@ -191,6 +197,7 @@ int run_shape(const Shape& s, const Args& a, Backend& gpu) {
   TimedBackend be(gpu);
   gpu.set_compute_dtype(a.dtype == "bf16" ? pentad::Dtype::bf16 : pentad::Dtype::fp32);
   gpu.set_weight_copies(a.weight_copies == "on");
+  gpu.set_bf16_activations(a.bf16_acts == "on");
   const pentad::Recompute rc = a.recompute == "full"        ? pentad::Recompute::full
                                : a.recompute == "selective" ? pentad::Recompute::selective
                                                             : pentad::Recompute::none;
@@ -228,12 +235,13 @@ int run_shape(const Shape& s, const Args& a, Backend& gpu) {
   const double fpt = pentad::flops_per_token(s.m, n_params);
   const double std_fpt = pentad::standard_flops_per_token(s.m, n_params);
   const double tok_s = double(n) / median, tflops = tok_s * fpt / 1e12;
-  std::printf("%-10s %7.1fM params | B=%d T=%d %s recompute=%s weight copies %s | median step %8.2f ms | %10.0f tok/s | "
+  std::printf("%-10s %7.1fM params | B=%d T=%d %s recompute=%s weight copies %s bf16 MLP activation %s | median step %8.2f ms | %10.0f tok/s | "
               "%7.1f TFLOP/s | MFU %5.1f%% (pentad: 6N + 12LCT) | MFU %5.1f%% (standard: 6N_non-emb + 6LCT, "
               "causal) | peak tracked memory %.2f GiB | GEMM epilogues fused %zu, unfused %zu | "
               "fused attention calls %zu | batched linear groups %zu\n",
               s.name, n_params / 1e6, B, T, a.dtype.c_str(), a.recompute.c_str(),
-              gpu.keeps_weight_copies() ? "on" : "off", median * 1e3, tok_s,
+              gpu.keeps_weight_copies() ? "on" : "off", gpu.keeps_bf16_activations() ? "on" : "off", median * 1e3,
+              tok_s,
               tflops, 100.0 * tflops / kPeakTflops, 100.0 * tok_s * std_fpt / 1e12 / kPeakTflops,
               double(gpu.mem_stats().total_peak_bytes) / (1 << 30), gpu.epilogues_fused(), gpu.epilogues_unfused(),
               gpu.attention_fused(), gpu.linear_groups_batched());
@@ -272,10 +280,10 @@ int main(int argc, char** argv) {
     else if (k == "--steps") a.steps = std::max(1, std::atoi(v));
     else if (k == "--dtype") a.dtype = v;
     else if (k == "--recompute") a.recompute = v;
-    else if (k == "--weight-copies") {
-      a.weight_copies = v;
-      if (a.weight_copies != "on" && a.weight_copies != "off") {
-        std::fprintf(stderr, "cuda_mfu: --weight-copies %s: expected on or off\n", v);
+    else if (k == "--weight-copies" || k == "--bf16-activations") {
+      (k == "--weight-copies" ? a.weight_copies : a.bf16_acts) = v;
+      if (std::string(v) != "on" && std::string(v) != "off") {
+        std::fprintf(stderr, "cuda_mfu: %s %s: expected on or off\n", k.c_str(), v);
         return 2;
       }
     }

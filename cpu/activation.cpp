@@ -1,7 +1,9 @@
 // GELU, tanh approximation (Hendrycks & Gimpel 2016, as GPT-2), written as
 // x * sigmoid(2u) with u = sqrt(2/pi)(x + 0.044715 x^3), which equals
 // 0.5 x (1 + tanh u) without cancellation; SwiGLU (Shazeer 2020):
-// out = silu(gate) * up. dx is WRITTEN, not accumulated.
+// out = silu(gate) * up. dx is WRITTEN, not accumulated. A forward's output
+// held in GEMM form (Backend::hold_gemm_form) is written rounded to bf16.
+#include "bf16.hpp"
 #include "cpu_backend.hpp"
 
 namespace pentad {
@@ -15,11 +17,13 @@ constexpr float kGeluCubic = 0.044715f;
 }  // namespace
 
 void CpuBackend::gelu_fwd(float* out, const float* x, size_t n) {
+  const bool held = held_in_gemm_form(out);  // the GEMM form: floats rounded to bf16
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
   for (size_t i = 0; i < n; ++i) {
     const float xi = x[i];
     const float u = kSqrt2OverPi * (xi + kGeluCubic * xi * xi * xi);
-    out[i] = xi / (1.0f + exp_f(-2.0f * u));
+    const float y = xi / (1.0f + exp_f(-2.0f * u));
+    out[i] = held ? round_bf16(y) : y;
   }
 }
 
@@ -35,10 +39,12 @@ void CpuBackend::gelu_bwd(float* dx, const float* dout, const float* x, size_t n
 }
 
 void CpuBackend::swiglu_fwd(float* out, const float* gate, const float* up, size_t n) {
+  const bool held = held_in_gemm_form(out);
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
   for (size_t i = 0; i < n; ++i) {
     const float g = gate[i];
-    out[i] = g / (1.0f + exp_f(-g)) * up[i];
+    const float y = g / (1.0f + exp_f(-g)) * up[i];
+    out[i] = held ? round_bf16(y) : y;
   }
 }
 

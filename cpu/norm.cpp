@@ -1,9 +1,12 @@
 // LayerNorm (Ba et al. 2016; biased variance) and RMSNorm (Zhang & Sennrich
 // 2019). Forward and dx: one row per task. dw/db: each task owns a block of
 // channels and walks every row in order, so the sums have a fixed order.
+// A forward's output held in GEMM form (Backend::hold_gemm_form) is written
+// rounded to bf16.
 #include <algorithm>
 #include <cmath>
 
+#include "bf16.hpp"
 #include "cpu_backend.hpp"
 
 namespace pentad {
@@ -15,6 +18,7 @@ constexpr long kParallelMin = 1 << 14;
 
 void CpuBackend::layernorm_fwd(float* out, float* mean, float* rstd, const float* x,
                                const float* w, const float* b, int N, int C, float eps) {
+  const bool held = held_in_gemm_form(out);  // the GEMM form: floats rounded to bf16
 #pragma omp parallel for schedule(static) if (long(N) * C > kParallelMin)
   for (int n = 0; n < N; ++n) {
     const float* xr = x + size_t(n) * C;
@@ -29,6 +33,8 @@ void CpuBackend::layernorm_fwd(float* out, float* mean, float* rstd, const float
     const float r = 1.0f / std::sqrt(ss / float(C) + eps);
 #pragma omp simd
     for (int c = 0; c < C; ++c) yr[c] = (xr[c] - m) * r * w[c] + b[c];
+    if (held)
+      for (int c = 0; c < C; ++c) yr[c] = round_bf16(yr[c]);
     mean[n] = m;
     rstd[n] = r;
   }
@@ -81,6 +87,7 @@ void CpuBackend::layernorm_bwd(float* dx, float* dw, float* db, const float* dou
 
 void CpuBackend::rmsnorm_fwd(float* out, float* rstd, const float* x, const float* w, int N,
                              int C, float eps) {
+  const bool held = held_in_gemm_form(out);
 #pragma omp parallel for schedule(static) if (long(N) * C > kParallelMin)
   for (int n = 0; n < N; ++n) {
     const float* xr = x + size_t(n) * C;
@@ -91,6 +98,8 @@ void CpuBackend::rmsnorm_fwd(float* out, float* rstd, const float* x, const floa
     const float r = 1.0f / std::sqrt(ss / float(C) + eps);
 #pragma omp simd
     for (int c = 0; c < C; ++c) yr[c] = xr[c] * r * w[c];
+    if (held)
+      for (int c = 0; c < C; ++c) yr[c] = round_bf16(yr[c]);
     rstd[n] = r;
   }
 }

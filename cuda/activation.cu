@@ -1,11 +1,14 @@
 // GELU, tanh approximation (Hendrycks & Gimpel 2016, as GPT-2), written as
 // x * sigmoid(2u), u = sqrt(2/pi)(x + 0.044715 x^3), like cpu/activation.cpp;
-// SwiGLU (Shazeer 2020): out = silu(gate) * up. dx is WRITTEN.
+// SwiGLU (Shazeer 2020): out = silu(gate) * up. dx is WRITTEN. A forward's
+// output held in GEMM form (Backend::hold_gemm_form) is written as bf16.
 #include "cuda_backend.hpp"
+#include "held_store.cuh"
 
 namespace pentad {
 
 using cuda_detail::elementwise_launch;
+using cuda_detail::store;
 using cuda_detail::to_dim3;
 
 namespace {
@@ -13,12 +16,13 @@ namespace {
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kGeluCubic = 0.044715f;
 
-__global__ void gelu_fwd_kernel(float* out, const float* x, size_t n) {
+template <typename Out>
+__global__ void gelu_fwd_kernel(Out* out, const float* x, size_t n) {
   const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const float xi = x[i];
   const float u = kSqrt2OverPi * (xi + kGeluCubic * xi * xi * xi);
-  out[i] = xi / (1.0f + expf(-2.0f * u));
+  store(out, i, xi / (1.0f + expf(-2.0f * u)));
 }
 
 __global__ void gelu_bwd_kernel(float* dx, const float* dout, const float* x, size_t n) {
@@ -31,11 +35,12 @@ __global__ void gelu_bwd_kernel(float* dx, const float* dout, const float* x, si
   dx[i] = dout[i] * (s + xi * 2.0f * s * (1.0f - s) * du);
 }
 
-__global__ void swiglu_fwd_kernel(float* out, const float* gate, const float* up, size_t n) {
+template <typename Out>
+__global__ void swiglu_fwd_kernel(Out* out, const float* gate, const float* up, size_t n) {
   const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   const float g = gate[i];
-  out[i] = g / (1.0f + expf(-g)) * up[i];
+  store(out, i, g / (1.0f + expf(-g)) * up[i]);
 }
 
 __global__ void swiglu_bwd_kernel(float* dgate, float* dup, const float* dout, const float* gate,
@@ -56,7 +61,11 @@ __global__ void swiglu_bwd_kernel(float* dgate, float* dup, const float* dout, c
 void CudaBackend::gelu_fwd(float* out, const float* x, size_t n) {
   if (n == 0) return;
   const cuda_detail::LaunchConfig l = elementwise_launch(n);
-  gelu_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(out, x, n);
+  if (held_in_gemm_form(out))
+    gelu_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
+        reinterpret_cast<__nv_bfloat16*>(out), x, n);
+  else
+    gelu_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(out, x, n);
   CUDA_LAUNCH_CHECK();
 }
 
@@ -70,7 +79,11 @@ void CudaBackend::gelu_bwd(float* dx, const float* dout, const float* x, size_t 
 void CudaBackend::swiglu_fwd(float* out, const float* gate, const float* up, size_t n) {
   if (n == 0) return;
   const cuda_detail::LaunchConfig l = elementwise_launch(n);
-  swiglu_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(out, gate, up, n);
+  if (held_in_gemm_form(out))
+    swiglu_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
+        reinterpret_cast<__nv_bfloat16*>(out), gate, up, n);
+  else
+    swiglu_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(out, gate, up, n);
   CUDA_LAUNCH_CHECK();
 }
 

@@ -63,6 +63,14 @@ cublasLtEpilogue_t to_cublaslt(LinearEpilogue e) {
 void CudaBackend::linear_fwd(float* y, const float* x, const float* w, const float* bias, int N, int n_out,
                              int n_in, float beta, float* act_out) {
   if (N <= 0 || n_out <= 0) return;
+  if (act_out && held_in_gemm_form(act_out)) {
+    // A bf16 GELU output: the epilogue's would bring a bf16 GELU input (its
+    // auxiliary matrix takes D's type), which the backward reads. So the
+    // bias alone in the epilogue, then one pass that writes the bf16 output.
+    linear_fwd(y, x, w, bias, N, n_out, n_in, beta, nullptr);
+    gelu_fwd(act_out, y, size_t(N) * size_t(n_out));
+    return;
+  }
   const LinearEpiloguePlan plan = linear_epilogue_plan(N, n_out, n_in, bias != nullptr, act_out != nullptr, beta);
   if (plan.fused && n_in > 0 && lt_linear(plan, y, x, w, bias, beta, act_out)) {
     ++epilogues_fused_;

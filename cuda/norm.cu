@@ -2,7 +2,10 @@
 // 2019). Forward and dx: one warp per row, lanes striding the channels,
 // butterfly sums (the same order for every row). dw/db: a thread per channel
 // and row stride, the strided partials added in a fixed order: no atomics.
+// A forward's output held in GEMM form (Backend::hold_gemm_form) is written
+// as bf16.
 #include "cuda_backend.hpp"
+#include "held_store.cuh"
 
 namespace pentad {
 
@@ -10,6 +13,7 @@ using cuda_detail::kColumnRowThreads;
 using cuda_detail::kColumnsPerBlock;
 using cuda_detail::kRowsPerBlock;  // warps per block, one row each
 using cuda_detail::LaunchConfig;
+using cuda_detail::store;
 using cuda_detail::to_dim3;
 
 namespace {
@@ -19,7 +23,8 @@ __device__ float warp_sum(float v) {
   return v;
 }
 
-__global__ void layernorm_fwd_kernel(float* out, float* mean, float* rstd, const float* x,
+template <typename Out>
+__global__ void layernorm_fwd_kernel(Out* out, float* mean, float* rstd, const float* x,
                                      const float* w, const float* b, int N, int C, float eps) {
   const int n = blockIdx.x * kRowsPerBlock + threadIdx.y;
   if (n >= N) return;
@@ -31,8 +36,8 @@ __global__ void layernorm_fwd_kernel(float* out, float* mean, float* rstd, const
   float ss = 0.0f;
   for (int c = lane; c < C; c += 32) ss += (xr[c] - m) * (xr[c] - m);
   const float r = rsqrtf(warp_sum(ss) / float(C) + eps);
-  float* yr = out + size_t(n) * C;
-  for (int c = lane; c < C; c += 32) yr[c] = (xr[c] - m) * r * w[c] + b[c];
+  Out* yr = out + size_t(n) * C;
+  for (int c = lane; c < C; c += 32) store(yr, c, (xr[c] - m) * r * w[c] + b[c]);
   if (lane == 0) {
     mean[n] = m;
     rstd[n] = r;
@@ -99,7 +104,8 @@ __global__ void norm_dw_kernel(float* dw, float* db, const float* dout, const fl
   }
 }
 
-__global__ void rmsnorm_fwd_kernel(float* out, float* rstd, const float* x, const float* w, int N,
+template <typename Out>
+__global__ void rmsnorm_fwd_kernel(Out* out, float* rstd, const float* x, const float* w, int N,
                                    int C, float eps) {
   const int n = blockIdx.x * kRowsPerBlock + threadIdx.y;
   if (n >= N) return;
@@ -108,8 +114,8 @@ __global__ void rmsnorm_fwd_kernel(float* out, float* rstd, const float* x, cons
   float ss = 0.0f;
   for (int c = lane; c < C; c += 32) ss += xr[c] * xr[c];
   const float r = rsqrtf(warp_sum(ss) / float(C) + eps);
-  float* yr = out + size_t(n) * C;
-  for (int c = lane; c < C; c += 32) yr[c] = xr[c] * r * w[c];
+  Out* yr = out + size_t(n) * C;
+  for (int c = lane; c < C; c += 32) store(yr, c, xr[c] * r * w[c]);
   if (lane == 0) rstd[n] = r;
 }
 
@@ -134,8 +140,12 @@ void CudaBackend::layernorm_fwd(float* out, float* mean, float* rstd, const floa
                                 const float* w, const float* b, int N, int C, float eps) {
   if (N <= 0) return;
   const LaunchConfig l = cuda_detail::norm_rows_launch(N);
-  layernorm_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
-      out, mean, rstd, x, w, b, N, C, eps);
+  if (held_in_gemm_form(out))
+    layernorm_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
+        reinterpret_cast<__nv_bfloat16*>(out), mean, rstd, x, w, b, N, C, eps);
+  else
+    layernorm_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
+        out, mean, rstd, x, w, b, N, C, eps);
   CUDA_LAUNCH_CHECK();
 }
 
@@ -154,8 +164,12 @@ void CudaBackend::rmsnorm_fwd(float* out, float* rstd, const float* x, const flo
                               int C, float eps) {
   if (N <= 0) return;
   const LaunchConfig l = cuda_detail::norm_rows_launch(N);
-  rmsnorm_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
-      out, rstd, x, w, N, C, eps);
+  if (held_in_gemm_form(out))
+    rmsnorm_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
+        reinterpret_cast<__nv_bfloat16*>(out), rstd, x, w, N, C, eps);
+  else
+    rmsnorm_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
+        out, rstd, x, w, N, C, eps);
   CUDA_LAUNCH_CHECK();
 }
 

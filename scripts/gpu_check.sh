@@ -123,6 +123,8 @@ for shape in gpt2-124m gpt2-350m llama-1b; do
 done
 # The bf16 weight copies' gain: 350M again, the weights converted at every GEMM.
 step mfu "mfu_gpt2-350m_no_weight_copies" 45 "$bundle/bin/cuda_mfu" --shape gpt2-350m --steps 5 --weight-copies off
+# The held bf16 activations' gain: 350M again, those activations in fp32, converted at every GEMM.
+step mfu "mfu_gpt2-350m_fp32_activations" 45 "$bundle/bin/cuda_mfu" --shape gpt2-350m --steps 5 --bf16-activations off
 # The fused attention's gain: 350M again, attention through cuBLAS (attention_tc.cu).
 step mfu "mfu_gpt2-350m_attention_tc" 45 env PENTAD_CUDA_ATTENTION=tc "$bundle/bin/cuda_mfu" --shape gpt2-350m --steps 5
 

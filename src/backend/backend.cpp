@@ -59,13 +59,16 @@ void* Backend::alloc_bytes(size_t n_bytes, Mem category) {
 void Backend::free_bytes(void* p) {
   if (p == nullptr) return;
   drop_weight_copy(static_cast<const float*>(p));
+  size_t n_bytes = 0;
   {
     std::lock_guard<std::mutex> lock(alloc_mutex_);
     auto it = allocs_.find(p);
     if (it == allocs_.end()) PENTAD_FATAL("Backend::free_bytes (" + name() + "): pointer not allocated here");
+    n_bytes = it->second.first;
     track_free(it->second.first, it->second.second);
     allocs_.erase(it);
   }
+  drop_held(p, n_bytes);
   device_free(p);
 }
 
@@ -88,12 +91,38 @@ void Backend::keep_weight_copy(const float* w, size_t n) {
   weight_copies_.push_back({w, n, copy, true});
 }
 
+void Backend::hold_gemm_form(const float* p, size_t n) {
+  if (!keeps_bf16_activations() || n == 0) return;
+  std::lock_guard<std::mutex> lock(weight_copy_mutex_);
+  for (const WeightCopy& c : weight_copies_)
+    if (c.src == p) {
+      if (c.in_place && c.n == n) return;
+      PENTAD_FATAL("Backend::hold_gemm_form (" + name() + "): the range is already registered with another size");
+    }
+  weight_copies_.push_back({p, n, const_cast<float*>(p), false, true});
+}
+
+bool Backend::held_in_gemm_form(const void* p) {
+  if (!keeps_bf16_activations()) return false;
+  std::lock_guard<std::mutex> lock(weight_copy_mutex_);
+  for (const WeightCopy& c : weight_copies_)
+    if (c.in_place && c.src == p) return true;
+  return false;
+}
+
+void Backend::drop_held(const void* p, size_t n_bytes) {
+  const uintptr_t lo = addr(p), hi = lo + n_bytes;
+  std::lock_guard<std::mutex> lock(weight_copy_mutex_);
+  std::erase_if(weight_copies_,
+                [&](const WeightCopy& c) { return c.in_place && addr(c.src) >= lo && addr(c.src) < hi; });
+}
+
 void Backend::drop_weight_copy(const float* w) {
   void* copy = nullptr;
   {
     std::lock_guard<std::mutex> lock(weight_copy_mutex_);
     for (size_t i = 0; i < weight_copies_.size(); ++i)
-      if (weight_copies_[i].src == w) {
+      if (weight_copies_[i].src == w && !weight_copies_[i].in_place) {
         copy = weight_copies_[i].copy;
         weight_copies_.erase(weight_copies_.begin() + long(i));
         break;
@@ -106,7 +135,7 @@ void Backend::weights_written(const void* p, size_t n_bytes) {
   const uintptr_t lo = addr(p), hi = lo + n_bytes;
   std::lock_guard<std::mutex> lock(weight_copy_mutex_);
   for (WeightCopy& c : weight_copies_)
-    if (lo < addr(c.src + c.n) && addr(c.src) < hi) c.stale = true;
+    if (!c.in_place && lo < addr(c.src + c.n) && addr(c.src) < hi) c.stale = true;
 }
 
 const void* Backend::weight_copy_for(const float* p, int rows, int cols, int ld, long stride, int batch) {
@@ -115,6 +144,16 @@ const void* Backend::weight_copy_for(const float* p, int rows, int cols, int ld,
   const size_t n = size_t(batch - 1) * size_t(stride) + size_t(rows - 1) * size_t(ld) + size_t(cols);
   std::lock_guard<std::mutex> lock(weight_copy_mutex_);
   for (WeightCopy& c : weight_copies_) {
+    if (c.in_place) {  // a held activation: its block holds n values of weight_copy_elem_bytes()
+      const uintptr_t lo = addr(c.src), hi = lo + c.n * weight_copy_elem_bytes();
+      if (addr(p) < lo || addr(p) >= hi) continue;
+      if (p != c.src || n > c.n)
+        PENTAD_FATAL("Backend (" + name() + "): a GEMM operand reads a bf16 activation from its value " +
+                     std::to_string(p - c.src) + " over " + std::to_string(n) + " values (it holds " +
+                     std::to_string(c.n) + "); a held activation is read from its first value");
+      ++held_reads_;
+      return c.copy;
+    }
     if (addr(p) < addr(c.src) || addr(p + n) > addr(c.src + c.n)) continue;
     if (c.stale) {
       make_weight_copy(c.copy, c.src, c.n);

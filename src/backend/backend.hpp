@@ -27,12 +27,14 @@ namespace pentad {
 enum class Mem : int { params = 0, grads, optim, activations, comm, scratch, count };
 const char* mem_name(Mem m);
 
-// Precision of the matrix products (train.dtype). Storage is always fp32
-// (master weights, moments, gradients, activations); with bf16 the operands
-// A and B of gemm/gemm_batched are rounded to bfloat16 (round to nearest
-// even) and the products accumulate in fp32 into an fp32 C. An operand that
-// lies in a range of weights with a weight copy (keep_weight_copy) is read
-// from the copy, which holds the same rounded values.
+// Precision of the matrix products (train.dtype). Storage is fp32 (master
+// weights, moments, gradients, activations) except the activations held in
+// GEMM form (hold_gemm_form); with bf16 the operands A and B of
+// gemm/gemm_batched are rounded to bfloat16 (round to nearest even) and the
+// products accumulate in fp32 into an fp32 C. An operand that lies in a
+// range of weights with a weight copy (keep_weight_copy) is read from the
+// copy, which holds the same rounded values; one held in GEMM form is read
+// in place.
 enum class Dtype : int { fp32 = 0, bf16 };
 
 struct MemStats {
@@ -133,6 +135,33 @@ class Backend {
   virtual void weights_written(const void* p, size_t n_bytes);  // marks stale every copy it overlaps
   virtual size_t weight_copies_made() const { return weight_copies_made_; }  // copies made so far
   virtual size_t weight_copy_elem_bytes() const { return sizeof(float); }
+
+  // ---- bf16 activations (train.dtype = bf16, train.bf16_activations) -------
+  // An activation that only GEMMs read (the MLP's GELU or SwiGLU output, the
+  // norm outputs; model/memory_plan.hpp's MemoryPlan::holds says which) is
+  // stored in the form a bf16 GEMM reads, the weight copies' form
+  // (weight_copy_elem_bytes() per value: floats rounded to bf16 on the CPU,
+  // __nv_bfloat16 on CUDA), instead of fp32 converted at every GEMM that
+  // reads it. The GEMM reads the same rounded values either way, so results
+  // do not change; on CUDA the buffer is half the size and no GEMM converts
+  // it. A held buffer is written only by the ops that say so in ops.def
+  // (linear_fwd's act_out, gelu_fwd, swiglu_fwd, layernorm_fwd,
+  // rmsnorm_fwd: they round what they write) and copy_bytes, and read only
+  // as a GEMM operand (gemm,
+  // gemm_batched, linear_fwd's x and the group ops), from its first value.
+  void set_bf16_activations(bool on) { bf16_activations_on_ = on; }
+  bool keeps_bf16_activations() const { return bf16_activations_on_ && compute_dtype_ == Dtype::bf16; }
+  // Bytes per value of a held activation; 0 where activations are not held
+  // (fp32 storage, 4 bytes). The planner's side: bf16_activation_bytes.
+  virtual size_t bf16_activation_bytes() const { return keeps_bf16_activations() ? weight_copy_elem_bytes() : 0; }
+  // Hold [p, p + n values), a block (or the start of one) of n *
+  // bf16_activation_bytes() bytes, in GEMM form until the block is freed.
+  // Does nothing unless keeps_bf16_activations(). Virtual for a decorator.
+  virtual void hold_gemm_form(const float* p, size_t n);
+  // Is p the first value of a held activation? (what a writer asks)
+  bool held_in_gemm_form(const void* p);
+  // GEMM operands read in place from held activations so far.
+  virtual size_t held_activation_reads() const { return held_reads_; }
   // linear_fwd calls whose bias (and GELU) ran inside the GEMM's epilogue,
   // and the ones that could not and ran as separate ops (always 0 on a
   // backend without epilogues: its linear_fwd is the separate ops).
@@ -184,12 +213,17 @@ class Backend {
   Dtype compute_dtype_ = Dtype::fp32;
 
  private:
+  // A weight copy (src's n values, copied to `copy` when stale), or a held
+  // activation (in_place: the n values at src are the copy, never stale).
   struct WeightCopy {
     const float* src;
     size_t n;
     void* copy;
     bool stale;
+    bool in_place = false;
   };
+  // Forgets the held activations whose first value lies in [p, p + n_bytes).
+  void drop_held(const void* p, size_t n_bytes);
   // The registry is locked: free_bytes, which drops a range's copy, may be
   // called from several threads. A copy is allocated and freed outside the
   // lock (alloc_bytes and free_bytes take alloc_mutex_, and free_bytes
@@ -197,7 +231,9 @@ class Backend {
   std::mutex weight_copy_mutex_;
   std::vector<WeightCopy> weight_copies_;
   bool weight_copies_on_ = true;
+  bool bf16_activations_on_ = true;
   size_t weight_copies_made_ = 0;
+  size_t held_reads_ = 0;
 
   std::mutex alloc_mutex_;  // alloc_bytes / free_bytes may be called from several threads
   std::unordered_map<void*, std::pair<size_t, Mem>> allocs_;  // pointer -> (bytes, category)

@@ -353,6 +353,8 @@ const std::vector<Key>& schema() {
     s.push_back(enum_key(PENTAD_FIELD(train, dtype), "compute dtype"));
     s.push_back(bool_key(PENTAD_FIELD(train, bf16_weight_copies),
                          "bf16: one bf16 copy of the weights per update, not one per GEMM"));
+    s.push_back(bool_key(PENTAD_FIELD(train, bf16_activations),
+                         "bf16: the activations only GEMMs read stored in bf16"));
     s.push_back(int_key(PENTAD_FIELD(train, threads), 0, kNoMax,
                         "OpenMP/BLAS threads per rank; 0 = default"));
     s.push_back(int_key(PENTAD_FIELD(train, sample_every), 0, kNoMax,

@@ -140,6 +140,11 @@ struct TrainConfig {
   // change (the optimizer step, a load, a ZeRO-3 gather) instead of at every
   // GEMM. false converts them at every GEMM; both give bitwise-equal runs.
   bool bf16_weight_copies = true;
+  // With dtype bf16: keep the activations that only GEMMs read (the MLP
+  // activation, the norm outputs; MemoryPlan::holds) in bf16, as the GEMMs
+  // read them, instead of fp32 converted at each; bitwise-equal runs, half
+  // their memory on CUDA.
+  bool bf16_activations = true;
   int threads = 0;          // OpenMP/BLAS threads per rank; 0 = default
   int sample_every = 0;     // rank 0 prints a sample (temperature 1, seed) every N steps; 0 = never
   int sample_tokens = 32;   // tokens per sample

@@ -61,13 +61,38 @@ size_t MemoryPlan::wstash_bytes(int g) const {
   const size_t N = size_t(d_.N), C = size_t(d_.C), F = size_t(d_.F);
   const size_t HD = size_t(d_.H) * d_.D, KD = size_t(d_.Hkv) * d_.D;
   const bool full = recompute_ == Recompute::full;
-  size_t elems = 0;
+  size_t bytes = 0;
+  // With full recompute, B's copies of the matmul inputs from the shared
+  // set, in its forms.
+  const size_t NlC = size_t(d_.Nl) * C;
+  const size_t ins = full ? NlC * (value_bytes(Buf::ln1, -1) + value_bytes(Buf::ln2, -1)) + N * HD * sizeof(float) : 0;
   for (int l = chunk_begin_[size_t(g)]; l < chunk_begin_[size_t(g) + 1]; ++l) {
-    if (!moe_block_[size_t(l)]) elems += N * C + N * F * (d_.gpt2 ? 1 : 2) + (full ? N * F : 0);
-    elems += N * C + N * HD + 2 * N * KD;
-    if (full) elems += 2 * size_t(d_.Nl) * C + N * HD;
+    if (!moe_block_[size_t(l)]) {
+      bytes += (N * C + N * F * (d_.gpt2 ? 1 : 2)) * sizeof(float);
+      if (full) bytes += N * F * value_bytes(Buf::fc_act, -1);
+    }
+    bytes += (N * C + N * HD + 2 * N * KD) * sizeof(float) + ins;
   }
-  return elems * sizeof(float);
+  return bytes;
+}
+
+bool MemoryPlan::holds(Buf b, int block) const {
+  if (layout_.bf16_act_bytes <= 0) return false;
+  switch (b) {
+    case Buf::fc_act:
+    case Buf::scratch_fc_act: return true;
+    case Buf::ln1: return !d_.sp;
+    case Buf::ln2:
+      if (d_.sp) return false;
+      if (block >= 0) return !moe_block_[size_t(block)];
+      return std::find(moe_block_.begin(), moe_block_.end(), true) == moe_block_.end();
+    default: return false;
+  }
+}
+
+void MemoryPlan::mark_form(BufSpec& b) const {
+  b.gemm_form = holds(b.buf, b.block);
+  b.value_bytes = uint8_t(value_bytes(b.buf, b.block));
 }
 
 // One block's Acts. kept: a slot's (the attention probabilities with
@@ -78,7 +103,10 @@ size_t MemoryPlan::wstash_bytes(int g) const {
 void MemoryPlan::add_block_acts(std::vector<BufSpec>& out, Mem mem, int block, bool kept) const {
   const size_t BT = size_t(d_.N), HD = size_t(d_.H) * d_.D, KD = size_t(d_.Hkv) * d_.D;
   const size_t Nl = size_t(d_.Nl), NlC = Nl * d_.C, BHT = size_t(d_.B) * d_.H * d_.T;
-  auto add = [&](Buf b, size_t n) { out.push_back({b, mem, n, block}); };
+  auto add = [&](Buf b, size_t n) {
+    out.push_back({b, mem, n, block});
+    mark_form(out.back());
+  };
   add(Buf::ln1, NlC);         // (Nl, C)
   add(Buf::ln1_mean, Nl);     // (Nl)
   add(Buf::ln1_rstd, Nl);     // (Nl)
@@ -105,7 +133,10 @@ std::vector<BufSpec> MemoryPlan::shared_buffers() const {
   const size_t BT = size_t(d_.N), BTC = BT * d_.C, HD = size_t(d_.H) * d_.D, KD = size_t(d_.Hkv) * d_.D;
   const size_t NlC = size_t(d_.Nl) * d_.C, BTF = BT * d_.F;
   std::vector<BufSpec> out;
-  auto add = [&](Buf b, size_t n) { out.push_back({b, Mem::scratch, n}); };
+  auto add = [&](Buf b, size_t n) {
+    out.push_back({b, Mem::scratch, n});
+    mark_form(out.back());
+  };
   add(Buf::dres, NlC);
   add(Buf::d_ln, NlC);
   add(Buf::d_att, BT * HD);

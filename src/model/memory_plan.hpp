@@ -6,7 +6,9 @@
 // scratch figures are the model's allocations by construction. Also the
 // data-parallel bucket and ZeRO shard sizes, shared with DataParallel.
 // Storage is fp32 for every dtype (bf16 rounds gemm operands only; its
-// weight copies are counted with the parameters, weight_copy_bytes).
+// weight copies are counted with the parameters, weight_copy_bytes), except
+// the activations only GEMMs read with train.bf16_activations
+// (bf16_activation_bytes, MemoryPlan::holds).
 #pragma once
 
 #include <cstddef>
@@ -33,6 +35,9 @@ struct RankLayout {
   // (Backend::attention_bwd_reads_probs); where it does not, recompute =
   // none keeps none.
   bool attention_probs = true;
+  // Bytes per value of an activation held in GEMM form
+  // (Backend::bf16_activation_bytes; MemoryPlan::holds says which); 0: all fp32.
+  int bf16_act_bytes = 0;
 };
 
 // The planner's side of Backend::attention_bwd_reads_probs: the CPU backend
@@ -45,6 +50,14 @@ inline bool attention_bwd_reads_probs(BackendKind backend) { return backend == B
 // bf16 values.
 inline int weight_copy_bytes(const Config& cfg) {
   if (cfg.train.dtype != ComputeDtype::bf16 || !cfg.train.bf16_weight_copies) return 0;
+  return cfg.backend == BackendKind::cpu ? 4 : 2;
+}
+
+// The planner's side of Backend::bf16_activation_bytes: the bytes per
+// value of an activation held in GEMM form (train.bf16_activations), 0
+// where activations stay fp32; the weight copies' form (weight_copy_bytes).
+inline int bf16_activation_bytes(const Config& cfg) {
+  if (cfg.train.dtype != ComputeDtype::bf16 || !cfg.train.bf16_activations) return 0;
   return cfg.backend == BackendKind::cpu ? 4 : 2;
 }
 
@@ -77,14 +90,19 @@ constexpr bool is_acts_buf(Buf b) { return b <= Buf::fc_act; }
 struct BufSpec {
   Buf buf;
   Mem mem;           // the backend's accounting category
-  size_t elems;      // fp32 values, or int32 token ids when i32
+  size_t elems;      // fp32 values, or int32 token ids when i32, or values in GEMM form
   int block = -1;    // Acts of a slot: the block; res: the block whose input it is (L: the output)
   bool i32 = false;
+  // Held in GEMM form (Backend::hold_gemm_form), value_bytes per value
+  // (RankLayout::bf16_act_bytes): with bf16_activations, the activations
+  // MemoryPlan::holds names.
+  bool gemm_form = false;
+  uint8_t value_bytes = 4;
   // Allocated in one block with the next buffer, right before it: Q, K and V
   // (and Llama's gate and up outputs, and the gradients of both), so that
   // the grouped linear ops (ops.def linear_fwd_group) find them evenly spaced.
   bool with_next = false;
-  size_t bytes() const { return elems * (i32 ? sizeof(int32_t) : sizeof(float)); }
+  size_t bytes() const { return elems * value_bytes; }  // fp32, int32 and the CPU's GEMM form: 4
 };
 
 size_t bytes_of(const std::vector<BufSpec>& bufs, Mem mem);
@@ -129,9 +147,23 @@ class MemoryPlan {
   BufSpec dump_logits() const;
   // One pipeline boundary buffer (Pipeline allocates them): (Nl, C).
   size_t boundary_elems() const { return size_t(d_.Nl) * size_t(d_.C); }
+  // Is activation b of block `block` (-1: full recompute's shared set, or
+  // the scratch MLP activation) held in GEMM form (bf16_activations)? The
+  // ones only GEMMs read, from their first value: the MLP activation always;
+  // the two norm outputs (ln1, ln2) except under sp, where they are
+  // all-gathered into a buffer shared with the final norm's, and ln2 before
+  // an MoE layer, whose router and dispatch read its rows (the shared set:
+  // when any block is one). The final norm's output is read in row chunks by
+  // the loss head: fp32.
+  bool holds(Buf b, int block) const;
+  // Its bytes per value: layout.bf16_act_bytes where held, else 4.
+  size_t value_bytes(Buf b, int block) const {
+    return holds(b, block) ? size_t(layout_.bf16_act_bytes) : sizeof(float);
+  }
 
  private:
   void add_block_acts(std::vector<BufSpec>& out, Mem mem, int block, bool kept) const;
+  void mark_form(BufSpec& b) const;  // gemm_form and value_bytes from holds
 
   LocalDims d_;
   Recompute recompute_ = Recompute::none;

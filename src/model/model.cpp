@@ -246,6 +246,7 @@ struct Model::WStash {
 
 void Model::bind(const BufSpec& b, void* p, Slot* s) {
   float* f = static_cast<float*>(p);
+  if (b.gemm_form) be_.hold_gemm_form(f, b.elems);  // only GEMMs read it: kept in bf16 (MemoryPlan::holds)
   if (is_acts_buf(b.buf)) {
     Acts& a = b.block >= 0 ? s->acts[size_t(b.block)] : *shared_acts_;
     switch (b.buf) {
@@ -322,7 +323,7 @@ void Model::alloc_planned(const std::vector<BufSpec>& bufs, std::vector<void*>& 
 void Model::alloc_shared() {
   plan_ = MemoryPlan(cfg_, recompute_, B_,
                      RankLayout{tp_size_, sp_, cp_split_, pp_rank_, pp_size_, par_.placement, chunk_begin_,
-                                be_.attention_bwd_reads_probs()});
+                                be_.attention_bwd_reads_probs(), int(be_.bf16_activation_bytes())});
   const LocalDims& d = plan_.dims();
   if (d.N != N_ || d.Nl != Nl_ || d.T != T_ || d.C != C_ || d.H != H_ || d.Hkv != Hkv_ || d.D != D_ ||
       d.F != F_ || d.V != V_ || plan_.has_head() != has_head_)
@@ -366,10 +367,15 @@ void Model::alloc_wstash(Slot& S) {
   if (!S.wstash.empty()) return;
   S.wstash.resize(size_t(L_));
   const bool full = recompute_ == Recompute::full;
-  auto take = [&](float*& p, size_t n) {
-    p = be_.alloc(n, Mem::activations);
+  auto take = [&](float*& p, size_t n, size_t value_bytes = sizeof(float)) {
+    p = static_cast<float*>(be_.alloc_bytes(n * value_bytes, Mem::activations));
     S.owned.push_back(p);
-    S.w_bytes += n * sizeof(float);
+    S.w_bytes += n * value_bytes;
+  };
+  // A copy of the shared set's activation b, in its form (bf16_activations).
+  auto take_held = [&](float*& p, Buf b, size_t n) {
+    take(p, n, plan_.value_bytes(b, -1));
+    if (plan_.holds(b, -1)) be_.hold_gemm_form(p, n);
   };
   const size_t N = size_t(N_), Nl = size_t(Nl_), C = size_t(C_);
   for (int l = chunk_first_block(S.chunk); l < chunk_end_block(S.chunk); ++l) {
@@ -378,16 +384,16 @@ void Model::alloc_wstash(Slot& S) {
       take(w.dy_mlp, N * C);
       take(w.d_fc_pre, N * F_ * (gpt2_ ? 1 : 2));  // Llama: with d_up, one block (the gate_up group)
       if (!gpt2_) w.d_up = w.d_fc_pre + N * F_;
-      if (full) take(w.fc_act, N * F_);
+      if (full) take_held(w.fc_act, Buf::fc_act, N * F_);
     }
     take(w.dy_att, N * C);
     take(w.dq, N * (H_ + 2 * Hkv_) * D_);  // dq, dk, dv: one block (the qkv group)
     w.dk = w.dq + N * H_ * D_;
     w.dv = w.dk + N * Hkv_ * D_;
     if (full) {
-      take(w.ln1, Nl * C);
+      take_held(w.ln1, Buf::ln1, Nl * C);
       take(w.att, N * H_ * D_);
-      take(w.ln2, Nl * C);
+      take_held(w.ln2, Buf::ln2, Nl * C);
     }
   }
   if (S.w_bytes != plan_.wstash_bytes(S.chunk))
@@ -528,11 +534,14 @@ void Model::block_bwd(int l, Acts& a, const float* in, WStash* w) {
     // The MoE layer's saved state was dropped after forward: run it again
     // (its output is not needed; d_ln is free until the MoE backward).
     if (moe) moe_fwd(mctx, l, s.d_ln, a, nullptr);
-    if (w) {
-      keep(w->ln1, a.ln1, size_t(Nl_) * C_);
+    if (w) {  // the shared set's activations, each in its form
+      auto keep_as = [&](float* dst, const float* src, Buf buf, size_t n) {
+        be_.copy_bytes(dst, src, n * plan_.value_bytes(buf, -1));
+      };
+      keep_as(w->ln1, a.ln1, Buf::ln1, size_t(Nl_) * C_);
       keep(w->att, a.att, size_t(N_) * H_ * D_);
-      keep(w->ln2, a.ln2, size_t(Nl_) * C_);
-      if (!moe) keep(w->fc_act, a.fc_act, size_t(N_) * F_);
+      keep_as(w->ln2, a.ln2, Buf::ln2, size_t(Nl_) * C_);
+      if (!moe) keep_as(w->fc_act, a.fc_act, Buf::fc_act, size_t(N_) * F_);
     }
   } else if (recompute_ == Recompute::selective && !moe) {
     mlp_act_fwd(a);  // fc_act is shared scratch

@@ -52,7 +52,7 @@ MemoryPlan memory_plan_of(const Config& cfg, const std::vector<int>& cb, int pp_
   const ParallelConfig& p = cfg.parallel;
   return MemoryPlan(cfg.model, cfg.train.recompute, cfg.train.micro_batch,
                     RankLayout{p.tp, p.sp, cp_split_of(cfg), pp_rank, p.pp, placement_of(cfg), cb,
-                               attention_bwd_reads_probs(cfg.backend)});
+                               attention_bwd_reads_probs(cfg.backend), bf16_activation_bytes(cfg)});
 }
 
 // The model's local sizes (memory_plan.hpp's local_dims), as doubles for

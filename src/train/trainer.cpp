@@ -625,7 +625,7 @@ void Trainer::print_summary(int last_step) const {
   auto mem = [&](Mem m) { return format_bytes(double(ms.peak_bytes[int(m)]), 1); };
   std::printf("summary: %d steps (%d to %d) in %.1f s | final loss %.4f%s | median step %.1f ms | "
               "%.0f tok/s | %.3f TFLOP/s | MFU %.1f%% | peak tracked memory %s "
-              "(params %s, grads %s, optim %s, activations %s, scratch %s) | max RSS %s%s%s%s%s\n",
+              "(params %s, grads %s, optim %s, activations %s, scratch %s) | max RSS %s%s%s%s%s%s\n",
               int(step_times_.size()), start_step_, last_step, seconds_since(t_start_), last_loss_,
               std::isfinite(last_val_) ? (" | val loss " + std::to_string(last_val_)).c_str() : "", median * 1e3,
               tok_s, tok_s * fpt_ / 1e12, 100 * tokens_global_ / median * fpt_ / 1e12 / (peak_tflops_ * topo_.size),
@@ -634,6 +634,9 @@ void Trainer::print_summary(int last_step) const {
               mem(Mem::scratch).c_str(), format_bytes(double(max_rss_bytes()), 1).c_str(),
               be_.keeps_weight_copies()
                   ? (" | bf16 weight copies made " + std::to_string(be_.weight_copies_made())).c_str()
+                  : "",
+              be_.keeps_bf16_activations()
+                  ? (" | bf16 activations read in place " + std::to_string(be_.held_activation_reads())).c_str()
                   : "",
               // Only a backend with GEMM epilogues (CUDA's cuBLASLt) counts them.
               be_.epilogues_fused() + be_.epilogues_unfused() > 0

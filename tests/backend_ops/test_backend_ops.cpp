@@ -1220,6 +1220,99 @@ TEST_P(OpsVsCpu, GemmAllTransposesBetaStridesBatches) {
   }
 }
 
+// The MLP activation held in bf16 (Backend::hold_gemm_form,
+// train.bf16_activations): linear_fwd with its GELU into a held buffer
+// (CUDA: the bias in the epilogue, then a GELU pass writing bf16),
+// swiglu_fwd, layernorm_fwd and rmsnorm_fwd into others hold bf16 values
+// within one bf16 step of the
+// CPU's rounded results (the GELU's exp differs by ulps, which can move a
+// value across a rounding boundary); the forward's fp32 output agrees as in
+// LinearFwdEpilogues. Then the GEMMs that read a held buffer (the down
+// projection's forward as A, its weight gradient as transposed B) agree
+// with the CPU's GEMMs on the values the GPU holds, and each read counts
+// once in held_activation_reads.
+TEST_P(OpsVsCpu, HeldBf16Activations) {
+  cpu_->set_compute_dtype(pentad::Dtype::bf16);
+  gpu_->set_compute_dtype(pentad::Dtype::bf16);
+  ASSERT_EQ(gpu_->bf16_activation_bytes(), 2u);
+  const int N = 301, C = 72, F = 96;
+  const Vec x = randn(size_t(N) * C, 51), w_up = randn(size_t(F) * C, 52, 0.2f), b_up = randn(F, 53);
+  const Vec gate = randn(size_t(N) * F, 54, 2.0f), upv = randn(size_t(N) * F, 55);
+  const Vec w_down = randn(size_t(C) * F, 56, 0.2f), dy = randn(size_t(N) * C, 57);
+  const size_t NF = size_t(N) * F;
+  auto held = [&] {
+    auto* p = static_cast<float*>(gpu_->alloc_bytes(NF * 2, pentad::Mem::activations));
+    owned_.push_back(p);
+    gpu_->hold_gemm_form(p, NF);
+    return p;
+  };
+  // The held values as floats.
+  auto held_down = [&](const float* p) {
+    std::vector<uint16_t> bits(NF);
+    gpu_->to_host(bits.data(), p, NF * 2);
+    Vec v(NF);
+    for (size_t i = 0; i < NF; ++i) v[i] = pentad::bf16_to_float(bits[i]);
+    return v;
+  };
+  // Within one bf16 step of the CPU's rounded value, and mostly equal.
+  auto near_rounded = [&](const std::string& what, const Vec& got, const Vec& cpu_rounded) {
+    size_t off = 0, worse = 0;
+    for (size_t i = 0; i < NF; ++i)
+      if (got[i] != cpu_rounded[i]) {
+        ++off;
+        if (std::fabs(got[i] - cpu_rounded[i]) > std::ldexp(std::fabs(cpu_rounded[i]), -7) + 1e-30) ++worse;
+      }
+    EXPECT_EQ(worse, 0u) << what << ": values more than one bf16 step from the CPU's";
+    EXPECT_LE(off, NF / 100) << what << ": values differing from the CPU's rounded ones";
+    std::printf("%s: %zu of %zu held values one bf16 step from the CPU's\n", what.c_str(), off, NF);
+  };
+  float* d_act = held();
+  float* d_pre = up(Vec(NF));
+  const size_t fused = gpu_->epilogues_fused();
+  gpu_->linear_fwd(d_pre, up(x), up(w_up), up(b_up), N, F, C, 0.0f, d_act);
+  EXPECT_EQ(gpu_->epilogues_fused(), fused + 1) << "the bias in the epilogue (F = 96: cuBLASLt can)";
+  Vec pre(NF), act(NF);
+  cpu_->linear_fwd(pre.data(), x.data(), w_up.data(), b_up.data(), N, F, C, 0.0f, act.data());
+  compare("held: linear_fwd's GELU input", down(d_pre, NF), pre, 1e-4, 1e-4);
+  for (float& v : act) v = pentad::round_bf16(v);
+  const Vec g_act = held_down(d_act);
+  near_rounded("held: GELU", g_act, act);
+  float* d_sw = held();
+  gpu_->swiglu_fwd(d_sw, up(gate), up(upv), NF);
+  Vec sw(NF);
+  cpu_->swiglu_fwd(sw.data(), gate.data(), upv.data(), NF);
+  for (float& v : sw) v = pentad::round_bf16(v);
+  near_rounded("held: SwiGLU", held_down(d_sw), sw);
+  // The norms into held buffers (N rows of F: the shapes need not be the model's).
+  const Vec nw = randn(F, 58, 0.5f, 1.0f), nb = randn(F, 59);
+  Vec mean(N), rstd(N), ln(NF);
+  float *d_mean = up(mean), *d_rstd = up(rstd), *d_ln = held();
+  gpu_->layernorm_fwd(d_ln, d_mean, d_rstd, up(gate), up(nw), up(nb), N, F, 1e-5f);
+  cpu_->layernorm_fwd(ln.data(), mean.data(), rstd.data(), gate.data(), nw.data(), nb.data(), N, F, 1e-5f);
+  for (float& v : ln) v = pentad::round_bf16(v);
+  near_rounded("held: layernorm_fwd", held_down(d_ln), ln);
+  compare("held: layernorm_fwd rstd", down(d_rstd, N), rstd);
+  float* d_rms = held();
+  gpu_->rmsnorm_fwd(d_rms, d_rstd, up(gate), up(nw), N, F, 1e-5f);
+  cpu_->rmsnorm_fwd(ln.data(), rstd.data(), gate.data(), nw.data(), N, F, 1e-5f);
+  for (float& v : ln) v = pentad::round_bf16(v);
+  near_rounded("held: rmsnorm_fwd", held_down(d_rms), ln);
+  // The GEMMs reading the held GELU output, against the CPU's on the same values.
+  const size_t reads = gpu_->held_activation_reads();
+  float* d_out = up(Vec(size_t(N) * C));
+  gpu_->gemm(false, true, N, C, F, 1.0f, d_act, F, up(w_down), F, 0.0f, d_out, C);  // out = act w_down^T
+  float* d_dw = up(Vec(size_t(C) * F));
+  gpu_->gemm(true, false, C, F, N, 1.0f, up(dy), C, d_act, F, 0.0f, d_dw, F);  // dw = dy^T act
+  EXPECT_EQ(gpu_->held_activation_reads(), reads + 2);
+  Vec out(size_t(N) * C), dw(size_t(C) * F);
+  cpu_->gemm(false, true, N, C, F, 1.0f, g_act.data(), F, w_down.data(), F, 0.0f, out.data(), C);
+  cpu_->gemm(true, false, C, F, N, 1.0f, dy.data(), C, g_act.data(), F, 0.0f, dw.data(), F);
+  compare("held: GEMM reading it as A", down(d_out, out.size()), out, 1e-4, 1e-4);
+  compare("held: GEMM reading it as transposed B", down(d_dw, dw.size()), dw, 1e-4, 1e-4);
+  cpu_->set_compute_dtype(pentad::Dtype::fp32);
+  gpu_->set_compute_dtype(pentad::Dtype::fp32);
+}
+
 // The bf16 weight copies (Backend::keep_weight_copy): a GEMM whose operand
 // (A or B, strided, batched) lies in a registered range reads the copy in
 // place, made once for two GEMMs and again after a write into the range,
@@ -1870,6 +1963,18 @@ TEST_P(ReferenceOps, WeightCopyBytesAsThePlannerAssumes) {
 }
 TEST_P(OpsVsCpu, WeightCopyBytesAsThePlannerAssumes) {
   EXPECT_EQ(int(gpu_->weight_copy_elem_bytes()), pentad::weight_copy_bytes(bf16_deck(pentad::BackendKind::cuda)));
+}
+// And for the MLP activation held in bf16 (train.bf16_activations).
+TEST_P(ReferenceOps, Bf16ActivationBytesAsThePlannerAssumes) {
+  backend().set_compute_dtype(pentad::Dtype::bf16);
+  EXPECT_EQ(int(backend().bf16_activation_bytes()), pentad::bf16_activation_bytes(bf16_deck(pentad::BackendKind::cpu)));
+  backend().set_compute_dtype(pentad::Dtype::fp32);
+  EXPECT_EQ(backend().bf16_activation_bytes(), 0u);
+}
+TEST_P(OpsVsCpu, Bf16ActivationBytesAsThePlannerAssumes) {
+  gpu_->set_compute_dtype(pentad::Dtype::bf16);
+  EXPECT_EQ(int(gpu_->bf16_activation_bytes()), pentad::bf16_activation_bytes(bf16_deck(pentad::BackendKind::cuda)));
+  gpu_->set_compute_dtype(pentad::Dtype::fp32);
 }
 
 // The reference suite on the backends the host addresses; the comparison on

@@ -23,21 +23,27 @@ foreach(model tiny llama)
                        ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
 endforeach()
 
-# The bf16 weight copies (Backend::keep_weight_copy): with and without them,
-# bitwise-identical gradients, losses and final parameters, in every layout
-# that writes the weights differently (the optimizer over a ZeRO shard and
-# its gather, ZeRO-3's per-unit windows, tp slices, pipeline stages with a
-# tied embedding, the expert store, cp) and across a resume.
-set(_wc ${CMAKE_CURRENT_LIST_DIR}/weight_copies_identical.sh)
+# bf16's two storage options, each with and without (KEY, the deck key;
+# bf16_storage_identical.sh): bitwise-identical gradients, losses and final
+# parameters. Test names: <prefix>_<name>.
+set(_wc ${CMAKE_CURRENT_LIST_DIR}/bf16_storage_identical.sh)
 set(_parity ${PROJECT_SOURCE_DIR}/tests/parity)
-function(pentad_weight_copies_test name deck np sets resume)
-  add_test(NAME weight_copies_identical_${name} COMMAND bash ${_wc} ${_parity}/${deck}.toml ${np} "${sets}")
+function(pentad_bf16_storage_test key prefix name deck np sets resume)
+  add_test(NAME ${prefix}_${name} COMMAND bash ${_wc} ${_parity}/${deck}.toml ${np} "${sets}")
   set(labels "precision")
   if(np GREATER 1)
     set(labels "precision;mpi")
   endif()
-  set_tests_properties(weight_copies_identical_${name} PROPERTIES LABELS "${labels}" TIMEOUT 300
-                       ENVIRONMENT "${PENTAD_TEST_ENV};RESUME=${resume}")
+  set_tests_properties(${prefix}_${name} PROPERTIES LABELS "${labels}" TIMEOUT 300
+                       ENVIRONMENT "${PENTAD_TEST_ENV};RESUME=${resume};KEY=${key}")
+endfunction()
+
+# The bf16 weight copies (Backend::keep_weight_copy), in every layout
+# that writes the weights differently (the optimizer over a ZeRO shard and
+# its gather, ZeRO-3's per-unit windows, tp slices, pipeline stages with a
+# tied embedding, the expert store, cp) and across a resume.
+function(pentad_weight_copies_test name deck np sets resume)
+  pentad_bf16_storage_test(bf16_weight_copies weight_copies_identical ${name} ${deck} ${np} "${sets}" ${resume})
 endfunction()
 pentad_weight_copies_test(gpt2 gpt2 1 "" 0)
 pentad_weight_copies_test(llama_resume llama 1 "" 1)
@@ -49,3 +55,26 @@ pentad_weight_copies_test(llama_pp2_tied llama 2
 pentad_weight_copies_test(moe_llama_dp2_ep2_zero3 moe_llama 2
                           "--set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=3" 0)
 pentad_weight_copies_test(llama_cp2 llama 2 "--set parallel.cp=2" 0)
+
+# The activations held in bf16 (train.bf16_activations,
+# Backend::hold_gemm_form: the MLP activation and the norm outputs), in
+# the layouts that write or read them differently: GELU (in linear_fwd) and
+# SwiGLU, LayerNorm and RMSNorm, tp slices (the norm outputs held without
+# sp, not with it), selective recompute (the MLP activation rebuilt in
+# scratch), full recompute under zbh1 (B's copies for the deferred W), full
+# recompute with an MoE block (the shared set's ln2 not held), pipeline
+# stages, MoE blocks beside dense ones, cp, and a resume.
+function(pentad_bf16_activations_test name deck np sets resume)
+  pentad_bf16_storage_test(bf16_activations bf16_activations_identical ${name} ${deck} ${np} "${sets}" ${resume})
+endfunction()
+pentad_bf16_activations_test(gpt2 gpt2 1 "" 0)
+pentad_bf16_activations_test(llama_resume llama 1 "" 1)
+pentad_bf16_activations_test(gpt2_selective gpt2 1 "--set train.recompute=selective" 0)
+pentad_bf16_activations_test(gpt2_tp2_sp gpt2 2 "--set parallel.tp=2 --set parallel.sp=true" 0)
+pentad_bf16_activations_test(llama_tp2 llama 2 "--set parallel.tp=2" 0)
+pentad_bf16_activations_test(llama_cp2 llama 2 "--set parallel.cp=2" 0)
+pentad_bf16_activations_test(moe_llama_full moe_llama 1 "--set model.moe_every=2 --set train.recompute=full" 0)
+pentad_bf16_activations_test(llama_pp2_zbh1_full llama 2
+                             "--set parallel.pp=2 --set parallel.schedule=zbh1 --set train.recompute=full" 0)
+pentad_bf16_activations_test(moe_gpt2_pp2 moe_gpt2 2
+                             "--set model.moe_every=2 --set parallel.pp=2 --set parallel.schedule=1f1b" 0)

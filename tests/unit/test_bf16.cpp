@@ -308,6 +308,81 @@ TEST(Bf16, NoWeightCopyInFp32OrWhenOff) {
   be->free_bytes(w);
 }
 
+// Backend::hold_gemm_form (train.bf16_activations): the CPU's GEMM form is
+// floats rounded to bf16. A writer (gelu_fwd, swiglu_fwd, layernorm_fwd,
+// rmsnorm_fwd, linear_fwd's act_out) rounds what it writes into a held buffer and nothing else; a GEMM
+// reads the held buffer in place (counted), as A or as transposed B, and
+// gives bitwise what it gives from an unheld buffer of the unrounded values
+// (which it rounds itself). Freeing the block drops the hold; fp32, or the
+// option off, holds nothing.
+TEST(Bf16, HeldActivationWrittenRoundedAndReadInPlace) {
+  auto be = pentad::make_cpu_backend(2);
+  be->set_compute_dtype(pentad::Dtype::bf16);
+  EXPECT_EQ(be->bf16_activation_bytes(), 4u);
+  const int N = 9, F = 24, C = 10;
+  const size_t NF = size_t(N) * F;
+  const Mat x = random_mat(N, F, 0, 11), g = random_mat(N, F, 0, 12), w = random_mat(C, F, 0, 13);
+  const Mat dy = random_mat(N, C, 0, 14), wf = random_mat(F, F, 0, 15);
+  float* act = be->alloc(NF, pentad::Mem::activations);
+  float* plain = be->alloc(NF, pentad::Mem::activations);
+  be->hold_gemm_form(act, NF);
+  EXPECT_TRUE(be->held_in_gemm_form(act));
+  EXPECT_FALSE(be->held_in_gemm_form(plain));
+  EXPECT_FALSE(be->held_in_gemm_form(act + 1));  // only a held buffer's first value
+  auto check_written = [&](const char* what) {
+    size_t not_bf16 = 0;
+    for (size_t i = 0; i < NF; ++i) {
+      EXPECT_EQ(act[i], pentad::round_bf16(plain[i])) << what << " value " << i;
+      not_bf16 += plain[i] != pentad::round_bf16(plain[i]);
+    }
+    EXPECT_GT(not_bf16, NF / 2) << what << ": the unheld output was rounded too";
+  };
+  be->gelu_fwd(act, x.v.data(), NF);
+  be->gelu_fwd(plain, x.v.data(), NF);
+  check_written("gelu_fwd");
+  be->swiglu_fwd(act, g.v.data(), x.v.data(), NF);
+  be->swiglu_fwd(plain, g.v.data(), x.v.data(), NF);
+  check_written("swiglu_fwd");
+  std::vector<float> mean(N), rstd(N);
+  be->layernorm_fwd(act, mean.data(), rstd.data(), x.v.data(), g.v.data(), g.v.data() + F, N, F, 1e-5f);
+  be->layernorm_fwd(plain, mean.data(), rstd.data(), x.v.data(), g.v.data(), g.v.data() + F, N, F, 1e-5f);
+  check_written("layernorm_fwd");
+  be->rmsnorm_fwd(act, rstd.data(), x.v.data(), g.v.data(), N, F, 1e-5f);
+  be->rmsnorm_fwd(plain, rstd.data(), x.v.data(), g.v.data(), N, F, 1e-5f);
+  check_written("rmsnorm_fwd");
+  std::vector<float> y(NF);
+  be->linear_fwd(y.data(), g.v.data(), wf.v.data(), nullptr, N, F, F, 0.0f, act);  // (N,F) (F,F)^T
+  be->linear_fwd(y.data(), g.v.data(), wf.v.data(), nullptr, N, F, F, 0.0f, plain);
+  check_written("linear_fwd act_out");
+  // The two GEMMs that read the MLP activation, from the held and the plain buffer.
+  const size_t reads = be->held_activation_reads();
+  auto products = [&](const float* a) {
+    std::vector<float> out(size_t(N) * C), dw(size_t(C) * F);
+    be->gemm(false, true, N, C, F, 1.0f, a, F, w.v.data(), F, 0.0f, out.data(), C);
+    be->gemm(true, false, C, F, N, 1.0f, dy.v.data(), C, a, F, 0.0f, dw.data(), F);
+    out.insert(out.end(), dw.begin(), dw.end());
+    return out;
+  };
+  EXPECT_EQ(products(act), products(plain));
+  EXPECT_EQ(be->held_activation_reads(), reads + 2);
+  be->free_bytes(act);
+  EXPECT_FALSE(be->held_in_gemm_form(act));  // the hold went with the block
+  // fp32, or bf16 with the option off: nothing is held.
+  float* other = be->alloc(NF, pentad::Mem::activations);
+  be->set_bf16_activations(false);
+  EXPECT_EQ(be->bf16_activation_bytes(), 0u);
+  be->hold_gemm_form(other, NF);
+  be->set_bf16_activations(true);
+  EXPECT_FALSE(be->held_in_gemm_form(other));
+  be->set_compute_dtype(pentad::Dtype::fp32);
+  EXPECT_EQ(be->bf16_activation_bytes(), 0u);
+  be->hold_gemm_form(other, NF);
+  be->set_compute_dtype(pentad::Dtype::bf16);
+  EXPECT_FALSE(be->held_in_gemm_form(other));
+  be->free_bytes(other);
+  be->free_bytes(plain);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

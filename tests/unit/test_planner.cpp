@@ -171,6 +171,58 @@ TEST(Planner, CudaKeepsNoAttentionProbabilities) {
   EXPECT_FALSE(pentad::attention_bwd_reads_probs(pentad::BackendKind::cuda));
 }
 
+// train.bf16_activations holds the activations only GEMMs read in GEMM
+// form: 2 bytes a value on CUDA instead of 4, 4 on the CPU (floats rounded
+// to bf16), and only with train.dtype = bf16. Here (GPT-2, no MoE, no sp)
+// those are each block's MLP activation (B T, F) and its two norm outputs
+// (B T, C each). recompute = none: each slot keeps all three per block.
+// selective: the slot keeps the norm outputs, and the MLP activation is one
+// scratch buffer rebuilt per block. full: one shared set of the three, in
+// scratch. Under sp the norm outputs stay fp32 (they are all-gathered into
+// a buffer the final norm's output shares). Nothing else changes.
+TEST(Planner, Bf16ActivationsHalveTheHeldActivationsOnCuda) {
+  const auto est = [](const std::string& backend, const std::string& dtype, bool on, const std::string& rc,
+                      bool sp) {
+    std::vector<std::string> sets = {"backend=\"" + backend + "\"", "train.dtype=\"" + dtype + "\"",
+                                     std::string("train.bf16_activations=") + (on ? "true" : "false"),
+                                     "train.recompute=\"" + rc + "\""};
+    if (sp) sets.insert(sets.end(), {"parallel.tp=2", "parallel.sp=true"});
+    return pentad::estimate_memory(pentad::parse_config(kDeck, "t.toml", sets, sp ? 2 : 1));
+  };
+  const int act = int(pentad::Mem::activations), scr = int(pentad::Mem::scratch);
+  for (const bool sp : {false, true})
+    for (const std::string rc : {"none", "selective", "full"}) {
+      SCOPED_TRACE("recompute " + rc + (sp ? ", tp 2 with sp" : ""));
+      const double L = 2, BT = 2 * 16, F = 128.0 / (sp ? 2 : 1), C = 32;
+      const double mlp = BT * F * 2, norms = sp ? 0.0 : 2 * BT * C * 2;  // bytes saved per block
+      const double slot = rc == "none" ? L * (mlp + norms) : rc == "selective" ? L * norms : 0.0;
+      const double scratch = rc == "none" ? 0.0 : rc == "selective" ? mlp : mlp + norms;
+      const auto on = est("cuda", "bf16", true, rc, sp), off = est("cuda", "bf16", false, rc, sp);
+      EXPECT_DOUBLE_EQ(off.stages[0].slot_bytes - on.stages[0].slot_bytes, slot);
+      for (int c = 0; c < pentad::kMemCategories; ++c)
+        EXPECT_DOUBLE_EQ(off.stages[0].bytes[size_t(c)] - on.stages[0].bytes[size_t(c)],
+                         c == act ? slot : c == scr ? scratch : 0.0)
+            << "category " << c;
+      // The CPU's form is 4 bytes; fp32 holds nothing.
+      const auto cpu_on = est("cpu", "bf16", true, rc, sp), cpu_off = est("cpu", "bf16", false, rc, sp);
+      const auto fp32 = est("cuda", "fp32", true, rc, sp);
+      for (int c = 0; c < pentad::kMemCategories; ++c) {
+        EXPECT_DOUBLE_EQ(cpu_on.stages[0].bytes[size_t(c)], cpu_off.stages[0].bytes[size_t(c)]) << "category " << c;
+        if (c != int(pentad::Mem::params)) {  // bf16 adds the weight copies there
+          EXPECT_DOUBLE_EQ(fp32.stages[0].bytes[size_t(c)], off.stages[0].bytes[size_t(c)]) << "category " << c;
+        }
+      }
+    }
+  pentad::Config cfg;
+  cfg.train.dtype = pentad::ComputeDtype::bf16;
+  cfg.backend = pentad::BackendKind::cuda;
+  EXPECT_EQ(pentad::bf16_activation_bytes(cfg), 2);
+  cfg.backend = pentad::BackendKind::cpu;
+  EXPECT_EQ(pentad::bf16_activation_bytes(cfg), 4);
+  cfg.train.bf16_activations = false;
+  EXPECT_EQ(pentad::bf16_activation_bytes(cfg), 0);
+}
+
 // The loss head's rows are cut into the fewest chunks of at most 16 Mi
 // logits, all of one size but the last, which is at most (chunks - 1) rows
 // shorter: GPT-2 124M at B 4, T 256 (V padded to 50304) is 4 x 256 rows, not

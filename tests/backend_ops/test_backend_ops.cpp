@@ -1228,7 +1228,7 @@ TEST_P(OpsVsCpu, GemmAllTransposesBetaStridesBatches) {
 // CPU's rounded results (the GELU's exp differs by ulps, which can move a
 // value across a rounding boundary); the forward's fp32 output agrees as in
 // LinearFwdEpilogues. Then the GEMMs that read a held buffer (the down
-// projection's forward as A, its weight gradient as transposed B) agree
+// projection's forward as A, its weight gradient as B) agree
 // with the CPU's GEMMs on the values the GPU holds, and each read counts
 // once in held_activation_reads.
 TEST_P(OpsVsCpu, HeldBf16Activations) {
@@ -1308,7 +1308,7 @@ TEST_P(OpsVsCpu, HeldBf16Activations) {
   cpu_->gemm(false, true, N, C, F, 1.0f, g_act.data(), F, w_down.data(), F, 0.0f, out.data(), C);
   cpu_->gemm(true, false, C, F, N, 1.0f, dy.data(), C, g_act.data(), F, 0.0f, dw.data(), F);
   compare("held: GEMM reading it as A", down(d_out, out.size()), out, 1e-4, 1e-4);
-  compare("held: GEMM reading it as transposed B", down(d_dw, dw.size()), dw, 1e-4, 1e-4);
+  compare("held: GEMM reading it as B", down(d_dw, dw.size()), dw, 1e-4, 1e-4);
   cpu_->set_compute_dtype(pentad::Dtype::fp32);
   gpu_->set_compute_dtype(pentad::Dtype::fp32);
 }

@@ -311,7 +311,7 @@ TEST(Bf16, NoWeightCopyInFp32OrWhenOff) {
 // Backend::hold_gemm_form (train.bf16_activations): the CPU's GEMM form is
 // floats rounded to bf16. A writer (gelu_fwd, swiglu_fwd, layernorm_fwd,
 // rmsnorm_fwd, linear_fwd's act_out) rounds what it writes into a held buffer and nothing else; a GEMM
-// reads the held buffer in place (counted), as A or as transposed B, and
+// reads the held buffer in place (counted), as A or as B, and
 // gives bitwise what it gives from an unheld buffer of the unrounded values
 // (which it rounds itself). Freeing the block drops the hold; fp32, or the
 // option off, holds nothing.

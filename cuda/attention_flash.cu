@@ -4,7 +4,7 @@
 // memory) and the launches. attention_fwd takes the forward when no
 // probabilities are asked for and the head dimension is one it is built for
 // (16 to 128), attention_bwd the backward's two kernels likewise (16 to
-// 64); the rest of the bf16 attention runs in attention_tc.cu.
+// 128); the rest of the bf16 attention runs in attention_tc.cu.
 #include <cstdlib>
 #include <cstring>
 
@@ -75,7 +75,8 @@ __global__ void __launch_bounds__(flash::kThreads, 3) flash_fwd_kernel(flash::Fw
 }
 
 template <int D>
-__global__ void __launch_bounds__(flash::kThreads, 3) flash_dq_kernel(flash::BwdArgs a) {
+__global__ void __launch_bounds__(flash::kThreads, flash::BwdTiles<D>::dq_blocks_per_sm)
+    flash_dq_kernel(flash::BwdArgs a) {
   __shared__ flash::DqSmem<D> sm;
   const int bh = int(blockIdx.y), b = bh / a.H, h = bh % a.H;
   const int q0 = (int(gridDim.x) - 1 - int(blockIdx.x)) * flash::kRows;  // most keys first
@@ -84,7 +85,8 @@ __global__ void __launch_bounds__(flash::kThreads, 3) flash_dq_kernel(flash::Bwd
 }
 
 template <int D>
-__global__ void __launch_bounds__(flash::kThreads, 2) flash_dkv_kernel(flash::BwdArgs a) {
+__global__ void __launch_bounds__(flash::kThreads, flash::BwdTiles<D>::dkv_blocks_per_sm)
+    flash_dkv_kernel(flash::BwdArgs a) {
   __shared__ flash::DkvSmem<D> sm;
   const int bh = int(blockIdx.y), b = bh / a.Hkv, hk = bh % a.Hkv;
   const int k0 = int(blockIdx.x) * flash::kKeys;  // earliest keys (most queries) first
@@ -142,7 +144,8 @@ bool CudaBackend::attention_flash_bwd(float* dq, float* dk, float* dv, const flo
   switch (D) {
     case 16: launch_bwd<16>(a, stream_); break;
     case 32: launch_bwd<32>(a, stream_); break;
-    default: launch_bwd<64>(a, stream_); break;
+    case 64: launch_bwd<64>(a, stream_); break;
+    default: launch_bwd<128>(a, stream_); break;
   }
   ++attention_fused_;
   return true;

@@ -299,16 +299,34 @@ PENTAD_HD void fwd_block(W& w, Smem<D>& sm, const FwdArgs& a, int b, int h, int 
 // the normalized P = exp(S - lse) where it multiplies dO, dS where it
 // multiplies K and Q. delta = rowsum(dO * O) comes computed (B, H, Tq).
 //   dq_block: a block per kRows query rows of (b, h), a warp per 16 rows;
-//     per tile of kKeys keys: S = Q K^T, dP = dO V^T, dS = P (dP - delta),
+//     per tile of Kt keys: S = Q K^T, dP = dO V^T, dS = P (dP - delta),
 //     dQ += dS K; at the end dq += scale dQ.
 //   dkv_block: a block per kKeys keys of (b, kv head), a warp per 16 keys;
-//     for each query head of the group and each tile of kRows queries from
+//     for each query head of the group and each tile of Rt queries from
 //     the first that sees the block's keys: S^T = K Q^T, dP^T = V dO^T,
 //     dS^T = P^T (dP^T - delta), dV += P^T dO, dK += dS^T Q; at the end
 //     dk += scale dK, dv += dV.
-// Built for D = 16, 32, 64 (the registers of K, V and both accumulators).
+// Built for D = 16, 32, 64 and 128. The tiles inside a block shrink at
+// D = 128 (BwdTiles), where a lane's K, V and two D-wide accumulators take
+// most of its registers; the blocks themselves (kRows queries, kKeys keys)
+// stay as at every D.
 
-PENTAD_HD inline bool supports_bwd_head_dim(int D) { return D == 16 || D == 32 || D == 64; }
+PENTAD_HD inline bool supports_bwd_head_dim(int D) { return D == 16 || D == 32 || D == 64 || D == 128; }
+
+// Per head dimension: the keys of dq_block's tiles, the queries of
+// dkv_block's tiles (multiples of 16: the product's k), and the blocks per
+// SM each kernel is built for (__launch_bounds__: at most 65536 / (128 n)
+// registers a thread). At D = 128 a dq lane holds Q and dO as fragments
+// (64 registers) and dQ (64), a dk/dv lane K and V (64) and dK and dV
+// (128): the score tiles are what is left to shrink.
+template <int D>
+struct BwdTiles {
+  static constexpr int dq_keys = D <= 64 ? kKeys : 32;
+  static constexpr int dkv_rows = D <= 64 ? kRows : 16;
+  static constexpr int dq_blocks_per_sm = D <= 64 ? 3 : 2;
+  static constexpr int dkv_blocks_per_sm = 2;
+  static constexpr bool dkv_split = D > 64;  // dV and dK in two passes (dkv_block)
+};
 
 struct BwdArgs {
   float* dq;           // (B, Tq, H, D), accumulated
@@ -370,22 +388,24 @@ PENTAD_HD void c_to_a_frag(uint32_t* af, const float (&acc)[N][4], int c) {
 
 template <int D>
 struct DqSmem {
-  static constexpr int ld = D + 8, t_ld = kKeys + 8;
-  uint16_t k[kKeys * ld];   // keys x dims
-  uint16_t v[kKeys * ld];   // keys x dims
+  static constexpr int Kt = BwdTiles<D>::dq_keys;  // keys per tile
+  static constexpr int ld = D + 8, t_ld = Kt + 8;
+  uint16_t k[Kt * ld];   // keys x dims
+  uint16_t v[Kt * ld];   // keys x dims
   uint16_t kt[D * t_ld];    // dims x keys
 };
 
 template <int D>
 struct DqLane {
   uint32_t qa[D / 16][4], doa[D / 16][4];
-  float s[kKeys / 8][4], dp[kKeys / 8][4];
+  float s[BwdTiles<D>::dq_keys / 8][4], dp[BwdTiles<D>::dq_keys / 8][4];
   float dq[D / 8][4];
   float lse[2], delta[2];
 };
 
 template <int D, class W>
 PENTAD_HD void dq_block(W& w, DqSmem<D>& sm, const BwdArgs& a, int b, int h, int q0) {
+  constexpr int Kt = DqSmem<D>::Kt;
   const int hk = h / (a.H / a.Hkv);
   const int row0 = q0 + 16 * w.warp;
   const size_t q_ld = size_t(a.H) * D, k_ld = size_t(a.Hkv) * D;
@@ -407,10 +427,10 @@ PENTAD_HD void dq_block(W& w, DqSmem<D>& sm, const BwdArgs& a, int b, int h, int
   });
 
   const int k_end = block_k_end(q0, kRows, a.Tq, a.Tk, a.q_offset, a.k_offset, a.causal);
-  for (int j0 = 0; j0 < k_end; j0 += kKeys) {
+  for (int j0 = 0; j0 < k_end; j0 += Kt) {
     w.sync();
     w.block([&](int tid) {
-      for (int e = tid; e < kKeys * D; e += kThreads) {
+      for (int e = tid; e < Kt * D; e += kThreads) {
         const int r = e / D, d = e % D, j = j0 + r;
         float kx = 0, vx = 0;
         if (j < a.Tk) {
@@ -428,14 +448,14 @@ PENTAD_HD void dq_block(W& w, DqSmem<D>& sm, const BwdArgs& a, int b, int h, int
 
     w.each([&](int, DqLane<D>& L) {
       PENTAD_FLASH_UNROLL
-      for (int n = 0; n < kKeys / 8; ++n) {
+      for (int n = 0; n < Kt / 8; ++n) {
         PENTAD_FLASH_UNROLL
         for (int e = 0; e < 4; ++e) L.s[n][e] = L.dp[n][e] = 0;
       }
     });
     // S = Q K^T and dP = dO V^T, per 8 keys n and 16 dims c.
     PENTAD_FLASH_UNROLL
-    for (int n = 0; n < kKeys / 8; ++n) {
+    for (int n = 0; n < Kt / 8; ++n) {
       PENTAD_FLASH_UNROLL
       for (int c = 0; c < D / 16; ++c) {
         w.mma([&](int, DqLane<D>& L) -> float* { return L.s[n]; },
@@ -454,7 +474,7 @@ PENTAD_HD void dq_block(W& w, DqSmem<D>& sm, const BwdArgs& a, int b, int h, int
     w.each([&](int lane, DqLane<D>& L) {
       const int g = lane >> 2, t = lane & 3;
       PENTAD_FLASH_UNROLL
-      for (int n = 0; n < kKeys / 8; ++n) {
+      for (int n = 0; n < Kt / 8; ++n) {
         PENTAD_FLASH_UNROLL
         for (int e = 0; e < 4; ++e) {
           const int r = e >> 1, i = row0 + g + 8 * r, j = j0 + 8 * n + 2 * t + (e & 1);
@@ -468,7 +488,7 @@ PENTAD_HD void dq_block(W& w, DqSmem<D>& sm, const BwdArgs& a, int b, int h, int
     PENTAD_FLASH_UNROLL
     for (int n = 0; n < D / 8; ++n) {
       PENTAD_FLASH_UNROLL
-      for (int c = 0; c < kKeys / 16; ++c) {
+      for (int c = 0; c < Kt / 16; ++c) {
         w.mma([&](int, DqLane<D>& L) -> float* { return L.dq[n]; },
               [&](int, DqLane<D>& L, uint32_t* af) { c_to_a_frag(af, L.s, c); },
               [&](int lane, DqLane<D>&, uint32_t* bf) { load_b_frag(bf, sm.kt, DqSmem<D>::t_ld, 8 * n, 16 * c, lane); });
@@ -493,146 +513,179 @@ PENTAD_HD void dq_block(W& w, DqSmem<D>& sm, const BwdArgs& a, int b, int h, int
 
 template <int D>
 struct DkvSmem {
-  static constexpr int ld = D + 8, t_ld = kRows + 8;
-  uint16_t q[kRows * ld];    // queries x dims
-  uint16_t qt[D * t_ld];     // dims x queries
-  uint16_t o[kRows * ld];    // dO: queries x dims
-  uint16_t ot[D * t_ld];     // dO: dims x queries
-  float lse[kRows], delta[kRows];
+  static constexpr int Rt = BwdTiles<D>::dkv_rows;  // queries per tile
+  static constexpr int ld = D + 8, t_ld = Rt + 8;
+  uint16_t q[Rt * ld];   // queries x dims
+  uint16_t qt[D * t_ld];  // dims x queries
+  uint16_t o[Rt * ld];   // dO: queries x dims
+  uint16_t ot[D * t_ld];  // dO: dims x queries
+  float lse[Rt], delta[Rt];
 };
 
 template <int D>
 struct DkvLane {
   uint32_t ka[D / 16][4], va[D / 16][4];  // the warp's 16 keys of K and V as A fragments
-  float s[kRows / 8][4], dp[kRows / 8][4];  // S^T, then P^T; dP^T, then dS^T
+  float s[BwdTiles<D>::dkv_rows / 8][4], dp[BwdTiles<D>::dkv_rows / 8][4];  // S^T, then P^T; dP^T, then dS^T
   float dk[D / 8][4], dv[D / 8][4];
+};
+
+// Which gradients a pass over the query tiles accumulates (dkv_block).
+template <bool DV, bool DK>
+struct DkvPass {
+  static constexpr bool dv = DV, dk = DK;
 };
 
 template <int D, class W>
 PENTAD_HD void dkv_block(W& w, DkvSmem<D>& sm, const BwdArgs& a, int b, int hk, int k0) {
+  constexpr int Rt = DkvSmem<D>::Rt;
   const int G = a.H / a.Hkv;
   const int key0 = k0 + 16 * w.warp;  // the warp's first key
   const size_t q_ld = size_t(a.H) * D, k_ld = size_t(a.Hkv) * D;
   const size_t k_base = size_t(b) * a.Tk * k_ld + size_t(hk) * D;
-
-  w.each([&](int lane, DkvLane<D>& L) {
-    load_a_frags<D>(L.ka, a.k + k_base, k_ld, key0, a.Tk, lane);
-    load_a_frags<D>(L.va, a.v + k_base, k_ld, key0, a.Tk, lane);
-    PENTAD_FLASH_UNROLL
-    for (int n = 0; n < D / 8; ++n) {
-      PENTAD_FLASH_UNROLL
-      for (int e = 0; e < 4; ++e) L.dk[n][e] = L.dv[n][e] = 0;
-    }
-  });
-
   const int i_begin = block_i_begin(k0, a.q_offset, a.k_offset, a.causal);
-  for (int g = 0; g < G; ++g) {
-    const int h = hk * G + g;
-    const size_t q_base = size_t(b) * a.Tq * q_ld + size_t(h) * D, stat = (size_t(b) * a.H + h) * a.Tq;
-    for (int i0 = i_begin; i0 < a.Tq; i0 += kRows) {
-      w.sync();
-      w.block([&](int tid) {
-        for (int e = tid; e < kRows * D; e += kThreads) {
-          const int r = e / D, d = e % D, i = i0 + r;
-          float qx = 0, ox = 0;
-          if (i < a.Tq) {
-            qx = a.q[q_base + size_t(i) * q_ld + d];
-            ox = a.dout[q_base + size_t(i) * q_ld + d];
-          }
-          const uint16_t qb = uint16_t(bf16_bits(qx)), ob = uint16_t(bf16_bits(ox));
-          sm.q[r * DkvSmem<D>::ld + d] = qb;
-          sm.qt[d * DkvSmem<D>::t_ld + r] = qb;
-          sm.o[r * DkvSmem<D>::ld + d] = ob;
-          sm.ot[d * DkvSmem<D>::t_ld + r] = ob;
-        }
-        for (int r = tid; r < kRows; r += kThreads) {
-          const int i = i0 + r;
-          sm.lse[r] = i < a.Tq ? a.lse[stat + i] : 0.0f;
-          sm.delta[r] = i < a.Tq ? a.delta[stat + i] : 0.0f;
-        }
-      });
-      w.sync();
 
-      w.each([&](int, DkvLane<D>& L) {
-        PENTAD_FLASH_UNROLL
-        for (int n = 0; n < kRows / 8; ++n) {
-          PENTAD_FLASH_UNROLL
-          for (int e = 0; e < 4; ++e) L.s[n][e] = L.dp[n][e] = 0;
-        }
-      });
-      // S^T = K Q^T and dP^T = V dO^T, per 8 queries n and 16 dims c.
-      PENTAD_FLASH_UNROLL
-      for (int n = 0; n < kRows / 8; ++n) {
-        PENTAD_FLASH_UNROLL
-        for (int c = 0; c < D / 16; ++c) {
-          w.mma([&](int, DkvLane<D>& L) -> float* { return L.s[n]; },
-                [&](int, DkvLane<D>& L, uint32_t* af) {
-                  for (int r = 0; r < 4; ++r) af[r] = L.ka[c][r];
-                },
-                [&](int lane, DkvLane<D>&, uint32_t* bf) {
-                  load_b_frag(bf, sm.q, DkvSmem<D>::ld, 8 * n, 16 * c, lane);
-                });
-          w.mma([&](int, DkvLane<D>& L) -> float* { return L.dp[n]; },
-                [&](int, DkvLane<D>& L, uint32_t* af) {
-                  for (int r = 0; r < 4; ++r) af[r] = L.va[c][r];
-                },
-                [&](int lane, DkvLane<D>&, uint32_t* bf) {
-                  load_b_frag(bf, sm.o, DkvSmem<D>::ld, 8 * n, 16 * c, lane);
-                });
-        }
-      }
-      // P^T = exp(scale S^T - lse) where the key is seen; dS^T = P^T (dP^T - delta).
-      w.each([&](int lane, DkvLane<D>& L) {
-        const int gr = lane >> 2, t = lane & 3;
-        PENTAD_FLASH_UNROLL
-        for (int n = 0; n < kRows / 8; ++n) {
-          PENTAD_FLASH_UNROLL
-          for (int e = 0; e < 4; ++e) {
-            const int j = key0 + gr + 8 * (e >> 1), r = 8 * n + 2 * t + (e & 1), i = i0 + r;
-            const bool seen =
-                i < a.Tq && j < a.Tk && j < n_visible(i, a.Tk, a.q_offset, a.k_offset, a.causal);
-            const float p = seen ? expf(L.s[n][e] * a.scale - sm.lse[r]) : 0.0f;
-            L.s[n][e] = p;
-            L.dp[n][e] = p * (L.dp[n][e] - sm.delta[r]);
-          }
-        }
-      });
-      // dV += P^T dO and dK += dS^T Q, per 8 dims n and 16 queries c.
+  // One pass over every query tile that sees the block's keys, accumulating
+  // dV, dK or both (P::dv, P::dk), then adding them to dv, dk. A separate
+  // pass per gradient (D > 64) keeps only one D-wide accumulator live, for
+  // the price of S^T computed twice; each gradient's arithmetic is the same
+  // either way.
+  auto pass = [&](auto P) {
+    constexpr bool want_dv = decltype(P)::dv, want_dk = decltype(P)::dk;
+    w.each([&](int lane, DkvLane<D>& L) {
+      load_a_frags<D>(L.ka, a.k + k_base, k_ld, key0, a.Tk, lane);
+      if (want_dk) load_a_frags<D>(L.va, a.v + k_base, k_ld, key0, a.Tk, lane);
       PENTAD_FLASH_UNROLL
       for (int n = 0; n < D / 8; ++n) {
         PENTAD_FLASH_UNROLL
-        for (int c = 0; c < kRows / 16; ++c) {
-          w.mma([&](int, DkvLane<D>& L) -> float* { return L.dv[n]; },
-                [&](int, DkvLane<D>& L, uint32_t* af) { c_to_a_frag(af, L.s, c); },
-                [&](int lane, DkvLane<D>&, uint32_t* bf) {
-                  load_b_frag(bf, sm.ot, DkvSmem<D>::t_ld, 8 * n, 16 * c, lane);
-                });
-          w.mma([&](int, DkvLane<D>& L) -> float* { return L.dk[n]; },
-                [&](int, DkvLane<D>& L, uint32_t* af) { c_to_a_frag(af, L.dp, c); },
-                [&](int lane, DkvLane<D>&, uint32_t* bf) {
-                  load_b_frag(bf, sm.qt, DkvSmem<D>::t_ld, 8 * n, 16 * c, lane);
-                });
+        for (int e = 0; e < 4; ++e) {
+          if (want_dk) L.dk[n][e] = 0;
+          if (want_dv) L.dv[n][e] = 0;
+        }
+      }
+    });
+
+    for (int g = 0; g < G; ++g) {
+      const int h = hk * G + g;
+      const size_t q_base = size_t(b) * a.Tq * q_ld + size_t(h) * D, stat = (size_t(b) * a.H + h) * a.Tq;
+      for (int i0 = i_begin; i0 < a.Tq; i0 += Rt) {
+        w.sync();
+        w.block([&](int tid) {
+          for (int e = tid; e < Rt * D; e += kThreads) {
+            const int r = e / D, d = e % D, i = i0 + r;
+            float qx = 0, ox = 0;
+            if (i < a.Tq) {
+              qx = a.q[q_base + size_t(i) * q_ld + d];
+              ox = a.dout[q_base + size_t(i) * q_ld + d];
+            }
+            const uint16_t qb = uint16_t(bf16_bits(qx)), ob = uint16_t(bf16_bits(ox));
+            sm.q[r * DkvSmem<D>::ld + d] = qb;
+            if (want_dk) sm.qt[d * DkvSmem<D>::t_ld + r] = qb;
+            if (want_dk) sm.o[r * DkvSmem<D>::ld + d] = ob;
+            if (want_dv) sm.ot[d * DkvSmem<D>::t_ld + r] = ob;
+          }
+          for (int r = tid; r < Rt; r += kThreads) {
+            const int i = i0 + r;
+            sm.lse[r] = i < a.Tq ? a.lse[stat + i] : 0.0f;
+            sm.delta[r] = i < a.Tq ? a.delta[stat + i] : 0.0f;
+          }
+        });
+        w.sync();
+
+        w.each([&](int, DkvLane<D>& L) {
+          PENTAD_FLASH_UNROLL
+          for (int n = 0; n < Rt / 8; ++n) {
+            PENTAD_FLASH_UNROLL
+            for (int e = 0; e < 4; ++e) L.s[n][e] = L.dp[n][e] = 0;
+          }
+        });
+        // S^T = K Q^T and (for dK) dP^T = V dO^T, per 8 queries n and 16 dims c.
+        PENTAD_FLASH_UNROLL
+        for (int n = 0; n < Rt / 8; ++n) {
+          PENTAD_FLASH_UNROLL
+          for (int c = 0; c < D / 16; ++c) {
+            w.mma([&](int, DkvLane<D>& L) -> float* { return L.s[n]; },
+                  [&](int, DkvLane<D>& L, uint32_t* af) {
+                    for (int r = 0; r < 4; ++r) af[r] = L.ka[c][r];
+                  },
+                  [&](int lane, DkvLane<D>&, uint32_t* bf) {
+                    load_b_frag(bf, sm.q, DkvSmem<D>::ld, 8 * n, 16 * c, lane);
+                  });
+            if (want_dk)
+              w.mma([&](int, DkvLane<D>& L) -> float* { return L.dp[n]; },
+                    [&](int, DkvLane<D>& L, uint32_t* af) {
+                      for (int r = 0; r < 4; ++r) af[r] = L.va[c][r];
+                    },
+                    [&](int lane, DkvLane<D>&, uint32_t* bf) {
+                      load_b_frag(bf, sm.o, DkvSmem<D>::ld, 8 * n, 16 * c, lane);
+                    });
+          }
+        }
+        // P^T = exp(scale S^T - lse) where the key is seen; dS^T = P^T (dP^T - delta).
+        w.each([&](int lane, DkvLane<D>& L) {
+          const int gr = lane >> 2, t = lane & 3;
+          PENTAD_FLASH_UNROLL
+          for (int n = 0; n < Rt / 8; ++n) {
+            PENTAD_FLASH_UNROLL
+            for (int e = 0; e < 4; ++e) {
+              const int j = key0 + gr + 8 * (e >> 1), r = 8 * n + 2 * t + (e & 1), i = i0 + r;
+              const bool seen =
+                  i < a.Tq && j < a.Tk && j < n_visible(i, a.Tk, a.q_offset, a.k_offset, a.causal);
+              const float p = seen ? expf(L.s[n][e] * a.scale - sm.lse[r]) : 0.0f;
+              L.s[n][e] = p;
+              if (want_dk) L.dp[n][e] = p * (L.dp[n][e] - sm.delta[r]);
+            }
+          }
+        });
+        // dV += P^T dO and dK += dS^T Q, per 8 dims n and 16 queries c.
+        PENTAD_FLASH_UNROLL
+        for (int n = 0; n < D / 8; ++n) {
+          PENTAD_FLASH_UNROLL
+          for (int c = 0; c < Rt / 16; ++c) {
+            if (want_dv)
+              w.mma([&](int, DkvLane<D>& L) -> float* { return L.dv[n]; },
+                    [&](int, DkvLane<D>& L, uint32_t* af) { c_to_a_frag(af, L.s, c); },
+                    [&](int lane, DkvLane<D>&, uint32_t* bf) {
+                      load_b_frag(bf, sm.ot, DkvSmem<D>::t_ld, 8 * n, 16 * c, lane);
+                    });
+            if (want_dk)
+              w.mma([&](int, DkvLane<D>& L) -> float* { return L.dk[n]; },
+                    [&](int, DkvLane<D>& L, uint32_t* af) { c_to_a_frag(af, L.dp, c); },
+                    [&](int lane, DkvLane<D>&, uint32_t* bf) {
+                      load_b_frag(bf, sm.qt, DkvSmem<D>::t_ld, 8 * n, 16 * c, lane);
+                    });
+          }
         }
       }
     }
+
+    w.each([&](int lane, DkvLane<D>& L) {
+      const int gr = lane >> 2, t = lane & 3;
+      for (int r = 0; r < 2; ++r) {
+        const int j = key0 + gr + 8 * r;
+        if (j >= a.Tk) continue;
+        float* dk = a.dk + k_base + size_t(j) * k_ld;
+        float* dv = a.dv + k_base + size_t(j) * k_ld;
+        PENTAD_FLASH_UNROLL
+        for (int n = 0; n < D / 8; ++n) {
+          if (want_dk) {
+            dk[8 * n + 2 * t] += a.scale * L.dk[n][2 * r];
+            dk[8 * n + 2 * t + 1] += a.scale * L.dk[n][2 * r + 1];
+          }
+          if (want_dv) {
+            dv[8 * n + 2 * t] += L.dv[n][2 * r];
+            dv[8 * n + 2 * t + 1] += L.dv[n][2 * r + 1];
+          }
+        }
+      }
+    });
+  };
+
+  if constexpr (BwdTiles<D>::dkv_split) {
+    pass(DkvPass<true, false>{});
+    pass(DkvPass<false, true>{});
+  } else {
+    pass(DkvPass<true, true>{});
   }
-
-  w.each([&](int lane, DkvLane<D>& L) {
-    const int gr = lane >> 2, t = lane & 3;
-    for (int r = 0; r < 2; ++r) {
-      const int j = key0 + gr + 8 * r;
-      if (j >= a.Tk) continue;
-      float* dk = a.dk + k_base + size_t(j) * k_ld;
-      float* dv = a.dv + k_base + size_t(j) * k_ld;
-      PENTAD_FLASH_UNROLL
-      for (int n = 0; n < D / 8; ++n) {
-        dk[8 * n + 2 * t] += a.scale * L.dk[n][2 * r];
-        dk[8 * n + 2 * t + 1] += a.scale * L.dk[n][2 * r + 1];
-        dv[8 * n + 2 * t] += L.dv[n][2 * r];
-        dv[8 * n + 2 * t + 1] += L.dv[n][2 * r + 1];
-      }
-    }
-  });
 }
 
 }  // namespace pentad::flash

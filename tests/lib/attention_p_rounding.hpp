@@ -27,6 +27,22 @@ struct AttnDims {
   int B, Tq, Tk, H, Hkv, D;
 };
 
+// delta = rowsum(dO * O), (B, H, Tq): the backward kernels' input, summed
+// in fp32 in d's order, as the device's delta kernel does.
+inline std::vector<float> attention_delta(const std::vector<float>& dout, const std::vector<float>& out,
+                                          const AttnDims& d) {
+  std::vector<float> delta(size_t(d.B) * d.H * d.Tq);
+  for (int b = 0; b < d.B; ++b)
+    for (int h = 0; h < d.H; ++h)
+      for (int i = 0; i < d.Tq; ++i) {
+        float acc = 0;
+        const size_t o = ((size_t(b) * d.Tq + i) * d.H + h) * d.D;
+        for (int c = 0; c < d.D; ++c) acc += dout[o + c] * out[o + c];
+        delta[(size_t(b) * d.H + h) * d.Tq + i] = acc;
+      }
+  return delta;
+}
+
 // Adds a failure per element out of bounds (the first few named); returns
 // the largest error as a fraction of its bound. probs: the CPU's fp32
 // probabilities (B, H, Tq, Tk) of the same call.

@@ -214,12 +214,14 @@ void run_bwd(const fl::BwdArgs& a, int D) {
     case 16: run_bwd<16>(a); break;
     case 32: run_bwd<32>(a); break;
     case 64: run_bwd<64>(a); break;
+    case 128: run_bwd<128>(a); break;
     default: FAIL() << "no backward kernel for D = " << D;
   }
 }
 
 TEST(FlashAttention, BackwardHeadDimensionsBuilt) {
-  for (int D = 1; D <= 256; ++D) EXPECT_EQ(fl::supports_bwd_head_dim(D), D == 16 || D == 32 || D == 64) << D;
+  for (int D = 1; D <= 256; ++D)
+    EXPECT_EQ(fl::supports_bwd_head_dim(D), D == 16 || D == 32 || D == 64 || D == 128) << D;
   EXPECT_EQ(fl::key_blocks(1), 1);
   EXPECT_EQ(fl::key_blocks(fl::kKeys), 1);
   EXPECT_EQ(fl::key_blocks(fl::kKeys + 1), 2);
@@ -239,6 +241,12 @@ TEST(FlashAttention, BackwardEqualsCpuBf16WithinRounding) {
       {"ring block, masked rows", 1, 40, 24, 2, 2, 32, 0, 30, true},
       {"ring block, no key visible", 1, 16, 16, 2, 2, 32, 0, 64, true},
       {"non-causal gqa D32", 1, 33, 80, 4, 2, 32, 0, 0, false},
+      // D = 128: smaller tiles inside the blocks (32 keys in dq, 16 queries
+      // in dk/dv), and dV and dK in two passes.
+      {"causal gqa D128, 2 query blocks, 2 key blocks, partial tiles", 1, 100, 100, 4, 2, 128, 0, 0, true},
+      {"ring block across D128", 1, 37, 90, 2, 1, 128, 40, 0, true},
+      {"ring block past keys D128, masked rows", 1, 24, 40, 2, 2, 128, 0, 10, true},
+      {"non-causal D128", 1, 33, 50, 2, 1, 128, 0, 0, false},
   };
   auto cpu = pentad::make_cpu_backend(1);
   cpu->set_compute_dtype(pentad::Dtype::bf16);
@@ -258,16 +266,7 @@ TEST(FlashAttention, BackwardEqualsCpuBf16WithinRounding) {
     cpu->attention_bwd(dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), nullptr, q.data(),
                        k.data(), v.data(), c.B, c.Tq, c.Tk, c.H, c.Hkv, c.D, c.q_offset, c.k_offset, c.causal);
 
-    // delta = rowsum(dO * O) (B, H, Tq), as the device's delta kernel.
-    std::vector<float> delta(nl);
-    for (int b = 0; b < c.B; ++b)
-      for (int h = 0; h < c.H; ++h)
-        for (int i = 0; i < c.Tq; ++i) {
-          float acc = 0;
-          const size_t o = ((size_t(b) * c.Tq + i) * c.H + h) * c.D;
-          for (int d = 0; d < c.D; ++d) acc += dout[o + d] * out[o + d];
-          delta[(size_t(b) * c.H + h) * c.Tq + i] = acc;
-        }
+    const std::vector<float> delta = pentad::test::attention_delta(dout, out, {c.B, c.Tq, c.Tk, c.H, c.Hkv, c.D});
     auto guarded = [&](const std::vector<float>& x) {
       std::vector<float> g(x);
       g.resize(x.size() + kGuard, sentinel);

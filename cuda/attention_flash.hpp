@@ -386,6 +386,40 @@ PENTAD_HD void c_to_a_frag(uint32_t* af, const float (&acc)[N][4], int c) {
   af[3] = pack_bf16x2(acc[2 * c + 1][2], acc[2 * c + 1][3]);
 }
 
+// The backward's first two products over a tile, in both kernels: S = A_S
+// B_S^T and (with WithDp) dP = A_dP B_dP^T, per 8 columns n (NT of them)
+// and 16 of the D dims c, into each lane's s and dp (zeroed first). The A
+// operands are the lane's fragments (a_s(L)[c], a_dp(L)[c]: D / 16 of
+// them), the B operands bf16 matrices in shared memory, n-major (b_s, b_dp,
+// leading dimension ld).
+template <int D, int NT, bool WithDp, class W, class FS, class FP>
+PENTAD_HD void score_products(W& w, FS a_s, const uint16_t* b_s, FP a_dp, const uint16_t* b_dp, int ld) {
+  w.each([&](int, auto& L) {
+    PENTAD_FLASH_UNROLL
+    for (int n = 0; n < NT; ++n) {
+      PENTAD_FLASH_UNROLL
+      for (int e = 0; e < 4; ++e) L.s[n][e] = L.dp[n][e] = 0;
+    }
+  });
+  PENTAD_FLASH_UNROLL
+  for (int n = 0; n < NT; ++n) {
+    PENTAD_FLASH_UNROLL
+    for (int c = 0; c < D / 16; ++c) {
+      w.mma([&](int, auto& L) -> float* { return L.s[n]; },
+            [&](int, auto& L, uint32_t* af) {
+              for (int r = 0; r < 4; ++r) af[r] = a_s(L)[c][r];
+            },
+            [&](int lane, auto&, uint32_t* bf) { load_b_frag(bf, b_s, ld, 8 * n, 16 * c, lane); });
+      if (WithDp)
+        w.mma([&](int, auto& L) -> float* { return L.dp[n]; },
+              [&](int, auto& L, uint32_t* af) {
+                for (int r = 0; r < 4; ++r) af[r] = a_dp(L)[c][r];
+              },
+              [&](int lane, auto&, uint32_t* bf) { load_b_frag(bf, b_dp, ld, 8 * n, 16 * c, lane); });
+    }
+  }
+}
+
 template <int D>
 struct DqSmem {
   static constexpr int Kt = BwdTiles<D>::dq_keys;  // keys per tile
@@ -446,30 +480,10 @@ PENTAD_HD void dq_block(W& w, DqSmem<D>& sm, const BwdArgs& a, int b, int h, int
     });
     w.sync();
 
-    w.each([&](int, DqLane<D>& L) {
-      PENTAD_FLASH_UNROLL
-      for (int n = 0; n < Kt / 8; ++n) {
-        PENTAD_FLASH_UNROLL
-        for (int e = 0; e < 4; ++e) L.s[n][e] = L.dp[n][e] = 0;
-      }
-    });
-    // S = Q K^T and dP = dO V^T, per 8 keys n and 16 dims c.
-    PENTAD_FLASH_UNROLL
-    for (int n = 0; n < Kt / 8; ++n) {
-      PENTAD_FLASH_UNROLL
-      for (int c = 0; c < D / 16; ++c) {
-        w.mma([&](int, DqLane<D>& L) -> float* { return L.s[n]; },
-              [&](int, DqLane<D>& L, uint32_t* af) {
-                for (int r = 0; r < 4; ++r) af[r] = L.qa[c][r];
-              },
-              [&](int lane, DqLane<D>&, uint32_t* bf) { load_b_frag(bf, sm.k, DqSmem<D>::ld, 8 * n, 16 * c, lane); });
-        w.mma([&](int, DqLane<D>& L) -> float* { return L.dp[n]; },
-              [&](int, DqLane<D>& L, uint32_t* af) {
-                for (int r = 0; r < 4; ++r) af[r] = L.doa[c][r];
-              },
-              [&](int lane, DqLane<D>&, uint32_t* bf) { load_b_frag(bf, sm.v, DqSmem<D>::ld, 8 * n, 16 * c, lane); });
-      }
-    }
+    // S = Q K^T and dP = dO V^T, per 8 keys and 16 dims.
+    score_products<D, Kt / 8, true>(
+        w, [](DqLane<D>& L) -> auto& { return L.qa; }, sm.k, [](DqLane<D>& L) -> auto& { return L.doa; }, sm.v,
+        DqSmem<D>::ld);
     // dS = P (dP - delta), P = exp(scale S - lse) where the key is seen.
     w.each([&](int lane, DqLane<D>& L) {
       const int g = lane >> 2, t = lane & 3;
@@ -591,35 +605,10 @@ PENTAD_HD void dkv_block(W& w, DkvSmem<D>& sm, const BwdArgs& a, int b, int hk, 
         });
         w.sync();
 
-        w.each([&](int, DkvLane<D>& L) {
-          PENTAD_FLASH_UNROLL
-          for (int n = 0; n < Rt / 8; ++n) {
-            PENTAD_FLASH_UNROLL
-            for (int e = 0; e < 4; ++e) L.s[n][e] = L.dp[n][e] = 0;
-          }
-        });
-        // S^T = K Q^T and (for dK) dP^T = V dO^T, per 8 queries n and 16 dims c.
-        PENTAD_FLASH_UNROLL
-        for (int n = 0; n < Rt / 8; ++n) {
-          PENTAD_FLASH_UNROLL
-          for (int c = 0; c < D / 16; ++c) {
-            w.mma([&](int, DkvLane<D>& L) -> float* { return L.s[n]; },
-                  [&](int, DkvLane<D>& L, uint32_t* af) {
-                    for (int r = 0; r < 4; ++r) af[r] = L.ka[c][r];
-                  },
-                  [&](int lane, DkvLane<D>&, uint32_t* bf) {
-                    load_b_frag(bf, sm.q, DkvSmem<D>::ld, 8 * n, 16 * c, lane);
-                  });
-            if (want_dk)
-              w.mma([&](int, DkvLane<D>& L) -> float* { return L.dp[n]; },
-                    [&](int, DkvLane<D>& L, uint32_t* af) {
-                      for (int r = 0; r < 4; ++r) af[r] = L.va[c][r];
-                    },
-                    [&](int lane, DkvLane<D>&, uint32_t* bf) {
-                      load_b_frag(bf, sm.o, DkvSmem<D>::ld, 8 * n, 16 * c, lane);
-                    });
-          }
-        }
+        // S^T = K Q^T and (for dK) dP^T = V dO^T, per 8 queries and 16 dims.
+        score_products<D, Rt / 8, want_dk>(
+            w, [](DkvLane<D>& L) -> auto& { return L.ka; }, sm.q, [](DkvLane<D>& L) -> auto& { return L.va; },
+            sm.o, DkvSmem<D>::ld);
         // P^T = exp(scale S^T - lse) where the key is seen; dS^T = P^T (dP^T - delta).
         w.each([&](int lane, DkvLane<D>& L) {
           const int gr = lane >> 2, t = lane & 3;

@@ -8,8 +8,10 @@
 // With compute dtype bf16 the operands of the matrix products are rounded
 // to bf16 (bf16.hpp), as cuda/attention_tc.cu's tensor-core path computes
 // them: q, k, v and dO once, P where it multiplies V and dO, dS where it
-// multiplies K and Q. Scores, the softmax, lse, P itself (kept or
-// recomputed), dP, delta and dS are fp32.
+// multiplies K and Q, and O where delta = rowsum(dO * O) reads it (the fp32
+// dO). Scores, the softmax, lse, P itself (kept or recomputed), dP, delta
+// and dS are fp32. An out held in GEMM form (Backend::hold_gemm_form) is
+// written rounded to bf16.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -129,6 +131,11 @@ void CpuBackend::attention_fwd(float* out, float* lse, float* probs, const float
       }
     }
   }
+  if (held_in_gemm_form(out)) {  // the GEMM form: floats rounded to bf16
+    const size_t n = size_t(B) * Tq * ldq;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; ++i) out[i] = round_bf16(out[i]);
+  }
 }
 
 void CpuBackend::attention_bwd(float* dq, float* dk, float* dv, const float* dout,
@@ -140,7 +147,7 @@ void CpuBackend::attention_bwd(float* dq, float* dk, float* dv, const float* dou
   const int ldq = H * D, ldk = Hkv * D;
   const float scale = 1.0f / std::sqrt(float(D));
   // The matrix products' operands (rounded with bf16); delta = rowsum(dO * O)
-  // reads the fp32 dO.
+  // reads the fp32 dO and O rounded to bf16 (as a held O is stored).
   const bool bf16 = compute_dtype() == Dtype::bf16;
   std::vector<float> q16, k16, v16, do16;
   const float *qm = q, *km = k, *vm = v, *dom = dout;
@@ -195,7 +202,7 @@ void CpuBackend::attention_bwd(float* dq, float* dk, float* dv, const float* dou
             const float* do_r = dout + row_off + size_t(r) * ldq;
             float drow = 0.0f;
 #pragma omp simd reduction(+ : drow)
-            for (int d = 0; d < D; ++d) drow += do_r[d] * o_r[d];
+            for (int d = 0; d < D; ++d) drow += do_r[d] * (bf16 ? round_bf16(o_r[d]) : o_r[d]);
             const float* p_r = P + size_t(r) * ldp;
             float* ds_r = dS.data() + size_t(r) * kl;
 #pragma omp simd

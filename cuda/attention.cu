@@ -10,8 +10,11 @@
 // A straightforward kernel for correctness: no tensor cores, fp32 throughout.
 // With train.dtype = bf16 both directions run on the tensor cores instead:
 // in fused kernels (attention_flash.cu) where they are built for the head
-// dimension, else through cuBLAS (attention_tc.cu); delta is shared. The mask's
+// dimension, else through cuBLAS (attention_tc.cu); delta is shared (it
+// reads O rounded to bf16 there, as an O held in bf16 stores it). The mask's
 // bounds: attention_bounds.hpp.
+#include <cuda_bf16.h>
+
 #include <cmath>
 
 #include "attention_bounds.hpp"
@@ -125,15 +128,23 @@ __global__ void attn_probs_kernel(float* probs, const float* lse, const float* q
   }
 }
 
+// O as delta reads it: fp32 as stored, or rounded to bf16 (bf16 runs), or
+// the bf16 values of an O held in GEMM form.
+__device__ __forceinline__ float o_value(const float* o, int d, bool round) {
+  return round ? __bfloat162float(__float2bfloat16_rn(o[d])) : o[d];
+}
+__device__ __forceinline__ float o_value(const __nv_bfloat16* o, int d, bool) { return __bfloat162float(o[d]); }
+
 // delta (B,H,Tq) = rowsum(dO * O): a warp per row.
-__global__ void attn_delta_kernel(float* delta, const float* dout, const float* out, Shape s) {
+template <class O>
+__global__ void attn_delta_kernel(float* delta, const float* dout, const O* out, Shape s, bool round) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const size_t row = size_t(blockIdx.x) * kWarps + warp;  // over (B, Tq, H) in memory order
   if (row >= size_t(s.B) * s.Tq * s.H) return;
-  const float* o = out + row * s.D;
+  const O* o = out + row * s.D;
   const float* g = dout + row * s.D;
   float acc = 0.0f;
-  for (int d = lane; d < s.D; d += 32) acc += g[d] * o[d];
+  for (int d = lane; d < s.D; d += 32) acc += g[d] * o_value(o, d, round);
   acc = warp_sum(acc);
   const int h = int(row % s.H);
   const size_t bt = row / s.H, b = bt / s.Tq, i = bt % s.Tq;
@@ -292,8 +303,15 @@ void CudaBackend::attention_fwd(float* out, float* lse, float* probs, const floa
   if (B * H == 0 || Tq == 0) return;
   const Shape s = make_shape(B, Tq, Tk, H, Hkv, D, q_offset, k_offset, causal);
   if (compute_dtype_ == Dtype::bf16) {
-    if (!probs && attention_flash_fwd(out, lse, q, k, v, B, Tq, Tk, H, Hkv, D, q_offset, k_offset, causal)) return;
-    attention_tc_fwd(out, lse, probs, q, k, v, {B, Tq, Tk, H, Hkv, D}, q_offset, k_offset, causal);
+    // An out held in GEMM form takes bf16 values: the fused kernel stores
+    // them; the cuBLAS path writes fp32 into scratch, then rounds it into out.
+    const bool held = held_in_gemm_form(out);
+    if (!probs && attention_flash_fwd(out, lse, q, k, v, B, Tq, Tk, H, Hkv, D, q_offset, k_offset, causal, held))
+      return;
+    const size_t n = size_t(B) * Tq * H * D;
+    float* o = held ? static_cast<float*>(scratch(8, n * sizeof(float))) : out;
+    attention_tc_fwd(o, lse, probs, q, k, v, {B, Tq, Tk, H, Hkv, D}, q_offset, k_offset, causal);
+    if (held) attn_tc_round(out, o, n);
     return;
   }
   const LaunchConfig l = cuda_detail::attn_fwd_launch(B, Tq, H, D);
@@ -320,8 +338,14 @@ void CudaBackend::attention_bwd(float* dq, float* dk, float* dv, const float* do
   const size_t rows = size_t(B) * Tq * H;
   auto* delta = static_cast<float*>(scratch(3, rows * sizeof(float)));
   const LaunchConfig l_delta = cuda_detail::attn_delta_launch(B, Tq, H);
-  attn_delta_kernel<<<to_dim3(l_delta.grid), to_dim3(l_delta.block), l_delta.smem_bytes, stream_>>>(
-      delta, dout, out, s);
+  // bf16 runs read O rounded to bf16 (precision.md), an O held in GEMM form as stored.
+  const bool bf16 = compute_dtype_ == Dtype::bf16;
+  if (bf16 && held_in_gemm_form(out))
+    attn_delta_kernel<<<to_dim3(l_delta.grid), to_dim3(l_delta.block), l_delta.smem_bytes, stream_>>>(
+        delta, dout, reinterpret_cast<const __nv_bfloat16*>(out), s, false);
+  else
+    attn_delta_kernel<<<to_dim3(l_delta.grid), to_dim3(l_delta.block), l_delta.smem_bytes, stream_>>>(
+        delta, dout, out, s, bf16);
   CUDA_LAUNCH_CHECK();
   if (compute_dtype_ == Dtype::bf16) {
     if (attention_flash_bwd(dq, dk, dv, dout, lse, delta, q, k, v, B, Tq, Tk, H, Hkv, D, q_offset, k_offset, causal))

@@ -64,14 +64,14 @@ struct DeviceWarp {
   __device__ void sync() { __syncthreads(); }
 };
 
-template <int D>
+template <int D, bool OutBf16>
 __global__ void __launch_bounds__(flash::kThreads, 3) flash_fwd_kernel(flash::FwdArgs a) {
   __shared__ Smem<D> sm;
   const int bh = int(blockIdx.y), b = bh / a.H, h = bh % a.H;
   // Blocks of later query rows see more keys: they start first.
   const int q0 = (int(gridDim.x) - 1 - int(blockIdx.x)) * flash::kRows;
   DeviceWarp<LaneState<D>> w{int(threadIdx.x) / 32, int(threadIdx.x) % 32, {}};
-  flash::fwd_block<D>(w, sm, a, b, h, q0);
+  flash::fwd_block<D, OutBf16>(w, sm, a, b, h, q0);
 }
 
 template <int D>
@@ -107,7 +107,10 @@ void launch_bwd(const flash::BwdArgs& a, cudaStream_t s) {
 template <int D>
 void launch_fwd(const flash::FwdArgs& a, cudaStream_t s) {
   const dim3 grid(unsigned(flash::query_blocks(a.Tq)), unsigned(a.B * a.H));
-  flash_fwd_kernel<D><<<grid, flash::kThreads, 0, s>>>(a);
+  if (a.out_bf16)
+    flash_fwd_kernel<D, true><<<grid, flash::kThreads, 0, s>>>(a);
+  else
+    flash_fwd_kernel<D, false><<<grid, flash::kThreads, 0, s>>>(a);
   CUDA_LAUNCH_CHECK();
 }
 
@@ -120,10 +123,10 @@ bool CudaBackend::fused_attention_default() {
 
 bool CudaBackend::attention_flash_fwd(float* out, float* lse, const float* q, const float* k, const float* v,
                                       int B, int Tq, int Tk, int H, int Hkv, int D, int q_offset, int k_offset,
-                                      bool causal) {
+                                      bool causal, bool out_bf16) {
   if (!fused_attention_ || !flash::supports_head_dim(D)) return false;
   const flash::FwdArgs a{out, lse, q, k, v, B, Tq, Tk, H, Hkv, q_offset, k_offset, causal,
-                         1.0f / std::sqrt(float(D))};
+                         1.0f / std::sqrt(float(D)), out_bf16};
   switch (D) {
     case 16: launch_fwd<16>(a, stream_); break;
     case 32: launch_fwd<32>(a, stream_); break;

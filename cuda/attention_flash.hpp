@@ -79,6 +79,7 @@ struct FwdArgs {
   int q_offset, k_offset;
   bool causal;
   float scale;
+  bool out_bf16 = false;  // out holds bf16 values (held in GEMM form), rounded to nearest even
 };
 
 // The grid: (query blocks, B * H).
@@ -123,9 +124,11 @@ struct LaneState {
 // Two bf16 at p (4-byte aligned) as one register.
 PENTAD_HD inline uint32_t load_pair(const uint16_t* p) { return uint32_t(p[0]) | (uint32_t(p[1]) << 16); }
 
-// The block of query rows [q0, q0 + kRows) of pair (b, h).
-template <int D, class W>
+// The block of query rows [q0, q0 + kRows) of pair (b, h); OutBf16: out
+// takes bf16 values (a.out_bf16), a kernel of its own.
+template <int D, bool OutBf16 = false, class W>
 PENTAD_HD void fwd_block(W& w, Smem<D>& sm, const FwdArgs& a, int b, int h, int q0) {
+  constexpr bool out_bf16 = OutBf16;
   constexpr float kNegInf = -INFINITY;
   const int hk = h / (a.H / a.Hkv);
   const int row0 = q0 + 16 * w.warp;  // the warp's first row
@@ -281,11 +284,21 @@ PENTAD_HD void fwd_block(W& w, Smem<D>& sm, const FwdArgs& a, int b, int h, int 
       const int i = row0 + g + 8 * r;
       if (i >= a.Tq) continue;
       const float inv = L.l[r] > 0 ? 1.0f / L.l[r] : 0.0f;
-      float* dst = a.out + (size_t(b) * a.Tq + i) * q_ld + size_t(h) * D;
-      PENTAD_FLASH_UNROLL
-      for (int n = 0; n < D / 8; ++n) {
-        dst[8 * n + 2 * t] = L.o[n][2 * r] * inv;
-        dst[8 * n + 2 * t + 1] = L.o[n][2 * r + 1] * inv;
+      const size_t row = (size_t(b) * a.Tq + i) * q_ld + size_t(h) * D;
+      if (out_bf16) {
+        uint16_t* dst = reinterpret_cast<uint16_t*>(a.out) + row;
+        PENTAD_FLASH_UNROLL
+        for (int n = 0; n < D / 8; ++n) {
+          dst[8 * n + 2 * t] = uint16_t(bf16_bits(L.o[n][2 * r] * inv));
+          dst[8 * n + 2 * t + 1] = uint16_t(bf16_bits(L.o[n][2 * r + 1] * inv));
+        }
+      } else {
+        float* dst = a.out + row;
+        PENTAD_FLASH_UNROLL
+        for (int n = 0; n < D / 8; ++n) {
+          dst[8 * n + 2 * t] = L.o[n][2 * r] * inv;
+          dst[8 * n + 2 * t + 1] = L.o[n][2 * r + 1] * inv;
+        }
       }
       if (t == 0) a.lse[(size_t(b) * a.H + h) * a.Tq + i] = L.l[r] > 0 ? L.m[r] + logf(L.l[r]) : kNegInf;
     }

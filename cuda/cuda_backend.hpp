@@ -100,8 +100,9 @@ class CudaBackend final : public Backend {
   void attn_tc_round(void* dst_bf16, const float* src, size_t n);
   // attention_fwd through the fused kernel (attention_flash.cu); false when
   // it is off or not built for D (the caller then runs attention_tc_fwd).
+  // out_bf16: out is held in GEMM form (bf16 values).
   bool attention_flash_fwd(float* out, float* lse, const float* q, const float* k, const float* v, int B, int Tq,
-                           int Tk, int H, int Hkv, int D, int q_offset, int k_offset, bool causal);
+                           int Tk, int H, int Hkv, int D, int q_offset, int k_offset, bool causal, bool out_bf16);
   // attention_bwd's fused kernels, delta computed; false likewise.
   bool attention_flash_bwd(float* dq, float* dk, float* dv, const float* dout, const float* lse, const float* delta,
                            const float* q, const float* k, const float* v, int B, int Tq, int Tk, int H, int Hkv,
@@ -162,8 +163,9 @@ class CudaBackend final : public Backend {
   bool lt_refusal_reported_ = false;
   // 0,1: bf16 gemm operands; 2: reductions; 3: attention; 4: column-sum
   // partials; 5: the tensor-core attention's workspace; 6: its pointer
-  // arrays; 7: cuBLASLt's workspace
-  static constexpr int kScratchSlots = 8;
+  // arrays; 7: cuBLASLt's workspace; 8: the tensor-core attention's fp32
+  // output when out is held in bf16
+  static constexpr int kScratchSlots = 9;
   void* scratch_[kScratchSlots] = {};
   size_t scratch_bytes_[kScratchSlots] = {};
   double* host_sum_ = nullptr;  // pinned result of sum_squares

@@ -65,7 +65,8 @@ size_t MemoryPlan::wstash_bytes(int g) const {
   // With full recompute, B's copies of the matmul inputs from the shared
   // set, in its forms.
   const size_t NlC = size_t(d_.Nl) * C;
-  const size_t ins = full ? NlC * (value_bytes(Buf::ln1, -1) + value_bytes(Buf::ln2, -1)) + N * HD * sizeof(float) : 0;
+  const size_t ins =
+      full ? NlC * (value_bytes(Buf::ln1, -1) + value_bytes(Buf::ln2, -1)) + N * HD * value_bytes(Buf::att, -1) : 0;
   for (int l = chunk_begin_[size_t(g)]; l < chunk_begin_[size_t(g) + 1]; ++l) {
     if (!moe_block_[size_t(l)]) {
       bytes += (N * C + N * F * (d_.gpt2 ? 1 : 2)) * sizeof(float);
@@ -81,6 +82,7 @@ bool MemoryPlan::holds(Buf b, int block) const {
   switch (b) {
     case Buf::fc_act:
     case Buf::scratch_fc_act: return true;
+    case Buf::att: return layout_.cp.cp == 1;  // ring attention merges partial outputs into it
     case Buf::ln1: return !d_.sp;
     case Buf::ln2:
       if (d_.sp) return false;

@@ -154,7 +154,10 @@ class MemoryPlan {
   // all-gathered into a buffer shared with the final norm's, and ln2 before
   // an MoE layer, whose router and dispatch read its rows (the shared set:
   // when any block is one). The final norm's output is read in row chunks by
-  // the loss head: fp32.
+  // the loss head: fp32. Also the attention output, which besides the GEMMs
+  // only the attention backward's row sums read, and those read it rounded
+  // to bf16 in every bf16 run (precision.md); not with cp > 1, where ring
+  // attention merges partial outputs into it.
   bool holds(Buf b, int block) const;
   // Its bytes per value: layout.bf16_act_bytes where held, else 4.
   size_t value_bytes(Buf b, int block) const {

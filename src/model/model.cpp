@@ -392,7 +392,7 @@ void Model::alloc_wstash(Slot& S) {
     w.dv = w.dk + N * Hkv_ * D_;
     if (full) {
       take_held(w.ln1, Buf::ln1, Nl * C);
-      take(w.att, N * H_ * D_);
+      take_held(w.att, Buf::att, N * H_ * D_);
       take_held(w.ln2, Buf::ln2, Nl * C);
     }
   }
@@ -539,7 +539,7 @@ void Model::block_bwd(int l, Acts& a, const float* in, WStash* w) {
         be_.copy_bytes(dst, src, n * plan_.value_bytes(buf, -1));
       };
       keep_as(w->ln1, a.ln1, Buf::ln1, size_t(Nl_) * C_);
-      keep(w->att, a.att, size_t(N_) * H_ * D_);
+      keep_as(w->att, a.att, Buf::att, size_t(N_) * H_ * D_);
       keep_as(w->ln2, a.ln2, Buf::ln2, size_t(Nl_) * C_);
       if (!moe) keep_as(w->fc_act, a.fc_act, Buf::fc_act, size_t(N_) * F_);
     }

@@ -772,7 +772,7 @@ TEST_P(ReferenceOps, AttentionKeptAndRecomputedProbsGiveIdenticalGradients) {
 // Double reference of train.dtype = bf16's attention (cpu/attention.cpp):
 // the products' operands rounded to bf16 (q, k, v, dO; P where it multiplies
 // V and dO; dS where it multiplies K and Q), everything else exact; delta is
-// rowsum(dO * O) of the fp32 dO and the bf16 forward's O.
+// rowsum(dO * O) of the fp32 dO and the bf16 forward's O rounded to bf16.
 void attn_ref_bf16(const AttnShape& s, const Vec& q32, const Vec& k32, const Vec& v32, const Vec& dout32,
                    VecD& out, VecD& lse, VecD& dq, VecD& dk, VecD& dv) {
   auto r = [](float x) { return double(pentad::round_bf16(x)); };
@@ -812,7 +812,7 @@ void attn_ref_bf16(const AttnShape& s, const Vec& q32, const Vec& k32, const Vec
             continue;
           }
           double drow = 0;
-          for (int e = 0; e < s.D; ++e) drow += double(dout32[qi(b, i, h) + e]) * out[qi(b, i, h) + e];
+          for (int e = 0; e < s.D; ++e) drow += double(dout32[qi(b, i, h) + e]) * rd(out[qi(b, i, h) + e]);
           for (int j = 0; j < s.Tk; ++j) {
             double dpj = 0;
             for (int e = 0; e < s.D; ++e) dpj += r(dout32[qi(b, i, h) + e]) * r(v32[ki(b, j, kh) + e]);
@@ -1230,7 +1230,8 @@ TEST_P(OpsVsCpu, GemmAllTransposesBetaStridesBatches) {
 // LinearFwdEpilogues. Then the GEMMs that read a held buffer (the down
 // projection's forward as A, its weight gradient as B) agree
 // with the CPU's GEMMs on the values the GPU holds, and each read counts
-// once in held_activation_reads.
+// once in held_activation_reads. Last, attention's output held in bf16
+// (below).
 TEST_P(OpsVsCpu, HeldBf16Activations) {
   cpu_->set_compute_dtype(pentad::Dtype::bf16);
   gpu_->set_compute_dtype(pentad::Dtype::bf16);
@@ -1309,6 +1310,34 @@ TEST_P(OpsVsCpu, HeldBf16Activations) {
   cpu_->gemm(true, false, C, F, N, 1.0f, dy.data(), C, g_act.data(), F, 0.0f, dw.data(), F);
   compare("held: GEMM reading it as A", down(d_out, out.size()), out, 1e-4, 1e-4);
   compare("held: GEMM reading it as B", down(d_dw, dw.size()), dw, 1e-4, 1e-4);
+  // Attention's output (B 1, T N, H D = F): held, it takes bitwise the
+  // rounded values of the same call into an fp32 out, through the fused
+  // kernel (D 32) and through the cuBLAS path (D 48: fp32 into scratch,
+  // then rounded); the backward from it gives bitwise the gradients it gives
+  // from the fp32 out (delta reads O rounded in a bf16 run).
+  for (const int D : {32, 48}) {
+    const int H = F / D;
+    const std::string tag = "held: attention D " + std::to_string(D);
+    const Vec q = randn(NF, 60), k = randn(NF, 61), v = randn(NF, 62), dout = randn(NF, 63);
+    float *d_q = up(q), *d_k = up(k), *d_v = up(v), *d_do = up(dout);
+    float *d_att = held(), *d_plain = up(Vec(NF)), *d_lse = up(Vec(size_t(H) * N));
+    const size_t fused_before = gpu_->attention_fused();
+    gpu_->attention_fwd(d_att, d_lse, nullptr, d_q, d_k, d_v, 1, N, N, H, H, D, 0, 0, true);
+    EXPECT_EQ(gpu_->attention_fused() - fused_before, D == 32 ? 1u : 0u) << tag;
+    gpu_->attention_fwd(d_plain, d_lse, nullptr, d_q, d_k, d_v, 1, N, N, H, H, D, 0, 0, true);
+    Vec rounded = down(d_plain, NF);
+    for (float& r : rounded) r = pentad::round_bf16(r);
+    EXPECT_EQ(held_down(d_att), rounded) << tag;
+    auto grads = [&](const float* o) {
+      float *dq = up(Vec(NF)), *dk = up(Vec(NF)), *dv = up(Vec(NF));
+      gpu_->attention_bwd(dq, dk, dv, d_do, o, d_lse, nullptr, d_q, d_k, d_v, 1, N, N, H, H, D, 0, 0, true);
+      Vec all = down(dq, NF), b = down(dk, NF), c = down(dv, NF);
+      all.insert(all.end(), b.begin(), b.end());
+      all.insert(all.end(), c.begin(), c.end());
+      return all;
+    };
+    EXPECT_EQ(grads(d_att), grads(d_plain)) << tag << ": the backward from the held out";
+  }
   cpu_->set_compute_dtype(pentad::Dtype::fp32);
   gpu_->set_compute_dtype(pentad::Dtype::fp32);
 }
@@ -1864,7 +1893,7 @@ TEST_P(OpsVsCpu, AttentionBf16Fused) {
     Vec dq = dq0, dk = dk0, dv = dv0;
     cpu_->attention_bwd(dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), nullptr, q.data(),
                         k.data(), v.data(), c.B, c.Tq, c.Tk, c.H, c.Hkv, c.D, c.q_offset, c.k_offset, c.causal);
-    const Vec delta = pentad::test::attention_delta(dout, out, {c.B, c.Tq, c.Tk, c.H, c.Hkv, c.D});
+    const Vec delta = pentad::test::attention_delta(dout, out, {c.B, c.Tq, c.Tk, c.H, c.Hkv, c.D}, true);
     float *d_do = up(dout), *d_cpu_out = up(out), *d_cpu_lse = up(lse);
     float *d_dq = up(dq0), *d_dk = up(dk0), *d_dv = up(dv0);
     const size_t bwd_before = gpu_->attention_fused();

@@ -28,16 +28,17 @@ struct AttnDims {
 };
 
 // delta = rowsum(dO * O), (B, H, Tq): the backward kernels' input, summed
-// in fp32 in d's order, as the device's delta kernel does.
+// in fp32 in d's order, as the device's delta kernel does; bf16: O rounded
+// to bf16, as bf16 runs read it (precision.md).
 inline std::vector<float> attention_delta(const std::vector<float>& dout, const std::vector<float>& out,
-                                          const AttnDims& d) {
+                                          const AttnDims& d, bool bf16) {
   std::vector<float> delta(size_t(d.B) * d.H * d.Tq);
   for (int b = 0; b < d.B; ++b)
     for (int h = 0; h < d.H; ++h)
       for (int i = 0; i < d.Tq; ++i) {
         float acc = 0;
         const size_t o = ((size_t(b) * d.Tq + i) * d.H + h) * d.D;
-        for (int c = 0; c < d.D; ++c) acc += dout[o + c] * out[o + c];
+        for (int c = 0; c < d.D; ++c) acc += dout[o + c] * (bf16 ? round_bf16(out[o + c]) : out[o + c]);
         delta[(size_t(b) * d.H + h) * d.Tq + i] = acc;
       }
   return delta;

@@ -310,11 +310,12 @@ TEST(Bf16, NoWeightCopyInFp32OrWhenOff) {
 
 // Backend::hold_gemm_form (train.bf16_activations): the CPU's GEMM form is
 // floats rounded to bf16. A writer (gelu_fwd, swiglu_fwd, layernorm_fwd,
-// rmsnorm_fwd, linear_fwd's act_out) rounds what it writes into a held buffer and nothing else; a GEMM
-// reads the held buffer in place (counted), as A or as B, and
-// gives bitwise what it gives from an unheld buffer of the unrounded values
-// (which it rounds itself). Freeing the block drops the hold; fp32, or the
-// option off, holds nothing.
+// rmsnorm_fwd, linear_fwd's act_out, attention_fwd's out) rounds what it
+// writes into a held buffer and nothing else; a GEMM reads the held buffer
+// in place (counted), as A or as B, and gives bitwise what it gives from an
+// unheld buffer of the unrounded values (which it rounds itself), and so
+// does attention_bwd from a held out. Freeing the block drops the hold;
+// fp32, or the option off, holds nothing.
 TEST(Bf16, HeldActivationWrittenRoundedAndReadInPlace) {
   auto be = pentad::make_cpu_backend(2);
   be->set_compute_dtype(pentad::Dtype::bf16);
@@ -327,6 +328,7 @@ TEST(Bf16, HeldActivationWrittenRoundedAndReadInPlace) {
   float* plain = be->alloc(NF, pentad::Mem::activations);
   be->hold_gemm_form(act, NF);
   EXPECT_TRUE(be->held_in_gemm_form(act));
+  ASSERT_GE(size_t(F) * F, NF);  // wf also serves as attention's v (B T H D = N F values)
   EXPECT_FALSE(be->held_in_gemm_form(plain));
   EXPECT_FALSE(be->held_in_gemm_form(act + 1));  // only a held buffer's first value
   auto check_written = [&](const char* what) {
@@ -354,6 +356,22 @@ TEST(Bf16, HeldActivationWrittenRoundedAndReadInPlace) {
   be->linear_fwd(y.data(), g.v.data(), wf.v.data(), nullptr, N, F, F, 0.0f, act);  // (N,F) (F,F)^T
   be->linear_fwd(y.data(), g.v.data(), wf.v.data(), nullptr, N, F, F, 0.0f, plain);
   check_written("linear_fwd act_out");
+  // Attention's output (B 1, T N, H 2, D F / 2): written rounded, and the
+  // backward (its delta = rowsum(dO * O) reads O rounded in a bf16 run)
+  // gives bitwise the same gradients from the held and the plain output.
+  const int H = 2, D = F / H;
+  std::vector<float> lse(size_t(H) * N);
+  const Mat dout = random_mat(N, F, 0, 16);
+  be->attention_fwd(act, lse.data(), nullptr, g.v.data(), x.v.data(), wf.v.data(), 1, N, N, H, H, D, 0, 0, true);
+  be->attention_fwd(plain, lse.data(), nullptr, g.v.data(), x.v.data(), wf.v.data(), 1, N, N, H, H, D, 0, 0, true);
+  check_written("attention_fwd");
+  auto attention_grads = [&](const float* out) {
+    std::vector<float> d(3 * NF, 0.0f);
+    be->attention_bwd(d.data(), d.data() + NF, d.data() + 2 * NF, dout.v.data(), out, lse.data(), nullptr,
+                      g.v.data(), x.v.data(), wf.v.data(), 1, N, N, H, H, D, 0, 0, true);
+    return d;
+  };
+  EXPECT_EQ(attention_grads(act), attention_grads(plain));
   // The two GEMMs that read the MLP activation, from the held and the plain buffer.
   const size_t reads = be->held_activation_reads();
   auto products = [&](const float* a) {

@@ -110,7 +110,10 @@ void run_fwd(const fl::FwdArgs& a) {
       for (int w = 0; w < fl::kWarps; ++w) {
         auto warp = std::make_unique<HostWarp<fl::LaneState<D>>>();
         warp->warp = w;
-        fl::fwd_block<D>(*warp, *sm, a, bh / a.H, bh % a.H, qb * fl::kRows);
+        if (a.out_bf16)
+          fl::fwd_block<D, true>(*warp, *sm, a, bh / a.H, bh % a.H, qb * fl::kRows);
+        else
+          fl::fwd_block<D, false>(*warp, *sm, a, bh / a.H, bh % a.H, qb * fl::kRows);
       }
 }
 
@@ -138,6 +141,25 @@ struct Case {
   bool causal;
 };
 
+// A case's sizes (q and out, k and v, lse) and random q, k, v (seeds seed,
+// seed + 1, seed + 2), q doubled: scores of a few units, so that softmax
+// rows are neither flat nor one-hot.
+struct CaseData {
+  size_t nq, nk, nl;
+  std::vector<float> q, k, v;
+};
+CaseData case_data(const Case& c, unsigned seed) {
+  CaseData d;
+  d.nq = size_t(c.B) * c.Tq * c.H * c.D;
+  d.nk = size_t(c.B) * c.Tk * c.Hkv * c.D;
+  d.nl = size_t(c.B) * c.H * c.Tq;
+  d.q = randn(d.nq, seed);
+  d.k = randn(d.nk, seed + 1);
+  d.v = randn(d.nk, seed + 2);
+  for (auto& x : d.q) x *= 2.0f;
+  return d;
+}
+
 TEST(FlashAttention, HeadDimensionsBuilt) {
   for (int D = 1; D <= 256; ++D)
     EXPECT_EQ(fl::supports_head_dim(D), D == 16 || D == 32 || D == 64 || D == 128) << D;
@@ -162,11 +184,7 @@ TEST(FlashAttention, ForwardEqualsCpuBf16WithinPRounding) {
   constexpr size_t kGuard = 67;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    const size_t nq = size_t(c.B) * c.Tq * c.H * c.D, nk = size_t(c.B) * c.Tk * c.Hkv * c.D;
-    const size_t nl = size_t(c.B) * c.H * c.Tq;
-    // Scores of a few units, so that softmax rows are neither flat nor one-hot.
-    std::vector<float> q = randn(nq, 11), k = randn(nk, 12), v = randn(nk, 13);
-    for (auto& x : q) x *= 2.0f;
+    const auto [nq, nk, nl, q, k, v] = case_data(c, 11);
     std::vector<float> out(nq), lse(nl), probs(nl * size_t(c.Tk));
     cpu->attention_fwd(out.data(), lse.data(), probs.data(), q.data(), k.data(), v.data(), c.B, c.Tq, c.Tk, c.H,
                        c.Hkv, c.D, c.q_offset, c.k_offset, c.causal);
@@ -187,6 +205,42 @@ TEST(FlashAttention, ForwardEqualsCpuBf16WithinPRounding) {
   }
 }
 
+// An out held in bf16 (FwdArgs::out_bf16, train.bf16_activations): the
+// kernel built for it stores bf16 values, each the fp32 kernel's value
+// rounded to nearest even, bitwise; lse is the same; nothing is written past
+// the B Tq H D values (2 bytes each).
+TEST(FlashAttention, ForwardStoresAHeldOutRounded) {
+  const Case cases[] = {
+      {"causal gqa D16, partial tiles", 2, 37, 37, 4, 2, 16, 0, 0, true},
+      {"ring block across, 2 query blocks", 1, 70, 130, 2, 2, 64, 60, 0, true},
+      {"ring block, no key visible", 1, 16, 16, 2, 2, 32, 0, 64, true},
+      {"causal D128 gqa", 1, 100, 100, 4, 2, 128, 0, 0, true},
+  };
+  constexpr size_t kGuard = 67;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto [nq, nk, nl, q, k, v] = case_data(c, 31);
+    std::vector<float> out(nq), lse(nl);
+    fl::FwdArgs a{out.data(), lse.data(), q.data(), k.data(), v.data(), c.B, c.Tq, c.Tk, c.H,
+                  c.Hkv, c.q_offset, c.k_offset, c.causal, 1.0f / std::sqrt(float(c.D))};
+    run_fwd(a, c.D);
+    const uint16_t sentinel = 0x7b7b;
+    std::vector<uint16_t> held(nq + kGuard, sentinel);
+    std::vector<float> held_lse(nl);
+    a.out = reinterpret_cast<float*>(held.data());
+    a.lse = held_lse.data();
+    a.out_bf16 = true;
+    run_fwd(a, c.D);
+    for (size_t i = nq; i < nq + kGuard; ++i) ASSERT_EQ(held[i], sentinel) << "out written past its end";
+    size_t differ = 0;
+    for (size_t i = 0; i < nq; ++i)
+      if (held[i] != uint16_t(fl::bf16_bits(out[i])) && ++differ <= 5)
+        ADD_FAILURE() << "out[" << i << "]: bf16 bits " << held[i] << ", the fp32 value " << out[i] << " rounds to "
+                      << fl::bf16_bits(out[i]);
+    EXPECT_EQ(differ, 0u);
+    EXPECT_EQ(held_lse, lse);
+  }
+}
 
 // The backward's two kernels, every warp of every block in turn.
 template <int D>
@@ -254,10 +308,8 @@ TEST(FlashAttention, BackwardEqualsCpuBf16WithinRounding) {
   const float sentinel = 12345.0f;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    const size_t nq = size_t(c.B) * c.Tq * c.H * c.D, nk = size_t(c.B) * c.Tk * c.Hkv * c.D;
-    const size_t nl = size_t(c.B) * c.H * c.Tq;
-    std::vector<float> q = randn(nq, 21), k = randn(nk, 22), v = randn(nk, 23), dout = randn(nq, 24);
-    for (auto& x : q) x *= 2.0f;
+    const auto [nq, nk, nl, q, k, v] = case_data(c, 21);
+    const std::vector<float> dout = randn(nq, 24);
     std::vector<float> out(nq), lse(nl);
     cpu->attention_fwd(out.data(), lse.data(), nullptr, q.data(), k.data(), v.data(), c.B, c.Tq, c.Tk, c.H, c.Hkv,
                        c.D, c.q_offset, c.k_offset, c.causal);
@@ -266,7 +318,8 @@ TEST(FlashAttention, BackwardEqualsCpuBf16WithinRounding) {
     cpu->attention_bwd(dq.data(), dk.data(), dv.data(), dout.data(), out.data(), lse.data(), nullptr, q.data(),
                        k.data(), v.data(), c.B, c.Tq, c.Tk, c.H, c.Hkv, c.D, c.q_offset, c.k_offset, c.causal);
 
-    const std::vector<float> delta = pentad::test::attention_delta(dout, out, {c.B, c.Tq, c.Tk, c.H, c.Hkv, c.D});
+    const std::vector<float> delta =
+        pentad::test::attention_delta(dout, out, {c.B, c.Tq, c.Tk, c.H, c.Hkv, c.D}, true);
     auto guarded = [&](const std::vector<float>& x) {
       std::vector<float> g(x);
       g.resize(x.size() + kGuard, sentinel);

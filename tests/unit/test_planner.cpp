@@ -173,11 +173,12 @@ TEST(Planner, CudaKeepsNoAttentionProbabilities) {
 
 // train.bf16_activations holds the activations only GEMMs read in GEMM
 // form: 2 bytes a value on CUDA instead of 4, 4 on the CPU (floats rounded
-// to bf16), and only with train.dtype = bf16. Here (GPT-2, no MoE, no sp)
-// those are each block's MLP activation (B T, F) and its two norm outputs
-// (B T, C each). recompute = none: each slot keeps all three per block.
-// selective: the slot keeps the norm outputs, and the MLP activation is one
-// scratch buffer rebuilt per block. full: one shared set of the three, in
+// to bf16), and only with train.dtype = bf16. Here (GPT-2, no MoE, no cp)
+// those are each block's MLP activation (B T, F), its two norm outputs
+// (B T, C each) and its attention output (B T, this rank's H D). recompute =
+// none: each slot keeps all four per block. selective: the slot keeps the
+// norm outputs and the attention output, and the MLP activation is one
+// scratch buffer rebuilt per block. full: one shared set of the four, in
 // scratch. Under sp the norm outputs stay fp32 (they are all-gathered into
 // a buffer the final norm's output shares). Nothing else changes.
 TEST(Planner, Bf16ActivationsHalveTheHeldActivationsOnCuda) {
@@ -193,10 +194,12 @@ TEST(Planner, Bf16ActivationsHalveTheHeldActivationsOnCuda) {
   for (const bool sp : {false, true})
     for (const std::string rc : {"none", "selective", "full"}) {
       SCOPED_TRACE("recompute " + rc + (sp ? ", tp 2 with sp" : ""));
-      const double L = 2, BT = 2 * 16, F = 128.0 / (sp ? 2 : 1), C = 32;
-      const double mlp = BT * F * 2, norms = sp ? 0.0 : 2 * BT * C * 2;  // bytes saved per block
-      const double slot = rc == "none" ? L * (mlp + norms) : rc == "selective" ? L * norms : 0.0;
-      const double scratch = rc == "none" ? 0.0 : rc == "selective" ? mlp : mlp + norms;
+      const double L = 2, BT = 2 * 16, F = 128.0 / (sp ? 2 : 1), C = 32, HD = C / (sp ? 2 : 1);
+      // Bytes saved per block: the MLP activation, the norm outputs (not under
+      // sp), the attention output (this rank's heads).
+      const double mlp = BT * F * 2, norms = sp ? 0.0 : 2 * BT * C * 2, att = BT * HD * 2;
+      const double slot = rc == "none" ? L * (mlp + norms + att) : rc == "selective" ? L * (norms + att) : 0.0;
+      const double scratch = rc == "none" ? 0.0 : rc == "selective" ? mlp : mlp + norms + att;
       const auto on = est("cuda", "bf16", true, rc, sp), off = est("cuda", "bf16", false, rc, sp);
       EXPECT_DOUBLE_EQ(off.stages[0].slot_bytes - on.stages[0].slot_bytes, slot);
       for (int c = 0; c < pentad::kMemCategories; ++c)

@@ -23,6 +23,15 @@ set_tests_properties(${PENTAD_RELIABILITY_TESTS} PROPERTIES LABELS "mpi;ckpt;rel
 # divergence, 100 mutated decks), one table; fails on any case that breaks
 # the promise. A few minutes on 2 cores; disk full and read-only cases are
 # skipped, with a message, where no mount namespace can be made.
+# Not beside the SLURM tests (their lock): a case is a hang when it has not
+# exited within its limit (30 s for most), and the SLURM cases run 4-rank
+# jobs for minutes on the same 2 cores. Beside slurm_multinode_span, a
+# 2-rank divergence case that writes a checkpoint every step (collective
+# MPI-IO: many collectives per checkpoint, each waiting for both ranks to be
+# scheduled among the spinning ranks of both jobs) once took over 30 s (CI,
+# 2026-12-03); run in a loop beside it, the same case stalled in the
+# checkpoint's MPI_File_write_at_all on one rank and MPI_File_set_view on
+# the other, both running, and finished seconds later.
 add_test(NAME reliability_campaign COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/campaign.sh)
 set_tests_properties(reliability_campaign PROPERTIES LABELS "mpi;ckpt;reliability"
-  ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 900)
+  ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 900 RESOURCE_LOCK pentad_slurm)

@@ -128,7 +128,6 @@ PENTAD_HD inline uint32_t load_pair(const uint16_t* p) { return uint32_t(p[0]) |
 // takes bf16 values (a.out_bf16), a kernel of its own.
 template <int D, bool OutBf16 = false, class W>
 PENTAD_HD void fwd_block(W& w, Smem<D>& sm, const FwdArgs& a, int b, int h, int q0) {
-  constexpr bool out_bf16 = OutBf16;
   constexpr float kNegInf = -INFINITY;
   const int hk = h / (a.H / a.Hkv);
   const int row0 = q0 + 16 * w.warp;  // the warp's first row
@@ -285,7 +284,7 @@ PENTAD_HD void fwd_block(W& w, Smem<D>& sm, const FwdArgs& a, int b, int h, int 
       if (i >= a.Tq) continue;
       const float inv = L.l[r] > 0 ? 1.0f / L.l[r] : 0.0f;
       const size_t row = (size_t(b) * a.Tq + i) * q_ld + size_t(h) * D;
-      if (out_bf16) {
+      if constexpr (OutBf16) {
         uint16_t* dst = reinterpret_cast<uint16_t*>(a.out) + row;
         PENTAD_FLASH_UNROLL
         for (int n = 0; n < D / 8; ++n) {

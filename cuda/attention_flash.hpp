@@ -329,8 +329,9 @@ PENTAD_HD inline bool supports_bwd_head_dim(int D) { return D == 16 || D == 32 |
 // dkv_block's tiles (multiples of 16: the product's k), and the blocks per
 // SM each kernel is built for (__launch_bounds__: at most 65536 / (128 n)
 // registers a thread). At D = 128 a dq lane holds Q and dO as fragments
-// (64 registers) and dQ (64), a dk/dv lane K and V (64) and dK and dV
-// (128): the score tiles are what is left to shrink.
+// (64 registers) and dQ (64): its score tiles shrink. A dk/dv lane would
+// hold K and V (64) and dK and dV (128): its score tiles shrink, and dV and
+// dK take a pass each (dkv_split), so that one accumulator is live at once.
 template <int D>
 struct BwdTiles {
   static constexpr int dq_keys = D <= 64 ? kKeys : 32;

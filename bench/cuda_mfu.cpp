@@ -62,8 +62,8 @@ class TimedBackend final : public Backend {
   size_t bf16_activation_bytes() const override { return in_.bf16_activation_bytes(); }
   void hold_gemm_form(const float* p, size_t n) override { in_.hold_gemm_form(p, n); }
   size_t held_activation_reads() const override { return in_.held_activation_reads(); }
-  void make_weight_copy(void* d, const float* s, size_t n) override {
-    time("make_weight_copy", [&] { in_.make_weight_copy(d, s, n); });
+  void to_gemm_form(void* d, const float* s, size_t n) override {
+    time("to_gemm_form", [&] { in_.to_gemm_form(d, s, n); });
   }
   void copy_bytes(void* d, const void* s, size_t n) override { time("copy_bytes", [&] { in_.copy_bytes(d, s, n); }); }
   void to_host(void* h, const void* d, size_t n) override { time("to_host", [&] { in_.to_host(h, d, n); }); }

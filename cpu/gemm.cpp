@@ -48,7 +48,7 @@ CpuBackend::Bf16Operand CpuBackend::bf16_operand(const float* p, int rows, int c
   return {buf.data(), cols, long(rows) * cols};
 }
 
-void CpuBackend::make_weight_copy(void* dst, const float* src, size_t n) {
+void CpuBackend::to_gemm_form(void* dst, const float* src, size_t n) {
   float* d = static_cast<float*>(dst);
 #pragma omp parallel for simd schedule(static) if (n > (1u << 15))
   for (size_t i = 0; i < n; ++i) d[i] = round_bf16(src[i]);

@@ -305,12 +305,14 @@ void CudaBackend::attention_fwd(float* out, float* lse, float* probs, const floa
   if (compute_dtype_ == Dtype::bf16) {
     // An out held in GEMM form takes bf16 values: the fused kernel stores
     // them; the cuBLAS path writes fp32 into scratch, then rounds it into out.
-    const bool held = held_in_gemm_form(out);
-    if (!probs && attention_flash_fwd(out, lse, q, k, v, B, Tq, Tk, H, Hkv, D, q_offset, k_offset, causal, held))
+    // Held q, k, v are read as their bf16 values (all three or none).
+    const bool held = held_in_gemm_form(out), in_bf16 = qkv_held(q, k, v);
+    if (!probs &&
+        attention_flash_fwd(out, lse, q, k, v, B, Tq, Tk, H, Hkv, D, q_offset, k_offset, causal, held, in_bf16))
       return;
     const size_t n = size_t(B) * Tq * H * D;
     float* o = held ? static_cast<float*>(scratch(8, n * sizeof(float))) : out;
-    attention_tc_fwd(o, lse, probs, q, k, v, {B, Tq, Tk, H, Hkv, D}, q_offset, k_offset, causal);
+    attention_tc_fwd(o, lse, probs, q, k, v, {B, Tq, Tk, H, Hkv, D}, q_offset, k_offset, causal, in_bf16);
     if (held) attn_tc_round(out, o, n);
     return;
   }
@@ -348,9 +350,12 @@ void CudaBackend::attention_bwd(float* dq, float* dk, float* dv, const float* do
         delta, dout, out, s, bf16);
   CUDA_LAUNCH_CHECK();
   if (compute_dtype_ == Dtype::bf16) {
-    if (attention_flash_bwd(dq, dk, dv, dout, lse, delta, q, k, v, B, Tq, Tk, H, Hkv, D, q_offset, k_offset, causal))
+    const bool in_bf16 = qkv_held(q, k, v);
+    if (attention_flash_bwd(dq, dk, dv, dout, lse, delta, q, k, v, B, Tq, Tk, H, Hkv, D, q_offset, k_offset, causal,
+                            in_bf16))
       return;
-    attention_tc_bwd(dq, dk, dv, dout, lse, delta, q, k, v, {B, Tq, Tk, H, Hkv, D}, q_offset, k_offset, causal);
+    attention_tc_bwd(dq, dk, dv, dout, lse, delta, q, k, v, {B, Tq, Tk, H, Hkv, D}, q_offset, k_offset, causal,
+                     in_bf16);
     return;
   }
   const LaunchConfig l_dq = cuda_detail::attn_dq_launch(B, Tq, H, D);

@@ -64,44 +64,55 @@ struct DeviceWarp {
   __device__ void sync() { __syncthreads(); }
 };
 
-template <int D, bool OutBf16>
+// Held: q, k, v and out all held in GEMM form (bf16), as the model holds
+// them together (MemoryPlan::holds); else all fp32. The two mixed cases
+// are not built (attention_flash_fwd declines them).
+template <int D, bool Held>
 __global__ void __launch_bounds__(flash::kThreads, 3) flash_fwd_kernel(flash::FwdArgs a) {
   __shared__ Smem<D> sm;
   const int bh = int(blockIdx.y), b = bh / a.H, h = bh % a.H;
   // Blocks of later query rows see more keys: they start first.
   const int q0 = (int(gridDim.x) - 1 - int(blockIdx.x)) * flash::kRows;
   DeviceWarp<LaneState<D>> w{int(threadIdx.x) / 32, int(threadIdx.x) % 32, {}};
-  flash::fwd_block<D, OutBf16>(w, sm, a, b, h, q0);
+  flash::fwd_block<D, Held, Held>(w, sm, a, b, h, q0);
 }
 
-template <int D>
+template <int D, bool InBf16>
 __global__ void __launch_bounds__(flash::kThreads, flash::BwdTiles<D>::dq_blocks_per_sm)
     flash_dq_kernel(flash::BwdArgs a) {
   __shared__ flash::DqSmem<D> sm;
   const int bh = int(blockIdx.y), b = bh / a.H, h = bh % a.H;
   const int q0 = (int(gridDim.x) - 1 - int(blockIdx.x)) * flash::kRows;  // most keys first
   DeviceWarp<flash::DqLane<D>> w{int(threadIdx.x) / 32, int(threadIdx.x) % 32, {}};
-  flash::dq_block<D>(w, sm, a, b, h, q0);
+  flash::dq_block<D, InBf16>(w, sm, a, b, h, q0);
 }
 
-template <int D>
+template <int D, bool InBf16>
 __global__ void __launch_bounds__(flash::kThreads, flash::BwdTiles<D>::dkv_blocks_per_sm)
     flash_dkv_kernel(flash::BwdArgs a) {
   __shared__ flash::DkvSmem<D> sm;
   const int bh = int(blockIdx.y), b = bh / a.Hkv, hk = bh % a.Hkv;
   const int k0 = int(blockIdx.x) * flash::kKeys;  // earliest keys (most queries) first
   DeviceWarp<flash::DkvLane<D>> w{int(threadIdx.x) / 32, int(threadIdx.x) % 32, {}};
-  flash::dkv_block<D>(w, sm, a, b, hk, k0);
+  flash::dkv_block<D, InBf16>(w, sm, a, b, hk, k0);
+}
+
+template <int D, bool InBf16>
+void launch_bwd_as(const flash::BwdArgs& a, cudaStream_t s) {
+  const dim3 grid_q(unsigned(flash::query_blocks(a.Tq)), unsigned(a.B * a.H));
+  flash_dq_kernel<D, InBf16><<<grid_q, flash::kThreads, 0, s>>>(a);
+  CUDA_LAUNCH_CHECK();
+  const dim3 grid_k(unsigned(flash::key_blocks(a.Tk)), unsigned(a.B * a.Hkv));
+  flash_dkv_kernel<D, InBf16><<<grid_k, flash::kThreads, 0, s>>>(a);
+  CUDA_LAUNCH_CHECK();
 }
 
 template <int D>
 void launch_bwd(const flash::BwdArgs& a, cudaStream_t s) {
-  const dim3 grid_q(unsigned(flash::query_blocks(a.Tq)), unsigned(a.B * a.H));
-  flash_dq_kernel<D><<<grid_q, flash::kThreads, 0, s>>>(a);
-  CUDA_LAUNCH_CHECK();
-  const dim3 grid_k(unsigned(flash::key_blocks(a.Tk)), unsigned(a.B * a.Hkv));
-  flash_dkv_kernel<D><<<grid_k, flash::kThreads, 0, s>>>(a);
-  CUDA_LAUNCH_CHECK();
+  if (a.in_bf16)
+    launch_bwd_as<D, true>(a, s);
+  else
+    launch_bwd_as<D, false>(a, s);
 }
 
 template <int D>
@@ -123,10 +134,10 @@ bool CudaBackend::fused_attention_default() {
 
 bool CudaBackend::attention_flash_fwd(float* out, float* lse, const float* q, const float* k, const float* v,
                                       int B, int Tq, int Tk, int H, int Hkv, int D, int q_offset, int k_offset,
-                                      bool causal, bool out_bf16) {
-  if (!fused_attention_ || !flash::supports_head_dim(D)) return false;
+                                      bool causal, bool out_bf16, bool in_bf16) {
+  if (!fused_attention_ || !flash::supports_head_dim(D) || out_bf16 != in_bf16) return false;
   const flash::FwdArgs a{out, lse, q, k, v, B, Tq, Tk, H, Hkv, q_offset, k_offset, causal,
-                         1.0f / std::sqrt(float(D)), out_bf16};
+                         1.0f / std::sqrt(float(D)), out_bf16, in_bf16};
   switch (D) {
     case 16: launch_fwd<16>(a, stream_); break;
     case 32: launch_fwd<32>(a, stream_); break;
@@ -140,10 +151,10 @@ bool CudaBackend::attention_flash_fwd(float* out, float* lse, const float* q, co
 bool CudaBackend::attention_flash_bwd(float* dq, float* dk, float* dv, const float* dout, const float* lse,
                                       const float* delta, const float* q, const float* k, const float* v, int B,
                                       int Tq, int Tk, int H, int Hkv, int D, int q_offset, int k_offset,
-                                      bool causal) {
+                                      bool causal, bool in_bf16) {
   if (!fused_attention_ || !flash::supports_bwd_head_dim(D)) return false;
   const flash::BwdArgs a{dq, dk, dv, dout, lse, delta, q, k, v, B, Tq, Tk, H, Hkv, q_offset, k_offset, causal,
-                         1.0f / std::sqrt(float(D))};
+                         1.0f / std::sqrt(float(D)), in_bf16};
   switch (D) {
     case 16: launch_bwd<16>(a, stream_); break;
     case 32: launch_bwd<32>(a, stream_); break;

@@ -15,7 +15,8 @@
 // P V with P = exp(S - m_new) rounded to bf16. At the end out = O / l and
 // lse = m + log l (0 and -inf for a row that sees no key).
 //
-// Rounding points: q, k, v to bf16 once (on load), P to bf16 where it
+// Rounding points: q, k, v to bf16 once (on load; held in GEMM form, they
+// are stored rounded and loaded as they are), P to bf16 where it
 // multiplies V. The CPU's bf16 emulation (cpu/attention.cpp) rounds the
 // normalized P = exp(S - lse) instead, so out differs from it by about a
 // bf16 unit of P per term; lse comes from fp32 scores of the same rounded
@@ -80,6 +81,7 @@ struct FwdArgs {
   bool causal;
   float scale;
   bool out_bf16 = false;  // out holds bf16 values (held in GEMM form), rounded to nearest even
+  bool in_bf16 = false;   // q, k, v hold bf16 values (held in GEMM form)
 };
 
 // The grid: (query blocks, B * H).
@@ -100,6 +102,18 @@ PENTAD_HD inline uint32_t bf16_bits(float x) {
 
 // Two values as one register of bf16 pairs: lo in the low half.
 PENTAD_HD inline uint32_t pack_bf16x2(float lo, float hi) { return bf16_bits(lo) | (bf16_bits(hi) << 16); }
+
+// Element i of q, k or v as bf16 bits: an fp32 operand rounded on load, or,
+// InBf16, the stored bits of one held in GEMM form (bf16 values, rounded
+// when written: the same bits). Offsets count elements of the operand's
+// own type, so a held operand's pointer is never stepped as a float*.
+template <bool InBf16>
+PENTAD_HD inline uint32_t operand_bits(const float* p, size_t i) {
+  if constexpr (InBf16)
+    return reinterpret_cast<const uint16_t*>(p)[i];
+  else
+    return bf16_bits(p[i]);
+}
 
 // Shared memory of one block: the tile's keys (kKeys rows of D, padded so
 // that a warp's fragment loads fall in distinct banks) and values
@@ -125,8 +139,9 @@ struct LaneState {
 PENTAD_HD inline uint32_t load_pair(const uint16_t* p) { return uint32_t(p[0]) | (uint32_t(p[1]) << 16); }
 
 // The block of query rows [q0, q0 + kRows) of pair (b, h); OutBf16: out
-// takes bf16 values (a.out_bf16), a kernel of its own.
-template <int D, bool OutBf16 = false, class W>
+// takes bf16 values (a.out_bf16), InBf16: q, k, v hold them (a.in_bf16),
+// each combination a kernel of its own.
+template <int D, bool OutBf16 = false, bool InBf16 = false, class W>
 PENTAD_HD void fwd_block(W& w, Smem<D>& sm, const FwdArgs& a, int b, int h, int q0) {
   constexpr float kNegInf = -INFINITY;
   const int hk = h / (a.H / a.Hkv);
@@ -141,13 +156,13 @@ PENTAD_HD void fwd_block(W& w, Smem<D>& sm, const FwdArgs& a, int b, int h, int 
       PENTAD_FLASH_UNROLL
       for (int r = 0; r < 4; ++r) {
         const int i = row0 + g + 8 * (r & 1), d = 16 * c + 2 * t + 8 * (r >> 1);
-        float x0 = 0, x1 = 0;
+        uint32_t x0 = 0, x1 = 0;
         if (i < a.Tq) {
-          const float* src = a.q + (size_t(b) * a.Tq + i) * q_ld + size_t(h) * D + d;
-          x0 = src[0];
-          x1 = src[1];
+          const size_t at = (size_t(b) * a.Tq + i) * q_ld + size_t(h) * D + d;
+          x0 = operand_bits<InBf16>(a.q, at);
+          x1 = operand_bits<InBf16>(a.q, at + 1);
         }
-        L.qa[c][r] = pack_bf16x2(x0, x1);
+        L.qa[c][r] = x0 | (x1 << 16);
       }
     }
     PENTAD_FLASH_UNROLL
@@ -166,14 +181,14 @@ PENTAD_HD void fwd_block(W& w, Smem<D>& sm, const FwdArgs& a, int b, int h, int 
     w.block([&](int tid) {
       for (int e = tid; e < kKeys * D; e += kThreads) {
         const int r = e / D, d = e % D, j = j0 + r;
-        float kx = 0, vx = 0;
+        uint32_t kx = 0, vx = 0;
         if (j < a.Tk) {
           const size_t off = (size_t(b) * a.Tk + j) * k_ld + size_t(hk) * D + d;
-          kx = a.k[off];
-          vx = a.v[off];
+          kx = operand_bits<InBf16>(a.k, off);
+          vx = operand_bits<InBf16>(a.v, off);
         }
-        sm.k[r * Smem<D>::k_ld + d] = uint16_t(bf16_bits(kx));
-        sm.vt[d * Smem<D>::vt_ld + r] = uint16_t(bf16_bits(vx));
+        sm.k[r * Smem<D>::k_ld + d] = uint16_t(kx);
+        sm.vt[d * Smem<D>::vt_ld + r] = uint16_t(vx);
       }
     });
     w.sync();
@@ -355,27 +370,29 @@ struct BwdArgs {
   int q_offset, k_offset;
   bool causal;
   float scale;
+  bool in_bf16 = false;  // q, k, v hold bf16 values (held in GEMM form)
 };
 
 PENTAD_HD inline int key_blocks(int Tk) { return (Tk + kKeys - 1) / kKeys; }
 
-// An A fragment set (16 rows from row0, all D columns) of a (rows, ld)
-// fp32 matrix, rounded to bf16; rows at or past n_rows read as 0.
-template <int D>
-PENTAD_HD void load_a_frags(uint32_t (&af)[D / 16][4], const float* base, size_t ld, int row0, int n_rows,
-                            int lane) {
+// An A fragment set (16 rows from row0, all D columns) of the (rows, ld)
+// matrix at element `base` of m, as operand_bits<Bf16> reads it; rows at or
+// past n_rows read as 0.
+template <int D, bool Bf16>
+PENTAD_HD void load_a_frags(uint32_t (&af)[D / 16][4], const float* m, size_t base, size_t ld, int row0,
+                            int n_rows, int lane) {
   const int g = lane >> 2, t = lane & 3;
   PENTAD_FLASH_UNROLL
   for (int c = 0; c < D / 16; ++c) {
     PENTAD_FLASH_UNROLL
     for (int r = 0; r < 4; ++r) {
       const int i = row0 + g + 8 * (r & 1), d = 16 * c + 2 * t + 8 * (r >> 1);
-      float x0 = 0, x1 = 0;
+      uint32_t x0 = 0, x1 = 0;
       if (i < n_rows) {
-        x0 = base[size_t(i) * ld + d];
-        x1 = base[size_t(i) * ld + d + 1];
+        x0 = operand_bits<Bf16>(m, base + size_t(i) * ld + d);
+        x1 = operand_bits<Bf16>(m, base + size_t(i) * ld + d + 1);
       }
-      af[c][r] = pack_bf16x2(x0, x1);
+      af[c][r] = x0 | (x1 << 16);
     }
   }
 }
@@ -450,7 +467,7 @@ struct DqLane {
   float lse[2], delta[2];
 };
 
-template <int D, class W>
+template <int D, bool InBf16 = false, class W>
 PENTAD_HD void dq_block(W& w, DqSmem<D>& sm, const BwdArgs& a, int b, int h, int q0) {
   constexpr int Kt = DqSmem<D>::Kt;
   const int hk = h / (a.H / a.Hkv);
@@ -459,8 +476,8 @@ PENTAD_HD void dq_block(W& w, DqSmem<D>& sm, const BwdArgs& a, int b, int h, int
   const size_t q_base = size_t(b) * a.Tq * q_ld + size_t(h) * D, stat = (size_t(b) * a.H + h) * a.Tq;
 
   w.each([&](int lane, DqLane<D>& L) {
-    load_a_frags<D>(L.qa, a.q + q_base, q_ld, row0, a.Tq, lane);
-    load_a_frags<D>(L.doa, a.dout + q_base, q_ld, row0, a.Tq, lane);
+    load_a_frags<D, InBf16>(L.qa, a.q, q_base, q_ld, row0, a.Tq, lane);
+    load_a_frags<D, false>(L.doa, a.dout, q_base, q_ld, row0, a.Tq, lane);
     for (int r = 0; r < 2; ++r) {
       const int i = row0 + (lane >> 2) + 8 * r;
       L.lse[r] = i < a.Tq ? a.lse[stat + i] : 0.0f;
@@ -479,16 +496,16 @@ PENTAD_HD void dq_block(W& w, DqSmem<D>& sm, const BwdArgs& a, int b, int h, int
     w.block([&](int tid) {
       for (int e = tid; e < Kt * D; e += kThreads) {
         const int r = e / D, d = e % D, j = j0 + r;
-        float kx = 0, vx = 0;
+        uint32_t kx = 0, vx = 0;
         if (j < a.Tk) {
           const size_t off = (size_t(b) * a.Tk + j) * k_ld + size_t(hk) * D + d;
-          kx = a.k[off];
-          vx = a.v[off];
+          kx = operand_bits<InBf16>(a.k, off);
+          vx = operand_bits<InBf16>(a.v, off);
         }
-        const uint16_t kb = uint16_t(bf16_bits(kx));
+        const uint16_t kb = uint16_t(kx);
         sm.k[r * DqSmem<D>::ld + d] = kb;
         sm.kt[d * DqSmem<D>::t_ld + r] = kb;
-        sm.v[r * DqSmem<D>::ld + d] = uint16_t(bf16_bits(vx));
+        sm.v[r * DqSmem<D>::ld + d] = uint16_t(vx);
       }
     });
     w.sync();
@@ -562,7 +579,7 @@ struct DkvPass {
   static constexpr bool dv = DV, dk = DK;
 };
 
-template <int D, class W>
+template <int D, bool InBf16 = false, class W>
 PENTAD_HD void dkv_block(W& w, DkvSmem<D>& sm, const BwdArgs& a, int b, int hk, int k0) {
   constexpr int Rt = DkvSmem<D>::Rt;
   const int G = a.H / a.Hkv;
@@ -579,8 +596,8 @@ PENTAD_HD void dkv_block(W& w, DkvSmem<D>& sm, const BwdArgs& a, int b, int hk, 
   auto pass = [&](auto P) {
     constexpr bool want_dv = decltype(P)::dv, want_dk = decltype(P)::dk;
     w.each([&](int lane, DkvLane<D>& L) {
-      load_a_frags<D>(L.ka, a.k + k_base, k_ld, key0, a.Tk, lane);
-      if (want_dk) load_a_frags<D>(L.va, a.v + k_base, k_ld, key0, a.Tk, lane);
+      load_a_frags<D, InBf16>(L.ka, a.k, k_base, k_ld, key0, a.Tk, lane);
+      if (want_dk) load_a_frags<D, InBf16>(L.va, a.v, k_base, k_ld, key0, a.Tk, lane);
       PENTAD_FLASH_UNROLL
       for (int n = 0; n < D / 8; ++n) {
         PENTAD_FLASH_UNROLL
@@ -599,12 +616,12 @@ PENTAD_HD void dkv_block(W& w, DkvSmem<D>& sm, const BwdArgs& a, int b, int hk, 
         w.block([&](int tid) {
           for (int e = tid; e < Rt * D; e += kThreads) {
             const int r = e / D, d = e % D, i = i0 + r;
-            float qx = 0, ox = 0;
+            uint32_t qx = 0, ox = 0;
             if (i < a.Tq) {
-              qx = a.q[q_base + size_t(i) * q_ld + d];
-              ox = a.dout[q_base + size_t(i) * q_ld + d];
+              qx = operand_bits<InBf16>(a.q, q_base + size_t(i) * q_ld + d);
+              ox = bf16_bits(a.dout[q_base + size_t(i) * q_ld + d]);
             }
-            const uint16_t qb = uint16_t(bf16_bits(qx)), ob = uint16_t(bf16_bits(ox));
+            const uint16_t qb = uint16_t(qx), ob = uint16_t(ox);
             sm.q[r * DkvSmem<D>::ld + d] = qb;
             if (want_dk) sm.qt[d * DkvSmem<D>::t_ld + r] = qb;
             if (want_dk) sm.o[r * DkvSmem<D>::ld + d] = ob;

@@ -169,21 +169,30 @@ void CudaBackend::attn_tc_product(AttnTcProduct p, const AttnTcDims& d, int g, i
                                    CUBLAS_GEMM_DEFAULT));
 }
 
-// The workspace (scratch slot 5) with the bf16 copies of q, k and v made.
+// The workspace (scratch slot 5) with the bf16 copies of q, k and v made:
+// rounded, or, held in GEMM form (in_bf16), their bf16 values copied.
 char* CudaBackend::attn_tc_prepare(const cuda_detail::AttnTcWorkspace& w, const float* q, const float* k,
-                                   const float* v, const AttnTcDims& d) {
+                                   const float* v, const AttnTcDims& d, bool in_bf16) {
   char* ws = static_cast<char*>(scratch(5, w.total));
-  attn_tc_round(ws + w.q16, q, size_t(d.B) * d.Tq * d.H * d.D);
-  attn_tc_round(ws + w.k16, k, size_t(d.B) * d.Tk * d.Hkv * d.D);
-  attn_tc_round(ws + w.v16, v, size_t(d.B) * d.Tk * d.Hkv * d.D);
+  const size_t nq = size_t(d.B) * d.Tq * d.H * d.D, nk = size_t(d.B) * d.Tk * d.Hkv * d.D;
+  auto take = [&](size_t at, const float* src, size_t n) {
+    if (in_bf16)
+      copy_bytes(ws + at, src, n * sizeof(bf16));
+    else
+      attn_tc_round(ws + at, src, n);
+  };
+  take(w.q16, q, nq);
+  take(w.k16, k, nk);
+  take(w.v16, v, nk);
   return ws;
 }
 
 void CudaBackend::attention_tc_fwd(float* out, float* lse, float* probs, const float* q, const float* k,
-                                   const float* v, const AttnTcDims& d, int q_offset, int k_offset, bool causal) {
+                                   const float* v, const AttnTcDims& d, int q_offset, int k_offset, bool causal,
+                                   bool in_bf16) {
   const int R = cuda_detail::attn_tc_block_rows(d);
   const cuda_detail::AttnTcWorkspace w = cuda_detail::attn_tc_workspace(d, R);
-  char* ws = attn_tc_prepare(w, q, k, v, d);
+  char* ws = attn_tc_prepare(w, q, k, v, d, in_bf16);
   auto* S = reinterpret_cast<float*>(ws + w.s);
   const float scale = 1.0f / std::sqrt(float(d.D));
   for (int i0 = 0; i0 < d.Tq; i0 += R) {
@@ -209,10 +218,10 @@ void CudaBackend::attention_tc_fwd(float* out, float* lse, float* probs, const f
 
 void CudaBackend::attention_tc_bwd(float* dq, float* dk, float* dv, const float* dout, const float* lse,
                                    const float* delta, const float* q, const float* k, const float* v,
-                                   const AttnTcDims& d, int q_offset, int k_offset, bool causal) {
+                                   const AttnTcDims& d, int q_offset, int k_offset, bool causal, bool in_bf16) {
   const int R = cuda_detail::attn_tc_block_rows(d);
   const cuda_detail::AttnTcWorkspace w = cuda_detail::attn_tc_workspace(d, R);
-  char* ws = attn_tc_prepare(w, q, k, v, d);
+  char* ws = attn_tc_prepare(w, q, k, v, d, in_bf16);
   attn_tc_round(ws + w.do16, dout, size_t(d.B) * d.Tq * d.H * d.D);
   auto* S = reinterpret_cast<float*>(ws + w.s);
   auto* dP = reinterpret_cast<float*>(ws + w.dp);

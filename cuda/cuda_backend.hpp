@@ -92,21 +92,24 @@ class CudaBackend final : public Backend {
                          const float* rstd, int N, int C);
   // Attention on the tensor cores for train.dtype = bf16 (attention_tc.cu):
   // attention_fwd / attention_bwd with delta (B, H, Tq) already computed.
+  // in_bf16: q, k, v are held in GEMM form (bf16 values).
   void attention_tc_fwd(float* out, float* lse, float* probs, const float* q, const float* k, const float* v,
-                        const cuda_detail::AttnTcDims& d, int q_offset, int k_offset, bool causal);
+                        const cuda_detail::AttnTcDims& d, int q_offset, int k_offset, bool causal, bool in_bf16);
   void attention_tc_bwd(float* dq, float* dk, float* dv, const float* dout, const float* lse, const float* delta,
                         const float* q, const float* k, const float* v, const cuda_detail::AttnTcDims& d,
-                        int q_offset, int k_offset, bool causal);
+                        int q_offset, int k_offset, bool causal, bool in_bf16);
   void attn_tc_round(void* dst_bf16, const float* src, size_t n);
   // attention_fwd through the fused kernel (attention_flash.cu); false when
-  // it is off or not built for D (the caller then runs attention_tc_fwd).
-  // out_bf16: out is held in GEMM form (bf16 values).
+  // it is off or not built for D, or out and q, k, v are not both held or
+  // both fp32 (the caller then runs attention_tc_fwd). out_bf16: out is
+  // held in GEMM form (bf16 values); in_bf16: q, k, v are.
   bool attention_flash_fwd(float* out, float* lse, const float* q, const float* k, const float* v, int B, int Tq,
-                           int Tk, int H, int Hkv, int D, int q_offset, int k_offset, bool causal, bool out_bf16);
+                           int Tk, int H, int Hkv, int D, int q_offset, int k_offset, bool causal, bool out_bf16,
+                           bool in_bf16);
   // attention_bwd's fused kernels, delta computed; false likewise.
   bool attention_flash_bwd(float* dq, float* dk, float* dv, const float* dout, const float* lse, const float* delta,
                            const float* q, const float* k, const float* v, int B, int Tq, int Tk, int H, int Hkv,
-                           int D, int q_offset, int k_offset, bool causal);
+                           int D, int q_offset, int k_offset, bool causal, bool in_bf16);
   static bool fused_attention_default();  // PENTAD_CUDA_ATTENTION
   // One GEMM operand (stored rows x cols, leading dimension ld, `batch`
   // matrices `stride` apart) in bf16: its weight copy in place, or converted
@@ -148,7 +151,7 @@ class CudaBackend final : public Backend {
   // (gemm_group.cu); false for more parts than the kernel takes.
   bool pack_bf16(void* dst, const LinearGradPart* parts, int n, int N);
   char* attn_tc_prepare(const cuda_detail::AttnTcWorkspace& w, const float* q, const float* k, const float* v,
-                        const cuda_detail::AttnTcDims& d);
+                        const cuda_detail::AttnTcDims& d, bool in_bf16);
   void attn_tc_product(cuda_detail::AttnTcProduct p, const cuda_detail::AttnTcDims& d, int g, int i0, int rows,
                        int kend, const void* A, const void* B, float* C, float alpha, float beta);
 

@@ -51,7 +51,7 @@ __global__ void to_bf16_flat_kernel(__nv_bfloat16* dst, const float* src, size_t
 
 }  // namespace
 
-void CudaBackend::make_weight_copy(void* dst, const float* src, size_t n) {
+void CudaBackend::to_gemm_form(void* dst, const float* src, size_t n) {
   if (n == 0) return;
   const LaunchConfig l = cuda_detail::bf16_convert_launch(n);
   to_bf16_flat_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(

@@ -110,6 +110,13 @@ bool Backend::held_in_gemm_form(const void* p) {
   return false;
 }
 
+bool Backend::qkv_held(const void* q, const void* k, const void* v) {
+  const int n = int(held_in_gemm_form(q)) + int(held_in_gemm_form(k)) + int(held_in_gemm_form(v));
+  if (n != 0 && n != 3)
+    PENTAD_FATAL("Backend::qkv_held (" + name() + "): attention's q, k and v are not all held in GEMM form");
+  return n == 3;
+}
+
 void Backend::drop_held(const void* p, size_t n_bytes) {
   const uintptr_t lo = addr(p), hi = lo + n_bytes;
   std::lock_guard<std::mutex> lock(weight_copy_mutex_);
@@ -156,7 +163,7 @@ const void* Backend::weight_copy_for(const float* p, int rows, int cols, int ld,
     }
     if (addr(p) < addr(c.src) || addr(p + n) > addr(c.src + c.n)) continue;
     if (c.stale) {
-      make_weight_copy(c.copy, c.src, c.n);
+      to_gemm_form(c.copy, c.src, c.n);
       c.stale = false;
       ++weight_copies_made_;
     }

@@ -146,9 +146,11 @@ class Backend {
   // do not change; on CUDA the buffer is half the size and no GEMM converts
   // it. A held buffer is written only by the ops that say so in ops.def
   // (linear_fwd's act_out, gelu_fwd, swiglu_fwd, layernorm_fwd,
-  // rmsnorm_fwd: they round what they write) and copy_bytes, and read only
-  // as a GEMM operand (gemm,
-  // gemm_batched, linear_fwd's x and the group ops), from its first value.
+  // rmsnorm_fwd, attention_fwd's out: they round what they write;
+  // to_gemm_form) and copy_bytes, and read only as a GEMM operand (gemm,
+  // gemm_batched, linear_fwd's x and the group ops), from its first value,
+  // or by the bf16 attention: its q, k and v (qkv_held) and its output's
+  // row sums (attention_bwd).
   void set_bf16_activations(bool on) { bf16_activations_on_ = on; }
   bool keeps_bf16_activations() const { return bf16_activations_on_ && compute_dtype_ == Dtype::bf16; }
   // Bytes per value of a held activation; 0 where activations are not held
@@ -160,6 +162,9 @@ class Backend {
   virtual void hold_gemm_form(const float* p, size_t n);
   // Is p the first value of a held activation? (what a writer asks)
   bool held_in_gemm_form(const void* p);
+  // Are attention's q, k and v held (all three)? Some but not all: the run
+  // stops, as no attention kernel reads operands of mixed forms.
+  bool qkv_held(const void* q, const void* k, const void* v);
   // GEMM operands read in place from held activations so far.
   virtual size_t held_activation_reads() const { return held_reads_; }
   // linear_fwd calls whose bias (and GELU) ran inside the GEMM's epilogue,

@@ -83,6 +83,9 @@ bool MemoryPlan::holds(Buf b, int block) const {
     case Buf::fc_act:
     case Buf::scratch_fc_act: return true;
     case Buf::att: return layout_.cp.cp == 1;  // ring attention merges partial outputs into it
+    case Buf::q:
+    case Buf::k:
+    case Buf::v: return layout_.cp.cp == 1;  // k and v travel the ring in fp32
     case Buf::ln1: return !d_.sp;
     case Buf::ln2:
       if (d_.sp) return false;

@@ -7,7 +7,7 @@
 // data-parallel bucket and ZeRO shard sizes, shared with DataParallel.
 // Storage is fp32 for every dtype (bf16 rounds gemm operands only; its
 // weight copies are counted with the parameters, weight_copy_bytes), except
-// the activations only GEMMs read with train.bf16_activations
+// the activations only GEMMs (and the bf16 attention) read with train.bf16_activations
 // (bf16_activation_bytes, MemoryPlan::holds).
 #pragma once
 
@@ -157,7 +157,10 @@ class MemoryPlan {
   // the loss head: fp32. Also the attention output, which besides the GEMMs
   // only the attention backward's row sums read, and those read it rounded
   // to bf16 in every bf16 run (precision.md); not with cp > 1, where ring
-  // attention merges partial outputs into it.
+  // attention merges partial outputs into it. And q, k, v, which only the
+  // bf16 attention reads, rounding them to bf16 on load anyway: Model
+  // stores them rounded after RoPE (Model::block_fwd); not with cp > 1,
+  // where k and v travel the ring as fp32.
   bool holds(Buf b, int block) const;
   // Its bytes per value: layout.bf16_act_bytes where held, else 4.
   size_t value_bytes(Buf b, int block) const {

@@ -246,7 +246,8 @@ struct Model::WStash {
 
 void Model::bind(const BufSpec& b, void* p, Slot* s) {
   float* f = static_cast<float*>(p);
-  if (b.gemm_form) be_.hold_gemm_form(f, b.elems);  // only GEMMs read it: kept in bf16 (MemoryPlan::holds)
+  // Only GEMMs (or the bf16 attention) read it: kept in bf16 (MemoryPlan::holds).
+  if (b.gemm_form) be_.hold_gemm_form(f, b.elems);
   if (is_acts_buf(b.buf)) {
     Acts& a = b.block >= 0 ? s->acts[size_t(b.block)] : *shared_acts_;
     switch (b.buf) {
@@ -500,10 +501,20 @@ void Model::block_fwd(int l, Acts& a, const float* in, bool keep_probs) {
   Scratch& s = *scratch_;
   norm_fwd(b.attn_norm, a.ln1, a.ln1_mean, a.ln1_rstd, in);
   const float* x1 = tp_.enter_fwd(a.ln1, s.gath_x);  // (N,C)
-  b.qkv.fwd({a.q, a.k, a.v}, x1);
+  // Held q, k, v (bf16_activations) are stored rounded after the rotation:
+  // the products and RoPE run in fp32 in the gradient scratch of the same
+  // shapes, free until this block's backward, then to_gemm_form stores them.
+  const bool held = plan_.holds(Buf::q, l);
+  float *q = held ? s.dq : a.q, *k = held ? s.dk : a.k, *v = held ? s.dv : a.v;
+  b.qkv.fwd({q, k, v}, x1);
   if (!gpt2_) {
-    rope(a.q, H_, false);
-    rope(a.k, Hkv_, false);
+    rope(q, H_, false);
+    rope(k, Hkv_, false);
+  }
+  if (held) {
+    be_.to_gemm_form(a.q, q, size_t(N_) * H_ * D_);
+    be_.to_gemm_form(a.k, k, size_t(N_) * Hkv_ * D_);
+    be_.to_gemm_form(a.v, v, size_t(N_) * Hkv_ * D_);
   }
   attention_fwd(a, keep_probs);
   b.wo.fwd(a.res_mid, in, a.att, s.part);  // in + leave(att wo^T) + bo: (Nl,C)

@@ -1230,8 +1230,8 @@ TEST_P(OpsVsCpu, GemmAllTransposesBetaStridesBatches) {
 // LinearFwdEpilogues. Then the GEMMs that read a held buffer (the down
 // projection's forward as A, its weight gradient as B) agree
 // with the CPU's GEMMs on the values the GPU holds, and each read counts
-// once in held_activation_reads. Last, attention's output held in bf16
-// (below).
+// once in held_activation_reads. Last, attention's q, k, v and output
+// held in bf16 (below).
 TEST_P(OpsVsCpu, HeldBf16Activations) {
   cpu_->set_compute_dtype(pentad::Dtype::bf16);
   gpu_->set_compute_dtype(pentad::Dtype::bf16);
@@ -1310,33 +1310,48 @@ TEST_P(OpsVsCpu, HeldBf16Activations) {
   cpu_->gemm(true, false, C, F, N, 1.0f, dy.data(), C, g_act.data(), F, 0.0f, dw.data(), F);
   compare("held: GEMM reading it as A", down(d_out, out.size()), out, 1e-4, 1e-4);
   compare("held: GEMM reading it as B", down(d_dw, dw.size()), dw, 1e-4, 1e-4);
-  // Attention's output (B 1, T N, H D = F): held, it takes bitwise the
-  // rounded values of the same call into an fp32 out, through the fused
-  // kernel (D 32) and through the cuBLAS path (D 48: fp32 into scratch,
-  // then rounded); the backward from it gives bitwise the gradients it gives
-  // from the fp32 out (delta reads O rounded in a bf16 run).
+  // Attention with q, k, v and its output held (B 1, T N, H D = F), as the
+  // model holds them together: q, k, v stored by to_gemm_form, the held out
+  // takes bitwise the rounded values of the same call on fp32 operands into
+  // an fp32 out, with the same lse, through the fused kernels (D 32) and the
+  // cuBLAS path (D 48: q, k, v copied as bf16, out in fp32 into scratch,
+  // then rounded); the backward from the held buffers gives bitwise the
+  // gradients of the fp32 ones (both round q, k, v once, and delta reads O
+  // rounded in a bf16 run).
   for (const int D : {32, 48}) {
     const int H = F / D;
+    const size_t NH = size_t(H) * N;
     const std::string tag = "held: attention D " + std::to_string(D);
     const Vec q = randn(NF, 60), k = randn(NF, 61), v = randn(NF, 62), dout = randn(NF, 63);
     float *d_q = up(q), *d_k = up(k), *d_v = up(v), *d_do = up(dout);
-    float *d_att = held(), *d_plain = up(Vec(NF)), *d_lse = up(Vec(size_t(H) * N));
+    float *h_q = held(), *h_k = held(), *h_v = held();
+    gpu_->to_gemm_form(h_q, d_q, NF);
+    gpu_->to_gemm_form(h_k, d_k, NF);
+    gpu_->to_gemm_form(h_v, d_v, NF);
+    auto rounded = [](Vec x) {
+      for (float& r : x) r = pentad::round_bf16(r);
+      return x;
+    };
+    EXPECT_EQ(held_down(h_q), rounded(q)) << tag << ": to_gemm_form";
+    float *d_att = held(), *d_plain = up(Vec(NF)), *d_lse = up(Vec(NH)), *d_lse_held = up(Vec(NH));
     const size_t fused_before = gpu_->attention_fused();
-    gpu_->attention_fwd(d_att, d_lse, nullptr, d_q, d_k, d_v, 1, N, N, H, H, D, 0, 0, true);
+    gpu_->attention_fwd(d_att, d_lse_held, nullptr, h_q, h_k, h_v, 1, N, N, H, H, D, 0, 0, true);
     EXPECT_EQ(gpu_->attention_fused() - fused_before, D == 32 ? 1u : 0u) << tag;
     gpu_->attention_fwd(d_plain, d_lse, nullptr, d_q, d_k, d_v, 1, N, N, H, H, D, 0, 0, true);
-    Vec rounded = down(d_plain, NF);
-    for (float& r : rounded) r = pentad::round_bf16(r);
-    EXPECT_EQ(held_down(d_att), rounded) << tag;
-    auto grads = [&](const float* o) {
+    EXPECT_EQ(held_down(d_att), rounded(down(d_plain, NF))) << tag;
+    EXPECT_EQ(down(d_lse_held, NH), down(d_lse, NH)) << tag << ": lse";
+    auto grads = [&](const float* o, const float* q_in, const float* k_in, const float* v_in) {
       float *dq = up(Vec(NF)), *dk = up(Vec(NF)), *dv = up(Vec(NF));
-      gpu_->attention_bwd(dq, dk, dv, d_do, o, d_lse, nullptr, d_q, d_k, d_v, 1, N, N, H, H, D, 0, 0, true);
+      gpu_->attention_bwd(dq, dk, dv, d_do, o, d_lse, nullptr, q_in, k_in, v_in, 1, N, N, H, H, D, 0, 0, true);
       Vec all = down(dq, NF), b = down(dk, NF), c = down(dv, NF);
       all.insert(all.end(), b.begin(), b.end());
       all.insert(all.end(), c.begin(), c.end());
       return all;
     };
-    EXPECT_EQ(grads(d_att), grads(d_plain)) << tag << ": the backward from the held out";
+    const size_t bwd_before = gpu_->attention_fused();
+    const Vec from_held = grads(d_att, h_q, h_k, h_v);
+    EXPECT_EQ(gpu_->attention_fused() - bwd_before, D == 32 ? 1u : 0u) << tag << ": backward";
+    EXPECT_EQ(from_held, grads(d_plain, d_q, d_k, d_v)) << tag << ": the backward from the held buffers";
   }
   cpu_->set_compute_dtype(pentad::Dtype::fp32);
   gpu_->set_compute_dtype(pentad::Dtype::fp32);

@@ -314,7 +314,8 @@ TEST(Bf16, NoWeightCopyInFp32OrWhenOff) {
 // writes into a held buffer and nothing else; a GEMM reads the held buffer
 // in place (counted), as A or as B, and gives bitwise what it gives from an
 // unheld buffer of the unrounded values (which it rounds itself), and so
-// does attention_bwd from a held out. Freeing the block drops the hold;
+// does attention_bwd from a held out, and attention from held q, k, v
+// (stored by to_gemm_form). Freeing the block drops the hold;
 // fp32, or the option off, holds nothing.
 TEST(Bf16, HeldActivationWrittenRoundedAndReadInPlace) {
   auto be = pentad::make_cpu_backend(2);
@@ -372,6 +373,28 @@ TEST(Bf16, HeldActivationWrittenRoundedAndReadInPlace) {
     return d;
   };
   EXPECT_EQ(attention_grads(act), attention_grads(plain));
+  // q, k and v held, stored by to_gemm_form (rounded): attention rounds its
+  // operands once, so from the held ones it gives bitwise the out, lse and
+  // gradients it gives from the fp32 values.
+  float* qkv[3];
+  const float* qkv_src[3] = {g.v.data(), x.v.data(), wf.v.data()};
+  for (int i = 0; i < 3; ++i) {
+    qkv[i] = be->alloc(NF, pentad::Mem::activations);
+    be->hold_gemm_form(qkv[i], NF);
+    be->to_gemm_form(qkv[i], qkv_src[i], NF);
+    for (size_t j = 0; j < NF; ++j) ASSERT_EQ(qkv[i][j], pentad::round_bf16(qkv_src[i][j])) << "to_gemm_form";
+  }
+  EXPECT_TRUE(be->qkv_held(qkv[0], qkv[1], qkv[2]));
+  EXPECT_FALSE(be->qkv_held(qkv_src[0], qkv_src[1], qkv_src[2]));
+  std::vector<float> out_h(NF), lse_h(lse.size());
+  be->attention_fwd(out_h.data(), lse_h.data(), nullptr, qkv[0], qkv[1], qkv[2], 1, N, N, H, H, D, 0, 0, true);
+  EXPECT_EQ(out_h, std::vector<float>(plain, plain + NF)) << "attention_fwd from held q, k, v";
+  EXPECT_EQ(lse_h, lse);
+  std::vector<float> d_h(3 * NF, 0.0f);
+  be->attention_bwd(d_h.data(), d_h.data() + NF, d_h.data() + 2 * NF, dout.v.data(), plain, lse.data(), nullptr,
+                    qkv[0], qkv[1], qkv[2], 1, N, N, H, H, D, 0, 0, true);
+  EXPECT_EQ(d_h, attention_grads(plain)) << "attention_bwd from held q, k, v";
+  for (float* p : qkv) be->free_bytes(p);
   // The two GEMMs that read the MLP activation, from the held and the plain buffer.
   const size_t reads = be->held_activation_reads();
   auto products = [&](const float* a) {

@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -101,20 +102,26 @@ struct HostWarp {
   void sync() {}
 };
 
-// The kernel's grid, every warp of every block in turn.
-template <int D>
-void run_fwd(const fl::FwdArgs& a) {
+// The kernel's grid, every warp of every block in turn (the build of
+// a.out_bf16 and a.in_bf16).
+template <int D, bool OutBf16, bool InBf16>
+void run_fwd_as(const fl::FwdArgs& a) {
   auto sm = std::make_unique<fl::Smem<D>>();
   for (int bh = 0; bh < a.B * a.H; ++bh)
     for (int qb = 0; qb < fl::query_blocks(a.Tq); ++qb)
       for (int w = 0; w < fl::kWarps; ++w) {
         auto warp = std::make_unique<HostWarp<fl::LaneState<D>>>();
         warp->warp = w;
-        if (a.out_bf16)
-          fl::fwd_block<D, true>(*warp, *sm, a, bh / a.H, bh % a.H, qb * fl::kRows);
-        else
-          fl::fwd_block<D, false>(*warp, *sm, a, bh / a.H, bh % a.H, qb * fl::kRows);
+        fl::fwd_block<D, OutBf16, InBf16>(*warp, *sm, a, bh / a.H, bh % a.H, qb * fl::kRows);
       }
+}
+
+template <int D>
+void run_fwd(const fl::FwdArgs& a) {
+  if (a.out_bf16)
+    a.in_bf16 ? run_fwd_as<D, true, true>(a) : run_fwd_as<D, true, false>(a);
+  else
+    a.in_bf16 ? run_fwd_as<D, false, true>(a) : run_fwd_as<D, false, false>(a);
 }
 
 void run_fwd(const fl::FwdArgs& a, int D) {
@@ -242,16 +249,17 @@ TEST(FlashAttention, ForwardStoresAHeldOutRounded) {
   }
 }
 
-// The backward's two kernels, every warp of every block in turn.
-template <int D>
-void run_bwd(const fl::BwdArgs& a) {
+// The backward's two kernels, every warp of every block in turn (the build
+// of a.in_bf16).
+template <int D, bool InBf16>
+void run_bwd_as(const fl::BwdArgs& a) {
   auto dq_sm = std::make_unique<fl::DqSmem<D>>();
   for (int bh = 0; bh < a.B * a.H; ++bh)
     for (int qb = 0; qb < fl::query_blocks(a.Tq); ++qb)
       for (int w = 0; w < fl::kWarps; ++w) {
         auto warp = std::make_unique<HostWarp<fl::DqLane<D>>>();
         warp->warp = w;
-        fl::dq_block<D>(*warp, *dq_sm, a, bh / a.H, bh % a.H, qb * fl::kRows);
+        fl::dq_block<D, InBf16>(*warp, *dq_sm, a, bh / a.H, bh % a.H, qb * fl::kRows);
       }
   auto kv_sm = std::make_unique<fl::DkvSmem<D>>();
   for (int bh = 0; bh < a.B * a.Hkv; ++bh)
@@ -259,8 +267,13 @@ void run_bwd(const fl::BwdArgs& a) {
       for (int w = 0; w < fl::kWarps; ++w) {
         auto warp = std::make_unique<HostWarp<fl::DkvLane<D>>>();
         warp->warp = w;
-        fl::dkv_block<D>(*warp, *kv_sm, a, bh / a.Hkv, bh % a.Hkv, kb * fl::kKeys);
+        fl::dkv_block<D, InBf16>(*warp, *kv_sm, a, bh / a.Hkv, bh % a.Hkv, kb * fl::kKeys);
       }
+}
+
+template <int D>
+void run_bwd(const fl::BwdArgs& a) {
+  a.in_bf16 ? run_bwd_as<D, true>(a) : run_bwd_as<D, false>(a);
 }
 
 void run_bwd(const fl::BwdArgs& a, int D) {
@@ -342,6 +355,74 @@ TEST(FlashAttention, BackwardEqualsCpuBf16WithinRounding) {
         {c.B, c.Tq, c.Tk, c.H, c.Hkv, c.D}, c.q_offset, c.k_offset, c.causal);
     std::printf("[%s] largest errors, as fractions of their bounds: dq %.1e, dk %.1e, dv %.1e\n", c.name, worst.dq,
                 worst.dk, worst.dv);
+  }
+}
+
+
+// q, k, v held in bf16 (FwdArgs / BwdArgs::in_bf16, train.bf16_activations):
+// the kernels built for them read the stored bits where the fp32 build
+// rounds on load, so from q, k, v rounded and stored as bf16 every output
+// is bitwise the fp32 build's from the fp32 values: out and lse (out in
+// fp32 and held), dq, dk, dv. The operands' buffers are exactly their
+// bf16 size.
+TEST(FlashAttention, HeldOperandsReadAsTheirBf16Values) {
+  const Case cases[] = {
+      {"causal gqa D16, partial tiles", 2, 37, 37, 4, 2, 16, 0, 0, true},
+      {"ring block across D64, 2 query blocks", 1, 70, 130, 2, 2, 64, 60, 0, true},
+      {"ring block past keys D32, masked rows", 1, 40, 24, 2, 2, 32, 0, 30, true},
+      {"causal gqa D128, 2 query and key blocks", 1, 100, 100, 4, 2, 128, 0, 0, true},
+      {"non-causal D128", 1, 33, 50, 2, 1, 128, 0, 0, false},
+  };
+  auto bits = [](const std::vector<float>& x) {
+    std::vector<uint16_t> b(x.size());
+    for (size_t i = 0; i < x.size(); ++i) b[i] = uint16_t(fl::bf16_bits(x[i]));
+    return b;
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto [nq, nk, nl, q, k, v] = case_data(c, 41);
+    const std::vector<uint16_t> q16 = bits(q), k16 = bits(k), v16 = bits(v);
+    auto as_float = [](const std::vector<uint16_t>& b) { return reinterpret_cast<const float*>(b.data()); };
+    const float scale = 1.0f / std::sqrt(float(c.D));
+    for (const bool out_bf16 : {false, true}) {
+      SCOPED_TRACE(out_bf16 ? "out held" : "out fp32");
+      std::vector<float> out(nq), lse(nl), out_h(nq), lse_h(nl);
+      fl::FwdArgs a{out.data(), lse.data(), q.data(), k.data(), v.data(), c.B, c.Tq, c.Tk, c.H,
+                    c.Hkv, c.q_offset, c.k_offset, c.causal, scale, out_bf16};
+      run_fwd(a, c.D);
+      a.out = out_h.data();
+      a.lse = lse_h.data();
+      a.q = as_float(q16);
+      a.k = as_float(k16);
+      a.v = as_float(v16);
+      a.in_bf16 = true;
+      run_fwd(a, c.D);
+      EXPECT_EQ(std::memcmp(out.data(), out_h.data(), nq * sizeof(float)), 0) << "out";
+      EXPECT_EQ(std::memcmp(lse.data(), lse_h.data(), nl * sizeof(float)), 0) << "lse";
+    }
+    std::vector<float> out(nq), lse(nl);
+    run_fwd(fl::FwdArgs{out.data(), lse.data(), q.data(), k.data(), v.data(), c.B, c.Tq, c.Tk, c.H, c.Hkv,
+                        c.q_offset, c.k_offset, c.causal, scale},
+            c.D);
+    const std::vector<float> dout = randn(nq, 44);
+    const std::vector<float> delta =
+        pentad::test::attention_delta(dout, out, {c.B, c.Tq, c.Tk, c.H, c.Hkv, c.D}, true);
+    std::vector<float> dq = randn(nq, 45), dk = randn(nk, 46), dv = randn(nk, 47);
+    std::vector<float> dq_h = dq, dk_h = dk, dv_h = dv;
+    fl::BwdArgs a{dq.data(), dk.data(), dv.data(), dout.data(), lse.data(), delta.data(), q.data(), k.data(),
+                  v.data(), c.B, c.Tq, c.Tk, c.H, c.Hkv, c.q_offset, c.k_offset, c.causal, scale};
+    run_bwd(a, c.D);
+    a.dq = dq_h.data();
+    a.dk = dk_h.data();
+    a.dv = dv_h.data();
+    a.q = as_float(q16);
+    a.k = as_float(k16);
+    a.v = as_float(v16);
+    a.in_bf16 = true;
+    run_bwd(a, c.D);
+    EXPECT_EQ(std::memcmp(dq.data(), dq_h.data(), nq * sizeof(float)), 0) << "dq";
+    EXPECT_EQ(std::memcmp(dk.data(), dk_h.data(), nk * sizeof(float)), 0) << "dk";
+    EXPECT_EQ(std::memcmp(dv.data(), dv_h.data(), nk * sizeof(float)), 0) << "dv";
   }
 }
 

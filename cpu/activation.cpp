@@ -2,7 +2,9 @@
 // x * sigmoid(2u) with u = sqrt(2/pi)(x + 0.044715 x^3), which equals
 // 0.5 x (1 + tanh u) without cancellation; SwiGLU (Shazeer 2020):
 // out = silu(gate) * up. dx is WRITTEN, not accumulated. A forward's output
-// held in GEMM form (Backend::hold_gemm_form) is written rounded to bf16.
+// held in GEMM form (Backend::hold_gemm_form) is written rounded to bf16. In
+// a bf16 run every one of them reads its inputs (x; gate and up) rounded to
+// bf16, forward and backward (ops.def), as they are when held in GEMM form.
 #include "bf16.hpp"
 #include "cpu_backend.hpp"
 
@@ -14,13 +16,17 @@ namespace {
 constexpr size_t kParallelMin = 1u << 14;
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kGeluCubic = 0.044715f;
+
+// An input value as the activations read it: rounded to bf16 in a bf16 run.
+inline float act_in(float x, bool bf16) { return bf16 ? round_bf16(x) : x; }
 }  // namespace
 
 void CpuBackend::gelu_fwd(float* out, const float* x, size_t n) {
   const bool held = held_in_gemm_form(out);  // the GEMM form: floats rounded to bf16
+  const bool bf16 = compute_dtype_ == Dtype::bf16;
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
   for (size_t i = 0; i < n; ++i) {
-    const float xi = x[i];
+    const float xi = act_in(x[i], bf16);
     const float u = kSqrt2OverPi * (xi + kGeluCubic * xi * xi * xi);
     const float y = xi / (1.0f + exp_f(-2.0f * u));
     out[i] = held ? round_bf16(y) : y;
@@ -28,9 +34,10 @@ void CpuBackend::gelu_fwd(float* out, const float* x, size_t n) {
 }
 
 void CpuBackend::gelu_bwd(float* dx, const float* dout, const float* x, size_t n) {
+  const bool bf16 = compute_dtype_ == Dtype::bf16;
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
   for (size_t i = 0; i < n; ++i) {
-    const float xi = x[i];
+    const float xi = act_in(x[i], bf16);
     const float u = kSqrt2OverPi * (xi + kGeluCubic * xi * xi * xi);
     const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * xi * xi);
     const float s = 1.0f / (1.0f + exp_f(-2.0f * u));  // = 0.5 (1 + tanh u)
@@ -40,24 +47,26 @@ void CpuBackend::gelu_bwd(float* dx, const float* dout, const float* x, size_t n
 
 void CpuBackend::swiglu_fwd(float* out, const float* gate, const float* up, size_t n) {
   const bool held = held_in_gemm_form(out);
+  const bool bf16 = compute_dtype_ == Dtype::bf16;
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
   for (size_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    const float y = g / (1.0f + exp_f(-g)) * up[i];
+    const float g = act_in(gate[i], bf16);
+    const float y = g / (1.0f + exp_f(-g)) * act_in(up[i], bf16);
     out[i] = held ? round_bf16(y) : y;
   }
 }
 
 void CpuBackend::swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate,
                             const float* up, size_t n) {
+  const bool bf16 = compute_dtype_ == Dtype::bf16;
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
   for (size_t i = 0; i < n; ++i) {
-    const float g = gate[i];
+    const float g = act_in(gate[i], bf16);
     const float s = 1.0f / (1.0f + exp_f(-g));
     const float silu = g * s;
     const float dsilu = s * (1.0f + g * (1.0f - s));
     const float go = dout[i];
-    dgate[i] = go * up[i] * dsilu;
+    dgate[i] = go * act_in(up[i], bf16) * dsilu;
     dup[i] = go * silu;
   }
 }

@@ -1,13 +1,16 @@
 // GELU, tanh approximation (Hendrycks & Gimpel 2016, as GPT-2), written as
 // x * sigmoid(2u), u = sqrt(2/pi)(x + 0.044715 x^3), like cpu/activation.cpp;
 // SwiGLU (Shazeer 2020): out = silu(gate) * up. dx is WRITTEN. A forward's
-// output held in GEMM form (Backend::hold_gemm_form) is written as bf16.
+// output held in GEMM form (Backend::hold_gemm_form) is written as bf16; an
+// input held so is read as its bf16 values, and in a bf16 run an fp32 input
+// is read rounded to bf16 (ops.def), so both give the same results.
 #include "cuda_backend.hpp"
 #include "held_store.cuh"
 
 namespace pentad {
 
 using cuda_detail::elementwise_launch;
+using cuda_detail::load;
 using cuda_detail::store;
 using cuda_detail::to_dim3;
 
@@ -16,74 +19,107 @@ namespace {
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kGeluCubic = 0.044715f;
 
-template <typename Out>
-__global__ void gelu_fwd_kernel(Out* out, const float* x, size_t n) {
+// In: the input's type (float, or __nv_bfloat16 where held in GEMM form);
+// round: an fp32 input is read rounded to bf16 (a bf16 run).
+template <typename Out, typename In>
+__global__ void gelu_fwd_kernel(Out* out, const In* x, size_t n, bool round) {
   const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const float xi = x[i];
+  const float xi = load(x, i, round);
   const float u = kSqrt2OverPi * (xi + kGeluCubic * xi * xi * xi);
   store(out, i, xi / (1.0f + expf(-2.0f * u)));
 }
 
-__global__ void gelu_bwd_kernel(float* dx, const float* dout, const float* x, size_t n) {
+template <typename In>
+__global__ void gelu_bwd_kernel(float* dx, const float* dout, const In* x, size_t n, bool round) {
   const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const float xi = x[i];
+  const float xi = load(x, i, round);
   const float u = kSqrt2OverPi * (xi + kGeluCubic * xi * xi * xi);
   const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * xi * xi);
   const float s = 1.0f / (1.0f + expf(-2.0f * u));
   dx[i] = dout[i] * (s + xi * 2.0f * s * (1.0f - s) * du);
 }
 
-template <typename Out>
-__global__ void swiglu_fwd_kernel(Out* out, const float* gate, const float* up, size_t n) {
+template <typename Out, typename In>
+__global__ void swiglu_fwd_kernel(Out* out, const In* gate, const In* up, size_t n, bool round) {
   const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const float g = gate[i];
-  store(out, i, g / (1.0f + expf(-g)) * up[i]);
+  const float g = load(gate, i, round);
+  store(out, i, g / (1.0f + expf(-g)) * load(up, i, round));
 }
 
-__global__ void swiglu_bwd_kernel(float* dgate, float* dup, const float* dout, const float* gate,
-                                  const float* up, size_t n) {
+template <typename In>
+__global__ void swiglu_bwd_kernel(float* dgate, float* dup, const float* dout, const In* gate, const In* up,
+                                  size_t n, bool round) {
   const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const float g = gate[i];
+  const float g = load(gate, i, round);
   const float s = 1.0f / (1.0f + expf(-g));
   const float silu = g * s;
   const float dsilu = s * (1.0f + g * (1.0f - s));
   const float go = dout[i];
-  dgate[i] = go * up[i] * dsilu;
+  dgate[i] = go * load(up, i, round) * dsilu;
   dup[i] = go * silu;
 }
+
+const __nv_bfloat16* as_bf16(const float* p) { return reinterpret_cast<const __nv_bfloat16*>(p); }
+__nv_bfloat16* as_bf16(float* p) { return reinterpret_cast<__nv_bfloat16*>(p); }
 
 }  // namespace
 
 void CudaBackend::gelu_fwd(float* out, const float* x, size_t n) {
   if (n == 0) return;
   const cuda_detail::LaunchConfig l = elementwise_launch(n);
-  if (held_in_gemm_form(out))
-    gelu_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
-        reinterpret_cast<__nv_bfloat16*>(out), x, n);
-  else
-    gelu_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(out, x, n);
+  const dim3 grid = to_dim3(l.grid), block = to_dim3(l.block);
+  const bool round = compute_dtype_ == Dtype::bf16, out_held = held_in_gemm_form(out);
+  if (held_in_gemm_form(x)) {
+    if (out_held)
+      gelu_fwd_kernel<<<grid, block, l.smem_bytes, stream_>>>(as_bf16(out), as_bf16(x), n, round);
+    else
+      gelu_fwd_kernel<<<grid, block, l.smem_bytes, stream_>>>(out, as_bf16(x), n, round);
+  } else if (out_held) {
+    gelu_fwd_kernel<<<grid, block, l.smem_bytes, stream_>>>(as_bf16(out), x, n, round);
+  } else {
+    gelu_fwd_kernel<<<grid, block, l.smem_bytes, stream_>>>(out, x, n, round);
+  }
   CUDA_LAUNCH_CHECK();
 }
 
 void CudaBackend::gelu_bwd(float* dx, const float* dout, const float* x, size_t n) {
   if (n == 0) return;
   const cuda_detail::LaunchConfig l = elementwise_launch(n);
-  gelu_bwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(dx, dout, x, n);
+  const dim3 grid = to_dim3(l.grid), block = to_dim3(l.block);
+  const bool round = compute_dtype_ == Dtype::bf16;
+  if (held_in_gemm_form(x))
+    gelu_bwd_kernel<<<grid, block, l.smem_bytes, stream_>>>(dx, dout, as_bf16(x), n, round);
+  else
+    gelu_bwd_kernel<<<grid, block, l.smem_bytes, stream_>>>(dx, dout, x, n, round);
   CUDA_LAUNCH_CHECK();
+}
+
+// Are gate and up held (both)? One without the other: the run stops.
+bool CudaBackend::swiglu_inputs_held(const float* gate, const float* up) {
+  const bool g = held_in_gemm_form(gate), u = held_in_gemm_form(up);
+  if (g != u) PENTAD_FATAL("cuda swiglu: gate and up are not both held in GEMM form, nor both fp32");
+  return g;
 }
 
 void CudaBackend::swiglu_fwd(float* out, const float* gate, const float* up, size_t n) {
   if (n == 0) return;
   const cuda_detail::LaunchConfig l = elementwise_launch(n);
-  if (held_in_gemm_form(out))
-    swiglu_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
-        reinterpret_cast<__nv_bfloat16*>(out), gate, up, n);
-  else
-    swiglu_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(out, gate, up, n);
+  const dim3 grid = to_dim3(l.grid), block = to_dim3(l.block);
+  const bool round = compute_dtype_ == Dtype::bf16, out_held = held_in_gemm_form(out);
+  if (swiglu_inputs_held(gate, up)) {
+    if (out_held)
+      swiglu_fwd_kernel<<<grid, block, l.smem_bytes, stream_>>>(as_bf16(out), as_bf16(gate), as_bf16(up), n, round);
+    else
+      swiglu_fwd_kernel<<<grid, block, l.smem_bytes, stream_>>>(out, as_bf16(gate), as_bf16(up), n, round);
+  } else if (out_held) {
+    swiglu_fwd_kernel<<<grid, block, l.smem_bytes, stream_>>>(as_bf16(out), gate, up, n, round);
+  } else {
+    swiglu_fwd_kernel<<<grid, block, l.smem_bytes, stream_>>>(out, gate, up, n, round);
+  }
   CUDA_LAUNCH_CHECK();
 }
 
@@ -91,8 +127,13 @@ void CudaBackend::swiglu_bwd(float* dgate, float* dup, const float* dout, const 
                              const float* up, size_t n) {
   if (n == 0) return;
   const cuda_detail::LaunchConfig l = elementwise_launch(n);
-  swiglu_bwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
-      dgate, dup, dout, gate, up, n);
+  const dim3 grid = to_dim3(l.grid), block = to_dim3(l.block);
+  const bool round = compute_dtype_ == Dtype::bf16;
+  if (swiglu_inputs_held(gate, up))
+    swiglu_bwd_kernel<<<grid, block, l.smem_bytes, stream_>>>(dgate, dup, dout, as_bf16(gate), as_bf16(up), n,
+                                                               round);
+  else
+    swiglu_bwd_kernel<<<grid, block, l.smem_bytes, stream_>>>(dgate, dup, dout, gate, up, n, round);
   CUDA_LAUNCH_CHECK();
 }
 

@@ -111,6 +111,9 @@ class CudaBackend final : public Backend {
                            const float* q, const float* k, const float* v, int B, int Tq, int Tk, int H, int Hkv,
                            int D, int q_offset, int k_offset, bool causal, bool in_bf16);
   static bool fused_attention_default();  // PENTAD_CUDA_ATTENTION
+  // Are SwiGLU's gate and up held in GEMM form (both; one alone stops the
+  // run)? (activation.cu)
+  bool swiglu_inputs_held(const float* gate, const float* up);
   // One GEMM operand (stored rows x cols, leading dimension ld, `batch`
   // matrices `stride` apart) in bf16: its weight copy in place, or converted
   // densely into scratch slot `slot` (ld and stride then become the dense
@@ -133,6 +136,7 @@ class CudaBackend final : public Backend {
     const float* bias = nullptr;
     float* act_out = nullptr;
     const float* aux_in = nullptr;  // dgelu: the GELU's input, read by the epilogue (ld plan->aux_ld)
+    bool aux_bf16 = false;          // aux_in is held in GEMM form: bf16 values
     float beta = 0.0f;
     int batch = 1;
     bool bf16 = false;

@@ -7,12 +7,17 @@
 // operands (the weight copy in place, else converted) with fp32
 // accumulation; D, the bias and the GELU input stay fp32. Where the plan
 // says no, or cuBLASLt offers no algorithm or refuses the call (reported
-// once), the separate ops run: gemm, bias_add, gelu_fwd.
+// once), the separate ops run: gemm, bias_add, gelu_fwd. A bf16 run's GELU
+// reads its input rounded to bf16 (ops.def), so there the epilogue has the
+// bias only and gelu_fwd follows.
 // linear_bwd_input_gelu (ops.def), GPT-2's MLP backward: the down
 // projection's input-gradient GEMM with the GELU's gradient in its epilogue
 // (DGELU, the GELU's input as the auxiliary matrix it reads;
 // linear_bwd_gelu_plan), so dL/d(GELU output) is never written and read
-// back; else gemm then gelu_bwd in place.
+// back; else gemm then gelu_bwd in place. In a bf16 run only with the GELU
+// input held in bf16 (train.bf16_activations; the auxiliary matrix's type
+// set to bf16 beside the fp32 D, which cuBLASLt may refuse), as the
+// epilogue cannot round an fp32 one.
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -63,10 +68,10 @@ cublasLtEpilogue_t to_cublaslt(LinearEpilogue e) {
 void CudaBackend::linear_fwd(float* y, const float* x, const float* w, const float* bias, int N, int n_out,
                              int n_in, float beta, float* act_out) {
   if (N <= 0 || n_out <= 0) return;
-  if (act_out && held_in_gemm_form(act_out)) {
-    // A bf16 GELU output: the epilogue's would bring a bf16 GELU input (its
-    // auxiliary matrix takes D's type), which the backward reads. So the
-    // bias alone in the epilogue, then one pass that writes the bf16 output.
+  if (act_out && compute_dtype_ == Dtype::bf16) {
+    // A bf16 run's GELU reads its input rounded to bf16 (ops.def), which
+    // the epilogue's GELU does not. So the bias alone in the epilogue, then
+    // gelu_fwd, which rounds its input and writes a held output as bf16.
     linear_fwd(y, x, w, bias, N, n_out, n_in, beta, nullptr);
     gelu_fwd(act_out, y, size_t(N) * size_t(n_out));
     return;
@@ -86,11 +91,16 @@ void CudaBackend::linear_bwd_input_gelu(float* dx, const float* dy, const float*
                                         int n_out, int n_in) {
   if (N <= 0 || n_in <= 0) return;
   const LinearEpiloguePlan plan = linear_bwd_gelu_plan(N, n_out, n_in);
-  if (plan.fused && n_out > 0) {
+  // A bf16 run's GELU gradient reads its input rounded to bf16 (ops.def):
+  // the epilogue reads a held (bf16) input as it is, an fp32 one unrounded,
+  // so that one takes the separate ops.
+  const bool aux_bf16 = held_in_gemm_form(gelu_in);
+  if (plan.fused && n_out > 0 && (compute_dtype_ == Dtype::fp32 || aux_bf16)) {
     // Stored row-major: w (n_out rows, n_in columns), dy (N rows, n_out columns).
     LtCall c = lt_operands(plan, w, n_out, n_in, dy, N, n_out);
     c.y = dx;
     c.aux_in = gelu_in;
+    c.aux_bf16 = aux_bf16;
     if (lt_matmul(c)) {
       ++epilogues_fused_;
       return;
@@ -162,6 +172,11 @@ bool CudaBackend::lt_matmul(const LtCall& c) {
     const int64_t aux_ld = plan.aux_ld;
     built = ok(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux)) &&
             ok(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof aux_ld));
+    if (built && c.aux_bf16) {  // a held GELU input: bf16 beside the fp32 D (cuBLASLt may refuse: separate ops)
+      const int32_t aux_type = CUDA_R_16BF;
+      built = ok(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &aux_type,
+                                                sizeof aux_type));
+    }
   }
   // Column-major layouts as stored: op(first) is (m, k), op(second) (k, n), C and D (m, n).
   built = built &&

@@ -138,7 +138,9 @@ class Backend {
 
   // ---- bf16 activations (train.dtype = bf16, train.bf16_activations) -------
   // An activation that only GEMMs read (the MLP's GELU or SwiGLU output, the
-  // norm outputs; model/memory_plan.hpp's MemoryPlan::holds says which) is
+  // norm outputs), or only ops that read it rounded to bf16 anyway in a bf16
+  // run (q, k, v; the GELU or SwiGLU inputs; model/memory_plan.hpp's
+  // MemoryPlan::holds says which) is
   // stored in the form a bf16 GEMM reads, the weight copies' form
   // (weight_copy_elem_bytes() per value: floats rounded to bf16 on the CPU,
   // __nv_bfloat16 on CUDA), instead of fp32 converted at every GEMM that
@@ -150,7 +152,8 @@ class Backend {
   // to_gemm_form) and copy_bytes, and read only as a GEMM operand (gemm,
   // gemm_batched, linear_fwd's x and the group ops), from its first value,
   // or by the bf16 attention: its q, k and v (qkv_held) and its output's
-  // row sums (attention_bwd).
+  // row sums (attention_bwd), or by the MLP activations' inputs (gelu_fwd,
+  // gelu_bwd, swiglu_fwd, swiglu_bwd, linear_bwd_input_gelu's gelu_in).
   void set_bf16_activations(bool on) { bf16_activations_on_ = on; }
   bool keeps_bf16_activations() const { return bf16_activations_on_ && compute_dtype_ == Dtype::bf16; }
   // Bytes per value of a held activation; 0 where activations are not held

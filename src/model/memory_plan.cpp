@@ -81,7 +81,9 @@ bool MemoryPlan::holds(Buf b, int block) const {
   if (layout_.bf16_act_bytes <= 0) return false;
   switch (b) {
     case Buf::fc_act:
-    case Buf::scratch_fc_act: return true;
+    case Buf::scratch_fc_act:
+    case Buf::fc_pre:
+    case Buf::fc_up: return true;
     case Buf::att: return layout_.cp.cp == 1;  // ring attention merges partial outputs into it
     case Buf::q:
     case Buf::k:

@@ -160,7 +160,10 @@ class MemoryPlan {
   // attention merges partial outputs into it. And q, k, v, which only the
   // bf16 attention reads, rounding them to bf16 on load anyway: Model
   // stores them rounded after RoPE (Model::block_fwd); not with cp > 1,
-  // where k and v travel the ring as fp32.
+  // where k and v travel the ring as fp32. And the MLP activation's
+  // inputs (GPT-2's GELU input, Llama's gate and up), which in a bf16 run
+  // the activation reads rounded to bf16 both ways (ops.def), likewise
+  // stored rounded by Model::block_fwd (unused in an MoE block).
   bool holds(Buf b, int block) const;
   // Its bytes per value: layout.bf16_act_bytes where held, else 4.
   size_t value_bytes(Buf b, int block) const {

@@ -521,7 +521,20 @@ void Model::block_fwd(int l, Acts& a, const float* in, bool keep_probs) {
   norm_fwd(b.mlp_norm, a.ln2, a.ln2_mean, a.ln2_rstd, a.res_mid);
   if (cfg_.is_moe_block(l)) return;  // the MoE layer runs in forward_chunk / block_bwd
   const float* x2 = tp_.enter_fwd(a.ln2, s.gath_x);  // (N,C)
-  if (gpt2_) {
+  // A held MLP input (bf16_activations) is staged like q, k, v: the product
+  // in fp32 in its gradient scratch, stored rounded, then the activation
+  // reads it (in a bf16 run the activation reads its input rounded anyway).
+  const size_t BTF = size_t(N_) * F_;
+  if (plan_.holds(Buf::fc_pre, l)) {
+    if (gpt2_) {
+      b.w_up.fwd(s.d_fc_pre, x2);
+    } else {
+      b.gate_up.fwd({s.d_fc_pre, s.d_up}, x2);
+      be_.to_gemm_form(a.fc_up, s.d_up, BTF);
+    }
+    be_.to_gemm_form(a.fc_pre, s.d_fc_pre, BTF);
+    mlp_act_fwd(a);
+  } else if (gpt2_) {
     b.w_up.fwd(a.fc_pre, x2, a.fc_act);  // the GELU with the GEMM (mlp_act_fwd's result)
   } else {
     b.gate_up.fwd({a.fc_pre, a.fc_up}, x2);

@@ -1230,8 +1230,8 @@ TEST_P(OpsVsCpu, GemmAllTransposesBetaStridesBatches) {
 // LinearFwdEpilogues. Then the GEMMs that read a held buffer (the down
 // projection's forward as A, its weight gradient as B) agree
 // with the CPU's GEMMs on the values the GPU holds, and each read counts
-// once in held_activation_reads. Last, attention's q, k, v and output
-// held in bf16 (below).
+// once in held_activation_reads. The activations read held inputs, and
+// last, attention's q, k, v and output are held in bf16 (below).
 TEST_P(OpsVsCpu, HeldBf16Activations) {
   cpu_->set_compute_dtype(pentad::Dtype::bf16);
   gpu_->set_compute_dtype(pentad::Dtype::bf16);
@@ -1284,6 +1284,32 @@ TEST_P(OpsVsCpu, HeldBf16Activations) {
   cpu_->swiglu_fwd(sw.data(), gate.data(), upv.data(), NF);
   for (float& v : sw) v = pentad::round_bf16(v);
   near_rounded("held: SwiGLU", held_down(d_sw), sw);
+  // The activations' inputs held (the GELU input; SwiGLU's gate and up): a
+  // bf16 run reads fp32 inputs rounded, so from held ones every output,
+  // forward (into fp32) and backward, is bitwise the same; and agrees with
+  // the CPU's, which rounds its inputs likewise.
+  {
+    const Vec dout = randn(NF, 64);
+    float *g32 = up(gate), *u32 = up(upv), *gh = held(), *uh = held(), *d_dout = up(dout);
+    gpu_->to_gemm_form(gh, g32, NF);
+    gpu_->to_gemm_form(uh, u32, NF);
+    auto outputs = [&](const float* a, const float* b) {
+      float* o = up(Vec(5 * NF));
+      gpu_->gelu_fwd(o, a, NF);
+      gpu_->gelu_bwd(o + NF, d_dout, a, NF);
+      gpu_->swiglu_fwd(o + 2 * NF, a, b, NF);
+      gpu_->swiglu_bwd(o + 3 * NF, o + 4 * NF, d_dout, a, b, NF);
+      return down(o, 5 * NF);
+    };
+    const Vec from_fp32 = outputs(g32, u32);
+    EXPECT_EQ(outputs(gh, uh), from_fp32) << "held: the activations from held inputs";
+    Vec c(5 * NF);
+    cpu_->gelu_fwd(c.data(), gate.data(), NF);
+    cpu_->gelu_bwd(c.data() + NF, dout.data(), gate.data(), NF);
+    cpu_->swiglu_fwd(c.data() + 2 * NF, gate.data(), upv.data(), NF);
+    cpu_->swiglu_bwd(c.data() + 3 * NF, c.data() + 4 * NF, dout.data(), gate.data(), upv.data(), NF);
+    compare("held: the activations from rounded inputs, against the CPU", from_fp32, c, 1e-5, 1e-5);
+  }
   // The norms into held buffers (N rows of F: the shapes need not be the model's).
   const Vec nw = randn(F, 58, 0.5f, 1.0f), nb = randn(F, 59);
   Vec mean(N), rstd(N), ln(NF);
@@ -1328,9 +1354,9 @@ TEST_P(OpsVsCpu, HeldBf16Activations) {
     gpu_->to_gemm_form(h_q, d_q, NF);
     gpu_->to_gemm_form(h_k, d_k, NF);
     gpu_->to_gemm_form(h_v, d_v, NF);
-    auto rounded = [](Vec x) {
-      for (float& r : x) r = pentad::round_bf16(r);
-      return x;
+    auto rounded = [](Vec vals) {
+      for (float& r : vals) r = pentad::round_bf16(r);
+      return vals;
     };
     EXPECT_EQ(held_down(h_q), rounded(q)) << tag << ": to_gemm_form";
     float *d_att = held(), *d_plain = up(Vec(NF)), *d_lse = up(Vec(NH)), *d_lse_held = up(Vec(NH));
@@ -1403,7 +1429,9 @@ TEST_P(OpsVsCpu, GemmReadsWeightCopies) {
 // cannot (n_out 97: the GELU input's leading dimension), beta 0 and 1 (the
 // row-parallel layer accumulates onto the residual). Every call whose plan
 // fuses must have run fused (epilogues_fused), the rest unfused, and a
-// second call must repeat the first bitwise.
+// second call must repeat the first bitwise. In bf16 the GELU is never in
+// the epilogue (the GELU reads its input rounded there: the bias alone in
+// the epilogue, then gelu_fwd).
 TEST_P(OpsVsCpu, LinearFwdEpilogues) {
   for (pentad::Dtype dt : {pentad::Dtype::fp32, pentad::Dtype::bf16}) {
     cpu_->set_compute_dtype(dt);
@@ -1419,8 +1447,9 @@ TEST_P(OpsVsCpu, LinearFwdEpilogues) {
             float* dw = up(w);
             gpu_->keep_weight_copy(dw, w.size());  // bf16: the weight read from its copy
             float *dy = up(y0), *dact = up(Vec(y0.size()));
+            const bool gelu_epilogue = with_gelu && dt == pentad::Dtype::fp32;
             const pentad::LinearEpiloguePlan plan =
-                pentad::linear_epilogue_plan(N, n_out, n_in, with_bias, with_gelu, beta);
+                pentad::linear_epilogue_plan(N, n_out, n_in, with_bias, gelu_epilogue, beta);
             const size_t fused = gpu_->epilogues_fused(), unfused = gpu_->epilogues_unfused();
             gpu_->linear_fwd(dy, up(x), dw, with_bias ? up(b) : nullptr, N, n_out, n_in, beta,
                              with_gelu ? dact : nullptr);
@@ -1439,7 +1468,7 @@ TEST_P(OpsVsCpu, LinearFwdEpilogues) {
                              with_gelu ? dact2 : nullptr);
             expect_bitwise(tag + " repeats", down(dy2, y.size()), first);
             expect_bitwise(tag + " act repeats", down(dact2, act.size()), first_act);
-            const bool epilogue = with_bias || with_gelu;
+            const bool epilogue = with_bias || gelu_epilogue;
             EXPECT_EQ(gpu_->epilogues_fused(), fused + (plan.fused ? 2 : 0)) << tag << ": " << plan.why;
             EXPECT_EQ(gpu_->epilogues_unfused(), unfused + (epilogue && !plan.fused ? 2 : 0)) << tag;
             gpu_->drop_weight_copy(dw);
@@ -1451,12 +1480,21 @@ TEST_P(OpsVsCpu, LinearFwdEpilogues) {
 
 // linear_bwd_input_gelu (cuBLASLt's DGELU epilogue on CUDA) against the
 // CPU's gemm and gelu_bwd, fp32 and bf16 (the weight from its copy), for n_in
-// 96 (fused) and 97 (the GELU input's leading dimension: unfused). In bf16
-// every call the plan fuses must have run fused; in fp32 cuBLASLt may offer
-// no DGELU kernel, so each call is counted one way or the other and the
-// result printed. A second call repeats the first bitwise.
+// 96 (fused) and 97 (the GELU input's leading dimension: unfused), and in
+// bf16 with the GELU input fp32 (never fused: the epilogue cannot round it)
+// and held in bf16 (the epilogue's auxiliary matrix in bf16). In fp32, and
+// bf16 held, cuBLASLt may offer no DGELU kernel, so each call is counted
+// one way or the other and the result printed. A second call repeats the
+// first bitwise.
 TEST_P(OpsVsCpu, LinearBwdInputGelu) {
-  for (pentad::Dtype dt : {pentad::Dtype::fp32, pentad::Dtype::bf16}) {
+  struct Form {
+    pentad::Dtype dt;
+    bool held;  // the GELU input held in bf16
+  };
+  for (const Form form : {Form{pentad::Dtype::fp32, false}, Form{pentad::Dtype::bf16, false},
+                          Form{pentad::Dtype::bf16, true}}) {
+    const pentad::Dtype dt = form.dt;
+    const bool held = form.held;
     cpu_->set_compute_dtype(dt);
     gpu_->set_compute_dtype(dt);
     for (int n_in : {96, 97}) {
@@ -1466,21 +1504,29 @@ TEST_P(OpsVsCpu, LinearBwdInputGelu) {
       float* dw = up(w);
       gpu_->keep_weight_copy(dw, w.size());
       float *ddy = up(dy), *dpre = up(pre), *ddx = up(Vec(pre.size())), *ddx2 = up(Vec(pre.size()));
+      if (held) {  // the GELU input stored in bf16, as the model holds it
+        auto* h = static_cast<float*>(gpu_->alloc_bytes(pre.size() * 2, pentad::Mem::activations));
+        owned_.push_back(h);
+        gpu_->hold_gemm_form(h, pre.size());
+        gpu_->to_gemm_form(h, dpre, pre.size());
+        dpre = h;
+      }
       const pentad::LinearEpiloguePlan plan = pentad::linear_bwd_gelu_plan(N, n_out, n_in);
       const size_t fused = gpu_->epilogues_fused(), unfused = gpu_->epilogues_unfused();
       gpu_->linear_bwd_input_gelu(ddx, ddy, dw, dpre, N, n_out, n_in);
       gpu_->linear_bwd_input_gelu(ddx2, ddy, dw, dpre, N, n_out, n_in);
       Vec dx(pre.size());
       cpu_->linear_bwd_input_gelu(dx.data(), dy.data(), w.data(), pre.data(), N, n_out, n_in);
-      const std::string tag = cat(dt == pentad::Dtype::bf16 ? "bf16" : "fp32", " linear_bwd_input_gelu n_in=", n_in);
+      const std::string tag = cat(dt == pentad::Dtype::bf16 ? "bf16" : "fp32", held ? " held" : "",
+                                  " linear_bwd_input_gelu n_in=", n_in);
       compare(tag, down(ddx, dx.size()), dx, 1e-4, 1e-4);
       expect_bitwise(tag + " repeats", down(ddx2, dx.size()), down(ddx, dx.size()));
       const size_t ran_fused = gpu_->epilogues_fused() - fused, ran_unfused = gpu_->epilogues_unfused() - unfused;
       std::printf("%s: %zu fused, %zu unfused (plan: %s)\n", tag.c_str(), ran_fused, ran_unfused,
                   plan.fused ? "fused" : plan.why);
       EXPECT_EQ(ran_fused + ran_unfused, 2u) << tag;
-      if (!plan.fused || dt == pentad::Dtype::bf16) {
-        EXPECT_EQ(ran_fused, plan.fused ? 2u : 0u) << tag;
+      if (!plan.fused || (dt == pentad::Dtype::bf16 && !held)) {
+        EXPECT_EQ(ran_fused, 0u) << tag;
       }
       gpu_->drop_weight_copy(dw);
     }

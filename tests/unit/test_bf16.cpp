@@ -424,6 +424,44 @@ TEST(Bf16, HeldActivationWrittenRoundedAndReadInPlace) {
   be->free_bytes(plain);
 }
 
+// In a bf16 run the MLP activations read their inputs rounded to bf16,
+// both ways (ops.def): from x and from x rounded, gelu_fwd, gelu_bwd,
+// swiglu_fwd and swiglu_bwd give bitwise the same outputs, as they do from
+// inputs held in GEMM form (stored by to_gemm_form). In fp32 the rounded
+// inputs give other outputs (so the comparison can fail).
+TEST(Bf16, ActivationsReadTheirInputsRounded) {
+  auto be = pentad::make_cpu_backend(2);
+  const size_t n = 1000;
+  const Mat x = random_mat(1, int(n), 0, 21), u = random_mat(1, int(n), 0, 22), d = random_mat(1, int(n), 0, 23);
+  auto rounded = [](std::vector<float> v) {
+    for (float& e : v) e = pentad::round_bf16(e);
+    return v;
+  };
+  const std::vector<float> xr = rounded(x.v), ur = rounded(u.v);
+  // All four ops' outputs from inputs a (GELU's x, SwiGLU's gate) and b (up).
+  auto outputs = [&](const float* a, const float* b) {
+    std::vector<float> o(5 * n);
+    be->gelu_fwd(o.data(), a, n);
+    be->gelu_bwd(o.data() + n, d.v.data(), a, n);
+    be->swiglu_fwd(o.data() + 2 * n, a, b, n);
+    be->swiglu_bwd(o.data() + 3 * n, o.data() + 4 * n, d.v.data(), a, b, n);
+    return o;
+  };
+  EXPECT_NE(outputs(x.v.data(), u.v.data()), outputs(xr.data(), ur.data())) << "fp32 reads the inputs as they are";
+  be->set_compute_dtype(pentad::Dtype::bf16);
+  const std::vector<float> from_fp32 = outputs(x.v.data(), u.v.data());
+  EXPECT_EQ(from_fp32, outputs(xr.data(), ur.data()));
+  float* hx = be->alloc(n, pentad::Mem::activations);
+  float* hu = be->alloc(n, pentad::Mem::activations);
+  be->hold_gemm_form(hx, n);
+  be->hold_gemm_form(hu, n);
+  be->to_gemm_form(hx, x.v.data(), n);
+  be->to_gemm_form(hu, u.v.data(), n);
+  EXPECT_EQ(from_fp32, outputs(hx, hu)) << "from held inputs";
+  be->free_bytes(hx);
+  be->free_bytes(hu);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -195,12 +195,13 @@ TEST(Planner, Bf16ActivationsHalveTheHeldActivationsOnCuda) {
     for (const std::string rc : {"none", "selective", "full"}) {
       SCOPED_TRACE("recompute " + rc + (sp ? ", tp 2 with sp" : ""));
       const double L = 2, BT = 2 * 16, F = 128.0 / (sp ? 2 : 1), C = 32, HD = C / (sp ? 2 : 1);
-      // Bytes saved per block: the MLP activation, the norm outputs (not under
-      // sp), the attention output and q, k, v (this rank's heads; GPT-2: as
-      // many KV heads as heads).
-      const double mlp = BT * F * 2, norms = sp ? 0.0 : 2 * BT * C * 2, attn = 4 * BT * HD * 2;
-      const double slot = rc == "none" ? L * (mlp + norms + attn) : rc == "selective" ? L * (norms + attn) : 0.0;
-      const double scratch = rc == "none" ? 0.0 : rc == "selective" ? mlp : mlp + norms + attn;
+      // Bytes saved per block: the MLP activation, the GELU input, the norm
+      // outputs (not under sp), the attention output and q, k, v (this rank's
+      // heads; GPT-2: as many KV heads as heads).
+      const double mlp = BT * F * 2, pre = BT * F * 2, norms = sp ? 0.0 : 2 * BT * C * 2, attn = 4 * BT * HD * 2;
+      const double kept = pre + norms + attn;  // the block's Acts besides the MLP activation
+      const double slot = rc == "none" ? L * (mlp + kept) : rc == "selective" ? L * kept : 0.0;
+      const double scratch = rc == "none" ? 0.0 : rc == "selective" ? mlp : mlp + kept;
       const auto on = est("cuda", "bf16", true, rc, sp), off = est("cuda", "bf16", false, rc, sp);
       EXPECT_DOUBLE_EQ(off.stages[0].slot_bytes - on.stages[0].slot_bytes, slot);
       for (int c = 0; c < pentad::kMemCategories; ++c)

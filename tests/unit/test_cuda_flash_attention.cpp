@@ -382,7 +382,13 @@ TEST(FlashAttention, HeldOperandsReadAsTheirBf16Values) {
     SCOPED_TRACE(c.name);
     const auto [nq, nk, nl, q, k, v] = case_data(c, 41);
     const std::vector<uint16_t> q16 = bits(q), k16 = bits(k), v16 = bits(v);
-    auto as_float = [](const std::vector<uint16_t>& b) { return reinterpret_cast<const float*>(b.data()); };
+    // Point a call's q, k, v at the bf16 copies (FwdArgs or BwdArgs).
+    auto read_held = [&](auto& args) {
+      args.q = reinterpret_cast<const float*>(q16.data());
+      args.k = reinterpret_cast<const float*>(k16.data());
+      args.v = reinterpret_cast<const float*>(v16.data());
+      args.in_bf16 = true;
+    };
     const float scale = 1.0f / std::sqrt(float(c.D));
     for (const bool out_bf16 : {false, true}) {
       SCOPED_TRACE(out_bf16 ? "out held" : "out fp32");
@@ -392,10 +398,7 @@ TEST(FlashAttention, HeldOperandsReadAsTheirBf16Values) {
       run_fwd(a, c.D);
       a.out = out_h.data();
       a.lse = lse_h.data();
-      a.q = as_float(q16);
-      a.k = as_float(k16);
-      a.v = as_float(v16);
-      a.in_bf16 = true;
+      read_held(a);
       run_fwd(a, c.D);
       EXPECT_EQ(std::memcmp(out.data(), out_h.data(), nq * sizeof(float)), 0) << "out";
       EXPECT_EQ(std::memcmp(lse.data(), lse_h.data(), nl * sizeof(float)), 0) << "lse";
@@ -415,10 +418,7 @@ TEST(FlashAttention, HeldOperandsReadAsTheirBf16Values) {
     a.dq = dq_h.data();
     a.dk = dk_h.data();
     a.dv = dv_h.data();
-    a.q = as_float(q16);
-    a.k = as_float(k16);
-    a.v = as_float(v16);
-    a.in_bf16 = true;
+    read_held(a);
     run_bwd(a, c.D);
     EXPECT_EQ(std::memcmp(dq.data(), dq_h.data(), nq * sizeof(float)), 0) << "dq";
     EXPECT_EQ(std::memcmp(dk.data(), dk_h.data(), nk * sizeof(float)), 0) << "dk";

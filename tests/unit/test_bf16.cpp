@@ -386,6 +386,9 @@ TEST(Bf16, HeldActivationWrittenRoundedAndReadInPlace) {
   }
   EXPECT_TRUE(be->qkv_held(qkv[0], qkv[1], qkv[2]));
   EXPECT_FALSE(be->qkv_held(qkv_src[0], qkv_src[1], qkv_src[2]));
+  // Some held and some not: no kernel reads that, and the run stops with a message.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(be->qkv_held(qkv[0], qkv_src[1], qkv[2]), ::testing::ExitedWithCode(3), "not all held");
   std::vector<float> out_h(NF), lse_h(lse.size());
   be->attention_fwd(out_h.data(), lse_h.data(), nullptr, qkv[0], qkv[1], qkv[2], 1, N, N, H, H, D, 0, 0, true);
   EXPECT_EQ(out_h, std::vector<float>(plain, plain + NF)) << "attention_fwd from held q, k, v";

@@ -246,7 +246,7 @@ struct Model::WStash {
 
 void Model::bind(const BufSpec& b, void* p, Slot* s) {
   float* f = static_cast<float*>(p);
-  // Only GEMMs (or the bf16 attention) read it: kept in bf16 (MemoryPlan::holds).
+  // Read only by GEMMs, the bf16 attention or the MLP activation: kept in bf16 (MemoryPlan::holds).
   if (b.gemm_form) be_.hold_gemm_form(f, b.elems);
   if (is_acts_buf(b.buf)) {
     Acts& a = b.block >= 0 ? s->acts[size_t(b.block)] : *shared_acts_;

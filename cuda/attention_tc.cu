@@ -169,22 +169,18 @@ void CudaBackend::attn_tc_product(AttnTcProduct p, const AttnTcDims& d, int g, i
                                    CUBLAS_GEMM_DEFAULT));
 }
 
-// The workspace (scratch slot 5) with the bf16 copies of q, k and v made:
-// rounded, or, held in GEMM form (in_bf16), their bf16 values copied.
-char* CudaBackend::attn_tc_prepare(const cuda_detail::AttnTcWorkspace& w, const float* q, const float* k,
-                                   const float* v, const AttnTcDims& d, bool in_bf16) {
+// The workspace (scratch slot 5) and bf16 q, k and v: held in GEMM form
+// (in_bf16), the buffers themselves; else copies rounded into the workspace.
+CudaBackend::AttnTcOperands CudaBackend::attn_tc_prepare(const cuda_detail::AttnTcWorkspace& w, const float* q,
+                                                         const float* k, const float* v, const AttnTcDims& d,
+                                                         bool in_bf16) {
   char* ws = static_cast<char*>(scratch(5, w.total));
+  if (in_bf16) return {ws, q, k, v};
   const size_t nq = size_t(d.B) * d.Tq * d.H * d.D, nk = size_t(d.B) * d.Tk * d.Hkv * d.D;
-  auto take = [&](size_t at, const float* src, size_t n) {
-    if (in_bf16)
-      copy_bytes(ws + at, src, n * sizeof(bf16));
-    else
-      attn_tc_round(ws + at, src, n);
-  };
-  take(w.q16, q, nq);
-  take(w.k16, k, nk);
-  take(w.v16, v, nk);
-  return ws;
+  attn_tc_round(ws + w.q16, q, nq);
+  attn_tc_round(ws + w.k16, k, nk);
+  attn_tc_round(ws + w.v16, v, nk);
+  return {ws, ws + w.q16, ws + w.k16, ws + w.v16};
 }
 
 void CudaBackend::attention_tc_fwd(float* out, float* lse, float* probs, const float* q, const float* k,
@@ -192,7 +188,8 @@ void CudaBackend::attention_tc_fwd(float* out, float* lse, float* probs, const f
                                    bool in_bf16) {
   const int R = cuda_detail::attn_tc_block_rows(d);
   const cuda_detail::AttnTcWorkspace w = cuda_detail::attn_tc_workspace(d, R);
-  char* ws = attn_tc_prepare(w, q, k, v, d, in_bf16);
+  const AttnTcOperands o = attn_tc_prepare(w, q, k, v, d, in_bf16);
+  char* ws = o.ws;
   auto* S = reinterpret_cast<float*>(ws + w.s);
   const float scale = 1.0f / std::sqrt(float(d.D));
   for (int i0 = 0; i0 < d.Tq; i0 += R) {
@@ -200,14 +197,14 @@ void CudaBackend::attention_tc_fwd(float* out, float* lse, float* probs, const f
     const int kend = block_k_end(i0, rows, d.Tq, d.Tk, q_offset, k_offset, causal);
     const RowArgs a{d, i0, rows, kend, q_offset, k_offset, causal};
     if (kend > 0)
-      attn_tc_product(AttnTcProduct::qk, d, 0, i0, rows, kend, ws + w.q16, ws + w.k16, S, scale, 0.0f);
+      attn_tc_product(AttnTcProduct::qk, d, 0, i0, rows, kend, o.q, o.k, S, scale, 0.0f);
     // With kend = 0 the rows see no key: lse -inf, probabilities 0, and out 0 below.
     const LaunchConfig lr = cuda_detail::attn_tc_rows_launch(rows, d.B * d.H);
     softmax_rows_kernel<<<to_dim3(lr.grid), to_dim3(lr.block), lr.smem_bytes, stream_>>>(
         reinterpret_cast<bf16*>(ws + w.p16), probs, lse, S, a);
     CUDA_LAUNCH_CHECK();
     if (kend > 0) {
-      attn_tc_product(AttnTcProduct::pv, d, 0, i0, rows, kend, ws + w.p16, ws + w.v16, out, 1.0f, 0.0f);
+      attn_tc_product(AttnTcProduct::pv, d, 0, i0, rows, kend, ws + w.p16, o.v, out, 1.0f, 0.0f);
     } else {
       for (int b = 0; b < d.B; ++b)  // rows (b, i0 .. i0 + rows) of every head: one contiguous range
         CUDA_CHECK(cudaMemsetAsync(out + (size_t(b) * d.Tq + i0) * d.H * d.D, 0,
@@ -221,7 +218,8 @@ void CudaBackend::attention_tc_bwd(float* dq, float* dk, float* dv, const float*
                                    const AttnTcDims& d, int q_offset, int k_offset, bool causal, bool in_bf16) {
   const int R = cuda_detail::attn_tc_block_rows(d);
   const cuda_detail::AttnTcWorkspace w = cuda_detail::attn_tc_workspace(d, R);
-  char* ws = attn_tc_prepare(w, q, k, v, d, in_bf16);
+  const AttnTcOperands o = attn_tc_prepare(w, q, k, v, d, in_bf16);
+  char* ws = o.ws;
   attn_tc_round(ws + w.do16, dout, size_t(d.B) * d.Tq * d.H * d.D);
   auto* S = reinterpret_cast<float*>(ws + w.s);
   auto* dP = reinterpret_cast<float*>(ws + w.dp);
@@ -232,15 +230,15 @@ void CudaBackend::attention_tc_bwd(float* dq, float* dk, float* dv, const float*
     const int kend = block_k_end(i0, rows, d.Tq, d.Tk, q_offset, k_offset, causal);
     if (kend == 0) continue;  // no row of the block sees a key: no gradient
     const RowArgs a{d, i0, rows, kend, q_offset, k_offset, causal};
-    attn_tc_product(AttnTcProduct::qk, d, 0, i0, rows, kend, ws + w.q16, ws + w.k16, S, scale, 0.0f);
-    attn_tc_product(AttnTcProduct::dov, d, 0, i0, rows, kend, ws + w.do16, ws + w.v16, dP, 1.0f, 0.0f);
+    attn_tc_product(AttnTcProduct::qk, d, 0, i0, rows, kend, o.q, o.k, S, scale, 0.0f);
+    attn_tc_product(AttnTcProduct::dov, d, 0, i0, rows, kend, ws + w.do16, o.v, dP, 1.0f, 0.0f);
     const LaunchConfig lr = cuda_detail::attn_tc_rows_launch(rows, d.B * d.H);
     ds_rows_kernel<<<to_dim3(lr.grid), to_dim3(lr.block), lr.smem_bytes, stream_>>>(
         reinterpret_cast<bf16*>(ws + w.ds16), reinterpret_cast<bf16*>(ws + w.p16), S, dP, lse, delta, a);
     CUDA_LAUNCH_CHECK();
-    attn_tc_product(AttnTcProduct::dsk, d, 0, i0, rows, kend, ws + w.ds16, ws + w.k16, dq, scale, 1.0f);
+    attn_tc_product(AttnTcProduct::dsk, d, 0, i0, rows, kend, ws + w.ds16, o.k, dq, scale, 1.0f);
     for (int g = 0; g < G; ++g) {
-      attn_tc_product(AttnTcProduct::dsq, d, g, i0, rows, kend, ws + w.ds16, ws + w.q16, dk, scale, 1.0f);
+      attn_tc_product(AttnTcProduct::dsq, d, g, i0, rows, kend, ws + w.ds16, o.q, dk, scale, 1.0f);
       attn_tc_product(AttnTcProduct::pdo, d, g, i0, rows, kend, ws + w.p16, ws + w.do16, dv, 1.0f, 1.0f);
     }
   }

@@ -154,8 +154,13 @@ class CudaBackend final : public Backend {
   // dst (N, sum of the parts' n_out) bf16 <- the parts' dy side by side
   // (gemm_group.cu); false for more parts than the kernel takes.
   bool pack_bf16(void* dst, const LinearGradPart* parts, int n, int N);
-  char* attn_tc_prepare(const cuda_detail::AttnTcWorkspace& w, const float* q, const float* k, const float* v,
-                        const cuda_detail::AttnTcDims& d, bool in_bf16);
+  // The bf16 q, k, v the products read and the workspace (attention_tc.cu).
+  struct AttnTcOperands {
+    char* ws;
+    const void *q, *k, *v;
+  };
+  AttnTcOperands attn_tc_prepare(const cuda_detail::AttnTcWorkspace& w, const float* q, const float* k,
+                                 const float* v, const cuda_detail::AttnTcDims& d, bool in_bf16);
   void attn_tc_product(cuda_detail::AttnTcProduct p, const cuda_detail::AttnTcDims& d, int g, int i0, int rows,
                        int kend, const void* A, const void* B, float* C, float alpha, float beta);
 

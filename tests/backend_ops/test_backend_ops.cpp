@@ -1340,7 +1340,7 @@ TEST_P(OpsVsCpu, HeldBf16Activations) {
   // model holds them together: q, k, v stored by to_gemm_form, the held out
   // takes bitwise the rounded values of the same call on fp32 operands into
   // an fp32 out, with the same lse, through the fused kernels (D 32) and the
-  // cuBLAS path (D 48: q, k, v copied as bf16, out in fp32 into scratch,
+  // cuBLAS path (D 48: held q, k, v read in place, out in fp32 into scratch,
   // then rounded); the backward from the held buffers gives bitwise the
   // gradients of the fp32 ones (both round q, k, v once, and delta reads O
   // rounded in a bf16 run).

@@ -13,8 +13,12 @@
 #     and runs nothing else;
 #   - with the probe replaced by one that answers yes: every step runs and
 #     is reported (the CUDA ones fail here, and the op test's skips count as
-#     a failure), at most 8 files land in OUT_DIR, and a 40 s budget ends it
-#     in time with the steps it could not reach reported as not run.
+#     a failure), and at most 8 files land in OUT_DIR;
+#   - the budget, with a probe that answers yes slowly, so that the test and
+#     not the machine's speed spends it: a 15 s budget and an 11 s probe
+#     leave less than 5 s, so every later step is reported NOT RUN; a 10 s
+#     budget and a 60 s probe cut the probe's own limit to what is left
+#     (TIMEOUT), which ends the check.
 #   bundle.sh CUDA_BUILD_DIR     (root: the mount namespace)
 set -euo pipefail
 build=$(cd "$1" && pwd)
@@ -104,20 +108,39 @@ else
   grep -q "no GPU visible" "$tmp/check0/summary.log" || { echo "FAIL: the probe's failure is not reported"; exit 1; }
   [ ! -e "$tmp/check0/ops.log" ] || { echo "FAIL: the check went on past a failed probe"; exit 1; }
 fi
-# The whole flow with a probe that answers yes, under a 40 s budget.
+# The whole flow with a probe that answers yes, under the default budget.
 cp "$src/tests/gpu/yes_probe.sh" "$b/bin/cuda_probe"
-t0=$SECONDS rc=0
-PENTAD_GPU_CHECK_BUDGET_S=40 bash "$b/gpu_check.sh" "$tmp/check1" > "$tmp/check1.out" 2>&1 || rc=$?
-took=$((SECONDS - t0))
+rc=0
+bash "$b/gpu_check.sh" "$tmp/check1" > "$tmp/check1.out" 2>&1 || rc=$?
 cat "$tmp/check1.out"
 [ $rc -ne 0 ] || { echo "FAIL: the check passed without a GPU"; exit 1; }
-[ $took -le 55 ] || { echo "FAIL: a 40 s budget took $took s"; exit 1; }
 files=$(find "$tmp/check1" -type f | wc -l)
 [ "$files" -le 8 ] || { echo "FAIL: $files files in OUT_DIR, more than 8"; exit 1; }
 [ -z "$(find "$tmp/check1" -mindepth 1 -type d)" ] || { echo "FAIL: folders in OUT_DIR"; exit 1; }
-for name in test_cuda_ops fp32_parity_gpt2 bf16_follows_fp32_llama mfu_gpt2-124m; do
+for name in test_cuda_ops fp32_parity_gpt2 bf16_follows_fp32_llama mfu_gpt2-124m one_device_pp2_comm_mpi; do
   grep -qE "^(ok|FAIL|TIMEOUT) +$name " "$tmp/check1/summary.log" || { echo "FAIL: step $name not reported"; exit 1; }
 done
 grep -qE '^FAIL +test_cuda_ops ' "$tmp/check1/summary.log" || { echo "FAIL: skipped op tests were not a failure"; exit 1; }
-grep -q '^NOT RUN ' "$tmp/check1/summary.log" || { echo "FAIL: no step reported as not run under the budget"; exit 1; }
+! grep -q '^NOT RUN ' "$tmp/check1/summary.log" || { echo "FAIL: a step was not run under the default budget"; exit 1; }
+
+# The budget. Steps the budget cannot reach: a 15 s budget, an 11 s probe.
+t0=$SECONDS rc=0
+PENTAD_TEST_PROBE_SLEEP_S=11 PENTAD_GPU_CHECK_BUDGET_S=15 bash "$b/gpu_check.sh" "$tmp/check2" > "$tmp/check2.out" 2>&1 || rc=$?
+took=$((SECONDS - t0))
+cat "$tmp/check2.out"
+[ $rc -ne 0 ] || { echo "FAIL: the check passed with steps not run"; exit 1; }
+grep -qE '^ok +cuda_probe ' "$tmp/check2/summary.log" || { echo "FAIL: the slow probe did not pass within the budget"; exit 1; }
+for name in test_cuda_ops fp32_parity_gpt2 mfu_gpt2-124m one_device_pp2_comm_mpi; do
+  grep -qE "^NOT RUN +$name " "$tmp/check2/summary.log" || { echo "FAIL: step $name not reported as not run"; exit 1; }
+done
+[ $took -le 25 ] || { echo "FAIL: a 15 s budget took $took s"; exit 1; }
+# A step cut to what is left: a 10 s budget, a 60 s probe (its own limit 30 s).
+t0=$SECONDS rc=0
+PENTAD_TEST_PROBE_SLEEP_S=60 PENTAD_GPU_CHECK_BUDGET_S=10 bash "$b/gpu_check.sh" "$tmp/check3" > "$tmp/check3.out" 2>&1 || rc=$?
+took=$((SECONDS - t0))
+cat "$tmp/check3.out"
+[ $rc -ne 0 ] || { echo "FAIL: the check passed with its probe timed out"; exit 1; }
+grep -qE '^TIMEOUT +cuda_probe \((10|[1-9]) s\)' "$tmp/check3/summary.log" || { echo "FAIL: the probe's limit was not cut to the budget"; exit 1; }
+[ ! -e "$tmp/check3/ops.log" ] || { echo "FAIL: the check went on past a timed-out probe"; exit 1; }
+[ $took -le 20 ] || { echo "FAIL: a 10 s budget took $took s"; exit 1; }
 echo "ok: the check stops at a failed probe, reports every step, keeps to its budget and to $files files"

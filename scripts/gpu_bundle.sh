@@ -11,8 +11,10 @@
 #           and hydra_pmi_proxy (mpiexec.hydra starts the proxy from its own
 #           folder)
 #   lib/    every shared library they load that is not CUDA's and not the C
-#           and C++ runtimes' (glibc, libstdc++, libgcc_s: the node's own, at
-#           least as new), and UCX's transport modules in lib/ucx/
+#           and C++ runtimes' (glibc, libstdc++, libgcc_s: the node's own; the
+#           MANIFEST names the newest symbol versions the bundle needs of
+#           them, which the check verifies first), and UCX's transport
+#           modules in lib/ucx/
 #   src/    the decks, scripts and test data the check needs, in the
 #           repository's layout (PENTAD_SOURCE_DIR)
 #   env.sh  sourced by the check: paths, MPIEXEC, PENTAD_PYTHON, and the
@@ -72,6 +74,18 @@ done | sort -u | while read -r name path; do
   if [[ $name =~ $node_lib ]]; then continue; fi
   [ -e "$out/lib/$name" ] || { cp -L "$path" "$out/lib/$name"; echo "$name $(readlink -f "$path")" >> "$out/MANIFEST.libs"; }
 done
+# What the bundle needs of the node's C and C++ runtimes: the newest symbol
+# version any of its files asks of glibc and of libstdc++ (MANIFEST; the
+# check compares the node's before it runs anything).
+newest() {  # newest PREFIX: the highest PREFIX<version> any bundled file requires
+  for f in "$out"/bin/* "$out"/lib/*.so* "$out"/lib/ucx/*; do
+    objdump -T "$f" 2> /dev/null | grep -oE "\\b$1[0-9][0-9.]*" || true  # a file may ask for none
+  done | sed "s/^$1//" | sort -uV | tail -1
+}
+needs_glibc=$(newest GLIBC_)
+needs_glibcxx=$(newest GLIBCXX_)
+[ -n "$needs_glibc" ] && [ -n "$needs_glibcxx" ] \
+  || { echo "gpu_bundle.sh: cannot read the symbol versions the binaries need (objdump)" >&2; exit 1; }
 strip --strip-unneeded "$out"/bin/pentad "$out"/bin/test_cuda_ops "$out"/bin/cuda_probe "$out"/bin/cuda_mfu
 for f in "$out"/bin/*; do patchelf --set-rpath '$ORIGIN/../lib' "$f"; done
 for f in "$out"/lib/*.so*; do chmod u+w "$f"; patchelf --set-rpath '$ORIGIN' "$f"; done
@@ -126,6 +140,7 @@ ENV
 {
   echo "pentad $(git -C "$root" describe --always --dirty 2> /dev/null || echo unknown), packed $(date -u +%FT%TZ) on $(. /etc/os-release && echo "$PRETTY_NAME")"
   echo "$(/usr/local/cuda/bin/nvcc --version 2> /dev/null | tail -1 || echo 'nvcc: unknown')"
+  echo "needs of the node: glibc >= $needs_glibc, libstdc++ with GLIBCXX_$needs_glibcxx"
   echo "CUDA machine code: $(grep -rhoE 'code=\[?[a-z_0-9,]*sm_[0-9a]+' "$build_dir"/cuda/CMakeFiles/pentad_cuda.dir/flags.make | grep -oE 'sm_[0-9a]+' | sort -u | paste -sd' ')"
   echo "bundled libraries (name, origin):"
   sort "$out/MANIFEST.libs"

@@ -87,6 +87,21 @@ prep() {  # the test corpus as token data in $data
   for b in pentad test_cuda_ops cuda_mfu; do echo "ldd $b:"; ldd "$bundle/bin/$b"; done
 } > "$out/env.log" 2>&1
 report "ok       env ($((SECONDS - start)) s)"
+# The node's C and C++ runtimes against what the bundle needs (MANIFEST): the
+# loader's own verdict (ldd's "version ... not found"), before anything runs.
+too_old=$(for f in "$bundle"/bin/* "$bundle"/lib/ucx/*; do ldd "$f" 2>&1; done \
+  | grep -oE "version \`(GLIBC|GLIBCXX|CXXABI)_[^']*' not found \(required by [^)]*\)" | sort -u)
+if [ -n "$too_old" ]; then
+  { echo "=== the node's runtimes are older than the bundle needs ==="
+    echo "$too_old"
+    echo "node: $(getconf GNU_LIBC_VERSION 2> /dev/null || echo 'glibc: unknown'); libstdc++: $(ldd "$bundle/bin/pentad" 2>&1 | awk '/libstdc\+\+/{print $3; exit}')"
+  } >> "$out/env.log"
+  missing=$(for family in GLIBC GLIBCXX CXXABI; do
+    echo "$too_old" | grep -oE "\\b${family}_[0-9.]+" | sort -uV | tail -1
+  done | paste -sd' ')
+  report "FAIL     node runtimes: the bundle $(grep '^needs of the node' "$bundle/MANIFEST" | sed 's/^needs of the node: /needs /'); this node lacks $missing (the newest missing of each): see env.log (pack the bundle on an older distribution)"
+  exit 1
+fi
 
 # --- probe -------------------------------------------------------------------
 visible=0

@@ -8,6 +8,8 @@
 # pentad trains the tiny deck on 2 ranks with the CPU backend under the
 # bundle's mpiexec. The hiding is checked first: the system-linked build
 # must fail to start inside the namespace.
+# The MANIFEST names what the bundle needs of the node's glibc and libstdc++,
+# and the check stops, naming it, on a node whose libstdc++ is older.
 # Then the check script's mechanics, from the bundle, without a GPU:
 #   - as shipped, here (no GPU visible): it fails at the probe, says so,
 #     and runs nothing else;
@@ -96,6 +98,30 @@ ls ck/*.h5 > /dev/null 2>&1 || { echo "FAIL: no checkpoint written (HDF5 from th
 EOF
 unshare -m bash "$tmp/inside.sh"
 echo "ok: the bundle trains on 2 ranks with the system's MPICH, HDF5, OpenBLAS and toml++ hidden"
+
+# The node's runtimes. The MANIFEST names the newest libstdc++ symbol
+# version the bundle needs, one pentad itself asks for; and on a node whose
+# libstdc++ is older (a stand-in that defines only GLIBCXX_3.4, bound over
+# this machine's in a mount namespace) the check stops before the probe,
+# naming what is missing.
+needs=$(sed -n 's/^needs of the node: glibc >= \([0-9.]*\), libstdc++ with GLIBCXX_\([0-9.]*\)$/\1 \2/p' "$b/MANIFEST")
+[ -n "$needs" ] || { echo "FAIL: the MANIFEST names no needs of the node"; exit 1; }
+grep -q "GLIBCXX_${needs#* }\b" <(objdump -T "$build/pentad") \
+  || { echo "FAIL: the MANIFEST's GLIBCXX_${needs#* } is not one pentad asks for"; exit 1; }
+echo "MANIFEST: needs glibc ${needs% *}, GLIBCXX_${needs#* }"
+printf 'int pentad_old_libstdcxx(void) { return 0; }\n' > "$tmp/old.c"
+printf 'GLIBCXX_3.4 { global: *; };\n' > "$tmp/old.map"
+gcc -shared -fPIC -Wl,-soname,libstdc++.so.6 -Wl,--version-script,"$tmp/old.map" -o "$tmp/libstdc++.so.6" "$tmp/old.c"
+stdcxx=$(readlink -f "$(ldd "$build/pentad" | awk '/libstdc\+\+/{print $3; exit}')")
+rc=0
+unshare -m bash -c "mount --make-rprivate / && mount --bind '$tmp/libstdc++.so.6' '$stdcxx' &&
+  bash '$b/gpu_check.sh' '$tmp/check_old'" > "$tmp/check_old.out" 2>&1 || rc=$?
+cat "$tmp/check_old.out"
+[ $rc -ne 0 ] || { echo "FAIL: the check passed on a node with an older libstdc++"; exit 1; }
+grep -qE "^FAIL +node runtimes: .*GLIBCXX_${needs#* }.* lacks .*GLIBCXX_${needs#* }\b" "$tmp/check_old/summary.log" \
+  || { echo "FAIL: the older libstdc++ is not reported as such"; exit 1; }
+[ ! -e "$tmp/check_old/probe.log" ] || { echo "FAIL: the check went on past the node's runtimes"; exit 1; }
+echo "ok: a node with an older libstdc++ is stopped before the probe, with what is missing named"
 
 # The check, as shipped, on this machine without a GPU.
 if nvidia-smi -L 2> /dev/null | grep -q '^GPU '; then

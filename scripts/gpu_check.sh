@@ -102,6 +102,15 @@ if [ -n "$too_old" ]; then
   report "FAIL     node runtimes: the bundle $(grep '^needs of the node' "$bundle/MANIFEST" | sed 's/^needs of the node: /needs /'); this node lacks $missing (the newest missing of each): see env.log (pack the bundle on an older distribution)"
   exit 1
 fi
+# CUDA's libraries (cuBLAS, cuBLASLt, NCCL) are the node's: a library the
+# loader cannot find (ldd's "=> not found") ends the check here, by name.
+not_found=$(for f in "$bundle"/bin/pentad "$bundle"/bin/test_cuda_ops "$bundle"/bin/cuda_mfu; do ldd "$f" 2>&1; done \
+  | awk '$2 == "=>" && $3 == "not" {print $1}' | sort -u | paste -sd' ')
+if [ -n "$not_found" ]; then
+  echo "=== libraries the loader cannot find: $not_found (searched PENTAD_CUDA_LIBS=$PENTAD_CUDA_LIBS, then the system's) ===" >> "$out/env.log"
+  report "FAIL     node libraries: the loader finds no $not_found on this node (CUDA's come from the node: its NVIDIA wheels, /usr/local/cuda): see env.log"
+  exit 1
+fi
 
 # --- probe -------------------------------------------------------------------
 visible=0

@@ -9,7 +9,8 @@
 # bundle's mpiexec. The hiding is checked first: the system-linked build
 # must fail to start inside the namespace.
 # The MANIFEST names what the bundle needs of the node's glibc and libstdc++,
-# and the check stops, naming it, on a node whose libstdc++ is older.
+# and the check stops, naming it, on a node whose libstdc++ is older, and
+# on one where the loader cannot find NCCL.
 # Then the check script's mechanics, from the bundle, without a GPU:
 #   - as shipped, here (no GPU visible): it fails at the probe, says so,
 #     and runs nothing else;
@@ -122,6 +123,17 @@ grep -qE "^FAIL +node runtimes: .*GLIBCXX_${needs#* }.* lacks .*GLIBCXX_${needs#
   || { echo "FAIL: the older libstdc++ is not reported as such"; exit 1; }
 [ ! -e "$tmp/check_old/probe.log" ] || { echo "FAIL: the check went on past the node's runtimes"; exit 1; }
 echo "ok: a node with an older libstdc++ is stopped before the probe, with what is missing named"
+# A node without NCCL (its folder hidden): stopped before the probe, by name.
+nccl_dir=$(dirname "$(ldd "$build/pentad" | awk '$1 ~ /^libnccl\.so/ {print $3; exit}')")
+rc=0
+unshare -m bash -c "mount --make-rprivate / && mount -t tmpfs none '$nccl_dir' &&
+  bash '$b/gpu_check.sh' '$tmp/check_nonccl'" > "$tmp/check_nonccl.out" 2>&1 || rc=$?
+cat "$tmp/check_nonccl.out"
+[ $rc -ne 0 ] || { echo "FAIL: the check passed on a node without NCCL"; exit 1; }
+grep -qE "^FAIL +node libraries: the loader finds no .*libnccl\.so\.2" "$tmp/check_nonccl/summary.log" \
+  || { echo "FAIL: the missing NCCL is not named"; exit 1; }
+[ ! -e "$tmp/check_nonccl/probe.log" ] || { echo "FAIL: the check went on past a missing library"; exit 1; }
+echo "ok: a node without NCCL is stopped before the probe, with the library named"
 
 # The check, as shipped, on this machine without a GPU.
 if nvidia-smi -L 2> /dev/null | grep -q '^GPU '; then

@@ -45,6 +45,16 @@ echo "size: $size MiB"
 source "$b/env.sh"
 [ -z "$(ls "$b"/lib/*.xz 2> /dev/null | while read -r z; do [ -e "${z%.xz}" ] || echo "$z"; done)" ] \
   || { echo "FAIL: env.sh left compressed libraries unpacked"; exit 1; }
+# On a node CUDA's libraries come from the NVIDIA wheels of the Python that
+# has h5py: CUDA 13's put cuBLAS and the runtime in nvidia/cu13/lib, NCCL and
+# cuDNN in their own nvidia/<name>/lib. env.sh puts those first.
+mkdir -p "$tmp/site/nvidia/cu13/lib" "$tmp/site/nvidia/nccl/lib" "$tmp/site/nvidia/cudnn/lib"
+found=$(PYTHONPATH=$tmp/site bash -c "source '$b/env.sh' && echo \"\$PENTAD_CUDA_LIBS\"")
+for d in cu13 nccl cudnn; do
+  [[ ":$found:" == *":$tmp/site/nvidia/$d/lib:"* ]] || { echo "FAIL: env.sh did not find the wheel folder nvidia/$d/lib ($found)"; exit 1; }
+done
+[[ $found == "$tmp/site/nvidia/"* ]] || { echo "FAIL: the wheels' folders are not first ($found)"; exit 1; }
+echo "env.sh: the NVIDIA wheels' lib folders first: $found"
 # ldd: every resolved path inside the bundle, or one of the node's own.
 node_lib='^(libcuda|libcudart|libcublas|libcublasLt|libnccl|libcudnn|libnvrtc|libnvJitLink|libcupti)\.|^(ld-linux-x86-64|libc|libm|libdl|libpthread|librt|libresolv|libutil|libstdc\+\+|libgcc_s)\.so|^linux-vdso'
 bad=0 n=0

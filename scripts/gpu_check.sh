@@ -6,7 +6,11 @@
 # Writes at most 8 logs into OUT_DIR and ends within 9 minutes: each step
 # runs under its own timeout, cut to what is left of the 540 s budget, and a
 # step the budget cannot reach is reported as not run (a failure).
-#   env.log        versions, nvidia-smi, the bundle's MANIFEST, ldd
+#   env.log        versions, nvidia-smi, the bundle's MANIFEST, ldd; a node
+#                  whose glibc or libstdc++ is older than the bundle needs
+#                  (MANIFEST), or where the loader cannot find a CUDA
+#                  library (cuBLAS, NCCL), ends the check here, named in
+#                  summary.log
 #   probe.log      a GPU visible and pentad able to use it; a GPU that is
 #                  visible but cannot be used is a FAILURE, never a skip,
 #                  and ends the check

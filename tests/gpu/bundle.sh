@@ -123,27 +123,26 @@ echo "MANIFEST: needs glibc ${needs% *}, GLIBCXX_${needs#* }"
 printf 'int pentad_old_libstdcxx(void) { return 0; }\n' > "$tmp/old.c"
 printf 'GLIBCXX_3.4 { global: *; };\n' > "$tmp/old.map"
 gcc -shared -fPIC -Wl,-soname,libstdc++.so.6 -Wl,--version-script,"$tmp/old.map" -o "$tmp/libstdc++.so.6" "$tmp/old.c"
+# stopped_before_probe NAME MOUNTS PATTERN WHAT: the check, run in a mount
+# namespace after MOUNTS, fails with a summary line matching PATTERN and
+# never reaches the probe.
+stopped_before_probe() {
+  local name=$1 mounts=$2 pattern=$3 what=$4 rc=0
+  unshare -m bash -c "mount --make-rprivate / && $mounts && bash '$b/gpu_check.sh' '$tmp/$name'" \
+    > "$tmp/$name.out" 2>&1 || rc=$?
+  cat "$tmp/$name.out"
+  [ $rc -ne 0 ] || { echo "FAIL: the check passed on a node with $what"; exit 1; }
+  grep -qE "$pattern" "$tmp/$name/summary.log" || { echo "FAIL: $what is not reported by name"; exit 1; }
+  [ ! -e "$tmp/$name/probe.log" ] || { echo "FAIL: the check went on past $what"; exit 1; }
+  echo "ok: a node with $what is stopped before the probe, by name"
+}
 stdcxx=$(readlink -f "$(ldd "$build/pentad" | awk '/libstdc\+\+/{print $3; exit}')")
-rc=0
-unshare -m bash -c "mount --make-rprivate / && mount --bind '$tmp/libstdc++.so.6' '$stdcxx' &&
-  bash '$b/gpu_check.sh' '$tmp/check_old'" > "$tmp/check_old.out" 2>&1 || rc=$?
-cat "$tmp/check_old.out"
-[ $rc -ne 0 ] || { echo "FAIL: the check passed on a node with an older libstdc++"; exit 1; }
-grep -qE "^FAIL +node runtimes: .*GLIBCXX_${needs#* }.* lacks .*GLIBCXX_${needs#* }\b" "$tmp/check_old/summary.log" \
-  || { echo "FAIL: the older libstdc++ is not reported as such"; exit 1; }
-[ ! -e "$tmp/check_old/probe.log" ] || { echo "FAIL: the check went on past the node's runtimes"; exit 1; }
-echo "ok: a node with an older libstdc++ is stopped before the probe, with what is missing named"
-# A node without NCCL (its folder hidden): stopped before the probe, by name.
+stopped_before_probe check_old "mount --bind '$tmp/libstdc++.so.6' '$stdcxx'" \
+  "^FAIL +node runtimes: .*GLIBCXX_${needs#* }.* lacks .*GLIBCXX_${needs#* }\b" "an older libstdc++"
+# A node without NCCL (its folder hidden).
 nccl_dir=$(dirname "$(ldd "$build/pentad" | awk '$1 ~ /^libnccl\.so/ {print $3; exit}')")
-rc=0
-unshare -m bash -c "mount --make-rprivate / && mount -t tmpfs none '$nccl_dir' &&
-  bash '$b/gpu_check.sh' '$tmp/check_nonccl'" > "$tmp/check_nonccl.out" 2>&1 || rc=$?
-cat "$tmp/check_nonccl.out"
-[ $rc -ne 0 ] || { echo "FAIL: the check passed on a node without NCCL"; exit 1; }
-grep -qE "^FAIL +node libraries: the loader finds no .*libnccl\.so\.2" "$tmp/check_nonccl/summary.log" \
-  || { echo "FAIL: the missing NCCL is not named"; exit 1; }
-[ ! -e "$tmp/check_nonccl/probe.log" ] || { echo "FAIL: the check went on past a missing library"; exit 1; }
-echo "ok: a node without NCCL is stopped before the probe, with the library named"
+stopped_before_probe check_nonccl "mount -t tmpfs none '$nccl_dir'" \
+  "^FAIL +node libraries: the loader finds no .*libnccl\.so\.2" "no NCCL"
 
 # The check, as shipped, on this machine without a GPU.
 if nvidia-smi -L 2> /dev/null | grep -q '^GPU '; then

@@ -144,23 +144,28 @@ nccl_dir=$(dirname "$(ldd "$build/pentad" | awk '$1 ~ /^libnccl\.so/ {print $3; 
 stopped_before_probe check_nonccl "mount -t tmpfs none '$nccl_dir'" \
   "^FAIL +node libraries: the loader finds no .*libnccl\.so\.2" "no NCCL"
 
+# run_check NAME [VAR=VALUE...]: the check (as the bundle holds it, with
+# those variables) into $tmp/NAME; it must fail here, where no GPU runs.
+# Sets took (seconds).
+run_check() {
+  local name=$1 rc=0 t0=$SECONDS
+  shift
+  env "$@" bash "$b/gpu_check.sh" "$tmp/$name" > "$tmp/$name.out" 2>&1 || rc=$?
+  took=$((SECONDS - t0))
+  cat "$tmp/$name.out"
+  [ $rc -ne 0 ] || { echo "FAIL: the check ($name) passed without a GPU"; exit 1; }
+}
 # The check, as shipped, on this machine without a GPU.
 if nvidia-smi -L 2> /dev/null | grep -q '^GPU '; then
   echo "a GPU is visible here: the no-GPU half of the check's test does not apply"
 else
-  rc=0
-  bash "$b/gpu_check.sh" "$tmp/check0" > "$tmp/check0.out" 2>&1 || rc=$?
-  cat "$tmp/check0.out"
-  [ $rc -ne 0 ] || { echo "FAIL: the check passed without a GPU"; exit 1; }
+  run_check check0
   grep -q "no GPU visible" "$tmp/check0/summary.log" || { echo "FAIL: the probe's failure is not reported"; exit 1; }
   [ ! -e "$tmp/check0/ops.log" ] || { echo "FAIL: the check went on past a failed probe"; exit 1; }
 fi
 # The whole flow with a probe that answers yes, under the default budget.
 cp "$src/tests/gpu/yes_probe.sh" "$b/bin/cuda_probe"
-rc=0
-bash "$b/gpu_check.sh" "$tmp/check1" > "$tmp/check1.out" 2>&1 || rc=$?
-cat "$tmp/check1.out"
-[ $rc -ne 0 ] || { echo "FAIL: the check passed without a GPU"; exit 1; }
+run_check check1
 files=$(find "$tmp/check1" -type f | wc -l)
 [ "$files" -le 8 ] || { echo "FAIL: $files files in OUT_DIR, more than 8"; exit 1; }
 [ -z "$(find "$tmp/check1" -mindepth 1 -type d)" ] || { echo "FAIL: folders in OUT_DIR"; exit 1; }
@@ -171,22 +176,14 @@ grep -qE '^FAIL +test_cuda_ops ' "$tmp/check1/summary.log" || { echo "FAIL: skip
 ! grep -q '^NOT RUN ' "$tmp/check1/summary.log" || { echo "FAIL: a step was not run under the default budget"; exit 1; }
 
 # The budget. Steps the budget cannot reach: a 15 s budget, an 11 s probe.
-t0=$SECONDS rc=0
-PENTAD_TEST_PROBE_SLEEP_S=11 PENTAD_GPU_CHECK_BUDGET_S=15 bash "$b/gpu_check.sh" "$tmp/check2" > "$tmp/check2.out" 2>&1 || rc=$?
-took=$((SECONDS - t0))
-cat "$tmp/check2.out"
-[ $rc -ne 0 ] || { echo "FAIL: the check passed with steps not run"; exit 1; }
+run_check check2 PENTAD_TEST_PROBE_SLEEP_S=11 PENTAD_GPU_CHECK_BUDGET_S=15
 grep -qE '^ok +cuda_probe ' "$tmp/check2/summary.log" || { echo "FAIL: the slow probe did not pass within the budget"; exit 1; }
 for name in test_cuda_ops fp32_parity_gpt2 mfu_gpt2-124m one_device_pp2_comm_mpi; do
   grep -qE "^NOT RUN +$name " "$tmp/check2/summary.log" || { echo "FAIL: step $name not reported as not run"; exit 1; }
 done
 [ $took -le 25 ] || { echo "FAIL: a 15 s budget took $took s"; exit 1; }
 # A step cut to what is left: a 10 s budget, a 60 s probe (its own limit 30 s).
-t0=$SECONDS rc=0
-PENTAD_TEST_PROBE_SLEEP_S=60 PENTAD_GPU_CHECK_BUDGET_S=10 bash "$b/gpu_check.sh" "$tmp/check3" > "$tmp/check3.out" 2>&1 || rc=$?
-took=$((SECONDS - t0))
-cat "$tmp/check3.out"
-[ $rc -ne 0 ] || { echo "FAIL: the check passed with its probe timed out"; exit 1; }
+run_check check3 PENTAD_TEST_PROBE_SLEEP_S=60 PENTAD_GPU_CHECK_BUDGET_S=10
 grep -qE '^TIMEOUT +cuda_probe \((10|[1-9]) s\)' "$tmp/check3/summary.log" || { echo "FAIL: the probe's limit was not cut to the budget"; exit 1; }
 [ ! -e "$tmp/check3/ops.log" ] || { echo "FAIL: the check went on past a timed-out probe"; exit 1; }
 [ $took -le 20 ] || { echo "FAIL: a 10 s budget took $took s"; exit 1; }

@@ -148,6 +148,16 @@ class TimedBackend final : public Backend {
                      int V, int p) override {
     time("embedding_bwd", [&] { in_.embedding_bwd(dwte, dwpe, g, t, B, T, C, vs, V, p); });
   }
+  void gather_rows(float* d, const float* s, const int32_t* i, int M, int C) override {
+    time("gather_rows", [&] { in_.gather_rows(d, s, i, M, C); });
+  }
+  void combine_rows(float* o, const float* s, const int32_t* r, const float* w, int N, int k, int C) override {
+    time("combine_rows", [&] { in_.combine_rows(o, s, r, w, N, k, C); });
+  }
+  void combine_rows_bwd(float* ds, float* dw, const float* dy, const float* y, const int32_t* t, const int32_t* c,
+                        const float* w, int M, int C) override {
+    time("combine_rows_bwd", [&] { in_.combine_rows_bwd(ds, dw, dy, y, t, c, w, M, C); });
+  }
   void attention_fwd(float* o, float* l, float* pr, const float* q, const float* k, const float* v, int B,
                      int Tq, int Tk, int H, int Hkv, int D, int qo, int ko, bool c) override {
     time("attention_fwd", [&] { in_.attention_fwd(o, l, pr, q, k, v, B, Tq, Tk, H, Hkv, D, qo, ko, c); });

@@ -78,7 +78,8 @@ inline LaunchConfig column_sum_launch(int N, int C) {
 // The second pass: a thread per column over the slabs' partials.
 inline LaunchConfig column_partials_launch(int C) { return {{ceil_div(C, kThreads)}, {kThreads}, 0}; }
 
-// ---- norm.cu forward and dx: a warp per row, kRowsPerBlock rows a block.
+// ---- norm.cu forward and dx (and moe_rows.cu's combine backward): a warp
+// per row, kRowsPerBlock rows a block.
 constexpr int kRowsPerBlock = 8;
 inline LaunchConfig norm_rows_launch(int N) {
   return {{ceil_div(N, kRowsPerBlock)}, {32, kRowsPerBlock}, 0};

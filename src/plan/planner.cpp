@@ -417,19 +417,19 @@ void add_activation_bytes(const Config& cfg, const std::vector<int>& cb, const M
     if (split_backward) m.bytes[Ac] += n * double(plan.wstash_bytes(g));
     // MoE context per MoE block of the chunk, kept from forward to backward
     // (full recompute drops it after forward): received rows (R, C) and
-    // the expert MLP's (2 GPT-2, 3 Llama) x (R, d_ff).
+    // the expert MLP's (2 GPT-2, 3 Llama) x (R, d_ff); the expert outputs
+    // back in dispatch order (M, C) and the index lists and weights.
     if (!full) {
       double nm = 0;
       for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) nm += cfg.model.is_moe_block(l) ? 1 : 0;
-      m.bytes[Ac] += std::max(1, ctx_hw[size_t(g)]) * nm * kF * mr.R * mb.kept_per_row;
+      m.bytes[Ac] += std::max(1, ctx_hw[size_t(g)]) * nm * kF * (mr.R * mb.kept_per_row + mb.kept_dispatch);
     }
   }
   if (moe_blocks_of(cfg, cb, sp) > 0) {
-    // Inside one MoE call: the dispatched rows (M, C) and the expert
-    // outputs (R, C), freed before it returns (with full recompute also the
-    // one context that exists then).
+    // Inside one MoE call: the expert outputs (R, C), freed before it
+    // returns (with full recompute also the one context that exists then).
     m.bytes[Ac] += kF * mb.in_forward();
-    if (full) m.bytes[Ac] += kF * mr.R * mb.kept_per_row;
+    if (full) m.bytes[Ac] += kF * (mr.R * mb.kept_per_row + mb.kept_dispatch);
   }
 }
 

@@ -292,6 +292,72 @@ TEST_P(ReferenceOps, LinearBwdInputGeluIsGemmThenGeluBwd) {
   expect_bitwise("linear_bwd_input_gelu = gemm, gelu_bwd", dx, dxs);
 }
 
+// ------------------------------------------------------------- MoE rows ----
+
+// The MoE dispatch's rows: N tokens, k choices each, some dropped (-1), M
+// kept rows in an order unrelated to the tokens'.
+struct MoeRowsCase {
+  int N = 9, k = 3, C = 37, M = 0;
+  IVec row, row_token, row_choice;
+  Vec w;
+  MoeRowsCase() {
+    std::vector<int> order;
+    for (int i = 0; i < N * k; ++i)
+      if (i % 4 != 1) order.push_back(i);  // choices 1, 5, 9, ... dropped
+    std::reverse(order.begin(), order.end());
+    M = int(order.size());
+    row.assign(size_t(N) * k, -1);
+    for (int m = 0; m < M; ++m) {
+      row[size_t(order[size_t(m)])] = m;
+      row_token.push_back(order[size_t(m)] / k);
+      row_choice.push_back(order[size_t(m)]);
+    }
+    w = randn(size_t(N) * k, 71);
+  }
+};
+
+TEST_P(ReferenceOps, MoeRowsGatherCombineAndBackward) {
+  const MoeRowsCase c;
+  const int N = c.N, k = c.k, C = c.C, M = c.M;
+  const Vec x = randn(size_t(N) * C, 72), y = randn(size_t(M) * C, 73), dy = randn(size_t(N) * C, 74);
+  Vec g(size_t(M) * C, -1.0f);
+  backend().gather_rows(g.data(), x.data(), c.row_token.data(), M, C);
+  for (int m = 0; m < M; ++m)
+    for (int i = 0; i < C; ++i)
+      ASSERT_EQ(g[size_t(m) * C + i], x[size_t(c.row_token[size_t(m)]) * C + i]) << "gather_rows m=" << m;
+  // combine_rows, weighted and not: against a double sum.
+  for (const bool weighted : {true, false}) {
+    Vec out(size_t(N) * C, -1.0f);
+    backend().combine_rows(out.data(), y.data(), c.row.data(), weighted ? c.w.data() : nullptr, N, k, C);
+    VecD ref(out.size(), 0.0);
+    for (int t = 0; t < N; ++t)
+      for (int j = 0; j < k; ++j) {
+        const int m = c.row[size_t(t) * k + j];
+        if (m < 0) continue;
+        const double wt = weighted ? c.w[size_t(t) * k + j] : 1.0;
+        for (int i = 0; i < C; ++i) ref[size_t(t) * C + i] += wt * y[size_t(m) * C + i];
+      }
+    expect_close(weighted ? "combine_rows" : "combine_rows (w null)", out, ref, kAtol, kRtol);
+  }
+  // combine_rows_bwd: dsrc exact (one product), dw against a double dot;
+  // the dropped choices' dw untouched.
+  Vec dsrc(size_t(M) * C, -1.0f), dw(size_t(N) * k, 5.0f);
+  backend().combine_rows_bwd(dsrc.data(), dw.data(), dy.data(), y.data(), c.row_token.data(), c.row_choice.data(),
+                             c.w.data(), M, C);
+  VecD dw_ref(dw.size(), 5.0);
+  for (int m = 0; m < M; ++m) {
+    const int t = c.row_token[size_t(m)], i = c.row_choice[size_t(m)];
+    double d = 0;
+    for (int q = 0; q < C; ++q) {
+      ASSERT_EQ(dsrc[size_t(m) * C + q], c.w[size_t(i)] * dy[size_t(t) * C + q]) << "combine_rows_bwd dsrc m=" << m;
+      d += double(dy[size_t(t) * C + q]) * y[size_t(m) * C + q];
+    }
+    dw_ref[size_t(i)] = d;
+  }
+  expect_close("combine_rows_bwd dw", dw, dw_ref, kAtol, kRtol);
+  for (int i = 1; i < N * k; i += 4) EXPECT_EQ(dw[size_t(i)], 5.0f) << "a dropped choice's dw was written";
+}
+
 // ----------------------------------------------------------- elementwise ----
 
 TEST_P(ReferenceOps, ElementwiseAddScaleBias) {
@@ -1686,6 +1752,33 @@ TEST_P(OpsVsCpu, Elementwise) {
 }
 
 // ----------------------------------------------------------------- norms ----
+
+TEST_P(OpsVsCpu, MoeRows) {
+  const MoeRowsCase c;
+  const int N = c.N, k = c.k, C = c.C, M = c.M;
+  const Vec x = randn(size_t(N) * C, 75), y = randn(size_t(M) * C, 76), dy = randn(size_t(N) * C, 77);
+  int32_t *d_token = up(c.row_token), *d_choice = up(c.row_choice), *d_row = up(c.row);
+  float* d_w = up(c.w);
+  float* dg = up(Vec(size_t(M) * C));
+  gpu_->gather_rows(dg, up(x), d_token, M, C);
+  Vec g(size_t(M) * C);
+  cpu_->gather_rows(g.data(), x.data(), c.row_token.data(), M, C);
+  compare("gather_rows", down(dg, g.size()), g, 0, 0);
+  for (const bool weighted : {true, false}) {
+    float* dout = up(Vec(size_t(N) * C));
+    gpu_->combine_rows(dout, up(y), d_row, weighted ? d_w : nullptr, N, k, C);
+    Vec out(size_t(N) * C);
+    cpu_->combine_rows(out.data(), y.data(), c.row.data(), weighted ? c.w.data() : nullptr, N, k, C);
+    compare(weighted ? "combine_rows" : "combine_rows (w null)", down(dout, out.size()), out);
+  }
+  float *ddsrc = up(Vec(size_t(M) * C)), *ddw = up(Vec(size_t(N) * k, 5.0f));
+  gpu_->combine_rows_bwd(ddsrc, ddw, up(dy), up(y), d_token, d_choice, d_w, M, C);
+  Vec dsrc(size_t(M) * C), dw(size_t(N) * k, 5.0f);
+  cpu_->combine_rows_bwd(dsrc.data(), dw.data(), dy.data(), y.data(), c.row_token.data(), c.row_choice.data(),
+                         c.w.data(), M, C);
+  compare("combine_rows_bwd dsrc", down(ddsrc, dsrc.size()), dsrc, 0, 0);
+  compare("combine_rows_bwd dw", down(ddw, dw.size()), dw);
+}
 
 TEST_P(OpsVsCpu, LayerNormAndRmsNorm) {
   for (int C : {64, 97, 768}) {

@@ -2,7 +2,9 @@
 // (by expert, then token, then choice slot, so the rows an expert sees are
 // the same whatever the layout), the counts exchange and the rows' ep
 // all-to-all, the weighted combine of the expert outputs, and the combine's
-// backward. The permutation and the combine run on the host.
+// backward. The order is planned on the host (index lists); the rows are
+// moved on the backend (gather_rows, combine_rows, combine_rows_bwd), the
+// lists uploaded once per forward and kept for the backward.
 #include <algorithm>
 #include <numeric>
 
@@ -11,6 +13,18 @@
 #include "parallel/ep/moe_ctx.hpp"
 
 namespace pentad {
+
+namespace {
+
+// A host list on the backend, kept (activations) until the context's free_dev.
+template <class T>
+T* upload(Backend& be, const std::vector<T>& v) {
+  void* p = be.alloc_bytes(std::max<size_t>(v.size(), 1) * sizeof(T), Mem::activations);
+  if (!v.empty()) be.from_host(p, v.data(), v.size() * sizeof(T));
+  return static_cast<T*>(p);
+}
+
+}  // namespace
 
 std::vector<int> MoeLayer::plan_dispatch(MoeCtx& c, const std::vector<char>& keep) const {
   const int N = c.N, E = E_, k = k_;
@@ -72,17 +86,18 @@ void MoeLayer::exchange_rows(const MoeCtx& c, const float* src, float* dst, bool
 
 // Sends the rows of x (N, C) in dispatch order to their experts' ranks:
 // c.xr (R, C) gets the received rows. Returns the (M, C) send buffer, which
-// combine_fwd reuses for the way back and frees. Collective over ep.
+// combine_fwd reuses for the way back and keeps (c.yb). Uploads the
+// context's index lists. Collective over ep.
 float* MoeLayer::dispatch_rows(MoeCtx& c, const float* x) {
-  const int C = C_;
-  std::vector<float> xh(size_t(c.N) * C), xs(size_t(c.M) * C);  // (N, C), (M, C)
-  be_.to_host(xh.data(), x, xh.size() * sizeof(float));
-  for (int m = 0; m < c.M; ++m)
-    std::copy_n(xh.data() + size_t(c.row_token[size_t(m)]) * C, C, xs.data() + size_t(m) * C);
+  static_assert(sizeof(int) == sizeof(int32_t));
+  c.d_row_token = upload(be_, c.row_token);
+  c.d_row_choice = upload(be_, c.row_choice);
+  c.d_row = upload(be_, c.row);
+  c.d_w = upload(be_, c.w);
   auto dev = [&](size_t n) { return be_.alloc(std::max<size_t>(n, 1), Mem::activations); };
   const MoeBuffers<size_t> b = buffers(c);
   float* send = dev(b.send);  // (M, C)
-  be_.from_host(send, xs.data(), xs.size() * sizeof(float));
+  be_.gather_rows(send, x, c.d_row_token, c.M, C_);
   c.xr = dev(b.xr);  // (R, C)
   exchange_rows(c, send, c.xr, true);
   return send;
@@ -94,59 +109,27 @@ float* MoeLayer::dispatch_rows(MoeCtx& c, const float* x) {
 void MoeLayer::combine_fwd(MoeCtx& c, float* send, float* out, const float* resid, int row0, int n_out) {
   const int k = k_, C = C_;
   exchange_rows(c, c.y, send, false);
-  c.yb.resize(size_t(c.M) * C);
-  be_.to_host(c.yb.data(), send, c.yb.size() * sizeof(float));
-  be_.free_bytes(send);
+  c.yb = send;
   be_.free_bytes(c.y);
   c.y = nullptr;
-  std::vector<float> comb(size_t(n_out) * C, 0.0f);  // (n_out, C)
-  for (int t = row0; t < row0 + n_out; ++t)
-    for (int j = 0; j < k; ++j) {
-      const int m = c.row[size_t(t) * k + j];
-      if (m < 0) continue;
-      const float wt = c.w[size_t(t) * k + j];
-      const float* yr = c.yb.data() + size_t(m) * C;
-      float* o = comb.data() + size_t(t - row0) * C;
-      for (int i = 0; i < C; ++i) o[i] += wt * yr[i];
-    }
   float* tmp = be_.alloc(buffers(c, n_out).combine, Mem::scratch);  // (n_out, C)
-  be_.from_host(tmp, comb.data(), comb.size() * sizeof(float));
+  be_.combine_rows(tmp, c.yb, c.d_row + size_t(row0) * k, c.d_w + size_t(row0) * k, n_out, k, C);
   be_.add(out, resid, tmp, size_t(n_out) * C);
   be_.free_bytes(tmp);
 }
 
-// Combine backward from dyh (N, C): each dispatched row's gradient dys
-// (M, C) and each combine weight's gradient dw (N, k).
-void MoeLayer::combine_bwd(const MoeCtx& c, const std::vector<float>& dyh, std::vector<float>& dys,
-                           std::vector<float>& dw) const {
-  const int C = C_;
-  for (int m = 0; m < c.M; ++m) {
-    const int t = c.row_token[size_t(m)], i = c.row_choice[size_t(m)];
-    const float* g = dyh.data() + size_t(t) * C;
-    const float* yr = c.yb.data() + size_t(m) * C;
-    float* o = dys.data() + size_t(m) * C;
-    const float wt = c.w[size_t(i)];
-    double d = 0;
-    for (int q = 0; q < C; ++q) {
-      o[q] = wt * g[q];
-      d += double(g[q]) * yr[q];
-    }
-    dw[size_t(i)] = float(d);
-  }
-}
-
-// Gradient of x through the experts, dxh (N, C) from the rows' dxs (M, C):
-// the sum over the token's kept choices, in choice order.
-void MoeLayer::gather_dx(const MoeCtx& c, const std::vector<float>& dxs, std::vector<float>& dxh) const {
-  const int N = c.N, k = k_, C = C_;
-  for (int t = 0; t < N; ++t)
-    for (int j = 0; j < k; ++j) {
-      const int m = c.row[size_t(t) * k + j];
-      if (m < 0) continue;
-      const float* g = dxs.data() + size_t(m) * C;
-      float* o = dxh.data() + size_t(t) * C;
-      for (int q = 0; q < C; ++q) o[q] += g[q];
-    }
+// Combine backward from dy (N, C): each dispatched row's gradient into dys
+// (M, C), and each combine weight's gradient, returned (N, k) on the host
+// (0 for a dropped choice).
+std::vector<float> MoeLayer::combine_bwd(const MoeCtx& c, const float* dy, float* dys) {
+  const size_t nk = size_t(c.N) * k_;
+  float* dw = be_.alloc(std::max<size_t>(nk, 1), Mem::scratch);  // (N, k)
+  be_.fill(dw, 0.0f, nk);
+  be_.combine_rows_bwd(dys, dw, dy, c.yb, c.d_row_token, c.d_row_choice, c.d_w, c.M, C_);
+  std::vector<float> dwh(nk);
+  be_.to_host(dwh.data(), dw, nk * sizeof(float));
+  be_.free_bytes(dw);
+  return dwh;
 }
 
 }  // namespace pentad

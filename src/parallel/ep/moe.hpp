@@ -51,13 +51,15 @@ void set_moe_param(MoeParams& p, const std::string& leaf, int index);
 template <class T>
 struct MoeBuffers {
   T kept_per_row;  // per received row, kept forward -> backward (activations): xr's row (C), h, a (and u, Llama) (F each)
+  T kept_dispatch; // kept forward -> backward (activations): the expert outputs in dispatch order (M, C), the
+                   // index lists row_token, row_choice (M each) and row (N, k), the weights (N, k) (4 bytes each)
   T xr, hidden;    // (R, C) received rows; (R, F) one of h, a (and u): the hidden activations
-  T send, y;       // (M, C) dispatched rows; (R, C) expert outputs (activations, inside forward)
+  T send, y;       // (M, C) dispatched rows (kept: the outputs come back into them); (R, C) expert outputs
   T logits;        // (N, E) router logits, forward and backward (scratch)
   T combine;       // (n_out, C) the weighted sum of the expert outputs (scratch)
   T bwd;           // backward's row gradients (scratch): (M, C) sent, (R, C) received and returned, 1|3 (R, F)
   int n_hidden;    // hidden (R, F) activations: 2 GPT-2 (h, a), 3 Llama (u too); gradients: GPT-2 dh, Llama da, dh, du
-  T in_forward() const { return send + y; }  // alive inside forward only
+  T in_forward() const { return y; }  // alive inside forward only
 };
 
 template <class T>
@@ -67,6 +69,7 @@ MoeBuffers<T> moe_buffers(const ModelConfig& cfg, T N, T n_out, T M, T R) {
   MoeBuffers<T> b;
   b.n_hidden = nh;
   b.kept_per_row = C + T(nh) * F;
+  b.kept_dispatch = M * C + T(2) * M + T(2) * N * T(cfg.top_k);
   b.xr = R * C;
   b.hidden = R * F;
   b.send = M * C;
@@ -156,20 +159,19 @@ class MoeLayer {
   double apply_capacity(MoeCtx& c, const std::vector<int>& gidx, int n_seq, std::vector<char>& keep) const;
   void add_stats(const MoeCtx& c, int layer, int n_seq, const std::vector<int>& rows_of, double dropped,
                  MoeStats& stats) const;
-  void router_bwd(const MoeCtx& c, const MoeParams& p, const std::vector<float>& dw,
-                  const std::vector<float>& dxh, float* dx, const float* x, float loss_scale);
+  void router_bwd(const MoeCtx& c, const MoeParams& p, const std::vector<float>& dw, float* dx, const float* x,
+                  float loss_scale);
 
   // dispatch.cpp: the dispatch order (returns kept rows per expert), the
   // counts exchange, the rows' all-to-all (to the experts and back; both
-  // collective over ep), and the weighted combine with its backward.
+  // collective over ep), and the weighted combine with its backward (the
+  // rows moved by the backend's gather_rows / combine_rows ops).
   std::vector<int> plan_dispatch(MoeCtx& c, const std::vector<char>& keep) const;
   void exchange_counts(MoeCtx& c, const std::vector<int>& rows_of);
   void exchange_rows(const MoeCtx& c, const float* src, float* dst, bool to_experts);
   float* dispatch_rows(MoeCtx& c, const float* x);
   void combine_fwd(MoeCtx& c, float* send, float* out, const float* resid, int row0, int n_out);
-  void combine_bwd(const MoeCtx& c, const std::vector<float>& dyh, std::vector<float>& dys,
-                   std::vector<float>& dw) const;
-  void gather_dx(const MoeCtx& c, const std::vector<float>& dxs, std::vector<float>& dxh) const;
+  std::vector<float> combine_bwd(const MoeCtx& c, const float* dy, float* dys);
 
   // experts.cpp: the expert MLPs over the received rows, and their backward.
   void experts_fwd(MoeCtx& c, const MoeParams& p);
@@ -178,7 +180,7 @@ class MoeLayer {
   // M, R and n_out output rows), and the row gradients to the experts and
   // back (collective over ep).
   MoeBuffers<size_t> buffers(const MoeCtx& c, int n_out = 0) const;
-  void expert_grads(MoeCtx& c, const MoeParams& p, const std::vector<float>& dys, std::vector<float>& dxs);
+  void expert_grads(MoeCtx& c, const MoeParams& p, float* rows);
 
   Times times_;
   ModelConfig cfg_;

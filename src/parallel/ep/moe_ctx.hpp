@@ -43,7 +43,12 @@ struct MoeCtx {
   std::vector<int> row_choice;      // (M) t*k + j of each dispatched row
   std::vector<int> send_counts, recv_counts;  // per ep rank, elements (rows * C)
   std::vector<int> recv_seg;        // (ep, E_local) rows received per source and local expert
-  std::vector<float> yb;            // (M, C) expert outputs back in dispatch order (host)
+  // The lists above and the weights on the backend, for its row ops.
+  int32_t* d_row_token = nullptr;   // (M)
+  int32_t* d_row_choice = nullptr;  // (M)
+  int32_t* d_row = nullptr;         // (N, k)
+  float* d_w = nullptr;             // (N, k)
+  float* yb = nullptr;              // (M, C) expert outputs back in dispatch order
   // Experts (experts.cpp), on the backend.
   float* xr = nullptr;              // (R, C) received rows
   float* h = nullptr;               // (R, F) GELU input / SwiGLU gate
@@ -51,7 +56,11 @@ struct MoeCtx {
   float* a = nullptr;               // (R, F) activation
   float* y = nullptr;               // (R, C) expert outputs
   void free_dev() {
-    for (float** p : {&xr, &h, &u, &a, &y}) {
+    for (float** p : {&xr, &h, &u, &a, &y, &yb, &d_w}) {
+      if (*p) be->free_bytes(*p);
+      *p = nullptr;
+    }
+    for (int32_t** p : {&d_row_token, &d_row_choice, &d_row}) {
       if (*p) be->free_bytes(*p);
       *p = nullptr;
     }

@@ -1,7 +1,8 @@
 // The MoE layer (see moe.hpp): composes the router (router.cpp), the
 // dispatch and combine (dispatch.cpp) and the expert MLPs (experts.cpp).
-// Routing, dispatch order and the combine run on the host (small (N, E)
-// arrays and index lists); the expert matmuls run on the backend. The
+// Routing and the dispatch order run on the host (small (N, E) arrays and
+// index lists); the rows' gather and combine and the expert matmuls run on
+// the backend. The
 // objective adds aux_loss_coef * mean over the global batch's sequences of
 // aux_s per MoE block, and z_loss_coef * mean over tokens of lse^2.
 #include "parallel/ep/moe.hpp"
@@ -136,24 +137,19 @@ MoeBuffers<size_t> MoeLayer::buffers(const MoeCtx& c, int n_out) const {
 
 // ---- backward -------------------------------------------------------------------
 
-// dxs (M, C) from dys (M, C): the rows' gradients go to their experts and
-// the gradients of the received rows come back.
-void MoeLayer::expert_grads(MoeCtx& c, const MoeParams& p, const std::vector<float>& dys,
-                            std::vector<float>& dxs) {
+// rows (M, C): the dispatched rows' gradients in, which go to their experts;
+// the gradients of those rows' inputs come back into it. Collective over ep.
+void MoeLayer::expert_grads(MoeCtx& c, const MoeParams& p, float* rows) {
   const MoeBuffers<size_t> b = buffers(c);
   auto dev = [&](size_t n) { return be_.alloc(std::max<size_t>(n, 1), Mem::scratch); };
-  float* sendb = dev(b.send);  // (M, C)
-  float* dyr = dev(b.xr);      // (R, C)
-  float* dxr = dev(b.xr);      // (R, C)
-  be_.from_host(sendb, dys.data(), dys.size() * sizeof(float));
-  exchange_rows(c, sendb, dyr, true);
+  float* dyr = dev(b.xr);  // (R, C)
+  float* dxr = dev(b.xr);  // (R, C)
+  exchange_rows(c, rows, dyr, true);
   {
     const MoeTimer tm(be_, times_.expert_s);
     experts_bwd(c, p, dyr, dxr);
   }
-  exchange_rows(c, dxr, sendb, false);
-  be_.to_host(dxs.data(), sendb, dxs.size() * sizeof(float));
-  be_.free_bytes(sendb);
+  exchange_rows(c, dxr, rows, false);
   be_.free_bytes(dyr);
   be_.free_bytes(dxr);
 }
@@ -166,17 +162,14 @@ void MoeLayer::backward(MoeCtxPtr& ctx, const MoeParams& p, float* dx, const flo
   {
     const MoeTimer whole(be_, total_s);
     MoeCtx& c = *ctx;
-    const int N = c.N, k = k_, C = C_;
-    std::vector<float> dyh(size_t(N) * C);  // (N, C)
-    be_.to_host(dyh.data(), dy, dyh.size() * sizeof(float));
-    std::vector<float> dys(size_t(c.M) * C);  // (M, C)
-    std::vector<float> dw(size_t(N) * k, 0.0f);  // (N, k)
-    combine_bwd(c, dyh, dys, dw);
-    std::vector<float> dxs(size_t(c.M) * C);  // (M, C)
-    expert_grads(c, p, dys, dxs);
-    std::vector<float> dxh(size_t(N) * C, 0.0f);  // (N, C)
-    gather_dx(c, dxs, dxh);
-    router_bwd(c, p, dw, dxh, dx, x, loss_scale);
+    float* rows = be_.alloc(std::max<size_t>(buffers(c).send, 1), Mem::scratch);  // (M, C)
+    const std::vector<float> dw = combine_bwd(c, dy, rows);  // (N, k)
+    expert_grads(c, p, rows);
+    // dx = the sum over each token's kept choices, in choice order, of its
+    // rows' input gradients; then the router's part (router_bwd).
+    be_.combine_rows(dx, rows, c.d_row, nullptr, c.N, k_, C_);
+    be_.free_bytes(rows);
+    router_bwd(c, p, dw, dx, x, loss_scale);
   }
   ctx.reset();
   times_.route_s += total_s - (times_.comm_s - before.comm_s) - (times_.expert_s - before.expert_s);

@@ -149,10 +149,10 @@ void MoeLayer::add_stats(const MoeCtx& c, int layer, int n_seq, const std::vecto
   for (int e = 0; e < E; ++e) stats.per_expert[size_t(layer) * E + e] += rows_of[size_t(e)];
 }
 
-// Weights -> probabilities -> logits, plus the auxiliary losses; dx gets
-// dxh (the gradient through the experts) plus the router's part.
-void MoeLayer::router_bwd(const MoeCtx& c, const MoeParams& p, const std::vector<float>& dw,
-                          const std::vector<float>& dxh, float* dx, const float* x, float loss_scale) {
+// Weights -> probabilities -> logits, plus the auxiliary losses; dx (the
+// gradient through the experts) gets the router's part added.
+void MoeLayer::router_bwd(const MoeCtx& c, const MoeParams& p, const std::vector<float>& dw, float* dx,
+                          const float* x, float loss_scale) {
   const int N = c.N, E = E_, k = k_, C = C_;
   const double aux_w = double(cfg_.aux_loss_coef) * loss_scale * T_;  // one sequence's aux_s
   const double z_w = double(cfg_.z_loss_coef) * loss_scale;            // one token's lse^2
@@ -177,7 +177,6 @@ void MoeLayer::router_bwd(const MoeCtx& c, const MoeParams& p, const std::vector
     const double zg = 2.0 * z_w * c.lse[size_t(t)];
     for (int e = 0; e < E; ++e) dlog[size_t(t) * E + e] = float(pr[e] * (dp[size_t(e)] - pdp) + zg * pr[e]);
   }
-  be_.from_host(dx, dxh.data(), dxh.size() * sizeof(float));
   float* dl = be_.alloc(buffers(c).logits, Mem::scratch);  // (N, E)
   be_.from_host(dl, dlog.data(), dlog.size() * sizeof(float));
   be_.gemm(false, false, N, C, E, 1.0f, dl, E, dense_.param(p.router), C, 1.0f, dx, C);

@@ -4,8 +4,9 @@
 // straight into the cache at rows [pos, pos + n)); RoPE at global positions
 // (Llama); attention of the n queries over the pos + n cached keys; the
 // output projection onto the residual; norm; the MLP (dense, or the MoE
-// layer: router softmax and top-k on the host, the chosen experts' MLPs on
-// the backend, their weighted sum added on the host's order of choices).
+// layer: router softmax and top-k on the host; the rows gathered per
+// expert, the chosen experts' MLPs and the weighted sum in choice order on
+// the backend: gather_rows, combine_rows).
 #include "infer/engine.hpp"
 
 #include <algorithm>
@@ -105,9 +106,15 @@ void InferenceEngine::build(const ModelWeights& w) {
   head_rows_ = int(std::clamp<int64_t>((int64_t{16} << 20) / V_, 1, T_));
   logits_ = buf(size_t(head_rows_) * V_);
   if (cfg_.n_experts > 0) {
+    const size_t Tk = T * size_t(cfg_.top_k);
     router_ = buf(T * cfg_.n_experts);
-    xe_ = buf(T * C_);
-    ye_ = buf(T * C_);
+    xe_ = buf(Tk * C_);
+    ye_ = buf(Tk * C_);
+    moe_w_ = buf(Tk);
+    for (int32_t** p : {&moe_row_, &moe_token_}) {
+      *p = be_.alloc_i32(Tk, Mem::activations);
+      owned_.push_back(*p);
+    }
   }
 }
 
@@ -195,9 +202,8 @@ void InferenceEngine::moe_mlp(int l, int n) {
   const Layer& y = *layers_[size_t(l)];
   const int E = cfg_.n_experts, k = cfg_.top_k, C = C_, F = F_;
   be_.gemm(false, true, n, E, C, 1.0f, ln_, C, y.router, C, 0.0f, router_, E);
-  std::vector<float> pr(size_t(n) * E), xh(size_t(n) * C);
+  std::vector<float> pr(size_t(n) * E);
   be_.to_host(pr.data(), router_, pr.size() * sizeof(float));
-  be_.to_host(xh.data(), ln_, xh.size() * sizeof(float));
   std::vector<int> idx(size_t(n) * k);
   std::vector<float> wt(size_t(n) * k);
   std::vector<int> order(static_cast<size_t>(E));
@@ -218,43 +224,44 @@ void InferenceEngine::moe_mlp(int l, int n) {
       wt[size_t(t) * k + j] = k > 1 ? float(p[e] / z) : p[e];
     }
   }
-  // Each expert's rows in one block: its MLP, outputs back to their (t, j) slots.
-  std::vector<float> yh(size_t(n) * k * C), xs, ys;  // (n, k, C)
+  // Each expert's rows in one block (experts in order, a block's rows in
+  // (t, j) order), gathered on the backend; its MLP; then the outputs
+  // combined per token in choice order (combine_rows).
+  std::vector<int> row(size_t(n) * k), token, first(size_t(E) + 1);
+  token.reserve(size_t(n) * k);
+  for (int e = 0; e < E; ++e) {
+    first[size_t(e)] = int(token.size());
+    for (int s = 0; s < n * k; ++s)
+      if (idx[size_t(s)] == e) {
+        row[size_t(s)] = int(token.size());
+        token.push_back(s / k);
+      }
+  }
+  first[size_t(E)] = n * k;
+  be_.from_host(moe_row_, row.data(), row.size() * sizeof(int32_t));
+  be_.from_host(moe_token_, token.data(), token.size() * sizeof(int32_t));
+  be_.from_host(moe_w_, wt.data(), wt.size() * sizeof(float));
+  be_.gather_rows(xe_, ln_, moe_token_, n * k, C);
   const size_t FC = size_t(F) * C;
   for (int e = 0; e < E; ++e) {
-    std::vector<int> slots;
-    for (int s = 0; s < n * k; ++s)
-      if (idx[size_t(s)] == e) slots.push_back(s);
-    const int m = int(slots.size());
+    const int m = first[size_t(e) + 1] - first[size_t(e)];
     if (m == 0) continue;
-    xs.resize(size_t(m) * C);
-    for (int i = 0; i < m; ++i) std::copy_n(xh.data() + size_t(slots[size_t(i)] / k) * C, C, xs.data() + size_t(i) * C);
-    be_.from_host(xe_, xs.data(), xs.size() * sizeof(float));
+    const float* xin = xe_ + size_t(first[size_t(e)]) * C;
+    float* yout = ye_ + size_t(first[size_t(e)]) * C;
     if (gpt2_) {
-      be_.gemm(false, true, m, F, C, 1.0f, xe_, C, y.w_up + e * FC, C, 0.0f, fc_, F);
+      be_.gemm(false, true, m, F, C, 1.0f, xin, C, y.w_up + e * FC, C, 0.0f, fc_, F);
       be_.bias_add(fc_, y.b_up + size_t(e) * F, m, F);
       be_.gelu_fwd(act_, fc_, size_t(m) * F);
     } else {
-      be_.gemm(false, true, m, F, C, 1.0f, xe_, C, y.w_gate + e * FC, C, 0.0f, fc_, F);
-      be_.gemm(false, true, m, F, C, 1.0f, xe_, C, y.w_up + e * FC, C, 0.0f, up_, F);
+      be_.gemm(false, true, m, F, C, 1.0f, xin, C, y.w_gate + e * FC, C, 0.0f, fc_, F);
+      be_.gemm(false, true, m, F, C, 1.0f, xin, C, y.w_up + e * FC, C, 0.0f, up_, F);
       be_.swiglu_fwd(act_, fc_, up_, size_t(m) * F);
     }
-    be_.gemm(false, true, m, C, F, 1.0f, act_, F, y.w_down + e * FC, F, 0.0f, ye_, C);
-    if (gpt2_) be_.bias_add(ye_, y.b_down + size_t(e) * C, m, C);
-    ys.resize(size_t(m) * C);
-    be_.to_host(ys.data(), ye_, ys.size() * sizeof(float));
-    for (int i = 0; i < m; ++i) std::copy_n(ys.data() + size_t(i) * C, C, yh.data() + size_t(slots[size_t(i)]) * C);
+    be_.gemm(false, true, m, C, F, 1.0f, act_, F, y.w_down + e * FC, F, 0.0f, yout, C);
+    if (gpt2_) be_.bias_add(yout, y.b_down + size_t(e) * C, m, C);
   }
-  std::vector<float> comb(size_t(n) * C, 0.0f);  // (n, C): sum_j w_j y_j, choices in order
-  for (int t = 0; t < n; ++t)
-    for (int j = 0; j < k; ++j) {
-      const float w = wt[size_t(t) * k + j];
-      const float* yr = yh.data() + (size_t(t) * k + j) * C;
-      float* o = comb.data() + size_t(t) * C;
-      for (int i = 0; i < C; ++i) o[i] += w * yr[i];
-    }
-  be_.from_host(ye_, comb.data(), comb.size() * sizeof(float));
-  be_.add(x_, x_, ye_, comb.size());
+  be_.combine_rows(xe_, ye_, moe_row_, moe_w_, n, k, C);  // (n, C): sum_j w_j y_j
+  be_.add(x_, x_, xe_, size_t(n) * C);
 }
 
 // Final norm and logits of rows [row0, row0 + n) of x_, a few rows at a time.

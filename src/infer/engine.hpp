@@ -69,8 +69,10 @@ class InferenceEngine {
   float *fc_ = nullptr, *up_ = nullptr, *act_ = nullptr;  // (T, F)
   float* logits_ = nullptr;            // (head_rows_, V)
   int head_rows_ = 1;
-  // MoE: router logits (T, E), rows of one expert (T, C) and their output.
-  float *router_ = nullptr, *xe_ = nullptr, *ye_ = nullptr;
+  // MoE: router logits (T, E); every choice's row in dispatch order (T k, C)
+  // and its expert's output; the dispatch's index lists and weights (T k).
+  float *router_ = nullptr, *xe_ = nullptr, *ye_ = nullptr, *moe_w_ = nullptr;
+  int32_t *moe_row_ = nullptr, *moe_token_ = nullptr;
 };
 
 }  // namespace pentad

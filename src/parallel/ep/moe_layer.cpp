@@ -2,9 +2,9 @@
 // dispatch and combine (dispatch.cpp) and the expert MLPs (experts.cpp).
 // Routing and the dispatch order run on the host (small (N, E) arrays and
 // index lists); the rows' gather and combine and the expert matmuls run on
-// the backend. The
-// objective adds aux_loss_coef * mean over the global batch's sequences of
-// aux_s per MoE block, and z_loss_coef * mean over tokens of lse^2.
+// the backend. The objective adds aux_loss_coef * mean over the global
+// batch's sequences of aux_s per MoE block, and z_loss_coef * mean over
+// tokens of lse^2.
 #include "parallel/ep/moe.hpp"
 
 #include <algorithm>

@@ -123,6 +123,12 @@ std::vector<Launch> launches_of(const ShapeSizes& s) {
   }
   const LaunchConfig rows = cd::norm_rows_launch(int(N));
   out.push_back({"norm rows (N)", rows, false, rows.grid.x * rows.block.y >= N});
+  if (R > 0) {  // moe_rows.cu: the dispatched rows (at most R), the combined tokens (N)
+    elementwise("moe gather_rows (R*C)", R * C);
+    elementwise("moe combine_rows (N*C)", N * C);
+    const LaunchConfig bwd = cd::norm_rows_launch(int(R));
+    out.push_back({"moe combine_rows_bwd rows (R)", bwd, false, bwd.grid.x * bwd.block.y >= R});
+  }
   const LaunchConfig xent = cd::xent_rows_launch(int(N));
   out.push_back({"xent rows (N)", xent, false, xent.grid.x == N});
   const LaunchConfig dwte = cd::embedding_dwte_launch(int(C), int(V));

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs pentad's build and test dependencies from Debian's repository when
-# they are missing (needs root or sudo), and the tokenizer tests' oracle,
-# js-tiktoken (pinned; npm registry) into .deps/npm (git-ignored). Nothing
-# is downloaded from elsewhere.
+# they are missing (needs root or sudo), and the tokenizer tests' oracles,
+# js-tiktoken and tokenizers.js (pinned; npm registry) into .deps/npm
+# (git-ignored). Nothing is downloaded from elsewhere.
 set -euo pipefail
 pkgs=(build-essential cmake mpich libmpich-dev libopenblas-dev libopenblas-openmp-dev
       libhdf5-mpich-dev hdf5-tools libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libpcre2-dev pkg-config
@@ -30,13 +30,17 @@ fi
 # Debian's nodejs comes without npm (other builds of nodejs bundle it).
 command -v npm > /dev/null || apt_install npm
 
-# js-tiktoken, the tokenizer tests' independent encoder (tests/tokenizer).
-js_tiktoken=1.0.21
+# The tokenizer tests' independent implementations (tests/tokenizer), pinned:
+# js-tiktoken (tiktoken's encoder) and tokenizers.js (Hugging Face's
+# tokenizer.json reader).
 npm_dir=$(cd "$(dirname "$0")/.." && pwd)/.deps/npm
-have=$(node -p "require('$npm_dir/node_modules/js-tiktoken/package.json').version" 2>/dev/null || true)
-if [ "$have" = "$js_tiktoken" ]; then
-  echo "deps: js-tiktoken $js_tiktoken present"
-else
-  echo "deps: installing js-tiktoken $js_tiktoken into $npm_dir"
-  npm install --prefix "$npm_dir" --no-audit --no-fund --save-exact "js-tiktoken@$js_tiktoken"
-fi
+for pkg in js-tiktoken@1.0.21 @huggingface/tokenizers@0.2.0; do
+  name=${pkg%@*} version=${pkg##*@}
+  have=$(node -p "require('$npm_dir/node_modules/$name/package.json').version" 2>/dev/null || true)
+  if [ "$have" = "$version" ]; then
+    echo "deps: $name $version present"
+  else
+    echo "deps: installing $name $version into $npm_dir"
+    npm install --prefix "$npm_dir" --no-audit --no-fund --save-exact "$pkg"
+  fi
+done

@@ -88,15 +88,22 @@ int ckpt_info(const std::string& spec, MPI_Comm comm);
 // checkpoint layout. Rank 0 works; collective over comm.
 int ckpt_export(const std::string& spec, const std::string& out_dir, MPI_Comm comm);
 
-// `pentad ckpt export PATH --to DIR --format hf|llmc [--dtype fp32|bf16]`.
+// `pentad ckpt export PATH --to DIR --format hf|llmc [--dtype fp32|bf16]
+// [--tokenizer FILE [--pattern NAME]]`.
 // llmc (the default): as above. hf: DIR/model.safetensors (or shards of at
 // most max_shard_bytes with model.safetensors.index.json), config.json and
 // generation_config.json for GPT2LMHeadModel, LlamaForCausalLM or
 // MixtralForCausalLM (io/hf_map.hpp); a model without such a class is an
-// InputError saying why. Rank 0 works; collective over comm.
+// InputError saying why. With a tokenizer (a tiktoken rank file; hf only)
+// also its tokenizer.json and tokenizer_config.json (tok/hf_tokenizer.hpp)
+// and its bos/eos ids in the configs; a tokenizer with more ids than the
+// model's vocabulary is an InputError, raised before anything is written.
+// Rank 0 works; collective over comm.
 struct ExportOptions {
   std::string format = "llmc";  // llmc | hf
   std::string dtype = "fp32";   // fp32 | bf16 (hf only)
+  std::string tokenizer;        // tiktoken rank file; "" = no tokenizer files (hf only)
+  std::string pattern;          // its pattern (tok/bpe.hpp); "" = from its rank count
   int64_t max_shard_bytes = int64_t{2} << 30;
 };
 int ckpt_export(const std::string& spec, const std::string& out_dir, const ExportOptions& opt, MPI_Comm comm);

@@ -13,6 +13,7 @@
 #include "io/checkpoint_internal.hpp"
 #include "io/hf_map.hpp"
 #include "io/safetensors.hpp"
+#include "tok/hf_tokenizer.hpp"
 #include "io/run_state.hpp"
 
 namespace pentad::ckpt_detail {
@@ -58,6 +59,18 @@ void write_hf(const SerialCkpt& c, const std::string& path, const std::string& o
   const hf::Arch arch = hf::arch_of(m, what + ": ckpt export --format hf", &notes);
   const std::vector<hf::Rule> rules = hf::rules(m, arch);
 
+  // The tokenizer first: a bad rank file, or one with more ids than the
+  // model has rows, stops the export before any file is written.
+  hf::TokenizerFiles tok;
+  if (!opt.tokenizer.empty()) {
+    const BpeParts parts = load_bpe_parts(opt.tokenizer, opt.pattern);
+    if (parts.vocab > m.vocab_size)
+      throw InputError("ckpt export: tokenizer '" + opt.tokenizer + "' (" + parts.pattern + ") has " +
+                       std::to_string(parts.vocab) + " ids, more than the vocabulary of " + what + " (" +
+                       std::to_string(m.vocab_size) + ", model.vocab_size)");
+    tok = hf::tokenizer_files(parts, m.seq_len);
+  }
+
   // Every rule's tensor is in the checkpoint with its shape, and every model/
   // tensor has a rule: a checkpoint of another model fails here, by name.
   std::map<std::string, std::vector<int64_t>> have;
@@ -92,15 +105,26 @@ void write_hf(const SerialCkpt& c, const std::string& path, const std::string& o
                                                                                  : safetensors::OutDtype::f32,
                                               meta, opt.max_shard_bytes);
   const std::string torch_dtype = opt.dtype == "bf16" ? "bfloat16" : "float32";
-  for (const auto& [file, text] : {std::pair<std::string, std::string>{"config.json", hf::config_json(m, arch, torch_dtype)},
-                                   {"generation_config.json", hf::generation_config_json(m)}}) {
+  const hf::SpecialIds ids{tok.bos_id, tok.eos_id};
+  std::vector<std::pair<std::string, std::string>> texts = {
+      {"config.json", hf::config_json(m, arch, torch_dtype, ids)},
+      {"generation_config.json", hf::generation_config_json(m, ids)}};
+  if (!opt.tokenizer.empty()) {
+    texts.emplace_back("tokenizer.json", std::move(tok.tokenizer_json));
+    texts.emplace_back("tokenizer_config.json", std::move(tok.tokenizer_config_json));
+  }
+  for (const auto& [file, text] : texts) {
     const std::string p = (fs::path(out_dir) / file).string();
     if (FsStatus e = write_file_atomic(p, text)) throw InputError("writing '" + p + "': " + e->message());
   }
   *report += "wrote " + out_dir + ": " + hf::arch_class(arch) + " (" + std::to_string(out.size()) + " tensors, " +
              opt.dtype + ", step " + std::to_string(c.meta.step) + ") in";
   for (const auto& f : files) *report += " " + f;
-  *report += ", config.json, generation_config.json\n";
+  for (const auto& [file, text] : texts) *report += ", " + file;
+  *report += "\n";
+  if (!opt.tokenizer.empty())
+    *report += "tokenizer: " + opt.tokenizer + " as tokenizer.json (" + std::to_string(tok.merges) +
+               " merges), bos " + std::to_string(tok.bos_id) + ", eos " + std::to_string(tok.eos_id) + "\n";
   for (const auto& n : notes) *report += "note: " + n + "\n";
 }
 

@@ -239,10 +239,12 @@ std::vector<float> build_pentad(const std::vector<Rule>& rs, const std::string& 
 
 // ---- config.json -----------------------------------------------------------
 
-std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype) {
+std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, SpecialIds ids) {
   json j;
   j["architectures"] = {arch_class(a)};
   j["vocab_size"] = m.vocab_size;
+  if (ids.bos >= 0) j["bos_token_id"] = ids.bos;
+  if (ids.eos >= 0) j["eos_token_id"] = ids.eos;
   j["initializer_range"] = tidy(m.init_std);
   j["tie_word_embeddings"] = m.tied();
   j["torch_dtype"] = dtype;
@@ -288,8 +290,10 @@ std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype) 
   return j.dump(2) + "\n";
 }
 
-std::string generation_config_json(const ModelConfig& m) {
-  const json j = {{"_from_model_config", true}, {"max_length", m.seq_len}};
+std::string generation_config_json(const ModelConfig& m, SpecialIds ids) {
+  json j = {{"_from_model_config", true}, {"max_length", m.seq_len}};
+  if (ids.bos >= 0) j["bos_token_id"] = ids.bos;
+  if (ids.eos >= 0) j["eos_token_id"] = ids.eos;
   return j.dump(2) + "\n";
 }
 

@@ -58,9 +58,15 @@ std::vector<float> build_hf(const std::vector<Rule>& rs, const std::string& hf_n
 std::vector<float> build_pentad(const std::vector<Rule>& rs, const std::string& name,
                                 const std::function<const std::vector<float>&(const std::string&)>& hf);
 
+// The tokenizer's ids config.json and generation_config.json name
+// (bos_token_id, eos_token_id); -1: not written (no tokenizer exported).
+struct SpecialIds {
+  int64_t bos = -1, eos = -1;
+};
+
 // config.json (dtype "float32" or "bfloat16") and generation_config.json.
-std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype);
-std::string generation_config_json(const ModelConfig& m);
+std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, SpecialIds ids = {});
+std::string generation_config_json(const ModelConfig& m, SpecialIds ids = {});
 
 // Checks a config.json against the deck: the architecture must be a = the
 // deck's class, and every size that fixes a tensor or the forward pass

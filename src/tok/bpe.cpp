@@ -303,25 +303,20 @@ void bpe_merge(const RankTable& ranks, std::string_view piece, std::vector<uint3
 
 namespace {
 
-struct Flavour {
-  uint32_t n_ranks;
-  std::vector<std::pair<std::string, uint32_t>> specials;  // text, id
+// The special tokens, end-of-text and separator of a pattern's vocabulary.
+void add_specials(BpeParts& f) {
+  const uint32_t n_ranks = f.ranks.size();
   std::string eot, separator;
-};
-
-Flavour flavour_of(const std::string& pattern, uint32_t n_ranks) {
-  Flavour f;
-  f.n_ranks = n_ranks;
-  if (pattern == "gpt2") {
+  if (f.pattern == "gpt2") {
     f.specials = {{"<|endoftext|>", n_ranks}};
-    f.eot = f.separator = "<|endoftext|>";
-  } else if (pattern == "cl100k") {
+    eot = separator = "<|endoftext|>";
+  } else if (f.pattern == "cl100k") {
     // cl100k_base's ids leave 100261..100275 unused; they decode to nothing
     // and are counted in the vocabulary, as in tiktoken (n_vocab 100277).
     f.specials = {{"<|endoftext|>", n_ranks + 1},   {"<|fim_prefix|>", n_ranks + 2},
                   {"<|fim_middle|>", n_ranks + 3},  {"<|fim_suffix|>", n_ranks + 4},
                   {"<|endofprompt|>", n_ranks + 20}};
-    f.eot = f.separator = "<|endoftext|>";
+    eot = separator = "<|endoftext|>";
   } else {  // llama3: Meta's 256 specials right after the ranks
     const char* first[] = {"<|begin_of_text|>",          "<|end_of_text|>",
                            "<|reserved_special_token_0|>", "<|reserved_special_token_1|>",
@@ -331,25 +326,24 @@ Flavour flavour_of(const std::string& pattern, uint32_t n_ranks) {
     uint32_t id = n_ranks;
     for (const char* s : first) f.specials.emplace_back(s, id++);
     for (int k = 5; k < 251; ++k) f.specials.emplace_back("<|reserved_special_token_" + std::to_string(k) + "|>", id++);
-    f.eot = "<|end_of_text|>";
-    f.separator = "<|begin_of_text|>";
+    eot = "<|end_of_text|>";
+    separator = "<|begin_of_text|>";
   }
-  return f;
+  f.vocab = n_ranks;
+  for (const auto& [text, id] : f.specials) {
+    f.vocab = std::max<int64_t>(f.vocab, int64_t(id) + 1);
+    if (text == eot) f.eot = id;
+    if (text == separator) f.separator = id;
+  }
 }
 
 class BpeTokenizer final : public Tokenizer {
  public:
-  BpeTokenizer(RankTable ranks, const std::string& pattern, const std::string& path)
-      : ranks_(std::move(ranks)), pre_(pattern), path_(path) {
-    const Flavour f = flavour_of(pattern, ranks_.size());
-    vocab_ = ranks_.size();
-    for (const auto& [text, id] : f.specials) {
-      vocab_ = std::max<int64_t>(vocab_, int64_t(id) + 1);
-      if (text == f.eot) eot_ = id;
-      if (text == f.separator) separator_ = id;
-    }
+  BpeTokenizer(BpeParts parts, const std::string& path)
+      : ranks_(std::move(parts.ranks)), pre_(parts.pattern), path_(path), vocab_(parts.vocab), eot_(parts.eot),
+        separator_(parts.separator) {
     special_text_.resize(size_t(vocab_ - ranks_.size()));
-    for (const auto& [text, id] : f.specials) special_text_[id - ranks_.size()] = text;
+    for (const auto& [text, id] : parts.specials) special_text_[id - ranks_.size()] = text;
   }
 
   std::vector<uint32_t> encode(std::string_view text) const override {
@@ -408,22 +402,28 @@ class BpeTokenizer final : public Tokenizer {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> load_tiktoken(const std::string& path, const std::string& pattern) {
+BpeParts load_bpe_parts(const std::string& path, const std::string& pattern) {
   if (!pattern.empty()) Pretokenizer check(pattern);  // an unknown name fails before the file is read
-  RankTable ranks = RankTable::load(path);
-  std::string name = pattern;
-  if (name.empty()) {
-    switch (ranks.size()) {
-      case 50256: name = "gpt2"; break;
-      case 100256: name = "cl100k"; break;
-      case 128000: name = "llama3"; break;
+  BpeParts parts;
+  parts.ranks = RankTable::load(path);
+  parts.pattern = pattern;
+  if (parts.pattern.empty()) {
+    switch (parts.ranks.size()) {
+      case 50256: parts.pattern = "gpt2"; break;
+      case 100256: parts.pattern = "cl100k"; break;
+      case 128000: parts.pattern = "llama3"; break;
       default:
-        throw InputError("rank file '" + path + "' has " + std::to_string(ranks.size()) +
+        throw InputError("rank file '" + path + "' has " + std::to_string(parts.ranks.size()) +
                          " ranks, which fits no named pattern (gpt2 50256, cl100k 100256, llama3 128000): "
                          "give --pattern " + Pretokenizer::known_names());
     }
   }
-  return std::make_unique<BpeTokenizer>(std::move(ranks), name, path);
+  add_specials(parts);
+  return parts;
+}
+
+std::unique_ptr<Tokenizer> load_tiktoken(const std::string& path, const std::string& pattern) {
+  return std::make_unique<BpeTokenizer>(load_bpe_parts(path, pattern), path);
 }
 
 }  // namespace pentad

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tok/tokenizer.hpp"
@@ -61,6 +62,22 @@ enum class MergeAlgorithm { kAuto, kScan, kHeap };
 // Appends the tokens of one piece (bytes all of which have a rank) to out.
 void bpe_merge(const RankTable& ranks, std::string_view piece, std::vector<uint32_t>& out,
                MergeAlgorithm algorithm = MergeAlgorithm::kAuto);
+
+// What a byte-level BPE tokenizer is made of: its ranks, its pattern's name
+// and its special tokens. load_tiktoken builds the tokenizer from these; the
+// Hugging Face writer (tok/hf_tokenizer.hpp) writes them out.
+struct BpeParts {
+  RankTable ranks;
+  std::string pattern;                                     // gpt2, cl100k or llama3
+  std::vector<std::pair<std::string, uint32_t>> specials;  // text, id (after the ranks)
+  int64_t vocab = 0;      // every id is below it, special tokens and unused ids included
+  int64_t eot = -1;       // Tokenizer::eot()
+  int64_t separator = -1; // Tokenizer::doc_separator()
+};
+
+// The parts of the BPE tokenizer of a rank file; the arguments and errors of
+// load_tiktoken below.
+BpeParts load_bpe_parts(const std::string& path, const std::string& pattern);
 
 // The BPE tokenizer of a rank file. pattern: "gpt2", "cl100k", "llama3", or
 // "" to infer it from the number of ranks (50256 gpt2, 100256 cl100k, 128000

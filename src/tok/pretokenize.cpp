@@ -32,6 +32,12 @@ const char* const kCl100k =
 
 #undef WS
 
+// The same, as Hugging Face's tokenizer.json holds them (pretokenize.hpp).
+const char* const kGpt2Hf = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+const char* const kCl100kHf =
+    "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]|"
+    "\\s+(?!\\S)|\\s+";
+
 pcre2_code* as_code(void* p) { return static_cast<pcre2_code*>(p); }
 
 }  // namespace
@@ -54,6 +60,12 @@ Pretokenizer::Pretokenizer(const std::string& name) : name_(name) {
   code_ = code;
   // Without JIT support (some architectures) the interpreter gives the same matches, slower.
   jit_ = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
+}
+
+const char* hf_pattern(const std::string& name) {
+  if (name == "gpt2") return kGpt2Hf;
+  if (name == "cl100k" || name == "llama3") return kCl100kHf;
+  return nullptr;
 }
 
 Pretokenizer::~Pretokenizer() { pcre2_code_free(as_code(code_)); }

@@ -41,6 +41,15 @@ class Pretokenizer {
   bool jit_ = false;
 };
 
+// The named pattern as a Hugging Face tokenizer.json's Split pre-tokenizer
+// holds it (Oniguruma syntax, which the `tokenizers` library compiles):
+// tiktoken's expression with `\s` (Oniguruma's Unicode `\s` is U+0009-000D,
+// U+0085 and the Zs, Zl and Zp characters: the White_Space set spelt out
+// above) and without possessive quantifiers (cl100k's `?+` and `++` cannot
+// change a match there: the optional character is not a letter, and
+// `[\r\n]*` matches after any end of the run). nullptr for another name.
+const char* hf_pattern(const std::string& name);
+
 // The first p >= from where text can be cut without changing any named
 // pattern's pieces: text[p-2] is printable ASCII (not a space), text[p-1] is
 // '\n' and text[p] is printable ASCII; text.size() if there is none. Why it

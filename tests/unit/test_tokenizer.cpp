@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
@@ -19,6 +21,7 @@
 #include "core/error.hpp"
 #include "io/data.hpp"
 #include "io/prep.hpp"
+#include "tok/hf_tokenizer.hpp"
 #include "tok/bpe.hpp"
 #include "tok/pretokenize.hpp"
 #include "tok/utf8.hpp"
@@ -368,3 +371,76 @@ TEST(Utf8Replace, MaximalSubparts) {
 }
 
 }  // namespace
+
+// --- Hugging Face tokenizer files ---------------------------------------------
+// (token-for-token equality with tokenizers.js: tests/tokenizer/hf_export.sh)
+
+TEST(HfTokenizer, ByteLevelCharactersAreGpt2s) {
+  std::vector<std::string> all;
+  for (int b = 0; b < 256; ++b) all.push_back(pentad::hf::byte_level_char(uint8_t(b)));
+  EXPECT_EQ(all['a'], "a");
+  EXPECT_EQ(all['!'], "!");
+  EXPECT_EQ(all[0xA1], "\u00A1");
+  EXPECT_EQ(all[0xFF], "\u00FF");
+  EXPECT_EQ(all[0x00], "\u0100");
+  EXPECT_EQ(all[' '], "\u0120");   // 'Ġ', GPT-2's space
+  EXPECT_EQ(all['\n'], "\u010A");  // 'Ċ'
+  EXPECT_EQ(all[0x7F], "\u0121");  // the first byte after the 33 below '!'
+  EXPECT_EQ(all[0xAD], "\u0143");  // the 68th and last byte not standing for itself
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(std::unique(all.begin(), all.end()), all.end()) << "two bytes share a character";
+}
+
+TEST_F(TokenizerTest, HfTokenizerFilesHoldRanksMergesAndSpecials) {
+  // "abab" is both "ab"+"ab" and "a"+"bab"; "bab" is a token too.
+  const std::string path = write("small.tiktoken", rank_lines({"ab", "bab", "abab", "a b"}));
+  using nlohmann::json;
+  for (const std::string pattern : {"gpt2", "llama3"}) {
+    SCOPED_TRACE(pattern);
+    const pentad::BpeParts parts = pentad::load_bpe_parts(path, pattern);
+    const pentad::hf::TokenizerFiles f = pentad::hf::tokenizer_files(parts, 64);
+    const json tj = json::parse(f.tokenizer_json), cfg = json::parse(f.tokenizer_config_json);
+    const json& model = tj["model"];
+    EXPECT_EQ(model["type"], "BPE");
+    EXPECT_EQ(model["ignore_merges"], true);
+    EXPECT_EQ(model["vocab"].size(), 260u);
+    EXPECT_EQ(model["vocab"]["a"], 97);
+    EXPECT_EQ(model["vocab"]["\u0100"], 0);
+    EXPECT_EQ(model["vocab"]["ab"], 256);
+    EXPECT_EQ(model["vocab"]["a\u0120b"], 259);
+    // Every split into two tokens, in the whole's rank order, then by the
+    // parts' ranks: "ab"; "b"+"ab"; "a"+"bab" (97, 257) before "ab"+"ab"
+    // (256, 256); "a"+" b" is no split (" b" has no rank), "a "+"b" neither.
+    EXPECT_EQ(model["merges"], json::array({"a b", "b ab", "a bab", "ab ab"}));
+    EXPECT_EQ(f.merges, 4);
+    const json& split = tj["pre_tokenizer"]["pretokenizers"][0];
+    EXPECT_EQ(split["pattern"]["Regex"], pentad::hf_pattern(pattern));
+    EXPECT_EQ(split["behavior"], "Isolated");
+    EXPECT_EQ(tj["pre_tokenizer"]["pretokenizers"][1]["use_regex"], false);
+    EXPECT_EQ(tj["added_tokens"].size(), parts.specials.size());
+    for (const json& t : tj["added_tokens"]) {
+      EXPECT_EQ(t["special"], true);
+      EXPECT_EQ(t["normalized"], false);
+    }
+    EXPECT_EQ(cfg["model_max_length"], 64);
+    EXPECT_EQ(cfg["tokenizer_class"], "PreTrainedTokenizerFast");
+    EXPECT_EQ(f.eos_id, parts.eot);
+    EXPECT_EQ(f.bos_id, parts.separator);
+    if (pattern == "gpt2") {
+      EXPECT_EQ(tj["added_tokens"][0]["content"], "<|endoftext|>");
+      EXPECT_EQ(tj["added_tokens"][0]["id"], 260);
+      EXPECT_EQ(cfg["eos_token"], "<|endoftext|>");
+      EXPECT_EQ(cfg["bos_token"], "<|endoftext|>");
+      EXPECT_EQ(tj["post_processor"]["type"], "ByteLevel");  // nothing added to a sequence
+    } else {
+      EXPECT_EQ(tj["added_tokens"].size(), 256u);
+      EXPECT_EQ(cfg["bos_token"], "<|begin_of_text|>");
+      EXPECT_EQ(cfg["eos_token"], "<|end_of_text|>");
+      EXPECT_EQ(cfg["added_tokens_decoder"]["269"]["content"], "<|eot_id|>");
+      const json& templ = tj["post_processor"]["processors"][1];
+      EXPECT_EQ(templ["type"], "TemplateProcessing");
+      EXPECT_EQ(templ["single"][0]["SpecialToken"]["id"], "<|begin_of_text|>");
+      EXPECT_EQ(templ["special_tokens"]["<|begin_of_text|>"]["ids"], json::array({260}));
+    }
+  }
+}

@@ -94,15 +94,16 @@ int ckpt_export(const std::string& spec, const std::string& out_dir, MPI_Comm co
 // most max_shard_bytes with model.safetensors.index.json), config.json and
 // generation_config.json for GPT2LMHeadModel, LlamaForCausalLM or
 // MixtralForCausalLM (io/hf_map.hpp); a model without such a class is an
-// InputError saying why. With a tokenizer (a tiktoken rank file; hf only)
-// also its tokenizer.json and tokenizer_config.json (tok/hf_tokenizer.hpp)
-// and its bos/eos ids in the configs; a tokenizer with more ids than the
-// model's vocabulary is an InputError, raised before anything is written.
+// InputError saying why. With a tokenizer (a tiktoken rank file, or "bytes"
+// for the byte tokenizer; hf only) also its tokenizer.json and
+// tokenizer_config.json (tok/hf_tokenizer.hpp) and its bos/eos ids in the
+// configs; a tokenizer with more ids than the model's vocabulary is an
+// InputError, raised before anything is written.
 // Rank 0 works; collective over comm.
 struct ExportOptions {
   std::string format = "llmc";  // llmc | hf
   std::string dtype = "fp32";   // fp32 | bf16 (hf only)
-  std::string tokenizer;        // tiktoken rank file; "" = no tokenizer files (hf only)
+  std::string tokenizer;        // tiktoken rank file, or "bytes"; "" = no tokenizer files (hf only)
   std::string pattern;          // its pattern (tok/bpe.hpp); "" = from its rank count
   int64_t max_shard_bytes = int64_t{2} << 30;
 };

@@ -62,7 +62,12 @@ void write_hf(const SerialCkpt& c, const std::string& path, const std::string& o
   // The tokenizer first: a bad rank file, or one with more ids than the
   // model has rows, stops the export before any file is written.
   hf::TokenizerFiles tok;
-  if (!opt.tokenizer.empty()) {
+  if (opt.tokenizer == "bytes") {
+    if (m.vocab_size < 256)
+      throw InputError("ckpt export: the byte tokenizer has 256 ids, more than the vocabulary of " + what + " (" +
+                       std::to_string(m.vocab_size) + ", model.vocab_size)");
+    tok = hf::byte_tokenizer_files(m.seq_len);
+  } else if (!opt.tokenizer.empty()) {
     const BpeParts parts = load_bpe_parts(opt.tokenizer, opt.pattern);
     if (parts.vocab > m.vocab_size)
       throw InputError("ckpt export: tokenizer '" + opt.tokenizer + "' (" + parts.pattern + ") has " +
@@ -122,7 +127,9 @@ void write_hf(const SerialCkpt& c, const std::string& path, const std::string& o
   for (const auto& f : files) *report += " " + f;
   for (const auto& [file, text] : texts) *report += ", " + file;
   *report += "\n";
-  if (!opt.tokenizer.empty())
+  if (opt.tokenizer == "bytes")
+    *report += "tokenizer: bytes (256 ids) as tokenizer.json\n";
+  else if (!opt.tokenizer.empty())
     *report += "tokenizer: " + opt.tokenizer + " as tokenizer.json (" + std::to_string(tok.merges) +
                " merges), bos " + std::to_string(tok.bos_id) + ", eos " + std::to_string(tok.eos_id) + "\n";
   for (const auto& n : notes) *report += "note: " + n + "\n";

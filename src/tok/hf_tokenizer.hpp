@@ -1,4 +1,4 @@
-// A BPE tokenizer (bpe.hpp) as the files a Hugging Face model directory
+// A BPE tokenizer (bpe.hpp), or the byte tokenizer, as the files a Hugging Face model directory
 // carries: tokenizer.json (the `tokenizers` library's format, which
 // transformers' PreTrainedTokenizerFast and tokenizers.js load) and
 // tokenizer_config.json. docs/huggingface.md says what they hold and how they
@@ -29,8 +29,8 @@ std::string byte_level_char(uint8_t byte);
 struct TokenizerFiles {
   std::string tokenizer_json;
   std::string tokenizer_config_json;
-  int64_t bos_id = -1;  // the id a sequence starts with (the document separator)
-  int64_t eos_id = -1;  // the end-of-text id (what generation stops at)
+  int64_t bos_id = -1;  // the id a sequence starts with (the document separator); -1: none
+  int64_t eos_id = -1;  // the end-of-text id (what generation stops at); -1: none
   int64_t merges = 0;   // entries in tokenizer.json's merges
 };
 
@@ -39,5 +39,10 @@ struct TokenizerFiles {
 // post-processor template, as Meta's and Hugging Face's do); GPT-2's and
 // cl100k's add nothing (as OpenAI's do).
 TokenizerFiles tokenizer_files(const BpeParts& parts, int64_t model_max_length);
+
+// The byte tokenizer's files (`pentad prep` without --tokenizer): a BPE
+// with the 256 bytes as ids 0..255 and no merges, no pattern, no special
+// tokens, so every byte is its own token, as in pentad.
+TokenizerFiles byte_tokenizer_files(int64_t model_max_length);
 
 }  // namespace pentad::hf

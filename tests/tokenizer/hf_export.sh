@@ -13,6 +13,8 @@
 # llama3: a 128000-rank file (cl100k's 100256 ranks, then made-up tokens no
 #   merge makes), a tiny Llama: tokenizers.js's ids == [<|begin_of_text|>] +
 #   pentad's ids, on the files above and on a text of the made-up tokens.
+# bytes: the byte tokenizer (--tokenizer bytes), a tiny GPT-2 with 256 ids:
+#   tokenizers.js's ids of all the files above, as one text, == pentad's.
 # errors: bad input gives one message on 2 ranks, exit 1, and no file written.
 set -uo pipefail
 : "${PENTAD:?}" "${MPIEXEC:?}" "${PENTAD_SOURCE_DIR:?}" "${PENTAD_PYTHON:?}"
@@ -65,7 +67,8 @@ d, bos, eos = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 bad = 0
 for f in ("config.json", "generation_config.json"):
     j = json.load(open(f"{d}/{f}"))
-    ok = j.get("bos_token_id") == bos and j.get("eos_token_id") == eos
+    want = lambda i: None if i < 0 else i  # -1: not written
+    ok = j.get("bos_token_id") == want(bos) and j.get("eos_token_id") == want(eos)
     print(f"{'ok  ' if ok else 'FAIL'} {f}: bos_token_id {j.get('bos_token_id')}, eos_token_id {j.get('eos_token_id')} (expected {bos}, {eos})")
     bad += not ok
 sys.exit(bad)
@@ -128,6 +131,14 @@ PY
   node "$hf" pentad "$tmp/hf" 128000 "$tmp/data/train.bin" 128000 "${plain[@]}" || fail=1
   ids "$tmp/hf" 128000 128001
   ;;
+bytes)
+  checkpoint "$S/input/tiny.toml" 256
+  export_hf "$tmp/hf" --tokenizer bytes
+  cat "${files[@]}" > "$tmp/all.txt"  # one document: the byte tokenizer has no separator
+  "$PENTAD" prep --val-fraction 0 --out "$tmp/data" "$tmp/all.txt" > /dev/null
+  node "$hf" pentad "$tmp/hf" -1 "$tmp/data/train.bin" -1 "$tmp/all.txt" || fail=1
+  ids "$tmp/hf" -1 -1
+  ;;
 errors)
   node "$js" ranks gpt2 "$tmp/gpt2.tiktoken"
   checkpoint "$S/input/tiny.toml" 50000
@@ -138,6 +149,7 @@ errors)
   refused bad_rank_file "$tmp/bad.tiktoken:301:" --format hf --tokenizer "$tmp/bad.tiktoken" --pattern gpt2
   refused llmc "--tokenizer is for --format hf" --tokenizer "$tmp/gpt2.tiktoken"
   refused pattern_alone "--pattern needs --tokenizer FILE" --format hf --pattern gpt2
+  refused bytes_pattern "--pattern needs --tokenizer FILE" --format hf --tokenizer bytes --pattern gpt2
   refused unknown_pattern "unknown pre-tokenization pattern 'gpt3'" --format hf --tokenizer "$tmp/gpt2.tiktoken" --pattern gpt3
   ;;
 *) echo "unknown case $case_name"; exit 2 ;;

@@ -7,7 +7,8 @@
 //        for each FILE (with no special token's text): tokenizers.js's
 //        encode(text) == [BOS] + pentad's ids ([] when BOS is -1), pentad's
 //        ids being the FILE's document in a `pentad prep` train.bin (one SEP
-//        before each FILE); and tokenizers.js's decode of pentad's ids == text
+//        before each FILE; SEP -1: one FILE, the whole train.bin); and
+//        tokenizers.js's decode of pentad's ids == text
 //   tiktoken DIR ENC FILE...
 //        for each FILE: tokenizers.js's encode(text, no template) ==
 //        js-tiktoken's encode(text, "all") (special tokens' text encoded as
@@ -43,13 +44,14 @@ function tokenizer(dir) {
   return new Tokenizer(json("tokenizer.json"), json("tokenizer_config.json"));
 }
 
-// The ids of a `pentad prep` token file, cut into documents at sep.
+// The ids of a `pentad prep` token file, cut into documents at sep (sep -1:
+// one document, the whole file).
 function documents(file, sep) {
   const b = fs.readFileSync(file);
   const [magic, version, n] = new Int32Array(b.buffer.slice(b.byteOffset, b.byteOffset + 1024));
   if (magic !== 20240520 || (version !== 1 && version !== 2)) throw new Error(`${file}: not a token file`);
   const body = b.subarray(1024);
-  const docs = [];
+  const docs = sep < 0 ? [[]] : [];
   for (let i = 0; i < n; i++) {
     const id = version === 1 ? body.readUInt16LE(2 * i) : body.readUInt32LE(4 * i);
     if (id === sep) docs.push([]);

@@ -27,9 +27,9 @@ set_tests_properties(tokenizer_train_sample PROPERTIES LABELS "tokenizer;mpi;cli
 
 # `pentad ckpt export --format hf --tokenizer`: tokenizer.json read by
 # tokenizers.js (npm, scripts/deps.sh), its ids against js-tiktoken's and
-# pentad's (GPT-2, cl100k, a Llama-3-sized rank file), and the bad-input
-# messages on 2 ranks.
-foreach(case gpt2 cl100k llama3 errors)
+# pentad's (GPT-2, cl100k, a Llama-3-sized rank file, the byte tokenizer),
+# and the bad-input messages on 2 ranks.
+foreach(case gpt2 cl100k llama3 bytes errors)
   add_test(NAME tokenizer_hf_export_${case} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/hf_export.sh ${case})
   set_tests_properties(tokenizer_hf_export_${case} PROPERTIES LABELS "tokenizer;mpi;cli" TIMEOUT 300
     ENVIRONMENT "${PENTAD_TEST_ENV}")

@@ -444,3 +444,20 @@ TEST_F(TokenizerTest, HfTokenizerFilesHoldRanksMergesAndSpecials) {
     }
   }
 }
+
+TEST(HfTokenizer, ByteTokenizerFilesAreTheBytesAlone) {
+  using nlohmann::json;
+  const pentad::hf::TokenizerFiles f = pentad::hf::byte_tokenizer_files(32);
+  const json tj = json::parse(f.tokenizer_json), cfg = json::parse(f.tokenizer_config_json);
+  ASSERT_EQ(tj["model"]["vocab"].size(), 256u);
+  for (int b = 0; b < 256; ++b) EXPECT_EQ(tj["model"]["vocab"][pentad::hf::byte_level_char(uint8_t(b))], b);
+  EXPECT_TRUE(tj["model"]["merges"].empty());
+  EXPECT_TRUE(tj["added_tokens"].empty());
+  EXPECT_EQ(tj["pre_tokenizer"]["type"], "ByteLevel");  // no Split: the bytes are not cut into pieces first
+  EXPECT_EQ(tj["pre_tokenizer"]["use_regex"], false);
+  EXPECT_EQ(f.bos_id, -1);
+  EXPECT_EQ(f.eos_id, -1);
+  EXPECT_FALSE(cfg.contains("bos_token"));
+  EXPECT_FALSE(cfg.contains("eos_token"));
+  EXPECT_EQ(cfg["model_max_length"], 32);
+}

@@ -83,7 +83,8 @@ int deck_dp(const std::string& text, const std::string& path, const std::vector<
 
 const std::vector<std::string> kSingle = {"parallel.dp=1", "parallel.tp=1", "parallel.pp=1",
                                           "parallel.cp=1", "parallel.ep=1", "parallel.virtual_stages=1",
-                                          "parallel.sp=false", "parallel.zero=0", "parallel.stage_layers=\"\""};
+                                          "parallel.sp=false", "parallel.expert_tp=false", "parallel.zero=0",
+                                          "parallel.stage_layers=\"\""};
 
 struct Candidate {
   Config cfg;
@@ -98,8 +99,8 @@ std::string sets_text(const std::vector<std::string>& sets) {
   return s;
 }
 
-// --layout k=v,... -> deck overrides. Keys: dp tp pp cp ep zero sp v schedule
-// mb accum recompute.
+// --layout k=v,... -> deck overrides. Keys: dp tp pp cp ep zero sp etp v
+// schedule mb accum recompute.
 std::vector<std::string> layout_sets(const std::string& spec, int b_global, int deck_mb) {
   std::map<std::string, std::string> kv;
   std::stringstream ss(spec);
@@ -113,16 +114,18 @@ std::vector<std::string> layout_sets(const std::string& spec, int b_global, int 
   static const std::map<std::string, std::string> keys = {
       {"dp", "parallel.dp"},           {"tp", "parallel.tp"},         {"pp", "parallel.pp"},
       {"cp", "parallel.cp"},           {"ep", "parallel.ep"},         {"zero", "parallel.zero"},
-      {"sp", "parallel.sp"},           {"v", "parallel.virtual_stages"}, {"schedule", "parallel.schedule"},
+      {"sp", "parallel.sp"},           {"etp", "parallel.expert_tp"},  {"v", "parallel.virtual_stages"},
+      {"schedule", "parallel.schedule"},
       {"mb", "train.micro_batch"},     {"accum", "train.grad_accum"}, {"recompute", "train.recompute"}};
   std::vector<std::string> out;
   for (const auto& [k, v] : kv) {
     auto it = keys.find(k);
     if (it == keys.end())
-      throw CliUsageError("--layout: unknown key '" + k + "' (known: dp tp pp cp ep zero sp v schedule mb accum recompute)");
+      throw CliUsageError("--layout: unknown key '" + k +
+                          "' (known: dp tp pp cp ep zero sp etp v schedule mb accum recompute)");
     std::string val = v;
     if (k == "recompute" || k == "schedule") val = "\"" + v + "\"";
-    if (k == "sp") val = (v == "1" || v == "true") ? "true" : (v == "0" || v == "false") ? "false" : v;
+    if (k == "sp" || k == "etp") val = (v == "1" || v == "true") ? "true" : (v == "0" || v == "false") ? "false" : v;
     out.push_back(it->second + "=" + val);
   }
   // Keep the deck's global batch: grad_accum follows dp and the micro-batch.
@@ -330,6 +333,7 @@ Enumeration enumerate_layouts(const PlanInputs& in) {
         for (int ep = 1; ep <= (moe ? dp : 1); ++ep) {
           if (dp % ep) continue;
           for (int sp = 0; sp <= (tp > 1 ? 1 : 0); ++sp)
+          for (int etp = 0; etp <= (moe && tp > 1 ? 1 : 0); ++etp)  // expert tp: MoE decks only
             for (const ScheduleKind sched : {ScheduleKind::one_f_one_b, ScheduleKind::interleaved, ScheduleKind::zbh1,
                                              ScheduleKind::zbv}) {
               // Two chunks per stage for interleaved and zbv's V.
@@ -343,6 +347,7 @@ Enumeration enumerate_layouts(const PlanInputs& in) {
                                {"parallel.dp=" + std::to_string(dp), "parallel.tp=" + std::to_string(tp),
                                 "parallel.pp=" + std::to_string(pp), "parallel.cp=" + std::to_string(cp),
                                 "parallel.ep=" + std::to_string(ep), "parallel.sp=" + std::string(sp ? "true" : "false"),
+                                "parallel.expert_tp=" + std::string(etp ? "true" : "false"),
                                 "parallel.schedule=\"" + std::string(deck_name(sched)) + "\"",
                                 "parallel.virtual_stages=" + std::string(two_chunks ? "2" : "1"),
                                 "parallel.zero=" + std::to_string(zero), "train.recompute=\"" + std::string(rc) + "\"",

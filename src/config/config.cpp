@@ -316,6 +316,8 @@ const std::vector<Key>& schema() {
                         "expert-parallel ranks (divides dp)"));
     s.push_back(int_key(PENTAD_FIELD(parallel, zero), 0, 3, "ZeRO stage"));
     s.push_back(bool_key(PENTAD_FIELD(parallel, sp), "sequence parallelism (needs tp > 1)"));
+    s.push_back(bool_key(PENTAD_FIELD(parallel, expert_tp),
+                         "MoE: split each expert's d_ff over tp (needs tp > 1); false: experts replicated over tp"));
     s.push_back(float_key(PENTAD_FIELD(parallel, bucket_mb), gt(0), none(),
                           "gradient bucket size in MiB (reduction overlaps backward)"));
     s.push_back(enum_key(PENTAD_FIELD(parallel, schedule), "pipeline schedule"));
@@ -656,6 +658,9 @@ void validate(const Config& cfg, int world_size) {
                   "every micro-batch, which the pipeline interleaves); use parallel.zero = 0 or 1");
   if (p.sp && p.tp <= 1)
     fail(cfg, "parallel.sp = true needs parallel.tp > 1 (got " + kv("parallel.tp", p.tp) + ")");
+  if (p.expert_tp && (p.tp <= 1 || m.n_experts == 0))
+    fail(cfg, "parallel.expert_tp = true needs parallel.tp > 1 and a mixture-of-experts model (got " +
+                  kv("parallel.tp", p.tp) + ", " + kv("model.n_experts", m.n_experts) + ")");
   if (p.sp && p.cp == 1 && m.seq_len % p.tp != 0)
     fail(cfg, kv("model.seq_len", m.seq_len) + " is not divisible by " + kv("parallel.tp", p.tp) +
                   " (needed by parallel.sp = true)");

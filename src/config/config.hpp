@@ -104,6 +104,9 @@ struct ParallelConfig {
   int dp = 1, tp = 1, pp = 1, cp = 1, ep = 1;
   int zero = 0;          // 0..3
   bool sp = false;       // sequence parallelism (needs tp > 1)
+  // MoE: split every expert's MLP over the tp group (its d_ff, as a dense
+  // MLP's); false: the MoE layer is replicated over tp.
+  bool expert_tp = false;
   float bucket_mb = 25;  // gradient bucket size (MiB)
   // Pipeline parallelism.
   ScheduleKind schedule = ScheduleKind::one_f_one_b;  // afab | 1f1b | interleaved | zbh1 | zbv

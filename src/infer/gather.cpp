@@ -29,7 +29,7 @@ ModelWeights gather_model_weights(const ModelConfig& cfg, const Topology& topo, 
       const ParamInfo& p = store.info(i);
       local.resize(p.numel());
       dp.get_param(i, local.data());                                // collective over dp (ZeRO-3)
-      gather_global(g.expert ? src.ep : src.tp, p, local.data(), global);  // collective over tp / ep
+      gather_global(holder_groups(p, g.expert, src.tp, src.ep), p, local.data(), global);  // collective over tp / ep
       if (g.stage != 0 && sender) host::send(topo.pp, global.data(), int(global.size()), 0, kTagSampleTensor);
     } else if (root) {
       host::recv(topo.pp, global.data(), int(global.size()), g.stage, kTagSampleTensor);

@@ -51,7 +51,7 @@ void DebugDump::write_params(const std::string& prefix, bool grads) {
         dp.get_grad(i, host.data());
       else
         dp.get_param(i, host.data());
-      gather_global(g.expert ? src_.ep : src_.tp, p, host.data(), global);
+      gather_global(holder_groups(p, g.expert, src_.tp, src_.ep), p, host.data(), global);
       if (g.stage != 0 && sender) host::send(topo_.pp, global.data(), int(global.size()), 0, kTagDumpTensor);
     } else if (w_ && g.stage != 0) {
       host::recv(topo_.pp, global.data(), int(global.size()), g.stage, kTagDumpTensor);

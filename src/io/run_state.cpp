@@ -7,6 +7,7 @@
 
 #include "comm/host.hpp"
 #include "core/error.hpp"
+#include "parallel/tp/tensor_parallel.hpp"
 
 namespace pentad {
 
@@ -78,7 +79,7 @@ std::vector<CkptTensor> checkpoint_tensors(ParamStore& params, DataParallel& dpa
         return t;
       }
       const ParamInfo& p = store.info(i);
-      const bool replicated_over_tp = p.local_shape == p.shape && topo.shape.tp > 1;
+      const bool replicated_over_tp = !split_over_tp(p) && topo.shape.tp > 1;
       t.local_start = p.local_start;
       t.local_shape = p.local_shape;
       // A vocabulary matrix's block without its padding rows (none, on a tp
@@ -89,9 +90,9 @@ std::vector<CkptTensor> checkpoint_tensors(ParamStore& params, DataParallel& dpa
       }
       // An expert block is replicated over dp/ep (and cp): its dp/ep index 0 writes it.
       const bool first_replica = g.expert ? topo.me.dp_outer == 0 : topo.dp_rank() == 0;
-      // Expert blocks are replicated over tp.
-      t.writer = !p.stage_copy && first_replica && topo.me.cp == 0 &&
-                 (!(replicated_over_tp || g.expert) || topo.me.tp == 0) &&
+      // A block replicated over tp (expert blocks too, but with expert tp
+      // those cut along d_ff) is written by tp rank 0.
+      t.writer = !p.stage_copy && first_replica && topo.me.cp == 0 && (!replicated_over_tp || topo.me.tp == 0) &&
                  (t.local_shape.empty() || t.local_shape[0] > 0);
       return t;
     };

@@ -141,10 +141,13 @@ Model::Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backe
   has_embedding_ = owns_chunk(0);
   has_head_ = owns_chunk(G - 1);
   if (cfg.n_experts > 0) {
-    // With tp the MoE layer is replicated: every tp rank routes the same
-    // rows (all-gathered over tp with sp) through the same experts and keeps
-    // its own rows of the output. With cp each cp rank routes its tokens.
-    moe_ = std::make_unique<MoeLayer>(cfg, backend, params_, expert_params_, par_.ep, par_.cp, par_.cp_layout);
+    // With tp every tp rank routes the same rows (all-gathered over tp with
+    // sp) through the same experts and keeps its own rows of the output; the
+    // experts are replicated over tp, or with parallel.expert_tp each one's
+    // d_ff is split over tp and the layer sums the parts. With cp each cp
+    // rank routes its tokens.
+    moe_ = std::make_unique<MoeLayer>(cfg, backend, params_, expert_params_, par_.ep, par_.cp, par_.cp_layout,
+                                      par_.expert_tp ? par_.tp : nullptr);
   }
   moe_stats_.reset(L_, cfg.n_experts);
   build_params();
@@ -166,7 +169,7 @@ Model::~Model() {
 // of its chunks) and binds the layers to them.
 void Model::build_params() {
   ParamRank r{tp_rank_, tp_size_, par_.ep ? par_.ep->rank() : 0, par_.ep ? par_.ep->size() : 1,
-              pp_rank_, pp_size_, chunk_begin_, par_.placement};
+              par_.expert_tp, pp_rank_, pp_size_, chunk_begin_, par_.placement};
   const std::vector<ParamSpec> list = model_param_list(cfg_, r);
   std::unordered_map<std::string, int> index;  // name -> index in its store
   size_t i = 0;
@@ -599,8 +602,9 @@ void Model::block_bwd(int l, Acts& a, const float* in, WStash* w) {
     be_.swiglu_bwd(s.d_fc_pre, s.d_up, s.d_fc_act, a.fc_pre, a.fc_up, BTF);
     b.gate_up.bwd(d_part, {s.d_fc_pre, s.d_up}, x2, 0.0f);
   }
-  // The MoE layer is replicated over tp: its input gradient is whole on every
-  // rank (no partial sums to reduce); with sp this rank takes its rows.
+  // The MoE layer's input gradient is whole on every tp rank (replicated
+  // experts, or expert tp's parts summed inside the layer): nothing to
+  // reduce here; with sp this rank takes its rows.
   const float* d_ln2 = moe ? d_part + size_t(tp_.first_row()) * C_ : tp_.enter_bwd(d_part, s.d_ln);
   norm_bwd(b.mlp_norm, s.dres, d_ln2, a.res_mid, a.ln2_mean, a.ln2_rstd, 2);
 

@@ -51,6 +51,7 @@ struct ModelParallel {
   Comm* cp = nullptr;   // context-parallel group (periodic ring)
   CpLayout cp_layout = CpLayout::zigzag;
   Comm* ep = nullptr;   // expert-parallel group (MoE blocks; nullptr: every expert here)
+  bool expert_tp = false;  // each expert's d_ff split over tp (parallel.expert_tp); else experts replicated over tp
   // Pipeline: the model is cut into chunks of consecutive blocks; chunk g
   // holds blocks [chunk_blocks[g], chunk_blocks[g+1]) and lives on pipeline
   // rank chunk_owner(placement, pp_size, g) (schedule.hpp). Empty: one

@@ -44,7 +44,9 @@ void add_block_specs(const ModelConfig& cfg, const ParamRank& r, int l, float st
   vec("mlp_norm/w", C, Init::ones);
   if (gpt2) vec("mlp_norm/b", C, Init::zeros);
   if (cfg.is_moe_block(l)) {
-    for (ParamSpec& s : moe_param_specs(cfg, prefix + "mlp/", r.ep_rank, r.ep, std, std_out)) {
+    const int etp = r.expert_tp ? r.tp : 1;
+    for (ParamSpec& s : moe_param_specs(cfg, prefix + "mlp/", {r.ep_rank, r.ep, r.expert_tp ? r.tp_rank : 0, etp}, std,
+                                        std_out)) {
       s.unit = l + 1;
       emit(std::move(s));
     }

@@ -18,6 +18,7 @@ namespace pentad {
 struct ParamRank {
   int tp_rank = 0, tp = 1;
   int ep_rank = 0, ep = 1;
+  bool expert_tp = false;  // the experts' d_ff split over tp (parallel.expert_tp); else replicated over tp
   int pp_rank = 0, pp_size = 1;
   std::vector<int> chunk_blocks;  // n_chunks + 1 block boundaries; empty: one chunk
   ChunkPlacement placement = ChunkPlacement::round_robin;  // which stage holds which chunk

@@ -78,6 +78,7 @@ int ParamStore::add_spec(const ParamSpec& s) {
   const int i = add_block(s.name, s.shape, s.local_start, s.local_shape, s.init, s.std, s.decay);
   if (s.stage_copy) mark_stage_copy(i);
   infos_[size_t(i)].saved_rows = s.saved_rows;
+  infos_[size_t(i)].tp_dim = s.tp_dim;
   return i;
 }
 

@@ -39,6 +39,7 @@ struct ParamInfo {
   // with tied embeddings): kept identical by summing the two stages'
   // gradients; counted once in the gradient norm and written once.
   bool stage_copy = false;
+  int tp_dim = -1;                    // the dimension split over tp (ParamSpec::tp_dim); -1: none
   // The tensor's own rows: shape[0] but for the vocabulary matrices, whose
   // rows [saved_rows, shape[0]) are padding (ModelConfig::pad_vocab_to):
   // zero, never trained, not in checkpoints. -1: shape[0].

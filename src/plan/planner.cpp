@@ -107,7 +107,7 @@ StageParams store_params(const Config& cfg, const std::vector<int>& cb, int pp_r
   const ChunkPlacement place = placement_of(cfg);
   for (int g = 0; g < G; ++g)
     if (chunk_owner(place, pp, g) == pp_rank) s.chunks.push_back(g);
-  const ParamRank r{0, cfg.parallel.tp, 0, cfg.parallel.ep, pp_rank, pp, cb, place};
+  const ParamRank r{0, cfg.parallel.tp, 0, cfg.parallel.ep, cfg.parallel.expert_tp, pp_rank, pp, cb, place};
   for_each_param_spec(cfg.model, r, [&](ParamSpec&& t) {
     if (t.expert == expert) s.unit[size_t(t.unit)] += double(padded_numel(t.local_numel()));
   });
@@ -196,9 +196,10 @@ MoeRows moe_rows(const Config& cfg, bool bound, double load = 1.0) {
 
 // The MoE layer's buffers (moe.hpp's moe_buffers) for the modelled rows:
 // N = B*T rows in (with sp the layer sees the all-gathered rows), Nl out.
+// With expert tp each expert's hidden (R, d_ff) columns are split over tp.
 MoeBuffers<double> moe_buffers_of(const Config& cfg, const MoeRows& r) {
   const Dims d = dims_of(cfg);
-  return moe_buffers<double>(cfg.model, d.N(), d.Nl(), r.M, r.R);
+  return moe_buffers<double>(cfg.model, d.N(), d.Nl(), r.M, r.R, cfg.parallel.expert_tp ? cfg.parallel.tp : 1);
 }
 
 // Scratch: the model's shared buffers (its memory plan; the debug-dump
@@ -536,9 +537,11 @@ double stage_flops_per_mb(const Config& cfg, const StageParams& s, const std::ve
   // splits the queries, the ring brings every key).
   const double attn = 2 * d.C * (HD + 2 * KD) + 2 * HD * d.C + 4 * d.Tg * d.H * d.D;
   const double mlp = 2 * (d.gpt2 ? 2 : 3) * d.C * d.F;
-  // A MoE block: the router and top_k experts of the whole d_ff (replicated over tp).
+  // A MoE block: the router and top_k experts of the whole d_ff (replicated
+  // over tp), or of d_ff / tp with expert tp.
   const ModelConfig& mc = cfg.model;
-  const double moe_mlp = 2.0 * mc.n_experts * d.C + mc.top_k * 2.0 * (d.gpt2 ? 2 : 3) * d.C * mc.d_ff;
+  const double etp = cfg.parallel.expert_tp ? cfg.parallel.tp : 1;
+  const double moe_mlp = 2.0 * mc.n_experts * d.C + mc.top_k * 2.0 * (d.gpt2 ? 2 : 3) * d.C * mc.d_ff / etp;
   double n_blocks = 0, fwd = 0;
   for (int g : s.chunks)
     for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) {
@@ -669,6 +672,15 @@ void add_tp_comm(const Config& cfg, const StageParams& s, const std::vector<int>
       bytes += (2 * n_blocks - n_moe) * ag * BTC;
       calls += 2 * n_blocks - n_moe;
     }
+  }
+  if (cfg.parallel.expert_tp && n_moe > 0) {
+    // Expert tp: per MoE block the expert outputs forward (again with full
+    // recompute) and the received rows' input gradient backward are summed
+    // over tp, (R, C) each (R: the rows this rank's experts receive, the
+    // memory model's uniform-routing estimate).
+    const double R = moe_rows(cfg, false).R;
+    bytes += n_moe * (2 + full) * ar * R * d.C;
+    calls += n_moe * (2 + full);
   }
   if (s.has_embedding) {  // vocab-parallel embedding: reduce forward, gather the gradient (sp)
     bytes += d.sp ? 2 * ag * BTC : ar * BTC;
@@ -859,6 +871,7 @@ std::string describe_layout(const Config& cfg) {
   if (p.cp > 1) o << ",cp=" << p.cp << (p.cp_layout == CpLayout::zigzag ? ",zigzag" : "");
   if (p.ep > 1) o << ",ep=" << p.ep;
   if (p.sp) o << ",sp";
+  if (p.expert_tp) o << ",etp";
   if (p.pp > 1 || p.virtual_stages > 1) o << "," << deck_name(p.schedule) << (p.virtual_stages > 1 ? ",v=" + std::to_string(p.virtual_stages) : "");
   o << ",zero=" << p.zero << ",recompute=" << rc[int(cfg.train.recompute)] << ",mb=" << cfg.train.micro_batch
     << ",accum=" << cfg.train.grad_accum;

@@ -199,6 +199,7 @@ void Trainer::build_model(const CommFactory& make_comm) {
   mpar.pp_size = n_pp_;
   mpar.placement = chunk_placement(sched_kind_);
   mpar.ep = ep_.get();
+  mpar.expert_tp = cfg_.parallel.expert_tp;
   mpar.chunk_blocks = partition_blocks(mc_.n_layers, n_pp_ * n_virtual_, cfg_.parallel.stage_layers);
   model_ = std::make_unique<Model>(mc_, tc_.recompute, b_, be_, mpar);
   dpar_ = std::make_unique<DataParallel>(model_->params(), be_, *dp_cp_, tc_, cfg_.parallel.zero,

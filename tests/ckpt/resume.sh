@@ -12,7 +12,8 @@
 #                                        load under 1f1b pp2 and 1 rank: every
 #                                        tensor equal bitwise
 #   resume.sh moe                        MoE: bitwise resume under dp2 x ep2, and an
-#                                        ep-split checkpoint loaded under other layouts
+#                                        ep-split checkpoint loaded under other layouts,
+#                                        expert tp (d_ff split over tp) among them
 #   resume.sh vocab_pad                  a padded vocabulary: unpadded tensors in
 #                                        the checkpoint, loaded bitwise under
 #                                        tp4, pp2 and 1 rank unpadded
@@ -98,7 +99,20 @@ case "$mode" in
         --set train.steps=5 --set checkpoint.save_final=true
       echo "layout $i: $layout"
       compare "$ck" "$tmp/L$i/final.h5" bitwise
-    done ;;
+    done
+    # Expert tp: the replicated checkpoint loads bitwise under dp2 x ep2 x
+    # tp2 with each expert's d_ff split over tp; one saved so (every tp rank
+    # writes its d_ff columns, tp rank 0 the rest) loads bitwise under 1 rank.
+    etp=(--set parallel.dp=2 --set parallel.ep=2 --set parallel.tp=2 --set parallel.expert_tp=true)
+    train 4 E1 "${etp[@]}" --set checkpoint.dir="$tmp/E1" --set checkpoint.resume="$ck" --set train.steps=5 \
+      --set checkpoint.save_final=true
+    echo "expert tp: replicated source -> dp2 x ep2 x tp2 expert_tp"
+    compare "$ck" "$tmp/E1/final.h5" bitwise
+    train 4 E2 "${etp[@]}" --set parallel.zero=1 --set checkpoint.dir="$tmp/E2" --set checkpoint.every=5 --set train.steps=5
+    train 1 E3 --set train.grad_accum=1 --set checkpoint.dir="$tmp/E3" --set checkpoint.resume="$tmp/E2/step_000005.h5" \
+      --set train.steps=5 --set checkpoint.save_final=true
+    echo "expert tp: dp2 x ep2 x tp2 expert_tp source -> 1 rank"
+    compare "$tmp/E2/step_000005.h5" "$tmp/E3/final.h5" bitwise ;;
   reshard)
     src=(--set parallel.tp=2 --set parallel.dp=2 --set parallel.zero=1 --set train.micro_batch=1 --set train.grad_accum=2)
     train 4 src "${src[@]}" --set checkpoint.dir="$tmp/S" --set checkpoint.every=5 --set log.metrics="$tmp/s.jsonl"

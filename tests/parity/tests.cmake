@@ -259,6 +259,18 @@ foreach(model moe_gpt2 moe_llama)
 endforeach()
 pentad_parity_test(tp2_full moe_gpt2 2 "" "--set parallel.tp=2 --set train.recompute=full")
 pentad_parity_test(tp2_pp2_zero1 moe_llama 4 "--set train.grad_accum=2" "--set parallel.tp=2 --set parallel.pp=2 --set parallel.zero=1 --set train.grad_accum=2")
+# Expert tp (parallel.expert_tp): each expert's d_ff split over tp as a dense
+# MLP's, the expert outputs and the rows' input gradients summed over tp.
+foreach(model moe_gpt2 moe_llama)
+  pentad_parity_test(tp2_expert_tp ${model} 2 "" "--set parallel.tp=2 --set parallel.expert_tp=true")
+  pentad_parity_test(dp2_ep2_tp2_expert_tp ${model} 4 "--set train.grad_accum=2" "--set parallel.dp=2 --set parallel.ep=2 --set parallel.tp=2 --set parallel.expert_tp=true")
+endforeach()
+pentad_parity_test(tp2_sp_full_expert_tp moe_gpt2 2 "" "--set parallel.tp=2 --set parallel.sp=true --set parallel.expert_tp=true --set train.recompute=full")
+pentad_parity_test(tp2_pp2_zero1_expert_tp moe_llama 4 "--set train.grad_accum=2" "--set parallel.tp=2 --set parallel.pp=2 --set parallel.zero=1 --set parallel.expert_tp=true --set train.grad_accum=2")
+pentad_parity_test(tp4_expert_tp moe_gpt2 4 "" "--set parallel.tp=4 --set parallel.expert_tp=true")
+pentad_parity_test(cp2_tp2_sp_expert_tp moe_llama 4 "" "--set parallel.cp=2 --set parallel.tp=2 --set parallel.sp=true --set parallel.expert_tp=true")
+# ZeRO-3 over dp (expert_dp 2) gathers the expert units cut over tp.
+pentad_parity_test(dp2_tp2_zero3_expert_tp moe_gpt2 4 "--set train.grad_accum=2" "--set parallel.dp=2 --set parallel.tp=2 --set parallel.zero=3 --set parallel.expert_tp=true")
 # SP: the MoE layer sees the all-gathered rows, each tp rank keeps its own.
 # CP: each cp rank routes its tokens; capacity is decided on the whole
 # sequence from the exchanged top-k choices (moe_llama drops tokens at

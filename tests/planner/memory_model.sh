@@ -46,6 +46,7 @@ cases=(
   "moe_dp2_ep2_tp2|4|--set parallel.dp=2 --set parallel.ep=2 --set parallel.tp=2|moe_$model"
   "moe_dp2_ep2_full_dropless|2|--set model.dropless=true --set parallel.dp=2 --set parallel.ep=2 --set train.recompute=full|moe_$model"
   "moe_tp2_sp|2|--set parallel.tp=2 --set parallel.sp=true|moe_$model"
+  "moe_dp2_ep2_tp2_expert_tp|4|--set parallel.dp=2 --set parallel.ep=2 --set parallel.tp=2 --set parallel.expert_tp=true|moe_$model"
   "moe_cp2|2|--set parallel.cp=2|moe_$model"
   "moe_cp2_dp2_ep2|4|--set parallel.cp=2 --set parallel.dp=2 --set parallel.ep=2|moe_$model"
 )

@@ -417,6 +417,14 @@ TEST(Config, ParallelChecks) {
   EXPECT_TRUE(parse(kMinimal + "[parallel]\ntp = 2\ndp = 2\nsp = true\n", {}, 4).parallel.sp);
   EXPECT_EQ(error_of(kMinimal + "[parallel]\nsp = true\n"),
             "input/tiny.toml: parallel.sp = true needs parallel.tp > 1 (got parallel.tp=1)");
+  EXPECT_TRUE(parse(kMinimal + "[model]\nn_experts = 4\n[parallel]\ntp = 2\nexpert_tp = true\n", {}, 2)
+                  .parallel.expert_tp);
+  EXPECT_EQ(error_of(kMinimal + "[model]\nn_experts = 4\n[parallel]\nexpert_tp = true\n"),
+            "input/tiny.toml: parallel.expert_tp = true needs parallel.tp > 1 and a mixture-of-experts model "
+            "(got parallel.tp=1, model.n_experts=4)");
+  EXPECT_EQ(error_of(kMinimal + "[parallel]\ntp = 2\nexpert_tp = true\n", {}, 2),
+            "input/tiny.toml: parallel.expert_tp = true needs parallel.tp > 1 and a mixture-of-experts model "
+            "(got parallel.tp=2, model.n_experts=0)");
   EXPECT_EQ(error_of(kMinimal + "[model]\nseq_len = 65\n[parallel]\ntp = 2\nsp = true\n", {}, 2),
             "input/tiny.toml: model.seq_len=65 is not divisible by parallel.tp=2 "
             "(needed by parallel.sp = true)");
@@ -607,7 +615,7 @@ TEST(Config, EveryResolvedKeyIsSettable) {
     if (section == "data" && line.rfind("train", 0) == 0) value = "tok/x.bin";  // has escapes
     sets.push_back((section.empty() ? "" : section + ".") + line.substr(0, eq) + "=" + value);
   }
-  EXPECT_EQ(sets.size(), 72u);  // 1 top-level + 20 model + 15 parallel + 21 train + 4 data + 6 checkpoint + 5 log
+  EXPECT_EQ(sets.size(), 73u);  // 1 top-level + 20 model + 16 parallel + 21 train + 4 data + 6 checkpoint + 5 log
   Config expected = c;
   expected.data.train = "tok/x.bin";
   expected.resolved_toml = pentad::config_to_toml(expected);

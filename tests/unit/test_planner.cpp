@@ -7,11 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include "config/config.hpp"
 #include "core/error.hpp"
 #include "model/memory_plan.hpp"
+#include "model/param_list.hpp"
 #include "plan/planner.hpp"
 
 namespace {
@@ -258,4 +260,45 @@ TEST(Planner, HeadRowsCutEvenly) {
         EXPECT_EQ(chunks, (N + cap - 1) / cap);  // no more chunks than the budget needs
         EXPECT_LT(rows * chunks - N, chunks);    // the last chunk is short by less than one row per chunk
       }
+}
+
+// Expert tp: each tp rank holds d_ff columns [r F/tp, (r+1) F/tp) of every
+// expert tensor but b_down (whole on every tp rank), so the tp ranks' blocks
+// cover each such tensor exactly once; without it every tp rank holds the
+// whole experts.
+TEST(Planner, ExpertTpCutsEachExpertAlongDff) {
+  const std::string moe = "[model]\nfamily = \"gpt2\"\nn_layers = 1\nd_model = 32\nd_ff = 64\nn_heads = 4\n"
+                          "vocab_size = 256\nseq_len = 16\nn_experts = 4\ntop_k = 2\nmoe_every = 1\n"
+                          "[parallel]\ntp = 2\nexpert_tp = true\n[data]\ntrain = \"x\"\n";
+  const pentad::Config cfg = pentad::parse_config(moe, "t.toml", {}, 2);
+  for (const bool etp : {true, false}) {
+    SCOPED_TRACE(etp ? "expert_tp" : "replicated");
+    std::map<std::string, std::vector<pentad::ParamSpec>> cuts;  // expert tensor -> its tp ranks' blocks
+    for (int r = 0; r < 2; ++r) {
+      pentad::ParamRank pr;
+      pr.tp_rank = r;
+      pr.tp = 2;
+      pr.expert_tp = etp;
+      for (const pentad::ParamSpec& s : pentad::model_param_list(cfg.model, pr))
+        if (s.expert) cuts[s.name].push_back(s);
+    }
+    ASSERT_EQ(cuts.size(), 4u);  // w_up, b_up, w_down, b_down
+    for (const auto& [name, blocks] : cuts) {
+      ASSERT_EQ(blocks.size(), 2u) << name;
+      const bool b_down = name.find("b_down") != std::string::npos;
+      const int dim = name.find("w_down") != std::string::npos ? 2 : 1;  // w_down (E, C, F); w_up, b_up (E, F, ...)
+      for (int r = 0; r < 2; ++r) {
+        const pentad::ParamSpec& s = blocks[size_t(r)];
+        if (!etp || b_down) {
+          EXPECT_EQ(s.local_shape, s.shape) << name;
+          EXPECT_EQ(s.tp_dim, -1) << name;
+          continue;
+        }
+        EXPECT_EQ(s.tp_dim, dim) << name;
+        EXPECT_EQ(s.local_shape[size_t(dim)], 32) << name;
+        EXPECT_EQ(s.local_start[size_t(dim)], 32 * r) << name;
+        EXPECT_EQ(int64_t(s.local_numel()) * 2, s.global_numel()) << name;
+      }
+    }
+  }
 }

@@ -276,9 +276,10 @@ double DataParallel::grad_sum_squares(Comm* tp) {
 double DataParallel::grad_norm(Comm* tp, Comm* pp, Comm* ep) {
   double s = grad_sum_squares(tp);
   if (partner_) {
-    // Expert tensors are split over ep (every ep rank adds its own experts)
-    // and replicated over tp (every tp rank holds the same: not summed).
-    double e = partner_->grad_sum_squares(nullptr);
+    // Expert tensors are split over ep (every ep rank adds its own experts);
+    // over tp as any tensor (split_over_tp: with expert tp their d_ff cuts
+    // count on every tp rank, the rest on tp rank 0, summed over tp).
+    double e = partner_->grad_sum_squares(tp);
     if (ep && ep->size() > 1) ep->allreduce_sum_host(&e, 1);
     s += e;
   }

@@ -2,9 +2,12 @@
 // biases for gpt2, SwiGLU for llama. The received rows (R, C) come grouped
 // by (source ep rank, local expert); each such segment is one gemm with its
 // expert's weights, so the rows an expert sees, and their order, are the
-// same whatever the layout.
+// same whatever the layout. With expert tp (parallel.expert_tp) this rank
+// holds F = d_ff/tp columns of each expert: the down projection's output and
+// the up projection's input gradient are partial sums, all-reduced over tp.
 #include <algorithm>
 
+#include "comm/comm.hpp"
 #include "parallel/ep/moe.hpp"
 #include "parallel/ep/moe_ctx.hpp"
 
@@ -49,11 +52,16 @@ void MoeLayer::experts_fwd(MoeCtx& c, const MoeParams& p) {
   });
   if (!gpt2_) be_.swiglu_fwd(c.a, c.h, c.u, size_t(R) * F);
   for_segments(c.recv_seg, ep_size_, E_local_, [&](int e, int r0, int n) {
-    float* y = c.y + size_t(r0) * C;
     be_.gemm(false, true, n, C, F, 1.0f, c.a + size_t(r0) * F, F, experts_.param(p.w_down) + e * FC, F,
-             0.0f, y, C);
-    if (gpt2_) be_.bias_add(y, experts_.param(p.b_down) + size_t(e) * C, n, C);
+             0.0f, c.y + size_t(r0) * C, C);
   });
+  // Expert tp: each rank's product covers its F columns; the sum over tp
+  // is the output (every tp rank routed the same rows), then the bias once.
+  if (tp_) tp_->allreduce_sum(c.y, size_t(R) * C);
+  if (gpt2_)
+    for_segments(c.recv_seg, ep_size_, E_local_, [&](int e, int r0, int n) {
+      be_.bias_add(c.y + size_t(r0) * C, experts_.param(p.b_down) + size_t(e) * C, n, C);
+    });
 }
 
 // dxr (R, C) WRITTEN from dyr (R, C); the expert gradients accumulate.
@@ -95,6 +103,9 @@ void MoeLayer::experts_bwd(MoeCtx& c, const MoeParams& p, const float* dyr, floa
       be_.gemm(true, false, F, C, n, 1.0f, gu, F, xr, C, 1.0f, experts_.grad(p.w_up) + e * FC, C);
     }
   });
+  // Expert tp: each rank's input gradient is its F columns' part; the sum
+  // over tp is the whole.
+  if (tp_) tp_->allreduce_sum(dxr, size_t(R) * C);
   if (da) be_.free_bytes(da);
   be_.free_bytes(dh);
   if (du) be_.free_bytes(du);

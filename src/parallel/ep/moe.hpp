@@ -33,11 +33,22 @@ struct MoeParams {
   int w_gate = -1, w_up = -1, b_up = -1, w_down = -1, b_down = -1;  // (E/ep, F, C), (E/ep, F), (E/ep, C, F), (E/ep, C)
 };
 
+// Which experts, and which part of each, a rank holds: ep rank ep_rank of
+// ep_size holds experts [ep_rank E/ep, (ep_rank+1) E/ep); with tp_size > 1
+// (parallel.expert_tp) tp rank tp_rank holds d_ff columns [tp_rank F/tp,
+// (tp_rank+1) F/tp) of each (w_gate, w_up, b_up rows; w_down columns, as a
+// dense MLP's column- then row-parallel pair), b_down whole. tp_size 1: the
+// whole experts, replicated over tp.
+struct ExpertCut {
+  int ep_rank = 0, ep_size = 1;
+  int tp_rank = 0, tp_size = 1;
+};
+
 // The tensors of one MoE block named prefix (its MLP's, e.g.
 // "model/layers/3/mlp/"), in registration order: the router (E, C) in the
-// dense store, then ep rank ep_rank of ep_size's E/ep experts (expert store,
-// replicated over tp). Units are left 0 for the caller. Pure.
-std::vector<ParamSpec> moe_param_specs(const ModelConfig& cfg, const std::string& prefix, int ep_rank, int ep_size,
+// dense store, then this rank's cut of the experts (expert store). Units are
+// left 0 for the caller. Pure.
+std::vector<ParamSpec> moe_param_specs(const ModelConfig& cfg, const std::string& prefix, const ExpertCut& cut,
                                        float std, float std_out);
 // Points the field of p that the spec prefix + leaf names ("router/w",
 // "experts/w_up", ...) at tensor `index` of its store.
@@ -53,7 +64,7 @@ struct MoeBuffers {
   T kept_per_row;  // per received row, kept forward -> backward (activations): xr's row (C), h, a (and u, Llama) (F each)
   T kept_dispatch; // kept forward -> backward (activations): the expert outputs in dispatch order (M, C), the
                    // index lists row_token, row_choice (M each) and row (N, k), the weights (N, k) (4 bytes each)
-  T xr, hidden;    // (R, C) received rows; (R, F) one of h, a (and u): the hidden activations
+  T xr, hidden;    // (R, C) received rows; (R, F) one of h, a (and u): the hidden activations (F = d_ff / expert tp)
   T send, y;       // (M, C) dispatched rows (kept: the outputs come back into them); (R, C) expert outputs
   T logits;        // (N, E) router logits, forward and backward (scratch)
   T combine;       // (n_out, C) the weighted sum of the expert outputs (scratch)
@@ -62,9 +73,10 @@ struct MoeBuffers {
   T in_forward() const { return y; }  // alive inside forward only
 };
 
+// expert_tp: the tp size each expert's d_ff is split over (1: whole experts).
 template <class T>
-MoeBuffers<T> moe_buffers(const ModelConfig& cfg, T N, T n_out, T M, T R) {
-  const T C = T(cfg.d_model), F = T(cfg.d_ff), E = T(cfg.n_experts);
+MoeBuffers<T> moe_buffers(const ModelConfig& cfg, T N, T n_out, T M, T R, int expert_tp = 1) {
+  const T C = T(cfg.d_model), F = T(cfg.d_ff) / T(expert_tp), E = T(cfg.n_experts);
   const int nh = cfg.family == Family::gpt2 ? 2 : 3;
   MoeBuffers<T> b;
   b.n_hidden = nh;
@@ -112,8 +124,12 @@ class MoeLayer {
   // cp: the context-parallel group and how it cuts a sequence (nullptr:
   // whole sequences here); token rows are then chunk-major, as the model
   // holds them (context_parallel.hpp).
+  // tp: the tensor-parallel group the experts' d_ff is split over
+  // (parallel.expert_tp; nullptr or size 1: whole experts, replicated over
+  // tp). The layer then sums its partial expert outputs, and its partial
+  // input gradients, over tp (an all-reduce each).
   MoeLayer(const ModelConfig& cfg, Backend& be, ParamStore& dense, ParamStore& experts, Comm* ep,
-           Comm* cp = nullptr, CpLayout cp_layout = CpLayout::contiguous);
+           Comm* cp = nullptr, CpLayout cp_layout = CpLayout::contiguous, Comm* tp = nullptr);
 
   // Register block `prefix`'s router (in the dense store's current unit) and
   // this ep rank's experts (in the expert store's current unit).
@@ -189,9 +205,11 @@ class MoeLayer {
   ParamStore& experts_;
   Comm* ep_;
   Comm* cp_;
+  Comm* tp_;  // the experts' d_ff split over it; nullptr: replicated
   CpSplit split_;  // how a sequence is cut over cp (one chunk without cp)
   int ep_size_ = 1, ep_rank_ = 0;
-  int E_, E_local_, k_, C_, F_, T_;
+  int tp_size_ = 1, tp_rank_ = 0;
+  int E_, E_local_, k_, C_, F_, T_;  // F_: this rank's d_ff columns of each expert (d_ff / tp with expert_tp)
   bool gpt2_;
 };
 

@@ -21,26 +21,33 @@ void MoeCtxDeleter::operator()(MoeCtx* c) const {
 }
 
 MoeLayer::MoeLayer(const ModelConfig& cfg, Backend& be, ParamStore& dense, ParamStore& experts, Comm* ep,
-                   Comm* cp, CpLayout cp_layout)
-    : cfg_(cfg), be_(be), dense_(dense), experts_(experts), ep_(ep), cp_(cp && cp->size() > 1 ? cp : nullptr) {
+                   Comm* cp, CpLayout cp_layout, Comm* tp)
+    : cfg_(cfg), be_(be), dense_(dense), experts_(experts), ep_(ep), cp_(cp && cp->size() > 1 ? cp : nullptr),
+      tp_(tp && tp->size() > 1 ? tp : nullptr) {
   split_ = CpSplit{cfg.seq_len, cp_ ? cp_->size() : 1, cp_ ? cp_layout : CpLayout::contiguous};
   if (ep_) {
     ep_size_ = ep_->size();
     ep_rank_ = ep_->rank();
+  }
+  if (tp_) {
+    tp_size_ = tp_->size();
+    tp_rank_ = tp_->rank();
   }
   E_ = cfg.n_experts;
   if (E_ <= 0 || E_ % ep_size_ != 0) throw std::invalid_argument("MoeLayer: n_experts must be a positive multiple of ep");
   E_local_ = E_ / ep_size_;
   k_ = cfg.top_k;
   C_ = cfg.d_model;
-  F_ = cfg.d_ff;
+  if (cfg.d_ff % tp_size_ != 0) throw std::invalid_argument("MoeLayer: d_ff must be a multiple of the tp group");
+  F_ = cfg.d_ff / tp_size_;
   T_ = cfg.seq_len;
   gpt2_ = cfg.family == Family::gpt2;
 }
 
-std::vector<ParamSpec> moe_param_specs(const ModelConfig& cfg, const std::string& prefix, int ep_rank, int ep_size,
+std::vector<ParamSpec> moe_param_specs(const ModelConfig& cfg, const std::string& prefix, const ExpertCut& cut,
                                        float std, float std_out) {
-  const int64_t E = cfg.n_experts, El = E / ep_size, e0 = int64_t(ep_rank) * El, C = cfg.d_model, F = cfg.d_ff;
+  const int64_t E = cfg.n_experts, El = E / cut.ep_size, e0 = int64_t(cut.ep_rank) * El, C = cfg.d_model,
+                F = cfg.d_ff, Fl = F / cut.tp_size, f0 = int64_t(cut.tp_rank) * Fl;
   const bool gpt2 = cfg.family == Family::gpt2;
   std::vector<ParamSpec> out;
   ParamSpec router;
@@ -49,8 +56,10 @@ std::vector<ParamSpec> moe_param_specs(const ModelConfig& cfg, const std::string
   router.local_start = {0, 0};
   router.std = std;
   out.push_back(std::move(router));
-  // Expert tensors (E, ...): this ep rank holds experts [e0, e0 + E/ep).
-  auto blk = [&](const char* name, std::vector<int64_t> rest, Init init, float s, bool decay) {
+  // Expert tensors (E, ...): this ep rank holds experts [e0, e0 + E/ep);
+  // with tp_size > 1 the d_ff dimension (f_dim, 1-based in `rest`) is cut
+  // to [f0, f0 + F/tp).
+  auto blk = [&](const char* name, std::vector<int64_t> rest, int f_dim, Init init, float s, bool decay) {
     ParamSpec x;
     x.name = prefix + "experts/" + name;
     x.shape = {E};
@@ -61,17 +70,22 @@ std::vector<ParamSpec> moe_param_specs(const ModelConfig& cfg, const std::string
       x.local_start.push_back(0);
       x.local_shape.push_back(d);
     }
+    if (f_dim > 0 && cut.tp_size > 1) {
+      x.tp_dim = f_dim;
+      x.local_start[size_t(f_dim)] = f0;
+      x.local_shape[size_t(f_dim)] = Fl;
+    }
     x.init = init;
     x.std = s;
     x.decay = decay;
     x.expert = true;
     out.push_back(std::move(x));
   };
-  if (!gpt2) blk("w_gate", {F, C}, Init::normal, std, true);
-  blk("w_up", {F, C}, Init::normal, std, true);
-  if (gpt2) blk("b_up", {F}, Init::zeros, 0, false);
-  blk("w_down", {C, F}, Init::normal, std_out, true);
-  if (gpt2) blk("b_down", {C}, Init::zeros, 0, false);
+  if (!gpt2) blk("w_gate", {F, C}, 1, Init::normal, std, true);
+  blk("w_up", {F, C}, 1, Init::normal, std, true);
+  if (gpt2) blk("b_up", {F}, 1, Init::zeros, 0, false);
+  blk("w_down", {C, F}, 2, Init::normal, std_out, true);
+  if (gpt2) blk("b_down", {C}, 0, Init::zeros, 0, false);
   return out;
 }
 
@@ -87,7 +101,7 @@ void set_moe_param(MoeParams& p, const std::string& leaf, int index) {
 
 MoeParams MoeLayer::add_params(const std::string& prefix, float std, float std_out) {
   MoeParams p;
-  for (const ParamSpec& s : moe_param_specs(cfg_, prefix, ep_rank_, ep_size_, std, std_out))
+  for (const ParamSpec& s : moe_param_specs(cfg_, prefix, {ep_rank_, ep_size_, tp_rank_, tp_size_}, std, std_out))
     set_moe_param(p, s.name.substr(prefix.size()), (s.expert ? experts_ : dense_).add_spec(s));
   return p;
 }
@@ -132,7 +146,7 @@ void MoeLayer::forward(MoeCtxPtr& ctx, const MoeParams& p, int layer, float* out
 }
 
 MoeBuffers<size_t> MoeLayer::buffers(const MoeCtx& c, int n_out) const {
-  return moe_buffers<size_t>(cfg_, size_t(c.N), size_t(n_out), size_t(c.M), size_t(c.R));
+  return moe_buffers<size_t>(cfg_, size_t(c.N), size_t(n_out), size_t(c.M), size_t(c.R), tp_size_);
 }
 
 // ---- backward -------------------------------------------------------------------

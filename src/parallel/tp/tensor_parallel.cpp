@@ -28,41 +28,65 @@ void vocab_parallel_xent(Backend& be, Comm* tp, float* dlogits, float* losses, c
               vocab_start);
 }
 
+bool split_over_tp(const ParamInfo& p) {
+  return p.tp_dim >= 0 && p.local_shape[size_t(p.tp_dim)] != p.shape[size_t(p.tp_dim)];
+}
+
 void gather_global(Comm* tp, const ParamInfo& p, const float* local, std::vector<float>& global) {
+  gather_global(std::vector<Comm*>{tp}, p, local, global);
+}
+
+void gather_global(const std::vector<Comm*>& groups, const ParamInfo& p, const float* local,
+                   std::vector<float>& global) {
   const size_t n_local = p.numel();
   if (!is_tp_split(p)) {
     global.assign(local, local + n_local);
     global.resize(size_t(p.global_numel()));  // vocabulary padding rows dropped
     return;
   }
-  if (!tp || tp->size() == 1) PENTAD_FATAL("gather_global: " + p.name + " is split but there is no tp group");
-  if (n_local > size_t(INT_MAX)) PENTAD_FATAL("gather_global: " + p.name + " block too large for MPI");
-  const int n_ranks = tp->size();
   const size_t nd = p.shape.size();
-  // Every rank's block origin (the blocks all have this rank's local shape).
-  std::vector<int64_t> starts(nd * size_t(n_ranks));
-  host::allgather(tp->mpi(), p.local_start.data(), int(nd), starts.data());
-  std::vector<float> all(n_local * size_t(n_ranks));
-  host::allgather(tp->mpi(), local, int(n_local), all.data());
+  // Every block and its origin (all blocks have this rank's local shape),
+  // gathered over each group in turn.
+  std::vector<int64_t> starts(p.local_start);
+  std::vector<float> all(local, local + n_local);
+  if (std::none_of(groups.begin(), groups.end(), [](Comm* g) { return g && g->size() > 1; }))
+    PENTAD_FATAL("gather_global: " + p.name + " is split but there is no group to gather it over");
+  for (Comm* g : groups) {
+    if (!g || g->size() == 1) continue;
+    if (all.size() > size_t(INT_MAX)) PENTAD_FATAL("gather_global: " + p.name + " blocks too large for MPI");
+    const int n_ranks = g->size();
+    std::vector<int64_t> s(starts.size() * size_t(n_ranks));
+    host::allgather(g->mpi(), starts.data(), int(starts.size()), s.data());
+    std::vector<float> a(all.size() * size_t(n_ranks));
+    host::allgather(g->mpi(), all.data(), int(all.size()), a.data());
+    starts = std::move(s);
+    all = std::move(a);
+  }
   int64_t n_global = 1;  // the padded shape; its padding rows are dropped below
   for (int64_t d : p.shape) n_global *= d;
   global.assign(size_t(n_global), 0.0f);
-  for (int q = 0; q < n_ranks; ++q) {
-    const int64_t* start = starts.data() + size_t(q) * nd;
-    const float* blk = all.data() + size_t(q) * n_local;
+  for (size_t q = 0; q < all.size() / n_local; ++q) {
+    const int64_t* start = starts.data() + q * nd;
+    const float* blk = all.data() + q * n_local;
     for (size_t e = 0; e < n_local; ++e) {
       // Local row-major index -> global row-major index.
-      size_t rest = e, g = 0, stride = 1;
+      size_t rest = e, gi = 0, stride = 1;
       for (size_t d = nd; d-- > 0;) {
         const size_t li = rest % size_t(p.local_shape[d]);
         rest /= size_t(p.local_shape[d]);
-        g += (size_t(start[d]) + li) * stride;
+        gi += (size_t(start[d]) + li) * stride;
         stride *= size_t(p.shape[d]);
       }
-      global[g] = blk[e];
+      global[gi] = blk[e];
     }
   }
   global.resize(size_t(p.global_numel()));  // padding rows: a row-major suffix
+}
+
+std::vector<Comm*> holder_groups(const ParamInfo& p, bool expert, Comm* tp, Comm* ep) {
+  if (!expert) return {tp};
+  if (split_over_tp(p)) return {ep, tp};
+  return {ep};
 }
 
 double tp_sum_squares(const ParamStore& params, Backend& be, const float* flat, size_t lo, size_t hi,
@@ -72,7 +96,7 @@ double tp_sum_squares(const ParamStore& params, Backend& be, const float* flat, 
   if (tp_size == 1 && !copies) return hi > lo ? be.sum_squares(flat, hi - lo) : 0.0;
   double s = 0;
   for (const ParamInfo& p : params.infos()) {
-    if (p.stage_copy || (!is_tp_split(p) && tp_rank != 0)) continue;
+    if (p.stage_copy || (!split_over_tp(p) && tp_rank != 0)) continue;
     const size_t a = std::max(lo, p.offset), b = std::min(hi, p.offset + p.numel());
     if (a < b) s += be.sum_squares(flat + (a - lo), b - a);
   }

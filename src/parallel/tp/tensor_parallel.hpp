@@ -28,8 +28,14 @@ struct Split {
 };
 
 // A tensor some of whose dimensions differ between its global and local shape
-// is split over tp; the others are replicated on every tp rank.
+// is split (over tp for a dense tensor, over ep, and with expert tp over tp
+// too, for an expert one); the others are whole on every rank.
 bool is_tp_split(const ParamInfo& p);
+
+// The tensor is split over tp: cut along its tp_dim (ParamSpec::tp_dim).
+// A dense tensor is exactly when is_tp_split; an expert tensor only with
+// parallel.expert_tp, and its b_down never.
+bool split_over_tp(const ParamInfo& p);
 
 // Softmax cross-entropy of logits (n, ld) whose first V_local columns are
 // the vocabulary columns [vocab_start, vocab_start + V_local) and the rest
@@ -48,10 +54,19 @@ void vocab_parallel_xent(Backend& be, Comm* tp, float* dlogits, float* losses, c
 // of the group. Collective over tp (host MPI; nullptr or a replicated tensor:
 // a copy). Every rank must call it for the same tensors in the same order.
 void gather_global(Comm* tp, const ParamInfo& p, const float* local, std::vector<float>& global);
+// The same over several groups whose ranks hold disjoint blocks of one shape
+// (an expert tensor over ep, and over tp with expert tp): the blocks are
+// gathered over each group in turn. Collective over each (nullptr or size 1:
+// skipped).
+void gather_global(const std::vector<Comm*>& groups, const ParamInfo& p, const float* local,
+                   std::vector<float>& global);
+// The groups a tensor's blocks are spread over: {tp} for a dense tensor,
+// {ep} for an expert one, {ep, tp} for an expert one split over tp too.
+std::vector<Comm*> holder_groups(const ParamInfo& p, bool expert, Comm* tp, Comm* ep);
 
 // This rank's share of the squared L2 norm of a flat buffer laid out like the
-// parameters: `flat` holds the flat elements [lo, hi). Elements of tp-split
-// tensors count on every tp rank, those of replicated tensors on tp rank 0
+// parameters: `flat` holds the flat elements [lo, hi). Elements of tensors
+// split over tp (split_over_tp) count on every tp rank, the others on tp rank 0
 // only, so summing the shares over the tp group (and over disjoint ranges,
 // e.g. ZeRO shards over dp) gives the norm of the global model; a pipeline
 // stage's copy of a tied tensor counts on its owner stage only. Local.

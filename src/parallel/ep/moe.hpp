@@ -138,8 +138,9 @@ class MoeLayer {
   int experts_local() const { return E_local_; }
 
   // Wall time since the last reset: all-to-alls (counts and rows, both
-  // directions), expert matmuls and activations, and the host-side routing,
-  // permutation and combine.
+  // directions), expert matmuls and activations (with expert tp, also their
+  // all-reduces over tp), and the rest: host-side routing, the index lists'
+  // upload, the backend's gather and combine.
   struct Times {
     double comm_s = 0, expert_s = 0, route_s = 0;
   };

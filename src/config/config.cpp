@@ -271,123 +271,139 @@ Key tied_key() {
   return k;
 }
 
+// [model]: the architecture, its sizes and the mixture of experts.
+void add_model_keys(std::vector<Key>& s) {
+  s.push_back(enum_key(PENTAD_FIELD(model, family), "architecture"));
+  s.push_back(int_key(PENTAD_FIELD(model, n_layers), 1, kNoMax, "transformer blocks (L)"));
+  s.push_back(int_key(PENTAD_FIELD(model, d_model), 1, kNoMax, "embedding width (C)"));
+  s.push_back(int_key(PENTAD_FIELD(model, n_heads), 1, kNoMax, "attention heads (H)"));
+  s.push_back(int_key(PENTAD_FIELD(model, n_kv_heads), 0, kNoMax,
+                      "key/value heads (Hkv); 0 = n_heads"));
+  s.push_back(int_key(PENTAD_FIELD(model, d_ff), 0, kNoMax,
+                      "MLP width (F); 0 = 4*C (gpt2) or round_up(8*C/3, 32) (llama)"));
+  s.push_back(int_key(PENTAD_FIELD(model, vocab_size), 2, kNoMax,
+                      "vocabulary size (V); token files are uint16 up to 65536, uint32 above"));
+  s.push_back(int_key(PENTAD_FIELD(model, pad_vocab_to), 1, 1 << 16,
+                      "the embedding and head hold round_up(V, pad_vocab_to * tp) rows inside a run "
+                      "(zero, untrained; checkpoints and exports hold V)"));
+  s.push_back(int_key(PENTAD_FIELD(model, seq_len), 1, kNoMax, "global sequence length (T)"));
+  s.push_back(float_key(PENTAD_FIELD(model, norm_eps), gt(0), none(), "LayerNorm/RMSNorm epsilon"));
+  s.push_back(float_key(PENTAD_FIELD(model, rope_theta), gt(0), none(), "RoPE base (llama)"));
+  s.push_back(tied_key());
+  s.push_back(float_key(PENTAD_FIELD(model, init_std), gt(0), none(),
+                        "std of the normal weight init"));
+  s.push_back(int_key(PENTAD_FIELD(model, n_experts), 0, kNoMax,
+                      "experts per MoE block (E); 0 = dense model"));
+  s.push_back(int_key(PENTAD_FIELD(model, top_k), 1, kNoMax, "experts each token is routed to"));
+  s.push_back(int_key(PENTAD_FIELD(model, moe_every), 1, kNoMax,
+                      "every k-th block is an MoE block (blocks k-1, 2k-1, ...)"));
+  s.push_back(float_key(PENTAD_FIELD(model, capacity_factor), gt(0), none(),
+                        "expert capacity per sequence = ceil(cf*T*top_k/E) (for no capacity: dropless = true)"));
+  s.push_back(bool_key(PENTAD_FIELD(model, dropless), "no expert capacity: every routed choice is served"));
+  s.push_back(float_key(PENTAD_FIELD(model, aux_loss_coef), ge(0), none(),
+                        "load-balancing loss coefficient (Switch/GShard)"));
+  s.push_back(float_key(PENTAD_FIELD(model, z_loss_coef), ge(0), none(),
+                        "router z-loss coefficient"));
+}
+
+// [parallel]: the layout and its communication.
+void add_parallel_keys(std::vector<Key>& s) {
+  s.push_back(int_key(PENTAD_FIELD(parallel, dp), 1, kNoMax, "data-parallel ranks"));
+  s.push_back(int_key(PENTAD_FIELD(parallel, tp), 1, kNoMax, "tensor-parallel ranks"));
+  s.push_back(int_key(PENTAD_FIELD(parallel, pp), 1, kNoMax, "pipeline stages"));
+  s.push_back(int_key(PENTAD_FIELD(parallel, cp), 1, kNoMax, "context-parallel ranks"));
+  s.push_back(int_key(PENTAD_FIELD(parallel, ep), 1, kNoMax,
+                      "expert-parallel ranks (divides dp)"));
+  s.push_back(int_key(PENTAD_FIELD(parallel, zero), 0, 3, "ZeRO stage"));
+  s.push_back(bool_key(PENTAD_FIELD(parallel, sp), "sequence parallelism (needs tp > 1)"));
+  s.push_back(bool_key(PENTAD_FIELD(parallel, expert_tp),
+                       "MoE: split each expert's d_ff over tp (needs tp > 1); false: experts replicated over tp"));
+  s.push_back(float_key(PENTAD_FIELD(parallel, bucket_mb), gt(0), none(),
+                        "gradient bucket size in MiB (reduction overlaps backward)"));
+  s.push_back(enum_key(PENTAD_FIELD(parallel, schedule), "pipeline schedule"));
+  s.push_back(int_key(PENTAD_FIELD(parallel, virtual_stages), 1, kNoMax,
+                      "model chunks per pipeline rank (interleaved: >= 2; zbv: 2)"));
+  s.push_back(string_key(PENTAD_FIELD(parallel, stage_layers),
+                         "blocks per pipeline chunk (pp x virtual_stages counts), e.g. \"3,2,2,3\"; \"\" = balanced"));
+  s.push_back(enum_key(PENTAD_FIELD(parallel, cp_layout), "how sequences are cut over the cp group"));
+  s.push_back(enum_key(PENTAD_FIELD(parallel, comm),
+                       "collectives library; auto = nccl with backend cuda, mpi with cpu"));
+  s.push_back(float_key(PENTAD_FIELD(parallel, comm_timeout_s), gt(0), none(),
+                        "seconds before a stuck collective ends the job (nccl and mpi)"));
+  s.push_back(bool_key(PENTAD_FIELD(parallel, tp_across_nodes),
+                       "allow a tp group to span nodes (refused by default: its all-reduces run every layer)"));
+}
+
+// [train]: the optimizer, schedule, precision and sampling.
+void add_train_keys(std::vector<Key>& s) {
+  s.push_back(int_key(PENTAD_FIELD(train, steps), 0, kNoMax, "optimizer steps"));
+  s.push_back(int_key(PENTAD_FIELD(train, micro_batch), 1, kNoMax,
+                      "sequences per micro-batch per data-parallel rank"));
+  s.push_back(int_key(PENTAD_FIELD(train, grad_accum), 1, kNoMax, "micro-batches per step"));
+  s.push_back(float_key(PENTAD_FIELD(train, lr), gt(0), none(), "peak learning rate"));
+  s.push_back(float_key(PENTAD_FIELD(train, min_lr), ge(0), none(),
+                        "final learning rate of the cosine decay (<= lr)"));
+  s.push_back(int_key(PENTAD_FIELD(train, warmup_steps), 0, kNoMax, "linear warmup steps"));
+  s.push_back(float_key(PENTAD_FIELD(train, weight_decay), ge(0), none(), "AdamW weight decay"));
+  s.push_back(float_key(PENTAD_FIELD(train, beta1), ge(0), lt(1), "AdamW beta1"));
+  s.push_back(float_key(PENTAD_FIELD(train, beta2), ge(0), lt(1), "AdamW beta2"));
+  s.push_back(float_key(PENTAD_FIELD(train, eps), gt(0), none(), "AdamW epsilon"));
+  s.push_back(float_key(PENTAD_FIELD(train, grad_clip), ge(0), none(),
+                        "global gradient-norm clip; 0 = off"));
+  s.push_back(int_key(PENTAD_FIELD(train, seed), 0, kNoMax, "random seed"));
+  s.push_back(enum_key(PENTAD_FIELD(train, recompute), "activation recomputation"));
+  s.push_back(int_key(PENTAD_FIELD(train, eval_every), 0, kNoMax,
+                      "steps between evaluations; 0 = only at the end"));
+  s.push_back(int_key(PENTAD_FIELD(train, eval_batches), 1, kNoMax, "batches per evaluation"));
+  s.push_back(enum_key(PENTAD_FIELD(train, dtype), "compute dtype"));
+  s.push_back(bool_key(PENTAD_FIELD(train, bf16_weight_copies),
+                       "bf16: one bf16 copy of the weights per update, not one per GEMM"));
+  s.push_back(bool_key(PENTAD_FIELD(train, bf16_activations),
+                       "bf16: the activations only GEMMs read stored in bf16"));
+  s.push_back(int_key(PENTAD_FIELD(train, threads), 0, kNoMax,
+                      "OpenMP/BLAS threads per rank; 0 = default"));
+  s.push_back(int_key(PENTAD_FIELD(train, sample_every), 0, kNoMax,
+                      "steps between samples printed by rank 0 (seed train.seed); 0 = none"));
+  s.push_back(int_key(PENTAD_FIELD(train, sample_tokens), 1, kNoMax, "tokens per sample"));
+}
+
+// [data], [checkpoint] and [log].
+void add_io_keys(std::vector<Key>& s) {
+  s.push_back(string_key(PENTAD_FIELD(data, train), "training token file (pentad prep)"));
+  s.push_back(string_key(PENTAD_FIELD(data, val), "validation token file; \"\" = none"));
+  s.push_back(string_key(PENTAD_FIELD(data, tokenizer),
+                         "tiktoken rank file of the data, to decode train.sample_every samples; \"\" = none"));
+  s.push_back(string_key(PENTAD_FIELD(data, tokenizer_pattern),
+                         "pattern of data.tokenizer (gpt2, cl100k, llama3); \"\" = from its rank count"));
+
+  s.push_back(string_key(PENTAD_FIELD(checkpoint, dir), "checkpoint directory"));
+  s.push_back(int_key(PENTAD_FIELD(checkpoint, every), 0, kNoMax,
+                      "steps between checkpoints; 0 = none during training"));
+  s.push_back(bool_key(PENTAD_FIELD(checkpoint, save_final), "write <dir>/final.h5 at the end"));
+  s.push_back(int_key(PENTAD_FIELD(checkpoint, keep), 0, kNoMax,
+                      "newest step checkpoints kept; 0 = keep all"));
+  s.push_back(string_key(PENTAD_FIELD(checkpoint, resume),
+                         "\"\" = fresh, \"latest\" = newest in dir (fresh if none), or a file"));
+  s.push_back(string_key(PENTAD_FIELD(checkpoint, init_from),
+                         "weights to start from: Hugging Face dir/.safetensors, llm.c .bin, or pentad checkpoint"));
+
+  s.push_back(int_key(PENTAD_FIELD(log, every), 1, kNoMax, "steps between log lines"));
+  s.push_back(string_key(PENTAD_FIELD(log, metrics), "JSON-lines metrics file; \"\" = none"));
+  s.push_back(string_key(PENTAD_FIELD(log, dump), "debug HDF5 dump; \"\" = none"));
+  s.push_back(float_key(PENTAD_FIELD(log, peak_tflops), ge(0), none(),
+                        "peak TFLOP/s for MFU; 0 = measure sgemm at start"));
+  s.push_back(string_key(PENTAD_FIELD(log, trace),
+                         "Chrome-trace JSON timeline (Perfetto); \"\" = none"));
+}
+
 const std::vector<Key>& schema() {
   static const std::vector<Key> keys = [] {
     std::vector<Key> s;
     s.push_back(enum_key("", "backend", [](auto& c) -> auto& { return c.backend; }, "compute backend"));
-
-    s.push_back(enum_key(PENTAD_FIELD(model, family), "architecture"));
-    s.push_back(int_key(PENTAD_FIELD(model, n_layers), 1, kNoMax, "transformer blocks (L)"));
-    s.push_back(int_key(PENTAD_FIELD(model, d_model), 1, kNoMax, "embedding width (C)"));
-    s.push_back(int_key(PENTAD_FIELD(model, n_heads), 1, kNoMax, "attention heads (H)"));
-    s.push_back(int_key(PENTAD_FIELD(model, n_kv_heads), 0, kNoMax,
-                        "key/value heads (Hkv); 0 = n_heads"));
-    s.push_back(int_key(PENTAD_FIELD(model, d_ff), 0, kNoMax,
-                        "MLP width (F); 0 = 4*C (gpt2) or round_up(8*C/3, 32) (llama)"));
-    s.push_back(int_key(PENTAD_FIELD(model, vocab_size), 2, kNoMax,
-                        "vocabulary size (V); token files are uint16 up to 65536, uint32 above"));
-    s.push_back(int_key(PENTAD_FIELD(model, pad_vocab_to), 1, 1 << 16,
-                        "the embedding and head hold round_up(V, pad_vocab_to * tp) rows inside a run "
-                        "(zero, untrained; checkpoints and exports hold V)"));
-    s.push_back(int_key(PENTAD_FIELD(model, seq_len), 1, kNoMax, "global sequence length (T)"));
-    s.push_back(float_key(PENTAD_FIELD(model, norm_eps), gt(0), none(), "LayerNorm/RMSNorm epsilon"));
-    s.push_back(float_key(PENTAD_FIELD(model, rope_theta), gt(0), none(), "RoPE base (llama)"));
-    s.push_back(tied_key());
-    s.push_back(float_key(PENTAD_FIELD(model, init_std), gt(0), none(),
-                          "std of the normal weight init"));
-    s.push_back(int_key(PENTAD_FIELD(model, n_experts), 0, kNoMax,
-                        "experts per MoE block (E); 0 = dense model"));
-    s.push_back(int_key(PENTAD_FIELD(model, top_k), 1, kNoMax, "experts each token is routed to"));
-    s.push_back(int_key(PENTAD_FIELD(model, moe_every), 1, kNoMax,
-                        "every k-th block is an MoE block (blocks k-1, 2k-1, ...)"));
-    s.push_back(float_key(PENTAD_FIELD(model, capacity_factor), gt(0), none(),
-                          "expert capacity per sequence = ceil(cf*T*top_k/E) (for no capacity: dropless = true)"));
-    s.push_back(bool_key(PENTAD_FIELD(model, dropless), "no expert capacity: every routed choice is served"));
-    s.push_back(float_key(PENTAD_FIELD(model, aux_loss_coef), ge(0), none(),
-                          "load-balancing loss coefficient (Switch/GShard)"));
-    s.push_back(float_key(PENTAD_FIELD(model, z_loss_coef), ge(0), none(),
-                          "router z-loss coefficient"));
-
-    s.push_back(int_key(PENTAD_FIELD(parallel, dp), 1, kNoMax, "data-parallel ranks"));
-    s.push_back(int_key(PENTAD_FIELD(parallel, tp), 1, kNoMax, "tensor-parallel ranks"));
-    s.push_back(int_key(PENTAD_FIELD(parallel, pp), 1, kNoMax, "pipeline stages"));
-    s.push_back(int_key(PENTAD_FIELD(parallel, cp), 1, kNoMax, "context-parallel ranks"));
-    s.push_back(int_key(PENTAD_FIELD(parallel, ep), 1, kNoMax,
-                        "expert-parallel ranks (divides dp)"));
-    s.push_back(int_key(PENTAD_FIELD(parallel, zero), 0, 3, "ZeRO stage"));
-    s.push_back(bool_key(PENTAD_FIELD(parallel, sp), "sequence parallelism (needs tp > 1)"));
-    s.push_back(bool_key(PENTAD_FIELD(parallel, expert_tp),
-                         "MoE: split each expert's d_ff over tp (needs tp > 1); false: experts replicated over tp"));
-    s.push_back(float_key(PENTAD_FIELD(parallel, bucket_mb), gt(0), none(),
-                          "gradient bucket size in MiB (reduction overlaps backward)"));
-    s.push_back(enum_key(PENTAD_FIELD(parallel, schedule), "pipeline schedule"));
-    s.push_back(int_key(PENTAD_FIELD(parallel, virtual_stages), 1, kNoMax,
-                        "model chunks per pipeline rank (interleaved: >= 2; zbv: 2)"));
-    s.push_back(string_key(PENTAD_FIELD(parallel, stage_layers),
-                           "blocks per pipeline chunk (pp x virtual_stages counts), e.g. \"3,2,2,3\"; \"\" = balanced"));
-    s.push_back(enum_key(PENTAD_FIELD(parallel, cp_layout), "how sequences are cut over the cp group"));
-    s.push_back(enum_key(PENTAD_FIELD(parallel, comm),
-                         "collectives library; auto = nccl with backend cuda, mpi with cpu"));
-    s.push_back(float_key(PENTAD_FIELD(parallel, comm_timeout_s), gt(0), none(),
-                          "seconds before a stuck collective ends the job (nccl and mpi)"));
-    s.push_back(bool_key(PENTAD_FIELD(parallel, tp_across_nodes),
-                         "allow a tp group to span nodes (refused by default: its all-reduces run every layer)"));
-
-    s.push_back(int_key(PENTAD_FIELD(train, steps), 0, kNoMax, "optimizer steps"));
-    s.push_back(int_key(PENTAD_FIELD(train, micro_batch), 1, kNoMax,
-                        "sequences per micro-batch per data-parallel rank"));
-    s.push_back(int_key(PENTAD_FIELD(train, grad_accum), 1, kNoMax, "micro-batches per step"));
-    s.push_back(float_key(PENTAD_FIELD(train, lr), gt(0), none(), "peak learning rate"));
-    s.push_back(float_key(PENTAD_FIELD(train, min_lr), ge(0), none(),
-                          "final learning rate of the cosine decay (<= lr)"));
-    s.push_back(int_key(PENTAD_FIELD(train, warmup_steps), 0, kNoMax, "linear warmup steps"));
-    s.push_back(float_key(PENTAD_FIELD(train, weight_decay), ge(0), none(), "AdamW weight decay"));
-    s.push_back(float_key(PENTAD_FIELD(train, beta1), ge(0), lt(1), "AdamW beta1"));
-    s.push_back(float_key(PENTAD_FIELD(train, beta2), ge(0), lt(1), "AdamW beta2"));
-    s.push_back(float_key(PENTAD_FIELD(train, eps), gt(0), none(), "AdamW epsilon"));
-    s.push_back(float_key(PENTAD_FIELD(train, grad_clip), ge(0), none(),
-                          "global gradient-norm clip; 0 = off"));
-    s.push_back(int_key(PENTAD_FIELD(train, seed), 0, kNoMax, "random seed"));
-    s.push_back(enum_key(PENTAD_FIELD(train, recompute), "activation recomputation"));
-    s.push_back(int_key(PENTAD_FIELD(train, eval_every), 0, kNoMax,
-                        "steps between evaluations; 0 = only at the end"));
-    s.push_back(int_key(PENTAD_FIELD(train, eval_batches), 1, kNoMax, "batches per evaluation"));
-    s.push_back(enum_key(PENTAD_FIELD(train, dtype), "compute dtype"));
-    s.push_back(bool_key(PENTAD_FIELD(train, bf16_weight_copies),
-                         "bf16: one bf16 copy of the weights per update, not one per GEMM"));
-    s.push_back(bool_key(PENTAD_FIELD(train, bf16_activations),
-                         "bf16: the activations only GEMMs read stored in bf16"));
-    s.push_back(int_key(PENTAD_FIELD(train, threads), 0, kNoMax,
-                        "OpenMP/BLAS threads per rank; 0 = default"));
-    s.push_back(int_key(PENTAD_FIELD(train, sample_every), 0, kNoMax,
-                        "steps between samples printed by rank 0 (seed train.seed); 0 = none"));
-    s.push_back(int_key(PENTAD_FIELD(train, sample_tokens), 1, kNoMax, "tokens per sample"));
-
-    s.push_back(string_key(PENTAD_FIELD(data, train), "training token file (pentad prep)"));
-    s.push_back(string_key(PENTAD_FIELD(data, val), "validation token file; \"\" = none"));
-    s.push_back(string_key(PENTAD_FIELD(data, tokenizer),
-                           "tiktoken rank file of the data, to decode train.sample_every samples; \"\" = none"));
-    s.push_back(string_key(PENTAD_FIELD(data, tokenizer_pattern),
-                           "pattern of data.tokenizer (gpt2, cl100k, llama3); \"\" = from its rank count"));
-
-    s.push_back(string_key(PENTAD_FIELD(checkpoint, dir), "checkpoint directory"));
-    s.push_back(int_key(PENTAD_FIELD(checkpoint, every), 0, kNoMax,
-                        "steps between checkpoints; 0 = none during training"));
-    s.push_back(bool_key(PENTAD_FIELD(checkpoint, save_final), "write <dir>/final.h5 at the end"));
-    s.push_back(int_key(PENTAD_FIELD(checkpoint, keep), 0, kNoMax,
-                        "newest step checkpoints kept; 0 = keep all"));
-    s.push_back(string_key(PENTAD_FIELD(checkpoint, resume),
-                           "\"\" = fresh, \"latest\" = newest in dir (fresh if none), or a file"));
-    s.push_back(string_key(PENTAD_FIELD(checkpoint, init_from),
-                           "weights to start from: Hugging Face dir/.safetensors, llm.c .bin, or pentad checkpoint"));
-
-    s.push_back(int_key(PENTAD_FIELD(log, every), 1, kNoMax, "steps between log lines"));
-    s.push_back(string_key(PENTAD_FIELD(log, metrics), "JSON-lines metrics file; \"\" = none"));
-    s.push_back(string_key(PENTAD_FIELD(log, dump), "debug HDF5 dump; \"\" = none"));
-    s.push_back(float_key(PENTAD_FIELD(log, peak_tflops), ge(0), none(),
-                          "peak TFLOP/s for MFU; 0 = measure sgemm at start"));
-    s.push_back(string_key(PENTAD_FIELD(log, trace),
-                           "Chrome-trace JSON timeline (Perfetto); \"\" = none"));
+    add_model_keys(s);
+    add_parallel_keys(s);
+    add_train_keys(s);
+    add_io_keys(s);
     return s;
   }();
   return keys;

@@ -18,28 +18,13 @@
 const fs = require("fs");
 const path = require("path");
 
+const { pinned } = require("./npm_pinned.cjs");
+
 const kVersion = "0.2.0";
 const kTiktoken = "1.0.21";
-const npmDir = process.env.PENTAD_NPM_DIR || path.join(__dirname, "..", "..", ".deps", "npm");
-
-function load(pkg, version) {
-  let meta;
-  try {
-    meta = JSON.parse(fs.readFileSync(path.join(npmDir, "node_modules", pkg, "package.json"), "utf8"));
-  } catch (e) {
-    console.error(`FAIL: ${pkg} is not installed under ${npmDir}/node_modules: run scripts/deps.sh ` +
-                  `(it runs: npm install --prefix ${npmDir} ${pkg}@${version})`);
-    process.exit(2);
-  }
-  if (meta.version !== version) {
-    console.error(`FAIL: ${pkg} ${meta.version} under ${npmDir}, the tests pin ${version}: run scripts/deps.sh`);
-    process.exit(2);
-  }
-  return (sub) => require(require.resolve(sub ? `${pkg}/${sub}` : pkg, { paths: [npmDir] }));
-}
 
 function tokenizer(dir) {
-  const { Tokenizer } = load("@huggingface/tokenizers", kVersion)();
+  const { Tokenizer } = pinned("@huggingface/tokenizers", kVersion)();
   const json = (f) => JSON.parse(fs.readFileSync(path.join(dir, f), "utf8"));
   return new Tokenizer(json("tokenizer.json"), json("tokenizer_config.json"));
 }
@@ -92,7 +77,7 @@ function main() {
     });
   } else if (cmd === "tiktoken") {
     const [enc, ...files] = args;
-    const js = load("js-tiktoken", kTiktoken);
+    const js = pinned("js-tiktoken", kTiktoken);
     const encoder = new (js("lite").Tiktoken)(js(`ranks/${enc}`));
     for (const file of files) {
       const text = fs.readFileSync(file, "utf8");

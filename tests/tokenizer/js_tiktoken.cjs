@@ -13,25 +13,13 @@
 const fs = require("fs");
 const path = require("path");
 
+const { pinned } = require("./npm_pinned.cjs");
+
 const kVersion = "1.0.21";
-const npmDir = process.env.PENTAD_NPM_DIR ||
-  path.join(__dirname, "..", "..", ".deps", "npm");
 
 function loadJs() {
-  let pkg;
-  try {
-    pkg = JSON.parse(fs.readFileSync(path.join(npmDir, "node_modules", "js-tiktoken", "package.json"), "utf8"));
-  } catch (e) {
-    console.error(`FAIL: js-tiktoken is not installed under ${npmDir}/node_modules: run scripts/deps.sh ` +
-                  `(it runs: npm install --prefix ${npmDir} js-tiktoken@${kVersion})`);
-    process.exit(2);
-  }
-  if (pkg.version !== kVersion) {
-    console.error(`FAIL: js-tiktoken ${pkg.version} under ${npmDir}, the tests pin ${kVersion}: run scripts/deps.sh`);
-    process.exit(2);
-  }
-  const lite = require(require.resolve("js-tiktoken/lite", { paths: [npmDir] }));
-  return { lite, ranks: (enc) => require(require.resolve(`js-tiktoken/ranks/${enc}`, { paths: [npmDir] })) };
+  const js = pinned("js-tiktoken", kVersion);
+  return { lite: js("lite"), ranks: (enc) => js(`ranks/${enc}`) };
 }
 
 // [[rank, base64], ...] of an encoding, in rank order.

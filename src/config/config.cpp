@@ -668,10 +668,6 @@ void validate(const Config& cfg, int world_size) {
     if (const std::string split = stage_split_problem(p.schedule, chunk_blocks); !split.empty())
       fail(cfg, split + " (parallel.stage_layers=\"" + p.stage_layers + "\")");
   }
-  if (p.pp > 1 && p.zero >= 2)
-    fail(cfg, kv("parallel.zero", p.zero) + " with " + kv("parallel.pp", p.pp) +
-                  ": ZeRO-2/3 are not supported with pipeline parallelism (they reduce gradients "
-                  "every micro-batch, which the pipeline interleaves); use parallel.zero = 0 or 1");
   if (p.sp && p.tp <= 1)
     fail(cfg, "parallel.sp = true needs parallel.tp > 1 (got " + kv("parallel.tp", p.tp) + ")");
   if (p.expert_tp && (p.tp <= 1 || m.n_experts == 0))

@@ -703,14 +703,14 @@ void Model::forward_chunk(int s, const int32_t* inputs, const int32_t* targets, 
   if (g == G - 1) be_.from_host(S.targets, targets, BT * sizeof(int32_t));
   if (g == 0) {
     be_.from_host(S.tokens, inputs, BT * sizeof(int32_t));
-    hooks_->acquire(0, false);
+    hooks_->acquire(0, UnitUse::forward);
     embedding_.fwd(S.res[0], S.tokens, scratch_->part);
-    hooks_->release(0, false);
+    hooks_->release(0, UnitUse::forward);
   }
   const bool keep_probs = train && recompute_ == Recompute::none;
   for (int l = chunk_first_block(g); l < chunk_end_block(g); ++l) {
     Acts& a = acts_for(S, l);
-    hooks_->acquire(l + 1, false);
+    hooks_->acquire(l + 1, UnitUse::forward);
     block_fwd(l, a, S.res[size_t(l)], keep_probs);
     // Block output = post-attention residual + MLP branch.
     if (cfg_.is_moe_block(l)) {
@@ -721,7 +721,7 @@ void Model::forward_chunk(int s, const int32_t* inputs, const int32_t* targets, 
     } else {
       blocks_[size_t(l)].w_down.fwd(S.res[size_t(l) + 1], a.res_mid, a.fc_act, scratch_->part);
     }
-    hooks_->release(l + 1, false);
+    hooks_->release(l + 1, UnitUse::forward);
   }
 }
 
@@ -731,21 +731,21 @@ double Model::chunk_backward_head(Slot& S, float loss_scale, float* logits_out) 
   // tied embedding held by this stage) as a backward unit, since it
   // produces gradients.
   const bool tied_here = cfg_.tied() && has_embedding_;
-  hooks_->acquire(L_ + 1, true);
-  if (tied_here) hooks_->acquire(0, true);
+  hooks_->acquire(L_ + 1, UnitUse::backward);
+  if (tied_here) hooks_->acquire(0, UnitUse::backward);
   const double loss = head(S, loss_scale, true, logits_out);
-  if (tied_here) hooks_->release(0, true);
+  if (tied_here) hooks_->release(0, UnitUse::backward);
   hooks_->grads_ready(L_ + 1);
-  hooks_->release(L_ + 1, true);
+  hooks_->release(L_ + 1, UnitUse::backward);
   return loss;
 }
 
 void Model::chunk_backward_embedding(Slot& S) {
   if (S.chunk != 0) return;
-  hooks_->acquire(0, true);
+  hooks_->acquire(0, UnitUse::backward);
   embedding_.bwd(scratch_->dres, scratch_->gath_dy, S.tokens);
   hooks_->grads_ready(0);
-  hooks_->release(0, true);
+  hooks_->release(0, UnitUse::backward);
 }
 
 double Model::backward_chunk(int s, float loss_scale, float* logits_out) {
@@ -755,10 +755,10 @@ double Model::backward_chunk(int s, float loss_scale, float* logits_out) {
   const int g = S.chunk;
   const double loss = chunk_backward_head(S, loss_scale, logits_out);
   for (int l = chunk_end_block(g) - 1; l >= chunk_first_block(g); --l) {
-    hooks_->acquire(l + 1, true);
+    hooks_->acquire(l + 1, UnitUse::backward);
     block_bwd(l, acts_for(S, l), S.res[size_t(l)]);
     hooks_->grads_ready(l + 1);
-    hooks_->release(l + 1, true);
+    hooks_->release(l + 1, UnitUse::backward);
   }
   chunk_backward_embedding(S);
   return loss;
@@ -772,9 +772,9 @@ double Model::backward_input_chunk(int s, float loss_scale, float* logits_out) {
   alloc_wstash(S);
   const double loss = chunk_backward_head(S, loss_scale, logits_out);
   for (int l = chunk_end_block(g) - 1; l >= chunk_first_block(g); --l) {
-    hooks_->acquire(l + 1, true);
+    hooks_->acquire(l + 1, UnitUse::backward);
     block_bwd(l, acts_for(S, l), S.res[size_t(l)], &S.wstash[size_t(l)]);
-    hooks_->release(l + 1, true);
+    hooks_->release(l + 1, UnitUse::backward);
   }
   // The embedding's gradient needs the boundary gradient now (the next B
   // overwrites it): it stays in B.
@@ -787,21 +787,21 @@ void Model::backward_weight_chunk(int s) {
   if (S.wstash.empty()) throw std::logic_error("Model::backward_weight_chunk: W before its B");
   const int g = S.chunk;
   for (int l = chunk_end_block(g) - 1; l >= chunk_first_block(g); --l) {
-    hooks_->acquire(l + 1, true);
+    hooks_->acquire(l + 1, UnitUse::weight_grads);
     block_wgrad(l, acts_for(S, l), S.wstash[size_t(l)]);
     hooks_->grads_ready(l + 1);
-    hooks_->release(l + 1, true);
+    hooks_->release(l + 1, UnitUse::weight_grads);
   }
 }
 
 double Model::loss_chunk(int s) {
   Slot& S = slot(s);
   const bool tied_here = cfg_.tied() && has_embedding_;
-  hooks_->acquire(L_ + 1, false);
-  if (tied_here) hooks_->acquire(0, false);
+  hooks_->acquire(L_ + 1, UnitUse::forward);
+  if (tied_here) hooks_->acquire(0, UnitUse::forward);
   const double loss = head(S, 0.0f, false, nullptr);
-  if (tied_here) hooks_->release(0, false);
-  hooks_->release(L_ + 1, false);
+  if (tied_here) hooks_->release(0, UnitUse::forward);
+  hooks_->release(L_ + 1, UnitUse::forward);
   return loss;
 }
 

@@ -64,12 +64,17 @@ struct ModelParallel {
 // Called by the model around each unit (0 = embedding, 1..L = blocks,
 // L+1 = head) so data parallelism can overlap gradient reduction with
 // backward and ZeRO-3 can gather a unit's parameters just before use.
+// What a unit is acquired for: forward reads its parameters; backward reads
+// them and writes gradients; weight_grads (a split backward's W) only writes
+// gradients.
+enum class UnitUse { forward, backward, weight_grads };
+
 class UnitHooks {
  public:
   virtual ~UnitHooks() = default;
-  // The unit's parameters are about to be read (in forward, or in backward).
-  virtual void acquire(int unit, bool backward) {}
-  virtual void release(int unit, bool backward) {}
+  // The unit is about to be used (its parameters read, its gradients written).
+  virtual void acquire(int unit, UnitUse use) {}
+  virtual void release(int unit, UnitUse use) {}
   // This micro-batch's contribution to the unit's gradients is complete.
   virtual void grads_ready(int unit) {}
 };

@@ -27,6 +27,7 @@
 #include "core/fs.hpp"
 #include "core/text.hpp"
 #include "model/memory_plan.hpp"
+#include "model/model.hpp"
 #include "model/param_list.hpp"
 #include "parallel/cp/context_parallel.hpp"
 #include "parallel/ep/moe.hpp"
@@ -241,75 +242,125 @@ int bucket_of(const std::vector<UnitBucket>& bs, int unit) {
   return -1;
 }
 
-// ZeRO-2/3 gradient windows alive at once during one micro-batch's backward
-// (pp = 1): a window opens when backward first touches a unit of its bucket
-// (the tied embedding's with the head), at most two reductions stay in flight.
-double grad_window_peak(const StageParams& s, const std::vector<UnitBucket>& bs, bool tied) {
-  const int L1 = int(s.unit.size()) - 1;  // the head's unit
-  std::vector<int> pending(bs.size());
-  for (size_t i = 0; i < bs.size(); ++i) pending[i] = bs[i].units;
-  std::set<int> alive;
-  std::deque<int> in_flight;
-  double peak = 0;
-  auto open = [&](int u) {
-    if (s.unit[size_t(u)] == 0) return;  // a unit without parameters (the expert store's embedding, head, dense blocks)
-    alive.insert(bucket_of(bs, u));
-    double sum = 0;
-    for (int b : alive) sum += double(bs[size_t(b)].elems);
-    peak = std::max(peak, sum);
-  };
-  auto ready = [&](int u) {
-    if (s.unit[size_t(u)] == 0) return;
-    const int b = bucket_of(bs, u);
-    if (--pending[size_t(b)] > 0) return;
-    in_flight.push_back(b);
-    while (in_flight.size() > 2) {
-      alive.erase(in_flight.front());
-      in_flight.pop_front();
-    }
-  };
-  open(L1);
-  if (tied) open(0);
-  ready(L1);
-  for (int u = L1 - 1; u >= 0; --u) {
-    open(u);
-    ready(u);
-  }
-  return peak;
+// The head's stage also holds a tied embedding (pp = 1, zbv's V).
+bool tied_here(const Config& cfg, const StageParams& s) {
+  return cfg.model.tied() && s.has_embedding && s.has_head;
 }
 
-// ZeRO-3 parameter windows alive at once: the unit in use and the prefetched
-// next one; the head's fused forward/backward also holds the next block and,
-// with tied embeddings, the embedding. A unit in use (acquired) also holds
-// its bf16 weight copy, `copy` fp32 values' worth per value (0: none); a
-// prefetched one does not yet. In fp32 values.
-double param_window_peak(const StageParams& s, bool tied, double copy = 0) {
-  const int last = int(s.unit.size()) - 1;
-  std::map<int, bool> alive;  // unit -> acquired (else prefetched)
-  double peak = 0;
-  auto gather = [&](int u, bool acquire) {
-    if (u < 0 || u > last) return;
-    alive[u] = alive[u] || acquire;
-    double sum = 0;
-    for (const auto& [a, acquired] : alive) sum += s.unit[size_t(a)] * (acquired ? 1 + copy : 1);
-    peak = std::max(peak, sum);
+// A tied embedding on one end of the pipeline only: the unit whose dp
+// reduction waits for the pair's sum (TiedEmbedding), else -1.
+int held_unit(const Config& cfg, const StageParams& s) {
+  if (!cfg.model.tied() || s.has_embedding == s.has_head) return -1;
+  return s.has_embedding ? 0 : cfg.model.n_layers + 1;
+}
+
+// One compute action's unit hooks in the model's order (model.cpp's
+// forward_chunk, backward_chunk, backward_input_chunk, backward_weight_chunk).
+struct UnitEvent {
+  enum Kind { acquire, ready, release } kind;
+  int unit;
+  UnitUse use;
+};
+std::vector<UnitEvent> unit_events(const Action& a, const std::vector<int>& cb, bool tied_here) {
+  const int g = a.chunk, G = int(cb.size()) - 1, head = cb.back() + 1;
+  std::vector<UnitEvent> ev;
+  auto use = [&](int u, UnitUse how, bool ready) {
+    ev.push_back({UnitEvent::acquire, u, how});
+    if (ready) ev.push_back({UnitEvent::ready, u, how});
+    ev.push_back({UnitEvent::release, u, how});
   };
-  for (int u = 0; u < last; ++u) {  // forward: embedding and blocks
-    gather(u, true);
-    gather(u + 1, false);
-    alive.erase(u);
+  if (a.kind == ActionKind::forward) {
+    if (g == 0) use(0, UnitUse::forward, false);
+    for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) use(l + 1, UnitUse::forward, false);
+    return ev;
   }
-  gather(last, true);  // backward: the head (prefetched in forward)
-  gather(last - 1, false);
-  if (tied) {
-    gather(0, true);
-    alive.erase(0);
+  if (a.kind == ActionKind::backward_weight) {
+    for (int l = cb[size_t(g) + 1] - 1; l >= cb[size_t(g)]; --l) use(l + 1, UnitUse::weight_grads, true);
+    return ev;
   }
-  alive.erase(last);
-  for (int u = last - 1; u >= 0; --u) {
-    gather(u, true);
-    gather(u - 1, false);
-    alive.erase(u);
+  const bool fused = a.kind == ActionKind::backward;  // else a B: the blocks' grads_ready come in W
+  if (g == G - 1) {  // the head, holding a tied embedding of this stage
+    ev.push_back({UnitEvent::acquire, head, UnitUse::backward});
+    if (tied_here) use(0, UnitUse::backward, false);
+    ev.push_back({UnitEvent::ready, head, UnitUse::backward});
+    ev.push_back({UnitEvent::release, head, UnitUse::backward});
+  }
+  for (int l = cb[size_t(g) + 1] - 1; l >= cb[size_t(g)]; --l) use(l + 1, UnitUse::backward, fused);
+  if (g == 0) use(0, UnitUse::backward, true);
+  return ev;
+}
+
+// DataParallel's windows (data_parallel.cpp) alive at once over one rank's
+// training step, walking its actions' unit hooks. ZeRO-3 parameter windows:
+// the units acquired (each with its bf16 copy, `copy` fp32 values' worth
+// per value) and the prefetched next one. ZeRO-2/3 gradient windows: a
+// bucket's opens when a backward touches it and closes when its reduction
+// completes; it is launched once its units are all ready for one
+// micro-batch, at most two stay in flight, and every one has completed at
+// the end of the action. A tied embedding held for the pipeline pair
+// (`held`, -1: none) never counts, so its bucket stays open to the end of
+// the step. In fp32 values.
+struct WindowPeaks {
+  double params = 0, grads = 0;
+};
+struct StepWalk {  // one rank's training step
+  const Schedule& sched;
+  int rank;
+  const std::vector<int>& cb;  // the chunks' first blocks
+  bool tied_here;              // the head's stage also holds the embedding
+  int held;                    // the unit held for the tied pair, or -1
+};
+WindowPeaks window_peaks(const StageParams& s, const std::vector<UnitBucket>& bs, const StepWalk& w, double copy) {
+  const Schedule& sched = w.sched;
+  const int held = w.held;
+  const int last = int(s.unit.size()) - 1;
+  WindowPeaks peak;
+  std::map<int, bool> gathered;  // unit -> acquired (else prefetched)
+  std::set<int> open;
+  std::deque<int> in_flight;
+  std::vector<std::vector<int>> pending(bs.size());
+  for (size_t i = 0; i < bs.size(); ++i) pending[i].assign(size_t(sched.m), bs[i].units);
+  auto gather = [&](int u, bool acquire) {
+    if (u < 0 || u > last || s.unit[size_t(u)] == 0) return;
+    gathered[u] = gathered[u] || acquire;
+    double sum = 0;
+    for (const auto& [v, acquired] : gathered) sum += s.unit[size_t(v)] * (acquired ? 1 + copy : 1);
+    peak.params = std::max(peak.params, sum);
+  };
+  auto open_window = [&](int u) {
+    open.insert(bucket_of(bs, u));
+    double sum = 0;
+    for (int b : open) sum += double(bs[size_t(b)].elems);
+    peak.grads = std::max(peak.grads, sum);
+  };
+  for (const Action& a : sched.ranks[size_t(w.rank)]) {
+    const bool bwd = a.kind == ActionKind::backward || a.kind == ActionKind::backward_input ||
+                     a.kind == ActionKind::backward_weight;
+    if (!bwd && a.kind != ActionKind::forward) continue;
+    for (const UnitEvent& e : unit_events(a, w.cb, w.tied_here)) {
+      if (s.unit[size_t(e.unit)] == 0) continue;  // nothing of this unit here
+      if (e.kind == UnitEvent::acquire) {
+        if (e.use != UnitUse::weight_grads) {
+          gather(e.unit, true);
+          const bool down = e.use == UnitUse::backward;
+          gather(down ? (e.unit == last ? last - 1 : e.unit - 1) : e.unit + 1, false);
+        }
+        if (e.use != UnitUse::forward) open_window(e.unit);
+      } else if (e.kind == UnitEvent::release) {
+        if (e.use != UnitUse::weight_grads) gathered.erase(e.unit);
+      } else if (e.unit != held) {
+        const int b = bucket_of(bs, e.unit);
+        if (--pending[size_t(b)][size_t(a.mb)] > 0) continue;
+        in_flight.push_back(b);
+        while (in_flight.size() > 2) {
+          open.erase(in_flight.front());
+          in_flight.pop_front();
+        }
+      }
+    }
+    if (!bwd) continue;
+    for (int b : in_flight) open.erase(b);
+    in_flight.clear();
   }
   return peak;
 }
@@ -360,7 +411,7 @@ double shard_of(double N, int dp) { return double(zero_shard_elems(size_t(N), dp
 
 // Parameters, gradients and AdamW moments of the dense store (over dp x cp)
 // and the expert store (over expert_dp = dp x cp / ep), by ZeRO stage.
-void add_state_bytes(const Config& cfg, const StageParams& sp, const StageParams& xp, bool tied_here,
+void add_state_bytes(const Config& cfg, const StageParams& sp, const StageParams& xp, const StepWalk& w,
                      StageMemory& m) {
   const ParallelConfig& p = cfg.parallel;
   const int z = p.zero, dp = p.dp * p.cp, edp = p.dp * p.cp / p.ep;
@@ -378,11 +429,11 @@ void add_state_bytes(const Config& cfg, const StageParams& sp, const StageParams
   // bf16 weight copies (wc bytes a value): of the whole flat buffer, or of
   // each ZeRO-3 window while its unit is in use.
   const double wc = weight_copy_bytes(cfg);
-  b[P] = z < 3 ? (kF + wc) * S * dp : kF * (S + param_window_peak(both, tied_here, wc / kF));
+  b[P] = z < 3 ? (kF + wc) * S * dp : kF * (S + window_peaks(both, buckets_of(both, p.bucket_mb), w, wc / kF).params);
   if (z < 2) {
     b[Gr] = kF * S * dp;
   } else {
-    b[Gr] = kF * (S + grad_window_peak(sp, buckets_of(sp, p.bucket_mb), tied_here));
+    b[Gr] = kF * (S + window_peaks(sp, buckets_of(sp, p.bucket_mb), w, 0).grads);
   }
   // AdamW moments over the owned range (rank 0 of dp: [0, min(N, S))).
   const double own = z == 0 ? N : std::min(N, S);
@@ -391,7 +442,8 @@ void add_state_bytes(const Config& cfg, const StageParams& sp, const StageParams
   // when this stage holds no expert).
   if (NE > 0) {
     b[P] += z < 3 ? (kF + wc) * SE * edp : kF * SE;
-    b[Gr] += z < 2 ? kF * SE * edp : kF * (SE + grad_window_peak(xp, buckets_of(xp, p.bucket_mb), false));
+    const StepWalk experts{w.sched, w.rank, w.cb, false, -1};  // no tied tensor among the experts
+    b[Gr] += z < 2 ? kF * SE * edp : kF * (SE + window_peaks(xp, buckets_of(xp, p.bucket_mb), experts, 0).grads);
     b[O] += 2 * kF * std::max(z == 0 ? NE : std::min(NE, SE), 1.0);
   }
   // The ZeRO reduce-scatter landing areas (S each).
@@ -441,7 +493,7 @@ StageMemory stage_memory(const Config& cfg, const std::vector<int>& cb, int r, c
   const StageParams xp = expert_stage_params(cfg, cb, r);
   const MemoryPlan plan = memory_plan_of(cfg, cb, r);
   StageMemory m;
-  add_state_bytes(cfg, sp, xp, cfg.model.tied() && sp.has_embedding && sp.has_head, m);
+  add_state_bytes(cfg, sp, xp, {train, r, cb, tied_here(cfg, sp), held_unit(cfg, sp)}, m);
   std::vector<int> hw(cb.size() - 1, 0), ctx_hw(cb.size() - 1, 0);
   int bufs = 0;
   walk_schedule(train, r, hw, ctx_hw, bufs);
@@ -562,7 +614,7 @@ double stage_flops_per_mb(const Config& cfg, const StageParams& s, const std::ve
 struct DpComm {
   double bytes = 0, calls = 0, exposed = 0;
 };
-DpComm dp_comm(const Config& cfg, const StageParams& s, int dpn_i, bool tied_here) {
+DpComm dp_comm(const Config& cfg, const StageParams& s, int dpn_i, bool tied_here, int held) {
   const ParallelConfig& p = cfg.parallel;
   const int A = cfg.train.grad_accum, z = p.zero;
   const double dpn = dpn_i, N = s.N, S = shard_of(N, dpn_i);
@@ -582,8 +634,11 @@ DpComm dp_comm(const Config& cfg, const StageParams& s, int dpn_i, bool tied_her
     c.calls = double(bs.size()) + 1;
     c.exposed = ring * kF * last_bucket + ring * kF * S * dpn;
   } else if (z >= 2) {
-    c.bytes = A * ring * kF * N;
-    c.calls = A * double(bs.size());
+    // Every micro-batch, except the bucket of a held tied embedding: once.
+    const int hb = held >= 0 && s.unit[size_t(held)] > 0 ? bucket_of(bs, held) : -1;
+    const double H = hb >= 0 ? double(bs[size_t(hb)].elems) : 0.0;
+    c.bytes = ring * kF * (A * (N - H) + H);
+    c.calls = A * double(bs.size()) - (hb >= 0 ? A - 1 : 0);
     c.exposed = A * ring * kF * last_bucket;
     if (z == 2 && dpn_i > 1) {
       c.bytes += ring * kF * S * dpn;
@@ -591,9 +646,13 @@ DpComm dp_comm(const Config& cfg, const StageParams& s, int dpn_i, bool tied_her
       c.exposed += ring * kF * S * dpn;
     }
     if (z == 3) {
+      // Forward and backward gather every unit held here, the head once
+      // (prefetched in forward), a tied embedding also for the head.
       const double gathered = 2 * N - s.unit.back() + (tied_here ? s.unit[0] : 0.0);
+      double units = 0;
+      for (double u : s.unit) units += u > 0 ? 1 : 0;
       c.bytes += A * ring * kF * gathered;
-      c.calls += A * (2.0 * double(s.unit.size()) - 1);
+      c.calls += A * (2 * units - (s.unit.back() > 0 ? 1 : 0) + (tied_here ? 1 : 0));
     }
   }
   return c;
@@ -700,13 +759,12 @@ StageComm stage_comm(const Config& cfg, const StageParams& s, const std::vector<
   const int A = cfg.train.grad_accum, G = int(cb.size()) - 1;
   const MemoryPlan plan = memory_plan_of(cfg, cb, pp_rank);
   StageComm c;
-  const bool tied_here = cfg.model.tied() && s.has_embedding && s.has_head;
-  const DpComm dc = dp_comm(cfg, s, p.dp * p.cp, tied_here);
+  const DpComm dc = dp_comm(cfg, s, p.dp * p.cp, tied_here(cfg, s), held_unit(cfg, s));
   c.dp_bytes = dc.bytes;
   c.dp_calls = dc.calls;
   c.dp_exposed_bytes = dc.exposed;
   const StageParams xp = expert_stage_params(cfg, cb, pp_rank);
-  const DpComm ec = dp_comm(cfg, xp, p.dp * p.cp / p.ep, false);
+  const DpComm ec = dp_comm(cfg, xp, p.dp * p.cp / p.ep, false, -1);
   c.edp_bytes = ec.bytes;
   c.edp_calls = ec.calls;
   c.edp_exposed_bytes = ec.exposed;

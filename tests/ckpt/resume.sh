@@ -11,6 +11,10 @@
 #   resume.sh zbv_reshard                save under zbv (pp2, a V of 4 chunks);
 #                                        load under 1f1b pp2 and 1 rank: every
 #                                        tensor equal bitwise
+#   resume.sh pp_zero3_reshard           save under pp2 x dp2 ZeRO-3 (zbh1; every
+#                                        stage's weights and moments sharded over
+#                                        dp); load under 1 rank and pp2 x dp2 ZeRO-2
+#                                        (1f1b): every tensor equal bitwise
 #   resume.sh moe                        MoE: bitwise resume under dp2 x ep2, and an
 #                                        ep-split checkpoint loaded under other layouts,
 #                                        expert tp (d_ff split over tp) among them
@@ -186,6 +190,22 @@ PY
         --set checkpoint.resume="$ck" --set train.steps=5 --set checkpoint.save_final=true
       echo "layout $i: $layout"
       compare "$ck" "$tmp/Z$i/final.h5" bitwise
+    done
+    ;;
+  pp_zero3_reshard)
+    train 4 P --set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=3 --set parallel.schedule=zbh1 \
+      --set train.micro_batch=1 --set train.grad_accum=2 --set checkpoint.dir="$tmp/P" --set checkpoint.every=5 \
+      --set train.steps=5
+    ck=$tmp/P/step_000005.h5
+    i=0
+    for layout in "1 --set train.micro_batch=2 --set train.grad_accum=2" \
+                  "4 --set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=2 --set train.micro_batch=1 --set train.grad_accum=2"; do
+      i=$((i + 1))
+      # shellcheck disable=SC2086
+      train "${layout%% *}" "Q$i" ${layout#* } --set checkpoint.dir="$tmp/Q$i" --set checkpoint.resume="$ck" \
+        --set train.steps=5 --set checkpoint.save_final=true
+      echo "layout $i: $layout"
+      compare "$ck" "$tmp/Q$i/final.h5" bitwise
     done
     ;;
   signal)

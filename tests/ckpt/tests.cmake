@@ -28,12 +28,18 @@ add_test(NAME ckpt_resume_bitwise_pp2_zbv COMMAND bash ${CMAKE_CURRENT_LIST_DIR}
 # Context parallelism with ZeRO-1 sharded over dp x cp (here cp 2).
 add_test(NAME ckpt_resume_bitwise_cp2_zero1 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh bitwise 2
   "--set parallel.cp=2 --set parallel.zero=1")
+# ZeRO-3 under a pipeline (zbh1, gpt2's tied wte on both ends): bitwise
+# resume, and its checkpoint loaded under 1 rank and pp2 x dp2 ZeRO-2.
+add_test(NAME ckpt_resume_bitwise_pp2_dp2_zero3 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh bitwise 4
+  "--set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=3 --set parallel.schedule=zbh1 --set train.grad_accum=2")
+add_test(NAME ckpt_reshard_pp2_dp2_zero3 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh pp_zero3_reshard)
 add_test(NAME ckpt_reshard COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh reshard)
 add_test(NAME ckpt_reshard_zbv COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh zbv_reshard)
 add_test(NAME ckpt_signal COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh signal)
 add_test(NAME ckpt_reshard_vocab_pad COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh vocab_pad)
 set_tests_properties(ckpt_resume_bitwise_1rank ckpt_resume_bitwise_tp2_dp2_zero1 ckpt_resume_bitwise_pp2
   ckpt_resume_bitwise_pp2_zbv ckpt_resume_bitwise_cp2_zero1 ckpt_reshard_zbv
+  ckpt_resume_bitwise_pp2_dp2_zero3 ckpt_reshard_pp2_dp2_zero3
   ckpt_signal ckpt_reshard_vocab_pad
   PROPERTIES LABELS "mpi;ckpt" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
 # Five trainings, three of them 4-rank collective HDF5 writes oversubscribed on 2 cores.

@@ -112,9 +112,6 @@ case "$case_name" in
       train "$tmp/deck.toml" --set parallel.dp=1 --set parallel.pp=2 --set model.n_layers=4 \
       --set parallel.virtual_stages=2 --set parallel.schedule=zbv --set train.grad_accum=2 \
       --set 'parallel.stage_layers="2,1,0,1"' ;;
-  pp_zero2)
-    run "parallel.zero=2 with parallel.pp=2: ZeRO-2/3 are not supported with pipeline" train "$tmp/deck.toml" \
-      --set parallel.dp=1 --set parallel.pp=2 --set model.n_layers=2 --set train.grad_accum=2 --set parallel.zero=2 ;;
   pp_stage_layers)
     run "parallel.stage_layers=\"2,1\" sums to 3 blocks, but model.n_layers=2" train "$tmp/deck.toml" \
       --set parallel.dp=1 --set parallel.pp=2 --set model.n_layers=2 --set train.grad_accum=2 --set parallel.stage_layers=2,1 ;;

@@ -4,7 +4,7 @@ foreach(case missing_data truncated_data bad_magic token_out_of_vocab unreadable
         non_numeric set_unknown_key set_non_numeric toml_syntax bad_layout heads_not_dividing
         cp_seq_len_zigzag cp_seq_len_contiguous
         unwritable_dir unwritable_metrics diverged_no_partial_output unknown_command
-        pp_too_few_micro_batches pp_interleaved_not_multiple pp_zero2 pp_stage_layers
+        pp_too_few_micro_batches pp_interleaved_not_multiple pp_stage_layers
         zbh1_too_few_micro_batches zbh1_virtual_stages zbv_virtual_stages zbv_too_few_micro_batches zbv_empty_chunk
         moe_ep_not_dividing_dp moe_ep_not_dividing_experts moe_top_k moe_capacity_zero moe_ep_dense
         schedule_unknown_kind)

@@ -105,6 +105,31 @@ foreach(model gpt2 llama)
   pentad_parity_test(pp2_dp2_zero1 ${model} 4 "--set train.grad_accum=4"
                      "--set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=1 --set train.grad_accum=2")
 endforeach()
+# ZeRO-2/3 under a pipeline: each rank reduce-scatters a bucket once its
+# units are ready for one micro-batch (counted per micro-batch: a B and its
+# W apart, buckets over two chunks of a rank, the tied wte held for the
+# pair's sum), and ZeRO-3 gathers no parameters for a W. Small buckets
+# (bucket_mb 0.01) put several reductions in flight.
+foreach(model gpt2 llama)
+  foreach(z 2 3)
+    pentad_parity_test(pp2_dp2_zero${z} ${model} 4 "--set train.grad_accum=4"
+                       "--set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=${z} --set train.grad_accum=2")
+  endforeach()
+endforeach()
+pentad_parity_test(pp2_dp2_zero2_zbh1_small_buckets llama 4 "--set train.grad_accum=4"
+                   "--set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=2 --set parallel.schedule=zbh1 --set parallel.bucket_mb=0.01 --set train.grad_accum=2")
+pentad_parity_test(pp2_dp2_zero3_zbh1 gpt2 4 "--set train.grad_accum=4"
+                   "--set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=3 --set parallel.schedule=zbh1 --set train.grad_accum=2")
+pentad_parity_test(pp2_dp2_zero3_afab llama 4 "--set train.grad_accum=4"
+                   "--set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=3 --set parallel.schedule=afab --set train.grad_accum=2")
+pentad_parity_test(pp2_v2_dp3_zero3_interleaved_small_buckets gpt2 6 "--set model.n_layers=4 --set train.grad_accum=6"
+                   "--set model.n_layers=4 --set parallel.pp=2 --set parallel.dp=3 --set parallel.zero=3 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved --set parallel.bucket_mb=0.01 --set train.grad_accum=2")
+pentad_parity_test(pp2_tied_dp2_zero2 llama 4 "--set model.tied_embeddings=true --set train.grad_accum=4"
+                   "--set model.tied_embeddings=true --set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=2 --set train.grad_accum=2")
+pentad_parity_test(pp2_tp2_sp_dp2_zero3 llama 8 "--set model.n_heads=8 --set model.n_kv_heads=4 --set train.grad_accum=4"
+                   "--set model.n_heads=8 --set model.n_kv_heads=4 --set parallel.tp=2 --set parallel.sp=true --set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=3 --set train.grad_accum=2")
+pentad_parity_test(pp4_zero3_zbh1 llama 4 "--set model.n_layers=4 --set train.grad_accum=4"
+                   "--set model.n_layers=4 --set parallel.pp=4 --set parallel.zero=3 --set parallel.schedule=zbh1 --set train.grad_accum=4")
 pentad_parity_test(pp2_tp2 gpt2 4 "--set train.grad_accum=2"
                    "--set parallel.pp=2 --set parallel.tp=2 --set train.grad_accum=2")
 pentad_parity_test(pp2_tp2_sp llama 4 "--set model.n_heads=8 --set model.n_kv_heads=4 --set train.grad_accum=2"
@@ -147,6 +172,10 @@ foreach(model gpt2 llama)
 endforeach()
 pentad_parity_test(pp2_dp2_zero1_zbv llama 4 "--set model.n_layers=4 --set train.grad_accum=4"
                    "--set model.n_layers=4 --set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=1 ${ZBV} --set train.grad_accum=2")
+foreach(z 2 3)
+  pentad_parity_test(pp2_dp2_zero${z}_zbv gpt2 4 "--set model.n_layers=4 --set train.grad_accum=4"
+                     "--set model.n_layers=4 --set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=${z} ${ZBV} --set train.grad_accum=2")
+endforeach()
 pentad_parity_test(pp2_tp2_zbv gpt2 4 "--set model.n_layers=4 --set train.grad_accum=2"
                    "--set model.n_layers=4 --set parallel.pp=2 --set parallel.tp=2 ${ZBV} --set train.grad_accum=2")
 pentad_parity_test(pp2_tp2_sp_zbv llama 4 "--set model.n_heads=8 --set model.n_kv_heads=4 --set model.n_layers=4 --set train.grad_accum=2"
@@ -159,6 +188,8 @@ foreach(model moe_gpt2 moe_llama)
   pentad_parity_test(dp2_ep2_pp2_zbv ${model} 4 "--set model.n_layers=4 --set train.grad_accum=4"
                      "--set model.n_layers=4 --set parallel.dp=2 --set parallel.ep=2 --set parallel.pp=2 ${ZBV} --set train.grad_accum=2")
 endforeach()
+pentad_parity_test(dp2_ep2_pp2_zero3_zbv moe_llama 4 "--set model.n_layers=4 --set train.grad_accum=4"
+                   "--set model.n_layers=4 --set parallel.dp=2 --set parallel.ep=2 --set parallel.pp=2 --set parallel.zero=3 ${ZBV} --set train.grad_accum=2")
 # zbv's B then W against 1f1b, bitwise per recompute policy (llama: untied, see the script).
 foreach(r none selective full)
   add_test(NAME split_backward_identical_llama_pp2_zbv_${r}

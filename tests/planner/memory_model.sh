@@ -83,6 +83,9 @@ cases=(
   "pp2_zbh1_selective|2|--set parallel.pp=2 --set parallel.schedule=zbh1 --set train.grad_accum=2 --set train.recompute=selective"
   "pp2_tp2_sp_zbh1|4|$c --set parallel.pp=2 --set parallel.tp=2 --set parallel.sp=true --set parallel.schedule=zbh1 --set train.grad_accum=2"
   "moe_dp2_ep2_pp2_zbh1|4|--set parallel.dp=2 --set parallel.ep=2 --set parallel.pp=2 --set parallel.schedule=zbh1 --set train.grad_accum=2|moe_$model"
+  "pp2_dp2_zero2_zbh1_small_buckets|4|--set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=2 --set parallel.schedule=zbh1 --set parallel.bucket_mb=0.01 --set train.grad_accum=2"
+  "pp2_dp2_zero3_zbv|4|$Z --set parallel.dp=2 --set parallel.zero=3 --set train.grad_accum=2"
+  "moe_dp2_ep2_pp2_zero3_zbv|4|$Z --set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=3 --set train.grad_accum=2|moe_$model"
 )
 else
 cases=(
@@ -122,6 +125,9 @@ cases=(
   "pp2_tp2|4|$c --set parallel.pp=2 --set parallel.tp=2 --set train.grad_accum=2"
   "pp2_tied|2|--set model.tied_embeddings=true --set parallel.pp=2 --set train.grad_accum=2"
   "pp2_recompute_selective|2|--set train.recompute=selective --set parallel.pp=2 --set train.grad_accum=2"
+  "pp2_dp2_zero2|4|--set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=2 --set train.grad_accum=2"
+  "pp2_dp2_zero3|4|--set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=3 --set train.grad_accum=2"
+  "pp2_v2_dp2_zero3_small_buckets|4|$L4 --set parallel.pp=2 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved --set parallel.dp=2 --set parallel.zero=3 --set parallel.bucket_mb=0.01 --set train.grad_accum=2"
 )
 fi
 for entry in "${cases[@]}"; do

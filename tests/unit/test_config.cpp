@@ -441,10 +441,10 @@ TEST(Config, PipelineChecks) {
   EXPECT_EQ(error_of(kMinimal + "[model]\nn_layers = 4\n[parallel]\npp = 2\nvirtual_stages = 2\n[train]\ngrad_accum = 2\n", {}, 2),
             "input/tiny.toml: parallel.virtual_stages=2 needs parallel.schedule=interleaved (got "
             "parallel.schedule=1f1b)");
-  EXPECT_EQ(error_of(kMinimal + "[parallel]\npp = 2\nzero = 3\n[train]\ngrad_accum = 2\n", {}, 2),
-            "input/tiny.toml: parallel.zero=3 with parallel.pp=2: ZeRO-2/3 are not supported with pipeline "
-            "parallelism (they reduce gradients every micro-batch, which the pipeline interleaves); use "
-            "parallel.zero = 0 or 1");
+  // ZeRO-2/3 compose with every schedule (the parity suite's pp x dp cases).
+  for (const char* sched : {"afab", "1f1b", "zbh1"})
+    EXPECT_EQ(parse(kMinimal + "[parallel]\npp = 2\nzero = 3\nschedule = \"" + sched + "\"\n[train]\ngrad_accum = 2\n",
+                    {}, 2).parallel.zero, 3);
   EXPECT_EQ(error_of(kMinimal + "[parallel]\npp = 2\nstage_layers = \"1\"\n[train]\ngrad_accum = 2\n", {}, 2),
             "input/tiny.toml: parallel.stage_layers=\"1\" gives 1 counts for 2 pipeline chunks "
             "(parallel.pp x parallel.virtual_stages)");

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "core/error.hpp"
 #include "model/memory_plan.hpp"
@@ -82,24 +83,34 @@ void DataParallel::begin_step() {
   for (Bucket& b : buckets_) {
     b.done_seen = false;
     b.pending = b.units;
+    b.pending_mb.clear();
   }
 }
 
 void DataParallel::begin_micro_batch(int mb, int n_mb) {
   if (partner_) partner_->begin_micro_batch(mb, n_mb);
   last_mb_ = mb == n_mb - 1;
-  // ZeRO-2/3 reduce every micro-batch; zero 0/1 count only the last one's
-  // grads_ready (per unit, so pipeline schedules may interleave micro-batches).
+  mb_ = mb;
+  // Zero 0/1 count only the last micro-batch's grads_ready. ZeRO-2/3 reduce
+  // a bucket's window each time all its units are ready for one micro-batch;
+  // counted per micro-batch, since a pipeline interleaves them (a B and a W
+  // apart, a bucket over two chunks of a rank). The window may then hold
+  // other micro-batches' partial gradients as well: the reduction is linear,
+  // and every gradient lands in exactly one reduced window (each unit's
+  // gradients are written before its grads_ready).
   if (zero_ >= 2)
-    for (Bucket& b : buckets_) b.pending = b.units;
+    for (Bucket& b : buckets_)
+      if (b.pending_mb.empty()) b.pending_mb.assign(size_t(n_mb), b.units);
 }
 
 void DataParallel::hold_unit(int unit) { held_[size_t(unit)] = true; }
 
 void DataParallel::release_held(int unit) {
-  // The unit stays held for the next steps; this counts its grads_ready now.
+  // The unit stays held for the next steps. Zero 0/1: this counts its
+  // grads_ready now. ZeRO-2/3: the held unit never counted down, so its
+  // bucket's window has gathered every micro-batch: reduce it once.
   Bucket& b = buckets_[size_t(bucket_of_unit_[size_t(unit)])];
-  if (--b.pending == 0) launch(b);
+  if (zero_ >= 2 || --b.pending == 0) launch(b);
 }
 
 // ---- hooks -----------------------------------------------------------------
@@ -120,10 +131,11 @@ void DataParallel::start_gather(int unit) {
   w.request = dp_.iallgatherv(p_shard_ + (a - own_lo_), w.buf, counts_for(lo, hi));
 }
 
-void DataParallel::acquire(int unit, bool backward) {
-  if (partner_) partner_->acquire(unit, backward);
+void DataParallel::acquire(int unit, UnitUse use) {
+  if (partner_) partner_->acquire(unit, use);
   poll();
-  if (zero_ >= 3 && params_.unit_numel(unit) > 0) {
+  // A split backward's W (weight_grads) reads no parameters: nothing to gather.
+  if (zero_ >= 3 && use != UnitUse::weight_grads && params_.unit_numel(unit) > 0) {
     start_gather(unit);
     ParamWindow& w = pwin_[size_t(unit)];
     if (w.request >= 0) {
@@ -136,33 +148,46 @@ void DataParallel::acquire(int unit, bool backward) {
     be_.keep_weight_copy(w.buf, params_.unit_numel(unit));
     // Prefetch the unit that runs next (forward: up; backward: down).
     const int last = params_.n_units() - 1;
+    const bool backward = use == UnitUse::backward;
     const int next = backward ? (unit == last ? last - 1 : unit - 1) : unit + 1;
     if (next >= 0 && next <= last && next != unit) start_gather(next);
   }
-  if (zero_ >= 2 && backward && bucket_of_unit_[size_t(unit)] >= 0)
+  if (zero_ >= 2 && use != UnitUse::forward && bucket_of_unit_[size_t(unit)] >= 0)
     open_grad_window(buckets_[size_t(bucket_of_unit_[size_t(unit)])]);
 }
 
-void DataParallel::release(int unit, bool backward) {
-  if (partner_) partner_->release(unit, backward);
+void DataParallel::release(int unit, UnitUse use) {
+  if (partner_) partner_->release(unit, use);
   poll();
-  if (zero_ >= 3) {
-    ParamWindow& w = pwin_[size_t(unit)];
-    if (w.request >= 0) {
-      dp_.wait(w.request);
-      w.request = -1;
-    }
-    if (w.buf) be_.free_bytes(w.buf);
-    w.buf = nullptr;
-    params_.set_unit_param_base(unit, nullptr);
+  if (zero_ >= 3 && use != UnitUse::weight_grads) free_param_window(unit);
+}
+
+void DataParallel::free_param_window(int unit) {
+  ParamWindow& w = pwin_[size_t(unit)];
+  if (w.request >= 0) {
+    dp_.wait(w.request);
+    w.request = -1;
   }
+  if (w.buf) be_.free_bytes(w.buf);
+  w.buf = nullptr;
+  params_.set_unit_param_base(unit, nullptr);
+}
+
+void DataParallel::check_no_param_windows() const {
+  for (const ParamWindow& w : pwin_)
+    if (w.buf)
+      throw std::logic_error("DataParallel: a gathered ZeRO-3 unit outlived the step (it would keep the old values)");
 }
 
 void DataParallel::grads_ready(int unit) {
   if (partner_) partner_->grads_ready(unit);
-  if ((last_mb_ || zero_ >= 2) && !held_[size_t(unit)] && bucket_of_unit_[size_t(unit)] >= 0) {
+  if (!held_[size_t(unit)] && bucket_of_unit_[size_t(unit)] >= 0) {
     Bucket& b = buckets_[size_t(bucket_of_unit_[size_t(unit)])];
-    if (--b.pending == 0) launch(b);
+    if (zero_ >= 2) {
+      if (--b.pending_mb.at(size_t(mb_)) == 0) launch(b);
+    } else if (last_mb_ && --b.pending == 0) {
+      launch(b);
+    }
   }
   poll();
 }
@@ -171,7 +196,8 @@ void DataParallel::launch(Bucket& b) {
   b.t_launch = Clock::now();
   b.done_seen = false;
   ++n_reductions_;
-  if (dp_.size() == 1 && zero_ < 2) return;  // nothing to reduce
+  if (dp_.size() == 1 && zero_ < 2) return;
+  b.launched = true;  // nothing to reduce
   const std::vector<int> counts = counts_for(b.lo, b.hi);
   const size_t a = std::clamp(own_lo_, b.lo, b.hi);  // my piece starts here
   if (zero_ == 0) {
@@ -198,6 +224,8 @@ void DataParallel::complete(Bucket& b) {
     b.t_done = Clock::now();
     b.done_seen = true;
   }
+  if (!b.launched) return;
+  b.launched = false;
   if (zero_ >= 2 && b.window) {
     // Accumulate this micro-batch's reduced piece into the owned gradient shard.
     const size_t a = std::clamp(own_lo_, b.lo, b.hi), e = std::clamp(own_hi_, b.lo, b.hi);
@@ -231,6 +259,9 @@ void DataParallel::finish_backward() {
   t_bwd_end_ = Clock::now();
   for (Bucket& b : buckets_) complete(b);
   in_flight_.clear();
+  for (const Bucket& b : buckets_)
+    if (b.window)
+      throw std::logic_error("DataParallel: a gradient window was never reduced (a unit missed a grads_ready)");
   // (One rank: nothing was reduced, the full buffer already holds it.)
   if (zero_ == 1 && own_hi_ > own_lo_ && dp_.size() > 1) {
     // The reduced shard lands in the owned range of the full gradient buffer.
@@ -293,6 +324,9 @@ void DataParallel::optimizer_step(int step, float lr, float grad_scale) {
     opt_->step(params_.params(), params_.grads(), step, lr, grad_scale);
     return;
   }
+  // ZeRO-3: every gathered unit was used and freed (a prefetch left over
+  // would keep the old values into the next step).
+  if (zero_ >= 3) check_no_param_windows();
   float* p = zero_ >= 3 ? p_shard_ : params_.params() + own_lo_;
   if (own_hi_ > own_lo_) opt_->step(p, reduced_grad_shard(), step, lr, grad_scale);
   if (zero_ <= 2 && dp_.size() > 1) {

@@ -64,8 +64,8 @@ class DataParallel final : public UnitHooks {
   void set_moment(int which, int i, const float* host);
 
   // UnitHooks
-  void acquire(int unit, bool backward) override;
-  void release(int unit, bool backward) override;
+  void acquire(int unit, UnitUse use) override;
+  void release(int unit, UnitUse use) override;
   void grads_ready(int unit) override;
 
   // Accounting of the last step.
@@ -79,7 +79,9 @@ class DataParallel final : public UnitHooks {
     int unit_first = 0, unit_last = 0;  // units [first, last] (ascending)
     size_t lo = 0, hi = 0;              // flat range
     int units = 0;                      // units with parameters in [first, last]
-    int pending = 0;                    // units whose gradients are not ready yet
+    int pending = 0;                    // zero 0/1: units whose last gradients are not ready yet
+    std::vector<int> pending_mb;        // ZeRO-2/3: per micro-batch, units not ready yet
+    bool launched = false;              // a reduction of the window is in flight or unwaited
     float* window = nullptr;            // ZeRO-2/3: this micro-batch's gradients
     int request = -1;
     std::chrono::steady_clock::time_point t_launch, t_done;
@@ -97,6 +99,8 @@ class DataParallel final : public UnitHooks {
   void poll();                          // drive MPI progress, note completions
   void open_grad_window(Bucket& b);
   void start_gather(int unit);
+  void free_param_window(int unit);    // ZeRO-3: wait for its gather, free it
+  void check_no_param_windows() const;  // ZeRO-3: before the update
   void gather_range(size_t lo, size_t hi, const float* shard, float* dst);
   const float* reduced_grad_shard() const;
 
@@ -117,6 +121,7 @@ class DataParallel final : public UnitHooks {
   std::vector<ParamWindow> pwin_;  // ZeRO-3, per unit
   std::vector<int> in_flight_;     // ZeRO-2/3 bucket indices in launch order
   bool last_mb_ = true;
+  int mb_ = 0;  // the micro-batch of the running backward action
   int n_reductions_ = 0;
   std::chrono::steady_clock::time_point t_bwd_end_;
 };

@@ -290,19 +290,6 @@ std::vector<UnitEvent> unit_events(const Action& a, const std::vector<int>& cb, 
   return ev;
 }
 
-// DataParallel's windows (data_parallel.cpp) alive at once over one rank's
-// training step, walking its actions' unit hooks. ZeRO-3 parameter windows:
-// the units acquired (each with its bf16 copy, `copy` fp32 values' worth
-// per value) and the prefetched next one. ZeRO-2/3 gradient windows: a
-// bucket's opens when a backward touches it and closes when its reduction
-// completes; it is launched once its units are all ready for one
-// micro-batch, at most two stay in flight, and every one has completed at
-// the end of the action. A tied embedding held for the pipeline pair
-// (`held`, -1: none) never counts, so its bucket stays open to the end of
-// the step. In fp32 values.
-struct WindowPeaks {
-  double params = 0, grads = 0;
-};
 struct StepWalk {  // one rank's training step
   const Schedule& sched;
   int rank;
@@ -310,58 +297,88 @@ struct StepWalk {  // one rank's training step
   bool tied_here;              // the head's stage also holds the embedding
   int held;                    // the unit held for the tied pair, or -1
 };
-WindowPeaks window_peaks(const StageParams& s, const std::vector<UnitBucket>& bs, const StepWalk& w, double copy) {
-  const Schedule& sched = w.sched;
-  const int held = w.held;
-  const int last = int(s.unit.size()) - 1;
-  WindowPeaks peak;
-  std::map<int, bool> gathered;  // unit -> acquired (else prefetched)
-  std::set<int> open;
-  std::deque<int> in_flight;
-  std::vector<std::vector<int>> pending(bs.size());
-  for (size_t i = 0; i < bs.size(); ++i) pending[i].assign(size_t(sched.m), bs[i].units);
-  auto gather = [&](int u, bool acquire) {
-    if (u < 0 || u > last || s.unit[size_t(u)] == 0) return;
-    gathered[u] = gathered[u] || acquire;
-    double sum = 0;
-    for (const auto& [v, acquired] : gathered) sum += s.unit[size_t(v)] * (acquired ? 1 + copy : 1);
-    peak.params = std::max(peak.params, sum);
-  };
-  auto open_window = [&](int u) {
-    open.insert(bucket_of(bs, u));
-    double sum = 0;
-    for (int b : open) sum += double(bs[size_t(b)].elems);
-    peak.grads = std::max(peak.grads, sum);
-  };
-  for (const Action& a : sched.ranks[size_t(w.rank)]) {
+
+// fn(action, event) for every unit hook of the rank's compute actions, and
+// fn(action, nullptr) after each backward action (end_micro_batch).
+template <class Fn>
+void for_each_unit_event(const StepWalk& w, Fn fn) {
+  for (const Action& a : w.sched.ranks[size_t(w.rank)]) {
     const bool bwd = a.kind == ActionKind::backward || a.kind == ActionKind::backward_input ||
                      a.kind == ActionKind::backward_weight;
     if (!bwd && a.kind != ActionKind::forward) continue;
-    for (const UnitEvent& e : unit_events(a, w.cb, w.tied_here)) {
-      if (s.unit[size_t(e.unit)] == 0) continue;  // nothing of this unit here
-      if (e.kind == UnitEvent::acquire) {
-        if (e.use != UnitUse::weight_grads) {
-          gather(e.unit, true);
-          const bool down = e.use == UnitUse::backward;
-          gather(down ? (e.unit == last ? last - 1 : e.unit - 1) : e.unit + 1, false);
-        }
-        if (e.use != UnitUse::forward) open_window(e.unit);
-      } else if (e.kind == UnitEvent::release) {
-        if (e.use != UnitUse::weight_grads) gathered.erase(e.unit);
-      } else if (e.unit != held) {
-        const int b = bucket_of(bs, e.unit);
-        if (--pending[size_t(b)][size_t(a.mb)] > 0) continue;
-        in_flight.push_back(b);
-        while (in_flight.size() > 2) {
-          open.erase(in_flight.front());
-          in_flight.pop_front();
-        }
+    for (const UnitEvent& e : unit_events(a, w.cb, w.tied_here)) fn(a, &e);
+    if (bwd) fn(a, nullptr);
+  }
+}
+
+// ZeRO-3 parameter windows (data_parallel.cpp) alive at once over one
+// rank's training step, summed over the stores (the dense one and the
+// experts' partner, each gathering its own units): the units acquired
+// (each with its bf16 copy, `copy` fp32 values' worth per value) and the
+// prefetched next one; a W gathers nothing. In fp32 values.
+double param_window_peak(const std::vector<const StageParams*>& stores, const StepWalk& w, double copy) {
+  std::vector<std::map<int, bool>> gathered(stores.size());  // unit -> acquired (else prefetched)
+  double peak = 0;
+  auto gather = [&](size_t k, int u, bool acquire) {
+    const std::vector<double>& unit = stores[k]->unit;
+    if (u < 0 || u >= int(unit.size()) || unit[size_t(u)] == 0) return;
+    gathered[k][u] = gathered[k][u] || acquire;
+    double sum = 0;
+    for (size_t j = 0; j < stores.size(); ++j)
+      for (const auto& [v, acquired] : gathered[j]) sum += stores[j]->unit[size_t(v)] * (acquired ? 1 + copy : 1);
+    peak = std::max(peak, sum);
+  };
+  for_each_unit_event(w, [&](const Action&, const UnitEvent* e) {
+    if (!e || e->use == UnitUse::weight_grads || e->kind == UnitEvent::ready) return;
+    for (size_t k = 0; k < stores.size(); ++k) {
+      const int last = int(stores[k]->unit.size()) - 1;
+      if (stores[k]->unit[size_t(e->unit)] == 0) continue;  // nothing of this unit in this store
+      if (e->kind == UnitEvent::release) {
+        gathered[k].erase(e->unit);
+        continue;
+      }
+      gather(k, e->unit, true);
+      const bool down = e->use == UnitUse::backward;
+      gather(k, down ? (e->unit == last ? last - 1 : e->unit - 1) : e->unit + 1, false);
+    }
+  });
+  return peak;
+}
+
+// ZeRO-2/3 gradient windows of one store alive at once over one rank's
+// training step: a bucket's opens when a backward (or a W) touches it and
+// closes when its reduction completes; it is launched once its units are
+// all ready for one micro-batch, at most two stay in flight, and every one
+// has completed at the end of the action. A tied embedding held for the
+// pipeline pair never counts, so its bucket stays open to the end of the
+// step. In fp32 values.
+double grad_window_peak(const StageParams& s, const std::vector<UnitBucket>& bs, const StepWalk& w) {
+  std::set<int> open;
+  std::deque<int> in_flight;
+  std::vector<std::vector<int>> pending(bs.size());
+  for (size_t i = 0; i < bs.size(); ++i) pending[i].assign(size_t(w.sched.m), bs[i].units);
+  double peak = 0;
+  for_each_unit_event(w, [&](const Action& a, const UnitEvent* e) {
+    if (!e) {  // the end of a backward action: every reduction has completed
+      for (int b : in_flight) open.erase(b);
+      in_flight.clear();
+      return;
+    }
+    if (s.unit[size_t(e->unit)] == 0 || e->use == UnitUse::forward) return;
+    const int b = bucket_of(bs, e->unit);
+    if (e->kind == UnitEvent::acquire) {
+      open.insert(b);
+      double sum = 0;
+      for (int o : open) sum += double(bs[size_t(o)].elems);
+      peak = std::max(peak, sum);
+    } else if (e->kind == UnitEvent::ready && e->unit != w.held && --pending[size_t(b)][size_t(a.mb)] == 0) {
+      in_flight.push_back(b);
+      while (in_flight.size() > 2) {
+        open.erase(in_flight.front());
+        in_flight.pop_front();
       }
     }
-    if (!bwd) continue;
-    for (int b : in_flight) open.erase(b);
-    in_flight.clear();
-  }
+  });
   return peak;
 }
 
@@ -421,20 +438,13 @@ void add_state_bytes(const Config& cfg, const StageParams& sp, const StageParams
   auto& b = m.bytes;
   const int P = int(Mem::params), Gr = int(Mem::grads), O = int(Mem::optim), Co = int(Mem::comm);
   // Parameters and gradients: flat buffers of S*dp, or the shard plus windows.
-  // ZeRO-3 with experts: the expert store gathers its unit together with
-  // the dense one (DataParallel's partner), so the windows are one walk
-  // over the unit-wise sum of both stores.
-  StageParams both = sp;
-  for (size_t u = 0; u < both.unit.size(); ++u) both.unit[u] += xp.unit[u];
+  // ZeRO-3 with experts: the expert store gathers its units beside the
+  // dense one's (DataParallel's partner), one walk over both.
   // bf16 weight copies (wc bytes a value): of the whole flat buffer, or of
   // each ZeRO-3 window while its unit is in use.
   const double wc = weight_copy_bytes(cfg);
-  b[P] = z < 3 ? (kF + wc) * S * dp : kF * (S + window_peaks(both, buckets_of(both, p.bucket_mb), w, wc / kF).params);
-  if (z < 2) {
-    b[Gr] = kF * S * dp;
-  } else {
-    b[Gr] = kF * (S + window_peaks(sp, buckets_of(sp, p.bucket_mb), w, 0).grads);
-  }
+  b[P] = z < 3 ? (kF + wc) * S * dp : kF * (S + param_window_peak({&sp, &xp}, w, wc / kF));
+  b[Gr] = z < 2 ? kF * S * dp : kF * (S + grad_window_peak(sp, buckets_of(sp, p.bucket_mb), w));
   // AdamW moments over the owned range (rank 0 of dp: [0, min(N, S))).
   const double own = z == 0 ? N : std::min(N, S);
   b[O] = 2 * kF * std::max(own, 1.0);
@@ -443,7 +453,7 @@ void add_state_bytes(const Config& cfg, const StageParams& sp, const StageParams
   if (NE > 0) {
     b[P] += z < 3 ? (kF + wc) * SE * edp : kF * SE;
     const StepWalk experts{w.sched, w.rank, w.cb, false, -1};  // no tied tensor among the experts
-    b[Gr] += z < 2 ? kF * SE * edp : kF * (SE + window_peaks(xp, buckets_of(xp, p.bucket_mb), experts, 0).grads);
+    b[Gr] += z < 2 ? kF * SE * edp : kF * (SE + grad_window_peak(xp, buckets_of(xp, p.bucket_mb), experts));
     b[O] += 2 * kF * std::max(z == 0 ? NE : std::min(NE, SE), 1.0);
   }
   // The ZeRO reduce-scatter landing areas (S each).

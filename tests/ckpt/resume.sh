@@ -68,6 +68,21 @@ print(f"{n_checks - failed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
 PY
 }
+# load_each CK NAME "SETS" LAYOUT...: resume CK for 5 steps under each
+# layout ("NP --set ..."), SETS added, and compare the final tensors with
+# CK bitwise (logs and checkpoints in $tmp/NAME1, NAME2, ...).
+load_each() {
+  local ck=$1 name=$2 sets=$3 i=0 layout
+  shift 3
+  for layout in "$@"; do
+    i=$((i + 1))
+    # shellcheck disable=SC2086
+    train "${layout%% *}" "$name$i" $sets ${layout#* } --set checkpoint.dir="$tmp/$name$i" \
+      --set checkpoint.resume="$ck" --set train.steps=5 --set checkpoint.save_final=true
+    echo "layout $i: $layout"
+    compare "$ck" "$tmp/$name$i/final.h5" bitwise
+  done
+}
 
 case "$mode" in
   bitwise)
@@ -94,16 +109,8 @@ case "$mode" in
     train 4 src --set parallel.dp=2 --set parallel.ep=2 --set parallel.tp=2 --set parallel.zero=1 --set checkpoint.dir="$tmp/S" \
       --set checkpoint.every=5 --set train.steps=5
     ck=$tmp/S/step_000005.h5
-    i=0
-    for layout in "1 --set train.grad_accum=1" "4 --set parallel.dp=4 --set parallel.ep=4 --set parallel.zero=3" \
-                  "4 --set parallel.dp=2 --set parallel.ep=2 --set parallel.pp=2 --set train.grad_accum=2"; do
-      i=$((i + 1))
-      # shellcheck disable=SC2086
-      train "${layout%% *}" "L$i" ${layout#* } --set checkpoint.dir="$tmp/L$i" --set checkpoint.resume="$ck" \
-        --set train.steps=5 --set checkpoint.save_final=true
-      echo "layout $i: $layout"
-      compare "$ck" "$tmp/L$i/final.h5" bitwise
-    done
+    load_each "$ck" L "" "1 --set train.grad_accum=1" "4 --set parallel.dp=4 --set parallel.ep=4 --set parallel.zero=3" \
+      "4 --set parallel.dp=2 --set parallel.ep=2 --set parallel.pp=2 --set train.grad_accum=2"
     # Expert tp: the replicated checkpoint loads bitwise under dp2 x ep2 x
     # tp2 with each expert's d_ff split over tp; one saved so (every tp rank
     # writes its d_ff columns, tp rank 0 the rest) loads bitwise under 1 rank.
@@ -121,18 +128,10 @@ case "$mode" in
     src=(--set parallel.tp=2 --set parallel.dp=2 --set parallel.zero=1 --set train.micro_batch=1 --set train.grad_accum=2)
     train 4 src "${src[@]}" --set checkpoint.dir="$tmp/S" --set checkpoint.every=5 --set log.metrics="$tmp/s.jsonl"
     ck=$tmp/S/step_000005.h5
-    i=0
-    for layout in "4 --set parallel.dp=4 --set parallel.zero=3 --set train.micro_batch=1 --set train.grad_accum=1" \
-                  "4 --set parallel.tp=4 --set train.micro_batch=2 --set train.grad_accum=2" \
-                  "1 --set train.micro_batch=2 --set train.grad_accum=2" \
-                  "2 --set parallel.pp=2 --set train.micro_batch=1 --set train.grad_accum=4"; do
-      i=$((i + 1))
-      # shellcheck disable=SC2086
-      train "${layout%% *}" "L$i" ${layout#* } --set checkpoint.dir="$tmp/L$i" --set checkpoint.resume="$ck" \
-        --set train.steps=5 --set checkpoint.save_final=true
-      echo "layout $i: $layout"
-      compare "$ck" "$tmp/L$i/final.h5" bitwise
-    done
+    load_each "$ck" L "" "4 --set parallel.dp=4 --set parallel.zero=3 --set train.micro_batch=1 --set train.grad_accum=1" \
+      "4 --set parallel.tp=4 --set train.micro_batch=2 --set train.grad_accum=2" \
+      "1 --set train.micro_batch=2 --set train.grad_accum=2" \
+      "2 --set parallel.pp=2 --set train.micro_batch=1 --set train.grad_accum=4"
     # Continue under dp4 zero3 to step 10: the same trajectory as the source run.
     train 4 cont --set parallel.dp=4 --set parallel.zero=3 --set train.micro_batch=1 \
       --set checkpoint.dir="$tmp/C" --set checkpoint.resume="$ck" --set log.metrics="$tmp/c.jsonl"
@@ -166,47 +165,23 @@ ok = all(s == (300, 32) for s in shapes.values())
 print(("ok    " if ok else "FAIL  ") + f"unpadded vocabulary tensors in the checkpoint: {shapes}")
 sys.exit(0 if ok else 1)
 PY
-    i=0
-    for layout in "4 --set parallel.tp=4 --set train.micro_batch=2 --set train.grad_accum=2" \
-                  "2 --set parallel.pp=2 --set train.micro_batch=1 --set train.grad_accum=4" \
-                  "1 --set model.pad_vocab_to=1 --set train.micro_batch=2 --set train.grad_accum=2"; do
-      i=$((i + 1))
-      # shellcheck disable=SC2086
-      train "${layout%% *}" "P$i" "${v[@]}" ${layout#* } --set checkpoint.dir="$tmp/P$i" --set checkpoint.resume="$ck" \
-        --set train.steps=5 --set checkpoint.save_final=true
-      echo "layout $i: $layout"
-      compare "$ck" "$tmp/P$i/final.h5" bitwise
-    done ;;
+    load_each "$ck" P "${v[*]}" "4 --set parallel.tp=4 --set train.micro_batch=2 --set train.grad_accum=2" \
+      "2 --set parallel.pp=2 --set train.micro_batch=1 --set train.grad_accum=4" \
+      "1 --set model.pad_vocab_to=1 --set train.micro_batch=2 --set train.grad_accum=2" ;;
   zbv_reshard)
     L4=(--set model.n_layers=4)
     train 2 V "${L4[@]}" --set parallel.pp=2 --set parallel.virtual_stages=2 --set parallel.schedule=zbv \
       --set train.grad_accum=2 --set checkpoint.dir="$tmp/V" --set checkpoint.every=5 --set train.steps=5
     ck=$tmp/V/step_000005.h5
-    i=0
-    for layout in "2 --set parallel.pp=2 --set train.grad_accum=2" "1 --set train.grad_accum=2"; do
-      i=$((i + 1))
-      # shellcheck disable=SC2086
-      train "${layout%% *}" "Z$i" "${L4[@]}" ${layout#* } --set checkpoint.dir="$tmp/Z$i" \
-        --set checkpoint.resume="$ck" --set train.steps=5 --set checkpoint.save_final=true
-      echo "layout $i: $layout"
-      compare "$ck" "$tmp/Z$i/final.h5" bitwise
-    done
+    load_each "$ck" Z "${L4[*]}" "2 --set parallel.pp=2 --set train.grad_accum=2" "1 --set train.grad_accum=2"
     ;;
   pp_zero3_reshard)
     train 4 P --set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=3 --set parallel.schedule=zbh1 \
       --set train.micro_batch=1 --set train.grad_accum=2 --set checkpoint.dir="$tmp/P" --set checkpoint.every=5 \
       --set train.steps=5
     ck=$tmp/P/step_000005.h5
-    i=0
-    for layout in "1 --set train.micro_batch=2 --set train.grad_accum=2" \
-                  "4 --set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=2 --set train.micro_batch=1 --set train.grad_accum=2"; do
-      i=$((i + 1))
-      # shellcheck disable=SC2086
-      train "${layout%% *}" "Q$i" ${layout#* } --set checkpoint.dir="$tmp/Q$i" --set checkpoint.resume="$ck" \
-        --set train.steps=5 --set checkpoint.save_final=true
-      echo "layout $i: $layout"
-      compare "$ck" "$tmp/Q$i/final.h5" bitwise
-    done
+    load_each "$ck" Q "" "1 --set train.micro_batch=2 --set train.grad_accum=2" \
+      "4 --set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=2 --set train.micro_batch=1 --set train.grad_accum=2"
     ;;
   signal)
     "$MPIEXEC" -n 2 "$PENTAD" train "$deck" "${common[@]}" --set parallel.dp=2 --set train.steps=100000 \

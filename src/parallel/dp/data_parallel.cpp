@@ -196,8 +196,8 @@ void DataParallel::launch(Bucket& b) {
   b.t_launch = Clock::now();
   b.done_seen = false;
   ++n_reductions_;
-  if (dp_.size() == 1 && zero_ < 2) return;
-  b.launched = true;  // nothing to reduce
+  if (dp_.size() == 1 && zero_ < 2) return;  // nothing to reduce
+  b.launched = true;
   const std::vector<int> counts = counts_for(b.lo, b.hi);
   const size_t a = std::clamp(own_lo_, b.lo, b.hi);  // my piece starts here
   if (zero_ == 0) {

@@ -82,7 +82,7 @@ class DataParallel final : public UnitHooks {
     int pending = 0;                    // zero 0/1: units whose last gradients are not ready yet
     std::vector<int> pending_mb;        // ZeRO-2/3: per micro-batch, units not ready yet
     bool launched = false;              // a reduction of the window is in flight or unwaited
-    float* window = nullptr;            // ZeRO-2/3: this micro-batch's gradients
+    float* window = nullptr;            // ZeRO-2/3: the gradients not yet reduced
     int request = -1;
     std::chrono::steady_clock::time_point t_launch, t_done;
     bool done_seen = false;

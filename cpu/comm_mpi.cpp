@@ -8,6 +8,7 @@
 #include "cpu.hpp"
 #include "comm/capability.hpp"
 #include "comm/comm.hpp"
+#include "comm/host.hpp"
 #include "comm/watchdog.hpp"
 #include "core/error.hpp"
 
@@ -37,14 +38,18 @@ class MpiComm final : public Comm {
   void allgather(const float* send, float* recv, size_t n_per_rank) override {
     const Blocked timer(seconds_, name_, "allgather");
     if (n_per_rank > size_t(INT_MAX)) PENTAD_FATAL("allgather: shard too large for MPI");
-    MPI_CHECK(MPI_Allgather(send, int(n_per_rank), MPI_FLOAT, recv, int(n_per_rank), MPI_FLOAT, comm_));
+    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_CHECK(MPI_Iallgather(send, int(n_per_rank), MPI_FLOAT, recv, int(n_per_rank), MPI_FLOAT, comm_, &req));
+    complete(req);
     bytes_sent_ += double(size_ - 1) * double(n_per_rank) * sizeof(float);
   }
 
   void reduce_scatter_sum(const float* send, float* recv, size_t n_per_rank) override {
     const Blocked timer(seconds_, name_, "reduce_scatter_sum");
     if (n_per_rank > size_t(INT_MAX)) PENTAD_FATAL("reduce_scatter: shard too large for MPI");
-    MPI_CHECK(MPI_Reduce_scatter_block(send, recv, int(n_per_rank), MPI_FLOAT, MPI_SUM, comm_));
+    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, int(n_per_rank), MPI_FLOAT, MPI_SUM, comm_, &req));
+    complete(req);
     bytes_sent_ += double(size_ - 1) * double(n_per_rank) * sizeof(float);
   }
 
@@ -52,7 +57,9 @@ class MpiComm final : public Comm {
     const Blocked timer(seconds_, name_, "broadcast");
     for (size_t off = 0; off < n; off += kMaxCount) {
       const int c = int(std::min(kMaxCount, n - off));
-      MPI_CHECK(MPI_Bcast(buf + off, c, MPI_FLOAT, root, comm_));
+      MPI_Request req = MPI_REQUEST_NULL;
+      MPI_CHECK(MPI_Ibcast(buf + off, c, MPI_FLOAT, root, comm_, &req));
+      complete(req);
     }
     if (rank_ == root) bytes_sent_ += double(n) * sizeof(float);
   }
@@ -61,7 +68,9 @@ class MpiComm final : public Comm {
     const Blocked timer(seconds_, name_, "send");
     for (size_t off = 0; off < n; off += kMaxCount) {
       const int c = int(std::min(kMaxCount, n - off));
-      MPI_CHECK(MPI_Send(buf + off, c, MPI_FLOAT, peer, tag, comm_));
+      MPI_Request req = MPI_REQUEST_NULL;
+      MPI_CHECK(MPI_Isend(buf + off, c, MPI_FLOAT, peer, tag, comm_, &req));
+      complete(req);
     }
     bytes_sent_ += double(n) * sizeof(float);
   }
@@ -70,7 +79,9 @@ class MpiComm final : public Comm {
     const Blocked timer(seconds_, name_, "recv");
     for (size_t off = 0; off < n; off += kMaxCount) {
       const int c = int(std::min(kMaxCount, n - off));
-      MPI_CHECK(MPI_Recv(buf + off, c, MPI_FLOAT, peer, tag, comm_, MPI_STATUS_IGNORE));
+      MPI_Request req = MPI_REQUEST_NULL;
+      MPI_CHECK(MPI_Irecv(buf + off, c, MPI_FLOAT, peer, tag, comm_, &req));
+      complete(req);
     }
   }
 
@@ -82,8 +93,10 @@ class MpiComm final : public Comm {
     std::exclusive_scan(recv_counts.begin(), recv_counts.end(), rd.begin(), 0);
     // MPI wants valid addresses even for empty pieces.
     float dummy = 0;
-    MPI_CHECK(MPI_Alltoallv(send ? send : &dummy, send_counts.data(), sd.data(), MPI_FLOAT,
-                            recv ? recv : &dummy, recv_counts.data(), rd.data(), MPI_FLOAT, comm_));
+    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_CHECK(MPI_Ialltoallv(send ? send : &dummy, send_counts.data(), sd.data(), MPI_FLOAT,
+                             recv ? recv : &dummy, recv_counts.data(), rd.data(), MPI_FLOAT, comm_, &req));
+    complete(req);
     for (int q = 0; q < size_; ++q)
       if (q != rank_) bytes_sent_ += double(send_counts[size_t(q)]) * sizeof(float);
   }
@@ -134,7 +147,7 @@ class MpiComm final : public Comm {
 
   void wait(Request r) override {
     const Blocked timer(seconds_, name_, ops_[size_t(r)]);
-    MPI_CHECK(MPI_Wait(&reqs_[size_t(r)], MPI_STATUS_IGNORE));
+    complete(reqs_[size_t(r)]);
     free_.push_back(r);
   }
 
@@ -153,6 +166,10 @@ class MpiComm final : public Comm {
   }
 
  private:
+  // Every blocking operation waits here: yields the core between polls (see
+  // host::complete); the caller's Blocked scope names the operation.
+  void complete(MPI_Request& req) { host::complete(req, comm_, "MPI request"); }
+
   // Request slots; the count/displacement arrays must outlive the operation.
   // ops_ names the call behind each request, for the watchdog's message.
   std::vector<MPI_Request> reqs_;
@@ -180,7 +197,9 @@ class MpiComm final : public Comm {
     if (size_ == 1) return;
     for (size_t off = 0; off < n; off += kMaxCount) {
       const int c = int(std::min(kMaxCount, n - off));
-      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf + off, c, MPI_FLOAT, op, comm_));
+      MPI_Request req = MPI_REQUEST_NULL;
+      MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + off, c, MPI_FLOAT, op, comm_, &req));
+      complete(req);
     }
     bytes_sent_ += 2.0 * double(size_ - 1) / size_ * double(n) * sizeof(float);
   }

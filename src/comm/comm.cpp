@@ -1,6 +1,7 @@
 // Backend-independent part of Comm: group bookkeeping and host-scalar reductions.
 #include "comm/comm.hpp"
 
+#include "comm/host.hpp"
 #include "core/error.hpp"
 
 namespace pentad {
@@ -26,20 +27,22 @@ void Comm::alltoallv(const float*, const std::vector<int>&, float*, const std::v
 }
 
 void Comm::allreduce_sum_host(double* buf, int n) {
-  if (size_ > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, comm_));
+  if (size_ > 1) host::allreduce(comm_, buf, n, host::Op::sum);
 }
 
 void Comm::allreduce_max_host(double* buf, int n) {
-  if (size_ > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_MAX, comm_));
+  if (size_ > 1) host::allreduce(comm_, buf, n, host::Op::max);
 }
 
 void Comm::alltoall_host(const int* send, int* recv, int n_per_rank) {
-  MPI_CHECK(MPI_Alltoall(send, n_per_rank, MPI_INT, recv, n_per_rank, MPI_INT, comm_));
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Ialltoall(send, n_per_rank, MPI_INT, recv, n_per_rank, MPI_INT, comm_, &req));
+  host::complete(req, comm_, "MPI_Ialltoall");
   bytes_sent_ += double(size_ - 1) * n_per_rank * sizeof(int);
 }
 
 void Comm::allgather_host(const int* send, int* recv, int n_per_rank) {
-  MPI_CHECK(MPI_Allgather(send, n_per_rank, MPI_INT, recv, n_per_rank, MPI_INT, comm_));
+  host::allgather(comm_, send, n_per_rank, recv);
   bytes_sent_ += double(size_ - 1) * n_per_rank * sizeof(int);
 }
 

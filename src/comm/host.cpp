@@ -1,6 +1,7 @@
 // Host-memory collectives over raw MPI communicators (see host.hpp).
 #include "comm/host.hpp"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include "comm/watchdog.hpp"
@@ -41,7 +42,28 @@ int node_rank(MPI_Comm comm) {
   return r;
 }
 
-void barrier(MPI_Comm comm) { MPI_CHECK(MPI_Barrier(comm)); }
+namespace {
+// How long complete() polls before it starts yielding: a short wait (a
+// message already on its way) finishes at full polling speed, without a
+// system call per poll.
+constexpr double kSpinBeforeYieldS = 50e-6;
+}  // namespace
+
+void complete(MPI_Request& req, MPI_Comm comm, const char* op) {
+  const WatchScope watch(comm, op);
+  const double spin_until = MPI_Wtime() + kSpinBeforeYieldS;
+  for (int done = 0;;) {
+    MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    if (MPI_Wtime() > spin_until) ::sched_yield();
+  }
+}
+
+void barrier(MPI_Comm comm) {
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Ibarrier(comm, &req));
+  complete(req, comm, "MPI_Ibarrier");
+}
 
 void idle_barrier(MPI_Comm comm) {
   // Armed for the whole wait: MPI_Test returns at once, so the watchdog's
@@ -58,12 +80,16 @@ void idle_barrier(MPI_Comm comm) {
 
 template <class T>
 void allreduce(MPI_Comm comm, T* buf, int n, Op op) {
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, n, mpi_type<T>(), mpi_op(op), comm));
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, n, mpi_type<T>(), mpi_op(op), comm, &req));
+  complete(req, comm, "MPI_Iallreduce");
 }
 
 template <class T>
 void bcast(MPI_Comm comm, T* buf, int n, int root) {
-  MPI_CHECK(MPI_Bcast(buf, n, mpi_type<T>(), root, comm));
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Ibcast(buf, n, mpi_type<T>(), root, comm, &req));
+  complete(req, comm, "MPI_Ibcast");
 }
 
 std::string bcast_string(MPI_Comm comm, const std::string& s, int root) {
@@ -76,12 +102,16 @@ std::string bcast_string(MPI_Comm comm, const std::string& s, int root) {
 
 template <class T>
 void allgather(MPI_Comm comm, const T* send, int n, T* recv) {
-  MPI_CHECK(MPI_Allgather(send, n, mpi_type<T>(), recv, n, mpi_type<T>(), comm));
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Iallgather(send, n, mpi_type<T>(), recv, n, mpi_type<T>(), comm, &req));
+  complete(req, comm, "MPI_Iallgather");
 }
 
 template <class T>
 void gather(MPI_Comm comm, const T* send, int n, T* recv, int root) {
-  MPI_CHECK(MPI_Gather(send, n, mpi_type<T>(), recv, n, mpi_type<T>(), root, comm));
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Igather(send, n, mpi_type<T>(), recv, n, mpi_type<T>(), root, comm, &req));
+  complete(req, comm, "MPI_Igather");
 }
 
 namespace {
@@ -90,10 +120,12 @@ std::vector<std::string> gather_strings_impl(MPI_Comm comm, const std::string& m
   const int n = size(comm), me = rank(comm);
   const int len = int(mine.size());
   std::vector<int> lens(size_t(n), 0), displs(size_t(n), 0);
+  MPI_Request req = MPI_REQUEST_NULL;
   if (all)
-    MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm));
+    MPI_CHECK(MPI_Iallgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm, &req));
   else
-    MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, root, comm));
+    MPI_CHECK(MPI_Igather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, root, comm, &req));
+  complete(req, comm, all ? "MPI_Iallgather" : "MPI_Igather");
   int total = 0;
   for (int r = 0; r < n; ++r) {
     displs[size_t(r)] = total;
@@ -102,10 +134,12 @@ std::vector<std::string> gather_strings_impl(MPI_Comm comm, const std::string& m
   const bool receives = all || me == root;
   std::vector<char> bytes(receives ? size_t(total) : 0);
   if (all)
-    MPI_CHECK(MPI_Allgatherv(mine.data(), len, MPI_CHAR, bytes.data(), lens.data(), displs.data(), MPI_CHAR, comm));
+    MPI_CHECK(MPI_Iallgatherv(mine.data(), len, MPI_CHAR, bytes.data(), lens.data(), displs.data(), MPI_CHAR, comm,
+                              &req));
   else
-    MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_CHAR, bytes.data(), lens.data(), displs.data(), MPI_CHAR, root,
-                          comm));
+    MPI_CHECK(MPI_Igatherv(mine.data(), len, MPI_CHAR, bytes.data(), lens.data(), displs.data(), MPI_CHAR, root,
+                           comm, &req));
+  complete(req, comm, all ? "MPI_Iallgatherv" : "MPI_Igatherv");
   std::vector<std::string> out;
   if (!receives) return out;
   for (int r = 0; r < n; ++r)
@@ -124,12 +158,16 @@ std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& mine, 
 
 template <class T>
 void send(MPI_Comm comm, const T* buf, int n, int dest, int tag) {
-  MPI_CHECK(MPI_Send(buf, n, mpi_type<T>(), dest, tag, comm));
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Isend(buf, n, mpi_type<T>(), dest, tag, comm, &req));
+  complete(req, comm, "MPI_Isend");
 }
 
 template <class T>
 void recv(MPI_Comm comm, T* buf, int n, int src, int tag) {
-  MPI_CHECK(MPI_Recv(buf, n, mpi_type<T>(), src, tag, comm, MPI_STATUS_IGNORE));
+  MPI_Request req = MPI_REQUEST_NULL;
+  MPI_CHECK(MPI_Irecv(buf, n, mpi_type<T>(), src, tag, comm, &req));
+  complete(req, comm, "MPI_Irecv");
 }
 
 #define PENTAD_HOST_INSTANTIATE(T)                                   \

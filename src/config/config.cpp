@@ -369,8 +369,13 @@ void add_train_keys(std::vector<Key>& s) {
 
 // [data], [checkpoint] and [log].
 void add_io_keys(std::vector<Key>& s) {
-  s.push_back(string_key(PENTAD_FIELD(data, train), "training token file (pentad prep)"));
-  s.push_back(string_key(PENTAD_FIELD(data, val), "validation token file; \"\" = none"));
+  s.push_back(string_key(PENTAD_FIELD(data, train),
+                         "training token files (pentad prep, llm.c shards): paths or globs, comma-separated"));
+  s.push_back(string_key(PENTAD_FIELD(data, val), "validation token files, the same form; \"\" = none"));
+  s.push_back(string_key(PENTAD_FIELD(data, weights),
+                         "blend: one weight per data.train entry; \"\" = all files one body of text"));
+  s.push_back(enum_key(PENTAD_FIELD(data, order),
+                       "random: starts drawn with replacement; epoch: each window once per epoch"));
   s.push_back(string_key(PENTAD_FIELD(data, tokenizer),
                          "tiktoken rank file of the data, to decode train.sample_every samples; \"\" = none"));
   s.push_back(string_key(PENTAD_FIELD(data, tokenizer_pattern),
@@ -695,6 +700,18 @@ void validate(const Config& cfg, int world_size) {
 
   if (cfg.data.train.empty())
     fail(cfg, "data.train: required: a token file made by `pentad prep`");
+  const auto check_list = [&cfg](const char* key, const std::string& v) {
+    const size_t n_commas = size_t(std::count(v.begin(), v.end(), ','));
+    if (!v.empty() && list_entries(v).size() != n_commas + 1)
+      fail(cfg, std::string(key) + "=\"" + v + "\": an empty entry (expected paths or glob patterns separated by commas)");
+  };
+  check_list("data.train", cfg.data.train);
+  check_list("data.val", cfg.data.val);
+  try {
+    data_weights(cfg.data);
+  } catch (const InputError& e) {
+    fail(cfg, e.what());
+  }
 }
 
 // What the schema accepts but the chosen implementations cannot run. The
@@ -736,6 +753,46 @@ toml::table config_table(const Config& cfg) {
 }
 
 }  // namespace
+
+std::vector<std::string> list_entries(const std::string& value) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= value.size()) {
+    const size_t comma = std::min(value.find(',', pos), value.size());
+    std::string item = value.substr(pos, comma - pos);
+    const size_t a = item.find_first_not_of(" \t"), b = item.find_last_not_of(" \t");
+    item = a == std::string::npos ? "" : item.substr(a, b - a + 1);
+    if (!item.empty()) out.push_back(item);
+    pos = comma + 1;
+  }
+  return out;
+}
+
+std::vector<double> data_weights(const DataConfig& d) {
+  const std::vector<std::string> items = list_entries(d.weights);
+  std::vector<double> w;
+  const std::string key = "data.weights=\"" + d.weights + "\"";
+  if (d.weights.find_first_not_of(" \t") == std::string::npos) return w;
+  const size_t n_commas = size_t(std::count(d.weights.begin(), d.weights.end(), ','));
+  if (items.size() != n_commas + 1) throw InputError(key + ": an empty entry (expected numbers separated by commas)");
+  for (const auto& item : items) {
+    size_t used = 0;
+    double v = NAN;
+    try {
+      v = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || !std::isfinite(v) || !(v > 0))
+      throw InputError(key + ": '" + item + "' is not a weight (expected finite numbers > 0 separated by commas)");
+    w.push_back(v);
+  }
+  const size_t n_train = list_entries(d.train).size();
+  if (w.size() != n_train)
+    throw InputError(key + " gives " + std::to_string(w.size()) + " weights for the " + std::to_string(n_train) +
+                     " entries of data.train=\"" + d.train + "\" (one weight per comma-separated entry)");
+  return w;
+}
 
 Config parse_config(const std::string& text, const std::string& path,
                     const std::vector<std::string>& overrides, int world_size) {

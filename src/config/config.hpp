@@ -24,6 +24,9 @@ enum class CpLayout { contiguous, zigzag };       // parallel.cp_layout (context
 // train.dtype; app/runtime.cpp hands it to the backend as its Dtype, which
 // config (a lower layer) does not know.
 enum class ComputeDtype { fp32, bf16 };
+// data.order: random starts drawn with replacement, or every window of the
+// data once per epoch in a shuffled order (io/dataset.hpp).
+enum class DataOrder { random, epoch };
 
 // The deck spelling of each value, indexed by the enum's value: the schema
 // reads and prints these, and messages quote them. ScheduleKind::forward_only
@@ -47,6 +50,9 @@ template <> struct DeckNames<CpLayout> {
 };
 template <> struct DeckNames<ComputeDtype> {
   static constexpr std::array<const char*, 2> names = {"fp32", "bf16"};
+};
+template <> struct DeckNames<DataOrder> {
+  static constexpr std::array<const char*, 2> names = {"random", "epoch"};
 };
 template <> struct DeckNames<ScheduleKind> {
   static constexpr std::array<const char*, 5> names = {"afab", "1f1b", "interleaved", "zbh1", "zbv"};
@@ -156,8 +162,10 @@ struct TrainConfig {
 };
 
 struct DataConfig {
-  std::string train;   // llm.c-format token file
-  std::string val;     // optional
+  std::string train;   // llm.c-format token files: paths or glob patterns, comma-separated
+  std::string val;     // the same form; optional
+  std::string weights; // "" = every data.train file one body of text; else one weight per entry
+  DataOrder order = DataOrder::random;
   std::string tokenizer;          // tiktoken rank file the data was made with (training samples); "" = none
   std::string tokenizer_pattern;  // its pattern (tok/bpe.hpp); "" = inferred from the rank count
 
@@ -212,5 +220,14 @@ Config parse_config(const std::string& text, const std::string& path,
 
 // The resolved deck as TOML text (every key, defaults filled in).
 std::string config_to_toml(const Config& cfg);
+
+// The entries of a comma-separated list key (data.train, data.val,
+// data.weights), each trimmed of blanks; "" gives none.
+std::vector<std::string> list_entries(const std::string& value);
+
+// data.weights as numbers, one per data.train entry: {} for "" (no blend).
+// Throws InputError naming data.weights for an entry that is not a finite
+// number > 0 or for a count other than data.train's.
+std::vector<double> data_weights(const DataConfig& d);
 
 }  // namespace pentad

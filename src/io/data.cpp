@@ -1,8 +1,6 @@
 // Token files (llm.c format: 256 x int32 header, then uint16 tokens in
-// version 1 or uint32 tokens in version 2) and the layout-independent batch
-// sampler. Sequence j of the batch
-// of step s starts at Philox(seed, s, j) mod (size - T), so any split of the
-// batch over dp ranks and micro-batches reads exactly the same tokens.
+// version 1 or uint32 tokens in version 2): validated on open, written
+// atomically. The batch sampler over them is io/dataset.cpp.
 #include "io/data.hpp"
 
 #include <fcntl.h>
@@ -28,10 +26,6 @@ namespace pentad {
 namespace {
 
 constexpr size_t kHeaderBytes = kTokenHeaderInts * sizeof(int32_t);
-
-// Stream id base for batch positions; the step is added to it, the sequence
-// index j is the counter, so (seed, step, j) each select independent values.
-constexpr uint64_t kBatchStream = fnv1a64("pentad.data.sample_batch");
 
 [[noreturn]] void data_error(const std::string& path, const std::string& what) {
   throw InputError("data file '" + path + "': " + what);
@@ -180,47 +174,6 @@ int write_token_file(const std::string& path, const std::vector<uint32_t>& token
   }
   write_tokens(path, kTokenVersion32, tokens.data(), tokens.size(), sizeof(uint32_t));
   return kTokenVersion32;
-}
-
-void sample_batch(const TokenFile& file, uint64_t seed, int64_t step, int64_t first_seq,
-                  int n_seq, int T, int32_t* inputs, int32_t* targets) {
-  if (T < 1 || file.size() < int64_t(T) + 1) {
-    data_error(file.path(), "holds " + std::to_string(file.size()) + " tokens, needs at least " +
-                                std::to_string(int64_t(T) + 1) + " (model.seq_len + 1)");
-  }
-  const CounterRng rng{seed, kBatchStream + uint64_t(step)};
-  const uint64_t n_starts = uint64_t(file.size() - T);
-  for (int s = 0; s < n_seq; ++s) {
-    const int64_t j = first_seq + s;
-    const int64_t o = int64_t(rng.u64(uint64_t(j)) % n_starts);
-    int32_t* in = inputs + int64_t(s) * T;     // (T)
-    int32_t* tgt = targets + int64_t(s) * T;   // (T)
-    for (int t = 0; t < T; ++t) {
-      in[t] = file[o + t];
-      tgt[t] = file[o + t + 1];
-    }
-  }
-}
-
-int64_t val_window_count(const TokenFile& file, int T) { return T < 1 ? 0 : (file.size() - 1) / T; }
-
-void val_windows(const TokenFile& file, int64_t first, int n, int64_t n_valid, int T, int32_t* inputs,
-                 int32_t* targets) {
-  if (n_valid < 1 || n_valid > val_window_count(file, T)) {
-    data_error(file.path(), "holds " + std::to_string(val_window_count(file, T)) + " windows of " +
-                                std::to_string(T) + " tokens, " + std::to_string(n_valid) + " asked for");
-  }
-  for (int s = 0; s < n; ++s) {
-    const int64_t w = first + s;
-    const int64_t o = (w % n_valid) * T;
-    const bool pad = w >= n_valid;
-    int32_t* in = inputs + int64_t(s) * T;     // (T)
-    int32_t* tgt = targets + int64_t(s) * T;   // (T)
-    for (int t = 0; t < T; ++t) {
-      in[t] = file[o + t];
-      tgt[t] = pad ? -1 : int32_t(file[o + t + 1]);
-    }
-  }
 }
 
 }  // namespace pentad

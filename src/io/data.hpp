@@ -1,10 +1,7 @@
-// Token data: llm.c-compatible token files and the layout-independent batch
-// sampler. A token file is a 256 x int32 header (magic 20240520, version,
+// Token data: llm.c-compatible token files. A token file is a 256 x int32 header (magic 20240520, version,
 // token count, rest zero) followed by `count` tokens: uint16 in version 1,
-// uint32 in version 2 (vocabularies over 65536, e.g. Llama 3's 128256). The global batch
-// of step s is a pure function of (seed, s): sequence j of it starts at a
-// position drawn from a counter-based hash of (seed, s, j), so every layout
-// sees the same tokens; each (dp rank, micro-batch) takes its slice.
+// uint32 in version 2 (vocabularies over 65536, e.g. Llama 3's 128256). How a
+// run reads many such files, in which order, is io/dataset.hpp.
 #pragma once
 
 #include <cstdint>
@@ -53,24 +50,5 @@ void write_token_file(const std::string& path, const std::vector<uint16_t>& toke
 // 65536), version 2 otherwise; returns the version written. Throws
 // InputError naming the path for a token >= vocab_size.
 int write_token_file(const std::string& path, const std::vector<uint32_t>& tokens, int64_t vocab_size);
-
-// Fill inputs/targets (n_seq * T each, int32) with sequences
-// [first_seq, first_seq + n_seq) of the global batch of `step`:
-// inputs = tokens[o .. o+T), targets = tokens[o+1 .. o+T+1),
-// o = hash(seed, step, j) mod (size - T).
-void sample_batch(const TokenFile& file, uint64_t seed, int64_t step, int64_t first_seq,
-                  int n_seq, int T, int32_t* inputs, int32_t* targets);
-
-// The validation set: the fixed, non-overlapping windows of a token file.
-// Window w holds inputs tokens[w*T .. w*T+T) and targets tokens[w*T+1 ..
-// w*T+T+1), so each token is a target at most once; there are
-// (size - 1) / T of them.
-int64_t val_window_count(const TokenFile& file, int T);
-// Fill inputs/targets (n * T each, int32) with windows [first, first + n).
-// A window w >= n_valid is padding: the inputs of window w mod n_valid (real
-// text, so the model sees ordinary rows) and targets -1, which the loss
-// ignores. n_valid <= val_window_count(file, T).
-void val_windows(const TokenFile& file, int64_t first, int n, int64_t n_valid, int T, int32_t* inputs,
-                 int32_t* targets);
 
 }  // namespace pentad

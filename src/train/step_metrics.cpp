@@ -70,6 +70,10 @@ std::vector<std::pair<std::string, double>> metrics_row(const StepRecord& r) {
   if (r.has_val) row.emplace_back("val_loss", r.val_loss);
   if (r.cp_attn)
     for (int i = 0; i < 4; ++i) row.emplace_back(kCpAttnKeys[i], r.cp_attn[i]);
+  if (r.data_epochs.size() == 1) row.emplace_back("data_epochs", r.data_epochs[0]);
+  if (r.data_epochs.size() > 1)
+    for (size_t k = 0; k < r.data_epochs.size(); ++k)
+      row.emplace_back("data_epochs_" + std::to_string(k), r.data_epochs[k]);
   return row;
 }
 

@@ -41,6 +41,7 @@ struct StepRecord {
   bool has_val = false;          // evaluated at this step
   double val_loss = 0;
   const double* cp_attn = nullptr;  // the 4 values of cp_attention_stats; nullptr: no ring attention
+  std::vector<double> data_epochs;  // per data source: epochs read after this step (BatchSampler::epochs_read)
 };
 
 // The metrics row, in the file's field order.

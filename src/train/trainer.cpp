@@ -71,20 +71,21 @@ void check_outputs(const Config& cfg, const Topology& topo) {
   agree_or_throw(ok, msg, topo.job);
 }
 
-// Open the data files on every rank; a bad file is the same error everywhere.
-// Collective over job.
-std::unique_ptr<TokenFile> open_tokens(const std::string& path, const Config& cfg, MPI_Comm job) {
-  std::unique_ptr<TokenFile> f;
+// Open the files of a data key on every rank; a bad file is the same error
+// everywhere. Collective over job.
+std::unique_ptr<TokenDataset> open_tokens(const char* key, const std::string& value,
+                                          const std::vector<double>& weights, const Config& cfg, MPI_Comm job) {
+  std::unique_ptr<TokenDataset> d;
   bool ok = true;
   std::string msg;
   try {
-    f = std::make_unique<TokenFile>(path, cfg.model.vocab_size, int64_t(cfg.model.seq_len) + 1);
+    d = std::make_unique<TokenDataset>(key, value, weights, cfg.model.vocab_size, cfg.model.seq_len);
   } catch (const InputError& e) {
     ok = false;
     msg = e.what();
   }
   agree_or_throw(ok, msg, job);
-  return f;
+  return d;
 }
 
 ScheduleKind schedule_kind_of(const ParallelConfig& p) {
@@ -163,8 +164,10 @@ void Trainer::make_comms(const CommFactory& make_comm) {
 
 // The token files, the output locations and the metrics file. Collective over the job.
 void Trainer::open_inputs() {
-  train_data_ = open_tokens(cfg_.data.train, cfg_, topo_.job);
-  if (!cfg_.data.val.empty()) val_data_ = open_tokens(cfg_.data.val, cfg_, topo_.job);
+  train_data_ = open_tokens("data.train", cfg_.data.train, data_weights(cfg_.data), cfg_, topo_.job);
+  // Every rank computes the same split of the batch, so a refused one is the same error everywhere.
+  sampler_ = std::make_unique<BatchSampler>(*train_data_, cfg_.data.order, tc_.seed, B_global_);
+  if (!cfg_.data.val.empty()) val_data_ = open_tokens("data.val", cfg_.data.val, {}, cfg_, topo_.job);
   check_outputs(cfg_, topo_);
   std::string msg;
   try {
@@ -180,7 +183,7 @@ void Trainer::open_inputs() {
 // depends on the global batch only, never on its split.
 void Trainer::plan_validation() {
   if (!val_data_) return;
-  n_val_ = std::min(val_window_count(*val_data_, T_), int64_t(tc_.eval_batches) * B_global_);
+  n_val_ = std::min(val_window_count(val_data_->all()), int64_t(tc_.eval_batches) * B_global_);
   const int64_t per_dp = (n_val_ + n_dp_ - 1) / n_dp_;
   eval_mb_ = int((per_dp + b_ - 1) / b_);
 }
@@ -288,6 +291,7 @@ void Trainer::print_model() const {
                 mc_.n_experts, mc_.top_k, mc_.moe_every,
                 mc_.dropless ? "dropless" : std::to_string(mc_.capacity_factor).c_str(), topo_.shape.ep,
                 mc_.n_experts / topo_.shape.ep, n_active_ / 1e6);
+  std::fputs(sampler_->describe().c_str(), stdout);
   if (val_data_) {
     const int64_t asked = int64_t(tc_.eval_batches) * B_global_;
     if (n_val_ < asked)
@@ -325,7 +329,8 @@ void Trainer::prepare_steps() {
                          " ids, model.vocab_size=" + std::to_string(mc_.vocab_size));
     }
     if (root_)
-      sample_prompt_ = train_sample_prompt(val_data_ ? *val_data_ : *train_data_, T_, sample_tokenizer_.get());
+      sample_prompt_ = train_sample_prompt(val_data_ ? val_data_->first_file() : train_data_->first_file(), T_,
+                                           sample_tokenizer_.get());
   }
 }
 
@@ -335,7 +340,7 @@ void Trainer::load_validation() {
   if (!val_data_) return;
   const size_t n_seq = size_t(eval_mb_) * b_;
   std::vector<int32_t> whole_in(n_seq * T_), whole_tg(n_seq * T_);  // (M, b, T)
-  val_windows(*val_data_, int64_t(topo_.dp_rank()) * int64_t(n_seq), int(n_seq), n_val_, T_, whole_in.data(),
+  val_windows(val_data_->all(), int64_t(topo_.dp_rank()) * int64_t(n_seq), int(n_seq), n_val_, whole_in.data(),
               whole_tg.data());
   val_in_.resize(n_seq * Tl_);
   val_tg_.resize(n_seq * Tl_);
@@ -416,7 +421,7 @@ void Trainer::throw_non_finite(int step, const StepResult& r, double local_loss_
 
 // This dp rank's sequences of the step's global batch, then this cp rank's tokens of them.
 void Trainer::load_batch(int step) {
-  sample_batch(*train_data_, tc_.seed, step, first_seq_, A_ * b_, T_, seq_in_.data(), seq_tg_.data());
+  sampler_->fill(step, first_seq_, A_ * b_, seq_in_.data(), seq_tg_.data());
   cp_slice(cp_split_, topo_.me.cp, seq_in_.data(), A_, b_, in_.data());
   cp_slice(cp_split_, topo_.me.cp, seq_tg_.data(), A_, b_, tg_.data());
 }
@@ -495,6 +500,7 @@ void Trainer::log_step(int step, const StepResult& r, bool eval_now, const doubl
   rec.has_val = eval_now;
   rec.val_loss = last_val_;
   rec.cp_attn = model_->ring() ? cp_attn : nullptr;
+  for (size_t k = 0; k < train_data_->sources().size(); ++k) rec.data_epochs.push_back(sampler_->epochs_read(k, step));
   if (step % cfg_.log.every == 0 || step == 1 || step == tc_.steps) print_step_line(rec);
   if (metrics_) metrics_->write(metrics_row(rec));
 }

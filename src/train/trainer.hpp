@@ -20,7 +20,7 @@
 #include "comm/topology.hpp"
 #include "config/config.hpp"
 #include "io/checkpoint.hpp"
-#include "io/data.hpp"
+#include "io/dataset.hpp"
 #include "io/dump.hpp"
 #include "infer/train_sample.hpp"
 #include "io/run_state.hpp"
@@ -104,7 +104,8 @@ class Trainer {
   const ScheduleKind sched_kind_;
   const bool moe_;
 
-  std::unique_ptr<TokenFile> train_data_, val_data_;
+  std::unique_ptr<TokenDataset> train_data_, val_data_;
+  std::unique_ptr<BatchSampler> sampler_;  // the global batch of every step, over train_data_
   std::unique_ptr<MetricsFile> metrics_;  // root only
   std::unique_ptr<Model> model_;
   std::unique_ptr<DataParallel> dpar_;   // the dense parameters, over dp x cp

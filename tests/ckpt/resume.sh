@@ -87,6 +87,12 @@ load_each() {
 case "$mode" in
   bitwise)
     np=$2; layout=$3
+    # @DATA@: the data folder, with three shards p0/ p1/ p2/ (tests/lib/make_shards.sh).
+    if [[ "$layout" == *@DATA@* ]]; then
+      bash "$PENTAD_SOURCE_DIR"/tests/lib/make_shards.sh "$tmp/data"
+      layout=${layout//@DATA@/$tmp/data}
+      set -f  # its glob patterns are pentad's to expand
+    fi
     # shellcheck disable=SC2086
     train "$np" straight $layout --set checkpoint.dir="$tmp/A" --set checkpoint.every=5 --set log.metrics="$tmp/a.jsonl"
     # shellcheck disable=SC2086

@@ -69,6 +69,25 @@ case "$case_name" in
   token_out_of_vocab)
     mkfile "$tmp/v.bin" 20240520 1 1000 1000 300
     run "data file '.*v.bin'.*vocab_size" train "$tmp/deck.toml" --set data.train="$tmp/v.bin" --set model.vocab_size=256 ;;
+  data_glob_no_match)
+    run "data.train: '.*/nope_\*\.bin' matches no file" train "$tmp/deck.toml" --set data.train="$tmp/data/train.bin,$tmp/nope_*.bin" ;;
+  data_named_twice)
+    run "data.train: '.*/data/train.bin' is named twice" train "$tmp/deck.toml" --set data.train="$tmp/data/*.bin,$tmp/data/train.bin" ;;
+  data_bad_shard)  # one bad file among good shards is named
+    cp "$tmp/data/train.bin" "$tmp/data/shard_0.bin"
+    mkfile "$tmp/data/shard_1.bin" 12345 1 100 100 200
+    run "data file '.*shard_1.bin'.*magic" train "$tmp/deck.toml" --set data.train="$tmp/data/shard_*.bin" ;;
+  data_weights_count)
+    run "data.weights=\"1,2,3\" gives 3 weights for the 2 entries of data.train" train "$tmp/deck.toml" \
+      --set data.train="$tmp/data/train.bin,$tmp/data/val.bin" --set data.weights=1,2,3 ;;
+  data_weights_not_number)
+    run "data.weights=\"1,x\": 'x' is not a weight" train "$tmp/deck.toml" \
+      --set data.train="$tmp/data/train.bin,$tmp/data/val.bin" --set data.weights=1,x ;;
+  data_weights_zero_share)  # global batch of 2: a weight of 1 against 100 rounds to no sequence
+    run "data.weights: source '.*val.bin' \(weight 1\) gets 0 of the 2 sequences of a global batch" train \
+      "$tmp/deck.toml" --set data.train="$tmp/data/train.bin,$tmp/data/val.bin" --set data.weights=100,1 ;;
+  data_order_unknown)
+    run "set data.order=shuffled: must be one of \"random\", \"epoch\" \(got \"shuffled\"\)" train "$tmp/deck.toml" --set data.order=shuffled ;;
   unreadable_deck)
     run "cannot read input deck '.*missing.toml'" train "$tmp/missing.toml" ;;
   non_numeric)

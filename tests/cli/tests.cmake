@@ -1,6 +1,8 @@
 # Bad-input tests: each case runs `pentad` under mpiexec -n 2 and checks the
 # message, the exit code on every rank and that nothing hangs or is left behind.
-foreach(case missing_data truncated_data bad_magic token_out_of_vocab unreadable_deck
+foreach(case missing_data truncated_data bad_magic token_out_of_vocab
+        data_glob_no_match data_named_twice data_bad_shard data_weights_count data_weights_not_number
+        data_weights_zero_share data_order_unknown unreadable_deck
         non_numeric set_unknown_key set_non_numeric toml_syntax bad_layout heads_not_dividing
         cp_seq_len_zigzag cp_seq_len_contiguous
         unwritable_dir unwritable_metrics diverged_no_partial_output unknown_command
@@ -47,3 +49,8 @@ foreach(layout tp2 pp2 ep2 zero3 cp2)
   add_test(NAME cli_train_sample_${layout} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/train_sample.sh ${layout})
   set_tests_properties(cli_train_sample_${layout} PROPERTIES LABELS "mpi;cli" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 180)
 endforeach()
+
+# Epoch order end to end: every window of three shards once in the first
+# epoch, counted from the files by the test (tests/cli/data_epoch.sh).
+add_test(NAME cli_data_epoch COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/data_epoch.sh)
+set_tests_properties(cli_data_epoch PROPERTIES LABELS "mpi;cli" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)

@@ -4,13 +4,21 @@
 #   run_layout.sh DECK NP "REF_SETS" "LAYOUT_SETS"
 # REF_SETS / LAYOUT_SETS: extra "--set k=v" words for the 1-rank and the
 # parallel run (the global batch must be the same: micro_batch*grad_accum*dp).
+# @DATA@ in them stands for the data folder, which then also holds three
+# shards, p0/ p1/ p2/ (tests/lib/make_shards.sh).
 # env: PENTAD, MPIEXEC, PENTAD_SOURCE_DIR, PENTAD_PYTHON
 set -euo pipefail
+set -f  # the sets' glob patterns are pentad's to expand, not the shell's
 deck=$1; np=$2; ref_sets=$3; layout_sets=$4
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/tests/data/corpus.txt > /dev/null
 common=(--set data.train="$tmp/data/train.bin")
+if [[ "$ref_sets $layout_sets" == *@DATA@* ]]; then
+  bash "$PENTAD_SOURCE_DIR"/tests/lib/make_shards.sh "$tmp/data"
+  ref_sets=${ref_sets//@DATA@/$tmp/data}
+  layout_sets=${layout_sets//@DATA@/$tmp/data}
+fi
 # shellcheck disable=SC2086
 "$MPIEXEC" -n 1 "$PENTAD" train "$deck" "${common[@]}" $ref_sets --set log.dump="$tmp/ref.h5" > "$tmp/ref.log" 2>&1 \
   || { cat "$tmp/ref.log"; exit 1; }

@@ -323,3 +323,13 @@ pentad_parity_test(cp2_dp2_ep2_zero3 moe_gpt2 4 "--set train.grad_accum=2" "--se
 add_test(NAME parity_val_loss_layouts COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/val_loss.sh ${CMAKE_CURRENT_LIST_DIR}/gpt2.toml)
 set_tests_properties(parity_val_loss_layouts PROPERTIES LABELS "mpi;parity"
                      ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
+
+# Datasets (io/dataset.hpp): three shards blended 2:1 with a fourth file and
+# read in epoch order, and three shards as one body in random order; @DATA@
+# is the harness's data folder (tests/lib/make_shards.sh). Each rank's
+# slice of the global batch must be the 1-rank run's rows.
+set(blend "--set data.train=@DATA@/p*/train.bin,@DATA@/train.bin --set data.weights=2,1 --set data.order=epoch")
+pentad_parity_test(data_blend_epoch_dp2_pp2 gpt2 4 "--set train.grad_accum=4 ${blend}"
+                   "--set parallel.dp=2 --set parallel.pp=2 --set train.grad_accum=2 ${blend}")
+pentad_parity_test(data_shards_dp4 llama 4 "--set train.grad_accum=4 --set data.train=@DATA@/p*/train.bin"
+                   "--set parallel.dp=4 --set data.train=@DATA@/p*/train.bin")

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "io/data.hpp"
+#include "io/dataset.hpp"
 #include "io/prep.hpp"
 #include "core/error.hpp"
 
@@ -208,10 +209,11 @@ TEST_F(DataTest, SampleBatchIsLayoutIndependent) {
   const int n = 50000, T = 16, B = 8;
   const std::string p = path("iota.bin");
   pentad::write_token_file(p, iota_tokens(n));
-  const TokenFile f(p, 65536, T + 1);
+  const pentad::TokenDataset data("data.train", p, {}, 65536, T);
+  const pentad::BatchSampler batches(data, pentad::DataOrder::random, 1234, B);
 
   std::vector<int32_t> in(B * T), tgt(B * T);
-  pentad::sample_batch(f, 1234, 7, 0, B, T, in.data(), tgt.data());
+  batches.fill(7, 0, B, in.data(), tgt.data());
 
   int bad_window = 0;
   std::set<int32_t> starts;
@@ -229,22 +231,22 @@ TEST_F(DataTest, SampleBatchIsLayoutIndependent) {
 
   // A dp rank's slice [2, 5) is rows 2..4 of the global batch.
   std::vector<int32_t> in_s(3 * T), tgt_s(3 * T);
-  pentad::sample_batch(f, 1234, 7, 2, 3, T, in_s.data(), tgt_s.data());
+  batches.fill(7, 2, 3, in_s.data(), tgt_s.data());
   EXPECT_EQ(in_s, std::vector<int32_t>(in.begin() + 2 * T, in.begin() + 5 * T));
   EXPECT_EQ(tgt_s, std::vector<int32_t>(tgt.begin() + 2 * T, tgt.begin() + 5 * T));
 
   // Pure function: the same call again gives the same batch.
   std::vector<int32_t> in2(B * T), tgt2(B * T);
-  pentad::sample_batch(f, 1234, 7, 0, B, T, in2.data(), tgt2.data());
+  batches.fill(7, 0, B, in2.data(), tgt2.data());
   EXPECT_EQ(in2, in);
   EXPECT_EQ(tgt2, tgt);
 
   // Another step, another seed: other offsets (position by position).
-  pentad::sample_batch(f, 1234, 8, 0, B, T, in2.data(), tgt2.data());
+  batches.fill(8, 0, B, in2.data(), tgt2.data());
   int same_step = 0;
   for (int j = 0; j < B; ++j) same_step += in2[size_t(j * T)] == in[size_t(j * T)];
   EXPECT_EQ(same_step, 0);
-  pentad::sample_batch(f, 1235, 7, 0, B, T, in2.data(), tgt2.data());
+  pentad::BatchSampler(data, pentad::DataOrder::random, 1235, B).fill(7, 0, B, in2.data(), tgt2.data());
   int same_seed = 0;
   for (int j = 0; j < B; ++j) same_seed += in2[size_t(j * T)] == in[size_t(j * T)];
   EXPECT_EQ(same_seed, 0);
@@ -255,9 +257,9 @@ TEST_F(DataTest, SampleBatchCoversTheFile) {
   const int n = 8 * 1000 + 4, T = 4, B = 4096;
   const std::string p = path("cover.bin");
   pentad::write_token_file(p, iota_tokens(n));
-  const TokenFile f(p, 65536, T + 1);
+  const pentad::TokenDataset data("data.train", p, {}, 65536, T);
   std::vector<int32_t> in(size_t(B) * T), tgt(size_t(B) * T);
-  pentad::sample_batch(f, 99, 0, 0, B, T, in.data(), tgt.data());
+  pentad::BatchSampler(data, pentad::DataOrder::random, 99, B).fill(1, 0, B, in.data(), tgt.data());
   std::vector<int> bucket(8, 0);
   for (int j = 0; j < B; ++j) ++bucket[size_t(in[size_t(j * T)] / 1000)];
   const int lowest = *std::min_element(bucket.begin(), bucket.end());
@@ -273,11 +275,12 @@ TEST_F(DataTest, ValWindowsAreFixedAndDisjoint) {
   const int n = 1000, T = 32;
   const std::string p = path("val.bin");
   pentad::write_token_file(p, iota_tokens(n));
-  const TokenFile f(p, 65536, T + 1);
-  const int64_t count = pentad::val_window_count(f, T);
+  const pentad::TokenDataset data("data.val", p, {}, 65536, T);
+  const pentad::TokenShards& f = data.all();
+  const int64_t count = pentad::val_window_count(f);
   EXPECT_EQ(count, (n - 1) / T);
   std::vector<int32_t> all_in(size_t(count) * T), all_tg(size_t(count) * T);
-  pentad::val_windows(f, 0, int(count), count, T, all_in.data(), all_tg.data());
+  pentad::val_windows(f, 0, int(count), count, all_in.data(), all_tg.data());
   int mismatches = 0;
   std::vector<int> target_uses(n, 0);
   for (int64_t w = 0; w < count; ++w)
@@ -290,17 +293,17 @@ TEST_F(DataTest, ValWindowsAreFixedAndDisjoint) {
   EXPECT_EQ(*std::max_element(target_uses.begin(), target_uses.end()), 1);
   // A slice is the same windows as the whole set.
   std::vector<int32_t> in(4 * T), tg(4 * T);
-  pentad::val_windows(f, 5, 4, count, T, in.data(), tg.data());
+  pentad::val_windows(f, 5, 4, count, in.data(), tg.data());
   EXPECT_EQ(in, std::vector<int32_t>(all_in.begin() + 5 * T, all_in.begin() + 9 * T));
   EXPECT_EQ(tg, std::vector<int32_t>(all_tg.begin() + 5 * T, all_tg.begin() + 9 * T));
   // Past n_valid: the inputs of window w mod n_valid, targets ignored (-1).
-  pentad::val_windows(f, count - 2, 4, count, T, in.data(), tg.data());
+  pentad::val_windows(f, count - 2, 4, count, in.data(), tg.data());
   EXPECT_EQ(std::vector<int32_t>(in.begin() + 2 * T, in.end()),
             std::vector<int32_t>(all_in.begin(), all_in.begin() + 2 * T));
   EXPECT_EQ(std::vector<int32_t>(tg.begin() + 2 * T, tg.end()), std::vector<int32_t>(2 * T, -1));
   EXPECT_EQ(std::vector<int32_t>(tg.begin(), tg.begin() + 2 * T),
             std::vector<int32_t>(all_tg.end() - 2 * T, all_tg.end()));
-  EXPECT_THROW(pentad::val_windows(f, 0, 1, count + 1, T, in.data(), tg.data()), pentad::InputError);
+  EXPECT_THROW(pentad::val_windows(f, 0, 1, count + 1, in.data(), tg.data()), pentad::InputError);
 }
 
 TEST_F(DataTest, PrepRoundTripAndSplit) {

@@ -19,7 +19,7 @@ namespace {
 const char* kUsage =
     "usage:\n"
     "  pentad train DECK.toml [--set section.key=value]...   train a model\n"
-    "  pentad prep --out DIR [--val-fraction F] [--tokenizer FILE [--pattern NAME]] FILE...\n"
+    "  pentad prep --out DIR [--val-fraction F] [--shard-tokens N] [--tokenizer FILE [--pattern NAME]] FILE...\n"
     "                                                         text files -> token files (bytes, or BPE)\n"
     "  pentad ckpt info SPEC                                  summarise and verify a checkpoint\n"
     "  pentad ckpt export SPEC --to DIR                       global weights (+ llm.c GPT-2 .bin)\n"

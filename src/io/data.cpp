@@ -129,7 +129,8 @@ namespace {
 
 void write_tokens(const std::string& path, int32_t version, const void* tokens, size_t n, size_t width) {
   if (n > size_t(INT32_MAX)) {
-    data_error(path, std::to_string(n) + " tokens do not fit the int32 count of the llm.c header");
+    data_error(path, std::to_string(n) + " tokens do not fit the int32 count of the llm.c header "
+                           "(pentad prep --shard-tokens N writes files of N tokens)");
   }
   // A failure removes the half-written tmp file (AtomicFile's destructor).
   AtomicFile f(path);

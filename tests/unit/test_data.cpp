@@ -17,6 +17,7 @@
 #include "io/data.hpp"
 #include "io/dataset.hpp"
 #include "io/prep.hpp"
+#include "tok/tokenizer.hpp"
 #include "core/error.hpp"
 
 namespace fs = std::filesystem;
@@ -343,6 +344,52 @@ TEST_F(DataTest, PrepRoundTripAndSplit) {
   EXPECT_HAS(pentad::prep_bytes({tiny}, path("t1"), 0.01),
              "prep: 1 file, 5 bytes -> " + path("t1") + "/train.bin (4 tokens)");
   EXPECT_HAS(pentad::prep_bytes({tiny}, path("t0"), 0.0), "/val.bin (0 tokens)");
+}
+
+// --shard-tokens: the same tokens as the unsharded files, cut into files of
+// N tokens (the last shorter) that a glob reads back in order; a shard an
+// earlier prep left beyond this one's count is refused before anything is
+// written.
+TEST_F(DataTest, PrepShards) {
+  std::vector<std::string> inputs;
+  for (int k = 0; k < 3; ++k) {
+    inputs.push_back(path("in" + std::to_string(k) + ".txt"));
+    std::ofstream f(inputs.back(), std::ios::binary);
+    for (int i = 0; i < 1000 + 37 * k; ++i) f.put(char((i * 31 + k * 7) % 256));
+  }
+  const auto tok = pentad::make_byte_tokenizer();
+  const std::string whole = path("whole"), cut = path("cut");
+  pentad::prep_corpus(inputs, whole, 0.1, *tok);
+  const pentad::PrepResult r = pentad::prep_corpus(inputs, cut, 0.1, *tok, 1000);
+  EXPECT_EQ(r.summary(), "prep: 3 files, 3111 bytes -> " + cut + "/train_*.bin (2800 tokens in 3 files), " + cut +
+                             "/val_*.bin (311 tokens in 1 file)");
+  const TokenFile train(whole + "/train.bin", 256, 1), val(whole + "/val.bin", 256, 1);
+  const pentad::TokenDataset shards("data.train", r.train_path, {}, 256, 4);
+  const pentad::TokenDataset val_shards("data.val", r.val_path, {}, 256, 4);
+  ASSERT_EQ(shards.n_files(), 3u);
+  ASSERT_EQ(val_shards.n_files(), 1u);
+  std::vector<int64_t> sizes;
+  int64_t at = 0, n_diff = 0;
+  for (const TokenFile* f : shards.all().files()) {
+    sizes.push_back(f->size());
+    for (int64_t i = 0; i < f->size(); ++i) n_diff += (*f)[i] != train[at++];
+  }
+  EXPECT_EQ(sizes, (std::vector<int64_t>{1000, 1000, 800}));
+  EXPECT_EQ(at, train.size());
+  EXPECT_EQ(n_diff, 0);
+  const TokenFile& v0 = val_shards.first_file();
+  ASSERT_EQ(v0.size(), val.size());
+  for (int64_t i = 0; i < v0.size(); ++i) n_diff += v0[i] != val[i];
+  EXPECT_EQ(n_diff, 0);
+
+  // Re-running with larger shards would leave train_000002.bin behind: refused, nothing written.
+  const auto before = fs::last_write_time(cut + "/train_000000.bin");
+  EXPECT_HAS(input_error_of([&] { pentad::prep_corpus(inputs, cut, 0.1, *tok, 1500); }),
+             "prep: '" + cut + "/train_000002.bin' is a shard of an earlier prep that this one (2 train shards)");
+  EXPECT_EQ(fs::last_write_time(cut + "/train_000000.bin"), before);
+  // Smaller shards overwrite the old ones and add more.
+  EXPECT_NO_THROW(pentad::prep_corpus(inputs, cut, 0.1, *tok, 700));
+  EXPECT_EQ(pentad::TokenDataset("data.train", r.train_path, {}, 256, 4).n_files(), 4u);
 }
 
 TEST_F(DataTest, PrepErrorsNameTheCulprit) {

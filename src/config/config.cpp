@@ -342,8 +342,12 @@ void add_train_keys(std::vector<Key>& s) {
   s.push_back(int_key(PENTAD_FIELD(train, grad_accum), 1, kNoMax, "micro-batches per step"));
   s.push_back(float_key(PENTAD_FIELD(train, lr), gt(0), none(), "peak learning rate"));
   s.push_back(float_key(PENTAD_FIELD(train, min_lr), ge(0), none(),
-                        "final learning rate of the cosine decay (<= lr)"));
+                        "final learning rate of the decay (<= lr)"));
   s.push_back(int_key(PENTAD_FIELD(train, warmup_steps), 0, kNoMax, "linear warmup steps"));
+  s.push_back(enum_key(PENTAD_FIELD(train, lr_schedule),
+                       "after warmup: cosine or linear to min_lr, wsd (constant, then linear), constant"));
+  s.push_back(int_key(PENTAD_FIELD(train, decay_steps), 0, kNoMax,
+                      "wsd: the last steps, where lr falls linearly to min_lr"));
   s.push_back(float_key(PENTAD_FIELD(train, weight_decay), ge(0), none(), "AdamW weight decay"));
   s.push_back(float_key(PENTAD_FIELD(train, beta1), ge(0), lt(1), "AdamW beta1"));
   s.push_back(float_key(PENTAD_FIELD(train, beta2), ge(0), lt(1), "AdamW beta2"));
@@ -697,6 +701,15 @@ void validate(const Config& cfg, int world_size) {
 
   if (t.min_lr > t.lr)
     fail(cfg, "train.min_lr=" + fmt_number(t.min_lr) + " must be <= train.lr=" + fmt_number(t.lr));
+  if (t.lr_schedule == LrSchedule::wsd && t.decay_steps < 1)
+    fail(cfg, "train.lr_schedule = \"wsd\" needs train.decay_steps >= 1 (the last steps, where lr falls to "
+              "train.min_lr)");
+  if (t.lr_schedule == LrSchedule::wsd && int64_t(t.warmup_steps) + t.decay_steps > t.steps)
+    fail(cfg, kv("train.warmup_steps", t.warmup_steps) + " + " + kv("train.decay_steps", t.decay_steps) +
+                  " is more than " + kv("train.steps", t.steps) + " (lr_schedule = \"wsd\")");
+  if (t.lr_schedule != LrSchedule::wsd && t.decay_steps != 0)
+    fail(cfg, kv("train.decay_steps", t.decay_steps) + " is read by train.lr_schedule = \"wsd\" only (got \"" +
+                  deck_name(t.lr_schedule) + "\")");
 
   if (cfg.data.train.empty())
     fail(cfg, "data.train: required: a token file made by `pentad prep`");

@@ -24,6 +24,10 @@ enum class CpLayout { contiguous, zigzag };       // parallel.cp_layout (context
 // train.dtype; app/runtime.cpp hands it to the backend as its Dtype, which
 // config (a lower layer) does not know.
 enum class ComputeDtype { fp32, bf16 };
+// train.lr_schedule: after the linear warmup, cosine or linear decay to
+// min_lr, warmup-stable-decay (constant, then linear to min_lr over the last
+// train.decay_steps), or constant (parallel/dp/optimizer.hpp: lr_at).
+enum class LrSchedule { cosine, linear, wsd, constant };
 // data.order: random starts drawn with replacement, or every window of the
 // data once per epoch in a shuffled order (io/dataset.hpp).
 enum class DataOrder { random, epoch };
@@ -50,6 +54,9 @@ template <> struct DeckNames<CpLayout> {
 };
 template <> struct DeckNames<ComputeDtype> {
   static constexpr std::array<const char*, 2> names = {"fp32", "bf16"};
+};
+template <> struct DeckNames<LrSchedule> {
+  static constexpr std::array<const char*, 4> names = {"cosine", "linear", "wsd", "constant"};
 };
 template <> struct DeckNames<DataOrder> {
   static constexpr std::array<const char*, 2> names = {"random", "epoch"};
@@ -137,6 +144,8 @@ struct TrainConfig {
   float lr = 3e-3f;
   float min_lr = 3e-4f;
   int warmup_steps = 10;
+  LrSchedule lr_schedule = LrSchedule::cosine;
+  int decay_steps = 0;  // wsd: the last steps, decaying to min_lr
   float weight_decay = 0.1f;
   float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
   float grad_clip = 1.0f;   // 0 = off

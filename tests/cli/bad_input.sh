@@ -88,6 +88,14 @@ case "$case_name" in
       "$tmp/deck.toml" --set data.train="$tmp/data/train.bin,$tmp/data/val.bin" --set data.weights=100,1 ;;
   data_order_unknown)
     run "set data.order=shuffled: must be one of \"random\", \"epoch\" \(got \"shuffled\"\)" train "$tmp/deck.toml" --set data.order=shuffled ;;
+  lr_wsd_no_decay)
+    run "train.lr_schedule = \"wsd\" needs train.decay_steps >= 1" train "$tmp/deck.toml" --set train.lr_schedule=wsd ;;
+  lr_wsd_too_long)
+    run "train.warmup_steps=10 \+ train.decay_steps=5 is more than train.steps=2" train "$tmp/deck.toml" \
+      --set train.lr_schedule=wsd --set train.decay_steps=5 ;;
+  lr_decay_without_wsd)
+    run "train.decay_steps=5 is read by train.lr_schedule = \"wsd\" only \(got \"cosine\"\)" train "$tmp/deck.toml" \
+      --set train.decay_steps=5 ;;
   unreadable_deck)
     run "cannot read input deck '.*missing.toml'" train "$tmp/missing.toml" ;;
   non_numeric)

@@ -241,11 +241,24 @@ def forward(p, m, tokens, aux=None):
 
 
 def lr_at(s, t):
-    """Learning rate of step s (1-based): linear warmup, then cosine to min_lr."""
-    if s <= t["warmup_steps"]:
-        return t["lr"] * s / t["warmup_steps"]
-    decay = (s - t["warmup_steps"]) / max(1, t["steps"] - t["warmup_steps"])
-    return t["min_lr"] + 0.5 * (t["lr"] - t["min_lr"]) * (1 + math.cos(math.pi * decay))
+    """Learning rate of step s (1-based): linear warmup, then train.lr_schedule
+    as docs/running.md states it (cosine or linear to min_lr, constant, or
+    wsd: constant, then linear to min_lr over the last decay_steps)."""
+    lr, lo, w, n = t["lr"], t["min_lr"], t["warmup_steps"], t["steps"]
+    if s <= w:
+        return lr * s / w
+    p = min(1.0, max(0.0, (s - w) / max(1, n - w)))
+    kind = t.get("lr_schedule", "cosine")
+    if kind == "cosine":
+        return lo + 0.5 * (lr - lo) * (1 + math.cos(math.pi * p))
+    if kind == "linear":
+        return lr - (lr - lo) * p
+    if kind == "constant":
+        return lr
+    if kind == "wsd":
+        d = t["decay_steps"]
+        return lr if s <= n - d else lr - (lr - lo) * min(1.0, (s - (n - d)) / d)
+    raise ValueError(f"unknown train.lr_schedule {kind!r}")
 
 
 # --- Checking ---------------------------------------------------------------

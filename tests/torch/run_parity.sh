@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # PyTorch parity test: train DECK with pentad (one rank) on byte tokens of the
 # source tree, dump init/grad/final tensors, and check them against the fp64
-# oracle reference.py. Usage: run_parity.sh DECK RECOMPUTE(none|selective|full)
+# oracle reference.py. Usage: run_parity.sh DECK RECOMPUTE(none|selective|full) [--set k=v]...
 # Env: PENTAD (binary), PENTAD_SOURCE_DIR, PENTAD_PYTHON (torch + h5py), MPIEXEC.
 set -euo pipefail
 
-if [[ $# -ne 2 ]]; then
-  echo "usage: $0 DECK RECOMPUTE" >&2
+if [[ $# -lt 2 ]]; then
+  echo "usage: $0 DECK RECOMPUTE [--set k=v]..." >&2
   exit 2
 fi
 deck=$1
 recompute=$2
+shift 2
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 : "${PENTAD:?set PENTAD to the pentad binary}"
 : "${PENTAD_SOURCE_DIR:?set PENTAD_SOURCE_DIR to the source tree}"
@@ -24,5 +25,5 @@ trap 'rm -rf "$tmp"' EXIT
 "$MPIEXEC" -n 1 "$PENTAD" train "$deck" \
   --set "data.train=$tmp/data/train.bin" \
   --set "train.recompute=$recompute" \
-  --set "log.dump=$tmp/dump.h5"
+  --set "log.dump=$tmp/dump.h5" "$@"
 "$PENTAD_PYTHON" "$here/reference.py" "$tmp/dump.h5"

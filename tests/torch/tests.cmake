@@ -13,6 +13,20 @@ foreach(model gpt2 llama)
   endforeach()
 endforeach()
 
+# The other learning-rate schedules (train.lr_schedule), each against the
+# oracle's own reading of docs/running.md: per-step lr, loss, grad norm and
+# final parameters. wsd: 3 warmup, 3 stable and 4 decaying steps.
+foreach(sched linear constant wsd)
+  set(extra --set train.lr_schedule=${sched})
+  if(sched STREQUAL "wsd")
+    list(APPEND extra --set train.decay_steps=4)
+  endif()
+  add_test(NAME torch_parity_gpt2_lr_${sched}
+    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_parity.sh ${CMAKE_CURRENT_LIST_DIR}/gpt2_tiny.toml none ${extra})
+  set_tests_properties(torch_parity_gpt2_lr_${sched} PROPERTIES LABELS torch
+    ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
+endforeach()
+
 # Mixture of experts (moe_gpt2: every block; moe_llama: block 1): routing,
 # capacity dropping, experts, aux and z losses against the fp64 rebuild.
 foreach(model moe_gpt2 moe_llama)

@@ -8,9 +8,20 @@ namespace pentad {
 
 double lr_at(const TrainConfig& t, int step) {
   if (t.warmup_steps > 0 && step <= t.warmup_steps) return double(t.lr) * step / t.warmup_steps;
+  const double lr = t.lr, min_lr = t.min_lr;
   const double span = std::max(1, t.steps - t.warmup_steps);
   const double progress = std::clamp((step - t.warmup_steps) / span, 0.0, 1.0);
-  return t.min_lr + 0.5 * (double(t.lr) - t.min_lr) * (1.0 + std::cos(M_PI * progress));
+  switch (t.lr_schedule) {
+    case LrSchedule::cosine: return min_lr + 0.5 * (lr - min_lr) * (1.0 + std::cos(M_PI * progress));
+    case LrSchedule::linear: return lr - (lr - min_lr) * progress;
+    case LrSchedule::constant: return lr;
+    case LrSchedule::wsd: {
+      const int decay_from = t.steps - t.decay_steps;  // the last stable step
+      if (step <= decay_from) return lr;
+      return lr - (lr - min_lr) * std::min(1.0, double(step - decay_from) / std::max(1, t.decay_steps));
+    }
+  }
+  return lr;
 }
 
 float clip_scale(double grad_norm, float grad_clip) {

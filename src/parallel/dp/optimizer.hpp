@@ -1,6 +1,6 @@
 // AdamW with FP32 master weights and moments, decoupled weight decay (only on
 // tensors marked `decay`: matrices and embeddings, not norms or biases), and
-// the learning-rate schedule: linear warm-up, then cosine decay to min_lr.
+// the learning-rate schedule: linear warm-up, then train.lr_schedule.
 #pragma once
 
 #include "backend/backend.hpp"
@@ -9,8 +9,13 @@
 
 namespace pentad {
 
-// lr at 1-based step s: lr*s/warmup for s <= warmup, then
-// min_lr + (lr - min_lr) * (1 + cos(pi * (s - warmup) / max(1, steps - warmup))) / 2.
+// lr at 1-based step s: lr*s/warmup for s <= warmup, then, with
+// p = clamp((s - warmup) / max(1, steps - warmup), 0, 1):
+//   cosine:   min_lr + (lr - min_lr) * (1 + cos(pi * p)) / 2
+//   linear:   lr - (lr - min_lr) * p
+//   constant: lr
+//   wsd:      lr up to step steps - decay_steps, then
+//             lr - (lr - min_lr) * min(1, (s - (steps - decay_steps)) / decay_steps)
 double lr_at(const TrainConfig& t, int step);
 
 // Scale applied to the gradients by global-norm clipping (1 when off or not needed),

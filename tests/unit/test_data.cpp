@@ -16,6 +16,7 @@
 
 #include "io/data.hpp"
 #include "io/dataset.hpp"
+#include "../lib/input_error.hpp"
 #include "io/prep.hpp"
 #include "tok/tokenizer.hpp"
 #include "core/error.hpp"
@@ -42,19 +43,7 @@ class DataTest : public ::testing::Test {
   fs::path dir_;
 };
 
-// The message of the InputError `fn` throws; a test failure if it throws none.
-std::string input_error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an InputError, none was thrown";
-  return "";
-}
-
-#define EXPECT_HAS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "message: " << (haystack)
+using pentad::test::input_error_of;
 
 // Writes a token file by hand, as another tool would: a raw int32 header and
 // raw uint16 tokens, optionally with extra trailing bytes.

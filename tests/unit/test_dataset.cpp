@@ -19,6 +19,7 @@
 #include "core/rng.hpp"
 #include "io/data.hpp"
 #include "io/dataset.hpp"
+#include "../lib/input_error.hpp"
 
 namespace fs = std::filesystem;
 using pentad::BatchSampler;
@@ -53,18 +54,7 @@ class DatasetTest : public ::testing::Test {
   fs::path dir_;
 };
 
-std::string input_error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an InputError, none was thrown";
-  return "";
-}
-
-#define EXPECT_HAS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "message: " << (haystack)
+using pentad::test::input_error_of;
 
 // Rows of one batch: for each sequence, (file tag, first input offset); fails
 // the test if a sequence is not T+1 consecutive tokens of one file.

@@ -17,6 +17,7 @@
 #include "io/data.hpp"
 #include "io/dataset.hpp"
 #include "../lib/input_error.hpp"
+#include "../lib/temp_dir.hpp"
 #include "io/prep.hpp"
 #include "tok/tokenizer.hpp"
 #include "core/error.hpp"
@@ -27,20 +28,7 @@ using pentad::TokenFile;
 
 namespace {
 
-class DataTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "pentad_test_data_XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-  fs::path dir_;
+class DataTest : public pentad::test::TempDirTest {
 };
 
 using pentad::test::input_error_of;

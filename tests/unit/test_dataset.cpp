@@ -20,6 +20,7 @@
 #include "io/data.hpp"
 #include "io/dataset.hpp"
 #include "../lib/input_error.hpp"
+#include "../lib/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using pentad::BatchSampler;
@@ -29,18 +30,8 @@ using pentad::TokenDataset;
 
 namespace {
 
-class DatasetTest : public ::testing::Test {
+class DatasetTest : public pentad::test::TempDirTest {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "pentad_test_dataset_XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
   // A file whose token i is tag * kTag + i: every token names its file and offset.
   std::string tagged(const std::string& name, int tag, int n) const {
     std::vector<uint32_t> t(static_cast<size_t>(n));
@@ -51,7 +42,6 @@ class DatasetTest : public ::testing::Test {
 
   static constexpr int kTag = 100000;
   static constexpr int kVocab = 1000000;
-  fs::path dir_;
 };
 
 using pentad::test::input_error_of;

@@ -133,6 +133,14 @@ void write_meta(hid_t file, const CkptMeta& meta) {
   h5::write_attr(file, "config", meta.config_toml);
   h5::write_attr(file, "layout", meta.layout);
   h5::write_attr(file, "model_signature", meta.model_signature);
+  if (!meta.data_sequences.empty()) {
+    std::string v;
+    for (int64_t n : meta.data_sequences) {
+      if (!v.empty()) v += ',';
+      v += std::to_string(n);
+    }
+    h5::write_attr(file, "data_sequences", v);
+  }
 }
 
 // One tensor: create its dataset, fetch this rank's block (get() may be

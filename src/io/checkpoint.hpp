@@ -43,6 +43,10 @@ struct CkptMeta {
   std::string config_toml;         // the resolved deck that wrote it
   std::string layout;              // e.g. "dp=2 tp=2 pp=2 cp=1 ep=1 zero=1"
   std::string model_signature;     // family + shapes; loading checks it matches
+  // Sequences each data.train source had supplied after `step` steps (the
+  // epoch order's position, io/dataset.hpp); empty: not recorded (a
+  // checkpoint written before it was).
+  std::vector<int64_t> data_sequences;
 };
 
 // Collective over `comm`. Writes <dir>/step_<step:06d>.h5 atomically, updates

@@ -55,6 +55,19 @@ std::string read_meta(hid_t file, const std::string& path, CkptMeta* meta) {
   meta->config_toml = *config;
   meta->layout = *layout;
   meta->model_signature = *sig;
+  meta->data_sequences.clear();
+  if (const auto seqs = h5::read_str_attr(file, "data_sequences")) {
+    const std::string bad = what + ": attribute 'data_sequences' ('" + *seqs +
+                            "') is not a list of sequence counts separated by commas";
+    size_t pos = 0;
+    while (pos <= seqs->size()) {
+      const size_t comma = std::min(seqs->find(',', pos), seqs->size());
+      const std::string item = seqs->substr(pos, comma - pos);
+      if (item.empty() || item.size() > 18 || item.find_first_not_of("0123456789") != std::string::npos) return bad;
+      meta->data_sequences.push_back(std::stoll(item));
+      pos = comma + 1;
+    }
+  }
   return {};
 }
 

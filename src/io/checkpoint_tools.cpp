@@ -142,6 +142,12 @@ int ckpt_info(const std::string& spec, MPI_Comm comm) {
     report += "step: " + std::to_string(c.meta.step) + "\n";
     report += "seed: " + std::to_string(c.meta.seed) + "\n";
     report += "layout: " + c.meta.layout + "\n";
+    if (!c.meta.data_sequences.empty()) {
+      report += "data sequences read:";
+      for (size_t k = 0; k < c.meta.data_sequences.size(); ++k)
+        report += (k ? ", " : " ") + std::to_string(c.meta.data_sequences[k]) + " (source " + std::to_string(k) + ")";
+      report += "\n";
+    }
     report += "model: " + c.meta.model_signature + "\n";
     report += "tensors:\n";
     size_t width = 0;

@@ -182,13 +182,24 @@ BatchSampler::BatchSampler(const TokenDataset& data, DataOrder order, uint64_t s
     slot_source_.push_back(it.k);
     slot_rank_.push_back(it.m);
   }
+  base_seqs_.assign(src.size(), 0);
+}
+
+void BatchSampler::resume_from(int64_t steps_done, const std::vector<int64_t>& seqs_done) {
+  if (seqs_done.size() != per_batch_.size() || steps_done < 0)
+    throw std::logic_error("BatchSampler::resume_from: " + std::to_string(seqs_done.size()) + " counts for " +
+                           std::to_string(per_batch_.size()) + " sources");
+  base_step_ = steps_done;
+  base_seqs_ = seqs_done;
 }
 
 void BatchSampler::fill(int64_t step, int64_t first_seq, int n_seq, int32_t* inputs, int32_t* targets) const {
   if (first_seq < 0 || first_seq + n_seq > batch_seqs_)
     throw std::logic_error("BatchSampler::fill: sequences [" + std::to_string(first_seq) + ", " +
                      std::to_string(first_seq + n_seq) + ") outside a batch of " + std::to_string(batch_seqs_));
-  if (step < 1) throw std::logic_error("BatchSampler::fill: step " + std::to_string(step) + " (the first is 1)");
+  if (step <= base_step_)
+    throw std::logic_error("BatchSampler::fill: step " + std::to_string(step) + " (the first is " +
+                           std::to_string(base_step_ + 1) + ")");
   const CounterRng rng{seed_, kBatchStream + uint64_t(step)};
   for (int i = 0; i < n_seq; ++i) {
     const int64_t j = first_seq + i;
@@ -200,7 +211,7 @@ void BatchSampler::fill(int64_t step, int64_t first_seq, int n_seq, int32_t* inp
       shards.read_start(int64_t(rng.u64(uint64_t(j)) % uint64_t(shards.start_count())), in, tgt);
     } else {
       const int64_t n = shards.window_count();
-      const int64_t ordinal = (step - 1) * per_batch_[k] + slot_rank_[size_t(j)];
+      const int64_t ordinal = seqs_done(k, step - 1) + slot_rank_[size_t(j)];
       const int64_t epoch = ordinal / n;
       const WindowPermutation perm(uint64_t(n), seed_, kEpochStream + (uint64_t(k) << 40) + uint64_t(epoch));
       shards.read_window(int64_t(perm(uint64_t(ordinal % n))), in, tgt);
@@ -210,7 +221,7 @@ void BatchSampler::fill(int64_t step, int64_t first_seq, int n_seq, int32_t* inp
 
 double BatchSampler::epochs_read(size_t k, int64_t steps) const {
   const TokenShards& s = data_.sources()[k].shards;
-  const double seqs = double(steps) * double(per_batch_[k]);
+  const double seqs = double(seqs_done(k, steps));
   return order_ == DataOrder::epoch ? seqs / double(s.window_count()) : seqs * s.T() / double(s.n_tokens());
 }
 

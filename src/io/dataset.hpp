@@ -89,8 +89,20 @@ class BatchSampler {
 
   // inputs/targets (n_seq * T each) of sequences [first_seq, first_seq + n_seq)
   // of the global batch of `step`, counted from 1 as the run counts them
-  // (epoch order: step s reads ordinals from (s - 1) * per_batch on).
+  // (epoch order: source k's sequences of step s are its ordinals from
+  // seqs_done(k, s - 1) on).
   void fill(int64_t step, int64_t first_seq, int n_seq, int32_t* inputs, int32_t* targets) const;
+
+  // Continue after step `steps_done` from a position other than this
+  // batch's own: source k has supplied seqs_done[k] sequences so far (a
+  // checkpoint's data_sequences, written by a run of another global batch
+  // or other weights). The epoch order then goes on where it was; the
+  // random order, keyed by the step, is unchanged.
+  void resume_from(int64_t steps_done, const std::vector<int64_t>& seqs_done);
+  // Sequences source k has supplied after `steps` steps.
+  int64_t seqs_done(size_t k, int64_t steps) const {
+    return base_seqs_[k] + (steps - base_step_) * per_batch_[k];
+  }
 
   // Sequences of each global batch that source k supplies.
   int64_t per_batch(size_t k) const { return per_batch_[k]; }
@@ -110,6 +122,8 @@ class BatchSampler {
   std::vector<int64_t> per_batch_;    // per source
   std::vector<int32_t> slot_source_;  // per sequence of the batch
   std::vector<int64_t> slot_rank_;    // its index among its source's sequences of the batch
+  int64_t base_step_ = 0;             // resume_from: steps done before this sampler's batches
+  std::vector<int64_t> base_seqs_;    // per source, sequences supplied by then
 };
 
 // The validation set: the windows of every file of `data`, file by file

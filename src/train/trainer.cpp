@@ -238,6 +238,7 @@ void Trainer::resume() {
       const std::string path = resolve_checkpoint(ck.resume, ck.dir);
       const CkptMeta meta = load_checkpoint(path, signature_, ckpt_tensors_, topo_.job);
       start_step_ = int(meta.step) + 1;
+      resume_data_position(meta);
       if (root_) {
         std::printf("resumed from %s (written at step %lld under %s)\n", path.c_str(), (long long)meta.step,
                     meta.layout.c_str());
@@ -251,6 +252,26 @@ void Trainer::resume() {
   }
   if (start_step_ > 1 && !cfg_.log.dump.empty())
     throw InputError("log.dump records a run from step 1; it cannot be combined with a resumed run (checkpoint.resume)");
+}
+
+// The epoch order goes on from the checkpoint's per-source sequence counts
+// (io/dataset.hpp), so a resume under another global batch or other weights
+// neither repeats nor skips windows of the epoch. A checkpoint without them
+// (older) or with another number of sources: the counts this deck's batch
+// implies at that step, with a warning in the second case.
+void Trainer::resume_data_position(const CkptMeta& meta) {
+  const size_t n_sources = train_data_->sources().size();
+  if (meta.data_sequences.size() == n_sources) {
+    sampler_->resume_from(meta.step, meta.data_sequences);
+    return;
+  }
+  std::vector<int64_t> implied;
+  for (size_t k = 0; k < n_sources; ++k) implied.push_back(meta.step * sampler_->per_batch(k));
+  sampler_->resume_from(meta.step, implied);
+  if (root_ && !meta.data_sequences.empty())
+    std::printf("warning: the checkpoint's data position counts %zu data sources, data.train has %zu: the "
+                "epoch order restarts from what this batch implies at step %lld\n",
+                meta.data_sequences.size(), n_sources, (long long)meta.step);
 }
 
 // FLOPs per token from the parameters a token uses, and the peak rate MFU
@@ -549,6 +570,7 @@ CkptMeta Trainer::meta_at(int step) const {
   meta.config_toml = cfg_.resolved_toml;
   meta.layout = topo_.describe() + " zero=" + std::to_string(cfg_.parallel.zero);
   meta.model_signature = signature_;
+  for (size_t k = 0; k < train_data_->sources().size(); ++k) meta.data_sequences.push_back(sampler_->seqs_done(k, step));
   return meta;
 }
 

@@ -63,6 +63,7 @@ class Trainer {
   void plan_validation();
   void build_model(const CommFactory& make_comm);
   void resume();
+  void resume_data_position(const CkptMeta& meta);
   void count_flops();
   void print_model() const;
   void prepare_steps();

@@ -21,6 +21,9 @@
 #   resume.sh vocab_pad                  a padded vocabulary: unpadded tensors in
 #                                        the checkpoint, loaded bitwise under
 #                                        tp4, pp2 and 1 rank unpadded
+#   resume.sh epoch_batch_change         epoch order resumed under another
+#                                        global batch goes on from the
+#                                        checkpoint's sequence count
 #   resume.sh signal                     SIGUSR1 to the ranks mid-run: one
 #                                        committed checkpoint at a step all
 #                                        ranks agree on, exit 0
@@ -100,6 +103,39 @@ case "$mode" in
       --set checkpoint.every=5 --set log.metrics="$tmp/b.jsonl"
     grep -q "resumed from" "$tmp/resumed.log"
     compare "$tmp/A/step_000010.h5" "$tmp/B/step_000010.h5" bitwise "$tmp/a.jsonl" "$tmp/b.jsonl" ;;
+  epoch_batch_change)
+    # Epoch order resumed under half the global batch (32 -> 16 sequences a
+    # step) goes on from the checkpoint's sequence count: 160 after step 5,
+    # 176 after step 6, 240 after step 10 (data_epochs x windows; the
+    # batch's own count would give 96 and 160). A deck with another number
+    # of sources is warned and takes its own count.
+    bash "$PENTAD_SOURCE_DIR"/tests/lib/make_shards.sh "$tmp/data"
+    d=(--set data.train="$tmp/data/p*/val.bin" --set data.order=epoch --set model.seq_len=64)
+    train 2 A "${d[@]}" --set parallel.dp=2 --set train.micro_batch=16 --set checkpoint.dir="$tmp/A" \
+      --set checkpoint.every=5 --set log.metrics="$tmp/a.jsonl"
+    "$PENTAD" ckpt info "$tmp/A/step_000005.h5" > "$tmp/info.txt"
+    grep "data sequences read: 160 (source 0)" "$tmp/info.txt" || { cat "$tmp/info.txt"; exit 1; }
+    train 1 B "${d[@]}" --set train.micro_batch=16 --set checkpoint.dir="$tmp/B" \
+      --set checkpoint.resume="$tmp/A/step_000005.h5" --set log.metrics="$tmp/b.jsonl"
+    "$PENTAD_PYTHON" - "$tmp/a.jsonl" "$tmp/b.jsonl" <<'PY'
+import json, sys
+a = {r["step"]: r["data_epochs"] for r in map(json.loads, open(sys.argv[1]))}
+b = {r["step"]: r["data_epochs"] for r in map(json.loads, open(sys.argv[2]))}
+n = 160 / a[5]  # windows of the shards
+checks = [(f"step {s}: {b[s] * n:.3f} sequences read, expected {want}", abs(b[s] * n - want) < 1e-6)
+          for s, want in ((6, 176), (10, 240))]
+checks.append((f"{n:.3f} windows, a whole number", abs(n - round(n)) < 1e-6))
+failed = 0
+for what, ok in checks:
+    print(("ok    " if ok else "FAIL  ") + what)
+    failed += not ok
+print(f"{len(checks) - failed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
+PY
+    s3="$tmp/data/p0/val.bin,$tmp/data/p1/val.bin,$tmp/data/p2/val.bin"
+    train 1 C --set data.train="$s3" --set data.weights=1,1,1 --set data.order=epoch --set model.seq_len=64 \
+      --set train.micro_batch=15 --set checkpoint.dir="$tmp/C" --set checkpoint.resume="$tmp/A/step_000005.h5"
+    grep "warning: the checkpoint's data position counts 1 data sources, data.train has 3" "$tmp/C.log" ;;
   moe)
     # MoE (block 1 of 2 has experts): bitwise resume under dp2 x ep2 zero1;
     # a checkpoint saved under dp2 x ep2 x tp2 zero1 (experts split over ep,

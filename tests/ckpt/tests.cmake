@@ -36,6 +36,7 @@ add_test(NAME ckpt_resume_bitwise_pp2_dp2_zero3 COMMAND bash ${CMAKE_CURRENT_LIS
 # step: the first epoch ends at step 7, after the resume at 5).
 add_test(NAME ckpt_resume_bitwise_shards_epoch COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh bitwise 2
   "--set parallel.dp=2 --set model.seq_len=64 --set train.micro_batch=16 --set data.train=@DATA@/p*/val.bin --set data.order=epoch")
+add_test(NAME ckpt_resume_epoch_batch_change COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh epoch_batch_change)
 add_test(NAME ckpt_reshard_pp2_dp2_zero3 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh pp_zero3_reshard)
 add_test(NAME ckpt_reshard COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh reshard)
 add_test(NAME ckpt_reshard_zbv COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh zbv_reshard)
@@ -43,7 +44,7 @@ add_test(NAME ckpt_signal COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh signa
 add_test(NAME ckpt_reshard_vocab_pad COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh vocab_pad)
 set_tests_properties(ckpt_resume_bitwise_1rank ckpt_resume_bitwise_tp2_dp2_zero1 ckpt_resume_bitwise_pp2
   ckpt_resume_bitwise_pp2_zbv ckpt_resume_bitwise_cp2_zero1 ckpt_reshard_zbv
-  ckpt_resume_bitwise_pp2_dp2_zero3 ckpt_reshard_pp2_dp2_zero3 ckpt_resume_bitwise_shards_epoch
+  ckpt_resume_bitwise_pp2_dp2_zero3 ckpt_reshard_pp2_dp2_zero3 ckpt_resume_bitwise_shards_epoch ckpt_resume_epoch_batch_change
   ckpt_signal ckpt_reshard_vocab_pad
   PROPERTIES LABELS "mpi;ckpt" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
 # Five trainings, three of them 4-rank collective HDF5 writes oversubscribed on 2 cores.

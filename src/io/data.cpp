@@ -49,7 +49,7 @@ int64_t first_bad_token(const Tok* tokens, int64_t n, int vocab_size) {
 
 }  // namespace
 
-TokenFile::TokenFile(const std::string& path, int vocab_size, int64_t min_tokens) : path_(path) {
+TokenFile::TokenFile(const std::string& path, int vocab_size, int64_t min_tokens, TokenScan scan) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) data_error(path, "cannot open: " + errno_text(errno));
   struct stat st {};
@@ -108,16 +108,21 @@ TokenFile::TokenFile(const std::string& path, int vocab_size, int64_t min_tokens
     }
     tokens_ = static_cast<const char*>(map_) + kHeaderBytes;
     n_tokens_ = count;
-    const int64_t bad = wide_ ? first_bad_token(static_cast<const uint32_t*>(tokens_), n_tokens_, vocab_size)
-                              : first_bad_token(static_cast<const uint16_t*>(tokens_), n_tokens_, vocab_size);
-    if (bad >= 0) {
-      data_error(path, "token " + std::to_string((*this)[bad]) + " at index " +
-                           std::to_string(bad) + " is >= model.vocab_size " +
-                           std::to_string(vocab_size));
-    }
+    if (scan == TokenScan::all) check_tokens(vocab_size, 0, n_tokens_);
   } catch (...) {
     ::munmap(map_, map_bytes_);
     throw;
+  }
+}
+
+void TokenFile::check_tokens(int vocab_size, int64_t begin, int64_t end) const {
+  begin = std::clamp<int64_t>(begin, 0, n_tokens_);
+  end = std::clamp<int64_t>(end, begin, n_tokens_);
+  const int64_t bad = wide_ ? first_bad_token(static_cast<const uint32_t*>(tokens_) + begin, end - begin, vocab_size)
+                            : first_bad_token(static_cast<const uint16_t*>(tokens_) + begin, end - begin, vocab_size);
+  if (bad >= 0) {
+    data_error(path_, "token " + std::to_string((*this)[begin + bad]) + " at index " + std::to_string(begin + bad) +
+                          " is >= model.vocab_size " + std::to_string(vocab_size));
   }
 }
 

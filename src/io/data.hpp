@@ -15,14 +15,22 @@ constexpr int32_t kTokenVersion = 1;    // uint16 tokens
 constexpr int32_t kTokenVersion32 = 2;  // uint32 tokens
 constexpr int kTokenHeaderInts = 256;
 
+// Whether opening a token file reads every token to check it against the
+// vocabulary (all), or leaves that to check_tokens (header: a job that
+// splits the check over its ranks, io/dataset.hpp).
+enum class TokenScan { all, header };
+
 // A read-only, memory-mapped token file, validated on open.
 class TokenFile {
  public:
   // Throws InputError naming the file on: missing/unreadable file, short
   // header, wrong magic or version (1 or 2), size not matching the token count,
-  // fewer than min_tokens tokens, or any token id >= vocab_size (naming the
-  // index and value of the first bad token).
-  TokenFile(const std::string& path, int vocab_size, int64_t min_tokens);
+  // fewer than min_tokens tokens, or (TokenScan::all) any token id >=
+  // vocab_size (naming the index and value of the first bad token).
+  TokenFile(const std::string& path, int vocab_size, int64_t min_tokens, TokenScan scan = TokenScan::all);
+  // The vocabulary check of tokens [begin, end): InputError naming the file,
+  // the index and the value of the first id >= vocab_size there.
+  void check_tokens(int vocab_size, int64_t begin, int64_t end) const;
   ~TokenFile();
   TokenFile(const TokenFile&) = delete;
   TokenFile& operator=(const TokenFile&) = delete;

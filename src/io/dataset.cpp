@@ -120,8 +120,10 @@ std::vector<const TokenFile*> views(const std::vector<std::unique_ptr<TokenFile>
 }  // namespace
 
 TokenDataset::TokenDataset(const std::string& key, const std::string& value, const std::vector<double>& weights,
-                           int vocab_size, int T)
+                           int vocab_size, int T, int part, int n_parts)
     : all_({}, T) {
+  if (n_parts < 1 || part < 0 || part >= n_parts)
+    throw std::logic_error("TokenDataset: part " + std::to_string(part) + " of " + std::to_string(n_parts));
   const std::vector<std::string> entries = list_entries(value);
   if (entries.empty()) throw InputError(key + ": names no token file");
   if (!weights.empty() && weights.size() != entries.size())
@@ -133,11 +135,20 @@ TokenDataset::TokenDataset(const std::string& key, const std::string& value, con
     for (const auto& path : expand_entry(key, entry)) {
       if (!seen.insert(path).second)
         throw InputError(key + ": '" + path + "' is named twice (each file may appear once)");
-      files_.push_back(std::make_unique<TokenFile>(path, vocab_size, int64_t(T) + 1));
+      files_.push_back(std::make_unique<TokenFile>(path, vocab_size, int64_t(T) + 1, TokenScan::header));
     }
     entry_end.push_back(files_.size());
   }
   all_ = TokenShards(views(files_, 0, files_.size()), T);
+  // This part's share of the vocabulary check: tokens [lo, hi) of all files in order.
+  const int64_t total = all_.n_tokens();
+  const auto cut = [total, n_parts](int64_t p) { return p * (total / n_parts) + std::min(p, total % n_parts); };
+  const int64_t lo = cut(part), hi = cut(int64_t(part) + 1);
+  int64_t at = 0;
+  for (const auto& f : files_) {
+    if (at < hi && at + f->size() > lo) f->check_tokens(vocab_size, lo - at, hi - at);
+    at += f->size();
+  }
   if (weights.empty()) {
     sources_.push_back({entries.size() == 1 ? entries[0] : value, 1.0, all_});
     return;
@@ -162,6 +173,8 @@ BatchSampler::BatchSampler(const TokenDataset& data, DataOrder order, uint64_t s
                        ") gets 0 of the " + std::to_string(batch_seqs) +
                        " sequences of a global batch (train.micro_batch x train.grad_accum x parallel.dp); "
                        "raise its weight or the batch");
+  base_seqs_.assign(src.size(), 0);
+  if (src.size() == 1) return;  // sequence j is the source's j-th: no table
   // Source k's m-th sequence sits at (m + 1/2) / per_batch[k] of the batch:
   // merging those positions spreads every source evenly over the batch (and
   // so over dp ranks and micro-batches). Compared as exact fractions.
@@ -182,7 +195,6 @@ BatchSampler::BatchSampler(const TokenDataset& data, DataOrder order, uint64_t s
     slot_source_.push_back(it.k);
     slot_rank_.push_back(it.m);
   }
-  base_seqs_.assign(src.size(), 0);
 }
 
 void BatchSampler::resume_from(int64_t steps_done, const std::vector<int64_t>& seqs_done) {
@@ -203,7 +215,8 @@ void BatchSampler::fill(int64_t step, int64_t first_seq, int n_seq, int32_t* inp
   const CounterRng rng{seed_, kBatchStream + uint64_t(step)};
   for (int i = 0; i < n_seq; ++i) {
     const int64_t j = first_seq + i;
-    const size_t k = size_t(slot_source_[size_t(j)]);
+    const size_t k = source_of(j);
+    const int64_t rank = slot_rank_.empty() ? j : slot_rank_[size_t(j)];
     const TokenShards& shards = data_.sources()[k].shards;
     int32_t* in = inputs + int64_t(i) * shards.T();    // (T)
     int32_t* tgt = targets + int64_t(i) * shards.T();  // (T)
@@ -211,7 +224,7 @@ void BatchSampler::fill(int64_t step, int64_t first_seq, int n_seq, int32_t* inp
       shards.read_start(int64_t(rng.u64(uint64_t(j)) % uint64_t(shards.start_count())), in, tgt);
     } else {
       const int64_t n = shards.window_count();
-      const int64_t ordinal = seqs_done(k, step - 1) + slot_rank_[size_t(j)];
+      const int64_t ordinal = seqs_done(k, step - 1) + rank;
       const int64_t epoch = ordinal / n;
       const WindowPermutation perm(uint64_t(n), seed_, kEpochStream + (uint64_t(k) << 40) + uint64_t(epoch));
       shards.read_window(int64_t(perm(uint64_t(ordinal % n))), in, tgt);

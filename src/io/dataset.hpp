@@ -63,9 +63,14 @@ class TokenDataset {
   };
 
   // Throws InputError naming `key` for a pattern that matches no file or a
-  // file listed twice, and naming the file for any TokenFile error.
+  // file listed twice, and naming the file for any TokenFile error. Every
+  // file's header is checked here; the token ids against vocab_size only in
+  // part `part` of n_parts equal parts of all the files' tokens in order, so
+  // that the ranks of a job read the data once between them (rank r passes
+  // part r of the job's size; then the lowest failing rank names the first
+  // bad file in order, host::agree_or_throw).
   TokenDataset(const std::string& key, const std::string& value, const std::vector<double>& weights,
-               int vocab_size, int T);
+               int vocab_size, int T, int part = 0, int n_parts = 1);
 
   const std::vector<Source>& sources() const { return sources_; }
   // Every file, in deck order, as one body of text (validation windows).
@@ -107,7 +112,7 @@ class BatchSampler {
   // Sequences of each global batch that source k supplies.
   int64_t per_batch(size_t k) const { return per_batch_[k]; }
   // Source of sequence j of every global batch.
-  size_t source_of(int64_t j) const { return size_t(slot_source_[size_t(j)]); }
+  size_t source_of(int64_t j) const { return slot_source_.empty() ? 0 : size_t(slot_source_[size_t(j)]); }
   // Epochs of source k read after `steps` steps (epoch order: its windows;
   // random order: its start positions, as a measure of exposure).
   double epochs_read(size_t k, int64_t steps) const;
@@ -120,8 +125,10 @@ class BatchSampler {
   uint64_t seed_;
   int64_t batch_seqs_;
   std::vector<int64_t> per_batch_;    // per source
-  std::vector<int32_t> slot_source_;  // per sequence of the batch
-  std::vector<int64_t> slot_rank_;    // its index among its source's sequences of the batch
+  // Per sequence of the batch, for a blend (one source: empty, sequence j
+  // is its source's j-th): its source, its index among that source's.
+  std::vector<int32_t> slot_source_;
+  std::vector<int64_t> slot_rank_;
   int64_t base_step_ = 0;             // resume_from: steps done before this sampler's batches
   std::vector<int64_t> base_seqs_;    // per source, sequences supplied by then
 };

@@ -71,15 +71,17 @@ void check_outputs(const Config& cfg, const Topology& topo) {
   agree_or_throw(ok, msg, topo.job);
 }
 
-// Open the files of a data key on every rank; a bad file is the same error
-// everywhere. Collective over job.
+// Open the files of a data key on every rank; a bad file is one error
+// everywhere (the lowest failing rank's). Collective over job.
 std::unique_ptr<TokenDataset> open_tokens(const char* key, const std::string& value,
                                           const std::vector<double>& weights, const Config& cfg, MPI_Comm job) {
   std::unique_ptr<TokenDataset> d;
   bool ok = true;
   std::string msg;
   try {
-    d = std::make_unique<TokenDataset>(key, value, weights, cfg.model.vocab_size, cfg.model.seq_len);
+    // Each rank checks its share of the token ids: the job reads the data once.
+    d = std::make_unique<TokenDataset>(key, value, weights, cfg.model.vocab_size, cfg.model.seq_len,
+                                       host::rank(job), host::size(job));
   } catch (const InputError& e) {
     ok = false;
     msg = e.what();
@@ -123,6 +125,10 @@ Trainer::Trainer(const Config& cfg, MPI_Comm job, const Placement& placement, Ba
   open_inputs();
   plan_validation();
   check_memory_fits(cfg_, topo_, be_);  // refuse a layout that cannot fit before allocating it
+  // A blend's table holds one entry per sequence of the global batch: made
+  // once the batch is known to fit. Every rank computes the same split, so a
+  // refused one is the same error everywhere.
+  sampler_ = std::make_unique<BatchSampler>(*train_data_, cfg_.data.order, tc_.seed, B_global_);
   build_model(make_comm);
   install_signal_handlers();
   all_tensors_ = global_tensors(model_->params(), moe_ ? &model_->expert_params() : nullptr, topo_.pp);
@@ -165,8 +171,6 @@ void Trainer::make_comms(const CommFactory& make_comm) {
 // The token files, the output locations and the metrics file. Collective over the job.
 void Trainer::open_inputs() {
   train_data_ = open_tokens("data.train", cfg_.data.train, data_weights(cfg_.data), cfg_, topo_.job);
-  // Every rank computes the same split of the batch, so a refused one is the same error everywhere.
-  sampler_ = std::make_unique<BatchSampler>(*train_data_, cfg_.data.order, tc_.seed, B_global_);
   if (!cfg_.data.val.empty()) val_data_ = open_tokens("data.val", cfg_.data.val, {}, cfg_, topo_.job);
   check_outputs(cfg_, topo_);
   std::string msg;

@@ -69,6 +69,18 @@ case "$case_name" in
   token_out_of_vocab)
     mkfile "$tmp/v.bin" 20240520 1 1000 1000 300
     run "data file '.*v.bin'.*vocab_size" train "$tmp/deck.toml" --set data.train="$tmp/v.bin" --set model.vocab_size=256 ;;
+  token_out_of_vocab_late)  # the one bad id is in the second rank's share of the check
+    /usr/bin/python3 - "$tmp/late.bin" <<'PY'
+import struct, sys
+n = 4000
+tok = [i % 200 for i in range(n)]
+tok[n - 3] = 300
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
+    f.write(struct.pack("<%dH" % n, *tok))
+PY
+    run "data file '.*late.bin': token 300 at index 3997 is >= model.vocab_size 256" train "$tmp/deck.toml" \
+      --set data.train="$tmp/data/train.bin,$tmp/late.bin" ;;
   data_glob_no_match)
     run "data.train: '.*/nope_\*\.bin' matches no file" train "$tmp/deck.toml" --set data.train="$tmp/data/train.bin,$tmp/nope_*.bin" ;;
   data_named_twice)

@@ -1,6 +1,6 @@
 # Bad-input tests: each case runs `pentad` under mpiexec -n 2 and checks the
 # message, the exit code on every rank and that nothing hangs or is left behind.
-foreach(case missing_data truncated_data bad_magic token_out_of_vocab
+foreach(case missing_data truncated_data bad_magic token_out_of_vocab token_out_of_vocab_late
         data_glob_no_match data_named_twice data_bad_shard data_weights_count data_weights_not_number
         data_weights_zero_share data_order_unknown lr_wsd_no_decay lr_wsd_too_long lr_decay_without_wsd unreadable_deck
         non_numeric set_unknown_key set_non_numeric toml_syntax bad_layout heads_not_dividing

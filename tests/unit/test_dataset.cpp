@@ -261,6 +261,44 @@ TEST_F(DatasetTest, PatternsAndTheirErrors) {
              "data file '" + path("shard_2.bin") + "': token 200000 at index 0 is >= model.vocab_size 200000");
 }
 
+// The vocabulary check split over a job's ranks: wherever one bad id sits
+// (a file's first or last token, a part boundary), exactly one of the parts
+// finds it and names its file and index; a header error every part finds.
+TEST_F(DatasetTest, VocabularyCheckIsSplitOverParts) {
+  const int T = 4, n_parts = 3;
+  const int sizes[3] = {10, 7, 13};  // 30 tokens: parts [0,10) [10,20) [20,30)
+  for (int bad_at : {0, 9, 10, 16, 17, 19, 20, 29}) {
+    std::string spec;
+    const std::string names[3] = {path("v0.bin"), path("v1.bin"), path("v2.bin")};
+    for (int f = 0, at = 0; f < 3; at += sizes[f], ++f) {
+      std::vector<uint32_t> t(static_cast<size_t>(sizes[f]), 7u);
+      if (bad_at >= at && bad_at < at + sizes[f]) t[size_t(bad_at - at)] = 999;
+      pentad::write_token_file(names[f], t, 1000);
+      if (f > 0) spec += ",";
+      spec += names[f];
+    }
+    int found = 0;
+    for (int part = 0; part < n_parts; ++part) {
+      try {
+        TokenDataset("data.train", spec, {}, 100, T, part, n_parts);
+      } catch (const InputError& e) {
+        ++found;
+        const int file = bad_at < 10 ? 0 : bad_at < 17 ? 1 : 2;
+        const int index = bad_at - (file == 0 ? 0 : file == 1 ? 10 : 17);
+        EXPECT_HAS(e.what(), "data file '" + names[file] + "': token 999 at index " +
+                                 std::to_string(index) + " is >= model.vocab_size 100");
+        EXPECT_EQ(part, bad_at / 10) << "bad id at " << bad_at;
+      }
+    }
+    EXPECT_EQ(found, 1) << "bad id at " << bad_at;
+  }
+  pentad::write_token_file(path("v1.bin"), std::vector<uint16_t>(3, 7));  // 3 tokens: too short for T = 4
+  const std::string spec = path("v0.bin") + "," + path("v1.bin") + "," + path("v2.bin");
+  for (int part = 0; part < n_parts; ++part)
+    EXPECT_HAS(input_error_of([&] { TokenDataset("data.train", spec, {}, 100, T, part, n_parts); }),
+               "data file '" + path("v1.bin") + "': holds 3 tokens, needs at least 5");
+}
+
 // data.weights as the config reads it.
 TEST(DataWeights, ParsedAndChecked) {
   pentad::DataConfig d;

@@ -1,10 +1,12 @@
 // Datasets of many token files: shards read as one body of text, weighted
 // blends of several such bodies, and the two orders in which a run reads them.
-// Every choice is a pure function of (train.seed, step, sequence index) and
-// the global batch size, so any layout reads the same tokens and a resumed
-// run continues the same stream without stored data state.
+// Every choice is a pure function of (train.seed, step, sequence index),
+// the global batch size and, in epoch order, the sequences each source had
+// supplied when the run started (0, or a checkpoint's data_sequences), so
+// any layout reads the same tokens and a resumed run continues the stream.
 //   random: sequence j of step s starts at Philox(seed, s, j) mod the number
-//           of start positions (with replacement; one file: data.hpp's rule).
+//           of start positions (with replacement; for one file the rule
+//           pentad always had, so older runs read the same tokens).
 //   epoch:  the disjoint windows of T+1 tokens at stride T, in an order
 //           shuffled anew each epoch by a keyed bijection (a Feistel network
 //           with cycle walking), so each window is read once per epoch.

@@ -1,6 +1,12 @@
 // Backend and communication selection (see runtime.hpp).
 #include "runtime.hpp"
 
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+
 #include "comm/host.hpp"
 #include "core/error.hpp"
 #include "cpu.hpp"
@@ -31,6 +37,19 @@ void require_built(const Config& cfg) {
 
 }  // namespace
 
+int default_threads(MPI_Comm job) {
+  const int on_node = host::node_size(job);  // collective: every rank calls it
+  if (const char* env = std::getenv("OMP_NUM_THREADS"); env != nullptr && *env != '\0') return 0;
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  if (sched_getaffinity(0, sizeof mask, &mask) != 0 || online < 1) return 0;
+  const int mine = CPU_COUNT(&mask);
+  // A launcher that bound this rank to fewer cores than the node has gave
+  // it those; ranks sharing the whole node share its cores.
+  return mine < online ? mine : std::max(1, mine / std::max(1, on_node));
+}
+
 std::unique_ptr<Backend> make_backend(const Config& cfg, MPI_Comm job) {
   require_built(cfg);
   std::unique_ptr<Backend> be;
@@ -46,7 +65,8 @@ std::unique_ptr<Backend> make_backend(const Config& cfg, MPI_Comm job) {
     be = make_cuda_backend(local_rank);
 #endif
   } else {
-    be = make_cpu_backend(cfg.train.threads);
+    const int threads = default_threads(job);  // collective: called on every rank alike
+    be = make_cpu_backend(cfg.train.threads > 0 ? cfg.train.threads : threads);
   }
   be->set_compute_dtype(cfg.train.dtype == ComputeDtype::bf16 ? Dtype::bf16 : Dtype::fp32);
   be->set_weight_copies(cfg.train.bf16_weight_copies);

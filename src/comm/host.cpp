@@ -34,13 +34,19 @@ int size(MPI_Comm comm) {
   return n;
 }
 
-int node_rank(MPI_Comm comm) {
+namespace {
+// rank() or size() of this rank's node group of comm.
+int of_node(MPI_Comm comm, int (*what)(MPI_Comm)) {
   MPI_Comm node = MPI_COMM_NULL;
   MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank(comm), MPI_INFO_NULL, &node));
-  const int r = rank(node);
+  const int r = what(node);
   MPI_CHECK(MPI_Comm_free(&node));
   return r;
 }
+}  // namespace
+
+int node_rank(MPI_Comm comm) { return of_node(comm, rank); }
+int node_size(MPI_Comm comm) { return of_node(comm, size); }
 
 namespace {
 // How long complete() polls before it starts yielding: a short wait (a

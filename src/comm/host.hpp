@@ -28,6 +28,8 @@ int size(MPI_Comm comm);
 // shared-memory domain), in `comm` rank order: picks the GPU, and the one
 // rank per node that fsyncs. Collective over comm.
 int node_rank(MPI_Comm comm);
+// How many ranks of `comm` share this rank's node. Collective over comm.
+int node_size(MPI_Comm comm);
 // Completes `req` by polling MPI_Test and yielding the core between polls
 // (sched_yield). Every blocking step of a collective or message in pentad's
 // own code waits here rather than in MPI_Wait or a blocking MPI call: those

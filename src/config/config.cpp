@@ -365,7 +365,7 @@ void add_train_keys(std::vector<Key>& s) {
   s.push_back(bool_key(PENTAD_FIELD(train, bf16_activations),
                        "bf16: the activations only GEMMs read stored in bf16"));
   s.push_back(int_key(PENTAD_FIELD(train, threads), 0, kNoMax,
-                      "OpenMP/BLAS threads per rank; 0 = default"));
+                      "OpenMP/BLAS threads per rank; 0 = OMP_NUM_THREADS, else the node's cores / its ranks"));
   s.push_back(int_key(PENTAD_FIELD(train, sample_every), 0, kNoMax,
                       "steps between samples printed by rank 0 (seed train.seed); 0 = none"));
   s.push_back(int_key(PENTAD_FIELD(train, sample_tokens), 1, kNoMax, "tokens per sample"));

@@ -54,3 +54,7 @@ endforeach()
 # epoch, counted from the files by the test (tests/cli/data_epoch.sh).
 add_test(NAME cli_data_epoch COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/data_epoch.sh)
 set_tests_properties(cli_data_epoch PROPERTIES LABELS "mpi;cli" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
+
+# train.threads = 0: the node's cores shared among its ranks (tests/cli/threads.sh).
+add_test(NAME cli_threads_default COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/threads.sh)
+set_tests_properties(cli_threads_default PROPERTIES LABELS "mpi;cli" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)

@@ -118,19 +118,16 @@ case "$mode" in
     train 1 B "${d[@]}" --set train.micro_batch=16 --set checkpoint.dir="$tmp/B" \
       --set checkpoint.resume="$tmp/A/step_000005.h5" --set log.metrics="$tmp/b.jsonl"
     "$PENTAD_PYTHON" - "$tmp/a.jsonl" "$tmp/b.jsonl" <<'PY'
-import json, sys
+import json, os, sys
 a = {r["step"]: r["data_epochs"] for r in map(json.loads, open(sys.argv[1]))}
 b = {r["step"]: r["data_epochs"] for r in map(json.loads, open(sys.argv[2]))}
 n = 160 / a[5]  # windows of the shards
 checks = [(f"step {s}: {b[s] * n:.3f} sequences read, expected {want}", abs(b[s] * n - want) < 1e-6)
           for s, want in ((6, 176), (10, 240))]
 checks.append((f"{n:.3f} windows, a whole number", abs(n - round(n)) < 1e-6))
-failed = 0
-for what, ok in checks:
-    print(("ok    " if ok else "FAIL  ") + what)
-    failed += not ok
-print(f"{len(checks) - failed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+sys.path.insert(0, os.path.join(os.environ["PENTAD_SOURCE_DIR"], "tests", "lib"))
+from report import report  # noqa: E402
+sys.exit(report(checks))
 PY
     s3="$tmp/data/p0/val.bin,$tmp/data/p1/val.bin,$tmp/data/p2/val.bin"
     train 1 C --set data.train="$s3" --set data.weights=1,1,1 --set data.order=epoch --set model.seq_len=64 \

@@ -23,7 +23,7 @@ echo "windows $n, global batch $B, $steps steps"
   --set log.dump="$tmp/run.h5" --set log.metrics="$tmp/m.jsonl" > "$tmp/run.log" 2>&1 || { cat "$tmp/run.log"; exit 1; }
 grep "^data:" "$tmp/run.log"
 "$PENTAD_PYTHON" - "$tmp/run.h5" "$tmp/m.jsonl" "$n" "$T" "$tmp"/data/p*/val.bin <<'PY'
-import collections, json, sys
+import collections, json, os, sys
 import h5py, numpy as np
 dump, metrics, n, T, files = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:]
 windows = collections.Counter()
@@ -46,10 +46,7 @@ checks = [
 last = [json.loads(l) for l in open(metrics)][-1]
 checks.append((f"metrics data_epochs {last['data_epochs']:.4f} = steps x batch / windows",
                abs(last["data_epochs"] - last["step"] * inputs.shape[1] / n) < 1e-6))
-failed = 0
-for what, ok in checks:
-    print(("ok    " if ok else "FAIL  ") + what)
-    failed += not ok
-print(f"{len(checks) - failed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+sys.path.insert(0, os.path.join(os.environ["PENTAD_SOURCE_DIR"], "tests", "lib"))
+from report import report  # noqa: E402
+sys.exit(report(checks))
 PY

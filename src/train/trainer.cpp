@@ -312,8 +312,13 @@ void Trainer::print_model() const {
               "(micro_batch %d x grad_accum %d x dp %d); peak %.3f TFLOP/s per rank%s\n",
               mc_.family == Family::gpt2 ? "gpt2" : "llama", n_params_ / 1e6, fpt_, (long long)B_global_, T_, b_,
               A_, n_dp_, peak_tflops_, cfg_.log.peak_tflops > 0 ? " (deck)" : " (measured sgemm)");
-  std::printf("threads: %d per rank (train.threads = %d%s)\n", omp_get_max_threads(), tc_.threads,
-              tc_.threads > 0 ? "" : std::getenv("OMP_NUM_THREADS") ? ": OMP_NUM_THREADS" : ": the node's cores / its ranks");
+  if (cfg_.backend == BackendKind::cpu) {  // app/runtime.cpp's default_threads
+    const char* env = std::getenv("OMP_NUM_THREADS");
+    std::printf("threads: %d per rank (train.threads = %d%s)\n", omp_get_max_threads(), tc_.threads,
+                tc_.threads > 0                  ? ""
+                : env != nullptr && *env != '\0' ? ": OMP_NUM_THREADS"
+                                                 : ": the node's cores / its ranks");
+  }
   if (cp_split_.cp > 1) print_cp_balance(cp_split_);
   if (moe_)
     std::printf("moe: %d experts, top-%d, every %d block(s), capacity %s, ep=%d (%d experts per rank), "

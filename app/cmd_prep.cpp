@@ -1,7 +1,9 @@
 // `pentad prep [--tokenizer FILE [--pattern NAME]] --out DIR
-// [--val-fraction F] [--shard-tokens N] FILE...`: rank 0 turns text files into token files
-// (io/prep.hpp), byte-level or BPE over a tiktoken rank file (tok/bpe.hpp);
-// every rank agrees on the outcome.
+// [--val-fraction F] [--shard-tokens N] [--json-key NAME] FILE...`: rank 0
+// turns text and JSON Lines files into token files (io/prep.hpp), byte-level
+// or BPE over a tiktoken rank file (tok/bpe.hpp), printing its progress to
+// stderr every 30 s; a stop signal ends it with nothing written; every rank
+// agrees on the outcome.
 #include <cerrno>
 #include <climits>
 #include <cstdint>
@@ -14,14 +16,16 @@
 #include "comm/host.hpp"
 #include "commands.hpp"
 #include "core/error.hpp"
+#include "io/checkpoint.hpp"
 #include "io/prep.hpp"
+#include "io/signals.hpp"
 #include "tok/bpe.hpp"
 
 namespace pentad {
 namespace {
 
 struct PrepArgs {
-  std::string out, val_fraction, shard_tokens, tokenizer, pattern;
+  std::string out, val_fraction, shard_tokens, tokenizer, pattern, json_key = "text";
   std::vector<std::string> files;
 };
 
@@ -49,18 +53,46 @@ int prep(const CLI::App& cmd, const PrepArgs& a, Job job) {
   }
   if (a.out.empty()) throw CliUsageError("prep: --out DIR is required");
   if (!a.pattern.empty() && a.tokenizer.empty()) throw CliUsageError("prep: --pattern needs --tokenizer FILE");
+  if (a.json_key.empty()) throw CliUsageError("prep: --json-key must name a field");
+  PrepOptions options;
+  options.val_fraction = val_fraction;
+  options.shard_tokens = shard_tokens;
+  options.json_key = a.json_key;
+  // SIGINT, SIGTERM, SIGUSR1 (mpiexec and srun forward them): prep stops at
+  // the next batch, leaving --out as it was; exit 130 after SIGINT, else 1.
+  install_signal_handlers();
+  options.stop = [] { return signal_received(); };
+  options.progress = [](const std::string& line) {
+    std::fprintf(stderr, "%s\n", line.c_str());
+    std::fflush(stderr);
+  };
   std::string summary, err;
+  int32_t interrupted = 0;
   if (job.rank == 0) {
     try {
       const std::unique_ptr<Tokenizer> tok =
           a.tokenizer.empty() ? make_byte_tokenizer() : load_tiktoken(a.tokenizer, a.pattern);
-      const PrepResult r = prep_corpus(a.files, a.out, val_fraction, *tok, shard_tokens);
-      summary = r.summary() + "\nprep: tokenizer " + tok->describe() + ", vocabulary " +
+      const PrepResult r = prep_corpus(a.files, a.out, *tok, options);
+      summary = r.summary() + "\nprep: " + std::to_string(r.documents) +
+                (r.documents == 1 ? " document" : " documents") + ", tokenizer " + tok->describe() + ", vocabulary " +
                 std::to_string(tok->vocab_size()) + ", token files version " + std::to_string(r.version) +
                 (r.version == 1 ? " (uint16)" : " (uint32)");
+    } catch (const PrepStopped& e) {
+      // Ctrl-C ends as a stopped training run does: 130 on every rank.
+      interrupted = interrupt_received() ? 1 : 0;
+      if (!interrupted) err = e.what();
     } catch (const InputError& e) {
       err = e.what();
     }
+  }
+  // The other ranks sleep meanwhile rather than spin (prep may take hours).
+  host::idle_barrier(MPI_COMM_WORLD);
+  host::bcast(MPI_COMM_WORLD, &interrupted, 1, 0);
+  if (interrupted != 0) {
+    if (job.rank == 0)
+      std::printf("signal received: prep stopped before it finished, no token file written or replaced; "
+                  "exiting with code %d (SIGINT)\n", kInterruptedExitCode);
+    return kInterruptedExitCode;
   }
   agree_or_throw(err.empty(), err, MPI_COMM_WORLD);
   if (job.rank == 0) std::printf("%s\n", summary.c_str());
@@ -78,7 +110,9 @@ Command add_prep(CLI::App& pentad, Job job) {
   cmd->add_option("--val-fraction", a->val_fraction, "fraction of the tokens for validation (default 0.1)");
   cmd->add_option("--shard-tokens", a->shard_tokens,
                   "tokens per file: train_000000.bin, ... and val_000000.bin, ... (default: one train.bin, one val.bin)");
-  cmd->add_option("files", a->files, "text files");
+  cmd->add_option("--json-key", a->json_key,
+                  "the document's field in a JSON Lines file (*.jsonl, *.ndjson: one object per line; default text)");
+  cmd->add_option("files", a->files, "text files (one document each) and JSON Lines files (one document a line)");
   return {cmd, [cmd, a, job] { return prep(*cmd, *a, job); }, unknown};
 }
 

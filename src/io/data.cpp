@@ -130,13 +130,13 @@ TokenFile::~TokenFile() {
   if (map_ != nullptr) ::munmap(map_, map_bytes_);
 }
 
-namespace {
-
-void write_tokens(const std::string& path, int32_t version, const void* tokens, size_t n, size_t width) {
-  if (n > size_t(INT32_MAX)) {
+void write_token_file(const std::string& path, int version, int64_t n, int64_t piece,
+                      const std::function<void(int64_t begin, int64_t count, void* dst)>& read) {
+  if (n > int64_t(INT32_MAX)) {
     data_error(path, std::to_string(n) + " tokens do not fit the int32 count of the llm.c header "
                            "(pentad prep --shard-tokens N writes files of N tokens)");
   }
+  const size_t width = version == kTokenVersion32 ? sizeof(uint32_t) : sizeof(uint16_t);
   // A failure removes the half-written tmp file (AtomicFile's destructor).
   AtomicFile f(path);
   const auto fail = [&](const FsError& e) {
@@ -153,28 +153,49 @@ void write_tokens(const std::string& path, int32_t version, const void* tokens, 
   header[1] = version;
   header[2] = int32_t(n);
   if (FsStatus e = f.write(header, sizeof header)) fail(*e);
-  if (FsStatus e = f.write(tokens, n * width)) fail(*e);
+  piece = std::max<int64_t>(1, std::min(piece, n));
+  std::vector<unsigned char> buf(size_t(piece) * width);
+  for (int64_t at = 0; at < n; at += piece) {
+    const int64_t count = std::min(piece, n - at);
+    read(at, count, buf.data());
+    if (FsStatus e = f.write(buf.data(), size_t(count) * width)) fail(*e);
+  }
   // After the rename only the directory fsync can fail: that loses nothing
   // already written, so it is not an error here.
   if (FsStatus e = f.commit(); e && !f.renamed()) fail(*e);
 }
 
+namespace {
+
+void write_tokens(const std::string& path, int32_t version, const void* tokens, size_t n, size_t width) {
+  const auto* bytes = static_cast<const unsigned char*>(tokens);
+  write_token_file(path, version, int64_t(std::min<size_t>(n, size_t(INT64_MAX))), int64_t(1) << 20,
+                   [&](int64_t begin, int64_t count, void* dst) {
+                     std::memcpy(dst, bytes + size_t(begin) * width, size_t(count) * width);
+                   });
+}
+
 }  // namespace
+
+int token_file_version(const std::string& path, int64_t vocab_size) {
+  if (vocab_size < 1 || vocab_size > int64_t(INT32_MAX))
+    data_error(path, "vocabulary size " + std::to_string(vocab_size) + " is out of range [1, 2^31-1]");
+  return vocab_size <= 65536 ? kTokenVersion : kTokenVersion32;
+}
 
 void write_token_file(const std::string& path, const std::vector<uint16_t>& tokens) {
   write_tokens(path, kTokenVersion, tokens.data(), tokens.size(), sizeof(uint16_t));
 }
 
 int write_token_file(const std::string& path, const std::vector<uint32_t>& tokens, int64_t vocab_size) {
-  if (vocab_size < 1 || vocab_size > int64_t(INT32_MAX))
-    data_error(path, "vocabulary size " + std::to_string(vocab_size) + " is out of range [1, 2^31-1]");
+  const int version = token_file_version(path, vocab_size);
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (int64_t(tokens[i]) >= vocab_size) {
       data_error(path, "token " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
                            " is >= the vocabulary size " + std::to_string(vocab_size));
     }
   }
-  if (vocab_size <= 65536) {
+  if (version == kTokenVersion) {
     write_token_file(path, std::vector<uint16_t>(tokens.begin(), tokens.end()));
     return kTokenVersion;
   }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -58,5 +59,14 @@ void write_token_file(const std::string& path, const std::vector<uint16_t>& toke
 // 65536), version 2 otherwise; returns the version written. Throws
 // InputError naming the path for a token >= vocab_size.
 int write_token_file(const std::string& path, const std::vector<uint32_t>& tokens, int64_t vocab_size);
+// The version of a vocabulary's token files (the rule above); throws
+// InputError naming `path` for a vocabulary outside [1, 2^31-1].
+int token_file_version(const std::string& path, int64_t vocab_size);
+// A token file of n tokens of `version` written from a source in pieces of
+// at most `piece` tokens: read(begin, count, dst) puts tokens [begin,
+// begin + count) at dst, in the file's width (2 or 4 bytes). Atomic and
+// throwing as above; a file over 2^31 - 1 tokens is refused.
+void write_token_file(const std::string& path, int version, int64_t n, int64_t piece,
+                      const std::function<void(int64_t begin, int64_t count, void* dst)>& read);
 
 }  // namespace pentad

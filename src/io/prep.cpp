@@ -1,50 +1,337 @@
 // `pentad prep` (prep.hpp).
 #include "io/prep.hpp"
 
+#include <fcntl.h>
+#include <omp.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <climits>
 #include <filesystem>
-#include <tuple>
+#include <string_view>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+#include <zlib.h>
+
 #include "core/error.hpp"
+#include "core/fs.hpp"
 #include "io/data.hpp"
 #include "tok/parallel.hpp"
+#include "tok/pretokenize.hpp"
 
 namespace pentad {
 namespace {
 
-std::string read_input(const std::string& in) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(in, ec)) throw InputError("prep input '" + in + "': is a directory");
-  std::FILE* f = std::fopen(in.c_str(), "rb");
-  if (f == nullptr) throw InputError("prep input '" + in + "': cannot open: " + std::strerror(errno));
-  std::string text;
-  char buf[1 << 16];
-  size_t got = 0;
-  while ((got = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, got);
-  const bool read_failed = std::ferror(f) != 0;
-  const int err = errno;
-  std::fclose(f);
-  if (read_failed) throw InputError("prep input '" + in + "': read failed: " + std::strerror(err));
-  return text;
+namespace fs = std::filesystem;
+
+std::string strerror_text(int err) { return std::strerror(err); }
+
+// "a.jsonl.gz" -> "a.jsonl"
+std::string without_gz(const std::string& path) {
+  const fs::path p(path);
+  return p.extension() == ".gz" ? p.stem().string() : p.filename().string();
 }
 
-// <dir>/<stem>_NNNNNN.bin, the name of shard i.
-std::string shard_path(const std::string& dir, const std::string& stem, int64_t i) {
+bool is_json_lines(const std::string& path) {
+  std::string ext = fs::path(without_gz(path)).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return ext == ".jsonl" || ext == ".ndjson";
+}
+
+// A stretch of one document's text: the whole document, or (plain files
+// longer than a piece) a part cut where the ids cannot change.
+struct Piece {
+  std::string text;
+  bool starts_doc = false;
+  size_t input = 0;   // index of its input file
+  int64_t line = 0;   // its line in a JSON Lines file; 0 in a plain file
+};
+
+// "prep input 'a.jsonl' line 7"
+std::string where(const std::string& path, int64_t line) {
+  return "prep input '" + path + "'" + (line > 0 ? " line " + std::to_string(line) : "");
+}
+
+// The bytes of one input file: as they are, or gunzipped (a name ending in
+// .gz; several gzip members are read one after the other, as gzip -d does).
+class ByteSource {
+ public:
+  explicit ByteSource(std::string path) : path_(std::move(path)) {
+    if (fs::path(path_).extension() != ".gz") {
+      f_ = std::fopen(path_.c_str(), "rb");
+      if (f_ == nullptr) throw InputError(where(path_, 0) + ": cannot open: " + strerror_text(errno));
+      return;
+    }
+    errno = 0;
+    gz_ = gzopen(path_.c_str(), "rb");
+    if (gz_ == nullptr)
+      throw InputError(where(path_, 0) + ": cannot open: " + strerror_text(errno != 0 ? errno : ENOMEM));
+    gzbuffer(gz_, 1u << 17);
+    if (gzdirect(gz_) == 1) throw InputError(where(path_, 0) + ": not gzip data (the name ends in .gz)");
+  }
+  ~ByteSource() {
+    if (f_ != nullptr) std::fclose(f_);
+    if (gz_ != nullptr) gzclose_r(gz_);
+  }
+  ByteSource(const ByteSource&) = delete;
+  ByteSource& operator=(const ByteSource&) = delete;
+
+  // Up to n bytes into buf; 0 at the end of the file.
+  size_t read(char* buf, size_t n) {
+    if (f_ != nullptr) {
+      const size_t got = std::fread(buf, 1, n, f_);
+      if (std::ferror(f_) != 0) throw InputError(where(path_, 0) + ": read failed: " + strerror_text(errno));
+      return got;
+    }
+    const int got = gzread(gz_, buf, unsigned(std::min<size_t>(n, size_t(1) << 30)));
+    int err = Z_OK;
+    const char* what = gzerror(gz_, &err);
+    // A truncated file reads as its end with Z_BUF_ERROR ("unexpected end of file") set.
+    if (got < 0 || (got == 0 && err != Z_OK)) {
+      throw InputError(where(path_, 0) + (err == Z_ERRNO ? ": read failed: " + strerror_text(errno)
+                                                         : ": not valid gzip data: " + std::string(what)));
+    }
+    return size_t(got);
+  }
+  // Bytes of the file read so far (of the compressed file for .gz).
+  int64_t consumed() const {
+    if (f_ != nullptr) return int64_t(std::ftell(f_));
+    return int64_t(gzoffset(gz_));
+  }
+
+ private:
+  std::string path_;
+  std::FILE* f_ = nullptr;
+  gzFile gz_ = nullptr;
+};
+
+// The pieces of one input file, in order.
+class InputReader {
+ public:
+  InputReader(std::string path, size_t index, const PrepOptions& o)
+      : path_(std::move(path)), src_(path_), index_(index), json_(is_json_lines(path_)), key_(o.json_key),
+        piece_bytes_(std::max<size_t>(1, o.piece_bytes)) {}
+
+  // The next piece into p; false at the end of the file.
+  bool next(Piece& p) {
+    p.input = index_;
+    return json_ ? next_json(p) : next_text(p);
+  }
+  // Bytes of the file read so far (of the compressed file for .gz).
+  int64_t bytes_read() const { return src_.consumed(); }
+
+ private:
+  // buf_[head_, end): read, not yet handed out.
+  std::string_view rest() const { return std::string_view(buf_).substr(head_); }
+
+  // Appends up to 1 MiB to the rest (moving it to the front of buf_ first
+  // when that frees at least half); false at the end of the file.
+  bool fill() {
+    if (head_ > 0 && head_ >= buf_.size() / 2) {
+      buf_.erase(0, head_);
+      head_ = 0;
+    }
+    const size_t old = buf_.size();
+    buf_.resize(old + (size_t(1) << 20));
+    const size_t got = src_.read(buf_.data() + old, buf_.size() - old);
+    buf_.resize(old + got);
+    return got > 0;
+  }
+
+  bool next_text(Piece& p) {
+    if (done_) return false;
+    size_t scan_from = piece_bytes_;  // in rest()
+    for (;;) {
+      if (rest().size() > piece_bytes_) {
+        const size_t cut = next_safe_cut(rest(), scan_from);
+        if (cut < rest().size()) {
+          p.text.assign(rest().substr(0, cut));
+          head_ += cut;
+          p.starts_doc = !started_;
+          p.line = 0;
+          started_ = true;
+          return true;
+        }
+        // Every place before the last byte was looked at; go on from there.
+        scan_from = std::max(piece_bytes_, rest().size());
+      }
+      if (!fill()) break;
+    }
+    done_ = true;
+    if (started_ && rest().empty()) return false;
+    p.text.assign(rest());
+    head_ = buf_.size();
+    p.starts_doc = !started_;  // an empty file is one empty document
+    p.line = 0;
+    started_ = true;
+    return true;
+  }
+
+  // The next line (without its '\n') as a view into buf_, valid until the
+  // next call; false at the end of the file.
+  bool next_line(std::string_view& line) {
+    size_t scanned = 0;  // bytes of rest() known to hold no '\n'
+    for (;;) {
+      const std::string_view r = rest();
+      const size_t nl = r.find('\n', scanned);
+      if (nl != std::string_view::npos) {
+        line = r.substr(0, nl);
+        head_ += nl + 1;
+        return true;
+      }
+      scanned = r.size();
+      if (!fill()) {
+        if (rest().empty()) return false;
+        line = rest();  // the last line, without a '\n'
+        head_ = buf_.size();
+        return true;
+      }
+    }
+  }
+
+  bool next_json(Piece& p) {
+    std::string_view line;
+    while (next_line(line)) {
+      ++line_;
+      if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(line.begin(), line.end());
+      } catch (const nlohmann::json::parse_error& e) {
+        // nlohmann's text counts lines and columns inside the one line; the
+        // byte offset says the same without the confusion.
+        std::string why = e.what();
+        if (const size_t at = why.find(": ", why.find("column")); at != std::string::npos) why = why.substr(at + 2);
+        throw InputError(where(path_, line_) + ": not valid JSON at byte " + std::to_string(e.byte) + " (" + why + ")");
+      }
+      if (!j.is_object()) throw InputError(where(path_, line_) + ": not a JSON object (" + j.type_name() + ")");
+      const auto it = j.find(key_);
+      if (it == j.end()) throw InputError(where(path_, line_) + ": no field \"" + key_ + "\"");
+      if (!it->is_string())
+        throw InputError(where(path_, line_) + ": field \"" + key_ + "\" is a " + it->type_name() + ", not a string");
+      p.text = std::move(it->get_ref<std::string&>());
+      p.starts_doc = true;
+      p.line = line_;
+      return true;
+    }
+    return false;
+  }
+
+  std::string path_;
+  ByteSource src_;
+  size_t index_;
+  bool json_;
+  std::string key_;
+  size_t piece_bytes_;
+  std::string buf_;
+  size_t head_ = 0;
+  bool started_ = false, done_ = false;
+  int64_t line_ = 0;
+};
+
+// A private directory in out_dir that holds the staging file and the token
+// files until they are all written; removed, with whatever is in it, when
+// prep ends either way.
+class StagingDir {
+ public:
+  explicit StagingDir(const std::string& out_dir)
+      : path_((fs::path(out_dir) / (".prep-" + std::to_string(::getpid()))).string()) {
+    std::error_code ec;
+    fs::remove_all(path_, ec);  // a crashed prep's of the same pid
+    if (!fs::create_directory(path_, ec))
+      throw InputError("prep: cannot create the staging directory '" + path_ + "': " + ec.message());
+  }
+  ~StagingDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  StagingDir(const StagingDir&) = delete;
+  StagingDir& operator=(const StagingDir&) = delete;
+  std::string file(const std::string& name) const { return (fs::path(path_) / name).string(); }
+
+ private:
+  std::string path_;
+};
+
+// Every token of the corpus in order, in the token files' width, on disk.
+class TokenStage {
+ public:
+  TokenStage(std::string path, int version, int64_t vocab_size)
+      : path_(std::move(path)), width_(version == kTokenVersion32 ? 4 : 2), vocab_(vocab_size) {
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd_ < 0) fail("create", errno);
+  }
+  ~TokenStage() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  TokenStage(const TokenStage&) = delete;
+  TokenStage& operator=(const TokenStage&) = delete;
+
+  void push(uint32_t id) { append(&id, 1); }
+  void append(const uint32_t* ids, size_t n) {
+    buf_.resize(n * width_);
+    for (size_t i = 0; i < n; ++i) {
+      if (int64_t(ids[i]) >= vocab_)
+        throw InputError("prep: the tokenizer gave id " + std::to_string(ids[i]) + ", outside its vocabulary of " +
+                         std::to_string(vocab_));
+      if (width_ == 2) {
+        const uint16_t v = uint16_t(ids[i]);
+        std::memcpy(buf_.data() + 2 * i, &v, 2);
+      } else {
+        std::memcpy(buf_.data() + 4 * i, &ids[i], 4);
+      }
+    }
+    for (size_t done = 0; done < buf_.size();) {
+      const ssize_t w = ::write(fd_, buf_.data() + done, buf_.size() - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) fail("write", errno);
+      done += size_t(w);
+    }
+    n_ += int64_t(n);
+  }
+  int64_t size() const { return n_; }
+  // Tokens [begin, begin + count) into dst, in the files' width.
+  void read(int64_t begin, int64_t count, void* dst) const {
+    auto* out = static_cast<unsigned char*>(dst);
+    const size_t total = size_t(count) * width_;
+    for (size_t done = 0; done < total;) {
+      const ssize_t r = ::pread(fd_, out + done, total - done, off_t(size_t(begin) * width_ + done));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) fail("read", r < 0 ? errno : EIO);
+      done += size_t(r);
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(const char* step, int err) const {
+    throw InputError("prep: " + std::string(step) + " of the staging file '" + path_ + "' failed: " +
+                     strerror_text(err));
+  }
+  std::string path_;
+  size_t width_;
+  int64_t vocab_;
+  int fd_ = -1;
+  int64_t n_ = 0;
+  std::vector<unsigned char> buf_;
+};
+
+// <stem>_NNNNNN.bin, the name of shard i.
+std::string shard_name(const std::string& stem, int64_t i) {
   char name[64];
   std::snprintf(name, sizeof name, "%s_%06lld.bin", stem.c_str(), (long long)i);
-  return (std::filesystem::path(dir) / name).string();
+  return name;
 }
 
 // Shards of <stem> from an earlier prep in dir that a run writing n_new of
 // them would leave beside its own: refused, since a glob would read them.
 void refuse_stale_shards(const std::string& dir, const std::string& stem, int64_t n_new) {
-  namespace fs = std::filesystem;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
@@ -66,22 +353,130 @@ int64_t n_shards(int64_t n_tokens, int64_t shard_tokens) {
   return std::max<int64_t>(1, (n_tokens + shard_tokens - 1) / shard_tokens);
 }
 
-// Tokens [begin, end) as files of at most shard_tokens tokens; returns the
-// version written and the number of files (one, possibly empty, at least).
-std::pair<int, int64_t> write_shards(const std::string& dir, const std::string& stem,
-                                     std::vector<uint32_t>::const_iterator begin,
-                                     std::vector<uint32_t>::const_iterator end, int64_t shard_tokens,
-                                     int64_t vocab_size) {
+// One token file to write: its name in out_dir and its tokens [begin, end)
+// of the staging file.
+struct OutFile {
+  std::string name;
+  int64_t begin = 0, end = 0;
+};
+
+// Tokens [begin, end) as files of at most shard_tokens tokens (all in one
+// file when shard_tokens is 0): one, possibly empty, at least.
+std::vector<OutFile> cut_into_files(const std::string& stem, int64_t begin, int64_t end, int64_t shard_tokens) {
+  if (shard_tokens == 0) return {{stem + ".bin", begin, end}};
+  std::vector<OutFile> files;
   const int64_t n = end - begin;
-  const int64_t n_files = n_shards(n, shard_tokens);
-  int version = 1;
-  for (int64_t i = 0; i < n_files; ++i) {
-    const auto a = begin + std::min(n, i * shard_tokens), b = begin + std::min(n, (i + 1) * shard_tokens);
-    version = write_token_file(shard_path(dir, stem, i), std::vector<uint32_t>(a, b), vocab_size);
-  }
-  return {version, n_files};
+  for (int64_t i = 0; i < n_shards(n, shard_tokens); ++i)
+    files.push_back({shard_name(stem, i), begin + std::min(n, i * shard_tokens),
+                     begin + std::min(n, (i + 1) * shard_tokens)});
+  return files;
 }
 
+void stop_if_asked(const PrepOptions& o);
+
+// Reads every input in order, encodes a batch of pieces at a time, and
+// appends the ids (with the separator before each document) to the stage.
+class Encoder {
+ public:
+  Encoder(const std::vector<std::string>& inputs, const Tokenizer& tok, const PrepOptions& o, TokenStage& stage,
+          PrepResult& r)
+      : inputs_(inputs), tok_(tok), o_(o), stage_(stage), r_(r) {
+    batch_bytes_ = o.batch_bytes > 0 ? o.batch_bytes
+                                     : std::max<size_t>(size_t(32) << 20, (size_t(4) << 20) * size_t(omp_get_max_threads()));
+    std::error_code ec;
+    for (const std::string& in : inputs) total_bytes_ += int64_t(fs::file_size(in, ec));
+  }
+
+  void run() {
+    last_progress_ = start_ = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      InputReader reader(inputs_[i], i, o_);
+      Piece p;
+      while (reader.next(p)) {
+        r_.bytes += int64_t(p.text.size());
+        r_.documents += p.starts_doc ? 1 : 0;
+        batch_text_ += p.text.size();
+        batch_.push_back(std::move(p));
+        p = Piece{};
+        if (batch_text_ >= batch_bytes_) flush(done_bytes_ + reader.bytes_read());
+      }
+      done_bytes_ += reader.bytes_read();
+    }
+    flush(done_bytes_);
+  }
+
+ private:
+  void flush(int64_t bytes_read) {
+    std::vector<std::string_view> views;
+    views.reserve(batch_.size());
+    for (const Piece& p : batch_) views.emplace_back(p.text);
+    std::vector<std::vector<uint32_t>> ids;
+    try {
+      ids = encode_documents(tok_, views);
+    } catch (const DocumentError& e) {
+      const Piece& p = batch_[e.doc];
+      throw InputError(where(inputs_[p.input], p.line) + ": " + e.what());
+    }
+    const int64_t separator = tok_.doc_separator();
+    for (size_t k = 0; k < batch_.size(); ++k) {
+      if (batch_[k].starts_doc && separator >= 0) stage_.push(uint32_t(separator));
+      stage_.append(ids[k].data(), ids[k].size());
+    }
+    batch_.clear();
+    batch_text_ = 0;
+    report(bytes_read);
+    stop_if_asked(o_);
+  }
+
+  void report(int64_t bytes_read) {
+    if (!o_.progress) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (std::chrono::duration<double>(now - last_progress_).count() < o_.progress_s) return;
+    last_progress_ = now;
+    const double s = std::chrono::duration<double>(now - start_).count();
+    char line[256];
+    std::snprintf(line, sizeof line, "prep: %.3f GB of %.3f GB read (%.1f%%), %lld documents, %lld tokens, %.1f MB/s",
+                  double(bytes_read) / 1e9, double(total_bytes_) / 1e9,
+                  total_bytes_ > 0 ? 100.0 * double(bytes_read) / double(total_bytes_) : 100.0,
+                  (long long)r_.documents, (long long)stage_.size(), double(bytes_read) / 1e6 / std::max(s, 1e-9));
+    o_.progress(line);
+  }
+
+  const std::vector<std::string>& inputs_;
+  const Tokenizer& tok_;
+  const PrepOptions& o_;
+  TokenStage& stage_;
+  PrepResult& r_;
+  size_t batch_bytes_ = 0;
+  std::vector<Piece> batch_;
+  size_t batch_text_ = 0;
+  int64_t total_bytes_ = 0, done_bytes_ = 0;
+  std::chrono::steady_clock::time_point start_, last_progress_;
+};
+
+void stop_if_asked(const PrepOptions& o) {
+  if (o.stop && o.stop()) throw PrepStopped();
+}
+
+void check_options(const std::vector<std::string>& inputs, const PrepOptions& o) {
+  if (inputs.empty()) throw InputError("prep: no input files given");
+  if (o.shard_tokens < 0 || o.shard_tokens > int64_t(INT32_MAX))
+    throw InputError("prep: shard_tokens " + std::to_string(o.shard_tokens) + " is out of range [1, 2^31-1]");
+  if (!(o.val_fraction >= 0.0 && o.val_fraction < 1.0)) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%g", o.val_fraction);
+    throw InputError("prep: val_fraction " + std::string(buf) + " is out of range [0, 1)");
+  }
+  if (o.json_key.empty()) throw InputError("prep: the JSON field name is empty");
+  // Every input is checked before anything is read or written.
+  for (const std::string& in : inputs) {
+    std::error_code ec;
+    if (fs::is_directory(in, ec)) throw InputError("prep input '" + in + "': is a directory");
+    std::FILE* f = std::fopen(in.c_str(), "rb");
+    if (f == nullptr) throw InputError("prep input '" + in + "': cannot open: " + strerror_text(errno));
+    std::fclose(f);
+  }
+}
 
 }  // namespace
 
@@ -95,77 +490,73 @@ std::string PrepResult::summary() const {
 }
 
 PrepResult prep_corpus(const std::vector<std::string>& inputs, const std::string& out_dir,
-                       double val_fraction, const Tokenizer& tokenizer, int64_t shard_tokens) {
-  namespace fs = std::filesystem;
-  if (inputs.empty()) throw InputError("prep: no input files given");
-  if (shard_tokens < 0 || shard_tokens > int64_t(INT32_MAX))
-    throw InputError("prep: shard_tokens " + std::to_string(shard_tokens) + " is out of range [1, 2^31-1]");
-  if (!(val_fraction >= 0.0 && val_fraction < 1.0)) {
-    char buf[64];
-    std::snprintf(buf, sizeof(buf), "%g", val_fraction);
-    throw InputError("prep: val_fraction " + std::string(buf) + " is out of range [0, 1)");
-  }
-
-  PrepResult r;
-  r.n_files = int(inputs.size());
-  std::vector<std::string> texts;
-  texts.reserve(inputs.size());
-  for (const std::string& in : inputs) {
-    texts.push_back(read_input(in));
-    r.bytes += int64_t(texts.back().size());
-  }
-  // Encoded on all cores, in chunks cut where the ids cannot change (tok/parallel.hpp).
-  std::vector<std::vector<uint32_t>> ids;
-  try {
-    ids = encode_documents(tokenizer, std::vector<std::string_view>(texts.begin(), texts.end()));
-  } catch (const DocumentError& e) {
-    throw InputError("prep input '" + inputs[e.doc] + "': " + e.what());
-  }
-  size_t n_total = 0;
-  for (const auto& v : ids) n_total += v.size() + 1;
-  std::vector<uint32_t> tokens;
-  tokens.reserve(n_total);
-  const int64_t separator = tokenizer.doc_separator();
-  for (auto& doc : ids) {
-    if (separator >= 0) tokens.push_back(uint32_t(separator));
-    tokens.insert(tokens.end(), doc.begin(), doc.end());
-    std::vector<uint32_t>().swap(doc);
-  }
-  texts.clear();
-  if (r.bytes == 0) throw InputError("prep: the corpus is empty (" + std::to_string(inputs.size()) +
-                                     " input files, 0 bytes)");
-  const int64_t n = int64_t(tokens.size());
-  int64_t n_val = 0;
-  if (val_fraction > 0.0) {
-    if (n < 2) throw InputError("prep: a corpus of 1 token cannot be split into train and val");
-    n_val = std::clamp<int64_t>(int64_t(std::floor(double(n) * val_fraction)), 1, n - 1);
-  }
-  r.train_tokens = n - n_val;
-  r.val_tokens = n_val;
-
+                       const Tokenizer& tokenizer, const PrepOptions& o) {
+  check_options(inputs, o);
   std::error_code ec;
+  const bool existed = fs::is_directory(out_dir, ec);
   fs::create_directories(out_dir, ec);
   if (ec || !fs::is_directory(out_dir)) {
     throw InputError("prep: cannot create output directory '" + out_dir + "': " +
                      (ec ? ec.message() : std::string("exists and is not a directory")));
   }
-  const auto split = tokens.cbegin() + r.train_tokens;
-  if (shard_tokens > 0) {
-    r.sharded = true;
-    r.train_path = (fs::path(out_dir) / "train_*.bin").string();
-    r.val_path = (fs::path(out_dir) / "val_*.bin").string();
-    refuse_stale_shards(out_dir, "train", n_shards(r.train_tokens, shard_tokens));
-    refuse_stale_shards(out_dir, "val", n_shards(r.val_tokens, shard_tokens));
-    std::tie(r.version, r.train_files) =
-        write_shards(out_dir, "train", tokens.cbegin(), split, shard_tokens, tokenizer.vocab_size());
-    r.val_files = write_shards(out_dir, "val", split, tokens.cend(), shard_tokens, tokenizer.vocab_size()).second;
+  try {
+    PrepResult r;
+    r.n_files = int(inputs.size());
+    const StagingDir staging(out_dir);
+    r.version = token_file_version(out_dir, tokenizer.vocab_size());
+    TokenStage stage(staging.file("tokens"), r.version, tokenizer.vocab_size());
+    Encoder(inputs, tokenizer, o, stage, r).run();
+    if (r.bytes == 0)
+      throw InputError("prep: the corpus is empty (" + std::to_string(inputs.size()) + " input files, 0 bytes)");
+
+    const int64_t n = stage.size();
+    int64_t n_val = 0;
+    if (o.val_fraction > 0.0) {
+      if (n < 2) throw InputError("prep: a corpus of 1 token cannot be split into train and val");
+      n_val = std::clamp<int64_t>(int64_t(std::floor(double(n) * o.val_fraction)), 1, n - 1);
+    }
+    r.train_tokens = n - n_val;
+    r.val_tokens = n_val;
+    r.sharded = o.shard_tokens > 0;
+    const std::string ext = r.sharded ? "_*.bin" : ".bin";
+    r.train_path = (fs::path(out_dir) / ("train" + ext)).string();
+    r.val_path = (fs::path(out_dir) / ("val" + ext)).string();
+    const std::vector<OutFile> train = cut_into_files("train", 0, r.train_tokens, o.shard_tokens);
+    const std::vector<OutFile> val = cut_into_files("val", r.train_tokens, n, o.shard_tokens);
+    r.train_files = int64_t(train.size());
+    r.val_files = int64_t(val.size());
+    if (r.sharded) {
+      refuse_stale_shards(out_dir, "train", r.train_files);
+      refuse_stale_shards(out_dir, "val", r.val_files);
+    }
+    std::vector<OutFile> all = train;
+    all.insert(all.end(), val.begin(), val.end());
+    for (const OutFile& f : all) {
+      stop_if_asked(o);
+      write_token_file(staging.file(f.name), r.version, f.end - f.begin, int64_t(1) << 22,
+                       [&](int64_t begin, int64_t count, void* dst) { stage.read(f.begin + begin, count, dst); });
+    }
+    stop_if_asked(o);
+    // Every file is complete: move them into place.
+    for (const OutFile& f : all) {
+      const std::string to = (fs::path(out_dir) / f.name).string();
+      // (after the rename only the directory's fsync can fail, which loses nothing written)
+      if (FsStatus e = rename_durable(staging.file(f.name), to); e && e->step == FsStep::rename)
+        throw InputError("prep: cannot move the token file into place: " + e->message());
+    }
     return r;
+  } catch (...) {
+    if (!existed) fs::remove(out_dir, ec);  // only if empty: made by this prep, nothing in it
+    throw;
   }
-  r.train_path = (fs::path(out_dir) / "train.bin").string();
-  r.val_path = (fs::path(out_dir) / "val.bin").string();
-  r.version = write_token_file(r.train_path, std::vector<uint32_t>(tokens.cbegin(), split), tokenizer.vocab_size());
-  write_token_file(r.val_path, std::vector<uint32_t>(split, tokens.cend()), tokenizer.vocab_size());
-  return r;
+}
+
+PrepResult prep_corpus(const std::vector<std::string>& inputs, const std::string& out_dir,
+                       double val_fraction, const Tokenizer& tokenizer, int64_t shard_tokens) {
+  PrepOptions o;
+  o.val_fraction = val_fraction;
+  o.shard_tokens = shard_tokens;
+  return prep_corpus(inputs, out_dir, tokenizer, o);
 }
 
 std::string prep_bytes(const std::vector<std::string>& inputs, const std::string& out_dir,

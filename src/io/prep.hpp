@@ -1,10 +1,27 @@
-// `pentad prep`: text files to token files. Each input file is one document;
-// when the tokenizer has a document separator (<|endoftext|> for GPT-2 and
+// `pentad prep`: text to token files, streamed in bounded memory.
+//
+// Inputs: a plain file is one document; a JSON Lines file (name ending in
+// .jsonl or .ndjson) holds one document per line, the string field
+// `json_key` ("text") of the line's object (blank lines are skipped). A
+// name ending in .gz is gunzipped as it is read (a.jsonl.gz is JSON Lines). When
+// the tokenizer has a document separator (<|endoftext|> for GPT-2 and
 // cl100k, <|begin_of_text|> for Llama 3) it goes before every document (so
 // documents are separated and the first one is preceded by it, as llm.c's
-// data scripts write them). Documents are encoded in parallel (OpenMP), in
-// chunks cut where the ids cannot change. The last val_fraction of the tokens is the
-// validation file. Token files are version 1 (uint16) when the vocabulary
+// data scripts write them).
+//
+// Streaming: documents are read a batch at a time (about batch_bytes of
+// text), encoded on all cores (OpenMP, in chunks cut where the ids cannot
+// change: tok/parallel.hpp), and their ids appended to a staging file in
+// out_dir. A plain file longer than piece_bytes is read in pieces cut at such
+// places too, so memory does not grow with the corpus; only a piece with no
+// such place (no line break between printable ASCII characters) or a single
+// JSON line is held whole.
+//
+// The last val_fraction of the tokens is the validation file. Where that
+// begins is known only at the end, so the token files are written from the
+// staging file then (free disk for about twice the output while prep runs),
+// each atomically, and the staging file is removed; on any error nothing is
+// left in out_dir. Token files are version 1 (uint16) when the vocabulary
 // fits, version 2 (uint32) otherwise (data.hpp). With shard_tokens > 0 each
 // part is cut into files of that many tokens (the last one shorter),
 // train_000000.bin, ... and val_000000.bin, ..., which a deck names with a
@@ -12,17 +29,41 @@
 // tokens (the header's int32 count), so larger corpora need shards.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "tok/tokenizer.hpp"
 
 namespace pentad {
 
+struct PrepOptions {
+  double val_fraction = 0.1;
+  int64_t shard_tokens = 0;          // 0: one train.bin and one val.bin
+  std::string json_key = "text";     // the document's field in a JSON Lines file
+  size_t batch_bytes = 0;            // text encoded at once; 0: max(32 MiB, 4 MiB x OpenMP threads)
+  size_t piece_bytes = size_t(1) << 20;  // a plain file is read in pieces of about this size
+  // Called with a progress line ("prep: 1.2 GB of 4.0 GB read (30.0%), ...")
+  // at most every progress_s seconds while prep runs; none when empty.
+  std::function<void(const std::string&)> progress;
+  double progress_s = 30.0;
+  // Polled between batches and between output files: true stops prep with
+  // PrepStopped, nothing written or replaced (`pentad prep`: a signal).
+  std::function<bool()> stop;
+};
+
+// What prep_corpus throws when PrepOptions::stop says so.
+struct PrepStopped : InputError {
+  PrepStopped() : InputError("prep: stopped by a signal before it finished; no token file was written or replaced") {}
+};
+
 struct PrepResult {
   int n_files = 0;
-  int64_t bytes = 0;                 // of text read
+  int64_t bytes = 0;                 // of document text tokenized
+  int64_t documents = 0;
   // <out_dir>/train.bin and val.bin, or with shards the patterns
   // <out_dir>/train_*.bin and val_*.bin (the deck's data.train and data.val)
   std::string train_path, val_path;
@@ -34,10 +75,14 @@ struct PrepResult {
   std::string summary() const;
 };
 
-// Throws InputError on unreadable inputs, an empty corpus, an unwritable
-// out_dir, or (with shards) a shard file of an earlier prep in out_dir that
-// this one would not overwrite (a glob would read it as part of the data),
-// naming the file; nothing is written then.
+// Throws InputError on an unreadable input, a JSON Lines line that is not an
+// object with a string field json_key (naming file and line), an empty
+// corpus, an unwritable out_dir or a full disk, or (with shards) a shard file
+// of an earlier prep in out_dir that this one would not overwrite (a glob
+// would read it as part of the data), naming the file; no token file is
+// written or replaced then.
+PrepResult prep_corpus(const std::vector<std::string>& inputs, const std::string& out_dir,
+                       const Tokenizer& tokenizer, const PrepOptions& options);
 PrepResult prep_corpus(const std::vector<std::string>& inputs, const std::string& out_dir,
                        double val_fraction, const Tokenizer& tokenizer, int64_t shard_tokens = 0);
 

@@ -58,3 +58,8 @@ set_tests_properties(cli_data_epoch PROPERTIES LABELS "mpi;cli" ENVIRONMENT "${P
 # train.threads = 0: the node's cores shared among its ranks (tests/cli/threads.sh).
 add_test(NAME cli_threads_default COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/threads.sh)
 set_tests_properties(cli_threads_default PROPERTIES LABELS "mpi;cli" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
+
+# `pentad prep` streams: peak memory flat from a 48 MiB to a 192 MiB corpus,
+# the shards equal to the corpus (tests/cli/prep_stream.sh).
+add_test(NAME cli_prep_stream COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/prep_stream.sh)
+set_tests_properties(cli_prep_stream PROPERTIES LABELS "cli" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)

@@ -198,6 +198,14 @@ judge() {
     esac
   fi
   # Nothing valid lost.
+  if [ -n "${dir_keep:-}" ]; then  # "DIR MD5FILE": DIR holds exactly the files MD5FILE lists, unchanged
+    local d=${dir_keep% *} sums=${dir_keep##* } have want
+    have=$(ls -A "$d" | sort | tr '\n' ' ') want=$(awk '{ print $2 }' "$sums" | sort | tr '\n' ' ')
+    if [ "$have" != "$want" ] || ! (cd "$d" && md5sum -c --quiet "$sums" > /dev/null 2>&1); then
+      why="${why:+$why; }files lost or left: $d holds '$have', had '$want' (md5sum -c: $(cd "$d" && md5sum -c --quiet "$sums" 2>&1 | head -1))"
+      lost=$((lost + 1))
+    fi
+  fi
   if [ -n "${ck_keep:-}" ]; then
     local f=${ck_keep% *} step=${ck_keep##* } info
     info=$(timeout 60 "$PENTAD" ckpt info "$f" 2>&1)
@@ -218,7 +226,7 @@ judge() {
     echo "FAIL: $cat / $name ($np rank(s), exit $rc, ${secs}s): $why"
     tail -8 <<<"$out" | cut -c1-300 | sed 's/^/    /'
   fi
-  ck_keep=""
+  ck_keep="" dir_keep=""
 }
 
 # record CATEGORY NAME WHY CRASH HUNG: a case judged elsewhere (a script of its own).
@@ -402,6 +410,14 @@ dd_case val_wrong_magic    "data file '.*magic.bin'.*magic" "$D/train.bin" --set
 dd_case val_truncated      "data file '.*trunc.bin'.*truncated" "$D/train.bin" --set data.val="$tmp/trunc.bin"
 one "$C" prep_missing_input 1 fail "nope.txt" $T prep --out "$tmp/prep_out" "$tmp/nope.txt"
 one "$C" prep_directory_input 1 fail "data" $T prep --out "$tmp/prep_out2" "$D"
+printf '{"text": "a"}\n{"text": "b"\n' > "$tmp/bad_line.jsonl"
+one "$C" prep_bad_json_line 2 fail "bad_line.jsonl' line 2: not valid JSON" $T prep --out "$tmp/prep_out3" "$tmp/bad_line.jsonl"
+printf '{"body": "a"}\n' > "$tmp/no_text.jsonl"
+one "$C" prep_jsonl_no_text_field 2 fail "no_text.jsonl' line 1: no field \"text\"" $T prep --out "$tmp/prep_out4" "$tmp/no_text.jsonl"
+cp "$PENTAD_SOURCE_DIR"/tests/data/corpus.txt "$tmp/not_gzip.txt.gz"
+one "$C" prep_not_gzip 2 fail "not_gzip.txt.gz': not gzip data" $T prep --out "$tmp/prep_out5" "$tmp/not_gzip.txt.gz"
+gzip -c "$PENTAD_SOURCE_DIR"/tests/data/corpus.txt | head -c 200 > "$tmp/truncated.txt.gz"
+one "$C" prep_truncated_gzip 2 fail "truncated.txt.gz': not valid gzip data" $T prep --out "$tmp/prep_out6" "$tmp/truncated.txt.gz"
 
 echo "== checkpoints"
 C="checkpoints"
@@ -553,13 +569,30 @@ wait_for '[ "$(rows)" -ge 4 ]' 60
 kill -INT "$(rank_pid 0)" "$(rank_pid 1)"
 finish 30; ck_keep="$ck any"
 judge "$C" sigint_to_every_rank 2 sigint '^signal received: stopped after step [0-9]+ with a checkpoint; exiting with code 130 \(SIGINT\)$' 2
+# A prep stopped while it writes its staging file: the token files an earlier
+# prep left in the same folder stay as they were, nothing beside them.
+"$PENTAD" prep --out "$tmp/prep_sig" "$PENTAD_SOURCE_DIR"/tests/data/corpus.txt > /dev/null
+(cd "$tmp/prep_sig" && md5sum train.bin val.bin) > "$tmp/prep_sig.md5"
+yes "the quick brown fox jumps over the lazy dog" | head -c 300000000 > "$tmp/prep_big.txt"
+for sig in INT TERM; do
+  launch 2 prep --out "$tmp/prep_sig" "$tmp/prep_big.txt"
+  wait_for 'compgen -G "$tmp/prep_sig/.prep-*/tokens" > /dev/null' 60
+  if [ $sig = INT ]; then kill -INT "$job"; else kill -TERM "$(rank_pid 0)" "$(rank_pid 1)"; fi
+  finish 30; dir_keep="$tmp/prep_sig $tmp/prep_sig.md5"
+  if [ $sig = INT ]; then
+    judge "$C" prep_sigint_to_mpiexec 2 sigint '^signal received: prep stopped before it finished, no token file written or replaced; exiting with code 130 \(SIGINT\)$' 2
+  else
+    judge "$C" prep_sigterm_to_every_rank 2 fail 'prep: stopped by a signal before it finished; no token file was written or replaced'
+  fi
+done
+rm -f "$tmp/prep_big.txt"
 
 echo "== disk full"
 C="disk full"
 # tests/reliability/disk_full.sh: its own tmpfs, its own checks (the
 # message names the file, exit 3 or 1 on every rank, the checkpoint before
 # it verifies); exit 77 where no tmpfs can be mounted.
-for kc in ckpt:1 ckpt:2 final:1 final:2 metrics:1 metrics:2 trace:2 dump:1 export:2; do
+for kc in ckpt:1 ckpt:2 final:1 final:2 metrics:1 metrics:2 trace:2 dump:1 export:2 prep:2; do
   kind=${kc%:*} np=${kc#*:}
   t1=$(date +%s.%N)
   o=$(PENTAD_IN_MOUNT_NS=${PENTAD_IN_MOUNT_NS:-} timeout 120 bash "$here/disk_full.sh" "$kind" "$np" 2>&1); r=$?

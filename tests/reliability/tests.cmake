@@ -3,7 +3,7 @@
 # Disk full runs in a tmpfs mounted by the script (skipped, exit 77, where
 # mounting is refused); the lost-pointer test needs no privileges.
 set(PENTAD_RELIABILITY_TESTS)
-foreach(case ckpt:1 ckpt:2 final:1 final:2 metrics:1 metrics:2 trace:2 dump:1 export:2)
+foreach(case ckpt:1 ckpt:2 final:1 final:2 metrics:1 metrics:2 trace:2 dump:1 export:2 prep:2)
   string(REPLACE ":" ";" parts ${case})
   list(GET parts 0 kind)
   list(GET parts 1 np)

@@ -4,13 +4,16 @@
 #  1. js-tiktoken's mergeable ranks are written as a .tiktoken file;
 #  2. `pentad prep --tokenizer` (2 OpenMP threads) encodes docs/*.md,
 #     README.md, tests/tokenizer/multilingual.txt, a > 2 MiB concatenation of
-#     them (so prep cuts documents into chunks), a copy with invalid UTF-8
+#     them (so prep reads a document in pieces), a copy with invalid UTF-8
 #     spliced in, and that copy after tok_tool's utf8_replace;
 #  3. valid UTF-8 documents: the ids equal js-tiktoken's encode() of the text.
 #     The invalid copy: each valid run's ids equal js-tiktoken's ids of the
 #     run, each invalid run's ids spell its bytes; the replaced copy equals
 #     TextDecoder's U+FFFD rendering and then js-tiktoken's ids of it;
-#  4. pentad's decode of each document's ids gives back its bytes (cmp).
+#  4. pentad's decode of each document's ids gives back its bytes (cmp);
+#  5. the valid UTF-8 documents as one JSON Lines file (node's JSON.stringify,
+#     a blank line between two): `pentad prep` of it gives js-tiktoken's ids,
+#     and so does the file compressed by GNU gzip (two gzip members).
 set -euo pipefail
 enc=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -69,4 +72,27 @@ for i in "${!inputs[@]}"; do
   fi
 done
 echo "$( [ $n_ok -eq ${#inputs[@]} ] && echo "ok  " || echo "FAIL") decode(encode(x)) == x byte for byte for $n_ok of ${#inputs[@]} documents"
+
+valid=()
+for f in "${inputs[@]}"; do [ "$f" = "$tmp/invalid.txt" ] || valid+=("$f"); done
+node -e '
+const fs = require("fs");
+const lines = process.argv.slice(1).map((f) => JSON.stringify({ source: f, text: fs.readFileSync(f, "utf8") }));
+lines.splice(1, 0, "");
+fs.writeFileSync("'"$tmp"'/docs.jsonl", lines.join("\n") + "\n");' "${valid[@]}"
+OMP_NUM_THREADS=2 "$PENTAD" prep --tokenizer "$tmp/ranks.tiktoken" --val-fraction 0 --out "$tmp/jsonl" "$tmp/docs.jsonl" \
+  > "$tmp/jsonl.log" || { echo "FAIL: prep of docs.jsonl"; cat "$tmp/jsonl.log"; exit 1; }
+grep -q "prep: ${#valid[@]} documents" "$tmp/jsonl.log" || { echo "FAIL: prep did not report ${#valid[@]} documents"; cat "$tmp/jsonl.log"; status=1; }
+node "$js" compare "$enc" "$tmp/ranks.tiktoken" "$tmp/jsonl/train.bin" "$sep" "$tmp/ids" "${valid[@]}" || status=1
+# The same file compressed by GNU gzip, as two gzip members (its first and
+# second half): the same token file.
+half=$(( $(stat -c %s "$tmp/docs.jsonl") / 2 ))
+{ head -c "$half" "$tmp/docs.jsonl" | gzip -c; tail -c +"$((half + 1))" "$tmp/docs.jsonl" | gzip -c; } > "$tmp/docs.jsonl.gz"
+OMP_NUM_THREADS=2 "$PENTAD" prep --tokenizer "$tmp/ranks.tiktoken" --val-fraction 0 --out "$tmp/gz" "$tmp/docs.jsonl.gz" \
+  > "$tmp/gz.log" || { echo "FAIL: prep of docs.jsonl.gz"; cat "$tmp/gz.log"; exit 1; }
+if cmp -s "$tmp/gz/train.bin" "$tmp/jsonl/train.bin"; then
+  echo "ok   docs.jsonl.gz (GNU gzip, 2 members) gives the token file of docs.jsonl"
+else
+  echo "FAIL docs.jsonl.gz (GNU gzip, 2 members) does not give the token file of docs.jsonl"; status=1
+fi
 exit $status

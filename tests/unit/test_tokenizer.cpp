@@ -8,8 +8,10 @@
 #include <stdlib.h>
 
 #include <nlohmann/json.hpp>
+#include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +23,7 @@
 #include "core/error.hpp"
 #include "io/data.hpp"
 #include "io/prep.hpp"
+#include "../lib/input_error.hpp"
 #include "tok/hf_tokenizer.hpp"
 #include "tok/bpe.hpp"
 #include "tok/pretokenize.hpp"
@@ -223,6 +226,214 @@ TEST_F(TokenizerTest, PrepPutsTheSeparatorBeforeEachDocument) {
     for (uint32_t id : tok->encode("ba")) want.push_back(id);
     EXPECT_EQ(got, want) << pattern;
     EXPECT_EQ(r.version, 1);
+  }
+}
+
+// The ids of a prep'd token file (train.bin, then val.bin if asked).
+std::vector<uint32_t> read_ids(const std::string& path, int64_t vocab) {
+  const pentad::TokenFile file(path, int(vocab), 1);
+  std::vector<uint32_t> ids;
+  for (int64_t i = 0; i < file.size(); ++i) ids.push_back(file[i]);
+  return ids;
+}
+
+// Lines of words over a small alphabet: many places where prep may cut.
+std::string wordy_text(uint32_t seed, int n_lines) {
+  static const char* words[] = {"ab", "ba", "abab", "the", "a", "b!", "(ab)", "  ", "x\ty", "\xc3\xa9t\xc3\xa9"};
+  std::mt19937 rng(seed);
+  std::string t;
+  for (int l = 0; l < n_lines; ++l) {
+    const int n = int(rng() % 12);
+    for (int w = 0; w < n; ++w) t += std::string(w ? " " : "") + words[rng() % 10];
+    t += rng() % 5 == 0 ? "\n\n" : "\n";
+  }
+  return t;
+}
+
+// prep streams: plain files read in small pieces and encoded a few pieces at
+// a time give exactly the ids of each whole document, separators included,
+// and the same files as one batch; the validation split is where a prep
+// that held everything would put it.
+TEST_F(TokenizerTest, PrepStreamsPiecesWithTheIdsOfWholeDocuments) {
+  const std::string ranks = write("small.tiktoken", rank_lines({"ab", "abab", "th", "the", "ba"}));
+  const auto tok = pentad::load_tiktoken(ranks, "gpt2");
+  std::vector<std::string> docs = {wordy_text(1, 400), wordy_text(2, 3), "", wordy_text(3, 900)};
+  std::vector<std::string> inputs;
+  std::vector<uint32_t> want;
+  for (size_t d = 0; d < docs.size(); ++d) {
+    inputs.push_back(write("doc" + std::to_string(d) + ".txt", docs[d]));
+    want.push_back(uint32_t(tok->doc_separator()));
+    for (uint32_t id : tok->encode(docs[d])) want.push_back(id);
+  }
+  const auto n = int64_t(want.size());
+  const int64_t n_val = int64_t(std::floor(double(n) * 0.25));
+  pentad::PrepOptions whole;
+  whole.val_fraction = 0.25;
+  whole.piece_bytes = size_t(1) << 30;
+  pentad::PrepOptions pieces = whole;
+  pieces.piece_bytes = 64;
+  pieces.batch_bytes = 300;
+  for (const auto& [name, o] : {std::pair{"whole", whole}, std::pair{"pieces", pieces}}) {
+    const std::string out = (dir_ / name).string();
+    const pentad::PrepResult r = pentad::prep_corpus(inputs, out, *tok, o);
+    EXPECT_EQ(r.documents, 4) << name;
+    EXPECT_EQ(r.train_tokens, n - n_val) << name;
+    EXPECT_EQ(r.val_tokens, n_val) << name;
+    std::vector<uint32_t> got = read_ids(r.train_path, tok->vocab_size());
+    const std::vector<uint32_t> val = read_ids(r.val_path, tok->vocab_size());
+    got.insert(got.end(), val.begin(), val.end());
+    EXPECT_EQ(got, want) << name;
+    // Nothing but the two token files is left in the output directory.
+    std::vector<std::string> left;
+    for (const auto& e : fs::directory_iterator(out)) left.push_back(e.path().filename().string());
+    std::sort(left.begin(), left.end());
+    EXPECT_EQ(left, (std::vector<std::string>{"train.bin", "val.bin"})) << name;
+  }
+}
+
+// JSON Lines: one document a line, its "text" (or --json-key) field, JSON
+// escapes decoded; blank lines skipped; mixed with plain files in order.
+TEST_F(TokenizerTest, PrepReadsJsonLines) {
+  const std::string ranks = write("small.tiktoken", rank_lines({"ab", "abab"}));
+  const auto tok = pentad::load_tiktoken(ranks, "gpt2");
+  const std::vector<std::string> texts = {"abab ab\nba", "caf\xc3\xa9 \"quoted\"\ttab", "", "line\r\nbreak \xf0\x9f\x99\x82"};
+  std::string jsonl;
+  for (size_t k = 0; k < texts.size(); ++k) {
+    nlohmann::json j = {{"id", k}, {"text", texts[k]}, {"meta", {{"lang", "en"}}}};
+    jsonl += j.dump(-1, ' ', k % 2 == 0) + (k == 1 ? "\n   \n\n" : "\n");  // ASCII escapes on some lines
+  }
+  const std::string a = write("a.jsonl", jsonl), b = write("b.txt", "abab");
+  const pentad::PrepResult r = pentad::prep_corpus({a, b}, (dir_ / "o").string(), 0.0, *tok);
+  std::vector<uint32_t> want;
+  for (const std::string& t : std::vector<std::string>{texts[0], texts[1], texts[2], texts[3], "abab"}) {
+    want.push_back(uint32_t(tok->doc_separator()));
+    for (uint32_t id : tok->encode(t)) want.push_back(id);
+  }
+  EXPECT_EQ(r.documents, 5);
+  EXPECT_EQ(read_ids(r.train_path, tok->vocab_size()), want);
+
+  // Another field name.
+  const std::string c = write("c.ndjson", "{\"content\": \"ab\"}\n{\"content\": \"ba\", \"text\": 3}");
+  pentad::PrepOptions o;
+  o.val_fraction = 0;
+  o.json_key = "content";
+  const pentad::PrepResult rc = pentad::prep_corpus({c}, (dir_ / "c").string(), *tok, o);
+  const uint32_t sep = uint32_t(tok->doc_separator());
+  std::vector<uint32_t> want_c = {sep};
+  for (uint32_t id : tok->encode("ab")) want_c.push_back(id);
+  want_c.push_back(sep);
+  for (uint32_t id : tok->encode("ba")) want_c.push_back(id);
+  EXPECT_EQ(read_ids(rc.train_path, tok->vocab_size()), want_c);
+}
+
+// A bad line names its file and line; nothing is written or replaced, no
+// staging file is left, and a directory prep made itself is removed.
+TEST_F(TokenizerTest, PrepJsonLinesErrorsNameFileAndLine) {
+  using pentad::test::input_error_of;
+  const auto tok = pentad::make_byte_tokenizer();
+  const std::string good = write("good.jsonl", "{\"text\": \"hello\"}\n");
+  const std::string out = (dir_ / "out").string();
+  pentad::prep_corpus({good}, out, 0.0, *tok);
+  const auto before = fs::last_write_time(out + "/train.bin");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{\"text\": \"a\"}\n{\"text\": \"b\"\n", "line 2: not valid JSON at byte 13"},
+      {"{\"text\": \"a\"}\n\n[\"text\"]\n", "line 3: not a JSON object (array)"},
+      {"{\"body\": \"a\"}\n", "line 1: no field \"text\""},
+      {"{\"text\": \"a\"}\n{\"text\": null}\n", "line 2: field \"text\" is a null, not a string"},
+      {"{\"text\": \"caf\xe9\"}\n", "line 1: not valid JSON"},  // Latin-1, not UTF-8
+      {"{\"text\": \"a\"} {\"text\": \"b\"}\n", "line 1: not valid JSON"},
+  };
+  for (size_t k = 0; k < cases.size(); ++k) {
+    const std::string bad = write("bad" + std::to_string(k) + ".jsonl", cases[k].first);
+    const std::string msg = input_error_of([&] { pentad::prep_corpus({good, bad}, out, 0.0, *tok); });
+    EXPECT_HAS(msg, "prep input '" + bad + "' " + cases[k].second);
+    EXPECT_EQ(fs::last_write_time(out + "/train.bin"), before) << msg;
+    size_t n_left = 0;
+    for (const auto& e : fs::directory_iterator(out)) n_left += e.path().filename() != "train.bin" && e.path().filename() != "val.bin";
+    EXPECT_EQ(n_left, 0u) << msg;
+    const std::string fresh = (dir_ / ("fresh" + std::to_string(k))).string();
+    input_error_of([&] { pentad::prep_corpus({bad}, fresh, 0.0, *tok); });
+    EXPECT_FALSE(fs::exists(fresh)) << msg;
+  }
+}
+
+// gzip-compressed inputs (written here with zlib's gzwrite; GNU gzip's own
+// files are checked in tests/tokenizer/oracle.sh): a.txt.gz and a.jsonl.gz
+// give the ids of their plain copies, two gzip members one after the other
+// included; a .gz name that is not gzip data, a truncated and a damaged file
+// are refused naming the file.
+TEST_F(TokenizerTest, PrepReadsGzipInputs) {
+  using pentad::test::input_error_of;
+  const std::string ranks = write("small.tiktoken", rank_lines({"ab", "abab", "th", "the"}));
+  const auto tok = pentad::load_tiktoken(ranks, "gpt2");
+  const std::string text = wordy_text(5, 3000);
+  std::string jsonl;
+  for (int k = 0; k < 50; ++k) jsonl += nlohmann::json({{"text", wordy_text(uint32_t(10 + k), 20)}}).dump() + "\n";
+  const auto gz = [&](const std::string& name, const std::string& content, int members) {
+    const std::string p = (dir_ / name).string();
+    for (int m = 0; m < members; ++m) {
+      gzFile f = gzopen(p.c_str(), m == 0 ? "wb" : "ab");
+      const size_t a = content.size() * size_t(m) / size_t(members), b = content.size() * size_t(m + 1) / size_t(members);
+      EXPECT_EQ(gzwrite(f, content.data() + a, unsigned(b - a)), int(b - a));
+      EXPECT_EQ(gzclose(f), Z_OK);
+    }
+    return p;
+  };
+  const std::vector<std::string> plain = {write("a.txt", text), write("b.jsonl", jsonl)};
+  const std::vector<std::string> packed = {gz("a.txt.gz", text, 1), gz("b.jsonl.gz", jsonl, 2)};
+  const pentad::PrepResult rp = pentad::prep_corpus(plain, (dir_ / "plain").string(), 0.1, *tok);
+  const pentad::PrepResult rz = pentad::prep_corpus(packed, (dir_ / "packed").string(), 0.1, *tok);
+  EXPECT_EQ(rz.documents, 51);
+  EXPECT_EQ(rz.summary().substr(0, 30), rp.summary().substr(0, 30));  // the same files, bytes (of text) and tokens
+  EXPECT_EQ(read_ids(rz.train_path, tok->vocab_size()), read_ids(rp.train_path, tok->vocab_size()));
+  EXPECT_EQ(read_ids(rz.val_path, tok->vocab_size()), read_ids(rp.val_path, tok->vocab_size()));
+
+  const std::string out = (dir_ / "bad").string();
+  const std::string not_gz = write("c.txt.gz", "plain text");
+  EXPECT_HAS(input_error_of([&] { pentad::prep_corpus({not_gz}, out, 0.0, *tok); }),
+             "prep input '" + not_gz + "': not gzip data");
+  std::string bytes;
+  { std::ifstream f(packed[0], std::ios::binary); bytes.assign(std::istreambuf_iterator<char>(f), {}); }
+  const std::string cut = write("cut.txt.gz", bytes.substr(0, bytes.size() / 2));
+  EXPECT_HAS(input_error_of([&] { pentad::prep_corpus({cut}, out, 0.0, *tok); }),
+             "prep input '" + cut + "': not valid gzip data");
+  std::string damaged_bytes = bytes;
+  for (size_t i = 100; i < 200; ++i) damaged_bytes[i] = char(~damaged_bytes[i]);
+  const std::string damaged = write("damaged.txt.gz", damaged_bytes);
+  EXPECT_HAS(input_error_of([&] { pentad::prep_corpus({damaged}, out, 0.0, *tok); }),
+             "prep input '" + damaged + "': not valid gzip data");
+  EXPECT_FALSE(fs::exists(out));
+}
+
+// A stop (a signal in `pentad prep`) between batches or between output files
+// leaves the output directory as it was.
+TEST_F(TokenizerTest, PrepStopsLeavingTheOutputAsItWas) {
+  using pentad::test::input_error_of;
+  const auto tok = pentad::make_byte_tokenizer();
+  const std::string a = write("a.txt", wordy_text(1, 2000)), b = write("b.txt", wordy_text(2, 2000));
+  const std::string out = (dir_ / "out").string();
+  pentad::prep_corpus({a}, out, 0.1, *tok);
+  const auto before = fs::last_write_time(out + "/train.bin");
+  const std::vector<uint32_t> train_before = read_ids(out + "/train.bin", 256);
+  pentad::PrepOptions o;
+  o.piece_bytes = size_t(1) << 10;  // several pieces and batches per file
+  o.batch_bytes = size_t(1) << 12;
+  int polls = 0;
+  o.stop = [&] { return ++polls < 0; };
+  pentad::prep_corpus({a, b}, (dir_ / "counted").string(), *tok, o);
+  const int n_polls = polls;  // after each batch, before each output file, before the renames
+  EXPECT_GE(n_polls, 2 * 2 + 2 + 1);
+  for (int stop_at = 1; stop_at <= n_polls; ++stop_at) {
+    polls = 0;
+    o.stop = [&] { return ++polls == stop_at; };
+    const std::string msg = input_error_of([&] { pentad::prep_corpus({a, b}, out, *tok, o); });
+    EXPECT_HAS(msg, "prep: stopped by a signal before it finished; no token file was written or replaced");
+    EXPECT_EQ(fs::last_write_time(out + "/train.bin"), before) << stop_at;
+    EXPECT_EQ(read_ids(out + "/train.bin", 256), train_before) << stop_at;
+    std::vector<std::string> left;
+    for (const auto& e : fs::directory_iterator(out)) left.push_back(e.path().filename().string());
+    std::sort(left.begin(), left.end());
+    EXPECT_EQ(left, (std::vector<std::string>{"train.bin", "val.bin"})) << stop_at;
   }
 }
 

@@ -68,6 +68,8 @@ std::vector<std::pair<std::string, double>> metrics_row(const StepRecord& r) {
   append_stage_fields(r, row);
   if (r.moe) append_moe_fields(r, row);
   if (r.has_val) row.emplace_back("val_loss", r.val_loss);
+  if (r.has_val)
+    for (size_t k = 0; k < r.val_sources.size(); ++k) row.emplace_back("val_loss_" + std::to_string(k), r.val_sources[k]);
   if (r.cp_attn)
     for (int i = 0; i < 4; ++i) row.emplace_back(kCpAttnKeys[i], r.cp_attn[i]);
   if (r.data_epochs.size() == 1) row.emplace_back("data_epochs", r.data_epochs[0]);
@@ -78,11 +80,18 @@ std::vector<std::pair<std::string, double>> metrics_row(const StepRecord& r) {
 }
 
 void print_step_line(const StepRecord& r) {
+  std::string val;
+  if (r.has_val) {
+    val = " | val loss " + std::to_string(r.val_loss);
+    for (size_t k = 0; k < r.val_sources.size(); ++k)
+      val += (k == 0 ? " [" : ", ") + std::to_string(k) + ": " + std::to_string(r.val_sources[k]) +
+             (k + 1 == r.val_sources.size() ? "]" : "");
+  }
   std::printf("step %5d/%d | loss %.4f | lr %.3e | grad norm %.4f | %.0f tok/s | "
               "%.3f TFLOP/s | MFU %.1f%% | mem %s | %.1f ms%s\n",
               r.step, r.steps, r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.tflops, 100 * r.mfu,
               format_bytes(double(r.mem->total_peak_bytes), 1).c_str(), r.step_s * 1e3,
-              r.has_val ? (" | val loss " + std::to_string(r.val_loss)).c_str() : "");
+              val.c_str());
   if (r.moe) {
     const MoeStep& m = *r.moe;
     std::printf("           moe | aux loss %.5f | balance %.4f | tokens/expert min %.0f max %.0f mean %.1f | "

@@ -41,6 +41,7 @@ struct StepRecord {
   bool has_val = false;          // evaluated at this step
   double val_loss = 0;
   const double* cp_attn = nullptr;  // the 4 values of cp_attention_stats; nullptr: no ring attention
+  std::vector<double> val_sources;  // per data.val entry when it has several: its own val loss
   std::vector<double> data_epochs;  // per data source: epochs read after this step (BatchSampler::epochs_read)
 };
 

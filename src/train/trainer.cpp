@@ -174,7 +174,13 @@ void Trainer::make_comms(const CommFactory& make_comm) {
 // The token files, the output locations and the metrics file. Collective over the job.
 void Trainer::open_inputs() {
   train_data_ = open_tokens("data.train", cfg_.data.train, data_weights(cfg_.data), cfg_, topo_.job);
-  if (!cfg_.data.val.empty()) val_data_ = open_tokens("data.val", cfg_.data.val, {}, cfg_, topo_.job);
+  if (!cfg_.data.val.empty()) {
+    // Several entries: one source each (evaluated alone too).
+    const size_t n_entries = list_entries(cfg_.data.val).size();
+    val_data_ = open_tokens("data.val", cfg_.data.val,
+                            n_entries > 1 ? std::vector<double>(n_entries, 1.0) : std::vector<double>{}, cfg_,
+                            topo_.job);
+  }
   check_outputs(cfg_, topo_);
   std::string msg;
   try {
@@ -190,9 +196,19 @@ void Trainer::open_inputs() {
 // depends on the global batch only, never on its split.
 void Trainer::plan_validation() {
   if (!val_data_) return;
+  const auto micro_batches = [this](int64_t n) {
+    const int64_t per_dp = (n + n_dp_ - 1) / n_dp_;
+    return int((per_dp + b_ - 1) / b_);
+  };
   n_val_ = std::min(val_window_count(val_data_->all()), int64_t(tc_.eval_batches) * B_global_);
-  const int64_t per_dp = (n_val_ + n_dp_ - 1) / n_dp_;
-  eval_mb_ = int((per_dp + b_ - 1) / b_);
+  eval_mb_ = micro_batches(n_val_);
+  if (val_data_->sources().size() < 2) return;
+  for (const TokenDataset::Source& s : val_data_->sources()) {
+    ValSource v;
+    v.n = std::min(val_window_count(s.shards), int64_t(tc_.eval_batches) * B_global_);  // >= 1: every file has T + 1 tokens
+    v.mb = micro_batches(v.n);
+    val_sources_.push_back(std::move(v));
+  }
 }
 
 // This rank's model shard, its DataParallel(s), the pipeline and the tied
@@ -227,6 +243,9 @@ void Trainer::build_model(const CommFactory& make_comm) {
   pipe_ = std::make_unique<Pipeline>(*model_, be_, *pp_, *dpar_, make_schedule(sched_kind_, n_pp_, n_virtual_, A_),
                                      make_schedule(ScheduleKind::forward_only, n_pp_, n_virtual_, eval_mb_,
                                                    mpar.placement));
+  for (ValSource& v : val_sources_)
+    v.forward_only = std::make_unique<Schedule>(
+        make_schedule(ScheduleKind::forward_only, n_pp_, n_virtual_, v.mb, mpar.placement));
   tied_ = std::make_unique<TiedEmbedding>(mc_, topo_, model_->params(), *dpar_, make_comm);
 }
 
@@ -329,6 +348,9 @@ void Trainer::print_model() const {
   std::fputs(sampler_->describe().c_str(), stdout);
   if (val_data_) {
     const int64_t asked = int64_t(tc_.eval_batches) * B_global_;
+    for (size_t k = 0; k < val_sources_.size(); ++k)
+      std::printf("validation source %zu: %s, %lld windows (val_loss_%zu)\n", k,
+                  val_data_->sources()[k].spec.c_str(), (long long)val_sources_[k].n, k);
     if (n_val_ < asked)
       std::printf("validation: all %lld windows of %d tokens of %s (train.eval_batches = %d global batches "
                   "would be %lld)\n",
@@ -373,14 +395,22 @@ void Trainer::prepare_steps() {
 // the same ones.
 void Trainer::load_validation() {
   if (!val_data_) return;
-  const size_t n_seq = size_t(eval_mb_) * b_;
+  load_val_windows(val_data_->all(), n_val_, eval_mb_, val_in_, val_tg_);
+  for (size_t k = 0; k < val_sources_.size(); ++k) {
+    ValSource& v = val_sources_[k];
+    load_val_windows(val_data_->sources()[k].shards, v.n, v.mb, v.in, v.tg);
+  }
+}
+
+void Trainer::load_val_windows(const TokenShards& data, int64_t n, int mb, std::vector<int32_t>& in,
+                               std::vector<int32_t>& tg) const {
+  const size_t n_seq = size_t(mb) * b_;
   std::vector<int32_t> whole_in(n_seq * T_), whole_tg(n_seq * T_);  // (M, b, T)
-  val_windows(val_data_->all(), int64_t(topo_.dp_rank()) * int64_t(n_seq), int(n_seq), n_val_, whole_in.data(),
-              whole_tg.data());
-  val_in_.resize(n_seq * Tl_);
-  val_tg_.resize(n_seq * Tl_);
-  cp_slice(cp_split_, topo_.me.cp, whole_in.data(), eval_mb_, b_, val_in_.data());
-  cp_slice(cp_split_, topo_.me.cp, whole_tg.data(), eval_mb_, b_, val_tg_.data());
+  val_windows(data, int64_t(topo_.dp_rank()) * int64_t(n_seq), int(n_seq), n, whole_in.data(), whole_tg.data());
+  in.resize(n_seq * Tl_);
+  tg.resize(n_seq * Tl_);
+  cp_slice(cp_split_, topo_.me.cp, whole_in.data(), mb, b_, in.data());
+  cp_slice(cp_split_, topo_.me.cp, whole_tg.data(), mb, b_, tg.data());
 }
 
 // ---- the step ----
@@ -497,10 +527,19 @@ void Trainer::gather_stage_stats() {
 // (padding targets add nothing), through the forward-only schedule.
 // Collective over the job.
 double Trainer::evaluate() {
-  double sum = pipe_->eval(val_in_.data(), val_tg_.data());  // the last stage's
+  last_val_sources_.clear();
+  for (const ValSource& v : val_sources_)
+    last_val_sources_.push_back(evaluate_set(v.in, v.tg, v.n, v.forward_only.get()));
+  return evaluate_set(val_in_, val_tg_, n_val_, nullptr);
+}
+
+double Trainer::evaluate_set(const std::vector<int32_t>& in, const std::vector<int32_t>& tg, int64_t n,
+                             const Schedule* forward_only) {
+  double sum = forward_only ? pipe_->eval(in.data(), tg.data(), *forward_only)
+                            : pipe_->eval(in.data(), tg.data());  // the last stage's
   dp_cp_->allreduce_sum_host(&sum, 1);
   pp_->allreduce_sum_host(&sum, 1);
-  return sum / (double(n_val_) * T_);
+  return sum / (double(n) * T_);
 }
 
 // The console line (every log.every steps, the first and the last) and the
@@ -534,6 +573,7 @@ void Trainer::log_step(int step, const StepResult& r, bool eval_now, const doubl
   if (moe_) rec.moe_times = model_->moe_times();
   rec.has_val = eval_now;
   rec.val_loss = last_val_;
+  rec.val_sources = last_val_sources_;
   rec.cp_attn = model_->ring() ? cp_attn : nullptr;
   for (size_t k = 0; k < train_data_->sources().size(); ++k) rec.data_epochs.push_back(sampler_->epochs_read(k, step));
   if (step % cfg_.log.every == 0 || step == 1 || step == tc_.steps) print_step_line(rec);

@@ -77,6 +77,13 @@ class Trainer {
   void dump_step(int step, const StepResult& r);
   void gather_stage_stats();
   double evaluate();
+  // One evaluation of the windows in (M, b, T/cp) in and tg: the mean loss
+  // over the n valid windows' tokens. Collective over the job.
+  double evaluate_set(const std::vector<int32_t>& in, const std::vector<int32_t>& tg, int64_t n,
+                      const Schedule* forward_only);
+  // val_windows of data into this rank's (M, b, T/cp) in and tg.
+  void load_val_windows(const TokenShards& data, int64_t n, int mb, std::vector<int32_t>& in,
+                        std::vector<int32_t>& tg) const;
   void log_step(int step, const StepResult& r, bool eval_now, const double cp_attn[4]);
   void reset_traffic();
   void print_sample(int step);
@@ -134,6 +141,17 @@ class Trainer {
   int64_t n_val_ = 0;
   int eval_mb_ = 1;  // M
   std::vector<int32_t> val_in_, val_tg_;
+  // With several entries in data.val, each entry (a source) is also
+  // evaluated alone, by the same rule: its first train.eval_batches global
+  // batches' worth of windows, or all of them.
+  struct ValSource {
+    int64_t n = 0;
+    int mb = 1;
+    std::vector<int32_t> in, tg;
+    std::unique_ptr<Schedule> forward_only;
+  };
+  std::vector<ValSource> val_sources_;
+  std::vector<double> last_val_sources_;
   int64_t first_seq_ = 0;      // this dp rank's first sequence of the global batch
   int trace_steps_ = 0;        // the first steps of the run, when log.trace is set
 

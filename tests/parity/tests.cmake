@@ -323,6 +323,11 @@ pentad_parity_test(cp2_dp2_ep2_zero3 moe_gpt2 4 "--set train.grad_accum=2" "--se
 add_test(NAME parity_val_loss_layouts COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/val_loss.sh ${CMAKE_CURRENT_LIST_DIR}/gpt2.toml)
 set_tests_properties(parity_val_loss_layouts PROPERTIES LABELS "mpi;parity"
                      ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
+# data.val with several entries: each evaluated alone (val_loss_<k>), equal
+# to a run on that entry alone, the same under dp, cp, tp and pp.
+add_test(NAME parity_val_sources COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/val_sources.sh ${CMAKE_CURRENT_LIST_DIR}/gpt2.toml)
+set_tests_properties(parity_val_sources PROPERTIES LABELS "mpi;parity"
+                     ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
 
 # Datasets (io/dataset.hpp): three shards blended 2:1 with a fourth file and
 # read in epoch order, and three shards as one body in random order; @DATA@

@@ -52,13 +52,13 @@ double Pipeline::train_step(const int32_t* inputs, const int32_t* targets, float
   return run(train_, true, inputs, targets, loss_scale, logits_out);
 }
 
-double Pipeline::eval(const int32_t* inputs, const int32_t* targets) {
+double Pipeline::eval(const int32_t* inputs, const int32_t* targets, const Schedule& forward_only) {
   const bool was = tracing_;
   tracing_ = false;
   const double busy = busy_, wall = wall_;
   const int peak = peak_inflight_, peak_w = peak_deferred_w_;
   const size_t peak_w_bytes = peak_deferred_w_bytes_;
-  const double loss = run(eval_, false, inputs, targets, 0.0f, nullptr);
+  const double loss = run(forward_only, false, inputs, targets, 0.0f, nullptr);
   busy_ = busy, wall_ = wall, peak_inflight_ = peak;  // report the training step's figures
   peak_deferred_w_ = peak_w, peak_deferred_w_bytes_ = peak_w_bytes;
   tracing_ = was;

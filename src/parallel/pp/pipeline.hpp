@@ -38,7 +38,9 @@ class Pipeline {
   // the last stage only). logits_out: (m, B, T, V) on the last stage, or null.
   double train_step(const int32_t* inputs, const int32_t* targets, float loss_scale, float* logits_out);
   // Forward-only over the eval schedule's micro-batches; the loss sum (last stage).
-  double eval(const int32_t* inputs, const int32_t* targets);
+  double eval(const int32_t* inputs, const int32_t* targets) { return eval(inputs, targets, eval_); }
+  // The same over another forward_only schedule (another count of micro-batches).
+  double eval(const int32_t* inputs, const int32_t* targets, const Schedule& forward_only);
 
   const Schedule& schedule() const { return train_; }
   // The last train_step: busy (compute) and wall seconds on this rank, and

@@ -372,7 +372,9 @@ std::vector<OutFile> cut_into_files(const std::string& stem, int64_t begin, int6
   return files;
 }
 
-void stop_if_asked(const PrepOptions& o);
+void stop_if_asked(const PrepOptions& o) {
+  if (o.stop && o.stop()) throw PrepStopped();
+}
 
 // Reads every input in order, encodes a batch of pieces at a time, and
 // appends the ids (with the separator before each document) to the stage.
@@ -453,10 +455,6 @@ class Encoder {
   int64_t total_bytes_ = 0, done_bytes_ = 0;
   std::chrono::steady_clock::time_point start_, last_progress_;
 };
-
-void stop_if_asked(const PrepOptions& o) {
-  if (o.stop && o.stop()) throw PrepStopped();
-}
 
 void check_options(const std::vector<std::string>& inputs, const PrepOptions& o) {
   if (inputs.empty()) throw InputError("prep: no input files given");

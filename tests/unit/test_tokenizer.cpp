@@ -420,9 +420,16 @@ TEST_F(TokenizerTest, PrepStopsLeavingTheOutputAsItWas) {
   o.batch_bytes = size_t(1) << 12;
   int polls = 0;
   o.stop = [&] { return ++polls < 0; };
+  std::vector<std::string> progress;  // with progress_s = 0: a line after every batch
+  o.progress = [&](const std::string& line) { progress.push_back(line); };
+  o.progress_s = 0;
   pentad::prep_corpus({a, b}, (dir_ / "counted").string(), *tok, o);
   const int n_polls = polls;  // after each batch, before each output file, before the renames
   EXPECT_GE(n_polls, 2 * 2 + 2 + 1);
+  ASSERT_EQ(int(progress.size()), n_polls - 3);
+  EXPECT_HAS(progress.front(), "prep: 0.0");
+  EXPECT_HAS(progress.back(), " read (100.0%), 2 documents, ");
+  o.progress = nullptr;
   for (int stop_at = 1; stop_at <= n_polls; ++stop_at) {
     polls = 0;
     o.stop = [&] { return ++polls == stop_at; };

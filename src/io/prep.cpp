@@ -88,6 +88,7 @@ class ByteSource {
     if (f_ != nullptr) {
       const size_t got = std::fread(buf, 1, n, f_);
       if (std::ferror(f_) != 0) throw InputError(where(path_, 0) + ": read failed: " + strerror_text(errno));
+      plain_read_ += int64_t(got);
       return got;
     }
     const int got = gzread(gz_, buf, unsigned(std::min<size_t>(n, size_t(1) << 30)));
@@ -102,13 +103,13 @@ class ByteSource {
   }
   // Bytes of the file read so far (of the compressed file for .gz).
   int64_t consumed() const {
-    if (f_ != nullptr) return int64_t(std::ftell(f_));
-    return int64_t(gzoffset(gz_));
+    return f_ != nullptr ? plain_read_ : int64_t(gzoffset(gz_));
   }
 
  private:
   std::string path_;
   std::FILE* f_ = nullptr;
+  int64_t plain_read_ = 0;
   gzFile gz_ = nullptr;
 };
 
@@ -385,8 +386,11 @@ class Encoder {
       : inputs_(inputs), tok_(tok), o_(o), stage_(stage), r_(r) {
     batch_bytes_ = o.batch_bytes > 0 ? o.batch_bytes
                                      : std::max<size_t>(size_t(32) << 20, (size_t(4) << 20) * size_t(omp_get_max_threads()));
-    std::error_code ec;
-    for (const std::string& in : inputs) total_bytes_ += int64_t(fs::file_size(in, ec));
+    for (const std::string& in : inputs) {
+      std::error_code ec;
+      const auto size = fs::file_size(in, ec);  // none for a pipe (/dev/stdin)
+      if (!ec) total_bytes_ += int64_t(size);
+    }
   }
 
   void run() {

@@ -20,9 +20,10 @@
 // The last val_fraction of the tokens is the validation file. Where that
 // begins is known only at the end, so the token files are written from the
 // staging file then (free disk for about twice the output while prep runs),
-// each atomically, and the staging file is removed; on any error nothing is
-// left in out_dir. Token files are version 1 (uint16) when the vocabulary
-// fits, version 2 (uint32) otherwise (data.hpp). With shard_tokens > 0 each
+// each atomically, and the staging file is removed; on any error before the
+// final renames nothing is left in out_dir. Token files are version 1
+// (uint16) when the vocabulary fits, version 2 (uint32) otherwise
+// (data.hpp). With shard_tokens > 0 each
 // part is cut into files of that many tokens (the last one shorter),
 // train_000000.bin, ... and val_000000.bin, ..., which a deck names with a
 // glob (data.train = "DIR/train_*.bin"); one file holds at most 2^31 - 1
@@ -80,7 +81,8 @@ struct PrepResult {
 // corpus, an unwritable out_dir or a full disk, or (with shards) a shard file
 // of an earlier prep in out_dir that this one would not overwrite (a glob
 // would read it as part of the data), naming the file; no token file is
-// written or replaced then.
+// written or replaced then (only a rename refused part-way through the final
+// renames can leave some new files beside old ones).
 PrepResult prep_corpus(const std::vector<std::string>& inputs, const std::string& out_dir,
                        const Tokenizer& tokenizer, const PrepOptions& options);
 PrepResult prep_corpus(const std::vector<std::string>& inputs, const std::string& out_dir,

@@ -3,12 +3,16 @@
 // turns text and JSON Lines files into token files (io/prep.hpp), byte-level
 // or BPE over a tiktoken rank file (tok/bpe.hpp), printing its progress to
 // stderr every 30 s; a stop signal ends it with nothing written; every rank
-// agrees on the outcome.
+// agrees on the outcome. With --choices it turns one HellaSwag JSON Lines
+// file into a multiple-choice eval file, DIR/<name>.bin (io/choice_eval.hpp).
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,7 +20,9 @@
 #include "comm/host.hpp"
 #include "commands.hpp"
 #include "core/error.hpp"
+#include "core/fs.hpp"
 #include "io/checkpoint.hpp"
+#include "io/choice_eval.hpp"
 #include "io/prep.hpp"
 #include "io/signals.hpp"
 #include "tok/bpe.hpp"
@@ -27,7 +33,26 @@ namespace {
 struct PrepArgs {
   std::string out, val_fraction, shard_tokens, tokenizer, pattern, json_key = "text";
   std::vector<std::string> files;
+  bool choices = false;
 };
+
+// --choices: FILE.jsonl -> DIR/FILE.bin; the summary line.
+std::string prep_choices(const PrepArgs& a, const Tokenizer& tok) {
+  namespace fs = std::filesystem;
+  const std::vector<ChoiceExample> examples = read_choices_jsonl(a.files[0], tok);
+  if (!make_dirs(a.out)) throw InputError("prep: cannot create --out '" + a.out + "': " + std::strerror(errno));
+  const std::string out = (fs::path(a.out) / fs::path(a.files[0]).stem()).string() + ".bin";
+  write_choice_file(out, examples);
+  size_t endings = 0, longest = 0;
+  for (const ChoiceExample& e : examples) {
+    endings += e.endings.size();
+    for (const auto& end : e.endings) longest = std::max(longest, e.context.size() + end.size());
+  }
+  return "prep: " + std::to_string(examples.size()) + " multiple-choice examples (" + std::to_string(endings) +
+         " endings) from " + a.files[0] + " -> " + out + ", tokenizer " + tok.describe() +
+         "; the longest context + ending is " + std::to_string(longest) + " tokens (model.seq_len >= " +
+         std::to_string(longest - 1) + " scores it whole)";
+}
 
 std::string unknown(const std::string& arg) { return "prep: unknown or incomplete option '" + arg + "'"; }
 
@@ -54,6 +79,9 @@ int prep(const CLI::App& cmd, const PrepArgs& a, Job job) {
   if (a.out.empty()) throw CliUsageError("prep: --out DIR is required");
   if (!a.pattern.empty() && a.tokenizer.empty()) throw CliUsageError("prep: --pattern needs --tokenizer FILE");
   if (a.json_key.empty()) throw CliUsageError("prep: --json-key must name a field");
+  if (a.choices && a.files.size() != 1) throw CliUsageError("prep: --choices takes one JSON Lines file");
+  if (a.choices && (!a.val_fraction.empty() || !a.shard_tokens.empty()))
+    throw CliUsageError("prep: --choices writes one eval file: no --val-fraction or --shard-tokens");
   PrepOptions options;
   options.val_fraction = val_fraction;
   options.shard_tokens = shard_tokens;
@@ -72,11 +100,15 @@ int prep(const CLI::App& cmd, const PrepArgs& a, Job job) {
     try {
       const std::unique_ptr<Tokenizer> tok =
           a.tokenizer.empty() ? make_byte_tokenizer() : load_tiktoken(a.tokenizer, a.pattern);
-      const PrepResult r = prep_corpus(a.files, a.out, *tok, options);
-      summary = r.summary() + "\nprep: " + std::to_string(r.documents) +
-                (r.documents == 1 ? " document" : " documents") + ", tokenizer " + tok->describe() + ", vocabulary " +
-                std::to_string(tok->vocab_size()) + ", token files version " + std::to_string(r.version) +
-                (r.version == 1 ? " (uint16)" : " (uint32)");
+      if (a.choices) {
+        summary = prep_choices(a, *tok);
+      } else {
+        const PrepResult r = prep_corpus(a.files, a.out, *tok, options);
+        summary = r.summary() + "\nprep: " + std::to_string(r.documents) +
+                  (r.documents == 1 ? " document" : " documents") + ", tokenizer " + tok->describe() + ", vocabulary " +
+                  std::to_string(tok->vocab_size()) + ", token files version " + std::to_string(r.version) +
+                  (r.version == 1 ? " (uint16)" : " (uint32)");
+      }
     } catch (const PrepStopped& e) {
       // Ctrl-C ends as a stopped training run does: 130 on every rank.
       interrupted = interrupt_received() ? 1 : 0;
@@ -112,6 +144,9 @@ Command add_prep(CLI::App& pentad, Job job) {
                   "tokens per file: train_000000.bin, ... and val_000000.bin, ... (default: one train.bin, one val.bin)");
   cmd->add_option("--json-key", a->json_key,
                   "the document's field in a JSON Lines file (*.jsonl, *.ndjson: one object per line; default text)");
+  cmd->add_flag("--choices", a->choices,
+               "one HellaSwag JSON Lines file (ctx, endings, label) -> DIR/<name>.bin, a multiple-choice eval file "
+               "(data.choice_eval)");
   cmd->add_option("files", a->files, "text files (one document each) and JSON Lines files (one document a line)");
   return {cmd, [cmd, a, job] { return prep(*cmd, *a, job); }, unknown};
 }

@@ -359,6 +359,8 @@ void add_train_keys(std::vector<Key>& s) {
   s.push_back(int_key(PENTAD_FIELD(train, eval_every), 0, kNoMax,
                       "steps between evaluations; 0 = only at the end"));
   s.push_back(int_key(PENTAD_FIELD(train, eval_batches), 1, kNoMax, "batches per evaluation"));
+  s.push_back(int_key(PENTAD_FIELD(train, choice_examples), 0, kNoMax,
+                      "data.choice_eval: examples scored per evaluation (its first N); 0 = all"));
   s.push_back(enum_key(PENTAD_FIELD(train, dtype), "compute dtype"));
   s.push_back(bool_key(PENTAD_FIELD(train, bf16_weight_copies),
                        "bf16: one bf16 copy of the weights per update, not one per GEMM"));
@@ -376,6 +378,8 @@ void add_io_keys(std::vector<Key>& s) {
   s.push_back(string_key(PENTAD_FIELD(data, train),
                          "training token files (pentad prep, llm.c shards): paths or globs, comma-separated"));
   s.push_back(string_key(PENTAD_FIELD(data, val), "validation token files, the same form; \"\" = none"));
+  s.push_back(string_key(PENTAD_FIELD(data, choice_eval),
+                         "multiple-choice eval file, llm.c's format (HellaSwag), scored at each evaluation; \"\" = none"));
   s.push_back(string_key(PENTAD_FIELD(data, weights),
                          "blend: one weight per data.train entry; \"\" = all files one body of text"));
   s.push_back(enum_key(PENTAD_FIELD(data, order),

@@ -153,6 +153,7 @@ struct TrainConfig {
   Recompute recompute = Recompute::none;
   int eval_every = 0;       // 0 = only at the end (if val data given)
   int eval_batches = 4;
+  int choice_examples = 0;  // data.choice_eval: its first N examples per evaluation; 0 = all
   ComputeDtype dtype = ComputeDtype::fp32;
   // With dtype bf16: keep one bf16 copy of the weights, made when they
   // change (the optimizer step, a load, a ZeRO-3 gather) instead of at every
@@ -173,6 +174,7 @@ struct TrainConfig {
 struct DataConfig {
   std::string train;   // llm.c-format token files: paths or glob patterns, comma-separated
   std::string val;     // the same form; optional
+  std::string choice_eval;  // multiple-choice eval file (llm.c's format: HellaSwag); "" = none
   std::string weights; // "" = every data.train file one body of text; else one weight per entry
   DataOrder order = DataOrder::random;
   std::string tokenizer;          // tiktoken rank file the data was made with (training samples); "" = none

@@ -100,6 +100,11 @@ void DebugDump::record_metrics(double loss, double lr, double grad_norm, double 
   aux_loss_.push_back(aux_loss);
 }
 
+void DebugDump::record_choices(const std::vector<double>& row_loss, const std::vector<int>& row_tokens) {
+  choice_loss_ = row_loss;
+  choice_tokens_.assign(row_tokens.begin(), row_tokens.end());
+}
+
 void DebugDump::finish(int steps, bool moe) {
   write_params("final/", false);
   if (!w_) return;
@@ -110,6 +115,11 @@ void DebugDump::finish(int steps, bool moe) {
   w_->write("metrics/lr", lr_.data(), {S});
   w_->write("metrics/grad_norm", grad_norm_.data(), {S});
   if (moe) w_->write("metrics/aux_loss", aux_loss_.data(), {S});
+  if (!choice_loss_.empty()) {
+    const int64_t R = int64_t(choice_loss_.size());
+    w_->write("choice/row_loss", choice_loss_.data(), {R});
+    w_->write("choice/row_tokens", choice_tokens_.data(), {R});
+  }
   w_->commit();
 }
 

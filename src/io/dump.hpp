@@ -49,6 +49,9 @@ class DebugDump {
   // head's stage, gathered over dp and sent to the root. Collective over the job.
   void write_logits(const std::vector<float>& logits, int n_local);
   void record_metrics(double loss, double lr, double grad_norm, double aux_loss);  // local
+  // The last multiple-choice evaluation: each row's loss sum and its scored
+  // tokens (data.choice_eval; root's values), written by finish.
+  void record_choices(const std::vector<double>& row_loss, const std::vector<int>& row_tokens);
   // The final parameters, then the batches and metrics of `steps` steps;
   // commits the file. Collective over the job.
   void finish(int steps, bool moe);
@@ -61,6 +64,8 @@ class DebugDump {
   std::unique_ptr<H5Writer> w_;          // root only
   std::vector<int32_t> inputs_, targets_;  // (steps, B_global, T), root only
   std::vector<double> loss_, lr_, grad_norm_, aux_loss_;  // (steps)
+  std::vector<double> choice_loss_;     // the last multiple-choice evaluation (rows)
+  std::vector<int32_t> choice_tokens_;
 };
 
 }  // namespace pentad

@@ -666,7 +666,7 @@ void Model::moe_fwd(MoeCtxPtr& ctx, int l, float* out, Acts& a, MoeStats* stats)
 
 // ---- loss head --------------------------------------------------------------------
 
-double Model::head(Slot& S, float loss_scale, bool backward, float* logits_out) {
+double Model::head(Slot& S, float loss_scale, bool backward, float* logits_out, double* row_losses) {
   Scratch& s = *scratch_;
   const float* xL = S.res[size_t(L_)];  // (Nl,C)
   norm_fwd(final_norm_, S.lnf, S.lnf_mean, S.lnf_rstd, xL);
@@ -682,6 +682,15 @@ double Model::head(Slot& S, float loss_scale, bool backward, float* logits_out) 
   be_.to_host(losses.data(), S.losses, losses.size() * sizeof(float));
   double sum = 0;
   for (float v : losses) sum += v;
+  if (row_losses) {  // this rank's tokens are (n_chunks, B, m) under cp (cp_slice), else (B, T)
+    const size_t n_chunks = size_t(cp_split_.n_chunks()), m = size_t(cp_split_.chunk_len());
+    for (size_t b = 0; b < size_t(B_); ++b) {
+      double row = 0;
+      for (size_t c = 0; c < n_chunks; ++c)
+        for (size_t t = 0; t < m; ++t) row += losses[(c * size_t(B_) + b) * m + t];
+      row_losses[b] = row;
+    }
+  }
   if (backward) {
     be_.fill(s.dres, 0.0f, size_t(Nl_) * C_);
     norm_bwd(final_norm_, s.dres, tp_.enter_bwd(s.d_lnf, s.d_ln), xL, S.lnf_mean, S.lnf_rstd, 0);
@@ -794,12 +803,12 @@ void Model::backward_weight_chunk(int s) {
   }
 }
 
-double Model::loss_chunk(int s) {
+double Model::loss_chunk(int s, double* row_losses) {
   Slot& S = slot(s);
   const bool tied_here = cfg_.tied() && has_embedding_;
   hooks_->acquire(L_ + 1, UnitUse::forward);
   if (tied_here) hooks_->acquire(0, UnitUse::forward);
-  const double loss = head(S, 0.0f, false, nullptr);
+  const double loss = head(S, 0.0f, false, nullptr, row_losses);
   if (tied_here) hooks_->release(0, UnitUse::forward);
   hooks_->release(L_ + 1, UnitUse::forward);
   return loss;

@@ -166,8 +166,11 @@ class Model {
   void backward_weight_chunk(int slot);
   // Bytes a slot keeps for its deferred W (0 until its first B).
   size_t deferred_w_bytes(int slot) { return slot_w_bytes(slot); }
-  // Evaluation on the last chunk after forward_chunk: the loss sum.
-  double loss_chunk(int slot);
+  // Evaluation on the last chunk after forward_chunk: the loss sum. With
+  // row_losses (B values) also each sequence's sum over this rank's tokens
+  // of it (the T/cp of its cp slice, in cp_slice's order), ignored targets
+  // adding 0.
+  double loss_chunk(int slot, double* row_losses = nullptr);
   // Ring attention accounting (nullptr without context parallelism).
   RingAttention* ring() { return ring_.get(); }
 
@@ -209,7 +212,7 @@ class Model {
   void attention_bwd(Acts& a);
   // RoPE on x (B*T rows of n_heads*D), chunk by chunk at global positions.
   void rope(float* x, int n_heads, bool backward);
-  double head(Slot& s, float loss_scale, bool backward, float* logits_out);
+  double head(Slot& s, float loss_scale, bool backward, float* logits_out, double* row_losses = nullptr);
   // Norms run on this rank's token rows (Nl, C); their weight gradients go
   // where sp_norm_grads_ says (staging slot `slot`, and slot + 1 for the
   // bias, with sp) until the unit's sp_norm_grads_.sync().

@@ -70,6 +70,10 @@ std::vector<std::pair<std::string, double>> metrics_row(const StepRecord& r) {
   if (r.has_val) row.emplace_back("val_loss", r.val_loss);
   if (r.has_val)
     for (size_t k = 0; k < r.val_sources.size(); ++k) row.emplace_back("val_loss_" + std::to_string(k), r.val_sources[k]);
+  if (r.has_choice) {
+    row.emplace_back("choice_acc_norm", r.choice_acc_norm);
+    row.emplace_back("choice_acc", r.choice_acc);
+  }
   if (r.cp_attn)
     for (int i = 0; i < 4; ++i) row.emplace_back(kCpAttnKeys[i], r.cp_attn[i]);
   if (r.data_epochs.size() == 1) row.emplace_back("data_epochs", r.data_epochs[0]);
@@ -86,6 +90,11 @@ void print_step_line(const StepRecord& r) {
     for (size_t k = 0; k < r.val_sources.size(); ++k)
       val += (k == 0 ? " [" : ", ") + std::to_string(k) + ": " + std::to_string(r.val_sources[k]) +
              (k + 1 == r.val_sources.size() ? "]" : "");
+  }
+  if (r.has_choice) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, " | choice acc_norm %.4f acc %.4f", r.choice_acc_norm, r.choice_acc);
+    val += buf;
   }
   std::printf("step %5d/%d | loss %.4f | lr %.3e | grad norm %.4f | %.0f tok/s | "
               "%.3f TFLOP/s | MFU %.1f%% | mem %s | %.1f ms%s\n",

@@ -42,6 +42,8 @@ struct StepRecord {
   double val_loss = 0;
   const double* cp_attn = nullptr;  // the 4 values of cp_attention_stats; nullptr: no ring attention
   std::vector<double> val_sources;  // per data.val entry when it has several: its own val loss
+  bool has_choice = false;          // data.choice_eval scored at this step
+  double choice_acc_norm = 0, choice_acc = 0;  // least mean / least summed loss per token picks the label
   std::vector<double> data_epochs;  // per data source: epochs read after this step (BatchSampler::epochs_read)
 };
 

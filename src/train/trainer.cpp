@@ -189,17 +189,36 @@ void Trainer::open_inputs() {
     msg = e.what();
   }
   agree_or_throw(msg.empty(), msg, topo_.job);
+  if (!cfg_.data.choice_eval.empty()) {  // every rank reads it (3.6 MB for HellaSwag), so every rank can fail alike
+    choice_ = std::make_unique<ChoiceEval>();
+    try {
+      choice_->examples = read_choice_file(cfg_.data.choice_eval, mc_.vocab_size);
+    } catch (const InputError& e) {
+      msg = std::string("data.choice_eval: ") + e.what();
+    }
+    agree_or_throw(msg.empty(), msg, topo_.job);
+  }
 }
 
 // One evaluation reads the first train.eval_batches global batches' worth of
 // windows of data.val, or all of them when the file is shorter: a count that
 // depends on the global batch only, never on its split.
 void Trainer::plan_validation() {
-  if (!val_data_) return;
   const auto micro_batches = [this](int64_t n) {
     const int64_t per_dp = (n + n_dp_ - 1) / n_dp_;
     return int((per_dp + b_ - 1) / b_);
   };
+  if (choice_) {
+    const int64_t all = int64_t(choice_->examples.size());
+    choice_->n = tc_.choice_examples > 0 ? std::min<int64_t>(tc_.choice_examples, all) : all;
+    try {  // the same InputError on every rank
+      choice_->rows = choice_rows(choice_->examples, choice_->n, T_);
+    } catch (const InputError& e) {
+      throw InputError("data.choice_eval '" + cfg_.data.choice_eval + "': " + e.what());
+    }
+    choice_->mb = micro_batches(choice_->rows.n_rows);
+  }
+  if (!val_data_) return;
   n_val_ = std::min(val_window_count(val_data_->all()), int64_t(tc_.eval_batches) * B_global_);
   eval_mb_ = micro_batches(n_val_);
   if (val_data_->sources().size() < 2) return;
@@ -246,6 +265,9 @@ void Trainer::build_model(const CommFactory& make_comm) {
   for (ValSource& v : val_sources_)
     v.forward_only = std::make_unique<Schedule>(
         make_schedule(ScheduleKind::forward_only, n_pp_, n_virtual_, v.mb, mpar.placement));
+  if (choice_)
+    choice_->forward_only = std::make_unique<Schedule>(
+        make_schedule(ScheduleKind::forward_only, n_pp_, n_virtual_, choice_->mb, mpar.placement));
   tied_ = std::make_unique<TiedEmbedding>(mc_, topo_, model_->params(), *dpar_, make_comm);
 }
 
@@ -360,6 +382,11 @@ void Trainer::print_model() const {
                   "batches)\n",
                   (long long)n_val_, T_, cfg_.data.val.c_str(), tc_.eval_batches);
   }
+  if (choice_)
+    std::printf("multiple-choice eval: the first %lld of %zu examples of %s, %lld rows (one per ending), "
+                "%d context(s) cut to fit seq_len %d\n",
+                (long long)choice_->n, choice_->examples.size(), cfg_.data.choice_eval.c_str(),
+                (long long)choice_->rows.n_rows, choice_->rows.truncated, T_);
   std::fflush(stdout);
 }
 
@@ -394,6 +421,21 @@ void Trainer::prepare_steps() {
 // This dp rank's validation windows, cp-sliced once: every evaluation reads
 // the same ones.
 void Trainer::load_validation() {
+  if (choice_) {
+    ChoiceEval& c = *choice_;
+    const size_t n_seq = size_t(c.mb) * b_;
+    std::vector<int32_t> whole_in(n_seq * T_, 0), whole_tg(n_seq * T_, -1);  // (M, b, T)
+    const int64_t first = int64_t(topo_.dp_rank()) * int64_t(n_seq);
+    const int64_t n = std::clamp<int64_t>(c.rows.n_rows - first, 0, int64_t(n_seq));
+    std::copy_n(c.rows.inputs.begin() + first * T_, n * T_, whole_in.begin());
+    std::copy_n(c.rows.targets.begin() + first * T_, n * T_, whole_tg.begin());
+    c.in.resize(n_seq * Tl_);
+    c.tg.resize(n_seq * Tl_);
+    cp_slice(cp_split_, topo_.me.cp, whole_in.data(), c.mb, b_, c.in.data());
+    cp_slice(cp_split_, topo_.me.cp, whole_tg.data(), c.mb, b_, c.tg.data());
+    c.rows.inputs = {};
+    c.rows.targets = {};
+  }
   if (!val_data_) return;
   load_val_windows(val_data_->all(), n_val_, eval_mb_, val_in_, val_tg_);
   for (size_t k = 0; k < val_sources_.size(); ++k) {
@@ -423,8 +465,10 @@ int Trainer::run() {
     // (read before the evaluation adds its forward passes).
     double cp_attn[4] = {0, 0, 0, 0};
     if (model_->ring()) cp_attention_stats(*model_->ring(), *cp_, cp_attn);
-    const bool eval_now = val_data_ && ((tc_.eval_every > 0 && s % tc_.eval_every == 0) || s == tc_.steps);
-    if (eval_now) last_val_ = evaluate();
+    const bool eval_now =
+        (val_data_ || choice_) && ((tc_.eval_every > 0 && s % tc_.eval_every == 0) || s == tc_.steps);
+    if (eval_now && val_data_) last_val_ = evaluate();
+    if (eval_now && choice_) last_choice_ = evaluate_choices();
     if (root_) log_step(s, r, eval_now, cp_attn);
     if (tc_.sample_every > 0 && s % tc_.sample_every == 0) print_sample(s);
     reset_traffic();
@@ -533,6 +577,23 @@ double Trainer::evaluate() {
   return evaluate_set(val_in_, val_tg_, n_val_, nullptr);
 }
 
+// Each row's loss sum: dp rank d's rows sit at [d*M*b, (d+1)*M*b) of the
+// whole; the cp ranks hold parts of the same rows (their sums add up), the
+// other stages zeros, the tp ranks the same values.
+ChoiceScore Trainer::evaluate_choices() {
+  ChoiceEval& c = *choice_;
+  const size_t n_seq = size_t(c.mb) * b_;
+  std::vector<double> mine(n_seq, 0.0), all(n_seq * size_t(n_dp_), 0.0);
+  pipe_->eval(c.in.data(), c.tg.data(), *c.forward_only, mine.data());
+  std::copy(mine.begin(), mine.end(), all.begin() + std::ptrdiff_t(size_t(topo_.dp_rank()) * n_seq));
+  dp_cp_->allreduce_sum_host(all.data(), int(all.size()));
+  pp_->allreduce_sum_host(all.data(), int(all.size()));
+  all.resize(size_t(c.rows.n_rows));
+  const ChoiceScore score = score_choices(c.examples, c.n, all, c.rows.tokens);
+  if (root_) c.row_loss = std::move(all);
+  return score;
+}
+
 double Trainer::evaluate_set(const std::vector<int32_t>& in, const std::vector<int32_t>& tg, int64_t n,
                              const Schedule* forward_only) {
   double sum = forward_only ? pipe_->eval(in.data(), tg.data(), *forward_only)
@@ -571,7 +632,10 @@ void Trainer::log_step(int step, const StepResult& r, bool eval_now, const doubl
   rec.stage_stats = &stage_stats_;
   rec.moe = moe_ ? &r.moe : nullptr;
   if (moe_) rec.moe_times = model_->moe_times();
-  rec.has_val = eval_now;
+  rec.has_val = eval_now && val_data_;
+  rec.has_choice = eval_now && choice_;
+  rec.choice_acc_norm = last_choice_.acc_norm();
+  rec.choice_acc = last_choice_.acc();
   rec.val_loss = last_val_;
   rec.val_sources = last_val_sources_;
   rec.cp_attn = model_->ring() ? cp_attn : nullptr;
@@ -643,6 +707,7 @@ void Trainer::save(int step) {
 // The dump's last records, the final weights, the trace and the summaries.
 // Collective over the job.
 void Trainer::finish() {
+  if (dump_ && choice_) dump_->record_choices(choice_->row_loss, choice_->rows.tokens);
   if (dump_) dump_->finish(tc_.steps, moe_);
   const int last_step = start_step_ + int(step_times_.size()) - 1;
   if (cfg_.checkpoint.save_final) {

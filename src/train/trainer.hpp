@@ -20,6 +20,7 @@
 #include "comm/topology.hpp"
 #include "config/config.hpp"
 #include "io/checkpoint.hpp"
+#include "io/choice_eval.hpp"
 #include "io/dataset.hpp"
 #include "io/dump.hpp"
 #include "infer/train_sample.hpp"
@@ -77,6 +78,8 @@ class Trainer {
   void dump_step(int step, const StepResult& r);
   void gather_stage_stats();
   double evaluate();
+  // data.choice_eval: every row's loss sum, then the accuracy (root). Collective over the job.
+  ChoiceScore evaluate_choices();
   // One evaluation of the windows in (M, b, T/cp) in and tg: the mean loss
   // over the n valid windows' tokens. Collective over the job.
   double evaluate_set(const std::vector<int32_t>& in, const std::vector<int32_t>& tg, int64_t n,
@@ -152,6 +155,20 @@ class Trainer {
   };
   std::vector<ValSource> val_sources_;
   std::vector<double> last_val_sources_;
+  // data.choice_eval: its examples, the first n of them scored as rows (one
+  // per ending, choice_rows), which dp rank d takes as windows [d*M*b,
+  // (d+1)*M*b) like the validation windows, padded with ignored rows.
+  struct ChoiceEval {
+    std::vector<ChoiceExample> examples;
+    int64_t n = 0;
+    ChoiceRows rows;  // inputs and targets freed once this rank's windows are cut
+    int mb = 1;
+    std::vector<int32_t> in, tg;  // (M, b, T/cp) of this rank
+    std::unique_ptr<Schedule> forward_only;
+    std::vector<double> row_loss;  // the last evaluation's, every row (root)
+  };
+  std::unique_ptr<ChoiceEval> choice_;
+  ChoiceScore last_choice_;
   int64_t first_seq_ = 0;      // this dp rank's first sequence of the global batch
   int trace_steps_ = 0;        // the first steps of the run, when log.trace is set
 

@@ -194,5 +194,31 @@ PY
   schedule_unknown_kind)  # pentad schedule names every schedule the deck knows
     run "--schedule must be one of afab, 1f1b, interleaved, zbh1, zbv \\(got 'zbx'\\)" schedule --pp 2 --m 4 \
       --schedule zbx ;;
+  choice_missing)
+    run "data.choice_eval: multiple-choice file '$tmp/none.bin': cannot be read" train "$tmp/deck.toml" \
+      --set data.choice_eval="$tmp/none.bin" ;;
+  choice_token_file)  # a token file where the multiple-choice file goes
+    run "multiple-choice file '$tmp/data/train.bin': magic 20240520, expected 20240522 .*this is a token file" \
+      train "$tmp/deck.toml" --set data.choice_eval="$tmp/data/train.bin" ;;
+  choice_bad_label)  # example 1's label (byte 1024 + 2 * (its offset + 3)) set to 9
+    /usr/bin/python3 "$PENTAD_SOURCE_DIR"/tests/lib/choice_file.py write "$tmp/c.bin" 3 1
+    /usr/bin/python3 - "$tmp/c.bin" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+first = struct.unpack_from("<H", b, 1026)[0]  # example 0's size in bytes
+struct.pack_into("<H", b, 1024 + first + 6, 9)
+open(sys.argv[1], "wb").write(b)
+PY
+    run "multiple-choice file '$tmp/c.bin': example 1 \(byte offset [0-9]+\): label 9 is not one of its [0-9] endings" \
+      train "$tmp/deck.toml" --set data.choice_eval="$tmp/c.bin" ;;
+  choice_ending_too_long)  # seq_len 8: an ending of 9 tokens leaves no context
+    /usr/bin/python3 - "$tmp/c.bin" <<'PY'
+import os, sys
+sys.path.insert(0, os.path.join(os.environ["PENTAD_SOURCE_DIR"], "tests", "lib"))
+import choice_file
+choice_file.write(sys.argv[1], [(0, [1, 2], [[3], [4]]), (1, [5], [[6], list(range(10, 19))])])
+PY
+    run "data.choice_eval '$tmp/c.bin': multiple-choice example 1, ending 1: 9 tokens leave no context within model.seq_len = 8" \
+      train "$tmp/deck.toml" --set data.choice_eval="$tmp/c.bin" ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac

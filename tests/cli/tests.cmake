@@ -9,7 +9,7 @@ foreach(case missing_data truncated_data bad_magic token_out_of_vocab token_out_
         pp_too_few_micro_batches pp_interleaved_not_multiple pp_stage_layers
         zbh1_too_few_micro_batches zbh1_virtual_stages zbv_virtual_stages zbv_too_few_micro_batches zbv_empty_chunk
         moe_ep_not_dividing_dp moe_ep_not_dividing_experts moe_top_k moe_capacity_zero moe_ep_dense
-        schedule_unknown_kind)
+        schedule_unknown_kind choice_missing choice_token_file choice_bad_label choice_ending_too_long)
   add_test(NAME cli_bad_input_${case}
            COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/bad_input.sh ${case})
   set_tests_properties(cli_bad_input_${case} PROPERTIES LABELS "mpi;cli"

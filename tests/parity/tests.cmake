@@ -338,3 +338,8 @@ pentad_parity_test(data_blend_epoch_dp2_pp2 gpt2 4 "--set train.grad_accum=4 ${b
                    "--set parallel.dp=2 --set parallel.pp=2 --set train.grad_accum=2 ${blend}")
 pentad_parity_test(data_shards_dp4 llama 4 "--set train.grad_accum=4 --set data.train=@DATA@/p*/train.bin"
                    "--set parallel.dp=4 --set data.train=@DATA@/p*/train.bin")
+
+# data.choice_eval (multiple-choice accuracy) in five layouts against 1 rank.
+add_test(NAME parity_choice_eval COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/choice_eval.sh ${CMAKE_CURRENT_LIST_DIR}/gpt2.toml)
+set_tests_properties(parity_choice_eval PROPERTIES LABELS "mpi;parity"
+  ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)

@@ -8,6 +8,9 @@
 //   bench ENC FILE REPS          median MB/s of js-tiktoken's encode over FILE
 //   decode ENC IDS OUT           js-tiktoken's decode of the ids in IDS (one
 //                                line, space-separated) written to OUT as UTF-8
+//   choices ENC JSONL OUT        HellaSwag JSON Lines (ctx, endings, label) as a
+//                                multiple-choice eval file in llm.c's layout:
+//                                encode(ctx), encode(" " + ending), written here
 // ENC is gpt2 or cl100k_base. Exit code 1 on any mismatch.
 "use strict";
 const fs = require("fs");
@@ -178,6 +181,33 @@ function bench(js, enc, file, reps) {
   return 0;
 }
 
+// llm.c's multiple-choice eval layout: a 256 x int32 header (20240522, 1,
+// examples, longest example in bytes), then per example the uint16 stream
+// 65535, size in bytes, index, label, endings, context length + ids, each
+// ending's length + ids.
+function choices(js, enc, jsonl, out) {
+  const encoder = new js.lite.Tiktoken(js.ranks(enc));
+  const lines = fs.readFileSync(jsonl, "utf8").split("\n").filter((l) => l.trim() !== "");
+  const words = [];
+  let longest = 0;
+  lines.forEach((line, idx) => {
+    const ex = JSON.parse(line);
+    const ctx = encoder.encode(ex.ctx, [], []);
+    const ws = [65535, 0, idx, ex.label, ex.endings.length, ctx.length, ...ctx];
+    for (const e of ex.endings) {
+      const ids = encoder.encode(" " + e, [], []);
+      ws.push(ids.length, ...ids);
+    }
+    ws[1] = 2 * ws.length;
+    longest = Math.max(longest, ws[1]);
+    words.push(...ws);
+  });
+  const header = new Int32Array(256);
+  header.set([20240522, 1, lines.length, longest]);
+  fs.writeFileSync(out, Buffer.concat([Buffer.from(header.buffer), Buffer.from(Uint16Array.from(words).buffer)]));
+  return 0;
+}
+
 function main() {
   const [cmd, ...args] = process.argv.slice(2);
   const js = loadJs();
@@ -197,7 +227,8 @@ function main() {
     fs.writeFileSync(out, new js.lite.Tiktoken(js.ranks(enc)).decode(ids));
     return 0;
   }
-  console.error("usage: js_tiktoken.cjs ranks|compare|bench|decode ...");
+  if (cmd === "choices") return choices(js, args[0], args[1], args[2]);
+  console.error("usage: js_tiktoken.cjs ranks|compare|bench|decode|choices ...");
   return 2;
 }
 

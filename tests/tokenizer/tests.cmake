@@ -34,3 +34,11 @@ foreach(case gpt2 cl100k llama3 bytes errors)
   set_tests_properties(tokenizer_hf_export_${case} PROPERTIES LABELS "tokenizer;mpi;cli" TIMEOUT 300
     ENVIRONMENT "${PENTAD_TEST_ENV}")
 endforeach()
+
+# `pentad prep --choices`: HellaSwag-style JSON Lines -> llm.c's
+# multiple-choice eval file, byte for byte the file js-tiktoken's rendering
+# gives (GPT-2; cl100k's ids do not fit the format's uint16), then scored in
+# training; bad lines named.
+add_test(NAME tokenizer_choices_gpt2 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/choices.sh gpt2)
+set_tests_properties(tokenizer_choices_gpt2 PROPERTIES LABELS "tokenizer;cli" TIMEOUT 300
+  ENVIRONMENT "${PENTAD_TEST_ENV}")

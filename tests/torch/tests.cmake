@@ -70,3 +70,13 @@ add_test(NAME torch_hf_llama_bf16
           "4:parallel.tp=2,parallel.pp=2")
 set_tests_properties(torch_hf_llama_bf16 PROPERTIES LABELS torch
   ENVIRONMENT "${PENTAD_TEST_ENV};HF_DTYPE=bf16" TIMEOUT 240)
+
+# Multiple-choice evaluation (data.choice_eval, llm.c's HellaSwag format):
+# every ending's loss sum and both accuracies against the fp64 rebuild of
+# the final weights, the file read by an independent Python reader.
+foreach(model gpt2 llama)
+  add_test(NAME torch_choice_eval_${model}
+    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_choice.sh ${CMAKE_CURRENT_LIST_DIR}/${model}_tiny.toml)
+  set_tests_properties(torch_choice_eval_${model} PROPERTIES LABELS torch
+    ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
+endforeach()

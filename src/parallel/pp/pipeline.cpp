@@ -52,13 +52,14 @@ double Pipeline::train_step(const int32_t* inputs, const int32_t* targets, float
   return run(train_, true, inputs, targets, loss_scale, logits_out);
 }
 
-double Pipeline::eval(const int32_t* inputs, const int32_t* targets, const Schedule& forward_only) {
+double Pipeline::eval(const int32_t* inputs, const int32_t* targets, const Schedule& forward_only,
+                      double* row_losses) {
   const bool was = tracing_;
   tracing_ = false;
   const double busy = busy_, wall = wall_;
   const int peak = peak_inflight_, peak_w = peak_deferred_w_;
   const size_t peak_w_bytes = peak_deferred_w_bytes_;
-  const double loss = run(forward_only, false, inputs, targets, 0.0f, nullptr);
+  const double loss = run(forward_only, false, inputs, targets, 0.0f, nullptr, row_losses);
   busy_ = busy, wall_ = wall, peak_inflight_ = peak;  // report the training step's figures
   peak_deferred_w_ = peak_w, peak_deferred_w_bytes_ = peak_w_bytes;
   tracing_ = was;
@@ -81,9 +82,9 @@ std::pair<int, int> recv_key(bool grad, int mb, int chunk) { return {grad ? -1 -
 
 struct Pipeline::Run {
   Run(const Schedule& s_, bool train_, const int32_t* inputs_, const int32_t* targets_, float loss_scale_,
-      float* logits_out_, const Model& model)
+      float* logits_out_, double* row_losses_, const Model& model)
       : s(s_), train(train_), inputs(inputs_), targets(targets_), loss_scale(loss_scale_), logits_out(logits_out_),
-        mb_tokens(model.tokens_per_micro_batch()), n(model.boundary_elems()),
+        row_losses(row_losses_), mb_rows(size_t(model.micro_batch())), mb_tokens(model.tokens_per_micro_batch()), n(model.boundary_elems()),
         V(size_t(model.config().vocab_size)) {}
   const Schedule& s;
   bool train;
@@ -91,6 +92,8 @@ struct Pipeline::Run {
   const int32_t* targets;
   float loss_scale;
   float* logits_out;
+  double* row_losses;  // evaluation: (m, B) per-sequence loss sums, or null
+  size_t mb_rows;      // sequences of one micro-batch (B)
   size_t mb_tokens;  // this rank's tokens of one micro-batch (B x seq_len/cp)
   size_t n;          // elements of one boundary message
   size_t V;
@@ -148,7 +151,8 @@ void Pipeline::run_forward(Run& r, const Action& a) {
   const double t0 = host::wtime();
   const size_t o = size_t(a.mb) * r.mb_tokens;
   model_.forward_chunk(slot, r.inputs + o, r.targets + o, r.train);
-  if (!r.train && last) r.loss += model_.loss_chunk(slot);
+  if (!r.train && last)
+    r.loss += model_.loss_chunk(slot, r.row_losses ? r.row_losses + size_t(a.mb) * r.mb_rows : nullptr);
   be_.synchronize();
   const double t1 = host::wtime();
   r.busy += t1 - t0;
@@ -231,8 +235,8 @@ void Pipeline::finish_run(Run& r) {
 
 // Collective over pp (the schedule pairs every send with its receive).
 double Pipeline::run(const Schedule& s, bool train, const int32_t* inputs, const int32_t* targets,
-                     float loss_scale, float* logits_out) {
-  Run r(s, train, inputs, targets, loss_scale, logits_out, model_);
+                     float loss_scale, float* logits_out, double* row_losses) {
+  Run r(s, train, inputs, targets, loss_scale, logits_out, row_losses, model_);
   const double t_start = host::wtime();
   if (t_origin_ < 0) t_origin_ = t_start;
   peak_inflight_ = 0;

@@ -40,7 +40,10 @@ class Pipeline {
   // Forward-only over the eval schedule's micro-batches; the loss sum (last stage).
   double eval(const int32_t* inputs, const int32_t* targets) { return eval(inputs, targets, eval_); }
   // The same over another forward_only schedule (another count of micro-batches).
-  double eval(const int32_t* inputs, const int32_t* targets, const Schedule& forward_only);
+  // With row_losses ((m, B) values, written on the last stage only): each
+  // sequence's loss sum over this rank's tokens of it (Model::loss_chunk).
+  double eval(const int32_t* inputs, const int32_t* targets, const Schedule& forward_only,
+              double* row_losses = nullptr);
 
   const Schedule& schedule() const { return train_; }
   // The last train_step: busy (compute) and wall seconds on this rank, and
@@ -73,7 +76,7 @@ class Pipeline {
   };
   struct Run;  // one run's inputs and bookkeeping (pipeline.cpp)
   double run(const Schedule& s, bool train, const int32_t* inputs, const int32_t* targets, float loss_scale,
-             float* logits_out);
+             float* logits_out, double* row_losses = nullptr);
   // The steps of run, one per kind of action. Receives and sends are over pp.
   void post_recv(Run& r, const Action& a);
   void run_forward(Run& r, const Action& a);

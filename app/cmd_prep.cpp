@@ -147,7 +147,9 @@ Command add_prep(CLI::App& pentad, Job job) {
   cmd->add_flag("--choices", a->choices,
                "one HellaSwag JSON Lines file (ctx, endings, label) -> DIR/<name>.bin, a multiple-choice eval file "
                "(data.choice_eval)");
-  cmd->add_option("files", a->files, "text files (one document each) and JSON Lines files (one document a line)");
+  cmd->add_option("files", a->files,
+                  "text files (one document each) and JSON Lines files (one document a line); *.gz and *.zst "
+                  "are decompressed");
   return {cmd, [cmd, a, job] { return prep(*cmd, *a, job); }, unknown};
 }
 

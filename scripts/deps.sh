@@ -5,7 +5,7 @@
 # (git-ignored). Nothing is downloaded from elsewhere.
 set -euo pipefail
 pkgs=(build-essential cmake mpich libmpich-dev libopenblas-dev libopenblas-openmp-dev
-      libhdf5-mpich-dev hdf5-tools libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libpcre2-dev zlib1g-dev pkg-config
+      libhdf5-mpich-dev hdf5-tools libtomlplusplus-dev libcli11-dev nlohmann-json3-dev libpcre2-dev zlib1g-dev libzstd-dev zstd pkg-config
       googletest libgtest-dev nodejs
       libbenchmark-dev clang python3-torch python3-h5py python3-numpy python3-matplotlib slurmctld slurmd slurm-client munge iproute2
       patchelf xz-utils)

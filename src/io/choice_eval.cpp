@@ -169,6 +169,10 @@ void write_choice_file(const std::string& path, const std::vector<ChoiceExample>
 }
 
 std::vector<ChoiceExample> read_choices_jsonl(const std::string& path, const Tokenizer& tok) {
+  for (const char* ext : {".gz", ".zst"})
+    if (path.size() > std::strlen(ext) && path.compare(path.size() - std::strlen(ext), std::string::npos, ext) == 0)
+      throw InputError("multiple-choice input '" + path + "': compressed; --choices reads plain JSON Lines "
+                       "(decompress it first)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError("multiple-choice input '" + path + "': cannot open: " + std::strerror(errno));
   const auto ids = [&](std::string_view text) {
@@ -214,32 +218,43 @@ std::vector<ChoiceExample> read_choices_jsonl(const std::string& path, const Tok
 
 ChoiceRows choice_rows(const std::vector<ChoiceExample>& examples, int64_t n, int seq_len) {
   ChoiceRows rows;
+  rows.seq_len = seq_len;
   const size_t T = size_t(seq_len);
-  for (int64_t k = 0; k < n; ++k) rows.n_rows += int64_t(examples[size_t(k)].endings.size());
-  rows.inputs.assign(size_t(rows.n_rows) * T, 0);
-  rows.targets.assign(size_t(rows.n_rows) * T, -1);
-  size_t r = 0;
   for (int64_t k = 0; k < n; ++k) {
     const ChoiceExample& e = examples[size_t(k)];
-    for (size_t c = 0; c < e.endings.size(); ++c, ++r) {
-      const std::vector<int32_t>& end = e.endings[c];
+    for (size_t c = 0; c < e.endings.size(); ++c) {
+      const size_t len = e.endings[c].size();
       // context + ending is at most T + 1 tokens: T inputs, the last a target only.
-      if (end.size() > T)
+      if (len > T)
         throw InputError("multiple-choice example " + std::to_string(k) + ", ending " + std::to_string(c) + ": " +
-                         std::to_string(end.size()) + " tokens leave no context within model.seq_len = " +
+                         std::to_string(len) + " tokens leave no context within model.seq_len = " +
                          std::to_string(seq_len));
-      const size_t keep = std::min(e.context.size(), T + 1 - end.size());
-      if (keep < e.context.size()) ++rows.truncated;
-      std::vector<int32_t> row(e.context.end() - std::ptrdiff_t(keep), e.context.end());
-      row.insert(row.end(), end.begin(), end.end());
-      int32_t* in = rows.inputs.data() + r * T;
-      int32_t* tg = rows.targets.data() + r * T;
-      for (size_t t = 0; t + 1 < row.size(); ++t) in[t] = row[t];
-      for (size_t t = keep - 1; t + 1 < row.size(); ++t) tg[t] = row[t + 1];
-      rows.tokens.push_back(int(end.size()));
+      if (e.context.size() + len > T + 1) ++rows.truncated;
+      rows.rows.push_back({int(k), int(c)});
+      rows.tokens.push_back(int(len));
     }
   }
+  rows.n_rows = int64_t(rows.rows.size());
   return rows;
+}
+
+void fill_choice_rows(const std::vector<ChoiceExample>& examples, const ChoiceRows& rows, int64_t first,
+                      int64_t count, int32_t* inputs, int32_t* targets) {
+  const size_t T = size_t(rows.seq_len);
+  std::fill_n(inputs, size_t(count) * T, 0);
+  std::fill_n(targets, size_t(count) * T, -1);
+  for (int64_t i = 0; i < count && first + i < rows.n_rows; ++i) {
+    const ChoiceRows::Row& r = rows.rows[size_t(first + i)];
+    const ChoiceExample& e = examples[size_t(r.example)];
+    const std::vector<int32_t>& end = e.endings[size_t(r.ending)];
+    const size_t keep = std::min(e.context.size(), T + 1 - end.size());
+    std::vector<int32_t> row(e.context.end() - std::ptrdiff_t(keep), e.context.end());
+    row.insert(row.end(), end.begin(), end.end());
+    int32_t* in = inputs + size_t(i) * T;
+    int32_t* tg = targets + size_t(i) * T;
+    for (size_t t = 0; t + 1 < row.size(); ++t) in[t] = row[t];
+    for (size_t t = keep - 1; t + 1 < row.size(); ++t) tg[t] = row[t + 1];
+  }
 }
 
 ChoiceScore score_choices(const std::vector<ChoiceExample>& examples, int64_t n, const std::vector<double>& row_loss,

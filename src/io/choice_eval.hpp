@@ -57,15 +57,25 @@ std::vector<ChoiceExample> read_choices_jsonl(const std::string& path, const Tok
 // ending as inputs (the last token only as a target), padded with token 0;
 // its targets are the ending's tokens at the positions that predict them,
 // -1 (ignored) elsewhere. A context too long for seq_len loses its first
-// tokens (left truncation, counted); an ending that leaves no context
-// token within seq_len + 1 tokens is an InputError naming the example.
+// tokens (left truncation, counted); an ending longer than seq_len is an
+// InputError naming the example. choice_rows lays the rows out (cheap);
+// fill_choice_rows writes the windows of some of them, so each rank builds
+// only its own.
 struct ChoiceRows {
+  int seq_len = 0;
   int64_t n_rows = 0;
-  std::vector<int32_t> inputs, targets;  // (n_rows, seq_len)
-  std::vector<int> tokens;               // per row: the ending's tokens (scored positions)
-  int truncated = 0;                     // rows whose context was cut
+  std::vector<int> tokens;  // per row: the ending's tokens (scored positions)
+  int truncated = 0;        // rows whose context was cut
+  struct Row {
+    int example, ending;
+  };
+  std::vector<Row> rows;
 };
 ChoiceRows choice_rows(const std::vector<ChoiceExample>& examples, int64_t n, int seq_len);
+// Rows [first, first + count) into (count, seq_len) inputs and targets; rows
+// past n_rows are padding (inputs 0, targets -1).
+void fill_choice_rows(const std::vector<ChoiceExample>& examples, const ChoiceRows& rows, int64_t first,
+                      int64_t count, int32_t* inputs, int32_t* targets);
 
 // Accuracy of the first n examples from each row's loss sum (rows in
 // choice_rows' order). Ties go to the first ending.

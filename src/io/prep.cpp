@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 #include <zlib.h>
+#include <zstd.h>
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
@@ -33,10 +34,10 @@ namespace fs = std::filesystem;
 
 std::string strerror_text(int err) { return std::strerror(err); }
 
-// "a.jsonl.gz" -> "a.jsonl"
+// "a.jsonl.gz" -> "a.jsonl", "a.jsonl.zst" -> "a.jsonl"
 std::string without_gz(const std::string& path) {
   const fs::path p(path);
-  return p.extension() == ".gz" ? p.stem().string() : p.filename().string();
+  return p.extension() == ".gz" || p.extension() == ".zst" ? p.stem().string() : p.filename().string();
 }
 
 bool is_json_lines(const std::string& path) {
@@ -59,14 +60,21 @@ std::string where(const std::string& path, int64_t line) {
   return "prep input '" + path + "'" + (line > 0 ? " line " + std::to_string(line) : "");
 }
 
-// The bytes of one input file: as they are, or gunzipped (a name ending in
-// .gz; several gzip members are read one after the other, as gzip -d does).
+// The bytes of one input file: as they are, gunzipped (a name ending in
+// .gz; several gzip members are read one after the other, as gzip -d does)
+// or decompressed from zstd (.zst; several frames likewise, as zstd -d does).
 class ByteSource {
  public:
   explicit ByteSource(std::string path) : path_(std::move(path)) {
-    if (fs::path(path_).extension() != ".gz") {
+    const fs::path ext = fs::path(path_).extension();
+    if (ext != ".gz") {
       f_ = std::fopen(path_.c_str(), "rb");
       if (f_ == nullptr) throw InputError(where(path_, 0) + ": cannot open: " + strerror_text(errno));
+      if (ext == ".zst") {
+        zs_ = ZSTD_createDStream();
+        if (zs_ == nullptr) throw InputError(where(path_, 0) + ": cannot create a zstd decoder");
+        zin_.resize(ZSTD_DStreamInSize());
+      }
       return;
     }
     errno = 0;
@@ -79,18 +87,15 @@ class ByteSource {
   ~ByteSource() {
     if (f_ != nullptr) std::fclose(f_);
     if (gz_ != nullptr) gzclose_r(gz_);
+    if (zs_ != nullptr) ZSTD_freeDStream(zs_);
   }
   ByteSource(const ByteSource&) = delete;
   ByteSource& operator=(const ByteSource&) = delete;
 
   // Up to n bytes into buf; 0 at the end of the file.
   size_t read(char* buf, size_t n) {
-    if (f_ != nullptr) {
-      const size_t got = std::fread(buf, 1, n, f_);
-      if (std::ferror(f_) != 0) throw InputError(where(path_, 0) + ": read failed: " + strerror_text(errno));
-      plain_read_ += int64_t(got);
-      return got;
-    }
+    if (zs_ != nullptr) return read_zstd(buf, n);
+    if (f_ != nullptr) return read_file(buf, n);
     const int got = gzread(gz_, buf, unsigned(std::min<size_t>(n, size_t(1) << 30)));
     int err = Z_OK;
     const char* what = gzerror(gz_, &err);
@@ -101,16 +106,54 @@ class ByteSource {
     }
     return size_t(got);
   }
-  // Bytes of the file read so far (of the compressed file for .gz).
+  // Bytes of the file read so far (of the compressed file for .gz and .zst).
   int64_t consumed() const {
     return f_ != nullptr ? plain_read_ : int64_t(gzoffset(gz_));
   }
 
  private:
+  size_t read_file(char* buf, size_t n) {
+    const size_t got = std::fread(buf, 1, n, f_);
+    if (std::ferror(f_) != 0) throw InputError(where(path_, 0) + ": read failed: " + strerror_text(errno));
+    plain_read_ += int64_t(got);
+    return got;
+  }
+
+  // Decompresses until some output is ready or the file and the decoder are
+  // both exhausted. ZSTD_decompressStream's result is 0 exactly when a frame
+  // is complete and flushed, so a file that ends with it non-zero was cut.
+  size_t read_zstd(char* buf, size_t n) {
+    ZSTD_outBuffer out{buf, n, 0};
+    while (out.pos == 0) {
+      if (in_.pos == in_.size && !eof_) {
+        const size_t got = read_file(zin_.data(), zin_.size());
+        in_ = {zin_.data(), got, 0};
+        eof_ = got == 0;
+      }
+      const size_t in_before = in_.pos, out_before = out.pos;
+      const size_t r = ZSTD_decompressStream(zs_, &out, &in_);
+      if (ZSTD_isError(r) != 0)
+        throw InputError(where(path_, 0) + ": not valid zstd data: " + ZSTD_getErrorName(r));
+      // A call that did nothing (no input left, nothing to flush) answers for
+      // the next frame's header: keep what the last call that did something said.
+      if (in_.pos != in_before || out.pos != out_before) frame_left_ = r;
+      if (eof_ && out.pos == 0) break;  // the decoder has nothing more to give
+    }
+    if (out.pos == 0 && (frame_left_ != 0 || plain_read_ == 0))
+      throw InputError(where(path_, 0) + (plain_read_ == 0 ? ": empty, not zstd data (the name ends in .zst)"
+                                                           : ": truncated zstd data (the file ends inside a frame)"));
+    return out.pos;
+  }
+
   std::string path_;
   std::FILE* f_ = nullptr;
   int64_t plain_read_ = 0;
   gzFile gz_ = nullptr;
+  ZSTD_DStream* zs_ = nullptr;
+  std::vector<char> zin_;
+  ZSTD_inBuffer in_{nullptr, 0, 0};
+  size_t frame_left_ = 0;
+  bool eof_ = false;
 };
 
 // The pieces of one input file, in order.

@@ -3,7 +3,8 @@
 // Inputs: a plain file is one document; a JSON Lines file (name ending in
 // .jsonl or .ndjson) holds one document per line, the string field
 // `json_key` ("text") of the line's object (blank lines are skipped). A
-// name ending in .gz is gunzipped as it is read (a.jsonl.gz is JSON Lines). When
+// name ending in .gz is gunzipped as it is read, one ending in .zst
+// decompressed from zstd (a.jsonl.gz and a.jsonl.zst are JSON Lines). When
 // the tokenizer has a document separator (<|endoftext|> for GPT-2 and
 // cl100k, <|begin_of_text|> for Llama 3) it goes before every document (so
 // documents are separated and the first one is preceded by it, as llm.c's

@@ -49,6 +49,45 @@ void append_moe_fields(const StepRecord& r, std::vector<std::pair<std::string, d
 
 }  // namespace
 
+namespace {
+
+// The evaluation's fields of a metrics row: val_loss (and per source), the
+// multiple-choice accuracies.
+void append_eval_fields(const StepRecord& r, std::vector<std::pair<std::string, double>>& row) {
+  if (r.has_val) row.emplace_back("val_loss", r.val_loss);
+  if (r.has_val)
+    for (size_t k = 0; k < r.val_sources.size(); ++k) row.emplace_back("val_loss_" + std::to_string(k), r.val_sources[k]);
+  if (r.has_choice) {
+    row.emplace_back("choice_acc_norm", r.choice_acc_norm);
+    row.emplace_back("choice_acc", r.choice_acc);
+  }
+  if (r.has_val || r.has_choice) row.emplace_back("eval_s", r.eval_s);
+}
+
+// " | val loss 2.1 [0: 2.0, 1: 2.2] | choice acc_norm 0.2955 acc 0.2859" (what was evaluated).
+std::string eval_text(const StepRecord& r) {
+  std::string val;
+  if (r.has_val) {
+    val = " | val loss " + std::to_string(r.val_loss);
+    for (size_t k = 0; k < r.val_sources.size(); ++k)
+      val += (k == 0 ? " [" : ", ") + std::to_string(k) + ": " + std::to_string(r.val_sources[k]) +
+             (k + 1 == r.val_sources.size() ? "]" : "");
+  }
+  if (r.has_choice) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, " | choice acc_norm %.4f acc %.4f", r.choice_acc_norm, r.choice_acc);
+    val += buf;
+  }
+  if (r.has_val || r.has_choice) {
+    char buf[48];
+    std::snprintf(buf, sizeof buf, " (eval %.2f s)", r.eval_s);
+    val += buf;
+  }
+  return val;
+}
+
+}  // namespace
+
 std::vector<std::pair<std::string, double>> metrics_row(const StepRecord& r) {
   const MemStats& ms = *r.mem;
   std::vector<std::pair<std::string, double>> row = {
@@ -67,13 +106,7 @@ std::vector<std::pair<std::string, double>> metrics_row(const StepRecord& r) {
     row.emplace_back(std::string("peak_mem_") + mem_name(Mem(c)), double(ms.peak_bytes[size_t(c)]));
   append_stage_fields(r, row);
   if (r.moe) append_moe_fields(r, row);
-  if (r.has_val) row.emplace_back("val_loss", r.val_loss);
-  if (r.has_val)
-    for (size_t k = 0; k < r.val_sources.size(); ++k) row.emplace_back("val_loss_" + std::to_string(k), r.val_sources[k]);
-  if (r.has_choice) {
-    row.emplace_back("choice_acc_norm", r.choice_acc_norm);
-    row.emplace_back("choice_acc", r.choice_acc);
-  }
+  append_eval_fields(r, row);
   if (r.cp_attn)
     for (int i = 0; i < 4; ++i) row.emplace_back(kCpAttnKeys[i], r.cp_attn[i]);
   if (r.data_epochs.size() == 1) row.emplace_back("data_epochs", r.data_epochs[0]);
@@ -84,18 +117,7 @@ std::vector<std::pair<std::string, double>> metrics_row(const StepRecord& r) {
 }
 
 void print_step_line(const StepRecord& r) {
-  std::string val;
-  if (r.has_val) {
-    val = " | val loss " + std::to_string(r.val_loss);
-    for (size_t k = 0; k < r.val_sources.size(); ++k)
-      val += (k == 0 ? " [" : ", ") + std::to_string(k) + ": " + std::to_string(r.val_sources[k]) +
-             (k + 1 == r.val_sources.size() ? "]" : "");
-  }
-  if (r.has_choice) {
-    char buf[96];
-    std::snprintf(buf, sizeof buf, " | choice acc_norm %.4f acc %.4f", r.choice_acc_norm, r.choice_acc);
-    val += buf;
-  }
+  const std::string val = eval_text(r);
   std::printf("step %5d/%d | loss %.4f | lr %.3e | grad norm %.4f | %.0f tok/s | "
               "%.3f TFLOP/s | MFU %.1f%% | mem %s | %.1f ms%s\n",
               r.step, r.steps, r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.tflops, 100 * r.mfu,
@@ -108,6 +130,17 @@ void print_step_line(const StepRecord& r) {
                 m.aux_loss, m.balance, m.tok_min, m.tok_max, m.tok_mean, 100 * m.dropped,
                 format_bytes(r.ep.bytes_sent, 1).c_str());
   }
+  std::fflush(stdout);
+}
+
+std::vector<std::pair<std::string, double>> eval_row(const StepRecord& r) {
+  std::vector<std::pair<std::string, double>> row = {{"step", double(r.step)}};
+  append_eval_fields(r, row);
+  return row;
+}
+
+void print_eval_line(const StepRecord& r) {
+  std::printf("eval at step %d (no step run)%s\n", r.step, eval_text(r).c_str());
   std::fflush(stdout);
 }
 

@@ -44,6 +44,7 @@ struct StepRecord {
   std::vector<double> val_sources;  // per data.val entry when it has several: its own val loss
   bool has_choice = false;          // data.choice_eval scored at this step
   double choice_acc_norm = 0, choice_acc = 0;  // least mean / least summed loss per token picks the label
+  double eval_s = 0;  // seconds of this step's evaluations (validation and multiple choice)
   std::vector<double> data_epochs;  // per data source: epochs read after this step (BatchSampler::epochs_read)
 };
 
@@ -51,5 +52,10 @@ struct StepRecord {
 std::vector<std::pair<std::string, double>> metrics_row(const StepRecord& r);
 // The console line (and the MoE line under it) on stdout.
 void print_step_line(const StepRecord& r);
+// An evaluation with no step (train.steps = 0, or a checkpoint already at
+// train.steps): its metrics row (step and the evaluation's fields) and its
+// console line, "eval at step N (no step run) | val loss ... | choice ...".
+std::vector<std::pair<std::string, double>> eval_row(const StepRecord& r);
+void print_eval_line(const StepRecord& r);
 
 }  // namespace pentad

@@ -424,17 +424,13 @@ void Trainer::load_validation() {
   if (choice_) {
     ChoiceEval& c = *choice_;
     const size_t n_seq = size_t(c.mb) * b_;
-    std::vector<int32_t> whole_in(n_seq * T_, 0), whole_tg(n_seq * T_, -1);  // (M, b, T)
-    const int64_t first = int64_t(topo_.dp_rank()) * int64_t(n_seq);
-    const int64_t n = std::clamp<int64_t>(c.rows.n_rows - first, 0, int64_t(n_seq));
-    std::copy_n(c.rows.inputs.begin() + first * T_, n * T_, whole_in.begin());
-    std::copy_n(c.rows.targets.begin() + first * T_, n * T_, whole_tg.begin());
+    std::vector<int32_t> whole_in(n_seq * T_), whole_tg(n_seq * T_);  // (M, b, T): this dp rank's rows only
+    fill_choice_rows(c.examples, c.rows, int64_t(topo_.dp_rank()) * int64_t(n_seq), int64_t(n_seq), whole_in.data(),
+                     whole_tg.data());
     c.in.resize(n_seq * Tl_);
     c.tg.resize(n_seq * Tl_);
     cp_slice(cp_split_, topo_.me.cp, whole_in.data(), c.mb, b_, c.in.data());
     cp_slice(cp_split_, topo_.me.cp, whole_tg.data(), c.mb, b_, c.tg.data());
-    c.rows.inputs = {};
-    c.rows.targets = {};
   }
   if (!val_data_) return;
   load_val_windows(val_data_->all(), n_val_, eval_mb_, val_in_, val_tg_);
@@ -467,15 +463,38 @@ int Trainer::run() {
     if (model_->ring()) cp_attention_stats(*model_->ring(), *cp_, cp_attn);
     const bool eval_now =
         (val_data_ || choice_) && ((tc_.eval_every > 0 && s % tc_.eval_every == 0) || s == tc_.steps);
+    const auto t_eval = Clock::now();
     if (eval_now && val_data_) last_val_ = evaluate();
     if (eval_now && choice_) last_choice_ = evaluate_choices();
+    last_eval_s_ = std::chrono::duration<double>(Clock::now() - t_eval).count();
     if (root_) log_step(s, r, eval_now, cp_attn);
     if (tc_.sample_every > 0 && s % tc_.sample_every == 0) print_sample(s);
     reset_traffic();
     if (checkpoint_or_stop(s)) break;
   }
+  if (start_step_ > tc_.steps && (val_data_ || choice_)) evaluate_loaded();
   finish();
   return interrupted_ ? kInterruptedExitCode : 0;
+}
+
+// No step to run (train.steps = 0, or a checkpoint already at train.steps):
+// the loaded weights are evaluated once, so a deck with checkpoint.init_from
+// and train.steps = 0 scores a model as it is. Collective over the job.
+void Trainer::evaluate_loaded() {
+  StepRecord rec;
+  rec.step = start_step_ - 1;
+  rec.has_val = val_data_ != nullptr;
+  const auto t_eval = Clock::now();
+  if (val_data_) rec.val_loss = last_val_ = evaluate();
+  rec.val_sources = last_val_sources_;
+  rec.has_choice = choice_ != nullptr;
+  if (choice_) last_choice_ = evaluate_choices();
+  rec.eval_s = std::chrono::duration<double>(Clock::now() - t_eval).count();
+  rec.choice_acc_norm = last_choice_.acc_norm();
+  rec.choice_acc = last_choice_.acc();
+  if (!root_) return;
+  print_eval_line(rec);
+  if (metrics_) metrics_->write(eval_row(rec));
 }
 
 // One optimizer step over the global batch. Collective over the job.
@@ -634,6 +653,7 @@ void Trainer::log_step(int step, const StepResult& r, bool eval_now, const doubl
   if (moe_) rec.moe_times = model_->moe_times();
   rec.has_val = eval_now && val_data_;
   rec.has_choice = eval_now && choice_;
+  rec.eval_s = last_eval_s_;
   rec.choice_acc_norm = last_choice_.acc_norm();
   rec.choice_acc = last_choice_.acc();
   rec.val_loss = last_val_;

@@ -80,6 +80,7 @@ class Trainer {
   double evaluate();
   // data.choice_eval: every row's loss sum, then the accuracy (root). Collective over the job.
   ChoiceScore evaluate_choices();
+  void evaluate_loaded();  // no step run: one evaluation of the weights loaded
   // One evaluation of the windows in (M, b, T/cp) in and tg: the mean loss
   // over the n valid windows' tokens. Collective over the job.
   double evaluate_set(const std::vector<int32_t>& in, const std::vector<int32_t>& tg, int64_t n,
@@ -161,7 +162,7 @@ class Trainer {
   struct ChoiceEval {
     std::vector<ChoiceExample> examples;
     int64_t n = 0;
-    ChoiceRows rows;  // inputs and targets freed once this rank's windows are cut
+    ChoiceRows rows;  // every row's place; this rank's windows are in, tg
     int mb = 1;
     std::vector<int32_t> in, tg;  // (M, b, T/cp) of this rank
     std::unique_ptr<Schedule> forward_only;
@@ -178,6 +179,7 @@ class Trainer {
   std::vector<int32_t> sample_prompt_;  // train.sample_every: the samples' prompt (root)
   std::unique_ptr<Tokenizer> sample_tokenizer_;  // data.tokenizer (train.sample_every > 0), or null
   double last_loss_ = NAN, last_val_ = NAN;
+  double last_eval_s_ = 0;  // seconds the step's evaluations took
   bool interrupted_ = false;  // stopped by SIGINT (agreed over the job)
 };
 

@@ -60,3 +60,8 @@ set_tests_properties(ckpt_moe_resume_reshard PROPERTIES LABELS "mpi;ckpt" ENVIRO
 # and the bad-input messages.
 add_test(NAME ckpt_init_from COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/init_from.sh)
 set_tests_properties(ckpt_init_from PROPERTIES LABELS "mpi;ckpt" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
+
+# train.steps = 0 (and a resume already at train.steps): one evaluation of
+# the weights loaded, equal to the training run's last one.
+add_test(NAME ckpt_eval_only COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/eval_only.sh)
+set_tests_properties(ckpt_eval_only PROPERTIES LABELS "mpi;ckpt" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)

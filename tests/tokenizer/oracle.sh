@@ -13,12 +13,14 @@
 #  4. pentad's decode of each document's ids gives back its bytes (cmp);
 #  5. the valid UTF-8 documents as one JSON Lines file (node's JSON.stringify,
 #     a blank line between two): `pentad prep` of it gives js-tiktoken's ids,
-#     and so does the file compressed by GNU gzip (two gzip members).
+#     and so does the file compressed by GNU gzip (two gzip members) and by
+#     the zstd command (two frames).
 set -euo pipefail
 enc=$1
 here=$(cd "$(dirname "$0")" && pwd)
 js=$here/js_tiktoken.cjs
 command -v node > /dev/null || { echo "FAIL: node is not installed: run scripts/deps.sh"; exit 1; }
+command -v zstd > /dev/null || { echo "FAIL: zstd is not installed: run scripts/deps.sh"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 node "$js" ranks "$enc" "$tmp/ranks.tiktoken"
@@ -94,5 +96,14 @@ if cmp -s "$tmp/gz/train.bin" "$tmp/jsonl/train.bin"; then
   echo "ok   docs.jsonl.gz (GNU gzip, 2 members) gives the token file of docs.jsonl"
 else
   echo "FAIL docs.jsonl.gz (GNU gzip, 2 members) does not give the token file of docs.jsonl"; status=1
+fi
+# And by the zstd command, as two frames: the same token file.
+{ head -c "$half" "$tmp/docs.jsonl" | zstd -q -c; tail -c +"$((half + 1))" "$tmp/docs.jsonl" | zstd -q -c; } > "$tmp/docs.jsonl.zst"
+OMP_NUM_THREADS=2 "$PENTAD" prep --tokenizer "$tmp/ranks.tiktoken" --val-fraction 0 --out "$tmp/zst" "$tmp/docs.jsonl.zst" \
+  > "$tmp/zst.log" || { echo "FAIL: prep of docs.jsonl.zst"; cat "$tmp/zst.log"; exit 1; }
+if cmp -s "$tmp/zst/train.bin" "$tmp/jsonl/train.bin"; then
+  echo "ok   docs.jsonl.zst (zstd, 2 frames) gives the token file of docs.jsonl"
+else
+  echo "FAIL docs.jsonl.zst (zstd, 2 frames) does not give the token file of docs.jsonl"; status=1
 fi
 exit $status

@@ -120,15 +120,24 @@ TEST_F(ChoiceEvalTest, RowsScoreTheEndingWhereItIsPredicted) {
   ASSERT_EQ(r.n_rows, 5);
   EXPECT_EQ(r.tokens, (std::vector<int>{1, 2, 3, 2, 1}));
   EXPECT_EQ(r.truncated, 1);
+  std::vector<int32_t> inputs(6 * 4), targets(6 * 4);  // all five rows and one of padding
+  pentad::fill_choice_rows(ex, r, 0, 6, inputs.data(), targets.data());
   const auto row = [&](const std::vector<int32_t>& v, int k) { return std::vector<int32_t>(v.begin() + 4 * k, v.begin() + 4 * k + 4); };
-  EXPECT_EQ(row(r.inputs, 0), (std::vector<int32_t>{10, 11, 12, 0}));
-  EXPECT_EQ(row(r.targets, 0), (std::vector<int32_t>{-1, -1, 20, -1}));
-  EXPECT_EQ(row(r.inputs, 1), (std::vector<int32_t>{10, 11, 12, 21}));
-  EXPECT_EQ(row(r.targets, 1), (std::vector<int32_t>{-1, -1, 21, 22}));
-  EXPECT_EQ(row(r.inputs, 2), (std::vector<int32_t>{11, 12, 23, 24}));  // context cut from the left
-  EXPECT_EQ(row(r.targets, 2), (std::vector<int32_t>{-1, 23, 24, 25}));
-  EXPECT_EQ(row(r.inputs, 3), (std::vector<int32_t>{13, 26, 0, 0}));
-  EXPECT_EQ(row(r.targets, 3), (std::vector<int32_t>{26, 27, -1, -1}));
+  EXPECT_EQ(row(inputs, 0), (std::vector<int32_t>{10, 11, 12, 0}));
+  EXPECT_EQ(row(targets, 0), (std::vector<int32_t>{-1, -1, 20, -1}));
+  EXPECT_EQ(row(inputs, 1), (std::vector<int32_t>{10, 11, 12, 21}));
+  EXPECT_EQ(row(targets, 1), (std::vector<int32_t>{-1, -1, 21, 22}));
+  EXPECT_EQ(row(inputs, 2), (std::vector<int32_t>{11, 12, 23, 24}));  // context cut from the left
+  EXPECT_EQ(row(targets, 2), (std::vector<int32_t>{-1, 23, 24, 25}));
+  EXPECT_EQ(row(inputs, 3), (std::vector<int32_t>{13, 26, 0, 0}));
+  EXPECT_EQ(row(targets, 3), (std::vector<int32_t>{26, 27, -1, -1}));
+  EXPECT_EQ(row(inputs, 5), (std::vector<int32_t>{0, 0, 0, 0}));  // padding: nothing scored
+  EXPECT_EQ(row(targets, 5), (std::vector<int32_t>{-1, -1, -1, -1}));
+  // A slice from row 2 is those rows of the whole.
+  std::vector<int32_t> in2(2 * 4), tg2(2 * 4);
+  pentad::fill_choice_rows(ex, r, 2, 2, in2.data(), tg2.data());
+  EXPECT_EQ(in2, std::vector<int32_t>(inputs.begin() + 8, inputs.begin() + 16));
+  EXPECT_EQ(tg2, std::vector<int32_t>(targets.begin() + 8, targets.begin() + 16));
   // Only the first example: its rows alone.
   EXPECT_EQ(pentad::choice_rows(ex, 1, 4).n_rows, 3);
   // An ending of seq_len + 1 tokens leaves no context.

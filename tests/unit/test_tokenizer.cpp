@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 #include <zlib.h>
+#include <zstd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -402,6 +403,60 @@ TEST_F(TokenizerTest, PrepReadsGzipInputs) {
   const std::string damaged = write("damaged.txt.gz", damaged_bytes);
   EXPECT_HAS(input_error_of([&] { pentad::prep_corpus({damaged}, out, 0.0, *tok); }),
              "prep input '" + damaged + "': not valid gzip data");
+  EXPECT_FALSE(fs::exists(out));
+}
+
+// zstd inputs (.zst): one frame or several back to back (as `zstd -d` reads
+// them), a text long enough to cross many of the decoder's input buffers,
+// give the token files of the plain files; a file that is not zstd, an empty
+// one, a cut one and a damaged one are refused naming the file.
+TEST_F(TokenizerTest, PrepReadsZstdInputs) {
+  using pentad::test::input_error_of;
+  const std::string ranks = write("small.tiktoken", rank_lines({"ab", "abab", "th", "the"}));
+  const auto tok = pentad::load_tiktoken(ranks, "gpt2");
+  const std::string text = wordy_text(6, 120000);  // ~2.8 MB: many 128 KiB reads
+  std::string jsonl;
+  for (int k = 0; k < 50; ++k) jsonl += nlohmann::json({{"text", wordy_text(uint32_t(30 + k), 20)}}).dump() + "\n";
+  const auto zst = [&](const std::string& name, const std::string& content, int frames) {
+    std::string packed;
+    for (int f = 0; f < frames; ++f) {
+      const size_t a = content.size() * size_t(f) / size_t(frames), b = content.size() * size_t(f + 1) / size_t(frames);
+      std::string frame(ZSTD_compressBound(b - a), '\0');
+      ZSTD_CCtx* cctx = ZSTD_createCCtx();
+      ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);  // as the zstd command writes them
+      const size_t n = ZSTD_compress2(cctx, frame.data(), frame.size(), content.data() + a, b - a);
+      ZSTD_freeCCtx(cctx);
+      EXPECT_EQ(ZSTD_isError(n), 0u);
+      packed += frame.substr(0, n);
+    }
+    return write(name, packed);
+  };
+  const std::vector<std::string> plain = {write("a.txt", text), write("b.jsonl", jsonl)};
+  const std::vector<std::string> packed = {zst("a.txt.zst", text, 1), zst("b.jsonl.zst", jsonl, 3)};
+  const pentad::PrepResult rp = pentad::prep_corpus(plain, (dir_ / "plain").string(), 0.1, *tok);
+  const pentad::PrepResult rz = pentad::prep_corpus(packed, (dir_ / "packed").string(), 0.1, *tok);
+  EXPECT_EQ(rz.documents, 51);
+  EXPECT_EQ(rz.summary().substr(0, 30), rp.summary().substr(0, 30));
+  EXPECT_EQ(read_ids(rz.train_path, tok->vocab_size()), read_ids(rp.train_path, tok->vocab_size()));
+  EXPECT_EQ(read_ids(rz.val_path, tok->vocab_size()), read_ids(rp.val_path, tok->vocab_size()));
+
+  const std::string out = (dir_ / "bad").string();
+  const std::string not_zst = write("c.txt.zst", "plain text");
+  EXPECT_HAS(input_error_of([&] { pentad::prep_corpus({not_zst}, out, 0.0, *tok); }),
+             "prep input '" + not_zst + "': not valid zstd data");
+  const std::string empty = write("e.txt.zst", "");
+  EXPECT_HAS(input_error_of([&] { pentad::prep_corpus({empty}, out, 0.0, *tok); }),
+             "prep input '" + empty + "': empty, not zstd data");
+  std::string bytes;
+  { std::ifstream f(packed[0], std::ios::binary); bytes.assign(std::istreambuf_iterator<char>(f), {}); }
+  const std::string cut = write("cut.txt.zst", bytes.substr(0, bytes.size() / 2));
+  EXPECT_HAS(input_error_of([&] { pentad::prep_corpus({cut}, out, 0.0, *tok); }),
+             "prep input '" + cut + "': truncated zstd data");
+  std::string damaged_bytes = bytes;
+  for (size_t i = 100; i < 200; ++i) damaged_bytes[i] = char(~damaged_bytes[i]);
+  const std::string damaged = write("damaged.txt.zst", damaged_bytes);
+  EXPECT_HAS(input_error_of([&] { pentad::prep_corpus({damaged}, out, 0.0, *tok); }),
+             "prep input '" + damaged + "': not valid zstd data");
   EXPECT_FALSE(fs::exists(out));
 }
 

@@ -86,24 +86,20 @@ OMP_NUM_THREADS=2 "$PENTAD" prep --tokenizer "$tmp/ranks.tiktoken" --val-fractio
   > "$tmp/jsonl.log" || { echo "FAIL: prep of docs.jsonl"; cat "$tmp/jsonl.log"; exit 1; }
 grep -q "prep: ${#valid[@]} documents" "$tmp/jsonl.log" || { echo "FAIL: prep did not report ${#valid[@]} documents"; cat "$tmp/jsonl.log"; status=1; }
 node "$js" compare "$enc" "$tmp/ranks.tiktoken" "$tmp/jsonl/train.bin" "$sep" "$tmp/ids" "${valid[@]}" || status=1
-# The same file compressed by GNU gzip, as two gzip members (its first and
-# second half): the same token file.
+# The same file compressed in two parts (its first and second half) by GNU
+# gzip (two members) and by the zstd command (two frames): the same token file.
 half=$(( $(stat -c %s "$tmp/docs.jsonl") / 2 ))
-{ head -c "$half" "$tmp/docs.jsonl" | gzip -c; tail -c +"$((half + 1))" "$tmp/docs.jsonl" | gzip -c; } > "$tmp/docs.jsonl.gz"
-OMP_NUM_THREADS=2 "$PENTAD" prep --tokenizer "$tmp/ranks.tiktoken" --val-fraction 0 --out "$tmp/gz" "$tmp/docs.jsonl.gz" \
-  > "$tmp/gz.log" || { echo "FAIL: prep of docs.jsonl.gz"; cat "$tmp/gz.log"; exit 1; }
-if cmp -s "$tmp/gz/train.bin" "$tmp/jsonl/train.bin"; then
-  echo "ok   docs.jsonl.gz (GNU gzip, 2 members) gives the token file of docs.jsonl"
-else
-  echo "FAIL docs.jsonl.gz (GNU gzip, 2 members) does not give the token file of docs.jsonl"; status=1
-fi
-# And by the zstd command, as two frames: the same token file.
-{ head -c "$half" "$tmp/docs.jsonl" | zstd -q -c; tail -c +"$((half + 1))" "$tmp/docs.jsonl" | zstd -q -c; } > "$tmp/docs.jsonl.zst"
-OMP_NUM_THREADS=2 "$PENTAD" prep --tokenizer "$tmp/ranks.tiktoken" --val-fraction 0 --out "$tmp/zst" "$tmp/docs.jsonl.zst" \
-  > "$tmp/zst.log" || { echo "FAIL: prep of docs.jsonl.zst"; cat "$tmp/zst.log"; exit 1; }
-if cmp -s "$tmp/zst/train.bin" "$tmp/jsonl/train.bin"; then
-  echo "ok   docs.jsonl.zst (zstd, 2 frames) gives the token file of docs.jsonl"
-else
-  echo "FAIL docs.jsonl.zst (zstd, 2 frames) does not give the token file of docs.jsonl"; status=1
-fi
+same_when_compressed() {  # EXT WHAT COMMAND...
+  local ext=$1 what=$2; shift 2
+  { head -c "$half" "$tmp/docs.jsonl" | "$@"; tail -c +"$((half + 1))" "$tmp/docs.jsonl" | "$@"; } > "$tmp/docs.jsonl.$ext"
+  OMP_NUM_THREADS=2 "$PENTAD" prep --tokenizer "$tmp/ranks.tiktoken" --val-fraction 0 --out "$tmp/$ext" \
+    "$tmp/docs.jsonl.$ext" > "$tmp/$ext.log" || { echo "FAIL: prep of docs.jsonl.$ext"; cat "$tmp/$ext.log"; exit 1; }
+  if cmp -s "$tmp/$ext/train.bin" "$tmp/jsonl/train.bin"; then
+    echo "ok   docs.jsonl.$ext ($what) gives the token file of docs.jsonl"
+  else
+    echo "FAIL docs.jsonl.$ext ($what) does not give the token file of docs.jsonl"; status=1
+  fi
+}
+same_when_compressed gz "GNU gzip, 2 members" gzip -c
+same_when_compressed zst "zstd, 2 frames" zstd -q -c
 exit $status

@@ -73,6 +73,8 @@ std::vector<std::string> ab_tokens(uint32_t seed) {
   return t;
 }
 
+std::vector<uint32_t> read_ids(const std::string& path, int64_t vocab);  // below
+
 class TokenizerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -97,6 +99,32 @@ class TokenizerTest : public ::testing::Test {
       return e.what();
     }
     return "";
+  }
+  // Compressed copies (packed) of the plain inputs give the same token files
+  // (51 documents: a.txt, and b.jsonl's 50 lines); packed[0] cut in half,
+  // and with bytes 100..199 inverted, is refused with cut_error and
+  // damaged_error naming it, leaving nothing behind.
+  void expect_packed_like_plain(const std::vector<std::string>& plain, const std::vector<std::string>& packed,
+                                const pentad::Tokenizer& tok, const std::string& cut_error,
+                                const std::string& damaged_error) {
+    using pentad::test::input_error_of;
+    const pentad::PrepResult rp = pentad::prep_corpus(plain, (dir_ / "plain").string(), 0.1, tok);
+    const pentad::PrepResult rz = pentad::prep_corpus(packed, (dir_ / "packed").string(), 0.1, tok);
+    EXPECT_EQ(rz.documents, 51);
+    EXPECT_EQ(rz.summary().substr(0, 30), rp.summary().substr(0, 30));  // the same files, bytes (of text) and tokens
+    EXPECT_EQ(read_ids(rz.train_path, tok.vocab_size()), read_ids(rp.train_path, tok.vocab_size()));
+    EXPECT_EQ(read_ids(rz.val_path, tok.vocab_size()), read_ids(rp.val_path, tok.vocab_size()));
+    const std::string out = (dir_ / "bad").string(), ext = fs::path(packed[0]).extension().string();
+    std::string bytes;
+    { std::ifstream f(packed[0], std::ios::binary); bytes.assign(std::istreambuf_iterator<char>(f), {}); }
+    const std::string cut = write("cut.txt" + ext, bytes.substr(0, bytes.size() / 2));
+    EXPECT_HAS(input_error_of([&] { pentad::prep_corpus({cut}, out, 0.0, tok); }),
+               "prep input '" + cut + "': " + cut_error);
+    for (size_t i = 100; i < 200; ++i) bytes[i] = char(~bytes[i]);
+    const std::string damaged = write("damaged.txt" + ext, bytes);
+    EXPECT_HAS(input_error_of([&] { pentad::prep_corpus({damaged}, out, 0.0, tok); }),
+               "prep input '" + damaged + "': " + damaged_error);
+    EXPECT_FALSE(fs::exists(out));
   }
   fs::path dir_;
 };
@@ -382,28 +410,11 @@ TEST_F(TokenizerTest, PrepReadsGzipInputs) {
   };
   const std::vector<std::string> plain = {write("a.txt", text), write("b.jsonl", jsonl)};
   const std::vector<std::string> packed = {gz("a.txt.gz", text, 1), gz("b.jsonl.gz", jsonl, 2)};
-  const pentad::PrepResult rp = pentad::prep_corpus(plain, (dir_ / "plain").string(), 0.1, *tok);
-  const pentad::PrepResult rz = pentad::prep_corpus(packed, (dir_ / "packed").string(), 0.1, *tok);
-  EXPECT_EQ(rz.documents, 51);
-  EXPECT_EQ(rz.summary().substr(0, 30), rp.summary().substr(0, 30));  // the same files, bytes (of text) and tokens
-  EXPECT_EQ(read_ids(rz.train_path, tok->vocab_size()), read_ids(rp.train_path, tok->vocab_size()));
-  EXPECT_EQ(read_ids(rz.val_path, tok->vocab_size()), read_ids(rp.val_path, tok->vocab_size()));
-
   const std::string out = (dir_ / "bad").string();
   const std::string not_gz = write("c.txt.gz", "plain text");
   EXPECT_HAS(input_error_of([&] { pentad::prep_corpus({not_gz}, out, 0.0, *tok); }),
              "prep input '" + not_gz + "': not gzip data");
-  std::string bytes;
-  { std::ifstream f(packed[0], std::ios::binary); bytes.assign(std::istreambuf_iterator<char>(f), {}); }
-  const std::string cut = write("cut.txt.gz", bytes.substr(0, bytes.size() / 2));
-  EXPECT_HAS(input_error_of([&] { pentad::prep_corpus({cut}, out, 0.0, *tok); }),
-             "prep input '" + cut + "': not valid gzip data");
-  std::string damaged_bytes = bytes;
-  for (size_t i = 100; i < 200; ++i) damaged_bytes[i] = char(~damaged_bytes[i]);
-  const std::string damaged = write("damaged.txt.gz", damaged_bytes);
-  EXPECT_HAS(input_error_of([&] { pentad::prep_corpus({damaged}, out, 0.0, *tok); }),
-             "prep input '" + damaged + "': not valid gzip data");
-  EXPECT_FALSE(fs::exists(out));
+  expect_packed_like_plain(plain, packed, *tok, "not valid gzip data", "not valid gzip data");
 }
 
 // zstd inputs (.zst): one frame or several back to back (as `zstd -d` reads
@@ -433,13 +444,6 @@ TEST_F(TokenizerTest, PrepReadsZstdInputs) {
   };
   const std::vector<std::string> plain = {write("a.txt", text), write("b.jsonl", jsonl)};
   const std::vector<std::string> packed = {zst("a.txt.zst", text, 1), zst("b.jsonl.zst", jsonl, 3)};
-  const pentad::PrepResult rp = pentad::prep_corpus(plain, (dir_ / "plain").string(), 0.1, *tok);
-  const pentad::PrepResult rz = pentad::prep_corpus(packed, (dir_ / "packed").string(), 0.1, *tok);
-  EXPECT_EQ(rz.documents, 51);
-  EXPECT_EQ(rz.summary().substr(0, 30), rp.summary().substr(0, 30));
-  EXPECT_EQ(read_ids(rz.train_path, tok->vocab_size()), read_ids(rp.train_path, tok->vocab_size()));
-  EXPECT_EQ(read_ids(rz.val_path, tok->vocab_size()), read_ids(rp.val_path, tok->vocab_size()));
-
   const std::string out = (dir_ / "bad").string();
   const std::string not_zst = write("c.txt.zst", "plain text");
   EXPECT_HAS(input_error_of([&] { pentad::prep_corpus({not_zst}, out, 0.0, *tok); }),
@@ -447,17 +451,7 @@ TEST_F(TokenizerTest, PrepReadsZstdInputs) {
   const std::string empty = write("e.txt.zst", "");
   EXPECT_HAS(input_error_of([&] { pentad::prep_corpus({empty}, out, 0.0, *tok); }),
              "prep input '" + empty + "': empty, not zstd data");
-  std::string bytes;
-  { std::ifstream f(packed[0], std::ios::binary); bytes.assign(std::istreambuf_iterator<char>(f), {}); }
-  const std::string cut = write("cut.txt.zst", bytes.substr(0, bytes.size() / 2));
-  EXPECT_HAS(input_error_of([&] { pentad::prep_corpus({cut}, out, 0.0, *tok); }),
-             "prep input '" + cut + "': truncated zstd data");
-  std::string damaged_bytes = bytes;
-  for (size_t i = 100; i < 200; ++i) damaged_bytes[i] = char(~damaged_bytes[i]);
-  const std::string damaged = write("damaged.txt.zst", damaged_bytes);
-  EXPECT_HAS(input_error_of([&] { pentad::prep_corpus({damaged}, out, 0.0, *tok); }),
-             "prep input '" + damaged + "': not valid zstd data");
-  EXPECT_FALSE(fs::exists(out));
+  expect_packed_like_plain(plain, packed, *tok, "truncated zstd data", "not valid zstd data");
 }
 
 // A stop (a signal in `pentad prep`) between batches or between output files

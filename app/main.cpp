@@ -19,8 +19,10 @@ namespace {
 const char* kUsage =
     "usage:\n"
     "  pentad train DECK.toml [--set section.key=value]...   train a model\n"
-    "  pentad prep --out DIR [--val-fraction F] [--shard-tokens N] [--tokenizer FILE [--pattern NAME]] FILE...\n"
-    "                                                         text files -> token files (bytes, or BPE)\n"
+    "  pentad prep --out DIR [--val-fraction F] [--shard-tokens N] [--tokenizer FILE [--pattern NAME]]\n"
+    "              [--json-key NAME] FILE...                 text, JSON Lines (.gz, .zst) -> token files (bytes, or BPE)\n"
+    "  pentad prep --choices --out DIR [--tokenizer FILE] HELLASWAG.jsonl\n"
+    "                                                         -> DIR/HELLASWAG.bin, a multiple-choice eval file\n"
     "  pentad ckpt info SPEC                                  summarise and verify a checkpoint\n"
     "  pentad ckpt export SPEC --to DIR                       global weights (+ llm.c GPT-2 .bin)\n"
     "  pentad ckpt export SPEC --to DIR --format hf [--dtype fp32|bf16]\n"

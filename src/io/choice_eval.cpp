@@ -85,7 +85,7 @@ std::vector<ChoiceExample> read_choice_file(const std::string& path, int vocab_s
   std::memcpy(w.data(), s.data() + kHeaderBytes, n_words * 2);
 
   std::vector<ChoiceExample> out;
-  out.reserve(size_t(header[2]));
+  out.reserve(std::min(size_t(header[2]), n_words / 8));  // an example is at least 8 words: no trust in the header
   size_t pos = 0;
   for (int k = 0; k < header[2]; ++k) {
     const std::string where = "example " + std::to_string(k) + " (byte offset " + std::to_string(kHeaderBytes + 2 * pos) + ")";

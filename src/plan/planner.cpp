@@ -565,8 +565,10 @@ MemoryEstimate estimate_memory(const Config& cfg, double moe_load) {
   const int pp = p.pp, v = p.virtual_stages;
   const std::vector<int> cb = partition_blocks(cfg.model.n_layers, pp * v, p.stage_layers);
   const Schedule train = make_schedule(train_kind(cfg), pp, v, cfg.train.grad_accum);
+  // Evaluation (data.val, data.choice_eval): forward-only, a micro-batch at a
+  // time, so its high-water marks do not grow with its micro-batch count.
   std::optional<Schedule> eval;
-  if (!cfg.data.val.empty())
+  if (!cfg.data.val.empty() || !cfg.data.choice_eval.empty())
     eval = make_schedule(ScheduleKind::forward_only, pp, v, cfg.train.eval_batches, train.placement);
   MemoryEstimate est;
   double worst = -1;

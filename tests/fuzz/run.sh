@@ -16,10 +16,11 @@ cmake --build "$out" -j "${FUZZ_JOBS:-$(nproc)}" > /dev/null
 
 # Seeds: every deck of the repository; a small valid token file; a checkpoint
 # header input (fuzz_checkpoint.cpp's structured layout: every attribute); a
-# small safetensors file.
+# small safetensors file; a small multiple-choice file (tests/lib/choice_file.py).
 seeds=$out/seeds
 rm -rf "$seeds" "$out/crashes"
-mkdir -p "$seeds/config" "$seeds/token_file" "$seeds/checkpoint" "$seeds/safetensors" "$out/crashes"
+mkdir -p "$seeds/config" "$seeds/token_file" "$seeds/checkpoint" "$seeds/safetensors" "$seeds/choice_file" "$out/crashes"
+python3 tests/lib/choice_file.py write "$seeds/choice_file/valid.bin" 3 1
 find input tests -name '*.toml' -size -64k -exec cp {} "$seeds/config/" \; 2>/dev/null || true
 python3 - "$seeds" <<'PY'
 import struct, sys
@@ -44,7 +45,7 @@ PY
 # Leaks inside HDF5 on a damaged file are the library's (lsan.supp).
 export LSAN_OPTIONS="suppressions=$root/tests/fuzz/lsan.supp:print_suppressions=0"
 status=0
-for target in config token_file checkpoint safetensors; do
+for target in config token_file checkpoint safetensors choice_file; do
   corpus=$out/corpus/$target
   mkdir -p "$corpus"
   echo "fuzz: $target for ${seconds} s"

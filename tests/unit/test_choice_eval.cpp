@@ -5,6 +5,7 @@
 // they are predicted, and the scoring picks by mean and by sum.
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cstdint>
 #include <fstream>
 #include <iterator>
@@ -88,6 +89,7 @@ TEST_F(ChoiceEvalTest, RefusesMalformedFilesNamingTheFileAndExample) {
   EXPECT_HAS(refused(20240522, 2, 2, good), "version 2");
   EXPECT_HAS(refused(20240522, 1, 0, good), "counts 0 examples");
   EXPECT_HAS(refused(20240522, 1, 3, good), "the file ends after 2");
+  EXPECT_HAS(refused(20240522, 1, INT32_MAX, good), "the file ends after 2");  // no allocation by the header's count
   EXPECT_HAS(refused(20240522, 1, 1, good), "bytes after the 1 examples");
   std::vector<uint16_t> w = good;
   w[18] = 7;  // example 1's start (example 0 is 18 words)

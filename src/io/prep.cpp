@@ -35,13 +35,13 @@ namespace fs = std::filesystem;
 std::string strerror_text(int err) { return std::strerror(err); }
 
 // "a.jsonl.gz" -> "a.jsonl", "a.jsonl.zst" -> "a.jsonl"
-std::string without_gz(const std::string& path) {
+std::string without_compression(const std::string& path) {
   const fs::path p(path);
   return p.extension() == ".gz" || p.extension() == ".zst" ? p.stem().string() : p.filename().string();
 }
 
 bool is_json_lines(const std::string& path) {
-  std::string ext = fs::path(without_gz(path)).extension().string();
+  std::string ext = fs::path(without_compression(path)).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
   return ext == ".jsonl" || ext == ".ndjson";
 }

@@ -2,7 +2,6 @@
 // go to a file; any content must read or give an InputError naming the file,
 // and what reads must lay out, fill and score as rows of 16 tokens (an
 // ending too long for them is an InputError too).
-#include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -12,14 +11,12 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "fuzz_file.hpp"
 #include "io/choice_eval.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = "/tmp/pentad_fuzz_choices_" + std::to_string(getpid()) + ".bin";
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return 0;
-  std::fwrite(data, 1, size, f);
-  std::fclose(f);
+  static const std::string path = pentad::fuzz::input_path("choices", ".bin");
+  if (!pentad::fuzz::write_input(path, data, size)) return 0;
   try {
     const std::vector<pentad::ChoiceExample> ex = pentad::read_choice_file(path, 300);
     const pentad::ChoiceRows rows = pentad::choice_rows(ex, int64_t(ex.size()), 16);

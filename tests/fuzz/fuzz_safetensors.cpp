@@ -1,7 +1,6 @@
 // libFuzzer target: the safetensors reader (io/safetensors.*). The bytes go
 // to a file; any content must open and read every float tensor, or give an
 // InputError naming the file.
-#include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -10,14 +9,12 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "fuzz_file.hpp"
 #include "io/safetensors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = "/tmp/pentad_fuzz_st_" + std::to_string(getpid()) + ".safetensors";
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return 0;
-  std::fwrite(data, 1, size, f);
-  std::fclose(f);
+  static const std::string path = pentad::fuzz::input_path("st", ".safetensors");
+  if (!pentad::fuzz::write_input(path, data, size)) return 0;
   try {
     const pentad::safetensors::Reader r(path);
     double sum = 0;

@@ -1,7 +1,6 @@
 // libFuzzer target: the token-file header and body checks (io/data.*). The
 // bytes go to a file (TokenFile maps a path); any content must open or give
 // an InputError naming the file.
-#include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -10,14 +9,12 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "fuzz_file.hpp"
 #include "io/data.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string path = "/tmp/pentad_fuzz_tokens_" + std::to_string(getpid()) + ".bin";
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return 0;
-  std::fwrite(data, 1, size, f);
-  std::fclose(f);
+  static const std::string path = pentad::fuzz::input_path("tokens", ".bin");
+  if (!pentad::fuzz::write_input(path, data, size)) return 0;
   try {
     const pentad::TokenFile tokens(path, 256, 2);
     int64_t sum = 0;

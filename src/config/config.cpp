@@ -376,7 +376,8 @@ void add_train_keys(std::vector<Key>& s) {
 // [data], [checkpoint] and [log].
 void add_io_keys(std::vector<Key>& s) {
   s.push_back(string_key(PENTAD_FIELD(data, train),
-                         "training token files (pentad prep, llm.c shards): paths or globs, comma-separated"));
+                         "training token files (pentad prep, llm.c shards): paths or globs, comma-separated; "
+                         "\"\" only with train.steps = 0"));
   s.push_back(string_key(PENTAD_FIELD(data, val), "validation token files, the same form; \"\" = none"));
   s.push_back(string_key(PENTAD_FIELD(data, choice_eval),
                          "multiple-choice eval file, llm.c's format (HellaSwag), scored at each evaluation; \"\" = none"));
@@ -715,7 +716,9 @@ void validate(const Config& cfg, int world_size) {
     fail(cfg, kv("train.decay_steps", t.decay_steps) + " is read by train.lr_schedule = \"wsd\" only (got \"" +
                   deck_name(t.lr_schedule) + "\")");
 
-  if (cfg.data.train.empty())
+  // train.steps = 0 runs no step: the loaded weights are evaluated (data.val,
+  // data.choice_eval) or saved (save_final), and no training data is read.
+  if (cfg.data.train.empty() && t.steps > 0)
     fail(cfg, "data.train: required: a token file made by `pentad prep`");
   const auto check_list = [&cfg](const char* key, const std::string& v) {
     const size_t n_commas = size_t(std::count(v.begin(), v.end(), ','));

@@ -131,7 +131,7 @@ Trainer::Trainer(const Config& cfg, MPI_Comm job, const Placement& placement, Ba
   // A blend's table holds one entry per sequence of the global batch: made
   // once the batch is known to fit. Every rank computes the same split, so a
   // refused one is the same error everywhere.
-  sampler_ = std::make_unique<BatchSampler>(*train_data_, cfg_.data.order, tc_.seed, B_global_);
+  if (train_data_) sampler_ = std::make_unique<BatchSampler>(*train_data_, cfg_.data.order, tc_.seed, B_global_);
   build_model(make_comm);
   install_signal_handlers();
   all_tensors_ = global_tensors(model_->params(), moe_ ? &model_->expert_params() : nullptr, topo_.pp);
@@ -173,7 +173,9 @@ void Trainer::make_comms(const CommFactory& make_comm) {
 
 // The token files, the output locations and the metrics file. Collective over the job.
 void Trainer::open_inputs() {
-  train_data_ = open_tokens("data.train", cfg_.data.train, data_weights(cfg_.data), cfg_, topo_.job);
+  // data.train may be "" only with train.steps = 0 (config.cpp): no step reads it.
+  if (!cfg_.data.train.empty())
+    train_data_ = open_tokens("data.train", cfg_.data.train, data_weights(cfg_.data), cfg_, topo_.job);
   if (!cfg_.data.val.empty()) {
     // Several entries: one source each (evaluated alone too).
     const size_t n_entries = list_entries(cfg_.data.val).size();
@@ -308,6 +310,7 @@ void Trainer::resume() {
 // (older) or with another number of sources: the counts this deck's batch
 // implies at that step, with a warning in the second case.
 void Trainer::resume_data_position(const CkptMeta& meta) {
+  if (!sampler_) return;  // no data.train: no step will run
   const size_t n_sources = train_data_->sources().size();
   if (meta.data_sequences.size() == n_sources) {
     sampler_->resume_from(meta.step, meta.data_sequences);
@@ -367,7 +370,8 @@ void Trainer::print_model() const {
                 mc_.n_experts, mc_.top_k, mc_.moe_every,
                 mc_.dropless ? "dropless" : std::to_string(mc_.capacity_factor).c_str(), topo_.shape.ep,
                 mc_.n_experts / topo_.shape.ep, n_active_ / 1e6);
-  std::fputs(sampler_->describe().c_str(), stdout);
+  if (sampler_) std::fputs(sampler_->describe().c_str(), stdout);
+  else std::printf("data: no data.train (train.steps = 0: no step runs)\n");
   if (val_data_) {
     const int64_t asked = int64_t(tc_.eval_batches) * B_global_;
     for (size_t k = 0; k < val_sources_.size(); ++k)
@@ -412,7 +416,7 @@ void Trainer::prepare_steps() {
                          sample_tokenizer_->describe() + " has " + std::to_string(sample_tokenizer_->vocab_size()) +
                          " ids, model.vocab_size=" + std::to_string(mc_.vocab_size));
     }
-    if (root_)
+    if (root_ && (val_data_ || train_data_))
       sample_prompt_ = train_sample_prompt(val_data_ ? val_data_->first_file() : train_data_->first_file(), T_,
                                            sample_tokenizer_.get());
   }
@@ -659,7 +663,7 @@ void Trainer::log_step(int step, const StepResult& r, bool eval_now, const doubl
   rec.val_loss = last_val_;
   rec.val_sources = last_val_sources_;
   rec.cp_attn = model_->ring() ? cp_attn : nullptr;
-  for (size_t k = 0; k < train_data_->sources().size(); ++k) rec.data_epochs.push_back(sampler_->epochs_read(k, step));
+  for (size_t k = 0; train_data_ && k < train_data_->sources().size(); ++k) rec.data_epochs.push_back(sampler_->epochs_read(k, step));
   if (step % cfg_.log.every == 0 || step == 1 || step == tc_.steps) print_step_line(rec);
   if (metrics_) metrics_->write(metrics_row(rec));
 }
@@ -708,7 +712,7 @@ CkptMeta Trainer::meta_at(int step) const {
   meta.config_toml = cfg_.resolved_toml;
   meta.layout = topo_.describe() + " zero=" + std::to_string(cfg_.parallel.zero);
   meta.model_signature = signature_;
-  for (size_t k = 0; k < train_data_->sources().size(); ++k) meta.data_sequences.push_back(sampler_->seqs_done(k, step));
+  for (size_t k = 0; train_data_ && k < train_data_->sources().size(); ++k) meta.data_sequences.push_back(sampler_->seqs_done(k, step));
   return meta;
 }
 

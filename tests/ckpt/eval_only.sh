@@ -7,6 +7,9 @@
 # same within the parity tolerance (rel 1e-5) under tp 2 and pp 2 (the same
 # global batch, so the same validation windows); the line
 # and the metrics row say "step 0" (init_from) or "step 10" (resumed).
+# train.steps = 0 needs no data.train: without it the scores are the same
+# bits, and with save_final and no eval data the run only converts: its
+# final.h5 holds the loaded weights bit for bit (`ckpt info` verifies it).
 #   eval_only.sh        (env: PENTAD, MPIEXEC, PENTAD_SOURCE_DIR, PENTAD_PYTHON)
 set -euo pipefail
 tmp=$(mktemp -d)
@@ -28,6 +31,13 @@ run init_tp2 2 --set train.steps=0 --set checkpoint.init_from="$tmp/ck/final.h5"
 run init_pp2 2 --set train.steps=0 --set checkpoint.init_from="$tmp/ck/final.h5" --set parallel.pp=2
 run resumed 1 --set checkpoint.resume="$tmp/ck/final.h5" --set checkpoint.dir="$tmp/ck2"
 run no_eval 1 --set train.steps=0 --set data.val="" --set data.choice_eval=""
+run no_train 1 --set train.steps=0 --set checkpoint.init_from="$tmp/ck/final.h5" --set data.train=""
+run convert 1 --set train.steps=0 --set checkpoint.init_from="$tmp/ck/final.h5" --set data.train="" \
+  --set data.val="" --set data.choice_eval="" --set checkpoint.dir="$tmp/ck3" --set checkpoint.save_final=true
+"$PENTAD" ckpt info "$tmp/ck3/final.h5" > "$tmp/convert_info.log" 2>&1 || { echo "FAIL: ckpt info"; cat "$tmp/convert_info.log"; exit 1; }
+if "$MPIEXEC" -n 1 "$PENTAD" train "$deck" "${common[@]}" --set data.train="" > "$tmp/refused.log" 2>&1; then
+  echo "FAIL: train.steps > 0 without data.train ran"; exit 1
+fi
 "$PENTAD_PYTHON" - "$tmp" <<'PY'
 import json, os, sys
 sys.path.insert(0, os.path.join(os.environ["PENTAD_SOURCE_DIR"], "tests", "lib"))
@@ -56,5 +66,19 @@ for name, step, exact in (("init_1", 0, True), ("init_tp2", 0, False), ("init_pp
                    f"eval at step {step} (no step run) | val loss" in log(name)))
 checks.append(("nothing to evaluate: no eval line, no metrics row",
                "eval at step" not in log("no_eval") and not rows("no_eval")))
+r = rows("no_train")
+checks.append((f"no data.train: the same metrics row as with it ({r[0] if r else None})",
+               len(r) == 1 and {k: r[0].get(k) for k in keys} == {k: rows("init_1")[0].get(k) for k in keys}
+               and "data: no data.train (train.steps = 0: no step runs)" in log("no_train")))
+import h5py
+with h5py.File(f"{tmp}/ck/final.h5") as a, h5py.File(f"{tmp}/ck3/final.h5") as b:
+    names = []
+    a["model"].visit(lambda n: names.append(n) if isinstance(a["model"][n], h5py.Dataset) else None)
+    same = [n for n in names if n in b["model"] and (a["model"][n][()] == b["model"][n][()]).all()]
+    checks.append((f"converted: final.h5 holds the {len(names)} loaded weight tensors bit for bit ({len(same)} equal)",
+                   len(names) > 0 and len(same) == len(names) and b.attrs["step"] == 0))
+checks.append(("converted: ckpt info verifies it", "checksums OK" in open(f"{tmp}/convert_info.log").read()))
+checks.append(("train.steps > 0 without data.train: refused by name",
+               "data.train: required" in open(f"{tmp}/refused.log").read()))
 sys.exit(report(checks))
 PY

@@ -605,6 +605,7 @@ for kc in ckpt:1 ckpt:2 final:1 final:2 metrics:1 metrics:2 trace:2 dump:1 expor
   [ "$r" -eq 0 ] || why="$(grep FAIL <<<"$o" | head -3 | tr '\n' ' ')"
   [ "$r" -eq 0 ] || [ -n "$why" ] || why="exit $r"
   record "$C" "${kind}_${np}rank" "$why" $crash $hang
+  [ "$r" -eq 0 ] || tail -12 <<<"$o" | sed 's/^/  | /'  # what the case saw, for the log
 done
 
 echo "== read-only directories"

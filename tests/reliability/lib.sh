@@ -23,7 +23,10 @@ failed() {
   [ "$rc" -eq 0 ] && bad "$name: exit 0 on $np rank(s)"
   [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && bad "$name: did not exit (timeout) on $np rank(s)"
   [ "$rc" -gt 128 ] && [ "$rc" -ne 137 ] && bad "$name: killed by signal $((rc - 128)) on $np rank(s)"
-  [ -n "$want" ] && [ "$rc" -ne "$want" ] && bad "$name: exit $rc on $np rank(s), expected $want"
+  if [ -n "$want" ] && [ "$rc" -ne "$want" ]; then
+    bad "$name: exit $rc on $np rank(s), expected $want; the run's last lines:"
+    tail -8 <<<"$out" | sed 's/^/  | /'
+  fi
   reject "$name" "Segmentation|signal 11|core dumped|backtrace" "$out"
   awk -v s="$secs" -v m="$max_s" 'BEGIN { exit !(s > m) }' && bad "$name: took ${secs}s (limit ${max_s}s)"
   # Every rank has exited: none of the job's processes (their arguments name $tmp) is left.

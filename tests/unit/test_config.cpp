@@ -456,6 +456,13 @@ TEST(Config, TrainAndDataChecks) {
   EXPECT_EQ(error_of(""), "input/tiny.toml: data.train: required: a token file made by `pentad prep`");
   EXPECT_EQ(error_of("[data]\ntrain = \"\"\n"),
             "input/tiny.toml: data.train: required: a token file made by `pentad prep`");
+  EXPECT_EQ(error_of("[data]\ntrain = \"\"\n[train]\nsteps = 1\n"),
+            "input/tiny.toml: data.train: required: a token file made by `pentad prep`");
+  // train.steps = 0 runs no step: it evaluates or saves the loaded weights, and needs no training data.
+  EXPECT_EQ(parse("[data]\nval = \"v.bin\"\n[train]\nsteps = 0\n").data.train, "");
+  EXPECT_EQ(error_of("[data]\nweights = \"1\"\n[train]\nsteps = 0\n"),
+            "input/tiny.toml: data.weights=\"1\" gives 1 weights for the 0 entries of data.train=\"\" (one weight per "
+            "comma-separated entry)");
 }
 
 TEST(Config, ContextParallelChecks) {

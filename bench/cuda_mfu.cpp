@@ -134,11 +134,11 @@ class TimedBackend final : public Backend {
   void swiglu_bwd(float* dg, float* du, const float* d, const float* g, const float* u, size_t n) override {
     time("swiglu_bwd", [&] { in_.swiglu_bwd(dg, du, d, g, u, n); });
   }
-  void rope_fwd(float* x, int B, int T, int H, int D, int p, float th) override {
-    time("rope_fwd", [&] { in_.rope_fwd(x, B, T, H, D, p, th); });
+  void rope_fwd(float* x, int B, int T, int H, int D, int p, const Rope& r) override {
+    time("rope_fwd", [&] { in_.rope_fwd(x, B, T, H, D, p, r); });
   }
-  void rope_bwd(float* x, int B, int T, int H, int D, int p, float th) override {
-    time("rope_bwd", [&] { in_.rope_bwd(x, B, T, H, D, p, th); });
+  void rope_bwd(float* x, int B, int T, int H, int D, int p, const Rope& r) override {
+    time("rope_bwd", [&] { in_.rope_bwd(x, B, T, H, D, p, r); });
   }
   void embedding_fwd(float* o, const int32_t* t, const float* wte, const float* wpe, int B, int T, int C, int vs,
                      int V, int p) override {

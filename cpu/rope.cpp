@@ -1,6 +1,7 @@
 // Rotary position embedding (Su et al. 2021, RoFormer), interleaved pairs
-// (x[2i], x[2i+1]) within each head, angle = pos * theta^(-2i/D). Angles are
-// computed in double and the cos/sin table cast to float once per call.
+// (x[2i], x[2i+1]) within each head, angle = pos * rope_inv_freq(rope, i, D)
+// (core/rope.hpp). Angles are computed in double and the cos/sin table
+// cast to float once per call.
 #include <cmath>
 #include <vector>
 
@@ -11,11 +12,11 @@ namespace pentad {
 namespace {
 
 // table (T, D/2, 2): cos, sin of the angle for position pos_offset + t.
-std::vector<float> rope_table(int T, int D, int pos_offset, float theta) {
+std::vector<float> rope_table(int T, int D, int pos_offset, const Rope& rope) {
   const int half = D / 2;
   std::vector<float> table(size_t(T) * half * 2);
   std::vector<double> inv_freq(half);
-  for (int i = 0; i < half; ++i) inv_freq[i] = std::pow(double(theta), -2.0 * i / D);
+  for (int i = 0; i < half; ++i) inv_freq[i] = rope_inv_freq(rope, i, D);
   for (int t = 0; t < T; ++t)
     for (int i = 0; i < half; ++i) {
       const double angle = double(pos_offset + t) * inv_freq[i];
@@ -26,8 +27,8 @@ std::vector<float> rope_table(int T, int D, int pos_offset, float theta) {
 }
 
 // sign = +1 rotates by +angle (forward), -1 by -angle (the transpose).
-void rope_apply(float* x, int B, int T, int H, int D, int pos_offset, float theta, float sign) {
-  const std::vector<float> table = rope_table(T, D, pos_offset, theta);
+void rope_apply(float* x, int B, int T, int H, int D, int pos_offset, const Rope& rope, float sign) {
+  const std::vector<float> table = rope_table(T, D, pos_offset, rope);
   const int half = D / 2;
 #pragma omp parallel for collapse(2) schedule(static) if (long(B) * T * H * D > (1 << 14))
   for (int b = 0; b < B; ++b)
@@ -48,12 +49,12 @@ void rope_apply(float* x, int B, int T, int H, int D, int pos_offset, float thet
 
 }  // namespace
 
-void CpuBackend::rope_fwd(float* x, int B, int T, int H, int D, int pos_offset, float theta) {
-  rope_apply(x, B, T, H, D, pos_offset, theta, 1.0f);
+void CpuBackend::rope_fwd(float* x, int B, int T, int H, int D, int pos_offset, const Rope& rope) {
+  rope_apply(x, B, T, H, D, pos_offset, rope, 1.0f);
 }
 
-void CpuBackend::rope_bwd(float* dx, int B, int T, int H, int D, int pos_offset, float theta) {
-  rope_apply(dx, B, T, H, D, pos_offset, theta, -1.0f);
+void CpuBackend::rope_bwd(float* dx, int B, int T, int H, int D, int pos_offset, const Rope& rope) {
+  rope_apply(dx, B, T, H, D, pos_offset, rope, -1.0f);
 }
 
 }  // namespace pentad

@@ -7,11 +7,7 @@
 // queries.
 #pragma once
 
-#ifdef __CUDACC__
-#define PENTAD_HD __host__ __device__
-#else
-#define PENTAD_HD
-#endif
+#include "core/host_device.hpp"
 
 namespace pentad {
 

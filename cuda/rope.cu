@@ -1,6 +1,7 @@
 // Rotary position embedding (Su et al. 2021), interleaved pairs (x[2i],
-// x[2i+1]) within each head, angle = pos * theta^(-2i/D) evaluated in double
-// and rounded to float once, as cpu/rope.cpp builds its table.
+// x[2i+1]) within each head, angle = pos * rope_inv_freq(rope, i, D)
+// (core/rope.hpp) evaluated in double and rounded to float once, as
+// cpu/rope.cpp builds its table.
 #include "cuda_backend.hpp"
 
 namespace pentad {
@@ -11,8 +12,7 @@ using cuda_detail::to_dim3;
 namespace {
 
 // One thread per pair; sign = +1 forward, -1 the transpose (backward).
-__global__ void rope_kernel(float* x, int B, int T, int H, int D, int pos_offset, double theta,
-                            float sign) {
+__global__ void rope_kernel(float* x, int B, int T, int H, int D, int pos_offset, Rope rope, float sign) {
   const int half = D / 2;
   const size_t n = size_t(B) * T * H * half;
   const size_t e = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
@@ -20,7 +20,7 @@ __global__ void rope_kernel(float* x, int B, int T, int H, int D, int pos_offset
   const int i = int(e % half);
   const size_t bth = e / half;
   const int t = int((bth / H) % T);
-  const double angle = double(pos_offset + t) * pow(theta, -2.0 * i / D);
+  const double angle = double(pos_offset + t) * rope_inv_freq(rope, i, D);
   const float c = float(cos(angle)), s = sign * float(sin(angle));
   float* xh = x + bth * D;
   const float x0 = xh[2 * i], x1 = xh[2 * i + 1];
@@ -30,21 +30,21 @@ __global__ void rope_kernel(float* x, int B, int T, int H, int D, int pos_offset
 
 }  // namespace
 
-void CudaBackend::rope_fwd(float* x, int B, int T, int H, int D, int pos_offset, float theta) {
+void CudaBackend::rope_fwd(float* x, int B, int T, int H, int D, int pos_offset, const Rope& rope) {
   const size_t n = size_t(B) * T * H * (D / 2);
   if (n == 0) return;
   const LaunchConfig l = cuda_detail::elementwise_launch(n);
   rope_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
-      x, B, T, H, D, pos_offset, double(theta), 1.0f);
+      x, B, T, H, D, pos_offset, rope, 1.0f);
   CUDA_LAUNCH_CHECK();
 }
 
-void CudaBackend::rope_bwd(float* dx, int B, int T, int H, int D, int pos_offset, float theta) {
+void CudaBackend::rope_bwd(float* dx, int B, int T, int H, int D, int pos_offset, const Rope& rope) {
   const size_t n = size_t(B) * T * H * (D / 2);
   if (n == 0) return;
   const LaunchConfig l = cuda_detail::elementwise_launch(n);
   rope_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
-      dx, B, T, H, D, pos_offset, double(theta), -1.0f);
+      dx, B, T, H, D, pos_offset, rope, -1.0f);
   CUDA_LAUNCH_CHECK();
 }
 

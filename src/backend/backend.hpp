@@ -21,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/rope.hpp"
+
 namespace pentad {
 
 // What a block of backend memory holds; peaks are tracked per category.

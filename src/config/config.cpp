@@ -289,6 +289,16 @@ void add_model_keys(std::vector<Key>& s) {
   s.push_back(int_key(PENTAD_FIELD(model, seq_len), 1, kNoMax, "global sequence length (T)"));
   s.push_back(float_key(PENTAD_FIELD(model, norm_eps), gt(0), none(), "LayerNorm/RMSNorm epsilon"));
   s.push_back(float_key(PENTAD_FIELD(model, rope_theta), gt(0), none(), "RoPE base (llama)"));
+  s.push_back(enum_key(PENTAD_FIELD(model, rope_scaling),
+                       "RoPE frequencies as they are, or llama3: Llama 3.1's scaling (the four keys below)"));
+  s.push_back(float_key(PENTAD_FIELD(model, rope_scaling_factor), ge(1), none(),
+                        "llama3: long wavelengths turn this many times slower"));
+  s.push_back(float_key(PENTAD_FIELD(model, rope_low_freq_factor), gt(0), none(),
+                        "llama3: wavelengths above rope_original_context / this are slowed"));
+  s.push_back(float_key(PENTAD_FIELD(model, rope_high_freq_factor), gt(0), none(),
+                        "llama3: wavelengths below rope_original_context / this are kept"));
+  s.push_back(int_key(PENTAD_FIELD(model, rope_original_context), 1, kNoMax,
+                      "llama3: the context the model was first trained on"));
   s.push_back(tied_key());
   s.push_back(float_key(PENTAD_FIELD(model, init_std), gt(0), none(),
                         "std of the normal weight init"));
@@ -378,7 +388,8 @@ void add_io_keys(std::vector<Key>& s) {
   s.push_back(string_key(PENTAD_FIELD(data, train),
                          "training token files (pentad prep, llm.c shards): paths or globs, comma-separated; "
                          "\"\" only with train.steps = 0"));
-  s.push_back(string_key(PENTAD_FIELD(data, val), "validation token files, the same form; \"\" = none"));
+  s.push_back(string_key(PENTAD_FIELD(data, val),
+                         "validation token files, the same form; \"\" = none; several entries: val_loss_<k> each"));
   s.push_back(string_key(PENTAD_FIELD(data, choice_eval),
                          "multiple-choice eval file, llm.c's format (HellaSwag), scored at each evaluation; \"\" = none"));
   s.push_back(string_key(PENTAD_FIELD(data, weights),
@@ -627,6 +638,13 @@ void validate(const Config& cfg, int world_size) {
   if (m.family == Family::gpt2 && m.n_kv_heads != m.n_heads)
     fail(cfg, kv("model.n_kv_heads", m.n_kv_heads) + ": gpt2 needs n_kv_heads = " +
                   kv("model.n_heads", m.n_heads) + " (grouped-query attention is llama only)");
+  if (m.rope_scaling != RopeScaling::none && m.family != Family::llama)
+    fail(cfg, "model.rope_scaling = \"" + std::string(deck_name(m.rope_scaling)) +
+                  "\" scales RoPE, which model.family = \"gpt2\" does not use");
+  if (m.rope_scaling == RopeScaling::llama3 && !(m.rope_high_freq_factor > m.rope_low_freq_factor))
+    fail(cfg, "model.rope_high_freq_factor=" + fmt_number(m.rope_high_freq_factor) +
+                  " must be > model.rope_low_freq_factor=" + fmt_number(m.rope_low_freq_factor) +
+                  " (rope_scaling = \"llama3\")");
   if (m.family == Family::llama && m.head_dim() % 2 != 0)
     fail(cfg, "model.family = \"llama\" needs an even head dimension for RoPE, but " +
                   kv("model.d_model", m.d_model) + " / " + kv("model.n_heads", m.n_heads) +

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/rope.hpp"
 #include "parallel/pp/schedule.hpp"  // ScheduleKind: parallel.schedule
 
 namespace pentad {
@@ -31,6 +32,9 @@ enum class LrSchedule { cosine, linear, wsd, constant };
 // data.order: random starts drawn with replacement, or every window of the
 // data once per epoch in a shuffled order (io/dataset.hpp).
 enum class DataOrder { random, epoch };
+// model.rope_scaling: RoPE's frequencies as they are, or Llama 3.1's scaling
+// of them (core/rope.hpp).
+enum class RopeScaling { none, llama3 };
 
 // The deck spelling of each value, indexed by the enum's value: the schema
 // reads and prints these, and messages quote them. ScheduleKind::forward_only
@@ -61,6 +65,9 @@ template <> struct DeckNames<LrSchedule> {
 template <> struct DeckNames<DataOrder> {
   static constexpr std::array<const char*, 2> names = {"random", "epoch"};
 };
+template <> struct DeckNames<RopeScaling> {
+  static constexpr std::array<const char*, 2> names = {"none", "llama3"};
+};
 template <> struct DeckNames<ScheduleKind> {
   static constexpr std::array<const char*, 5> names = {"afab", "1f1b", "interleaved", "zbh1", "zbv"};
 };
@@ -88,6 +95,11 @@ struct ModelConfig {
   int seq_len = 64;          // T (global sequence length)
   float norm_eps = 1e-5f;
   float rope_theta = 10000.0f;
+  RopeScaling rope_scaling = RopeScaling::none;
+  float rope_scaling_factor = 8.0f;     // llama3: how many times slower the long wavelengths turn
+  float rope_low_freq_factor = 1.0f;    // llama3: wavelengths above original_context / this are slowed
+  float rope_high_freq_factor = 4.0f;   // llama3: wavelengths below original_context / this are kept
+  int rope_original_context = 8192;     // llama3: the context the model was first trained on
   int tied_embeddings = -1;  // -1 = family default (gpt2 tied, llama untied)
   float init_std = 0.02f;
   // Mixture of experts (moe.hpp). n_experts = 0: every MLP is dense.
@@ -101,6 +113,11 @@ struct ModelConfig {
 
   // Resolved values (after finalize): never 0 / -1.
   int head_dim() const { return d_model / n_heads; }
+  Rope rope() const {
+    return {.theta = rope_theta, .llama3 = rope_scaling == RopeScaling::llama3, .factor = rope_scaling_factor,
+            .low_freq_factor = rope_low_freq_factor, .high_freq_factor = rope_high_freq_factor,
+            .original_context = double(rope_original_context)};
+  }
   bool tied() const { return tied_embeddings == 1; }
   bool is_moe_block(int l) const { return n_experts > 0 && (l + 1) % moe_every == 0; }
   // Rows of the embedding and head matrices over a tp group of `tp` ranks:

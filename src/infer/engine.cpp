@@ -172,8 +172,8 @@ void InferenceEngine::block(int l, int n) {
                              {vc, y.wv, gpt2_ ? y.bv : nullptr, KD}};
   be_.linear_fwd_group(qkv, 3, ln_, n, C_);
   if (!gpt2_) {
-    be_.rope_fwd(q_, 1, n, H_, D_, pos_, cfg_.rope_theta);
-    be_.rope_fwd(kc, 1, n, Hkv_, D_, pos_, cfg_.rope_theta);
+    be_.rope_fwd(q_, 1, n, H_, D_, pos_, cfg_.rope());
+    be_.rope_fwd(kc, 1, n, Hkv_, D_, pos_, cfg_.rope());
   }
   // n queries at global positions pos..pos+n-1 over the pos + n cached keys.
   be_.attention_fwd(att_, lse_, nullptr, q_, y.k_cache, y.v_cache, 1, n, pos_ + n, H_, Hkv_, D_, pos_, 0, true);

@@ -274,7 +274,14 @@ std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, 
   j["max_position_embeddings"] = m.seq_len;
   j["rms_norm_eps"] = tidy(m.norm_eps);
   j["rope_theta"] = tidy(m.rope_theta);
-  j["rope_scaling"] = nullptr;
+  if (m.rope_scaling == RopeScaling::llama3)
+    j["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", tidy(m.rope_scaling_factor)},
+                         {"low_freq_factor", tidy(m.rope_low_freq_factor)},
+                         {"high_freq_factor", tidy(m.rope_high_freq_factor)},
+                         {"original_max_position_embeddings", m.rope_original_context}};
+  else
+    j["rope_scaling"] = nullptr;
   j["attention_dropout"] = 0.0;
   if (a == Arch::llama) {
     j["attention_bias"] = false;
@@ -296,6 +303,47 @@ std::string generation_config_json(const ModelConfig& m, SpecialIds ids) {
   if (ids.eos >= 0) j["eos_token_id"] = ids.eos;
   return j.dump(2) + "\n";
 }
+
+namespace {
+
+// config.json's "rope_scaling" against the deck's model.rope_scaling and its
+// four parameters: null (or rope_type "default") for "none", a "llama3" object
+// with the same values for "llama3"; any other kind is named. "" when they agree.
+std::string check_rope_scaling(const json& j, const std::string& where, const ModelConfig& m) {
+  const auto rs = j.find("rope_scaling");
+  std::string kind = "none";
+  if (rs != j.end() && !rs->is_null()) {
+    const auto t = rs->is_object() ? (rs->contains("rope_type") ? rs->find("rope_type") : rs->find("type")) : rs->end();
+    if (t == rs->end() || !t->is_string())
+      return where + ": \"rope_scaling\" = " + rs->dump() + " names no \"rope_type\"";
+    kind = t->get<std::string>();
+    if (kind == "default") kind = "none";
+    if (kind != "none" && kind != "llama3")
+      return where + ": \"rope_scaling\" = " + rs->dump() + ": pentad's RoPE scales as \"llama3\" only";
+  }
+  const std::string deck = deck_name(m.rope_scaling);
+  if (kind != deck)
+    return where + ": \"rope_scaling\" is " + (kind == "none" ? std::string("null") : rs->dump()) +
+           " but the deck has model.rope_scaling = \"" + deck + "\"";
+  if (kind == "none") return {};
+  const std::pair<const char*, std::pair<double, const char*>> params[] = {
+      {"factor", {tidy(m.rope_scaling_factor), "model.rope_scaling_factor"}},
+      {"low_freq_factor", {tidy(m.rope_low_freq_factor), "model.rope_low_freq_factor"}},
+      {"high_freq_factor", {tidy(m.rope_high_freq_factor), "model.rope_high_freq_factor"}},
+      {"original_max_position_embeddings", {double(m.rope_original_context), "model.rope_original_context"}}};
+  for (const auto& [key, deck_value] : params) {
+    const auto it = rs->find(key);
+    if (it == rs->end() || !it->is_number())
+      return where + ": \"rope_scaling\" has no number \"" + key + "\" (the deck's " + deck_value.second + " = " +
+             json(deck_value.first).dump() + ")";
+    if (std::abs(it->get<double>() - deck_value.first) > 1e-6 * std::abs(deck_value.first))
+      return where + ": \"rope_scaling\" has \"" + key + "\" = " + it->dump() + " but the deck has " +
+             deck_value.second + " = " + json(deck_value.first).dump();
+  }
+  return {};
+}
+
+}  // namespace
 
 std::string check_config_json(const std::string& text, const std::string& where, const ModelConfig& m, Arch a) {
   json j;
@@ -360,9 +408,7 @@ std::string check_config_json(const std::string& text, const std::string& where,
     if (hd != j.end() && hd->is_number() && hd->get<int64_t>() != m.head_dim())
       return where + ": \"head_dim\" = " + hd->dump() + " but the deck's d_model / n_heads = " +
              std::to_string(m.head_dim());
-    const auto rs = j.find("rope_scaling");
-    if (rs != j.end() && !rs->is_null())
-      return where + ": \"rope_scaling\" = " + rs->dump() + ": pentad's RoPE has no scaling";
+    if (std::string e = check_rope_scaling(j, where, m); !e.empty()) return e;
     for (const char* bias : {"attention_bias", "mlp_bias"}) {
       const auto b = j.find(bias);
       if (b != j.end() && b->is_boolean() && b->get<bool>())

@@ -486,9 +486,9 @@ void Model::rope(float* x, int n_heads, bool backward) {
     float* xc = x + size_t(c) * B_ * m * n_heads * D_;
     const int pos = cp_split_.chunk_start(cp_rank_, c);
     if (backward)
-      be_.rope_bwd(xc, B_, m, n_heads, D_, pos, cfg_.rope_theta);
+      be_.rope_bwd(xc, B_, m, n_heads, D_, pos, cfg_.rope());
     else
-      be_.rope_fwd(xc, B_, m, n_heads, D_, pos, cfg_.rope_theta);
+      be_.rope_fwd(xc, B_, m, n_heads, D_, pos, cfg_.rope());
   }
 }
 

@@ -26,6 +26,7 @@
 #include <span>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bf16.hpp"
@@ -42,6 +43,8 @@
 namespace {
 
 using pentad::Backend;
+using pentad::Rope;
+using pentad::rope_inv_freq;
 using Vec = std::vector<float>;
 using VecD = std::vector<double>;
 using IVec = std::vector<int32_t>;
@@ -568,13 +571,14 @@ TEST_P(ReferenceOps, ActivationSwiGlu) {
 
 // ------------------------------------------------------------------ rope ----
 
-VecD rope_ref(const VecD& x, int B, int T, int H, int D, int pos_offset, double theta) {
+// inv_freq[i]: the angle per position of pair i.
+VecD rope_ref(const VecD& x, int B, int T, int H, int D, int pos_offset, const VecD& inv_freq) {
   VecD out(x.size());
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t)
       for (int h = 0; h < H; ++h)
         for (int i = 0; i < D / 2; ++i) {
-          const double a = (pos_offset + t) * std::pow(theta, -2.0 * i / D);
+          const double a = (pos_offset + t) * inv_freq[size_t(i)];
           const size_t o = ((size_t(b) * T + t) * H + h) * D + 2 * i;
           out[o] = x[o] * std::cos(a) - x[o + 1] * std::sin(a);
           out[o + 1] = x[o] * std::sin(a) + x[o + 1] * std::cos(a);
@@ -582,22 +586,51 @@ VecD rope_ref(const VecD& x, int B, int T, int H, int D, int pos_offset, double 
   return out;
 }
 
+// Theta 10000, D = 8: the pairs turn by 1, 0.1, 0.01 and 0.001 radians per
+// position, wavelengths 2*pi/f of 6.28, 62.8, 628 and 6283 positions.
+// Llama 3.1's scaling with original context 64, low 1, high 4, factor 8:
+// below 64/4 = 16 kept (pair 0), above 64/1 = 64 slowed 8x (pairs 2 and 3),
+// in between (pair 1) interpolated by s = (64 / 62.83 - 1) / (4 - 1).
+Rope llama3_rope_64() {
+  return {.theta = 10000.0, .llama3 = true, .factor = 8.0, .low_freq_factor = 1.0, .high_freq_factor = 4.0,
+          .original_context = 64.0};
+}
+VecD llama3_inv_freq_64() {
+  const double s = (64.0 * 0.1 / (2.0 * M_PI) - 1.0) / 3.0;
+  return {1.0, (1.0 - s) * 0.1 / 8.0 + s * 0.1, 0.01 / 8.0, 0.001 / 8.0};
+}
+
+TEST(Rope, InverseFrequencies) {
+  const Rope plain{.theta = 10000.0};
+  const VecD unscaled = {1.0, 0.1, 0.01, 0.001};
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(rope_inv_freq(plain, i, 8), unscaled[size_t(i)], 1e-15) << "pair " << i;
+  const VecD scaled = llama3_inv_freq_64();
+  EXPECT_GT(scaled[1], 0.1 / 8.0);  // the middle band lies between the two ends
+  EXPECT_LT(scaled[1], 0.1);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_NEAR(rope_inv_freq(llama3_rope_64(), i, 8), scaled[size_t(i)], 1e-15) << "pair " << i;
+}
+
 TEST_P(ReferenceOps, RopeForwardBackward) {
   const int B = 2, T = 5, H = 3, D = 8, pos_offset = 37;
-  const float theta = 10000.0f;
-  const Vec x = randn(size_t(B) * T * H * D, 32);
-  Vec y = x;
-  backend().rope_fwd(y.data(), B, T, H, D, pos_offset, theta);
-  expect_close("rope_fwd", y, rope_ref(to_d(x), B, T, H, D, pos_offset, theta), kAtol, kRtol);
+  const Rope plain{.theta = 10000.0};
+  for (const auto& [name, rope, inv_freq] : {std::tuple{"plain", plain, VecD{1.0, 0.1, 0.01, 0.001}},
+                                             std::tuple{"llama3", llama3_rope_64(), llama3_inv_freq_64()}}) {
+    SCOPED_TRACE(name);
+    const Vec x = randn(size_t(B) * T * H * D, 32);
+    Vec y = x;
+    backend().rope_fwd(y.data(), B, T, H, D, pos_offset, rope);
+    expect_close("rope_fwd", y, rope_ref(to_d(x), B, T, H, D, pos_offset, inv_freq), kAtol, kRtol);
 
-  const Vec R = randn(x.size(), 33);
-  Vec g = R;
-  backend().rope_bwd(g.data(), B, T, H, D, pos_offset, theta);
-  const VecD fd = fd_grad(
-      [&](const VecD& v) { return dot(rope_ref(v, B, T, H, D, pos_offset, theta), R); }, to_d(x));
-  expect_close("rope_bwd (fd)", g, fd, kFdAtol, kFdRtol);
-  backend().rope_bwd(y.data(), B, T, H, D, pos_offset, theta);  // inverse of the forward
-  expect_close("rope_bwd(rope_fwd(x)) = x", y, to_d(x), kAtol, kRtol);
+    const Vec R = randn(x.size(), 33);
+    Vec g = R;
+    backend().rope_bwd(g.data(), B, T, H, D, pos_offset, rope);
+    const VecD fd = fd_grad(
+        [&](const VecD& v) { return dot(rope_ref(v, B, T, H, D, pos_offset, inv_freq), R); }, to_d(x));
+    expect_close("rope_bwd (fd)", g, fd, kFdAtol, kFdRtol);
+    backend().rope_bwd(y.data(), B, T, H, D, pos_offset, rope);  // inverse of the forward
+    expect_close("rope_bwd(rope_fwd(x)) = x", y, to_d(x), kAtol, kRtol);
+  }
 }
 
 // ------------------------------------------------------------- embedding ----
@@ -1841,14 +1874,20 @@ TEST_P(OpsVsCpu, GeluAndSwiglu) {
 
 TEST_P(OpsVsCpu, Rope) {
   const int B = 2, T = 33, H = 3, D = 64, pos = 100;
-  Vec x = randn(size_t(B) * T * H * D, 19);
-  float* d = up(x);
-  cpu_->rope_fwd(x.data(), B, T, H, D, pos, 10000.0f);
-  gpu_->rope_fwd(d, B, T, H, D, pos, 10000.0f);
-  compare("rope_fwd", down(d, x.size()), x, 1e-6, 1e-5);
-  cpu_->rope_bwd(x.data(), B, T, H, D, pos, 10000.0f);
-  gpu_->rope_bwd(d, B, T, H, D, pos, 10000.0f);
-  compare("rope_bwd", down(d, x.size()), x, 1e-6, 1e-5);
+  // Llama 3.1's own scaling (500000, factor 8, 1, 4, 8192) puts pairs of a 64-wide head in all three bands.
+  const Rope llama31{.theta = 500000.0, .llama3 = true, .factor = 8.0, .low_freq_factor = 1.0,
+                     .high_freq_factor = 4.0, .original_context = 8192.0};
+  for (const Rope& rope : {Rope{.theta = 10000.0}, llama31}) {
+    SCOPED_TRACE(rope.llama3 ? "llama3" : "plain");
+    Vec x = randn(size_t(B) * T * H * D, 19);
+    float* d = up(x);
+    cpu_->rope_fwd(x.data(), B, T, H, D, pos, rope);
+    gpu_->rope_fwd(d, B, T, H, D, pos, rope);
+    compare("rope_fwd", down(d, x.size()), x, 1e-6, 1e-5);
+    cpu_->rope_bwd(x.data(), B, T, H, D, pos, rope);
+    gpu_->rope_bwd(d, B, T, H, D, pos, rope);
+    compare("rope_bwd", down(d, x.size()), x, 1e-6, 1e-5);
+  }
 }
 
 // ------------------------------------------------------------- embedding ----

@@ -147,6 +147,29 @@ mkdir -p "$DIR/bert" && cp "$DIR/l_hf/model.safetensors" "$DIR/bert/" &&
   sed 's/LlamaForCausalLM/BertForMaskedLM/' "$DIR/l_hf/config.json" > "$DIR/bert/config.json"
 refused "unknown architecture" 2 "architecture \"BertForMaskedLM\" is not one pentad reads" \
   "${TR[@]}" --set "checkpoint.init_from=$DIR/bert"
+# rope_scaling (Llama 3.1's "llama3") must agree with the deck's model.rope_scaling and its four keys.
+for v in llama3 factor yarn; do
+  mkdir -p "$DIR/rope_$v" && cp "$DIR/l_hf/model.safetensors" "$DIR/rope_$v/"
+  "$PENTAD_PYTHON" - "$DIR/l_hf/config.json" "$DIR/rope_$v/config.json" "$v" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["rope_scaling"] = {"rope_type": "llama3", "factor": 32.0 if sys.argv[3] == "factor" else 8.0, "low_freq_factor": 1.0,
+                     "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+if sys.argv[3] == "yarn":
+    c["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0}
+json.dump(c, open(sys.argv[2], "w"))
+PY
+done
+refused "rope_scaling in config.json, none in the deck" 2 "but the deck has model.rope_scaling = \"none\"" \
+  "${TR[@]}" --set "checkpoint.init_from=$DIR/rope_llama3"
+refused "rope_scaling in the deck, null in config.json" 2 "\"rope_scaling\" is null but the deck has model.rope_scaling = \"llama3\"" \
+  "${TR[@]}" --set model.rope_scaling=llama3 --set "checkpoint.init_from=$DIR/l_hf"
+refused "rope_scaling factor" 2 "\"rope_scaling\" has \"factor\" = 32.0 but the deck has model.rope_scaling_factor = 8.0" \
+  "${TR[@]}" --set model.rope_scaling=llama3 --set "checkpoint.init_from=$DIR/rope_factor"
+refused "rope_scaling yarn" 2 "pentad's RoPE scales as \"llama3\" only" \
+  "${TR[@]}" --set model.rope_scaling=llama3 --set "checkpoint.init_from=$DIR/rope_yarn"
+run "rope_scaling llama3 agrees" 2 "$LLAMA" --set train.steps=0 --set parallel.dp=2 --set model.rope_scaling=llama3 \
+  --set "checkpoint.init_from=$DIR/rope_llama3"
 size=$(stat -c %s "$DIR/bare/model.safetensors")
 head -c $((size - 100)) "$DIR/bare/model.safetensors" > "$DIR/bare/cut.safetensors"
 refused "truncated" 2 "safetensors file '$DIR/bare/cut.safetensors': tensor 'lm_head.weight': data_offsets [131712,164480] run past the data section" \

@@ -244,6 +244,10 @@ endforeach()
 # cp x tp x sp (sp splits each cp rank's tokens again over tp), and ZeRO-3 over dp x cp.
 pentad_parity_test(cp2_tp2_sp_selective llama 4 "--set model.n_heads=8 --set model.n_kv_heads=4" "--set model.n_heads=8 --set model.n_kv_heads=4 --set parallel.cp=2 --set parallel.tp=2 --set parallel.sp=true --set train.recompute=selective")
 pentad_parity_test(cp2_dp2_zero3_full llama 4 "--set train.grad_accum=2" "--set parallel.cp=2 --set parallel.dp=2 --set parallel.zero=3 --set train.recompute=full")
+# Llama 3.1's RoPE scaling (original context 64: the 8-wide heads' pairs in all
+# three bands) under zig-zag cp, whose ranks hold positions out of order.
+set(ROPE3 "--set model.rope_scaling=llama3 --set model.rope_original_context=64")
+pentad_parity_test(cp2_rope_llama3 llama 2 "${ROPE3}" "${ROPE3} --set parallel.cp=2")
 
 # Ring attention recomputes its probabilities in every policy: none,
 # selective and full stay bitwise identical under cp.

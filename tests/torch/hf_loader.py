@@ -107,6 +107,22 @@ def rotate_half(x):
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
+def llama3_scaled(inv_freq, rs):
+    """config.json's rope_scaling of rope_type "llama3", as Hugging Face
+    documents it: a pair whose wavelength 2 pi / f exceeds
+    original_max_position_embeddings / low_freq_factor turns factor times
+    slower, one shorter than original / high_freq_factor is kept, and one in
+    between takes the smooth mix of the two."""
+    L, lo, hi = rs["original_max_position_embeddings"], rs["low_freq_factor"], rs["high_freq_factor"]
+    wavelen = 2 * math.pi / inv_freq
+    slowed = inv_freq / rs["factor"]
+    smooth = (L / wavelen - lo) / (hi - lo)
+    mixed = (1 - smooth) * slowed + smooth * inv_freq
+    out = torch.where(wavelen > L / lo, slowed, inv_freq)
+    between = (wavelen >= L / hi) & (wavelen <= L / lo)
+    return torch.where(between, mixed, out)
+
+
 def llama_forward(w, c, ids):
     """LlamaForCausalLM / MixtralForCausalLM with rotate_half RoPE."""
     C, H, Hkv = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
@@ -117,6 +133,10 @@ def llama_forward(w, c, ids):
     lin = lambda x, n: x @ w[n + ".weight"].T
     rms = lambda x, n: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w[n + ".weight"]
     inv_freq = 1.0 / theta ** (torch.arange(0, D, 2, dtype=torch.float64) / D)
+    rs = c.get("rope_scaling")
+    if rs is not None:
+        assert rs.get("rope_type", rs.get("type")) == "llama3", f"rope_scaling {rs}: this loader knows llama3 only"
+        inv_freq = llama3_scaled(inv_freq, rs)
     freqs = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None]      # (T, D/2)
     emb = torch.cat((freqs, freqs), dim=-1)                                     # (T, D)
     cos, sin = emb.cos()[None, None], emb.sin()[None, None]

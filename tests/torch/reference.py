@@ -172,10 +172,23 @@ def aux_objective(m, aux):
     return sum(m["aux_loss_coef"] * a.mean() + m["z_loss_coef"] * (z ** 2).mean() for a, z in aux)
 
 
-def rope(x, theta):
-    """Rotate pairs (2i, 2i+1) of each head by pos * theta^(-2i/D). x: (B, T, h, D)."""
+def rope_inv_freq(m, D):
+    """theta^(-2i/D) per pair i; with rope_scaling = "llama3", Llama 3.1's rule
+    as a clamped mix: s = (L / wavelength - low) / (high - low) clamped to
+    [0, 1] (L the original context, wavelength 2 pi / f), then
+    (1 - s) f / factor + s f, so short wavelengths keep f, long ones f / factor."""
+    f = m["rope_theta"] ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    if m.get("rope_scaling", "none") != "llama3":
+        return f
+    L, lo, hi = m["rope_original_context"], m["rope_low_freq_factor"], m["rope_high_freq_factor"]
+    s = ((L * f / (2 * math.pi) - lo) / (hi - lo)).clamp(0.0, 1.0)
+    return (1 - s) * f / m["rope_scaling_factor"] + s * f
+
+
+def rope(x, m):
+    """Rotate pairs (2i, 2i+1) of each head by pos * rope_inv_freq(m, D)[i]. x: (B, T, h, D)."""
     T, D = x.shape[1], x.shape[3]
-    inv_freq = theta ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)   # (D/2)
+    inv_freq = rope_inv_freq(m, D)                                            # (D/2)
     ang = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]  # (T, D/2)
     cos, sin = ang.cos()[None, :, None, :], ang.sin()[None, :, None, :]
     x0, x1 = x[..., 0::2], x[..., 1::2]
@@ -224,7 +237,7 @@ def forward(p, m, tokens, aux=None):
         k = lin(h, a + "attn/wk", bias("bk")).view(B, T, Hkv, D)
         v = lin(h, a + "attn/wv", bias("bv")).view(B, T, Hkv, D)
         if not gpt2:
-            q, k = rope(q, m["rope_theta"]), rope(k, m["rope_theta"])
+            q, k = rope(q, m), rope(k, m)
         x = x + lin(attention(q, k, v), a + "attn/wo", bias("bo"))
         h = norm(x, a + "mlp_norm")
         if is_moe_block(m, i):

@@ -7,15 +7,16 @@
 # something other than a loop of a few bytes (generate.py's MIN_DISTINCT).
 # The trained model depends on the machine's sgemm kernels (OpenBLAS picks
 # them by CPU), so which prompts fall into a loop does too.
-# Usage: run_greedy.sh DECK
+# Usage: run_greedy.sh DECK [--set k=v]...   (the --set pairs go to the training run)
 # Env: PENTAD, PENTAD_SOURCE_DIR, PENTAD_PYTHON (torch + h5py), MPIEXEC.
 set -euo pipefail
 
-if [[ $# -ne 1 ]]; then
-  echo "usage: $0 DECK" >&2
+if [[ $# -lt 1 ]]; then
+  echo "usage: $0 DECK [--set k=v]..." >&2
   exit 2
 fi
 deck=$1
+shift
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 : "${PENTAD:?set PENTAD to the pentad binary}"
 : "${PENTAD_SOURCE_DIR:?set PENTAD_SOURCE_DIR to the source tree}"
@@ -30,7 +31,7 @@ trap 'rm -rf "$tmp"' EXIT
 "$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/tests/data/corpus.txt
 "$MPIEXEC" -n 1 "$PENTAD" train "$deck" \
   --set "data.train=$tmp/data/train.bin" \
-  --set "checkpoint.dir=$tmp/ckpt" --set checkpoint.save_final=true --set log.every=50
+  --set "checkpoint.dir=$tmp/ckpt" --set checkpoint.save_final=true --set log.every=50 "$@"
 MIN_PROMPTS=2
 counted=0
 for prompt in "The pipeline " "Each rank holds " "A checkpoint " "The tokenizer " "When the "; do

@@ -1,8 +1,9 @@
 # PyTorch parity tests (label `torch`): each tiny deck is trained by pentad
 # under every recompute mode and its dump checked by the fp64 oracle
 # reference.py (step-1 logits/loss/grads, per-step loss/lr/grad norm, final
-# parameters). Included from tests/CMakeLists.txt, which defines PENTAD_TEST_ENV.
-foreach(model gpt2 llama)
+# parameters). llama3: the Llama with Llama 3.1's RoPE scaling. Included from
+# tests/CMakeLists.txt, which defines PENTAD_TEST_ENV.
+foreach(model gpt2 llama llama3)
   foreach(recompute none selective full)
     set(name torch_parity_${model}_${recompute})
     add_test(NAME ${name}
@@ -42,9 +43,17 @@ endforeach()
 
 # Greedy sampling (issue 18): `pentad sample --temperature 0` of a tiny
 # model trained on the docs gives generate.py's fp64 greedy tokens, 32 of them.
-foreach(model gpt2 llama)
+# llama3: the Llama with Llama 3.1's RoPE scaling, an original context of 64
+# putting its 16-wide heads' pairs in all three bands.
+foreach(model gpt2 llama llama3)
+  set(deck ${model})
+  set(extra)
+  if(model STREQUAL "llama3")
+    set(deck llama)
+    set(extra --set model.rope_scaling=llama3 --set model.rope_original_context=64)
+  endif()
   add_test(NAME torch_greedy_${model}
-    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_greedy.sh ${CMAKE_CURRENT_LIST_DIR}/${model}_sample.toml)
+    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_greedy.sh ${CMAKE_CURRENT_LIST_DIR}/${deck}_sample.toml ${extra})
   set_tests_properties(torch_greedy_${model} PROPERTIES LABELS torch
     ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 180)
 endforeach()
@@ -56,7 +65,8 @@ endforeach()
 set(PENTAD_HF_LAYOUTS_gpt2 "1" "2:parallel.cp=2,parallel.zero=1" "4:parallel.tp=2,parallel.pp=2")
 set(PENTAD_HF_LAYOUTS_llama "1" "2:parallel.dp=2,parallel.zero=3" "4:parallel.tp=2,parallel.pp=2,parallel.sp=true")
 set(PENTAD_HF_LAYOUTS_hf_mixtral "1" "2:parallel.dp=2,parallel.ep=2" "4:parallel.tp=2,parallel.pp=2")
-foreach(model gpt2 llama hf_mixtral)
+set(PENTAD_HF_LAYOUTS_llama3 "1" "2:parallel.cp=2" "4:parallel.tp=2,parallel.pp=2")
+foreach(model gpt2 llama hf_mixtral llama3)
   string(REPLACE "hf_" "" short ${model})
   add_test(NAME torch_hf_${short}
     COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/hf_export.sh ${CMAKE_CURRENT_LIST_DIR}/${model}_tiny.toml

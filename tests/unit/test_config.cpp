@@ -54,6 +54,11 @@ vocab_size = 300
 seq_len = 32
 norm_eps = 1e-6
 rope_theta = 500000.0
+rope_scaling = "llama3"
+rope_scaling_factor = 32.0
+rope_low_freq_factor = 2.0
+rope_high_freq_factor = 6.0
+rope_original_context = 4096
 tied_embeddings = true
 init_std = 0.01
 [parallel]
@@ -142,6 +147,11 @@ TEST(Config, FullDeckSetsEveryKey) {
   EXPECT_EQ(c.model.seq_len, 32);
   EXPECT_EQ(c.model.norm_eps, 1e-6f);
   EXPECT_EQ(c.model.rope_theta, 500000.0f);
+  EXPECT_EQ(c.model.rope_scaling, pentad::RopeScaling::llama3);
+  EXPECT_EQ(c.model.rope_scaling_factor, 32.0f);
+  EXPECT_EQ(c.model.rope_low_freq_factor, 2.0f);
+  EXPECT_EQ(c.model.rope_high_freq_factor, 6.0f);
+  EXPECT_EQ(c.model.rope_original_context, 4096);
   EXPECT_EQ(c.model.tied_embeddings, 1);
   EXPECT_EQ(c.model.init_std, 0.01f);
   EXPECT_EQ(c.parallel.dp, 2);
@@ -465,6 +475,26 @@ TEST(Config, TrainAndDataChecks) {
             "comma-separated entry)");
 }
 
+TEST(Config, RopeScalingChecks) {
+  EXPECT_EQ(error_of(kMinimal + "[model]\nrope_scaling = \"llama3\"\n"),
+            "input/tiny.toml: model.rope_scaling = \"llama3\" scales RoPE, which model.family = \"gpt2\" does "
+            "not use");
+  EXPECT_EQ(error_of(kMinimal + "[model]\nfamily = \"llama\"\nrope_scaling = \"llama3\"\nrope_low_freq_factor = 4\n"),
+            "input/tiny.toml: model.rope_high_freq_factor=4 must be > model.rope_low_freq_factor=4 (rope_scaling = "
+            "\"llama3\")");
+  EXPECT_EQ(error_of(kMinimal + "[model]\nrope_scaling = \"yarn\"\n"),
+            "input/tiny.toml:4: model.rope_scaling: must be one of \"none\", \"llama3\" (got \"yarn\")");
+  const Config c = parse(kMinimal + "[model]\nfamily = \"llama\"\nrope_theta = 500000\nrope_scaling = \"llama3\"\n");
+  const pentad::Rope r = c.model.rope();
+  EXPECT_TRUE(r.llama3);
+  EXPECT_EQ(r.theta, 500000.0);
+  EXPECT_EQ(r.factor, 8.0);  // Llama 3.1's values are the defaults
+  EXPECT_EQ(r.low_freq_factor, 1.0);
+  EXPECT_EQ(r.high_freq_factor, 4.0);
+  EXPECT_EQ(r.original_context, 8192.0);
+  EXPECT_FALSE(parse(kMinimal).model.rope().llama3);
+}
+
 TEST(Config, ContextParallelChecks) {
   // Accepted: seq_len 64 = 2*cp chunks of 16 (zig-zag, the default layout).
   const Config c = parse(kMinimal + "[parallel]\ncp = 2\n", {}, 2);
@@ -622,7 +652,7 @@ TEST(Config, EveryResolvedKeyIsSettable) {
     if (section == "data" && line.rfind("train", 0) == 0) value = "tok/x.bin";  // has escapes
     sets.push_back((section.empty() ? "" : section + ".") + line.substr(0, eq) + "=" + value);
   }
-  EXPECT_EQ(sets.size(), 79u);  // 1 top-level + 20 model + 16 parallel + 24 train + 7 data + 6 checkpoint + 5 log
+  EXPECT_EQ(sets.size(), 84u);  // 1 top-level + 25 model + 16 parallel + 24 train + 7 data + 6 checkpoint + 5 log
   Config expected = c;
   expected.data.train = "tok/x.bin";
   expected.resolved_toml = pentad::config_to_toml(expected);

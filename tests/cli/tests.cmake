@@ -63,3 +63,9 @@ set_tests_properties(cli_threads_default PROPERTIES LABELS "mpi;cli" ENVIRONMENT
 # the shards equal to the corpus (tests/cli/prep_stream.sh).
 add_test(NAME cli_prep_stream COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/prep_stream.sh)
 set_tests_properties(cli_prep_stream PROPERTIES LABELS "cli" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
+
+# Every deck in input/ parses and is planned on 8 ranks of 80 GiB; the Llama
+# 3.2 1B deck has the published parameter count.
+add_test(NAME cli_input_decks COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/input_decks.sh)
+set_tests_properties(cli_input_decks PROPERTIES LABELS "cli;planner"
+                     ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)

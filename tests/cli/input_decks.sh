@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Every deck shipped in input/ is accepted and planned: `pentad plan DECK
+# --ranks 8 --gpu-mem 80GiB` exits 0 and names a winning layout. The Llama
+# 3.2 1B deck's model has the published parameter count, worked out here
+# from its config.json's sizes: embedding 128256 x 2048 (tied), 16 blocks of
+# q/o 2048 x 2048, k/v 512 x 2048, SwiGLU 3 x 2048 x 8192 and two norms,
+# and the final norm.
+# Env: PENTAD, PENTAD_SOURCE_DIR.
+set -u
+fail=0
+for deck in "$PENTAD_SOURCE_DIR"/input/*.toml; do
+  out=$("$PENTAD" plan "$deck" --ranks 8 --gpu-mem 80GiB 2>&1); rc=$?
+  if [ $rc -ne 0 ] || ! grep -q "^winner: " <<<"$out"; then
+    echo "FAIL: $deck: plan exit $rc"; tail -5 <<<"$out"; fail=1
+  else
+    echo "ok    $(basename "$deck"): $(grep "^winner: " <<<"$out")"
+  fi
+  if [ "$(basename "$deck")" = llama3.2-1b.toml ]; then
+    C=2048 F=8192 V=128256 L=16 kv=512
+    want=$((V * C + L * (2 * C * C + 2 * kv * C + 3 * C * F + 2 * C) + C))
+    if grep -q "N = $want parameter elements" <<<"$out"; then
+      echo "ok    llama3.2-1b.toml: $want parameters (Llama 3.2 1B's 1.24B)"
+    else
+      echo "FAIL: llama3.2-1b.toml: not $want parameters:"; grep "parameter elements" <<<"$out"; fail=1
+    fi
+  fi
+done
+exit $fail

@@ -476,14 +476,15 @@ TEST(Config, TrainAndDataChecks) {
 }
 
 TEST(Config, RopeScalingChecks) {
-  EXPECT_EQ(error_of(kMinimal + "[model]\nrope_scaling = \"llama3\"\n"),
-            "input/tiny.toml: model.rope_scaling = \"llama3\" scales RoPE, which model.family = \"gpt2\" does "
-            "not use");
-  EXPECT_EQ(error_of(kMinimal + "[model]\nfamily = \"llama\"\nrope_scaling = \"llama3\"\nrope_low_freq_factor = 4\n"),
-            "input/tiny.toml: model.rope_high_freq_factor=4 must be > model.rope_low_freq_factor=4 (rope_scaling = "
-            "\"llama3\")");
-  EXPECT_EQ(error_of(kMinimal + "[model]\nrope_scaling = \"yarn\"\n"),
-            "input/tiny.toml:4: model.rope_scaling: must be one of \"none\", \"llama3\" (got \"yarn\")");
+  const std::pair<std::string, std::string> refused[] = {
+      {"rope_scaling = \"llama3\"\n",
+       "input/tiny.toml: model.rope_scaling = \"llama3\" scales RoPE, which model.family = \"gpt2\" does not use"},
+      {"family = \"llama\"\nrope_scaling = \"llama3\"\nrope_low_freq_factor = 4\n",
+       "input/tiny.toml: model.rope_high_freq_factor=4 must be > model.rope_low_freq_factor=4 (rope_scaling = "
+       "\"llama3\")"},
+      {"rope_scaling = \"yarn\"\n",
+       "input/tiny.toml:4: model.rope_scaling: must be one of \"none\", \"llama3\" (got \"yarn\")"}};
+  for (const auto& [model, message] : refused) EXPECT_EQ(error_of(kMinimal + "[model]\n" + model), message);
   const Config c = parse(kMinimal + "[model]\nfamily = \"llama\"\nrope_theta = 500000\nrope_scaling = \"llama3\"\n");
   const pentad::Rope r = c.model.rope();
   EXPECT_TRUE(r.llama3);

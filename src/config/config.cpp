@@ -624,11 +624,9 @@ void fill_defaults(Config& cfg) {
   }
 }
 
-void validate(const Config& cfg, int world_size) {
+// The model's own consistency: heads, grouped-query attention, RoPE.
+void validate_model(const Config& cfg) {
   const ModelConfig& m = cfg.model;
-  const ParallelConfig& p = cfg.parallel;
-  const TrainConfig& t = cfg.train;
-
   if (m.d_model % m.n_heads != 0)
     fail(cfg, kv("model.d_model", m.d_model) + " is not divisible by " +
                   kv("model.n_heads", m.n_heads));
@@ -649,12 +647,14 @@ void validate(const Config& cfg, int world_size) {
     fail(cfg, "model.family = \"llama\" needs an even head dimension for RoPE, but " +
                   kv("model.d_model", m.d_model) + " / " + kv("model.n_heads", m.n_heads) +
                   " = " + std::to_string(m.head_dim()));
+}
 
-  if (!cfg.checkpoint.init_from.empty() && !cfg.checkpoint.resume.empty())
-    fail(cfg, "checkpoint.init_from = \"" + cfg.checkpoint.init_from + "\" and checkpoint.resume = \"" +
-                  cfg.checkpoint.resume + "\" are both set: init_from starts a new run from weights, resume "
-                  "continues one (to resume a fine-tuning run, set checkpoint.init_from = \"\")");
-
+// The parallel layout against the model and the job's size: the grid, tp's
+// splits, experts, the pipeline's partition and schedule, sp and cp.
+void validate_layout(const Config& cfg, int world_size) {
+  const ModelConfig& m = cfg.model;
+  const ParallelConfig& p = cfg.parallel;
+  const TrainConfig& t = cfg.train;
   if (p.dp % p.ep != 0)
     fail(cfg, kv("parallel.dp", p.dp) + " is not divisible by " + kv("parallel.ep", p.ep));
   const int64_t ranks = int64_t{p.dp} * p.tp * p.pp * p.cp;
@@ -721,7 +721,11 @@ void validate(const Config& cfg, int world_size) {
     fail(cfg, kv("model.seq_len", m.seq_len) + " / " + kv("parallel.cp", p.cp) + " = " +
                   std::to_string(m.seq_len / p.cp) + " tokens per cp rank is not divisible by " +
                   kv("parallel.tp", p.tp) + " (needed by parallel.sp = true)");
+}
 
+// The learning-rate schedule and the data keys.
+void validate_train_and_data(const Config& cfg) {
+  const TrainConfig& t = cfg.train;
   if (t.min_lr > t.lr)
     fail(cfg, "train.min_lr=" + fmt_number(t.min_lr) + " must be <= train.lr=" + fmt_number(t.lr));
   if (t.lr_schedule == LrSchedule::wsd && t.decay_steps < 1)
@@ -750,6 +754,16 @@ void validate(const Config& cfg, int world_size) {
   } catch (const InputError& e) {
     fail(cfg, e.what());
   }
+}
+
+void validate(const Config& cfg, int world_size) {
+  validate_model(cfg);
+  if (!cfg.checkpoint.init_from.empty() && !cfg.checkpoint.resume.empty())
+    fail(cfg, "checkpoint.init_from = \"" + cfg.checkpoint.init_from + "\" and checkpoint.resume = \"" +
+                  cfg.checkpoint.resume + "\" are both set: init_from starts a new run from weights, resume "
+                  "continues one (to resume a fine-tuning run, set checkpoint.init_from = \"\")");
+  validate_layout(cfg, world_size);
+  validate_train_and_data(cfg);
 }
 
 // What the schema accepts but the chosen implementations cannot run. The

@@ -44,6 +44,9 @@ t_campaign=$(date +%s)
 # ---- the run of one case ----------------------------------------------------
 # Every rank runs under rank.sh, which records its pid and exit code; a rank
 # the launcher killed (after another rank's MPI_Abort or death) leaves no code.
+# The code is written to a temporary file and renamed: the launcher's SIGKILL
+# can land between the shell's open and its write, and an empty rc file once
+# hid a survivor's exit 134 (a UCX transport abort read as a crash).
 cat > "$tmp/rank.sh" <<'SH'
 #!/usr/bin/env bash
 "$@" &
@@ -53,7 +56,7 @@ trap ':' INT TERM
 while kill -0 "$pid" 2>/dev/null; do wait "$pid"; done
 wait "$pid"
 rc=$?
-echo "$rc" > "$RANK_DIR/rc.$PMI_RANK"
+echo "$rc" > "$RANK_DIR/rc.$PMI_RANK.tmp" && mv "$RANK_DIR/rc.$PMI_RANK.tmp" "$RANK_DIR/rc.$PMI_RANK"
 exit "$rc"
 SH
 export RANK_DIR=$tmp

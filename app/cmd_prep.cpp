@@ -99,7 +99,7 @@ int prep(const CLI::App& cmd, const PrepArgs& a, Job job) {
   if (job.rank == 0) {
     try {
       const std::unique_ptr<Tokenizer> tok =
-          a.tokenizer.empty() ? make_byte_tokenizer() : load_tiktoken(a.tokenizer, a.pattern);
+          a.tokenizer.empty() ? make_byte_tokenizer() : load_tokenizer(a.tokenizer, a.pattern);
       if (a.choices) {
         summary = prep_choices(a, *tok);
       } else {

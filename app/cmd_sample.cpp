@@ -1,10 +1,14 @@
 // `pentad sample CKPT [--prompt TEXT | --prompt-file F] [--tokens N] ...`:
 // text from a trained model, on one rank (src/infer: the KV-cache engine and
 // the sampler). CKPT is a checkpoint file, a checkpoint directory (its
-// latest) or its latest pointer, latest (ckpt/latest), or an export
-// directory (`pentad ckpt export`: DIR/model.h5). The text goes to stdout
-// (or the token ids, --ids), the counts and rates to stderr.
+// latest) or its latest pointer, latest (ckpt/latest), an export
+// directory (`pentad ckpt export`: DIR/model.h5), or a Hugging Face model
+// directory (config.json, safetensors, and its tokenizer.json if present).
+// The text goes to stdout (or the token ids, --ids), the counts and rates
+// to stderr.
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,11 +23,14 @@
 #include "tok/bpe.hpp"
 #include "tok/utf8.hpp"
 #include "infer/weights.hpp"
+#include "io/hf_import.hpp"
 #include "runtime.hpp"
 #include "tok/tokenizer.hpp"
 
 namespace pentad {
 namespace {
+
+namespace fs = std::filesystem;
 
 struct SampleArgs {
   std::string spec, tokenizer, pattern, prompt, prompt_file, backend = "cpu";
@@ -34,15 +41,23 @@ struct SampleArgs {
   bool ids = false;
 };
 
-// The tokenizer for the model: the file given, or the byte tokenizer (a
-// vocabulary of 256). A tokenizer with more ids than the model has is the
-// wrong one.
-std::unique_ptr<Tokenizer> choose_tokenizer(const SampleArgs& a, int64_t model_vocab) {
-  if (a.tokenizer.empty() && !a.pattern.empty()) throw InputError("--pattern needs --tokenizer FILE");
-  if (a.tokenizer.empty() && model_vocab > 256)
+// The tokenizer for the model: the file given (a tiktoken rank file or a
+// tokenizer.json), else a Hugging Face directory's own tokenizer.json, else
+// the byte tokenizer (a vocabulary of 256). A tokenizer with more ids than
+// the model has is the wrong one.
+std::unique_ptr<Tokenizer> choose_tokenizer(const SampleArgs& a, int64_t model_vocab, const std::string& hf_dir) {
+  std::string file = a.tokenizer;
+  if (file.empty() && !hf_dir.empty()) {
+    const std::string own = (fs::path(hf_dir) / "tokenizer.json").string();
+    std::error_code ec;
+    if (fs::exists(own, ec)) file = own;
+  }
+  if (file.empty() && !a.pattern.empty()) throw InputError("--pattern needs --tokenizer FILE");
+  if (file.empty() && model_vocab > 256)
     throw InputError("the model's vocabulary is model.vocab_size=" + std::to_string(model_vocab) +
-                     ", more than the byte tokenizer's 256: give its --tokenizer FILE");
-  std::unique_ptr<Tokenizer> tok = a.tokenizer.empty() ? make_byte_tokenizer() : load_tiktoken(a.tokenizer, a.pattern);
+                     ", more than the byte tokenizer's 256: give its --tokenizer FILE" +
+                     (hf_dir.empty() ? "" : " (the directory has no tokenizer.json)"));
+  std::unique_ptr<Tokenizer> tok = file.empty() ? make_byte_tokenizer() : load_tokenizer(file, a.pattern);
   if (tok->vocab_size() > model_vocab)
     throw InputError("the model does not match the tokenizer: tokenizer " + tok->describe() + " has " +
                      std::to_string(tok->vocab_size()) + " ids, the model's vocabulary model.vocab_size=" +
@@ -56,6 +71,20 @@ std::string prompt_text(const SampleArgs& a) {
   std::optional<std::string> t = read_text(a.prompt_file);
   if (!t) throw InputError("--prompt-file: cannot read '" + a.prompt_file + "'");
   return *t;
+}
+
+// The prompt's ids: the tokenizer's begin token first where it has one
+// (Llama 3's <|begin_of_text|>), then the text's; an empty text with no
+// begin token starts from the end-of-text token.
+std::vector<int32_t> prompt_ids(const Tokenizer& tok, const std::string& text) {
+  std::vector<int32_t> prompt;
+  if (tok.bos() >= 0) prompt.push_back(int32_t(tok.bos()));
+  for (uint32_t id : tok.encode(text)) prompt.push_back(int32_t(id));
+  if (prompt.empty() && tok.eot() >= 0) prompt.push_back(int32_t(tok.eot()));
+  if (prompt.empty())
+    throw InputError("the prompt is empty and tokenizer " + tok.describe() +
+                     " has no end-of-text token to start from: give --prompt TEXT");
+  return prompt;
 }
 
 const char* stop_text(StopReason r) {
@@ -87,27 +116,37 @@ int sample(const CLI::App& cmd, SampleArgs a, Job job) {
   if (a.threads < 0) throw InputError("--threads " + std::to_string(a.threads) + ": must be >= 0 (0 = default)");
   run.train.threads = a.threads;
 
-  const std::string path = resolve_weights_path(a.spec);
-  const ModelWeights w = load_model_weights(path);
-  const ModelConfig& mc = w.cfg;
-  const std::unique_ptr<Tokenizer> tok = choose_tokenizer(a, mc.vocab_size);
+  // A Hugging Face directory: the model from its config.json, the weights
+  // read once the context is known. Anything else: a pentad file.
+  const bool hf_dir = hf::is_model_dir(a.spec);
+  const std::string path = hf_dir ? a.spec : resolve_weights_path(a.spec);
+  ModelWeights w;
+  if (hf_dir) w.cfg = hf::model_of_dir(path);
+  else w = load_model_weights(path);
+  const std::unique_ptr<Tokenizer> tok = choose_tokenizer(a, w.cfg.vocab_size, hf_dir ? path : "");
   const std::string text = prompt_text(a);
-  std::vector<int32_t> prompt;
-  for (uint32_t id : tok->encode(text)) prompt.push_back(int32_t(id));
-  if (prompt.empty() && tok->eot() >= 0) prompt.push_back(int32_t(tok->eot()));
-  if (prompt.empty())
-    throw InputError("the prompt is empty and tokenizer " + tok->describe() +
-                     " has no end-of-text token to start from: give --prompt TEXT");
-  if (int64_t(prompt.size()) > mc.seq_len)
+  const std::vector<int32_t> prompt = prompt_ids(*tok, text);
+  if (int64_t(prompt.size()) > w.cfg.seq_len)
     throw InputError("the prompt has " + std::to_string(prompt.size()) + " tokens, more than model.seq_len=" +
-                     std::to_string(mc.seq_len) + " of " + path);
+                     std::to_string(w.cfg.seq_len) + " of " + path);
+  std::string context_note;
+  if (hf_dir) {
+    // The cache holds what this sample needs, not the model's whole context
+    // (131072 positions for Llama 3.1).
+    const int64_t need = std::min<int64_t>(w.cfg.seq_len, int64_t(prompt.size()) + a.tokens);
+    if (need < w.cfg.seq_len) context_note = " (of " + std::to_string(w.cfg.seq_len) + ": the prompt and --tokens)";
+    w.cfg.seq_len = int(need);
+    w = load_hf_weights(path, w.cfg);
+  }
+  const ModelConfig& mc = w.cfg;
 
   run.source = "--backend";
   std::unique_ptr<Backend> be = make_backend(run, MPI_COMM_WORLD);
   InferenceEngine engine(w, *be);
-  std::fprintf(stderr, "sample: %s (step %lld), %s L=%d C=%d V=%d seq_len=%d, tokenizer %s, backend %s\n",
-               path.c_str(), (long long)w.step, mc.family == Family::gpt2 ? "gpt2" : "llama", mc.n_layers,
-               mc.d_model, mc.vocab_size, mc.seq_len, tok->describe().c_str(), be->name().c_str());
+  const std::string origin = hf_dir ? "Hugging Face" : "step " + std::to_string(w.step);
+  std::fprintf(stderr, "sample: %s (%s), %s L=%d C=%d V=%d seq_len=%d%s, tokenizer %s, backend %s\n", path.c_str(),
+               origin.c_str(), mc.family == Family::gpt2 ? "gpt2" : "llama", mc.n_layers, mc.d_model, mc.vocab_size,
+               mc.seq_len, context_note.c_str(), tok->describe().c_str(), be->name().c_str());
   SampleParams p = a.p;
   p.vocab = int(tok->vocab_size());
   const Generation g = a.tokens > 0 ? generate(engine, prompt, a.tokens, p, tok->eot()) : Generation{};
@@ -134,8 +173,10 @@ int sample(const CLI::App& cmd, SampleArgs a, Job job) {
 Command add_sample(CLI::App& pentad, Job job) {
   auto a = std::make_shared<SampleArgs>();
   CLI::App* cmd = add_command(pentad, "sample", "generate text from a checkpoint or exported weights");
-  cmd->add_option("ckpt", a->spec, "checkpoint file, directory, latest, or export directory");
-  cmd->add_option("--tokenizer", a->tokenizer, "tiktoken rank file (default: bytes, for a vocabulary of 256)");
+  cmd->add_option("ckpt", a->spec,
+                  "checkpoint file, directory, latest, export directory, or Hugging Face model directory");
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "tiktoken rank file or tokenizer.json (default: a Hugging Face directory's own, else bytes)");
   cmd->add_option("--pattern", a->pattern, "the tokenizer's pre-tokenization pattern");
   cmd->add_option("--prompt", a->prompt, "prompt text");
   cmd->add_option("--prompt-file", a->prompt_file, "file holding the prompt");

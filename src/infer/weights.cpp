@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "io/checkpoint.hpp"
 #include "io/h5.hpp"
+#include "io/hf_import.hpp"
 #include "model/param_list.hpp"
 
 namespace pentad {
@@ -86,6 +87,21 @@ ModelWeights load_model_weights(const std::string& path) {
       throw InputError(pipeline ? t + " failed its checksum (file corrupted)" : t + ": read error: " + detail);
     }
   }
+  return w;
+}
+
+ModelWeights load_hf_weights(const std::string& dir, const ModelConfig& cfg) {
+  const std::string what = "'" + dir + "'";
+  hf::Import in(dir, cfg, what, "");
+  ModelWeights w;
+  w.cfg = cfg;
+  w.source = dir;
+  for (const ParamSpec& s : model_param_list(cfg, ParamRank{})) {
+    HostTensor& h = w.tensors[s.name];
+    h.shape = s.saved_shape();
+    h.data = in.tensor(s.name, h.shape);
+  }
+  if (const std::string err = in.unused(); !err.empty()) throw InputError(err);
   return w;
 }
 

@@ -39,6 +39,12 @@ ModelConfig model_config_of_deck(const std::string& deck_text, const std::string
 // process); throws InputError naming the file and the tensor.
 ModelWeights load_model_weights(const std::string& path);
 
+// The weights of a Hugging Face model directory (io/hf_import.hpp) for cfg
+// (hf::model_of_dir's model, whose seq_len may be cut to what a sample
+// needs: GPT-2's position table is then read as its first seq_len rows).
+// Local; InputError naming the directory and the tensor.
+ModelWeights load_hf_weights(const std::string& dir, const ModelConfig& cfg);
+
 // What `pentad sample CKPT` reads for CKPT: an export directory (its
 // model.h5), a checkpoint directory or its `latest` pointer file, the word
 // latest (ckpt/latest), or a file. Throws InputError naming what is missing.

@@ -345,6 +345,10 @@ std::string check_rope_scaling(const json& j, const std::string& where, const Mo
 
 }  // namespace
 
+namespace {
+constexpr double kRequired = -1.0;  // Want::dflt of a key with no default
+}  // namespace
+
 std::string check_config_json(const std::string& text, const std::string& where, const ModelConfig& m, Arch a) {
   json j;
   try {
@@ -369,6 +373,7 @@ std::string check_config_json(const std::string& text, const std::string& where,
     double deck;
     const char* deck_key;
     bool is_float;
+    double dflt = kRequired;  // the class's default for a missing key
   };
   std::vector<Want> want;
   const bool gpt2 = a == Arch::gpt2;
@@ -376,32 +381,34 @@ std::string check_config_json(const std::string& text, const std::string& where,
     want = {{"n_layer", double(m.n_layers), "model.n_layers", false},
             {"n_embd", double(m.d_model), "model.d_model", false},
             {"n_head", double(m.n_heads), "model.n_heads", false},
-            {"layer_norm_epsilon", tidy(m.norm_eps), "model.norm_eps", true}};
+            {"layer_norm_epsilon", tidy(m.norm_eps), "model.norm_eps", true, 1e-5}};
   } else {
+    const auto heads = j.find("num_attention_heads");
+    const double kv_default = heads != j.end() && heads->is_number() ? heads->get<double>() : kRequired;
     want = {{"num_hidden_layers", double(m.n_layers), "model.n_layers", false},
             {"hidden_size", double(m.d_model), "model.d_model", false},
             {"num_attention_heads", double(m.n_heads), "model.n_heads", false},
-            {"num_key_value_heads", double(m.n_kv_heads), "model.n_kv_heads", false},
+            {"num_key_value_heads", double(m.n_kv_heads), "model.n_kv_heads", false, kv_default},
             {"intermediate_size", double(m.d_ff), "model.d_ff", false},
-            {"rms_norm_eps", tidy(m.norm_eps), "model.norm_eps", true},
-            {"rope_theta", tidy(m.rope_theta), "model.rope_theta", true}};
+            {"rms_norm_eps", tidy(m.norm_eps), "model.norm_eps", true, 1e-6},
+            {"rope_theta", tidy(m.rope_theta), "model.rope_theta", true, 10000.0}};
     if (a == Arch::mixtral) {
       want.push_back({"num_local_experts", double(m.n_experts), "model.n_experts", false});
-      want.push_back({"num_experts_per_tok", double(m.top_k), "model.top_k", false});
+      want.push_back({"num_experts_per_tok", double(m.top_k), "model.top_k", false, 2.0});
     }
   }
   want.push_back({"vocab_size", double(m.vocab_size), "model.vocab_size", false});
   for (const Want& w : want) {
     const auto it = j.find(w.key);
-    if (it == j.end() || it->is_null()) {
+    const bool missing = it == j.end() || it->is_null();
+    if (missing && w.dflt == kRequired)
       return where + " has no \"" + w.key + "\" (the deck's " + w.deck_key + " = " + json(w.deck).dump() + ")";
-    }
-    if (!it->is_number()) return where + ": \"" + w.key + "\" is not a number";
-    const double v = it->get<double>();
+    if (!missing && !it->is_number()) return where + ": \"" + w.key + "\" is not a number";
+    const double v = missing ? w.dflt : it->get<double>();
     const bool same = w.is_float ? std::abs(v - w.deck) <= 1e-6 * std::abs(w.deck) : v == w.deck;
     if (!same)
-      return where + ": \"" + w.key + "\" = " + it->dump() + " but the deck has " + w.deck_key + " = " +
-             json(w.deck).dump();
+      return where + ": \"" + w.key + "\" = " + (missing ? json(v).dump() + " (missing: the class's default)" : it->dump()) +
+             " but the deck has " + w.deck_key + " = " + json(w.deck).dump();
   }
   if (!gpt2) {
     const auto hd = j.find("head_dim");
@@ -431,11 +438,138 @@ std::string check_config_json(const std::string& text, const std::string& where,
       return where + ": \"n_inner\" = " + std::to_string(f) + " but the deck has model.d_ff = " + std::to_string(m.d_ff);
   }
   const auto tie = j.find("tie_word_embeddings");
-  const bool tied = tie == j.end() || !tie->is_boolean() ? true : tie->get<bool>();  // the classes' default: tied
+  // The classes' defaults: GPT-2 tied, Llama and Mixtral not.
+  const bool tied = tie == j.end() || !tie->is_boolean() ? gpt2 : tie->get<bool>();
   if (tied != m.tied())
     return where + ": \"tie_word_embeddings\" = " + std::string(tied ? "true" : "false") +
            " but the deck has model.tied_embeddings = " + std::string(m.tied() ? "true" : "false");
   return {};
+}
+
+namespace {
+
+// A number as TOML reads it for a float key: always with a point or an exponent.
+std::string toml_float(double x) {
+  char buf[40];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);
+  std::string s(buf, r.ptr);
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+}  // namespace
+
+ModelConfig model_of_config_json(const std::string& text, const std::string& where) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw InputError(where + " is not valid JSON: " + e.what());
+  }
+  if (!j.is_object()) throw InputError(where + " is not a JSON object");
+  const auto arch = j.find("architectures");
+  if (arch == j.end() || !arch->is_array() || arch->empty() || !(*arch)[0].is_string())
+    throw InputError(where + " has no \"architectures\" list");
+  const std::string cls = (*arch)[0].get<std::string>();
+  Arch a = Arch::gpt2;
+  if (cls == "LlamaForCausalLM") a = Arch::llama;
+  else if (cls == "MixtralForCausalLM") a = Arch::mixtral;
+  else if (cls != "GPT2LMHeadModel")
+    throw InputError(where + ": architecture \"" + cls +
+                     "\" is not one pentad reads (GPT2LMHeadModel, LlamaForCausalLM, MixtralForCausalLM)");
+  // A key's number: required (dflt null) or the class's default.
+  const auto number = [&](const char* key, const json& dflt) -> double {
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_null()) {
+      if (dflt.is_null()) throw InputError(where + " has no \"" + key + "\"");
+      return dflt.get<double>();
+    }
+    if (!it->is_number()) throw InputError(where + ": \"" + key + "\" = " + it->dump() + " is not a number");
+    return it->get<double>();
+  };
+  const auto integer = [&](const char* key, const json& dflt) -> int64_t {
+    const double v = number(key, dflt);
+    if (v != double(int64_t(v)) || v < 1 || v > 2147483647.0)
+      throw InputError(where + ": \"" + key + "\" = " + j[key].dump() + " is not a positive integer");
+    return int64_t(v);
+  };
+  const auto flag = [&](const char* key, bool dflt) {
+    const auto it = j.find(key);
+    return it == j.end() || !it->is_boolean() ? dflt : it->get<bool>();
+  };
+  std::string deck = "[model]\n";
+  const auto put = [&](const std::string& key, const std::string& value) { deck += key + " = " + value + "\n"; };
+  if (a == Arch::gpt2) {
+    const auto act = j.find("activation_function");
+    if (act != j.end() && act->is_string() && *act != "gelu_new" && *act != "gelu_pytorch_tanh")
+      throw InputError(where + ": \"activation_function\" = " + act->dump() +
+                       ": pentad's GPT-2 uses the tanh GELU (gelu_new)");
+    const int64_t C = integer("n_embd", nullptr);
+    put("family", "\"gpt2\"");
+    put("n_layers", std::to_string(integer("n_layer", nullptr)));
+    put("d_model", std::to_string(C));
+    put("n_heads", std::to_string(integer("n_head", nullptr)));
+    put("d_ff", std::to_string(integer("n_inner", 4 * C)));
+    put("seq_len", std::to_string(integer("n_positions", 1024)));
+    put("norm_eps", toml_float(number("layer_norm_epsilon", 1e-5)));
+    put("tied_embeddings", flag("tie_word_embeddings", true) ? "true" : "false");
+  } else {
+    const auto act = j.find("hidden_act");
+    if (act != j.end() && act->is_string() && *act != "silu")
+      throw InputError(where + ": \"hidden_act\" = " + act->dump() + ": pentad's Llama uses SiLU (SwiGLU)");
+    const auto sw = j.find("sliding_window");
+    if (sw != j.end() && !sw->is_null())
+      throw InputError(where + ": \"sliding_window\" = " + sw->dump() +
+                       ": pentad's attention sees the whole causal context");
+    const int64_t H = integer("num_attention_heads", nullptr);
+    put("family", "\"llama\"");
+    put("n_layers", std::to_string(integer("num_hidden_layers", nullptr)));
+    put("d_model", std::to_string(integer("hidden_size", nullptr)));
+    put("n_heads", std::to_string(H));
+    put("n_kv_heads", std::to_string(integer("num_key_value_heads", H)));
+    put("d_ff", std::to_string(integer("intermediate_size", nullptr)));
+    put("seq_len", std::to_string(integer("max_position_embeddings", 2048)));
+    put("norm_eps", toml_float(number("rms_norm_eps", 1e-6)));
+    put("rope_theta", toml_float(number("rope_theta", 10000.0)));
+    put("tied_embeddings", flag("tie_word_embeddings", false) ? "true" : "false");
+    const auto rs = j.find("rope_scaling");
+    if (rs != j.end() && !rs->is_null() && rs->is_object()) {
+      const auto t = rs->contains("rope_type") ? rs->find("rope_type") : rs->find("type");
+      const std::string kind = t != rs->end() && t->is_string() ? t->get<std::string>() : std::string();
+      if (kind == "llama3") {
+        const auto param = [&](const char* key) {
+          const auto it = rs->find(key);
+          if (it == rs->end() || !it->is_number())
+            throw InputError(where + ": \"rope_scaling\" has no number \"" + key + "\"");
+          return it->get<double>();
+        };
+        put("rope_scaling", "\"llama3\"");
+        put("rope_scaling_factor", toml_float(param("factor")));
+        put("rope_low_freq_factor", toml_float(param("low_freq_factor")));
+        put("rope_high_freq_factor", toml_float(param("high_freq_factor")));
+        put("rope_original_context", std::to_string(int64_t(param("original_max_position_embeddings"))));
+      }
+      // Any other kind is named by check_config_json below.
+    }
+    if (a == Arch::mixtral) {
+      put("n_experts", std::to_string(integer("num_local_experts", nullptr)));
+      put("top_k", std::to_string(integer("num_experts_per_tok", 2)));
+      put("moe_every", "1");
+      put("dropless", "true");  // Mixtral serves every choice
+    }
+  }
+  put("vocab_size", std::to_string(integer("vocab_size", nullptr)));
+  deck += "[train]\nsteps = 0\n[data]\ntrain = \"\"\n";
+  ModelConfig m;
+  try {
+    m = parse_config(deck, where, {}, 1).model;
+  } catch (const InputError& e) {
+    throw InputError(where + ": pentad has no such model: " + e.what());
+  }
+  // The model must read back as the file: what check_config_json checks for
+  // checkpoint.init_from (head_dim, biases, RoPE scaling kinds, ...).
+  if (std::string err = check_config_json(text, where, m, a); !err.empty()) throw InputError(err);
+  return m;
 }
 
 ModelConfig model_of_deck(const std::string& text, const std::string& where) {

@@ -74,6 +74,16 @@ std::string generation_config_json(const ModelConfig& m, SpecialIds ids = {});
 // experts) must match. "" or a message naming the key and both values.
 std::string check_config_json(const std::string& text, const std::string& where, const ModelConfig& m, Arch a);
 
+// The model a config.json describes (the inverse of config_json): its sizes,
+// norm eps, RoPE (theta, llama3 scaling), tying (the class's default where the
+// key is missing: GPT-2 tied, Llama and Mixtral not), experts (Mixtral:
+// dropless, as Hugging Face serves every choice), and model.seq_len =
+// max_position_embeddings (GPT-2: n_positions). Validated as a deck, then
+// checked with check_config_json. InputError naming `where` and the key for
+// what pentad's models do not have (another architecture or activation, a
+// sliding window, biases, a head_dim other than d_model / n_heads, ...).
+ModelConfig model_of_config_json(const std::string& text, const std::string& where);
+
 // The model of a checkpoint's resolved deck (its layout replaced by one
 // rank, so any layout parses). InputError naming `where` if it does not.
 ModelConfig model_of_deck(const std::string& toml, const std::string& where);

@@ -21,7 +21,7 @@
 #include "core/error.hpp"
 #include "core/fs.hpp"
 #include "io/checkpoint_internal.hpp"
-#include "io/hf_map.hpp"
+#include "io/hf_import.hpp"
 #include "io/safetensors.hpp"
 
 namespace pentad {
@@ -46,101 +46,20 @@ class Source {
   virtual std::string describe() const = 0;
 };
 
-// ---- Hugging Face ----------------------------------------------------------
-
-bool ends_with(const std::string& s, const std::string& x) { return ckpt_detail::ends_with(s, x); }
+// ---- Hugging Face (io/hf_import.hpp) -----------------------------------------
 
 class HfSource : public Source {
  public:
-  HfSource(const std::string& path, const ModelConfig& m) : st_(path), m_(m) {
-    arch_ = hf::arch_of(m, "checkpoint.init_from = '" + path + "'", nullptr);
-    // GPT-2's position table may be longer than this run's seq_len (fine-tuning
-    // at a shorter context): its first seq_len rows are taken.
-    ModelConfig wide = m;
-    if (arch_ == hf::Arch::gpt2) {
-      const safetensors::TensorInfo* wpe = find("transformer.wpe.weight");
-      if (wpe && wpe->shape.size() == 2 && wpe->shape[0] > m.seq_len) wide.seq_len = int(wpe->shape[0]);
-    }
-    rules_ = hf::rules(wide, arch_);
-    std::error_code ec;
-    const fs::path dir = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
-    const fs::path cfg = dir / "config.json";
-    if (fs::exists(cfg, ec)) {
-      const auto text = read_text(cfg.string());
-      if (!text) throw InputError("'" + cfg.string() + "' cannot be read");
-      if (std::string err = hf::check_config_json(*text, "'" + cfg.string() + "'", m, arch_); !err.empty())
-        throw InputError("checkpoint.init_from: " + err);
-      config_ = cfg.string();
-    } else if (fs::is_directory(path, ec)) {
-      throw InputError("checkpoint.init_from = '" + path + "': the directory has no config.json");
-    }
-    for (const hf::Rule& r : rules_) {
-      const safetensors::TensorInfo* t = find(r.hf);
-      const std::string where = "checkpoint.init_from = '" + path + "'";
-      if (!t)
-        throw InputError(where + " has no tensor '" + r.hf + "' (pentad's " + r.pentad + " in " +
-                         hf::arch_class(arch_) + ")");
-      if (t->shape != r.hf_shape)
-        throw InputError(where + ": tensor '" + r.hf + "' has shape " + shape_str(t->shape) + ", but the deck's " +
-                         hf::arch_class(arch_) + " needs " + shape_str(r.hf_shape) + " (pentad's " + r.pentad +
-                         " " + shape_str(r.pentad_shape) + ")");
-    }
-  }
-
+  HfSource(const std::string& path, const ModelConfig& m)
+      : in_(path, m, "checkpoint.init_from = '" + path + "'", "checkpoint.init_from: ") {}
   std::vector<float> tensor(const std::string& name, const std::vector<int64_t>& shape) override {
-    if (std::none_of(rules_.begin(), rules_.end(), [&](const hf::Rule& r) { return r.pentad == name; }))
-      throw InputError("checkpoint.init_from = '" + st_.path() + "': the deck's tensor '" + name + "' " +
-                       shape_str(shape) + " has no counterpart in " + hf::arch_class(arch_));
-    std::vector<float> out = hf::build_pentad(rules_, name, [&](const std::string& n) -> const std::vector<float>& {
-      return read(n);
-    });
-    out.resize(size_t(n_elements(shape)));  // a longer wpe: its first seq_len rows (row-major, so a prefix)
-    return out;
+    return in_.tensor(name, shape);
   }
-
-  std::string unused() const override {
-    std::vector<std::string> rule_names = hf::hf_names(rules_);
-    for (const std::string& n : st_.names()) {
-      if (std::find(rule_names.begin(), rule_names.end(), n) != rule_names.end()) continue;
-      if (std::find(rule_names.begin(), rule_names.end(), "transformer." + n) != rule_names.end()) continue;
-      // Buffers, not weights: GPT-2's causal masks, old Llama's RoPE frequencies;
-      // a tied head stored next to its embedding.
-      if (ends_with(n, ".attn.bias") || ends_with(n, ".attn.masked_bias") || ends_with(n, "rotary_emb.inv_freq"))
-        continue;
-      if (n == "lm_head.weight" && m_.tied()) continue;
-      return "checkpoint.init_from = '" + st_.path() + "': tensor '" + n + "' has no place in the deck's " +
-             hf::arch_class(arch_) + " (another model, or a deck that differs from it?)";
-    }
-    return {};
-  }
-
-  std::string describe() const override {
-    return std::string(hf::arch_class(arch_)) + ", safetensors " + st_.first().tensors().front().dtype +
-           (config_.empty() ? ", no config.json" : ", config.json checked");
-  }
+  std::string unused() const override { return in_.unused(); }
+  std::string describe() const override { return in_.describe(); }
 
  private:
-  // name, or its GPT-2 form without "transformer." (files saved from GPT2Model).
-  const safetensors::TensorInfo* find(const std::string& name) const {
-    if (const auto* t = st_.find(name)) return t;
-    if (name.rfind("transformer.", 0) == 0) return st_.find(name.substr(12));
-    return nullptr;
-  }
-  const std::vector<float>& read(const std::string& name) {
-    for (auto& [n, v] : cache_)
-      if (n == name) return v;
-    if (cache_.size() >= 4) cache_.pop_front();
-    const std::string stored = st_.find(name) ? name : name.substr(12);
-    cache_.emplace_back(name, st_.read(stored));
-    return cache_.back().second;
-  }
-
-  safetensors::Model st_;
-  ModelConfig m_;
-  hf::Arch arch_ = hf::Arch::gpt2;
-  std::vector<hf::Rule> rules_;
-  std::string config_;
-  std::deque<std::pair<std::string, std::vector<float>>> cache_;
+  hf::Import in_;
 };
 
 // ---- llm.c -----------------------------------------------------------------
@@ -253,10 +172,7 @@ Kind classify(const std::string& spec, std::string* path) {
   if (::stat(spec.c_str(), &st) != 0) throw InputError(what + ": " + std::strerror(errno));
   *path = spec;
   if (S_ISDIR(st.st_mode)) {
-    std::error_code ec;
-    if (fs::exists(fs::path(spec) / "model.safetensors", ec) ||
-        fs::exists(fs::path(spec) / "model.safetensors.index.json", ec))
-      return Kind::hf;
+    if (hf::is_model_dir(spec)) return Kind::hf;
     *path = resolve_checkpoint(spec, spec);  // a pentad checkpoint directory: its latest
     return Kind::pentad;
   }

@@ -132,18 +132,37 @@ uint32_t RankTable::find(const char* p, size_t n) const {
   }
 }
 
-void RankTable::insert_or_die(uint32_t rank, const std::string& path, const std::vector<int64_t>& line_of) {
+void RankTable::insert_or_die(uint32_t rank, const DuplicateMessage& duplicate) {
   const std::string_view b = bytes(rank);
   const uint32_t other = find(b.data(), b.size());
-  if (other != kNone) {
-    const auto [first, second] = std::minmax(line_of[other], line_of[rank]);
-    throw InputError(path + ":" + std::to_string(second) + ": token \"" + printable(b) +
-                     "\" is already on line " + std::to_string(first) + " (duplicate token bytes)");
-  }
+  if (other != kNone) throw InputError(duplicate(other, rank, printable(b)));
   const size_t mask = slots_.size() - 1;
   size_t s = hash_bytes(b.data(), b.size()) & mask;
   while (slots_[s].rank_plus_1 != 0) s = (s + 1) & mask;
   slots_[s] = Slot{head_of(b.data(), b.size()), rank + 1, uint32_t(b.size())};
+}
+
+RankTable RankTable::from_tokens(const std::vector<const std::string*>& in_rank_order, const std::string& what,
+                                 const DuplicateMessage& duplicate) {
+  const uint64_t n = in_rank_order.size();
+  RankTable t;
+  t.offset_.assign(n + 1, 0);
+  for (uint64_t r = 0; r < n; ++r) t.offset_[r + 1] = t.offset_[r] + in_rank_order[r]->size();
+  t.bytes_.reserve(t.offset_[n]);
+  for (uint64_t r = 0; r < n; ++r) t.bytes_ += *in_rank_order[r];
+  size_t n_slots = 1;
+  while (n_slots < 2 * n) n_slots *= 2;
+  t.slots_.assign(n_slots, Slot{});
+  for (uint64_t r = 0; r < n; ++r) t.insert_or_die(uint32_t(r), duplicate);
+  for (int b = 0; b < 256; ++b) {
+    const char c = char(b);
+    if (t.find(&c, 1) == kNone) {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "0x%02X", b);
+      throw InputError(what + ": the byte " + hex + " has no rank (a byte-level BPE file ranks all 256 single bytes)");
+    }
+  }
+  return t;
 }
 
 RankTable RankTable::load(const std::string& path) {
@@ -192,29 +211,14 @@ RankTable RankTable::load(const std::string& path) {
                        std::to_string(line_of[rank]) + " (duplicate rank)");
     line_of[rank] = int64_t(i + 1);
   }
-  RankTable t;
-  t.offset_.assign(n + 1, 0);
   std::vector<const std::string*> in_rank_order(n);
   for (const auto& e : entries) in_rank_order[e.first] = &e.second;
-  for (uint64_t r = 0; r < n; ++r) {
-    t.offset_[r + 1] = t.offset_[r] + in_rank_order[r]->size();
-  }
-  t.bytes_.reserve(t.offset_[n]);
-  for (uint64_t r = 0; r < n; ++r) t.bytes_ += *in_rank_order[r];
-  size_t n_slots = 1;
-  while (n_slots < 2 * n) n_slots *= 2;
-  t.slots_.assign(n_slots, Slot{});
-  for (uint64_t r = 0; r < n; ++r) t.insert_or_die(uint32_t(r), path, line_of);
-  for (int b = 0; b < 256; ++b) {
-    const char c = char(b);
-    if (t.find(&c, 1) == kNone) {
-      char hex[8];
-      std::snprintf(hex, sizeof(hex), "0x%02X", b);
-      throw InputError("rank file '" + path + "': the byte " + hex +
-                       " has no rank (a byte-level BPE file ranks all 256 single bytes)");
-    }
-  }
-  return t;
+  return from_tokens(in_rank_order, "rank file '" + path + "'",
+                     [&](uint32_t first_rank, uint32_t second_rank, const std::string& shown) {
+                       const auto [first, second] = std::minmax(line_of[first_rank], line_of[second_rank]);
+                       return path + ":" + std::to_string(second) + ": token \"" + shown + "\" is already on line " +
+                              std::to_string(first) + " (duplicate token bytes)";
+                     });
 }
 
 // --- merging ---------------------------------------------------------------
@@ -329,19 +333,21 @@ void add_specials(BpeParts& f) {
     eot = "<|end_of_text|>";
     separator = "<|begin_of_text|>";
   }
+  const bool bos_first = f.pattern == "llama3";  // as Meta's and Hugging Face's Llama 3 tokenizers
   f.vocab = n_ranks;
   for (const auto& [text, id] : f.specials) {
     f.vocab = std::max<int64_t>(f.vocab, int64_t(id) + 1);
     if (text == eot) f.eot = id;
     if (text == separator) f.separator = id;
   }
+  if (bos_first) f.bos = f.separator;
 }
 
 class BpeTokenizer final : public Tokenizer {
  public:
   BpeTokenizer(BpeParts parts, const std::string& path)
       : ranks_(std::move(parts.ranks)), pre_(parts.pattern), path_(path), vocab_(parts.vocab), eot_(parts.eot),
-        separator_(parts.separator) {
+        separator_(parts.separator), bos_(parts.bos) {
     special_text_.resize(size_t(vocab_ - ranks_.size()));
     for (const auto& [text, id] : parts.specials) special_text_[id - ranks_.size()] = text;
   }
@@ -387,6 +393,7 @@ class BpeTokenizer final : public Tokenizer {
   int64_t vocab_size() const override { return vocab_; }
   int64_t eot() const override { return eot_; }
   int64_t doc_separator() const override { return separator_; }
+  int64_t bos() const override { return bos_; }
   std::string describe() const override {
     return "BPE " + pre_.name() + " (" + path_ + ", " + std::to_string(ranks_.size()) + " ranks, " +
            (pre_.jit() ? "PCRE2 JIT)" : "PCRE2 interpreter)");
@@ -396,7 +403,7 @@ class BpeTokenizer final : public Tokenizer {
   RankTable ranks_;
   Pretokenizer pre_;
   std::string path_;
-  int64_t vocab_ = 0, eot_ = -1, separator_ = -1;
+  int64_t vocab_ = 0, eot_ = -1, separator_ = -1, bos_ = -1;
   std::vector<std::string> special_text_;  // (vocab - n_ranks,) "" for an unused id
 };
 
@@ -422,8 +429,12 @@ BpeParts load_bpe_parts(const std::string& path, const std::string& pattern) {
   return parts;
 }
 
+std::unique_ptr<Tokenizer> make_bpe_tokenizer(BpeParts parts, const std::string& source) {
+  return std::make_unique<BpeTokenizer>(std::move(parts), source);
+}
+
 std::unique_ptr<Tokenizer> load_tiktoken(const std::string& path, const std::string& pattern) {
-  return std::make_unique<BpeTokenizer>(load_bpe_parts(path, pattern), path);
+  return make_bpe_tokenizer(load_bpe_parts(path, pattern), path);
 }
 
 }  // namespace pentad

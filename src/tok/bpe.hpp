@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -30,6 +31,14 @@ class RankTable {
   // file, a line that is not `base64 rank`, bad base64, an empty token, a
   // duplicate rank or token, ranks that are not 0..n-1, a byte with no rank.
   static RankTable load(const std::string& path);
+  // duplicate(first, second, token): the message for two ranks of the same
+  // bytes (token printable).
+  using DuplicateMessage = std::function<std::string(uint32_t, uint32_t, const std::string&)>;
+  // The table of the tokens' bytes in rank order (rank r = *in_rank_order[r]).
+  // Throws InputError for a duplicate token (duplicate's message) or a byte
+  // with no rank (naming `what`).
+  static RankTable from_tokens(const std::vector<const std::string*>& in_rank_order, const std::string& what,
+                               const DuplicateMessage& duplicate);
 
   uint32_t size() const { return uint32_t(offset_.size() - 1); }
   uint32_t find(const char* p, size_t n) const;  // the rank, or kNone
@@ -50,7 +59,7 @@ class RankTable {
     uint32_t length = 0;
   };
   std::vector<Slot> slots_;
-  void insert_or_die(uint32_t rank, const std::string& path, const std::vector<int64_t>& line_of);
+  void insert_or_die(uint32_t rank, const DuplicateMessage& duplicate);
 };
 
 // How a piece that is not a token is merged. Both give the same tokens:
@@ -73,7 +82,11 @@ struct BpeParts {
   int64_t vocab = 0;      // every id is below it, special tokens and unused ids included
   int64_t eot = -1;       // Tokenizer::eot()
   int64_t separator = -1; // Tokenizer::doc_separator()
+  int64_t bos = -1;       // Tokenizer::bos()
 };
+
+// The tokenizer of `parts`; source names the file in describe() and messages.
+std::unique_ptr<Tokenizer> make_bpe_tokenizer(BpeParts parts, const std::string& source);
 
 // The parts of the BPE tokenizer of a rank file; the arguments and errors of
 // load_tiktoken below.

@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <array>
+#include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/fs.hpp"
 #include "tok/pretokenize.hpp"
 
 namespace pentad::hf {
@@ -176,6 +179,289 @@ TokenizerFiles tokenizer_files(const BpeParts& parts, int64_t model_max_length) 
   s.eos = parts.eot;
   s.bos_template = parts.pattern == "llama3";
   return files_of(std::move(s), model_max_length);
+}
+
+// ---- reading tokenizer.json -------------------------------------------------
+
+namespace {
+
+// Byte-level text back to bytes; false if a character stands for no byte.
+class ByteLevelBytes {
+ public:
+  ByteLevelBytes() {
+    for (int b = 0; b < 256; ++b) byte_of_[byte_level_code_point(uint8_t(b))] = uint8_t(b);
+  }
+  bool operator()(const std::string& text, std::string* bytes) const {
+    bytes->clear();
+    for (size_t i = 0; i < text.size();) {
+      const auto c0 = uint8_t(text[i]);
+      uint32_t cp = 0;
+      size_t n = 1;
+      if (c0 < 0x80) cp = c0;
+      else if ((c0 & 0xE0) == 0xC0) { cp = c0 & 0x1F; n = 2; }
+      else return false;  // the table's characters are below U+0800
+      if (i + n > text.size()) return false;
+      for (size_t k = 1; k < n; ++k) {
+        const auto c = uint8_t(text[i + k]);
+        if ((c & 0xC0) != 0x80) return false;
+        cp = cp << 6 | (c & 0x3F);
+      }
+      const auto it = byte_of_.find(cp);
+      if (it == byte_of_.end()) return false;
+      bytes->push_back(char(it->second));
+      i += n;
+    }
+    return true;
+  }
+
+ private:
+  std::map<uint32_t, uint8_t> byte_of_;
+};
+
+std::string short_dump(const json& j) {
+  std::string s = j.dump();
+  return s.size() > 120 ? s.substr(0, 117) + "..." : s;
+}
+
+// The pattern name a pre_tokenizer stands for; "" for ByteLevel alone
+// without its expression (the byte tokenizer's).
+std::string pattern_of_pre_tokenizer(const json& pre, const std::string& what) {
+  const auto bad = [&](const std::string& why) {
+    return InputError(what + ": \"pre_tokenizer\" " + short_dump(pre) + ": " + why);
+  };
+  const auto byte_level = [&](const json& b, bool* use_regex) {
+    if (!b.is_object() || b.value("type", "") != "ByteLevel") return false;
+    if (b.value("add_prefix_space", false)) throw bad("add_prefix_space = true puts a space before the text; pentad does not");
+    *use_regex = b.value("use_regex", true);
+    return true;
+  };
+  bool use_regex = false;
+  if (byte_level(pre, &use_regex)) return use_regex ? "gpt2" : "";
+  if (pre.is_object() && pre.value("type", "") == "Sequence" && pre.contains("pretokenizers") &&
+      pre["pretokenizers"].is_array() && pre["pretokenizers"].size() == 2) {
+    const json& split = pre["pretokenizers"][0];
+    if (!byte_level(pre["pretokenizers"][1], &use_regex) || use_regex)
+      throw bad("pentad reads a Split followed by ByteLevel without its own expression");
+    if (!split.is_object() || split.value("type", "") != "Split" || !split.contains("pattern") ||
+        !split["pattern"].is_object() || !split["pattern"].contains("Regex") || !split["pattern"]["Regex"].is_string())
+      throw bad("the first pre-tokenizer is not a Split by a regular expression");
+    if (split.value("behavior", "") != "Isolated" || split.value("invert", false))
+      throw bad("the Split must isolate its matches (\"behavior\": \"Isolated\", \"invert\": false)");
+    const std::string name = pattern_of_hf_regex(split["pattern"]["Regex"].get<std::string>());
+    if (name.empty())
+      throw bad("the expression is not one of pentad's patterns (" + std::string(Pretokenizer::known_names()) + ")");
+    return name;
+  }
+  throw bad("pentad reads ByteLevel, or a Split followed by ByteLevel");
+}
+
+// The id of an added token's text (-1 if none has it).
+int64_t added_id(const std::vector<std::pair<std::string, uint32_t>>& added, const std::string& text) {
+  for (const auto& [t, id] : added)
+    if (t == text) return id;
+  return -1;
+}
+
+// The token the post-processor's template puts first, or "".
+std::string template_first(const json& post) {
+  if (!post.is_object()) return {};
+  if (post.value("type", "") == "Sequence" && post.contains("processors") && post["processors"].is_array()) {
+    for (const json& p : post["processors"])
+      if (std::string t = template_first(p); !t.empty()) return t;
+    return {};
+  }
+  if (post.value("type", "") != "TemplateProcessing" || !post.contains("single") || !post["single"].is_array() ||
+      post["single"].empty())
+    return {};
+  const json& first = post["single"][0];
+  if (first.is_object() && first.contains("SpecialToken") && first["SpecialToken"].is_object())
+    return first["SpecialToken"].value("id", "");
+  return {};
+}
+
+}  // namespace
+
+TokenizerJson read_tokenizer_json(const std::string& path) {
+  const std::string what = "tokenizer.json '" + path + "'";
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw InputError(what + ": is a directory");
+  const std::optional<std::string> text = read_text(path);
+  if (!text) throw InputError(what + ": cannot be read");
+  json j;
+  try {
+    j = json::parse(*text);
+  } catch (const json::exception& e) {
+    throw InputError(what + ": not valid JSON: " + e.what());
+  }
+  if (!j.is_object() || !j.contains("model") || !j["model"].is_object())
+    throw InputError(what + ": no \"model\" object (not a Hugging Face tokenizer file)");
+  const json& model = j["model"];
+  if (model.value("type", "") != "BPE")
+    throw InputError(what + ": \"model\" type " + short_dump(model.value("type", json())) +
+                     ": pentad reads byte-level BPE (\"BPE\")");
+  if (model.value("byte_fallback", false))
+    throw InputError(what + ": \"byte_fallback\" = true (a SentencePiece-style BPE): pentad reads byte-level BPE");
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
+    if (model.contains(key) && model[key].is_string() && !model[key].get<std::string>().empty())
+      throw InputError(what + ": \"" + key + "\" = " + model[key].dump() + ": pentad's BPE has none");
+  if (model.contains("dropout") && model["dropout"].is_number() && model["dropout"].get<double>() != 0.0)
+    throw InputError(what + ": \"dropout\" = " + model["dropout"].dump() + ": pentad's BPE is deterministic");
+  if (j.contains("normalizer") && !j["normalizer"].is_null())
+    throw InputError(what + ": \"normalizer\" " + short_dump(j["normalizer"]) + ": pentad applies none");
+  if (j.contains("decoder") && !j["decoder"].is_null() &&
+      !(j["decoder"].is_object() && j["decoder"].value("type", "") == "ByteLevel"))
+    throw InputError(what + ": \"decoder\" " + short_dump(j["decoder"]) + ": pentad decodes byte-level text (ByteLevel)");
+  if (!j.contains("pre_tokenizer") || j["pre_tokenizer"].is_null())
+    throw InputError(what + ": no \"pre_tokenizer\": pentad reads ByteLevel, or a Split followed by ByteLevel");
+  const std::string pattern = pattern_of_pre_tokenizer(j["pre_tokenizer"], what);
+
+  // The added tokens: the special tokens, after the ranks.
+  std::vector<std::pair<std::string, uint32_t>> added;
+  if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
+    if (!j["added_tokens"].is_array()) throw InputError(what + ": \"added_tokens\" is not a list");
+    for (const json& a : j["added_tokens"]) {
+      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_unsigned() || !a.contains("content") ||
+          !a["content"].is_string())
+        throw InputError(what + ": added token " + short_dump(a) + " has no \"id\" and \"content\"");
+      if (a["id"].get<uint64_t>() >= (uint64_t(1) << 31))
+        throw InputError(what + ": added token " + short_dump(a) + ": id out of range");
+      added.emplace_back(a["content"].get<std::string>(), uint32_t(a["id"].get<uint64_t>()));
+    }
+  }
+  const auto is_added = [&](uint64_t id) {  // (a linear scan: added tokens are few)
+    return std::any_of(added.begin(), added.end(), [&](const auto& a) { return a.second == id; });
+  };
+
+  // The vocabulary without the added tokens: the ranks, 0..n-1.
+  if (!model.contains("vocab") || !model["vocab"].is_object())
+    throw InputError(what + ": \"model\" has no \"vocab\" object");
+  const ByteLevelBytes bytes_of;
+  std::vector<std::string> tokens;
+  std::vector<bool> seen;
+  std::string bytes;
+  for (const auto& [key, value] : model["vocab"].items()) {
+    if (!value.is_number_unsigned() || value.get<uint64_t>() >= (uint64_t(1) << 31))
+      throw InputError(what + ": vocab entry " + json(key).dump() + " has id " + short_dump(value) +
+                       ", not a non-negative integer below 2^31");
+    const uint64_t id = value.get<uint64_t>();
+    if (is_added(id)) {
+      const std::string& content =
+          std::find_if(added.begin(), added.end(), [&](const auto& a) { return a.second == id; })->first;
+      if (content == key) continue;  // GPT-2's vocab also lists <|endoftext|>
+      throw InputError(what + ": added token " + json(content).dump() + " has id " + std::to_string(id) +
+                       ", which the vocab gives to " + json(key).dump() +
+                       "; pentad numbers the special tokens after the vocabulary");
+    }
+    if (!bytes_of(key, &bytes))
+      throw InputError(what + ": vocab entry " + json(key).dump() + " (id " + std::to_string(id) +
+                       ") is not byte-level text (a character that stands for no byte)");
+    if (id >= tokens.size()) {
+      tokens.resize(id + 1);
+      seen.resize(id + 1, false);
+    }
+    if (seen[id]) throw InputError(what + ": id " + std::to_string(id) + " is in the vocab twice");
+    seen[id] = true;
+    tokens[id] = bytes;
+  }
+  for (const auto& [t, id] : added)
+    if (id < tokens.size())
+      throw InputError(what + ": added token " + json(t).dump() + " has id " + std::to_string(id) +
+                       ", among the vocab's 0.." + std::to_string(tokens.size() - 1) +
+                       "; pentad numbers the special tokens after the vocabulary");
+  const auto hole = std::find(seen.begin(), seen.end(), false);
+  if (tokens.empty() || hole != seen.end())
+    throw InputError(what + ": the vocab's ids (without the added tokens) are not 0..n-1: " +
+                     (tokens.empty() ? std::string("it is empty")
+                                     : "id " + std::to_string(hole - seen.begin()) + " is missing"));
+  const uint32_t n_ranks = uint32_t(tokens.size());
+
+  std::vector<const std::string*> in_order(n_ranks);
+  for (uint32_t r = 0; r < n_ranks; ++r) in_order[r] = &tokens[r];
+  RankTable ranks = RankTable::from_tokens(in_order, what, [&](uint32_t a, uint32_t b, const std::string& t) {
+    return what + ": ids " + std::to_string(std::min(a, b)) + " and " + std::to_string(std::max(a, b)) +
+           " are the same bytes \"" + t + "\"";
+  });
+
+  // The merges, in the order of the ids they make.
+  const json merges = model.contains("merges") ? model["merges"] : json::array();
+  if (!merges.is_array()) throw InputError(what + ": \"merges\" is not a list");
+  int64_t last = -1;
+  std::string left, right;
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const json& m = merges[i];
+    std::string l, r;
+    if (m.is_string()) {  // "left right" (byte-level text has no space)
+      const std::string s = m.get<std::string>();
+      const size_t sp = s.find(' ');
+      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+        throw InputError(what + ": merge " + std::to_string(i) + " " + m.dump() + " is not \"LEFT RIGHT\"");
+      l = s.substr(0, sp), r = s.substr(sp + 1);
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      l = m[0].get<std::string>(), r = m[1].get<std::string>();
+    } else {
+      throw InputError(what + ": merge " + std::to_string(i) + " " + short_dump(m) + " is not a pair of tokens");
+    }
+    uint32_t ids[3];
+    const std::string* parts[3] = {&l, &r, nullptr};
+    const std::string joined = l + r;
+    parts[2] = &joined;
+    for (int k = 0; k < 3; ++k) {
+      ids[k] = bytes_of(*parts[k], &bytes) ? ranks.find(bytes.data(), bytes.size()) : RankTable::kNone;
+      if (ids[k] == RankTable::kNone)
+        throw InputError(what + ": merge " + std::to_string(i) + " " + m.dump() + ": " + json(*parts[k]).dump() +
+                         " is not in the vocab");
+    }
+    if (int64_t(ids[2]) < last)
+      throw InputError(what + ": merge " + std::to_string(i) + " " + m.dump() + " makes id " +
+                       std::to_string(ids[2]) + " after a merge that made id " + std::to_string(last) +
+                       ": the merges are not in the order of the ids they make, so Hugging Face's BPE (the pair "
+                       "listed first) and pentad's (the join of lowest id, tiktoken's rule) would tokenize "
+                       "differently");
+    last = ids[2];
+  }
+
+  TokenizerJson out;
+  if (pattern.empty()) {
+    bool identity = n_ranks == 256 && added.empty() && merges.empty();
+    for (uint32_t b = 0; identity && b < 256; ++b) identity = tokens[b] == std::string(1, char(b));
+    if (!identity)
+      throw InputError(what + ": \"pre_tokenizer\" is ByteLevel without its expression, which pentad reads only "
+                              "for the byte tokenizer (ids 0..255 the bytes, no merges, no added tokens)");
+    out.bytes = true;
+    return out;
+  }
+
+  BpeParts& p = out.parts;
+  p.ranks = std::move(ranks);
+  p.pattern = pattern == "cl100k" && added_id(added, "<|begin_of_text|>") >= 0 ? "llama3" : pattern;
+  p.specials = added;
+  p.vocab = n_ranks;
+  for (const auto& [t, id] : added) p.vocab = std::max<int64_t>(p.vocab, int64_t(id) + 1);
+  // The end-of-text token: tokenizer_config.json's eos_token, else by name.
+  std::string eos;
+  const std::string cfg_path = (std::filesystem::path(path).parent_path() / "tokenizer_config.json").string();
+  if (std::filesystem::exists(cfg_path, ec)) {
+    if (const auto cfg_text = read_text(cfg_path)) {
+      const json cfg = json::parse(*cfg_text, nullptr, false);
+      if (cfg.is_object() && cfg.contains("eos_token")) {
+        const json& e = cfg["eos_token"];
+        if (e.is_string()) eos = e.get<std::string>();
+        else if (e.is_object() && e.contains("content") && e["content"].is_string()) eos = e["content"].get<std::string>();
+      }
+    }
+  }
+  if (!eos.empty() && added_id(added, eos) < 0)
+    throw InputError("'" + cfg_path + "': \"eos_token\" " + json(eos).dump() + " is not an added token of " + what);
+  p.eot = !eos.empty() ? added_id(added, eos)
+                       : std::max(added_id(added, "<|endoftext|>"), added_id(added, "<|end_of_text|>"));
+  const std::string bos = template_first(j.contains("post_processor") ? j["post_processor"] : json());
+  if (!bos.empty()) {
+    p.bos = added_id(added, bos);
+    if (p.bos < 0) throw InputError(what + ": the post-processor's template starts with " + json(bos).dump() +
+                                    ", which is not an added token");
+  }
+  p.separator = p.bos >= 0 ? p.bos : p.eot;
+  return out;
 }
 
 TokenizerFiles byte_tokenizer_files(int64_t model_max_length) {

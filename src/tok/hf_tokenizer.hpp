@@ -40,6 +40,28 @@ struct TokenizerFiles {
 // cl100k's add nothing (as OpenAI's do).
 TokenizerFiles tokenizer_files(const BpeParts& parts, int64_t model_max_length);
 
+// A tokenizer.json read back (read_tokenizer_json).
+struct TokenizerJson {
+  bool bytes = false;  // the byte tokenizer (ids 0..255 the bytes, no merges, no pattern)
+  BpeParts parts;      // otherwise: a byte-level BPE
+};
+
+// Reads a Hugging Face tokenizer.json as the byte-level BPE it describes, in
+// tiktoken's terms: the vocabulary's ids are the ranks (token text in GPT-2's
+// byte-level characters, decoded to bytes), the added tokens the special
+// tokens, the Split expression (or ByteLevel's own, GPT-2's) one of the
+// named patterns (pattern_of_hf_regex). What pentad's tokenizer would do
+// differently is refused, naming the key: another model type, a normalizer,
+// byte fallback, subword prefixes, ids that are not 0..n-1 followed by the
+// added tokens, a byte without an id, and merges that are not in the order
+// of the ids they make (pentad merges the pair whose join has the lowest id,
+// as tiktoken does; Hugging Face's BPE the pair listed first: the two agree
+// when the merges are in that order, as in GPT-2's and Llama 3's files and
+// in pentad's own). The end-of-text token is tokenizer_config.json's
+// eos_token (the file beside it), else an added <|endoftext|> or
+// <|end_of_text|>; bos is the token the post-processor's template puts first.
+TokenizerJson read_tokenizer_json(const std::string& path);
+
 // The byte tokenizer's files (`pentad prep` without --tokenizer): a BPE
 // with the 256 bytes as ids 0..255 and no merges, no pattern, no special
 // tokens, so every byte is its own token, as in pentad.

@@ -38,6 +38,19 @@ const char* const kCl100kHf =
     "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]|"
     "\\s+(?!\\S)|\\s+";
 
+// The other spellings of the same expressions found in tokenizer.json files:
+// tiktoken's own cl100k_base expression (possessive quantifiers, `\s`), and
+// Meta's Llama 3 expression (its tokenizer.py, copied into Hugging Face's
+// Llama 3 tokenizer.json), which lists the contractions as alternatives
+// inside (?i:...) and ends the newline run with `[\r\n]+` (the same matches:
+// `\s*` backs off to the last newline of the run either way).
+const char* const kCl100kTiktoken =
+    "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*|\\s*[\\r\\n]|"
+    "\\s+(?!\\S)|\\s+";
+const char* const kLlama3Meta =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
 pcre2_code* as_code(void* p) { return static_cast<pcre2_code*>(p); }
 
 }  // namespace
@@ -66,6 +79,12 @@ const char* hf_pattern(const std::string& name) {
   if (name == "gpt2") return kGpt2Hf;
   if (name == "cl100k" || name == "llama3") return kCl100kHf;
   return nullptr;
+}
+
+std::string pattern_of_hf_regex(const std::string& regex) {
+  if (regex == kGpt2Hf) return "gpt2";
+  if (regex == kCl100kHf || regex == kCl100kTiktoken || regex == kLlama3Meta) return "cl100k";
+  return {};
 }
 
 Pretokenizer::~Pretokenizer() { pcre2_code_free(as_code(code_)); }

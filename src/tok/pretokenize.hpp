@@ -50,6 +50,12 @@ class Pretokenizer {
 // `[\r\n]*` matches after any end of the run). nullptr for another name.
 const char* hf_pattern(const std::string& name);
 
+// The named pattern a tokenizer.json's Split expression is: "gpt2" or
+// "cl100k" (cl100k's and Llama 3's expression) for hf_pattern's strings and
+// for the other spellings of the same expressions in published files
+// (tiktoken's cl100k_base; Meta's Llama 3); "" for any other expression.
+std::string pattern_of_hf_regex(const std::string& regex);
+
 // The first p >= from where text can be cut without changing any named
 // pattern's pieces: text[p-2] is printable ASCII (not a space), text[p-1] is
 // '\n' and text[p] is printable ASCII; text.size() if there is none. Why it

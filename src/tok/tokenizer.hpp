@@ -32,11 +32,23 @@ class Tokenizer {
   // The token `pentad prep` puts before every document (llm.c's data scripts:
   // <|endoftext|> for GPT-2, <|begin_of_text|> for Llama 3); -1 for none.
   virtual int64_t doc_separator() const { return eot(); }
+  // The token a model's input starts with, which `pentad sample` puts before
+  // the prompt: Llama 3's <|begin_of_text|> (what Hugging Face's tokenizer
+  // adds by its template, and what `pentad prep` puts before each document);
+  // -1 for none (GPT-2, cl100k, the byte tokenizer).
+  virtual int64_t bos() const { return -1; }
   // One line for logs, e.g. "bytes (256)".
   virtual std::string describe() const = 0;
 };
 
 // One id per byte, ids 0..255, no end-of-text token.
 std::unique_ptr<Tokenizer> make_byte_tokenizer();
+
+// The tokenizer of a file: a Hugging Face tokenizer.json (a file whose first
+// non-blank character is '{': tok/hf_tokenizer.hpp's read_tokenizer_json)
+// or a tiktoken rank file (tok/bpe.hpp's load_tiktoken; pattern as there).
+// A pattern given with a tokenizer.json must be the file's. Throws
+// InputError naming the file.
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path, const std::string& pattern);
 
 }  // namespace pentad

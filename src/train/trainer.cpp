@@ -410,7 +410,7 @@ void Trainer::prepare_steps() {
   if (tc_.sample_every > 0) {
     // Every rank loads it, so a bad rank file is the same error everywhere.
     if (!cfg_.data.tokenizer.empty()) {
-      sample_tokenizer_ = load_tiktoken(cfg_.data.tokenizer, cfg_.data.tokenizer_pattern);
+      sample_tokenizer_ = load_tokenizer(cfg_.data.tokenizer, cfg_.data.tokenizer_pattern);
       if (sample_tokenizer_->vocab_size() > mc_.vocab_size)
         throw InputError("data.tokenizer '" + cfg_.data.tokenizer + "': the model does not match the tokenizer: " +
                          sample_tokenizer_->describe() + " has " + std::to_string(sample_tokenizer_->vocab_size()) +

@@ -152,6 +152,37 @@ PY
     if [ "$n" -ne 6 ]; then echo "FAIL: expected 16 - 10 = 6 tokens, got $n"; cat "$tmp/s" "$tmp/s.err"; exit 1; fi
     grep -q "generated 6 tokens (stopped: model.seq_len reached)" "$tmp/s.err" || { echo "FAIL: no stop line"; cat "$tmp/s.err"; exit 1; }
     echo "ok: 6 tokens, $(grep -o 'stopped: [^)]*' "$tmp/s.err")" ;;
+  hf_dir_errors)
+    # A Hugging Face directory (`ckpt export --format hf`) whose config.json,
+    # tokenizer.json or tensors pentad cannot sample from.
+    train_tiny
+    "$PENTAD" ckpt export "$ck" --to "$tmp/hf" --format hf > /dev/null || { echo "FAIL: export"; exit 1; }
+    sample_out "$tmp/ok" "$tmp/hf" --prompt "The " --tokens 4 --temperature 0 --ids
+    echo "ok: the unchanged directory samples: $(cat "$tmp/ok")"
+    # variant NAME PYTHON: $tmp/NAME, the export with config.json changed by
+    # PYTHON (a statement on the dict c).
+    variant() {
+      mkdir "$tmp/$1" && ln -s "$tmp/hf/model.safetensors" "$tmp/$1/"
+      /usr/bin/python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); exec(sys.argv[3]); json.dump(c, open(sys.argv[2], "w"))' \
+        "$tmp/hf/config.json" "$tmp/$1/config.json" "$2"
+    }
+    mkdir "$tmp/nocfg" && ln -s "$tmp/hf/model.safetensors" "$tmp/nocfg/"
+    fail_with "'$tmp/nocfg': the directory has no config.json" "$PENTAD" sample "$tmp/nocfg" --prompt "a"
+    variant qwen 'c["architectures"] = ["Qwen2ForCausalLM"]'
+    fail_with "architecture \"Qwen2ForCausalLM\" is not one pentad reads" "$PENTAD" sample "$tmp/qwen" --prompt "a"
+    variant nolayers 'del c["n_layer"]'
+    fail_with "config.json' has no \"n_layer\"" "$PENTAD" sample "$tmp/nolayers" --prompt "a"
+    variant relu 'c["activation_function"] = "relu"'
+    fail_with "\"activation_function\" = \"relu\": pentad's GPT-2 uses the tanh GELU" "$PENTAD" sample "$tmp/relu" --prompt "a"
+    variant deeper 'c["n_layer"] = 2'
+    fail_with "'$tmp/deeper' has no tensor 'transformer.h.1.ln_1.weight'" "$PENTAD" sample "$tmp/deeper" --prompt "a"
+    variant wide 'c["vocab_size"] = 50257'
+    fail_with "model.vocab_size=50257, more than the byte tokenizer's 256: give its --tokenizer FILE \(the directory has no tokenizer.json\)" \
+      "$PENTAD" sample "$tmp/wide" --prompt "a"
+    variant badtok 'pass'
+    echo '{"model": {"type": "Unigram"}}' > "$tmp/badtok/tokenizer.json"
+    fail_with "tokenizer.json '$tmp/badtok/tokenizer.json': \"model\" type \"Unigram\"" "$PENTAD" sample "$tmp/badtok" --prompt "a"
+    fail_with "the prompt has 17 tokens, more than model.seq_len=16 of $tmp/hf" "$PENTAD" sample "$tmp/hf" --prompt "seventeen bytes.." ;;
   *)
     echo "unknown case $case_name"; exit 2 ;;
 esac

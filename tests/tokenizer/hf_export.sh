@@ -16,6 +16,11 @@
 # bytes: the byte tokenizer (--tokenizer bytes), a tiny GPT-2 with 256 ids:
 #   tokenizers.js's ids of all the files above, as one text, == pentad's.
 # errors: bad input gives one message on 2 ranks, exit 1, and no file written.
+# Every case also reads the exported tokenizer.json back (`pentad prep
+# --tokenizer DIR/tokenizer.json`): the same token file, bit for bit, as from
+# the rank file (or without a tokenizer, for bytes), and the same tokenizer
+# named; and `pentad sample` of the export directory, which takes that
+# tokenizer.json itself, samples the checkpoint's ids.
 set -uo pipefail
 : "${PENTAD:?}" "${MPIEXEC:?}" "${PENTAD_SOURCE_DIR:?}" "${PENTAD_PYTHON:?}"
 export OMP_NUM_THREADS=1
@@ -75,6 +80,41 @@ sys.exit(bad)
 PY
 }
 
+# read_back DIR DATA DESCRIBE FILE...: `pentad prep --tokenizer DIR/tokenizer.json`
+# of FILE... writes DATA/train.bin bit for bit and names the tokenizer
+# DESCRIBE (e.g. "BPE gpt2", "bytes").
+read_back() {
+  local dir=$1 data=$2 want=$3; shift 3
+  rm -rf "$tmp/back"
+  local out
+  out=$("$PENTAD" prep --tokenizer "$dir/tokenizer.json" --val-fraction 0 --out "$tmp/back" "$@" 2>&1) ||
+    { echo "FAIL: read back: prep exit $?"; echo "$out"; fail=1; return; }
+  if cmp -s "$data/train.bin" "$tmp/back/train.bin"; then
+    echo "ok   read back: $dir/tokenizer.json gives the same $(stat -c %s "$data/train.bin")-byte token file"
+  else
+    echo "FAIL: read back: $dir/tokenizer.json gives another token file than the original tokenizer"; fail=1
+  fi
+  grep -qF "tokenizer $want" <<<"$out" || { echo "FAIL: read back: 'tokenizer $want' not in:"; echo "$out"; fail=1; }
+}
+
+# sample_both RANKS N: `pentad sample` of the export directory (its own
+# tokenizer.json) and of the checkpoint with the rank file give the same ids
+# for the prompt "a" (one token), and both prompts are N tokens: 2 where the
+# tokenizer puts <|begin_of_text|> first (Llama 3), else 1.
+sample_both() {
+  local a b
+  a=$("$PENTAD" sample "$tmp/ck/final.h5" --tokenizer "$1" --prompt a --tokens 4 --seed 1 --ids 2> "$tmp/s1.err") ||
+    { echo "FAIL: sample of the checkpoint"; cat "$tmp/s1.err"; fail=1; return; }
+  b=$("$PENTAD" sample "$tmp/hf" --prompt a --tokens 4 --seed 1 --ids 2> "$tmp/s2.err") ||
+    { echo "FAIL: sample of the export directory"; cat "$tmp/s2.err"; fail=1; return; }
+  if [ "$a" = "$b" ] && grep -q "prompt $2 tokens" "$tmp/s1.err" && grep -q "prompt $2 tokens" "$tmp/s2.err" &&
+     grep -qF "tokenizer BPE" "$tmp/s2.err"; then
+    echo "ok   sample: the export directory with its tokenizer.json samples the checkpoint's ids [$b], prompt \"a\" as $2 tokens"
+  else
+    echo "FAIL: sample: checkpoint [$a], export directory [$b]; expected both prompts of $2 tokens:"; cat "$tmp/s1.err" "$tmp/s2.err"; fail=1
+  fi
+}
+
 # refused NAME EXPECTED ARGS...: ckpt export on 2 ranks exits 1 within 60 s,
 # prints EXPECTED in one error line, and writes no file into $tmp/refused.
 refused() {
@@ -100,6 +140,8 @@ gpt2|cl100k)
   "$PENTAD" prep --tokenizer "$tmp/ranks.tiktoken" --val-fraction 0 --out "$tmp/data" "${plain[@]}" > /dev/null
   node "$hf" pentad "$tmp/hf" -1 "$tmp/data/train.bin" "$eot" "${plain[@]}" || fail=1
   ids "$tmp/hf" "$eot" "$eot"
+  read_back "$tmp/hf" "$tmp/data" "BPE $case_name" "${plain[@]}"
+  sample_both "$tmp/ranks.tiktoken" 1
   ;;
 llama3)
   node "$js" ranks cl100k_base "$tmp/cl100k.tiktoken"
@@ -130,6 +172,8 @@ PY
   "$PENTAD" prep --tokenizer "$tmp/ranks.tiktoken" --val-fraction 0 --out "$tmp/data" "${plain[@]}" > /dev/null
   node "$hf" pentad "$tmp/hf" 128000 "$tmp/data/train.bin" 128000 "${plain[@]}" || fail=1
   ids "$tmp/hf" 128000 128001
+  read_back "$tmp/hf" "$tmp/data" "BPE llama3" "${plain[@]}"
+  sample_both "$tmp/ranks.tiktoken" 2
   ;;
 bytes)
   checkpoint "$S/input/tiny.toml" 256
@@ -138,6 +182,7 @@ bytes)
   "$PENTAD" prep --val-fraction 0 --out "$tmp/data" "$tmp/all.txt" > /dev/null
   node "$hf" pentad "$tmp/hf" -1 "$tmp/data/train.bin" -1 "$tmp/all.txt" || fail=1
   ids "$tmp/hf" -1 -1
+  read_back "$tmp/hf" "$tmp/data" "bytes" "$tmp/all.txt"
   ;;
 errors)
   node "$js" ranks gpt2 "$tmp/gpt2.tiktoken"

@@ -35,6 +35,14 @@ foreach(case gpt2 cl100k llama3 bytes errors)
     ENVIRONMENT "${PENTAD_TEST_ENV}")
 endforeach()
 
+# Reading a Hugging Face tokenizer.json: GPT-2's, built from OpenAI's
+# original files, against js-tiktoken and tokenizers.js; the refusals.
+foreach(case openai_gpt2 errors)
+  add_test(NAME tokenizer_hf_read_${case} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/hf_read.sh ${case})
+  set_tests_properties(tokenizer_hf_read_${case} PROPERTIES LABELS "tokenizer;mpi;cli" TIMEOUT 300
+    ENVIRONMENT "${PENTAD_TEST_ENV}")
+endforeach()
+
 # `pentad prep --choices`: HellaSwag-style JSON Lines -> llm.c's
 # multiple-choice eval file, byte for byte the file js-tiktoken's rendering
 # gives (GPT-2; cl100k's ids do not fit the format's uint16), then scored in

@@ -7,6 +7,12 @@
 #    dump; the independent Hugging Face-structured PyTorch model of
 #    hf_loader.py, reading the safetensors by Hugging Face names, must give
 #    the dump's step-1 logits and loss.
+#  - sampling the export itself (`pentad sample HF_DIR`: config.json and the
+#    safetensors read directly, no deck; fp32 export): at temperature 1, for
+#    three prompts and three seeds, exactly the ids sampled from the
+#    checkpoint; for a Llama also with config.json's max_position_embeddings
+#    raised to Llama 3.1's 131072 (the cache then sized by the prompt and
+#    --tokens).
 # Usage: hf_export.sh DECK LAYOUT...   LAYOUT = "N[:key=value,...]", e.g.
 #   "1" or "4:parallel.tp=2,parallel.pp=2". With HF_DTYPE=bf16 the export is
 #   bf16: no bitwise round trip to the fp32 weights then, only the loader
@@ -64,3 +70,39 @@ last=${*: -1}
 train "$last" --set train.steps=1 --set "log.dump=$tmp/dump.h5" --set "checkpoint.init_from=$tmp/hf"
 echo "fine-tuning under '$last' from the export, against the Hugging Face-structured model:"
 "$PENTAD_PYTHON" "$here/hf_loader.py" "$tmp/hf" "$tmp/dump.h5"
+
+# Sampling from the directory (fp32 export: the checkpoint's weights bit for
+# bit, so the same sampled ids). The byte prompts and the tiny models' seq_len
+# (16) leave room for 8 new tokens after a 6-byte prompt. Greedy decoding of
+# trained models against hf_loader.py is in run_greedy.sh.
+if [[ $dtype != fp32 ]]; then
+  echo "sampling: skipped for the $dtype export (its weights are not the checkpoint's)"
+  exit 0
+fi
+echo "sampling the export directly (pentad sample $tmp/hf):"
+sample() { "$PENTAD" sample "$@" --tokens 8 --ids 2> "$tmp/sample.err" || { cat "$tmp/sample.err"; echo "FAIL: pentad sample $*"; exit 1; }; }
+# same_ids DIR: DIR samples the checkpoint's ids for every prompt and seed.
+same_ids() {
+  local prompt seed a b n=0
+  for prompt in "The pi" "Each r" "A chec"; do
+    for seed in 1 2 3; do
+      a=$(sample "$tmp/a/final.h5" --prompt "$prompt" --seed "$seed")
+      b=$(sample "$1" --prompt "$prompt" --seed "$seed")
+      [[ "$a" == "$b" ]] || { echo "FAIL: prompt '$prompt', seed $seed: the checkpoint samples [$a], $1 [$b]"; exit 1; }
+      n=$((n + 1))
+    done
+  done
+  echo "ok   $1: the checkpoint's ids for $n prompts and seeds at temperature 1 (e.g. [$b])"
+}
+same_ids "$tmp/hf"
+grep -h "^sample: $tmp/hf (Hugging Face)" "$tmp/sample.err"
+if grep -q '"max_position_embeddings"' "$tmp/hf/config.json"; then
+  mkdir "$tmp/long"
+  ln -s "$tmp/hf"/*.safetensors* "$tmp/long/"
+  "$PENTAD_PYTHON" -c 'import json, sys; c = json.load(open(sys.argv[1])); c["max_position_embeddings"] = 131072; json.dump(c, open(sys.argv[2], "w"))' \
+    "$tmp/hf/config.json" "$tmp/long/config.json"
+  same_ids "$tmp/long"
+  grep -qF "seq_len=14 (of 131072: the prompt and --tokens)" "$tmp/sample.err" ||
+    { cat "$tmp/sample.err"; echo "FAIL: the cache is not sized by the prompt and --tokens"; exit 1; }
+  echo "ok   max_position_embeddings 131072: $(grep -o 'seq_len=[^,]*' "$tmp/sample.err")"
+fi

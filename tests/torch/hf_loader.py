@@ -14,6 +14,13 @@ Checks against a pentad debug dump (`--set log.dump=PATH`) of a run started
 from the same export with checkpoint.init_from: the step-1 logits to
 1e-5 of max|logits| and the step-1 loss to 1e-5 relative.
 Usage: hf_loader.py HF_DIR DUMP.h5   (exit 1 on any failure)
+
+Greedy mode, against `pentad sample HF_DIR --temperature 0 --ids` (pentad
+reading the Hugging Face directory itself: config.json, safetensors):
+  hf_loader.py greedy HF_DIR PROMPT "PENTAD IDS" [PROMPT "PENTAD IDS"]...
+For each byte prompt (vocabulary 256), decodes as many tokens as pentad
+printed, each by a full forward over the whole prefix (argmax, ties to the
+lower id), and requires the same ids. Exit 1 on any difference.
 """
 import json
 import math
@@ -181,7 +188,38 @@ def sparse_moe(w, c, p, h):
     return out.view(B, T, C)
 
 
+def greedy(d, pairs):
+    with open(os.path.join(d, "config.json")) as f:
+        c = json.load(f)
+    if c["vocab_size"] != 256:
+        sys.exit(f"{d}: vocabulary {c['vocab_size']}; greedy mode decodes byte prompts (256)")
+    w = read_model(d)
+    arch = c["architectures"][0]
+    forward = gpt2_forward if arch == "GPT2LMHeadModel" else llama_forward
+    ok = True
+    for prompt, pentad_ids in pairs:
+        got = [int(x) for x in pentad_ids.split()]
+        tokens = list(prompt.encode())
+        want, margins = [], []
+        with torch.no_grad():
+            for _ in range(len(got)):
+                logits = forward(w, c, torch.tensor([tokens]))[0, -1].numpy()
+                best = int(np.argmax(logits))  # the first maximum: the lower id on ties
+                top2 = np.sort(logits)[-2:]
+                margins.append(float(top2[1] - top2[0]))
+                want.append(best)
+                tokens.append(best)
+        same = got == want and len(got) > 0
+        ok &= same
+        print(f"{'ok  ' if same else 'FAIL'} {arch} greedy from {prompt!r}: pentad {got}, {arch} fp64 {want}"
+              f" (smallest top-1/top-2 margin {min(margins, default=0):.3e})")
+    return ok
+
+
 def main():
+    if len(sys.argv) >= 5 and sys.argv[1] == "greedy" and len(sys.argv) % 2 == 1:
+        rest = sys.argv[3:]
+        return greedy(sys.argv[2], list(zip(rest[0::2], rest[1::2])))
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     d, dump = sys.argv[1], sys.argv[2]

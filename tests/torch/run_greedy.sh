@@ -5,6 +5,9 @@
 # tokens of greedy decoding by generate.py (fp64, full forward per token),
 # for every prompt below, and at least MIN_PROMPTS of them must decode
 # something other than a loop of a few bytes (generate.py's MIN_DISTINCT).
+# The model exported as a Hugging Face directory (`ckpt export --format hf`)
+# and sampled from directly gives the same ids, and so does greedy decoding
+# of that directory by hf_loader.py (fp64, Hugging Face's module structure).
 # The trained model depends on the machine's sgemm kernels (OpenBLAS picks
 # them by CPU), so which prompts fall into a loop does too.
 # Usage: run_greedy.sh DECK [--set k=v]...   (the --set pairs go to the training run)
@@ -32,10 +35,19 @@ trap 'rm -rf "$tmp"' EXIT
 "$MPIEXEC" -n 1 "$PENTAD" train "$deck" \
   --set "data.train=$tmp/data/train.bin" \
   --set "checkpoint.dir=$tmp/ckpt" --set checkpoint.save_final=true --set log.every=50 "$@"
+# The same model as a Hugging Face directory, sampled from directly.
+"$PENTAD" ckpt export "$tmp/ckpt/final.h5" --to "$tmp/hf" --format hf --tokenizer bytes > /dev/null
 MIN_PROMPTS=2
 counted=0
+pairs=()
 for prompt in "The pipeline " "Each rank holds " "A checkpoint " "The tokenizer " "When the "; do
   ids=$("$PENTAD" sample "$tmp/ckpt/final.h5" --prompt "$prompt" --temperature 0 --tokens 32 --ids)
+  hf_ids=$("$PENTAD" sample "$tmp/hf" --prompt "$prompt" --temperature 0 --tokens 32 --ids)
+  if [[ "$hf_ids" != "$ids" ]]; then
+    echo "FAIL: prompt '$prompt': the Hugging Face directory gives [$hf_ids], the checkpoint [$ids]"
+    exit 1
+  fi
+  pairs+=("$prompt" "$hf_ids")
   rc=0
   "$PENTAD_PYTHON" "$here/generate.py" "$tmp/ckpt/final.h5" "$prompt" 32 "$ids" || rc=$?
   case $rc in
@@ -46,3 +58,5 @@ for prompt in "The pipeline " "Each rank holds " "A checkpoint " "The tokenizer 
 done
 echo "prompts that agree and do not loop: $counted (at least $MIN_PROMPTS required)"
 [[ $counted -ge $MIN_PROMPTS ]]
+echo "pentad sample $tmp/hf (the export, read as a Hugging Face directory) gave the same ids; against hf_loader.py:"
+"$PENTAD_PYTHON" "$here/hf_loader.py" greedy "$tmp/hf" "${pairs[@]}"

@@ -186,6 +186,77 @@ TEST(HfMap, ConfigJsonChecksItself) {
   EXPECT_NE(err.find("BertForMaskedLM"), std::string::npos) << err;
 }
 
+// config.json -> ModelConfig (`pentad sample HF_DIR`): what config_json
+// writes reads back as the same model.
+TEST(HfMap, ConfigJsonReadsBackAsTheModel) {
+  std::vector<std::pair<ModelConfig, hf::Arch>> cases;
+  ModelConfig g = tiny(Family::gpt2, 0);
+  g.dropless = false;
+  g.norm_eps = 1e-6f;
+  cases.emplace_back(g, hf::Arch::gpt2);
+  ModelConfig l = tiny(Family::llama, 0);
+  l.dropless = false;
+  l.rope_theta = 500000.0f;
+  cases.emplace_back(l, hf::Arch::llama);
+  l.tied_embeddings = 1;
+  l.rope_scaling = pentad::RopeScaling::llama3;
+  l.rope_scaling_factor = 32.0f;
+  l.rope_original_context = 8192;
+  cases.emplace_back(l, hf::Arch::llama);
+  cases.emplace_back(tiny(Family::llama, 3), hf::Arch::mixtral);
+  for (const auto& [m, arch] : cases) {
+    const std::string text = hf::config_json(m, arch, "bfloat16");
+    const ModelConfig back = hf::model_of_config_json(text, "cfg");
+    EXPECT_TRUE(back == m) << text;
+  }
+}
+
+// The keys a config.json may leave out take the class's defaults.
+TEST(HfMap, ConfigJsonDefaultsAreTheClasses) {
+  ModelConfig g = hf::model_of_config_json(
+      R"({"architectures": ["GPT2LMHeadModel"], "n_layer": 2, "n_embd": 16, "n_head": 4, "vocab_size": 300})", "g");
+  EXPECT_EQ(g.family, Family::gpt2);
+  EXPECT_EQ(g.d_ff, 64);
+  EXPECT_EQ(g.seq_len, 1024);
+  EXPECT_FLOAT_EQ(g.norm_eps, 1e-5f);
+  EXPECT_TRUE(g.tied());
+  ModelConfig l = hf::model_of_config_json(
+      R"({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, "hidden_size": 16,
+          "num_attention_heads": 4, "intermediate_size": 40, "vocab_size": 300})", "l");
+  EXPECT_EQ(l.family, Family::llama);
+  EXPECT_EQ(l.n_kv_heads, 4);
+  EXPECT_EQ(l.seq_len, 2048);
+  EXPECT_FLOAT_EQ(l.norm_eps, 1e-6f);
+  EXPECT_FLOAT_EQ(l.rope_theta, 10000.0f);
+  EXPECT_FALSE(l.tied());
+  EXPECT_EQ(l.rope_scaling, pentad::RopeScaling::none);
+}
+
+// What pentad's models do not have is refused, naming the key.
+TEST(HfMap, ConfigJsonRefusesOtherModels) {
+  const auto llama = nlohmann::json::parse(hf::config_json(tiny(Family::llama, 0), hf::Arch::llama, "float32"));
+  const std::pair<const char*, std::string> cases[] = {
+      {R"({"sliding_window": 4096})", "\"sliding_window\" = 4096"},
+      {R"({"hidden_act": "gelu"})", "\"hidden_act\" = \"gelu\""},
+      {R"({"head_dim": 8})", "\"head_dim\" = 8"},
+      {R"({"attention_bias": true})", "\"attention_bias\" = true"},
+      {R"({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}})", "pentad's RoPE scales as \"llama3\" only"},
+      {R"({"num_key_value_heads": 3})", "pentad has no such model"},
+      {R"({"hidden_size": "16"})", "\"hidden_size\" = \"16\" is not a number"},
+      {R"({"vocab_size": 0})", "\"vocab_size\" = 0 is not a positive integer"},
+  };
+  for (const auto& [patch, want] : cases) {
+    nlohmann::json j = llama;
+    j.merge_patch(nlohmann::json::parse(patch));
+    try {
+      hf::model_of_config_json(j.dump(), "cfg");
+      ADD_FAILURE() << patch << ": not refused";
+    } catch (const pentad::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << patch << ": " << e.what();
+    }
+  }
+}
+
 TEST(HfMap, ModelsWithoutAClassAreRefused) {
   ModelConfig m = tiny(Family::gpt2, 3);
   EXPECT_THROW(hf::arch_of(m, "x", nullptr), pentad::InputError);

@@ -712,6 +712,48 @@ TEST_F(TokenizerTest, HfTokenizerFilesHoldRanksMergesAndSpecials) {
   }
 }
 
+// read_tokenizer_json is the writer's inverse: the same ranks, specials,
+// end-of-text, separator and begin token; the byte tokenizer's files read
+// back as the byte tokenizer. And the three spellings of cl100k's expression
+// name one pattern.
+TEST_F(TokenizerTest, HfTokenizerFilesReadBack) {
+  const std::string ranks = write("small.tiktoken", rank_lines({"ab", "bab", "abab", "a b"}));
+  for (const std::string pattern : {"gpt2", "cl100k", "llama3"}) {
+    SCOPED_TRACE(pattern);
+    const pentad::BpeParts parts = pentad::load_bpe_parts(ranks, pattern);
+    const pentad::hf::TokenizerFiles f = pentad::hf::tokenizer_files(parts, 64);
+    const std::string dir = (dir_ / pattern).string();
+    fs::create_directories(dir);
+    const std::string tj = write(pattern + "/tokenizer.json", f.tokenizer_json);
+    write(pattern + "/tokenizer_config.json", f.tokenizer_config_json);
+    const pentad::hf::TokenizerJson back = pentad::hf::read_tokenizer_json(tj);
+    ASSERT_FALSE(back.bytes);
+    EXPECT_EQ(back.parts.pattern, pattern);
+    ASSERT_EQ(back.parts.ranks.size(), parts.ranks.size());
+    for (uint32_t r = 0; r < parts.ranks.size(); ++r) EXPECT_EQ(back.parts.ranks.bytes(r), parts.ranks.bytes(r));
+    EXPECT_EQ(back.parts.specials, parts.specials);
+    EXPECT_EQ(back.parts.vocab, parts.vocab);
+    EXPECT_EQ(back.parts.eot, parts.eot);
+    EXPECT_EQ(back.parts.separator, parts.separator);
+    EXPECT_EQ(back.parts.bos, parts.bos);
+    EXPECT_EQ(back.parts.bos, pattern == "llama3" ? 260 : -1);
+    const auto a = pentad::load_tokenizer(ranks, pattern), b = pentad::load_tokenizer(tj, "");
+    const std::string text = "abab a bab, 'll ab\r\n\n  x";
+    EXPECT_EQ(a->encode(text), b->encode(text));
+  }
+  const std::string bytes = write("bytes.json", pentad::hf::byte_tokenizer_files(32).tokenizer_json);
+  EXPECT_TRUE(pentad::hf::read_tokenizer_json(bytes).bytes);
+  EXPECT_EQ(pentad::load_tokenizer(bytes, "")->describe(), "bytes (256)");
+  // tiktoken's cl100k_base expression and Meta's Llama 3 expression.
+  EXPECT_EQ(pentad::pattern_of_hf_regex(pentad::hf_pattern("cl100k")), "cl100k");
+  EXPECT_EQ(pentad::pattern_of_hf_regex(R"('(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+)"),
+            "cl100k");
+  EXPECT_EQ(pentad::pattern_of_hf_regex(R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"),
+            "cl100k");
+  EXPECT_EQ(pentad::pattern_of_hf_regex(pentad::hf_pattern("gpt2")), "gpt2");
+  EXPECT_EQ(pentad::pattern_of_hf_regex(R"(\p{N}|\s+)"), "");
+}
+
 TEST(HfTokenizer, ByteTokenizerFilesAreTheBytesAlone) {
   using nlohmann::json;
   const pentad::hf::TokenizerFiles f = pentad::hf::byte_tokenizer_files(32);

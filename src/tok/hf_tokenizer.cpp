@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -462,6 +463,34 @@ TokenizerJson read_tokenizer_json(const std::string& path) {
   }
   p.separator = p.bos >= 0 ? p.bos : p.eot;
   return out;
+}
+
+std::string tokenizer_file(const std::string& path) {
+  std::error_code ec;
+  const std::string own = (std::filesystem::path(path) / "tokenizer.json").string();
+  return std::filesystem::is_directory(path, ec) && std::filesystem::exists(own, ec) ? own : path;
+}
+
+bool is_tokenizer_json(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return false;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return false;  // left to the rank-file reader, whose message names it
+  int c = 0;
+  while ((c = std::fgetc(f)) == ' ' || c == '\t' || c == '\n' || c == '\r') {
+  }
+  std::fclose(f);
+  return c == '{';
+}
+
+TokenizerJson read_tokenizer_json(const std::string& path, const std::string& pattern) {
+  TokenizerJson t = read_tokenizer_json(path);
+  const std::string file_pattern = t.bytes ? std::string("none (the byte tokenizer)") : t.parts.pattern;
+  const auto family = [](const std::string& p) { return p == "llama3" ? std::string("cl100k") : p; };
+  if (!pattern.empty() && (t.bytes || family(pattern) != family(file_pattern)))
+    throw InputError("--pattern " + pattern + " differs from tokenizer.json '" + path + "', whose pattern is " +
+                     file_pattern);
+  return t;
 }
 
 TokenizerFiles byte_tokenizer_files(int64_t model_max_length) {

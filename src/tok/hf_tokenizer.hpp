@@ -62,6 +62,18 @@ struct TokenizerJson {
 // <|end_of_text|>; bos is the token the post-processor's template puts first.
 TokenizerJson read_tokenizer_json(const std::string& path);
 
+// What --tokenizer PATH names: PATH/tokenizer.json for a directory that
+// holds one (a Hugging Face model directory), else PATH.
+std::string tokenizer_file(const std::string& path);
+
+// Whether `path` is to be read as a tokenizer.json: a file whose first
+// non-blank byte is '{' (a rank file's lines start with base64).
+bool is_tokenizer_json(const std::string& path);
+
+// read_tokenizer_json, with a --pattern given beside the file: it must be
+// the file's ("" = none given; cl100k and llama3 are one expression).
+TokenizerJson read_tokenizer_json(const std::string& path, const std::string& pattern);
+
 // The byte tokenizer's files (`pentad prep` without --tokenizer): a BPE
 // with the 256 bytes as ids 0..255 and no merges, no pattern, no special
 // tokens, so every byte is its own token, as in pentad.

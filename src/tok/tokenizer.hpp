@@ -45,10 +45,10 @@ class Tokenizer {
 std::unique_ptr<Tokenizer> make_byte_tokenizer();
 
 // The tokenizer of a file: a Hugging Face tokenizer.json (a file whose first
-// non-blank character is '{': tok/hf_tokenizer.hpp's read_tokenizer_json)
-// or a tiktoken rank file (tok/bpe.hpp's load_tiktoken; pattern as there).
-// A pattern given with a tokenizer.json must be the file's. Throws
-// InputError naming the file.
+// non-blank character is '{': tok/hf_tokenizer.hpp's read_tokenizer_json;
+// a directory holding one stands for it) or a tiktoken rank file
+// (tok/bpe.hpp's load_tiktoken; pattern as there). A pattern given with a
+// tokenizer.json must be the file's. Throws InputError naming the file.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path, const std::string& pattern);
 
 }  // namespace pentad

@@ -20,7 +20,8 @@
 # --tokenizer DIR/tokenizer.json`): the same token file, bit for bit, as from
 # the rank file (or without a tokenizer, for bytes), and the same tokenizer
 # named; and `pentad sample` of the export directory, which takes that
-# tokenizer.json itself, samples the checkpoint's ids.
+# tokenizer.json itself, samples the checkpoint's ids; and exporting again
+# with the exported tokenizer.json as --tokenizer writes the same files.
 set -uo pipefail
 : "${PENTAD:?}" "${MPIEXEC:?}" "${PENTAD_SOURCE_DIR:?}" "${PENTAD_PYTHON:?}"
 export OMP_NUM_THREADS=1
@@ -97,6 +98,21 @@ read_back() {
   grep -qF "tokenizer $want" <<<"$out" || { echo "FAIL: read back: 'tokenizer $want' not in:"; echo "$out"; fail=1; }
 }
 
+# re_export ARGS...: exporting again with the exported tokenizer.json as
+# --tokenizer writes the same tokenizer.json and tokenizer_config.json, byte
+# for byte (ARGS: more export arguments).
+re_export() {
+  export_hf "$tmp/hf2" --tokenizer "$tmp/hf" "$@" > /dev/null  # the directory: its tokenizer.json
+  local f
+  for f in tokenizer.json tokenizer_config.json config.json; do
+    if cmp -s "$tmp/hf/$f" "$tmp/hf2/$f"; then
+      echo "ok   re-export with $tmp/hf/tokenizer.json: the same $f"
+    else
+      echo "FAIL: re-export with $tmp/hf/tokenizer.json: $f differs"; fail=1
+    fi
+  done
+}
+
 # sample_both RANKS N: `pentad sample` of the export directory (its own
 # tokenizer.json) and of the checkpoint with the rank file give the same ids
 # for the prompt "a" (one token), and both prompts are N tokens: 2 where the
@@ -142,6 +158,7 @@ gpt2|cl100k)
   ids "$tmp/hf" "$eot" "$eot"
   read_back "$tmp/hf" "$tmp/data" "BPE $case_name" "${plain[@]}"
   sample_both "$tmp/ranks.tiktoken" 1
+  re_export
   ;;
 llama3)
   node "$js" ranks cl100k_base "$tmp/cl100k.tiktoken"
@@ -174,6 +191,7 @@ PY
   ids "$tmp/hf" 128000 128001
   read_back "$tmp/hf" "$tmp/data" "BPE llama3" "${plain[@]}"
   sample_both "$tmp/ranks.tiktoken" 2
+  re_export
   ;;
 bytes)
   checkpoint "$S/input/tiny.toml" 256
@@ -183,6 +201,7 @@ bytes)
   node "$hf" pentad "$tmp/hf" -1 "$tmp/data/train.bin" -1 "$tmp/all.txt" || fail=1
   ids "$tmp/hf" -1 -1
   read_back "$tmp/hf" "$tmp/data" "bytes" "$tmp/all.txt"
+  re_export
   ;;
 errors)
   node "$js" ranks gpt2 "$tmp/gpt2.tiktoken"
@@ -192,6 +211,8 @@ errors)
   head -300 "$tmp/gpt2.tiktoken" > "$tmp/bad.tiktoken"
   echo "not-base64! 300" >> "$tmp/bad.tiktoken"
   refused bad_rank_file "$tmp/bad.tiktoken:301:" --format hf --tokenizer "$tmp/bad.tiktoken" --pattern gpt2
+  printf '{"model": ' > "$tmp/bad.json"
+  refused bad_tokenizer_json "tokenizer.json '$tmp/bad.json': not valid JSON" --format hf --tokenizer "$tmp/bad.json"
   refused llmc "--tokenizer is for --format hf" --tokenizer "$tmp/gpt2.tiktoken"
   refused pattern_alone "--pattern needs --tokenizer FILE" --format hf --pattern gpt2
   refused bytes_pattern "--pattern needs --tokenizer FILE" --format hf --tokenizer bytes --pattern gpt2

@@ -11,7 +11,7 @@
 #   tests/tokenizer/multilingual.txt: `pentad prep` with it writes the same
 #   token file, bit for bit, as with js-tiktoken's gpt2 ranks; tokenizers.js,
 #   reading the same tokenizer.json, encodes each file to pentad's ids and
-#   decodes them to the text.
+#   decodes them to the text. `--tokenizer DIR` reads DIR/tokenizer.json.
 # errors: a tokenizer.json pentad's tokenizer would read differently is
 #   refused under mpiexec -n 2: exit 1 within 60 s, one message naming the
 #   file and the key, no token file written.
@@ -102,6 +102,11 @@ openai_gpt2)
   grep -qF "tokenizer BPE gpt2 ($tmp/gpt2/tokenizer.json, 50256 ranks" <<<"$out" || { echo "FAIL: tokenizer not named as BPE gpt2 with 50256 ranks"; fail=1; }
   grep -qF "vocabulary 50257" <<<"$out" || { echo "FAIL: vocabulary not 50257"; fail=1; }
   node "$S/tests/tokenizer/hf_tokenizers.cjs" pentad "$tmp/gpt2" -1 "$tmp/json/train.bin" 50256 "${plain[@]}" || fail=1
+  # The directory stands for its tokenizer.json.
+  "$PENTAD" prep --tokenizer "$tmp/gpt2" --val-fraction 0 --out "$tmp/dir" "${plain[@]}" > /dev/null ||
+    { echo "FAIL: prep --tokenizer DIR"; fail=1; }
+  cmp -s "$tmp/json/train.bin" "$tmp/dir/train.bin" && echo "ok   --tokenizer $tmp/gpt2 (the directory) reads its tokenizer.json" ||
+    { echo "FAIL: --tokenizer DIR gives another token file"; fail=1; }
   ;;
 errors)
   openai_gpt2

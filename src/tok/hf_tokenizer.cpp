@@ -282,18 +282,14 @@ std::string template_first(const json& post) {
 
 }  // namespace
 
-TokenizerJson read_tokenizer_json(const std::string& path) {
-  const std::string what = "tokenizer.json '" + path + "'";
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw InputError(what + ": is a directory");
-  const std::optional<std::string> text = read_text(path);
-  if (!text) throw InputError(what + ": cannot be read");
-  json j;
-  try {
-    j = json::parse(*text);
-  } catch (const json::exception& e) {
-    throw InputError(what + ": not valid JSON: " + e.what());
-  }
+namespace {
+
+using Added = std::vector<std::pair<std::string, uint32_t>>;  // (text, id)
+
+// What a tokenizer.json must be for pentad's tokenizer to read it as it is
+// meant: a byte-level BPE with no normalizer (the pre-tokenizer is checked
+// by pattern_of_pre_tokenizer).
+void check_kind(const json& j, const std::string& what) {
   if (!j.is_object() || !j.contains("model") || !j["model"].is_object())
     throw InputError(what + ": no \"model\" object (not a Hugging Face tokenizer file)");
   const json& model = j["model"];
@@ -314,29 +310,29 @@ TokenizerJson read_tokenizer_json(const std::string& path) {
     throw InputError(what + ": \"decoder\" " + short_dump(j["decoder"]) + ": pentad decodes byte-level text (ByteLevel)");
   if (!j.contains("pre_tokenizer") || j["pre_tokenizer"].is_null())
     throw InputError(what + ": no \"pre_tokenizer\": pentad reads ByteLevel, or a Split followed by ByteLevel");
-  const std::string pattern = pattern_of_pre_tokenizer(j["pre_tokenizer"], what);
+}
 
-  // The added tokens: the special tokens, after the ranks.
-  std::vector<std::pair<std::string, uint32_t>> added;
-  if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
-    if (!j["added_tokens"].is_array()) throw InputError(what + ": \"added_tokens\" is not a list");
-    for (const json& a : j["added_tokens"]) {
-      if (!a.is_object() || !a.contains("id") || !a["id"].is_number_unsigned() || !a.contains("content") ||
-          !a["content"].is_string())
-        throw InputError(what + ": added token " + short_dump(a) + " has no \"id\" and \"content\"");
-      if (a["id"].get<uint64_t>() >= (uint64_t(1) << 31))
-        throw InputError(what + ": added token " + short_dump(a) + ": id out of range");
-      added.emplace_back(a["content"].get<std::string>(), uint32_t(a["id"].get<uint64_t>()));
-    }
+// The added tokens: the special tokens, after the ranks.
+Added read_added(const json& j, const std::string& what) {
+  Added added;
+  if (!j.contains("added_tokens") || j["added_tokens"].is_null()) return added;
+  if (!j["added_tokens"].is_array()) throw InputError(what + ": \"added_tokens\" is not a list");
+  for (const json& a : j["added_tokens"]) {
+    if (!a.is_object() || !a.contains("id") || !a["id"].is_number_unsigned() || !a.contains("content") ||
+        !a["content"].is_string())
+      throw InputError(what + ": added token " + short_dump(a) + " has no \"id\" and \"content\"");
+    if (a["id"].get<uint64_t>() >= (uint64_t(1) << 31))
+      throw InputError(what + ": added token " + short_dump(a) + ": id out of range");
+    added.emplace_back(a["content"].get<std::string>(), uint32_t(a["id"].get<uint64_t>()));
   }
-  const auto is_added = [&](uint64_t id) {  // (a linear scan: added tokens are few)
-    return std::any_of(added.begin(), added.end(), [&](const auto& a) { return a.second == id; });
-  };
+  return added;
+}
 
-  // The vocabulary without the added tokens: the ranks, 0..n-1.
+// The vocabulary without the added tokens, as bytes: the ranks, 0..n-1.
+std::vector<std::string> read_vocab(const json& model, const Added& added, const ByteLevelBytes& bytes_of,
+                                    const std::string& what) {
   if (!model.contains("vocab") || !model["vocab"].is_object())
     throw InputError(what + ": \"model\" has no \"vocab\" object");
-  const ByteLevelBytes bytes_of;
   std::vector<std::string> tokens;
   std::vector<bool> seen;
   std::string bytes;
@@ -345,11 +341,10 @@ TokenizerJson read_tokenizer_json(const std::string& path) {
       throw InputError(what + ": vocab entry " + json(key).dump() + " has id " + short_dump(value) +
                        ", not a non-negative integer below 2^31");
     const uint64_t id = value.get<uint64_t>();
-    if (is_added(id)) {
-      const std::string& content =
-          std::find_if(added.begin(), added.end(), [&](const auto& a) { return a.second == id; })->first;
-      if (content == key) continue;  // GPT-2's vocab also lists <|endoftext|>
-      throw InputError(what + ": added token " + json(content).dump() + " has id " + std::to_string(id) +
+    const auto a = std::find_if(added.begin(), added.end(), [&](const auto& x) { return x.second == id; });
+    if (a != added.end()) {
+      if (a->first == key) continue;  // GPT-2's vocab also lists <|endoftext|>
+      throw InputError(what + ": added token " + json(a->first).dump() + " has id " + std::to_string(id) +
                        ", which the vocab gives to " + json(key).dump() +
                        "; pentad numbers the special tokens after the vocabulary");
     }
@@ -374,20 +369,17 @@ TokenizerJson read_tokenizer_json(const std::string& path) {
     throw InputError(what + ": the vocab's ids (without the added tokens) are not 0..n-1: " +
                      (tokens.empty() ? std::string("it is empty")
                                      : "id " + std::to_string(hole - seen.begin()) + " is missing"));
-  const uint32_t n_ranks = uint32_t(tokens.size());
+  return tokens;
+}
 
-  std::vector<const std::string*> in_order(n_ranks);
-  for (uint32_t r = 0; r < n_ranks; ++r) in_order[r] = &tokens[r];
-  RankTable ranks = RankTable::from_tokens(in_order, what, [&](uint32_t a, uint32_t b, const std::string& t) {
-    return what + ": ids " + std::to_string(std::min(a, b)) + " and " + std::to_string(std::max(a, b)) +
-           " are the same bytes \"" + t + "\"";
-  });
-
-  // The merges, in the order of the ids they make.
+// Checks the merges: each of tokens in the vocab, in the order of the ids
+// they make. Returns how many there are.
+size_t check_merges(const json& model, const RankTable& ranks, const ByteLevelBytes& bytes_of,
+                    const std::string& what) {
   const json merges = model.contains("merges") ? model["merges"] : json::array();
   if (!merges.is_array()) throw InputError(what + ": \"merges\" is not a list");
   int64_t last = -1;
-  std::string left, right;
+  std::string bytes;
   for (size_t i = 0; i < merges.size(); ++i) {
     const json& m = merges[i];
     std::string l, r;
@@ -402,28 +394,76 @@ TokenizerJson read_tokenizer_json(const std::string& path) {
     } else {
       throw InputError(what + ": merge " + std::to_string(i) + " " + short_dump(m) + " is not a pair of tokens");
     }
-    uint32_t ids[3];
-    const std::string* parts[3] = {&l, &r, nullptr};
     const std::string joined = l + r;
-    parts[2] = &joined;
-    for (int k = 0; k < 3; ++k) {
-      ids[k] = bytes_of(*parts[k], &bytes) ? ranks.find(bytes.data(), bytes.size()) : RankTable::kNone;
-      if (ids[k] == RankTable::kNone)
-        throw InputError(what + ": merge " + std::to_string(i) + " " + m.dump() + ": " + json(*parts[k]).dump() +
+    uint32_t made = RankTable::kNone;
+    const std::string* const pieces[] = {&l, &r, &joined};
+    for (const std::string* t : pieces) {
+      made = bytes_of(*t, &bytes) ? ranks.find(bytes.data(), bytes.size()) : RankTable::kNone;
+      if (made == RankTable::kNone)
+        throw InputError(what + ": merge " + std::to_string(i) + " " + m.dump() + ": " + json(*t).dump() +
                          " is not in the vocab");
     }
-    if (int64_t(ids[2]) < last)
-      throw InputError(what + ": merge " + std::to_string(i) + " " + m.dump() + " makes id " +
-                       std::to_string(ids[2]) + " after a merge that made id " + std::to_string(last) +
+    if (int64_t(made) < last)
+      throw InputError(what + ": merge " + std::to_string(i) + " " + m.dump() + " makes id " + std::to_string(made) +
+                       " after a merge that made id " + std::to_string(last) +
                        ": the merges are not in the order of the ids they make, so Hugging Face's BPE (the pair "
                        "listed first) and pentad's (the join of lowest id, tiktoken's rule) would tokenize "
                        "differently");
-    last = ids[2];
+    last = made;
   }
+  return merges.size();
+}
+
+// The end-of-text token's text: tokenizer_config.json's eos_token beside
+// `path` ("" when there is none).
+std::string configured_eos(const std::string& path, const Added& added, const std::string& what) {
+  std::error_code ec;
+  const std::string cfg_path = (std::filesystem::path(path).parent_path() / "tokenizer_config.json").string();
+  if (!std::filesystem::exists(cfg_path, ec)) return {};
+  const auto cfg_text = read_text(cfg_path);
+  if (!cfg_text) return {};
+  const json cfg = json::parse(*cfg_text, nullptr, false);
+  if (!cfg.is_object() || !cfg.contains("eos_token")) return {};
+  const json& e = cfg["eos_token"];
+  std::string eos;
+  if (e.is_string()) eos = e.get<std::string>();
+  else if (e.is_object() && e.contains("content") && e["content"].is_string()) eos = e["content"].get<std::string>();
+  if (!eos.empty() && added_id(added, eos) < 0)
+    throw InputError("'" + cfg_path + "': \"eos_token\" " + json(eos).dump() + " is not an added token of " + what);
+  return eos;
+}
+
+}  // namespace
+
+TokenizerJson read_tokenizer_json(const std::string& path) {
+  const std::string what = "tokenizer.json '" + path + "'";
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw InputError(what + ": is a directory");
+  const std::optional<std::string> text = read_text(path);
+  if (!text) throw InputError(what + ": cannot be read");
+  json j;
+  try {
+    j = json::parse(*text);
+  } catch (const json::exception& e) {
+    throw InputError(what + ": not valid JSON: " + e.what());
+  }
+  check_kind(j, what);
+  const std::string pattern = pattern_of_pre_tokenizer(j["pre_tokenizer"], what);
+  const Added added = read_added(j, what);
+  const ByteLevelBytes bytes_of;
+  const std::vector<std::string> tokens = read_vocab(j["model"], added, bytes_of, what);
+  const uint32_t n_ranks = uint32_t(tokens.size());
+  std::vector<const std::string*> in_order(n_ranks);
+  for (uint32_t r = 0; r < n_ranks; ++r) in_order[r] = &tokens[r];
+  RankTable ranks = RankTable::from_tokens(in_order, what, [&](uint32_t a, uint32_t b, const std::string& t) {
+    return what + ": ids " + std::to_string(std::min(a, b)) + " and " + std::to_string(std::max(a, b)) +
+           " are the same bytes \"" + t + "\"";
+  });
+  const size_t n_merges = check_merges(j["model"], ranks, bytes_of, what);
 
   TokenizerJson out;
   if (pattern.empty()) {
-    bool identity = n_ranks == 256 && added.empty() && merges.empty();
+    bool identity = n_ranks == 256 && added.empty() && n_merges == 0;
     for (uint32_t b = 0; identity && b < 256; ++b) identity = tokens[b] == std::string(1, char(b));
     if (!identity)
       throw InputError(what + ": \"pre_tokenizer\" is ByteLevel without its expression, which pentad reads only "
@@ -431,7 +471,6 @@ TokenizerJson read_tokenizer_json(const std::string& path) {
     out.bytes = true;
     return out;
   }
-
   BpeParts& p = out.parts;
   p.ranks = std::move(ranks);
   p.pattern = pattern == "cl100k" && added_id(added, "<|begin_of_text|>") >= 0 ? "llama3" : pattern;
@@ -439,27 +478,15 @@ TokenizerJson read_tokenizer_json(const std::string& path) {
   p.vocab = n_ranks;
   for (const auto& [t, id] : added) p.vocab = std::max<int64_t>(p.vocab, int64_t(id) + 1);
   // The end-of-text token: tokenizer_config.json's eos_token, else by name.
-  std::string eos;
-  const std::string cfg_path = (std::filesystem::path(path).parent_path() / "tokenizer_config.json").string();
-  if (std::filesystem::exists(cfg_path, ec)) {
-    if (const auto cfg_text = read_text(cfg_path)) {
-      const json cfg = json::parse(*cfg_text, nullptr, false);
-      if (cfg.is_object() && cfg.contains("eos_token")) {
-        const json& e = cfg["eos_token"];
-        if (e.is_string()) eos = e.get<std::string>();
-        else if (e.is_object() && e.contains("content") && e["content"].is_string()) eos = e["content"].get<std::string>();
-      }
-    }
-  }
-  if (!eos.empty() && added_id(added, eos) < 0)
-    throw InputError("'" + cfg_path + "': \"eos_token\" " + json(eos).dump() + " is not an added token of " + what);
+  const std::string eos = configured_eos(path, added, what);
   p.eot = !eos.empty() ? added_id(added, eos)
                        : std::max(added_id(added, "<|endoftext|>"), added_id(added, "<|end_of_text|>"));
   const std::string bos = template_first(j.contains("post_processor") ? j["post_processor"] : json());
   if (!bos.empty()) {
     p.bos = added_id(added, bos);
-    if (p.bos < 0) throw InputError(what + ": the post-processor's template starts with " + json(bos).dump() +
-                                    ", which is not an added token");
+    if (p.bos < 0)
+      throw InputError(what + ": the post-processor's template starts with " + json(bos).dump() +
+                       ", which is not an added token");
   }
   p.separator = p.bos >= 0 ? p.bos : p.eot;
   return out;

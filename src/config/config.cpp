@@ -397,7 +397,7 @@ void add_io_keys(std::vector<Key>& s) {
   s.push_back(enum_key(PENTAD_FIELD(data, order),
                        "random: starts drawn with replacement; epoch: each window once per epoch"));
   s.push_back(string_key(PENTAD_FIELD(data, tokenizer),
-                         "tiktoken rank file of the data, to decode train.sample_every samples; \"\" = none"));
+                         "tokenizer of the data (a tiktoken rank file or a tokenizer.json), to decode train.sample_every samples; \"\" = none"));
   s.push_back(string_key(PENTAD_FIELD(data, tokenizer_pattern),
                          "pattern of data.tokenizer (gpt2, cl100k, llama3); \"\" = from its rank count"));
 

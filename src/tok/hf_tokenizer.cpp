@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -286,23 +287,32 @@ namespace {
 
 using Added = std::vector<std::pair<std::string, uint32_t>>;  // (text, id)
 
-// What a tokenizer.json must be for pentad's tokenizer to read it as it is
-// meant: a byte-level BPE with no normalizer (the pre-tokenizer is checked
-// by pattern_of_pre_tokenizer).
-void check_kind(const json& j, const std::string& what) {
-  if (!j.is_object() || !j.contains("model") || !j["model"].is_object())
-    throw InputError(what + ": no \"model\" object (not a Hugging Face tokenizer file)");
-  const json& model = j["model"];
-  if (model.value("type", "") != "BPE")
-    throw InputError(what + ": \"model\" type " + short_dump(model.value("type", json())) +
-                     ": pentad reads byte-level BPE (\"BPE\")");
-  if (model.value("byte_fallback", false))
-    throw InputError(what + ": \"byte_fallback\" = true (a SentencePiece-style BPE): pentad reads byte-level BPE");
+// The model's options pentad's BPEs have none of (either kind).
+void check_model_options(const json& model, const std::string& what) {
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (model.contains(key) && model[key].is_string() && !model[key].get<std::string>().empty())
       throw InputError(what + ": \"" + key + "\" = " + model[key].dump() + ": pentad's BPE has none");
   if (model.contains("dropout") && model["dropout"].is_number() && model["dropout"].get<double>() != 0.0)
     throw InputError(what + ": \"dropout\" = " + model["dropout"].dump() + ": pentad's BPE is deterministic");
+}
+
+// The file's model: a BPE, read as byte-level BPE (check_kind) or, with
+// "byte_fallback": true, as a SentencePiece BPE (read_sentencepiece).
+const json& bpe_model(const json& j, const std::string& what) {
+  if (!j.is_object() || !j.contains("model") || !j["model"].is_object())
+    throw InputError(what + ": no \"model\" object (not a Hugging Face tokenizer file)");
+  const json& model = j["model"];
+  if (model.value("type", "") != "BPE")
+    throw InputError(what + ": \"model\" type " + short_dump(model.value("type", json())) +
+                     ": pentad reads byte-level BPE (\"BPE\"), or SentencePiece's BPE with byte fallback");
+  return model;
+}
+
+// What a tokenizer.json must be for pentad's byte-level BPE to read it as it
+// is meant: no normalizer (the pre-tokenizer is checked by
+// pattern_of_pre_tokenizer).
+void check_kind(const json& j, const std::string& what) {
+  check_model_options(j["model"], what);
   if (j.contains("normalizer") && !j["normalizer"].is_null())
     throw InputError(what + ": \"normalizer\" " + short_dump(j["normalizer"]) + ": pentad applies none");
   if (j.contains("decoder") && !j["decoder"].is_null() &&
@@ -372,28 +382,39 @@ std::vector<std::string> read_vocab(const json& model, const Added& added, const
   return tokens;
 }
 
+// The merges, a list.
+const json& merge_list(const json& model, const std::string& what) {
+  static const json none = json::array();
+  if (!model.contains("merges")) return none;
+  if (!model["merges"].is_array()) throw InputError(what + ": \"merges\" is not a list");
+  return model["merges"];
+}
+
+// Merge i's two tokens: "LEFT RIGHT" (neither has a space: byte-level text
+// and SentencePiece's '▁' have none) or ["LEFT", "RIGHT"].
+std::pair<std::string, std::string> merge_pair(const json& m, size_t i, const std::string& what) {
+  if (m.is_string()) {
+    const std::string s = m.get<std::string>();
+    const size_t sp = s.find(' ');
+    if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+      throw InputError(what + ": merge " + std::to_string(i) + " " + m.dump() + " is not \"LEFT RIGHT\"");
+    return {s.substr(0, sp), s.substr(sp + 1)};
+  }
+  if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string())
+    return {m[0].get<std::string>(), m[1].get<std::string>()};
+  throw InputError(what + ": merge " + std::to_string(i) + " " + short_dump(m) + " is not a pair of tokens");
+}
+
 // Checks the merges: each of tokens in the vocab, in the order of the ids
 // they make. Returns how many there are.
 size_t check_merges(const json& model, const RankTable& ranks, const ByteLevelBytes& bytes_of,
                     const std::string& what) {
-  const json merges = model.contains("merges") ? model["merges"] : json::array();
-  if (!merges.is_array()) throw InputError(what + ": \"merges\" is not a list");
+  const json& merges = merge_list(model, what);
   int64_t last = -1;
   std::string bytes;
   for (size_t i = 0; i < merges.size(); ++i) {
     const json& m = merges[i];
-    std::string l, r;
-    if (m.is_string()) {  // "left right" (byte-level text has no space)
-      const std::string s = m.get<std::string>();
-      const size_t sp = s.find(' ');
-      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
-        throw InputError(what + ": merge " + std::to_string(i) + " " + m.dump() + " is not \"LEFT RIGHT\"");
-      l = s.substr(0, sp), r = s.substr(sp + 1);
-    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      l = m[0].get<std::string>(), r = m[1].get<std::string>();
-    } else {
-      throw InputError(what + ": merge " + std::to_string(i) + " " + short_dump(m) + " is not a pair of tokens");
-    }
+    const auto [l, r] = merge_pair(m, i, what);
     const std::string joined = l + r;
     uint32_t made = RankTable::kNone;
     const std::string* const pieces[] = {&l, &r, &joined};
@@ -433,6 +454,164 @@ std::string configured_eos(const std::string& path, const Added& added, const st
   return eos;
 }
 
+// --- SentencePiece's BPE (byte_fallback) ------------------------------------
+
+const std::string kSpace = "\xE2\x96\x81";  // '▁', U+2581
+
+bool is_object_of(const json& j, const char* type) { return j.is_object() && j.value("type", "") == type; }
+
+// A Replace of the string `from` by `to`.
+bool is_replace(const json& j, const std::string& from, const std::string& to) {
+  return is_object_of(j, "Replace") && j.contains("pattern") && j["pattern"].is_object() &&
+         j["pattern"].value("String", "") == from && j.value("content", "") == to;
+}
+
+// The text goes in as one word, '▁' before it and for every space: either
+// Llama 2's normalizer (Prepend '▁', Replace ' ' by '▁') and no
+// pre-tokenizer, or no normalizer and a Metaspace pre-tokenizer that does
+// the same (replacement '▁', prepended, not split at spaces).
+void check_sentencepiece_text(const json& j, const std::string& what) {
+  const json norm = j.value("normalizer", json());
+  const json pre = j.value("pre_tokenizer", json());
+  if (!norm.is_null()) {
+    const bool llama = is_object_of(norm, "Sequence") && norm.contains("normalizers") &&
+                       norm["normalizers"].is_array() && norm["normalizers"].size() == 2 &&
+                       is_object_of(norm["normalizers"][0], "Prepend") &&
+                       norm["normalizers"][0].value("prepend", "") == kSpace &&
+                       is_replace(norm["normalizers"][1], " ", kSpace);
+    if (!llama)
+      throw InputError(what + ": \"normalizer\" " + short_dump(norm) +
+                       ": with byte fallback pentad reads Prepend \"\u2581\" then Replace \" \" by \"\u2581\" (Llama 2's)");
+    if (!pre.is_null())
+      throw InputError(what + ": \"pre_tokenizer\" " + short_dump(pre) +
+                       ": with Llama 2's normalizer pentad reads none (the text is one word)");
+    return;
+  }
+  const bool metaspace = is_object_of(pre, "Metaspace") && pre.value("replacement", "") == kSpace &&
+                         !pre.value("split", true) &&
+                         (pre.contains("prepend_scheme") ? (pre["prepend_scheme"] == "first" || pre["prepend_scheme"] == "always")
+                                                         : pre.value("add_prefix_space", false));
+  if (!metaspace)
+    throw InputError(what + ": \"pre_tokenizer\" " + short_dump(pre) +
+                     ": with byte fallback and no normalizer pentad reads Metaspace (\"\u2581\", prepended, "
+                     "\"split\": false)");
+}
+
+// The decoder: '▁' to a space, the <0xNN> tokens to their bytes, and at most
+// the first space stripped (which pentad's decode keeps: sp_bpe.hpp).
+void check_sentencepiece_decoder(const json& j, const std::string& what) {
+  const json dec = j.value("decoder", json());
+  bool replace = false, bytes = false, ok = is_object_of(dec, "Sequence") && dec.contains("decoders") &&
+                                             dec["decoders"].is_array();
+  for (size_t i = 0; ok && i < dec["decoders"].size(); ++i) {
+    const json& d = dec["decoders"][i];
+    if (is_replace(d, kSpace, " ")) replace = true;
+    else if (is_object_of(d, "ByteFallback")) bytes = true;
+    else ok = is_object_of(d, "Fuse") || (is_object_of(d, "Strip") && d.value("content", "") == " " &&
+                                           d.value("start", 9) <= 1 && d.value("stop", 9) == 0);
+  }
+  if (!ok || !replace || !bytes)
+    throw InputError(what + ": \"decoder\" " + short_dump(dec) +
+                     ": with byte fallback pentad decodes as a Sequence of Replace \"\u2581\" by \" \", ByteFallback, "
+                     "Fuse and Strip \" \" (1, 0)");
+}
+
+// The vocabulary: pieces in id order, ids 0..n-1, every <0xNN> among them.
+void read_pieces(const json& model, SpBpeParts& p, const std::string& what) {
+  if (!model.contains("vocab") || !model["vocab"].is_object())
+    throw InputError(what + ": \"model\" has no \"vocab\" object");
+  std::vector<bool> seen;
+  for (const auto& [key, value] : model["vocab"].items()) {
+    if (!value.is_number_unsigned() || value.get<uint64_t>() >= (uint64_t(1) << 31))
+      throw InputError(what + ": vocab entry " + json(key).dump() + " has id " + short_dump(value) +
+                       ", not a non-negative integer below 2^31");
+    const uint64_t id = value.get<uint64_t>();
+    if (id >= p.pieces.size()) p.pieces.resize(id + 1), seen.resize(id + 1, false);
+    if (seen[id]) throw InputError(what + ": id " + std::to_string(id) + " is in the vocab twice");
+    seen[id] = true;
+    p.pieces[id] = key;
+  }
+  const auto hole = std::find(seen.begin(), seen.end(), false);
+  if (p.pieces.empty() || hole != seen.end())
+    throw InputError(what + ": the vocab's ids are not 0..n-1: " +
+                     (p.pieces.empty() ? std::string("it is empty")
+                                       : "id " + std::to_string(hole - seen.begin()) + " is missing"));
+  std::map<std::string, uint32_t> id_of;
+  for (uint32_t id = 0; id < p.pieces.size(); ++id) id_of.emplace(p.pieces[id], id);
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    const auto it = id_of.find(name);
+    if (it == id_of.end())
+      throw InputError(what + ": \"byte_fallback\" = true, but the vocab has no " + name +
+                       " (byte fallback needs a token for each of the 256 bytes)");
+    p.byte_ids[b] = it->second;
+  }
+}
+
+// The merges in their order (the priority), each of pieces: left, right and
+// their join.
+void read_sp_merges(const json& model, SpBpeParts& p, const std::string& what) {
+  std::unordered_map<std::string, uint32_t> id_of;
+  for (uint32_t id = 0; id < p.pieces.size(); ++id) id_of.emplace(p.pieces[id], id);
+  const json& merges = merge_list(model, what);
+  std::unordered_map<uint64_t, size_t> first;  // (left, right) -> its index
+  p.merges.reserve(merges.size());
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const auto [l, r] = merge_pair(merges[i], i, what);
+    const std::string joined = l + r;
+    std::array<uint32_t, 3> m{};
+    const std::string* const parts[] = {&l, &r, &joined};
+    for (int k = 0; k < 3; ++k) {
+      const auto it = id_of.find(*parts[k]);
+      if (it == id_of.end())
+        throw InputError(what + ": merge " + std::to_string(i) + " " + merges[i].dump() + ": " +
+                         json(*parts[k]).dump() + " is not in the vocab");
+      m[k] = it->second;
+    }
+    const auto [at, fresh] = first.emplace((uint64_t(m[0]) << 32) | m[1], i);
+    if (!fresh)
+      throw InputError(what + ": merge " + std::to_string(i) + " " + merges[i].dump() + " is merge " +
+                       std::to_string(at->second) + " again");
+    p.merges.push_back(m);
+  }
+}
+
+// A tokenizer.json whose BPE has byte fallback, as sp_bpe.hpp's tokenizer.
+SpBpeParts read_sentencepiece(const json& j, const std::string& path, const std::string& what) {
+  const json& model = j["model"];
+  check_model_options(model, what);
+  check_sentencepiece_text(j, what);
+  check_sentencepiece_decoder(j, what);
+  SpBpeParts p;
+  read_pieces(model, p, what);
+  p.ignore_merges = model.value("ignore_merges", false);
+  read_sp_merges(model, p, what);
+  // The added tokens: the vocab's own pieces (Llama 2's <unk>, <s>, </s>),
+  // or special tokens after it.
+  const Added added = read_added(j, what);
+  const int64_t n = int64_t(p.pieces.size());
+  p.vocab = n;
+  for (const auto& [t, id] : added) {
+    if (int64_t(id) < n && p.pieces[id] != t)
+      throw InputError(what + ": added token " + json(t).dump() + " has id " + std::to_string(id) +
+                       ", which the vocab gives to " + json(p.pieces[id]).dump());
+    p.vocab = std::max<int64_t>(p.vocab, int64_t(id) + 1);
+    p.specials.emplace_back(t, id);
+  }
+  const std::string eos = configured_eos(path, added, what);
+  p.eot = added_id(added, eos.empty() ? std::string("</s>") : eos);
+  const std::string bos = template_first(j.value("post_processor", json()));
+  if (!bos.empty()) {
+    p.bos = added_id(added, bos);
+    if (p.bos < 0)
+      throw InputError(what + ": the post-processor's template starts with " + json(bos).dump() +
+                       ", which is not an added token");
+  }
+  p.separator = p.bos >= 0 ? p.bos : p.eot;
+  return p;
+}
+
 }  // namespace
 
 TokenizerJson read_tokenizer_json(const std::string& path) {
@@ -446,6 +625,12 @@ TokenizerJson read_tokenizer_json(const std::string& path) {
     j = json::parse(*text);
   } catch (const json::exception& e) {
     throw InputError(what + ": not valid JSON: " + e.what());
+  }
+  if (bpe_model(j, what).value("byte_fallback", false)) {
+    TokenizerJson out;
+    out.sentencepiece = true;
+    out.sp = read_sentencepiece(j, path, what);
+    return out;
   }
   check_kind(j, what);
   const std::string pattern = pattern_of_pre_tokenizer(j["pre_tokenizer"], what);
@@ -512,12 +697,47 @@ bool is_tokenizer_json(const std::string& path) {
 
 TokenizerJson read_tokenizer_json(const std::string& path, const std::string& pattern) {
   TokenizerJson t = read_tokenizer_json(path);
-  const std::string file_pattern = t.bytes ? std::string("none (the byte tokenizer)") : t.parts.pattern;
+  const std::string file_pattern = t.bytes           ? std::string("none (the byte tokenizer)")
+                                   : t.sentencepiece ? std::string("none (a SentencePiece BPE: the text is one word)")
+                                                     : t.parts.pattern;
   const auto family = [](const std::string& p) { return p == "llama3" ? std::string("cl100k") : p; };
-  if (!pattern.empty() && (t.bytes || family(pattern) != family(file_pattern)))
+  if (!pattern.empty() && (t.bytes || t.sentencepiece || family(pattern) != family(file_pattern)))
     throw InputError("--pattern " + pattern + " differs from tokenizer.json '" + path + "', whose pattern is " +
                      file_pattern);
   return t;
+}
+
+TokenizerFiles sentencepiece_files(const std::string& path, const SpBpeParts& sp, int64_t model_max_length) {
+  const std::string what = "tokenizer.json '" + path + "'";
+  TokenizerFiles f;
+  std::optional<std::string> text = read_text(path);
+  if (!text) throw InputError(what + ": cannot be read");
+  f.tokenizer_json = std::move(*text);
+  const std::string cfg_path = (std::filesystem::path(path).parent_path() / "tokenizer_config.json").string();
+  std::error_code ec;
+  if (std::filesystem::exists(cfg_path, ec)) {
+    text = read_text(cfg_path);
+    if (!text) throw InputError("'" + cfg_path + "': cannot be read");
+    f.tokenizer_config_json = std::move(*text);
+  } else {
+    const auto name = [&](int64_t id) {
+      for (const auto& [t, i] : sp.specials)
+        if (int64_t(i) == id) return json(t);
+      return json();
+    };
+    json cfg = {{"add_bos_token", sp.bos >= 0},
+                {"add_eos_token", false},
+                {"bos_token", name(sp.bos)},
+                {"eos_token", name(sp.eot)},
+                {"clean_up_tokenization_spaces", false},
+                {"model_max_length", model_max_length},
+                {"tokenizer_class", "PreTrainedTokenizerFast"}};
+    f.tokenizer_config_json = cfg.dump(2) + "\n";
+  }
+  f.bos_id = sp.bos;
+  f.eos_id = sp.eot;
+  f.merges = int64_t(sp.merges.size());
+  return f;
 }
 
 TokenizerFiles byte_tokenizer_files(int64_t model_max_length) {

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "tok/bpe.hpp"
+#include "tok/sp_bpe.hpp"
 
 namespace pentad::hf {
 
@@ -42,8 +43,10 @@ TokenizerFiles tokenizer_files(const BpeParts& parts, int64_t model_max_length);
 
 // A tokenizer.json read back (read_tokenizer_json).
 struct TokenizerJson {
-  bool bytes = false;  // the byte tokenizer (ids 0..255 the bytes, no merges, no pattern)
-  BpeParts parts;      // otherwise: a byte-level BPE
+  bool bytes = false;          // the byte tokenizer (ids 0..255 the bytes, no merges, no pattern)
+  bool sentencepiece = false;  // a BPE with byte fallback: sp
+  BpeParts parts;              // otherwise: a byte-level BPE
+  SpBpeParts sp;
 };
 
 // Reads a Hugging Face tokenizer.json as the byte-level BPE it describes, in
@@ -73,6 +76,12 @@ bool is_tokenizer_json(const std::string& path);
 // read_tokenizer_json, with a --pattern given beside the file: it must be
 // the file's ("" = none given; cl100k and llama3 are one expression).
 TokenizerJson read_tokenizer_json(const std::string& path, const std::string& pattern);
+
+// The files of the SentencePiece BPE read from the tokenizer.json at `path`
+// (read_tokenizer_json), passed on as they are: that file, and the
+// tokenizer_config.json beside it or, where there is none, one naming its
+// bos and eos tokens for a model of model_max_length positions.
+TokenizerFiles sentencepiece_files(const std::string& path, const SpBpeParts& sp, int64_t model_max_length);
 
 // The byte tokenizer's files (`pentad prep` without --tokenizer): a BPE
 // with the 256 bytes as ids 0..255 and no merges, no pattern, no special

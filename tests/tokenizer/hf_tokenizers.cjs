@@ -13,6 +13,8 @@
 //        for each FILE: tokenizers.js's encode(text, no template) ==
 //        js-tiktoken's encode(text, "all") (special tokens' text encoded as
 //        the special ids, as Hugging Face's added tokens are)
+//   encode DIR TEXT
+//        prints tokenizers.js's ids of TEXT (with the template's tokens)
 // Exit code 1 on any mismatch.
 "use strict";
 const fs = require("fs");
@@ -84,8 +86,11 @@ function main() {
       compare(path.basename(file), tok.encode(text, { add_special_tokens: false }).ids, encoder.encode(text, "all"),
               "tokenizers.js encode == js-tiktoken encode(text, \"all\")");
     }
+  } else if (cmd === "encode") {
+    console.log(tok.encode(args[0]).ids.join(" "));
+    return 0;
   } else {
-    console.error("usage: hf_tokenizers.cjs pentad DIR BOS TRAIN_BIN SEP FILE... | tiktoken DIR ENC FILE...");
+    console.error("usage: hf_tokenizers.cjs pentad DIR BOS TRAIN_BIN SEP FILE... | tiktoken DIR ENC FILE... | encode DIR TEXT");
     return 2;
   }
   console.log(`${n_ids} ids compared, ${failures} failures`);

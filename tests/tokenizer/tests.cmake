@@ -36,8 +36,10 @@ foreach(case gpt2 cl100k llama3 bytes errors)
 endforeach()
 
 # Reading a Hugging Face tokenizer.json: GPT-2's, built from OpenAI's
-# original files, against js-tiktoken and tokenizers.js; the refusals.
-foreach(case openai_gpt2 errors)
+# original files, against js-tiktoken and tokenizers.js; Llama 2's (a
+# SentencePiece BPE) against tokenizers.js, exported and sampled; the
+# refusals.
+foreach(case openai_gpt2 llama2 errors)
   add_test(NAME tokenizer_hf_read_${case} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/hf_read.sh ${case})
   set_tests_properties(tokenizer_hf_read_${case} PROPERTIES LABELS "tokenizer;mpi;cli" TIMEOUT 300
     ENVIRONMENT "${PENTAD_TEST_ENV}")

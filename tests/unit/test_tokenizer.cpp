@@ -770,3 +770,72 @@ TEST(HfTokenizer, ByteTokenizerFilesAreTheBytesAlone) {
   EXPECT_FALSE(cfg.contains("eos_token"));
   EXPECT_EQ(cfg["model_max_length"], 32);
 }
+
+// A SentencePiece BPE's tokenizer.json (byte fallback, Llama 2's form): the
+// merge listed first joins first whatever id it makes, a character the
+// vocabulary lacks is its bytes' <0xNN>, '▁' decodes as a space; Metaspace's
+// form reads the same; a pair merged twice is refused.
+TEST_F(TokenizerTest, SentencePieceBpeFollowsTheMergeList) {
+  using nlohmann::json;
+  const std::string sp = "\xE2\x96\x81";  // '▁'
+  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    vocab[name] = 3 + b;
+  }
+  const std::vector<std::string> pieces = {sp, "a", "b", sp + sp, sp + "a", "ab", sp + "ab"};  // 259..265
+  for (size_t k = 0; k < pieces.size(); ++k) vocab[pieces[k]] = 259 + int(k);
+  // "▁ ▁" last, though "▁▁" (262) is made before "▁a" (263), as in Llama 2.
+  const json merges = {"a b", sp + " a", sp + " ab", sp + " " + sp};
+  const auto special = [](const char* t, int id) { return json{{"id", id}, {"content", t}, {"special", true}}; };
+  json tj = {{"added_tokens", {special("<unk>", 0), special("<s>", 1), special("</s>", 2)}},
+             {"normalizer", {{"type", "Sequence"},
+                             {"normalizers", {{{"type", "Prepend"}, {"prepend", sp}},
+                                              {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", sp}}}}}},
+             {"pre_tokenizer", nullptr},
+             {"post_processor", {{"type", "TemplateProcessing"},
+                                 {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                             {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}}}},
+             {"decoder", {{"type", "Sequence"},
+                          {"decoders", {{{"type", "Replace"}, {"pattern", {{"String", sp}}}, {"content", " "}},
+                                        {{"type", "ByteFallback"}}, {{"type", "Fuse"}},
+                                        {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
+             {"model", {{"type", "BPE"}, {"byte_fallback", true}, {"fuse_unk", true}, {"unk_token", "<unk>"},
+                        {"vocab", vocab}, {"merges", merges}}}};
+  const std::string file = write("sp.json", tj.dump());
+  const pentad::hf::TokenizerJson t = pentad::hf::read_tokenizer_json(file);
+  ASSERT_TRUE(t.sentencepiece);
+  EXPECT_EQ(t.sp.bos, 1);
+  EXPECT_EQ(t.sp.eot, 2);
+  EXPECT_EQ(t.sp.separator, 1);
+  EXPECT_EQ(t.sp.vocab, 266);
+  const auto tok = pentad::load_tokenizer(file, "");
+  using Ids = std::vector<uint32_t>;
+  EXPECT_EQ(tok->encode("ab"), (Ids{265}));
+  EXPECT_EQ(tok->encode(" a"), (Ids{259, 263}));  // "▁ a" before "▁ ▁" (by ids: 262, 260)
+  EXPECT_EQ(tok->encode("a  b"), (Ids{263, 262, 261}));
+  EXPECT_EQ(tok->encode("\xC3\xA9" "b"), (Ids{259, 3 + 0xC3, 3 + 0xA9, 261}));  // 'é' as its bytes
+  EXPECT_TRUE(tok->encode("").empty());
+  EXPECT_EQ(tok->decode(Ids{259, 263, 3 + 0xC3, 3 + 0xA9, 1}), "  a\xC3\xA9<s>");
+  EXPECT_EQ(tok->bos(), 1);
+  EXPECT_EQ(tok->doc_separator(), 1);
+  EXPECT_EQ(tok->describe(), "BPE sentencepiece (" + file + ", 266 pieces, 4 merges, byte fallback)");
+  EXPECT_THROW(pentad::hf::read_tokenizer_json(file, "gpt2"), InputError);  // no pattern
+
+  json meta = tj;
+  meta["normalizer"] = nullptr;
+  meta["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", sp}, {"prepend_scheme", "first"}, {"split", false}};
+  const auto m = pentad::load_tokenizer(write("meta.json", meta.dump()), "");
+  for (const char* text : {"ab", " a", "a  b", "b \xC3\xA9 a"}) EXPECT_EQ(m->encode(text), tok->encode(text)) << text;
+
+  json twice = tj;
+  twice["model"]["merges"].push_back("a b");
+  EXPECT_HAS(pentad::test::input_error_of([&] { pentad::hf::read_tokenizer_json(write("twice.json", twice.dump())); }),
+             "merge 4 \"a b\" is merge 0 again");
+  json no_byte = tj;
+  no_byte["model"]["vocab"].erase("<0x41>");
+  no_byte["model"]["vocab"]["<0x41 >"] = 3 + 0x41;
+  EXPECT_HAS(pentad::test::input_error_of([&] { pentad::hf::read_tokenizer_json(write("no_byte.json", no_byte.dump())); }),
+             "the vocab has no <0x41>");
+}

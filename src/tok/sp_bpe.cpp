@@ -1,0 +1,161 @@
+// The SentencePiece BPE (sp_bpe.hpp).
+#include "tok/sp_bpe.hpp"
+
+#include <functional>
+#include <queue>
+#include <string_view>
+#include <unordered_map>
+
+#include "core/error.hpp"
+#include "tok/utf8.hpp"
+
+namespace pentad {
+namespace {
+
+constexpr std::string_view kSpace = "\xE2\x96\x81";  // '▁', U+2581
+constexpr uint32_t kNone = UINT32_MAX;
+
+class SpBpeTokenizer final : public Tokenizer {
+ public:
+  SpBpeTokenizer(SpBpeParts parts, const std::string& path)
+      : pieces_(std::move(parts.pieces)), byte_ids_(parts.byte_ids), ignore_merges_(parts.ignore_merges),
+        n_merges_(parts.merges.size()), path_(path), vocab_(parts.vocab), eot_(parts.eot),
+        separator_(parts.separator), bos_(parts.bos) {
+    // pieces_ is final here, so the views into it stay valid.
+    piece_ids_.reserve(pieces_.size());
+    for (uint32_t id = 0; id < pieces_.size(); ++id) piece_ids_.emplace(pieces_[id], id);
+    byte_of_.assign(pieces_.size(), -1);
+    for (int b = 0; b < 256; ++b) byte_of_[byte_ids_[b]] = int16_t(b);
+    merges_.reserve(parts.merges.size());
+    for (uint32_t rank = 0; rank < parts.merges.size(); ++rank) {
+      const auto& [l, r, made] = parts.merges[rank];
+      merges_.emplace(key(l, r), Merge{rank, made});
+    }
+    special_text_.resize(size_t(std::max<int64_t>(vocab_ - int64_t(pieces_.size()), 0)));
+    for (const auto& [text, id] : parts.specials)
+      if (id >= pieces_.size()) special_text_[id - pieces_.size()] = text;
+  }
+
+  std::vector<uint32_t> encode(std::string_view text) const override {
+    if (text.empty()) return {};
+    std::string word(kSpace);
+    word.reserve(text.size() + text.size() / 4 + 8);
+    for (const char c : text) {
+      if (c == ' ') word += kSpace;
+      else word += c;
+    }
+    if (ignore_merges_)
+      if (const auto it = piece_ids_.find(word); it != piece_ids_.end()) return {it->second};
+    std::vector<uint32_t> ids;
+    ids.reserve(word.size());
+    for (size_t i = 0; i < word.size();) {
+      size_t n_bad = 0;
+      size_t n = utf8_char_at(word, i, &n_bad);
+      if (n == 0) n = n_bad;  // bytes that are no character: each its <0xNN>
+      const auto it = n_bad == 0 ? piece_ids_.find(std::string_view(word).substr(i, n)) : piece_ids_.end();
+      if (it != piece_ids_.end()) {
+        ids.push_back(it->second);
+      } else {
+        for (size_t k = i; k < i + n; ++k) ids.push_back(byte_ids_[static_cast<unsigned char>(word[k])]);
+      }
+      i += n;
+    }
+    merge(ids);
+    return ids;
+  }
+
+  std::string decode(const uint32_t* ids, size_t n) const override {
+    std::string out;
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t id = ids[i];
+      if (id < pieces_.size()) {
+        if (byte_of_[id] >= 0) {
+          out += char(byte_of_[id]);
+          continue;
+        }
+        const std::string& p = pieces_[id];
+        for (size_t k = 0; k < p.size();) {
+          if (p.compare(k, kSpace.size(), kSpace) == 0) out += ' ', k += kSpace.size();
+          else out += p[k++];
+        }
+      } else if (int64_t(id) < vocab_) {
+        out += special_text_[id - pieces_.size()];
+      } else {
+        throw InputError("token " + std::to_string(id) + " is outside the vocabulary (" + std::to_string(vocab_) +
+                         ") of " + path_);
+      }
+    }
+    return out;
+  }
+
+  int64_t vocab_size() const override { return vocab_; }
+  int64_t eot() const override { return eot_; }
+  int64_t doc_separator() const override { return separator_; }
+  int64_t bos() const override { return bos_; }
+  std::string describe() const override {
+    return "BPE sentencepiece (" + path_ + ", " + std::to_string(pieces_.size()) + " pieces, " +
+           std::to_string(n_merges_) + " merges, byte fallback)";
+  }
+
+ private:
+  struct Merge {
+    uint32_t rank = kNone;
+    uint32_t made = kNone;
+  };
+  static uint64_t key(uint32_t left, uint32_t right) { return (uint64_t(left) << 32) | right; }
+  Merge merge_of(uint32_t left, uint32_t right) const {
+    const auto it = merges_.find(key(left, right));
+    return it == merges_.end() ? Merge{} : it->second;
+  }
+
+  // Joins the adjacent pair of lowest rank, leftmost on ties, until no pair
+  // has a rank. Symbols are named by their first position; next/prev link
+  // the live ones; a heap entry whose pair has changed since is skipped.
+  void merge(std::vector<uint32_t>& ids) const {
+    const uint32_t n = uint32_t(ids.size());
+    std::vector<uint32_t> next(n), prev(n), rank(n, kNone);
+    std::vector<char> live(n, 1);
+    for (uint32_t i = 0; i < n; ++i) next[i] = i + 1, prev[i] = i == 0 ? 0 : i - 1;
+    using Entry = std::pair<uint32_t, uint32_t>;  // (rank, position)
+    std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+    const auto rerank = [&](uint32_t i) {
+      rank[i] = next[i] < n ? merge_of(ids[i], ids[next[i]]).rank : kNone;
+      if (rank[i] != kNone) heap.emplace(rank[i], i);
+    };
+    for (uint32_t i = 0; i < n; ++i) rerank(i);
+    while (!heap.empty()) {
+      const auto [r, i] = heap.top();
+      heap.pop();
+      if (!live[i] || rank[i] != r) continue;  // stale (a rank names one pair: merges are unique)
+      const uint32_t j = next[i];
+      ids[i] = merge_of(ids[i], ids[j]).made;
+      live[j] = 0;
+      next[i] = next[j];
+      if (next[j] < n) prev[next[j]] = i;
+      rerank(i);
+      if (i > 0) rerank(prev[i]);
+    }
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i = next[i]) ids[k++] = ids[i];
+    ids.resize(k);
+  }
+
+  std::vector<std::string> pieces_;
+  std::array<uint32_t, 256> byte_ids_;
+  bool ignore_merges_ = false;
+  size_t n_merges_ = 0;
+  std::string path_;
+  int64_t vocab_ = 0, eot_ = -1, separator_ = -1, bos_ = -1;
+  std::unordered_map<std::string_view, uint32_t> piece_ids_;
+  std::vector<int16_t> byte_of_;  // (pieces,) the byte of <0xNN>, -1 for other pieces
+  std::unordered_map<uint64_t, Merge> merges_;
+  std::vector<std::string> special_text_;  // (vocab - pieces,) the added tokens after the pieces
+};
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> make_sp_bpe_tokenizer(SpBpeParts parts, const std::string& source) {
+  return std::make_unique<SpBpeTokenizer>(std::move(parts), source);
+}
+
+}  // namespace pentad

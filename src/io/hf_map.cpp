@@ -347,25 +347,110 @@ std::string check_rope_scaling(const json& j, const std::string& where, const Mo
 
 namespace {
 constexpr double kRequired = -1.0;  // Want::dflt of a key with no default
+
+// transformers 5 writes RoPE as "rope_parameters" ({"rope_theta": ...,
+// "rope_type": "default" | "llama3", and the scaling's numbers}) instead of
+// "rope_theta" and "rope_scaling". Puts them under the older keys, which the
+// readers below read, or says why not: two spellings that differ, RoPE per
+// layer type, a partial rotary factor.
+std::string read_rope_parameters(json& j, const std::string& where) {
+  const auto rp = j.find("rope_parameters");
+  if (rp == j.end() || rp->is_null()) return {};
+  const std::string key = where + ": \"rope_parameters\"";
+  if (!rp->is_object()) return key + " is not an object";
+  const auto theta = rp->find("rope_theta");
+  if (theta == rp->end() || !theta->is_number())
+    return key + " has no number \"rope_theta\" (RoPE per layer type? pentad's RoPE is one for every layer)";
+  if (const auto f = rp->find("partial_rotary_factor"); f != rp->end() && f->is_number() && f->get<double>() != 1.0)
+    return key + " has \"partial_rotary_factor\" = " + f->dump() + ": pentad's RoPE turns every dimension of a head";
+  if (const auto old = j.find("rope_theta"); old != j.end() && old->is_number() &&
+                                             std::abs(old->get<double>() - theta->get<double>()) >
+                                                 1e-6 * std::abs(theta->get<double>()))
+    return where + ": \"rope_theta\" = " + old->dump() + " but \"rope_parameters\" has " + theta->dump();
+  j["rope_theta"] = *theta;
+  const auto t = rp->contains("rope_type") ? rp->find("rope_type") : rp->find("type");
+  const std::string kind = t != rp->end() && t->is_string() ? t->get<std::string>() : "default";
+  const auto scaling = j.find("rope_scaling");
+  const bool has_scaling = scaling != j.end() && !scaling->is_null();
+  if (has_scaling) {
+    const auto st = scaling->contains("rope_type") ? scaling->find("rope_type") : scaling->find("type");
+    const std::string old_kind = st != scaling->end() && st->is_string() ? st->get<std::string>() : "default";
+    if (old_kind != kind)
+      return where + ": \"rope_scaling\" is of type \"" + old_kind + "\" but \"rope_parameters\" of \"" + kind + "\"";
+  } else if (kind != "default") {
+    j["rope_scaling"] = *rp;
+  }
+  return {};
+}
+
+// config.json's object into *j (RoPE under the older keys:
+// read_rope_parameters), or the message why it is none.
+std::string parse_config_object(const std::string& text, const std::string& where, json* j) {
+  try {
+    *j = json::parse(text);
+  } catch (const json::exception& e) {
+    return where + " is not valid JSON: " + e.what();
+  }
+  if (!j->is_object()) return where + " is not a JSON object";
+  return read_rope_parameters(*j, where);
+}
+
+// The key/value heads a missing "num_key_value_heads" stands for: Mistral's
+// 8, else the query heads (also Mistral's for an explicit null).
+double kv_heads_default(const json& j, bool mistral) {
+  const auto kv = j.find("num_key_value_heads");
+  if (mistral && kv == j.end()) return 8;
+  const auto heads = j.find("num_attention_heads");
+  return heads != j.end() && heads->is_number() ? heads->get<double>() : -1.0;
+}
+
+// The class config.json names, into *cls, and how pentad reads it, into *a:
+// MistralForCausalLM as Llama (the same modules and tensor names; its
+// sliding window is checked by the callers). Or the message why not.
+std::string config_arch(const json& j, const std::string& where, std::string* cls, Arch* a) {
+  const auto arch = j.find("architectures");
+  if (arch == j.end() || !arch->is_array() || arch->empty() || !(*arch)[0].is_string())
+    return where + " has no \"architectures\" list";
+  *cls = (*arch)[0].get<std::string>();
+  if (*cls == "GPT2LMHeadModel") *a = Arch::gpt2;
+  else if (*cls == "LlamaForCausalLM" || *cls == "MistralForCausalLM") *a = Arch::llama;
+  else if (*cls == "MixtralForCausalLM") *a = Arch::mixtral;
+  else
+    return where + ": architecture \"" + *cls +
+           "\" is not one pentad reads (GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM)";
+  return {};
+}
+
+// MistralConfig's defaults where they differ from LlamaConfig's (and 8
+// key/value heads: kv_heads_default): 131072 positions, a sliding window of
+// 4096 (a null one: none).
+constexpr double kMistralPositions = 131072, kMistralWindow = 4096;
+
+// Mistral's sliding window (0: none; a missing key is the class's default).
+// Within it, Mistral's attention is the whole causal context, as pentad's.
+int64_t mistral_window(const json& j) {
+  const auto sw = j.find("sliding_window");
+  if (sw == j.end()) return int64_t(kMistralWindow);
+  return sw->is_number_integer() && sw->get<int64_t>() > 0 ? sw->get<int64_t>() : 0;
+}
 }  // namespace
 
 std::string check_config_json(const std::string& text, const std::string& where, const ModelConfig& m, Arch a) {
   json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    return where + " is not valid JSON: " + e.what();
-  }
-  if (!j.is_object()) return where + " is not a JSON object";
-  const auto arch = j.find("architectures");
-  if (arch == j.end() || !arch->is_array() || arch->empty() || !(*arch)[0].is_string())
-    return where + " has no \"architectures\" list";
-  const std::string cls = (*arch)[0].get<std::string>();
-  if (cls != "GPT2LMHeadModel" && cls != "LlamaForCausalLM" && cls != "MixtralForCausalLM")
-    return where + ": architecture \"" + cls +
-           "\" is not one pentad reads (GPT2LMHeadModel, LlamaForCausalLM, MixtralForCausalLM)";
-  if (cls != arch_class(a))
+  if (std::string e = parse_config_object(text, where, &j); !e.empty()) return e;
+  std::string cls;
+  Arch file_arch = Arch::gpt2;
+  if (std::string e = config_arch(j, where, &cls, &file_arch); !e.empty()) return e;
+  if (file_arch != a)
     return where + ": architecture \"" + cls + "\", but the deck's model is a " + arch_class(a);
+  const bool mistral = cls == "MistralForCausalLM";
+  if (mistral) {
+    const int64_t window = mistral_window(j);
+    if (window > 0 && window < m.seq_len)
+      return where + ": \"sliding_window\" = " + std::to_string(window) + " is shorter than the deck's model.seq_len = " +
+             std::to_string(m.seq_len) + ": pentad's attention sees the whole causal context, Mistral's the last " +
+             std::to_string(window) + " positions";
+  }
   // (config key, the deck's value, the deck key); a missing key takes the
   // class's default where Hugging Face has one.
   struct Want {
@@ -383,8 +468,7 @@ std::string check_config_json(const std::string& text, const std::string& where,
             {"n_head", double(m.n_heads), "model.n_heads", false},
             {"layer_norm_epsilon", tidy(m.norm_eps), "model.norm_eps", true, 1e-5}};
   } else {
-    const auto heads = j.find("num_attention_heads");
-    const double kv_default = heads != j.end() && heads->is_number() ? heads->get<double>() : kRequired;
+    const double kv_default = kv_heads_default(j, mistral);  // kRequired (-1) if no heads either
     want = {{"num_hidden_layers", double(m.n_layers), "model.n_layers", false},
             {"hidden_size", double(m.d_model), "model.d_model", false},
             {"num_attention_heads", double(m.n_heads), "model.n_heads", false},
@@ -461,22 +545,11 @@ std::string toml_float(double x) {
 
 ModelConfig model_of_config_json(const std::string& text, const std::string& where) {
   json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    throw InputError(where + " is not valid JSON: " + e.what());
-  }
-  if (!j.is_object()) throw InputError(where + " is not a JSON object");
-  const auto arch = j.find("architectures");
-  if (arch == j.end() || !arch->is_array() || arch->empty() || !(*arch)[0].is_string())
-    throw InputError(where + " has no \"architectures\" list");
-  const std::string cls = (*arch)[0].get<std::string>();
+  if (std::string e = parse_config_object(text, where, &j); !e.empty()) throw InputError(e);
+  std::string cls;
   Arch a = Arch::gpt2;
-  if (cls == "LlamaForCausalLM") a = Arch::llama;
-  else if (cls == "MixtralForCausalLM") a = Arch::mixtral;
-  else if (cls != "GPT2LMHeadModel")
-    throw InputError(where + ": architecture \"" + cls +
-                     "\" is not one pentad reads (GPT2LMHeadModel, LlamaForCausalLM, MixtralForCausalLM)");
+  if (std::string e = config_arch(j, where, &cls, &a); !e.empty()) throw InputError(e);
+  const bool mistral = cls == "MistralForCausalLM";
   // A key's number: required (dflt null) or the class's default.
   const auto number = [&](const char* key, const json& dflt) -> double {
     const auto it = j.find(key);
@@ -518,7 +591,7 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
     if (act != j.end() && act->is_string() && *act != "silu")
       throw InputError(where + ": \"hidden_act\" = " + act->dump() + ": pentad's Llama uses SiLU (SwiGLU)");
     const auto sw = j.find("sliding_window");
-    if (sw != j.end() && !sw->is_null())
+    if (!mistral && sw != j.end() && !sw->is_null())
       throw InputError(where + ": \"sliding_window\" = " + sw->dump() +
                        ": pentad's attention sees the whole causal context");
     const int64_t H = integer("num_attention_heads", nullptr);
@@ -526,9 +599,13 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
     put("n_layers", std::to_string(integer("num_hidden_layers", nullptr)));
     put("d_model", std::to_string(integer("hidden_size", nullptr)));
     put("n_heads", std::to_string(H));
-    put("n_kv_heads", std::to_string(integer("num_key_value_heads", H)));
+    put("n_kv_heads", std::to_string(integer("num_key_value_heads", int64_t(kv_heads_default(j, mistral)))));
     put("d_ff", std::to_string(integer("intermediate_size", nullptr)));
-    put("seq_len", std::to_string(integer("max_position_embeddings", 2048)));
+    // Mistral's positions are cut to its sliding window, within which its
+    // attention is pentad's (the whole causal context).
+    int64_t positions = integer("max_position_embeddings", mistral ? int64_t(kMistralPositions) : 2048);
+    if (mistral && mistral_window(j) > 0) positions = std::min(positions, mistral_window(j));
+    put("seq_len", std::to_string(positions));
     put("norm_eps", toml_float(number("rms_norm_eps", 1e-6)));
     put("rope_theta", toml_float(number("rope_theta", 10000.0)));
     put("tied_embeddings", flag("tie_word_embeddings", false) ? "true" : "false");

@@ -69,18 +69,23 @@ std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, 
 std::string generation_config_json(const ModelConfig& m, SpecialIds ids = {});
 
 // Checks a config.json against the deck: the architecture must be a = the
-// deck's class, and every size that fixes a tensor or the forward pass
-// (layers, widths, heads, kv heads, vocabulary, eps, rope_theta, tying,
-// experts) must match. "" or a message naming the key and both values.
+// deck's class (MistralForCausalLM counts as Llama, with a sliding window no
+// shorter than model.seq_len), and every size that fixes a tensor or the
+// forward pass (layers, widths, heads, kv heads, vocabulary, eps,
+// rope_theta, tying, experts) must match. "" or a message naming the key and
+// both values.
 std::string check_config_json(const std::string& text, const std::string& where, const ModelConfig& m, Arch a);
 
 // The model a config.json describes (the inverse of config_json): its sizes,
 // norm eps, RoPE (theta, llama3 scaling), tying (the class's default where the
 // key is missing: GPT-2 tied, Llama and Mixtral not), experts (Mixtral:
 // dropless, as Hugging Face serves every choice), and model.seq_len =
-// max_position_embeddings (GPT-2: n_positions). Validated as a deck, then
-// checked with check_config_json. InputError naming `where` and the key for
-// what pentad's models do not have (another architecture or activation, a
+// max_position_embeddings (GPT-2: n_positions). MistralForCausalLM is read as
+// Llama (the same modules; MistralConfig's defaults for missing keys), its
+// positions cut to its sliding window, within which its attention sees the
+// whole causal context as pentad's does. Validated as a deck, then checked
+// with check_config_json. InputError naming `where` and the key for what
+// pentad's models do not have (another architecture or activation, a Llama
 // sliding window, biases, a head_dim other than d_model / n_heads, ...).
 ModelConfig model_of_config_json(const std::string& text, const std::string& where);
 

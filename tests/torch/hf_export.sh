@@ -12,7 +12,9 @@
 #    three prompts and three seeds, exactly the ids sampled from the
 #    checkpoint; for a Llama also with config.json's max_position_embeddings
 #    raised to Llama 3.1's 131072 (the cache then sized by the prompt and
-#    --tokens).
+#    --tokens); and for a Llama, the same directory as MistralForCausalLM
+#    (its sliding window the deck's seq_len): init_from round trip, the same
+#    ids, the positions cut to the window, a shorter window refused.
 # Usage: hf_export.sh DECK LAYOUT...   LAYOUT = "N[:key=value,...]", e.g.
 #   "1" or "4:parallel.tp=2,parallel.pp=2". With HF_DTYPE=bf16 the export is
 #   bf16: no bitwise round trip to the fp32 weights then, only the loader
@@ -105,4 +107,31 @@ if grep -q '"max_position_embeddings"' "$tmp/hf/config.json"; then
   grep -qF "seq_len=14 (of 131072: the prompt and --tokens)" "$tmp/sample.err" ||
     { cat "$tmp/sample.err"; echo "FAIL: the cache is not sized by the prompt and --tokens"; exit 1; }
   echo "ok   max_position_embeddings 131072: $(grep -o 'seq_len=[^,]*' "$tmp/sample.err")"
+fi
+# The same Llama (without RoPE scaling) as Mistral's config.json (MistralForCausalLM: Llama's
+# modules; its sliding window here the deck's seq_len, so the whole context):
+# init_from it gives the exported weights bit for bit, and sampling it gives
+# the checkpoint's ids; a window shorter than the deck's seq_len is refused.
+if grep -q '"LlamaForCausalLM"' "$tmp/hf/config.json" && ! grep -q '"rope_type"' "$tmp/hf/config.json"; then
+  seq=$("$PENTAD_PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["max_position_embeddings"])' "$tmp/hf/config.json")
+  for w in "$seq" 8; do
+    mkdir "$tmp/mistral$w"
+    ln -s "$tmp/hf"/*.safetensors* "$tmp/mistral$w/"
+    "$PENTAD_PYTHON" -c 'import json, sys; c = json.load(open(sys.argv[1])); c.update(architectures=["MistralForCausalLM"], model_type="mistral", max_position_embeddings=131072, sliding_window=int(sys.argv[3])); json.dump(c, open(sys.argv[2], "w"))' \
+      "$tmp/hf/config.json" "$tmp/mistral$w/config.json" "$w"
+  done
+  train 1 --set train.steps=0 --set checkpoint.save_final=true --set "checkpoint.dir=$tmp/m" \
+    --set "checkpoint.init_from=$tmp/mistral$seq"
+  echo "round trip pentad -> hf (as MistralForCausalLM) -> pentad:"
+  "$PENTAD_PYTHON" "$here/same_weights.py" "$tmp/a/final.h5" "$tmp/m/final.h5"
+  same_ids "$tmp/mistral$seq"
+  grep -qF "seq_len=14 (of $seq: the prompt and --tokens)" "$tmp/sample.err" ||
+    { cat "$tmp/sample.err"; echo "FAIL: Mistral's positions are not cut to its window ($seq)"; exit 1; }
+  if "$MPIEXEC" -n 1 "$PENTAD" train "$deck" --set "data.train=$tmp/data/train.bin" --set train.steps=0 \
+       --set "checkpoint.init_from=$tmp/mistral8" > "$tmp/log" 2>&1; then
+    echo "FAIL: init_from a Mistral window of 8 < seq_len $seq was accepted"; exit 1
+  fi
+  grep -qF "\"sliding_window\" = 8 is shorter than the deck's model.seq_len = $seq" "$tmp/log" ||
+    { cat "$tmp/log"; echo "FAIL: the short window is not named"; exit 1; }
+  echo "ok   sliding_window 8 < model.seq_len $seq refused: $(grep -o '"sliding_window" = 8[^:]*' "$tmp/log" | head -1)"
 fi

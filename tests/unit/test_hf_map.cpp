@@ -232,6 +232,78 @@ TEST(HfMap, ConfigJsonDefaultsAreTheClasses) {
   EXPECT_EQ(l.rope_scaling, pentad::RopeScaling::none);
 }
 
+// MistralForCausalLM is Llama with MistralConfig's defaults, its positions
+// cut to the sliding window (a null window: none); init_from's check refuses
+// a deck longer than the window.
+TEST(HfMap, MistralConfigIsLlamaWithinItsWindow) {
+  const std::string base = R"({"architectures": ["MistralForCausalLM"], "model_type": "mistral",
+      "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 16, "intermediate_size": 40,
+      "vocab_size": 300, "rope_theta": 1000000.0)";
+  ModelConfig v1 = hf::model_of_config_json(base + R"(, "max_position_embeddings": 32768, "sliding_window": 4096})", "v1");
+  EXPECT_EQ(v1.family, Family::llama);
+  EXPECT_EQ(v1.seq_len, 4096);
+  EXPECT_EQ(v1.n_kv_heads, 8);  // MistralConfig's default, not num_attention_heads
+  EXPECT_FLOAT_EQ(v1.rope_theta, 1e6f);
+  EXPECT_FALSE(v1.tied());
+  ModelConfig v3 = hf::model_of_config_json(base + R"(, "max_position_embeddings": 32768, "sliding_window": null})", "v3");
+  EXPECT_EQ(v3.seq_len, 32768);
+  ModelConfig defaults = hf::model_of_config_json(base + "}", "d");
+  EXPECT_EQ(defaults.seq_len, 4096);  // the default window of the default 131072 positions
+  EXPECT_EQ(defaults.n_kv_heads, 8);
+  EXPECT_EQ(hf::model_of_config_json(base + R"(, "num_key_value_heads": null})", "n").n_kv_heads, 16);  // as MistralConfig
+  // init_from: the deck's model (Llama) against the Mistral file.
+  const std::string file = base + R"(, "num_key_value_heads": 8, "sliding_window": 4096})";
+  ModelConfig deck = v1;
+  EXPECT_EQ(hf::check_config_json(file, "f", deck, hf::Arch::llama), "");
+  deck.seq_len = 8192;
+  EXPECT_NE(hf::check_config_json(file, "f", deck, hf::Arch::llama)
+                .find("\"sliding_window\" = 4096 is shorter than the deck's model.seq_len = 8192"),
+            std::string::npos);
+  EXPECT_NE(hf::check_config_json(file, "f", deck, hf::Arch::gpt2).find("architecture \"MistralForCausalLM\""),
+            std::string::npos);
+}
+
+// transformers 5's "rope_parameters" is read as "rope_theta" and
+// "rope_scaling" (never the default theta in its place); spellings that
+// differ, RoPE per layer type and a partial rotary factor are refused.
+TEST(HfMap, RopeParametersAreReadAsRopeThetaAndScaling) {
+  const std::string base = R"({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, "hidden_size": 16,
+      "num_attention_heads": 4, "intermediate_size": 40, "vocab_size": 300, )";
+  ModelConfig v5 = hf::model_of_config_json(base + R"("rope_parameters": {"rope_theta": 500000.0, "rope_type": "default"}})", "a");
+  EXPECT_FLOAT_EQ(v5.rope_theta, 5e5f);
+  EXPECT_EQ(v5.rope_scaling, pentad::RopeScaling::none);
+  ModelConfig l3 = hf::model_of_config_json(
+      base + R"("max_position_embeddings": 131072, "rope_parameters": {"rope_theta": 500000.0, "rope_type": "llama3",
+          "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}})", "b");
+  EXPECT_EQ(l3.rope_scaling, pentad::RopeScaling::llama3);
+  EXPECT_FLOAT_EQ(l3.rope_scaling_factor, 32.0f);
+  EXPECT_EQ(l3.rope_original_context, 8192);
+  ModelConfig deck = v5;
+  EXPECT_EQ(hf::check_config_json(base + R"("rope_parameters": {"rope_theta": 500000.0}})", "c", deck, hf::Arch::llama), "");
+  EXPECT_NE(hf::check_config_json(base + R"("rope_parameters": {"rope_theta": 10000.0}})", "c", deck, hf::Arch::llama)
+                .find("\"rope_theta\" = 10000.0 but the deck has model.rope_theta"),
+            std::string::npos);
+  const std::pair<const char*, std::string> refused[] = {
+      {R"("rope_theta": 10000.0, "rope_parameters": {"rope_theta": 500000.0}})",
+       "\"rope_theta\" = 10000.0 but \"rope_parameters\" has 500000.0"},
+      {R"("rope_parameters": {"full_attention": {"rope_theta": 1e6}, "sliding_attention": {"rope_theta": 1e4}}})",
+       "\"rope_parameters\" has no number \"rope_theta\""},
+      {R"("rope_parameters": {"rope_theta": 1e4, "partial_rotary_factor": 0.5}})", "\"partial_rotary_factor\" = 0.5"},
+      {R"("rope_scaling": {"rope_type": "llama3", "factor": 8.0}, "rope_parameters": {"rope_theta": 1e4}})",
+       "\"rope_scaling\" is of type \"llama3\" but \"rope_parameters\" of \"default\""},
+      {R"("rope_parameters": {"rope_theta": 1e4, "rope_type": "yarn", "factor": 4.0}})",
+       "pentad's RoPE scales as \"llama3\" only"},
+  };
+  for (const auto& [tail, want] : refused) {
+    try {
+      hf::model_of_config_json(base + tail, "cfg");
+      ADD_FAILURE() << tail << ": not refused";
+    } catch (const pentad::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << tail << ": " << e.what();
+    }
+  }
+}
+
 // What pentad's models do not have is refused, naming the key.
 TEST(HfMap, ConfigJsonRefusesOtherModels) {
   const auto llama = nlohmann::json::parse(hf::config_json(tiny(Family::llama, 0), hf::Arch::llama, "float32"));

@@ -45,7 +45,7 @@ std::string text_of(const std::vector<int32_t>& ids, int vocab, const Tokenizer*
 }  // namespace
 
 std::vector<int32_t> train_sample_prompt(const TokenFile& data, int seq_len, const Tokenizer* tok) {
-  if (tok && tok->eot() >= 0) return {int32_t(tok->eot())};
+  if (tok && tok->doc_separator() >= 0) return {int32_t(tok->doc_separator())};
   const int64_t n = std::min<int64_t>({8, std::max(1, seq_len / 2), data.size()});
   std::vector<int32_t> p;
   for (int64_t i = 0; i < n; ++i) p.push_back(int32_t(data[i]));

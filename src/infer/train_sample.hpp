@@ -3,9 +3,10 @@
 // train.seed, the same uniforms at every sample point), as llm.c samples, so
 // a run of any layout prints the sample its weights imply (a greedy sample
 // of a barely trained model is one repeated byte; a drawn one shows what the
-// distribution holds). The prompt is the tokenizer's end-of-text token when
-// it has one, else the first tokens of a token file (data.val, or
-// data.train).
+// distribution holds). The prompt is the token the tokenizer puts before
+// every document (its doc_separator: GPT-2's <|endoftext|>, Llama 3's
+// <|begin_of_text|>, Llama 2's <s>) when it has one, else the first tokens
+// of a token file (data.val, or data.train).
 #pragma once
 
 #include <cstdint>
@@ -18,7 +19,7 @@
 
 namespace pentad {
 
-// The prompt: tok's end-of-text, or the first min(8, seq_len / 2) tokens of data.
+// The prompt: tok's document separator, or the first min(8, seq_len / 2) tokens of data.
 std::vector<int32_t> train_sample_prompt(const TokenFile& data, int seq_len, const Tokenizer* tok);
 
 // One line for the log: the step, the prompt and n_tokens tokens of

@@ -20,7 +20,8 @@
 #   order of the ids they make: with the merges re-sorted by those ids both
 #   tokenize otherwise (and still alike), so the list's order is followed;
 #   Metaspace's form of the same text rules gives the same token file. A tiny
-#   Llama trained on those tokens exports with the directory as --tokenizer
+#   Llama trained on those tokens (its training sample starting from <s>)
+#   exports with the directory as --tokenizer
 #   (both files passed on byte for byte, bos 1 and eos 2 in config.json), and
 #   `pentad sample` of the export samples the checkpoint's ids, with the
 #   prompt as many tokens as tokenizers.js makes it.
@@ -183,8 +184,13 @@ llama2)
     --set model.vocab_size=32000 --set model.n_layers=1 --set model.seq_len=32 --set train.steps=2 \
     --set train.micro_batch=1 --set train.grad_accum=1 --set train.warmup_steps=1 --set train.eval_every=0 \
     --set data.train="$tmp/data/train.bin" --set data.val="$tmp/data/val.bin" --set data.tokenizer="$tmp/llama2" \
+    --set train.sample_every=2 --set train.sample_tokens=8 \
     --set checkpoint.save_final=true --set checkpoint.dir="$tmp/ck" > "$tmp/train.log" 2>&1 ||
     { echo "FAIL: training on Llama 2 tokens"; tail -5 "$tmp/train.log"; exit 1; }
+  # The training sample starts from <s>, what prep put before every document.
+  grep -q '^sample at step 2 (.*): "<s>" -> "' "$tmp/train.log" &&
+    echo "ok   the training sample starts from <s>: $(grep -o '^sample at step 2 .*' "$tmp/train.log" | cut -c1-90)" ||
+    { echo "FAIL: no training sample from <s>:"; grep -i sample "$tmp/train.log"; fail=1; }
   timeout 120 "$MPIEXEC" -n 2 "$PENTAD" ckpt export "$tmp/ck/final.h5" --to "$tmp/hf" --format hf --tokenizer "$tmp/llama2" \
     > "$tmp/export.log" 2>&1 || { echo "FAIL: export"; cat "$tmp/export.log"; exit 1; }
   for f in tokenizer.json tokenizer_config.json; do

@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "tok/pretokenize.hpp"
+#include "tok/special_tokens.hpp"
 
 namespace pentad {
 namespace {
@@ -343,14 +344,11 @@ void add_specials(BpeParts& f) {
   if (bos_first) f.bos = f.separator;
 }
 
-class BpeTokenizer final : public Tokenizer {
+class BpeTokenizer final : public SpecialTokens {
  public:
   BpeTokenizer(BpeParts parts, const std::string& path)
-      : ranks_(std::move(parts.ranks)), pre_(parts.pattern), path_(path), vocab_(parts.vocab), eot_(parts.eot),
-        separator_(parts.separator), bos_(parts.bos) {
-    special_text_.resize(size_t(vocab_ - ranks_.size()));
-    for (const auto& [text, id] : parts.specials) special_text_[id - ranks_.size()] = text;
-  }
+      : SpecialTokens(path, parts.ranks.size(), parts.specials, parts.vocab, parts.eot, parts.separator, parts.bos),
+        ranks_(std::move(parts.ranks)), pre_(parts.pattern) {}
 
   std::vector<uint32_t> encode(std::string_view text) const override {
     std::vector<uint32_t> ids;
@@ -377,34 +375,20 @@ class BpeTokenizer final : public Tokenizer {
   std::string decode(const uint32_t* ids, size_t n) const override {
     std::string out;
     for (size_t i = 0; i < n; ++i) {
-      const uint32_t id = ids[i];
-      if (id < ranks_.size()) {
-        out += ranks_.bytes(id);
-      } else if (int64_t(id) < vocab_) {
-        out += special_text_[id - ranks_.size()];
-      } else {
-        throw InputError("token " + std::to_string(id) + " is outside the vocabulary (" + std::to_string(vocab_) +
-                         ") of " + path_);
-      }
+      if (ids[i] < ranks_.size()) out += ranks_.bytes(ids[i]);
+      else append_special(ids[i], out);
     }
     return out;
   }
 
-  int64_t vocab_size() const override { return vocab_; }
-  int64_t eot() const override { return eot_; }
-  int64_t doc_separator() const override { return separator_; }
-  int64_t bos() const override { return bos_; }
   std::string describe() const override {
-    return "BPE " + pre_.name() + " (" + path_ + ", " + std::to_string(ranks_.size()) + " ranks, " +
+    return "BPE " + pre_.name() + " (" + path() + ", " + std::to_string(ranks_.size()) + " ranks, " +
            (pre_.jit() ? "PCRE2 JIT)" : "PCRE2 interpreter)");
   }
 
  private:
   RankTable ranks_;
   Pretokenizer pre_;
-  std::string path_;
-  int64_t vocab_ = 0, eot_ = -1, separator_ = -1, bos_ = -1;
-  std::vector<std::string> special_text_;  // (vocab - n_ranks,) "" for an unused id
 };
 
 }  // namespace

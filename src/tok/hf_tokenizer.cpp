@@ -264,6 +264,11 @@ int64_t added_id(const std::vector<std::pair<std::string, uint32_t>>& added, con
   return -1;
 }
 
+// The id of the token the file's post-processor template puts first (-1:
+// none); it must be an added token.
+int64_t template_bos(const json& j, const std::vector<std::pair<std::string, uint32_t>>& added,
+                     const std::string& what);
+
 // The token the post-processor's template puts first, or "".
 std::string template_first(const json& post) {
   if (!post.is_object()) return {};
@@ -279,6 +284,17 @@ std::string template_first(const json& post) {
   if (first.is_object() && first.contains("SpecialToken") && first["SpecialToken"].is_object())
     return first["SpecialToken"].value("id", "");
   return {};
+}
+
+int64_t template_bos(const json& j, const std::vector<std::pair<std::string, uint32_t>>& added,
+                     const std::string& what) {
+  const std::string bos = template_first(j.value("post_processor", json()));
+  if (bos.empty()) return -1;
+  const int64_t id = added_id(added, bos);
+  if (id < 0)
+    throw InputError(what + ": the post-processor's template starts with " + json(bos).dump() +
+                     ", which is not an added token");
+  return id;
 }
 
 }  // namespace
@@ -601,13 +617,7 @@ SpBpeParts read_sentencepiece(const json& j, const std::string& path, const std:
   }
   const std::string eos = configured_eos(path, added, what);
   p.eot = added_id(added, eos.empty() ? std::string("</s>") : eos);
-  const std::string bos = template_first(j.value("post_processor", json()));
-  if (!bos.empty()) {
-    p.bos = added_id(added, bos);
-    if (p.bos < 0)
-      throw InputError(what + ": the post-processor's template starts with " + json(bos).dump() +
-                       ", which is not an added token");
-  }
+  p.bos = template_bos(j, added, what);
   p.separator = p.bos >= 0 ? p.bos : p.eot;
   return p;
 }
@@ -666,13 +676,7 @@ TokenizerJson read_tokenizer_json(const std::string& path) {
   const std::string eos = configured_eos(path, added, what);
   p.eot = !eos.empty() ? added_id(added, eos)
                        : std::max(added_id(added, "<|endoftext|>"), added_id(added, "<|end_of_text|>"));
-  const std::string bos = template_first(j.contains("post_processor") ? j["post_processor"] : json());
-  if (!bos.empty()) {
-    p.bos = added_id(added, bos);
-    if (p.bos < 0)
-      throw InputError(what + ": the post-processor's template starts with " + json(bos).dump() +
-                       ", which is not an added token");
-  }
+  p.bos = template_bos(j, added, what);
   p.separator = p.bos >= 0 ? p.bos : p.eot;
   return out;
 }

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "core/error.hpp"
+#include "tok/special_tokens.hpp"
 #include "tok/utf8.hpp"
 
 namespace pentad {
@@ -15,12 +15,13 @@ namespace {
 constexpr std::string_view kSpace = "\xE2\x96\x81";  // '▁', U+2581
 constexpr uint32_t kNone = UINT32_MAX;
 
-class SpBpeTokenizer final : public Tokenizer {
+class SpBpeTokenizer final : public SpecialTokens {
  public:
   SpBpeTokenizer(SpBpeParts parts, const std::string& path)
-      : pieces_(std::move(parts.pieces)), byte_ids_(parts.byte_ids), ignore_merges_(parts.ignore_merges),
-        n_merges_(parts.merges.size()), path_(path), vocab_(parts.vocab), eot_(parts.eot),
-        separator_(parts.separator), bos_(parts.bos) {
+      : SpecialTokens(path, uint32_t(parts.pieces.size()), parts.specials, parts.vocab, parts.eot, parts.separator,
+                      parts.bos),
+        pieces_(std::move(parts.pieces)), byte_ids_(parts.byte_ids), ignore_merges_(parts.ignore_merges),
+        n_merges_(parts.merges.size()) {
     // pieces_ is final here, so the views into it stay valid.
     piece_ids_.reserve(pieces_.size());
     for (uint32_t id = 0; id < pieces_.size(); ++id) piece_ids_.emplace(pieces_[id], id);
@@ -31,9 +32,6 @@ class SpBpeTokenizer final : public Tokenizer {
       const auto& [l, r, made] = parts.merges[rank];
       merges_.emplace(key(l, r), Merge{rank, made});
     }
-    special_text_.resize(size_t(std::max<int64_t>(vocab_ - int64_t(pieces_.size()), 0)));
-    for (const auto& [text, id] : parts.specials)
-      if (id >= pieces_.size()) special_text_[id - pieces_.size()] = text;
   }
 
   std::vector<uint32_t> encode(std::string_view text) const override {
@@ -78,22 +76,15 @@ class SpBpeTokenizer final : public Tokenizer {
           if (p.compare(k, kSpace.size(), kSpace) == 0) out += ' ', k += kSpace.size();
           else out += p[k++];
         }
-      } else if (int64_t(id) < vocab_) {
-        out += special_text_[id - pieces_.size()];
       } else {
-        throw InputError("token " + std::to_string(id) + " is outside the vocabulary (" + std::to_string(vocab_) +
-                         ") of " + path_);
+        append_special(id, out);
       }
     }
     return out;
   }
 
-  int64_t vocab_size() const override { return vocab_; }
-  int64_t eot() const override { return eot_; }
-  int64_t doc_separator() const override { return separator_; }
-  int64_t bos() const override { return bos_; }
   std::string describe() const override {
-    return "BPE sentencepiece (" + path_ + ", " + std::to_string(pieces_.size()) + " pieces, " +
+    return "BPE sentencepiece (" + path() + ", " + std::to_string(pieces_.size()) + " pieces, " +
            std::to_string(n_merges_) + " merges, byte fallback)";
   }
 
@@ -144,12 +135,9 @@ class SpBpeTokenizer final : public Tokenizer {
   std::array<uint32_t, 256> byte_ids_;
   bool ignore_merges_ = false;
   size_t n_merges_ = 0;
-  std::string path_;
-  int64_t vocab_ = 0, eot_ = -1, separator_ = -1, bos_ = -1;
   std::unordered_map<std::string_view, uint32_t> piece_ids_;
   std::vector<int16_t> byte_of_;  // (pieces,) the byte of <0xNN>, -1 for other pieces
   std::unordered_map<uint64_t, Merge> merges_;
-  std::vector<std::string> special_text_;  // (vocab - pieces,) the added tokens after the pieces
 };
 
 }  // namespace

@@ -829,6 +829,13 @@ TEST_F(TokenizerTest, SentencePieceBpeFollowsTheMergeList) {
   const auto m = pentad::load_tokenizer(write("meta.json", meta.dump()), "");
   for (const char* text : {"ab", " a", "a  b", "b \xC3\xA9 a"}) EXPECT_EQ(m->encode(text), tok->encode(text)) << text;
 
+  // ignore_merges: a word that is a piece is that piece, though no merge makes it.
+  json whole = tj;
+  whole["model"]["vocab"][sp + "ba"] = 266;
+  EXPECT_EQ(pentad::load_tokenizer(write("whole0.json", whole.dump()), "")->encode("ba"), (Ids{259, 261, 260}));
+  whole["model"]["ignore_merges"] = true;
+  EXPECT_EQ(pentad::load_tokenizer(write("whole1.json", whole.dump()), "")->encode("ba"), (Ids{266}));
+
   json twice = tj;
   twice["model"]["merges"].push_back("a b");
   EXPECT_HAS(pentad::test::input_error_of([&] { pentad::hf::read_tokenizer_json(write("twice.json", twice.dump())); }),

@@ -25,7 +25,6 @@
 #include "core/fs.hpp"
 #include "io/data.hpp"
 #include "tok/parallel.hpp"
-#include "tok/pretokenize.hpp"
 
 namespace pentad {
 namespace {
@@ -159,9 +158,9 @@ class ByteSource {
 // The pieces of one input file, in order.
 class InputReader {
  public:
-  InputReader(std::string path, size_t index, const PrepOptions& o)
+  InputReader(std::string path, size_t index, const PrepOptions& o, const Tokenizer& tok)
       : path_(std::move(path)), src_(path_), index_(index), json_(is_json_lines(path_)), key_(o.json_key),
-        piece_bytes_(std::max<size_t>(1, o.piece_bytes)) {}
+        piece_bytes_(std::max<size_t>(1, o.piece_bytes)), tok_(tok) {}
 
   // The next piece into p; false at the end of the file.
   bool next(Piece& p) {
@@ -194,7 +193,7 @@ class InputReader {
     size_t scan_from = piece_bytes_;  // in rest()
     for (;;) {
       if (rest().size() > piece_bytes_) {
-        const size_t cut = next_safe_cut(rest(), scan_from);
+        const size_t cut = tok_.safe_cut(rest(), scan_from);
         if (cut < rest().size()) {
           p.text.assign(rest().substr(0, cut));
           head_ += cut;
@@ -274,6 +273,7 @@ class InputReader {
   bool json_;
   std::string key_;
   size_t piece_bytes_;
+  const Tokenizer& tok_;  // where a piece may end (safe_cut)
   std::string buf_;
   size_t head_ = 0;
   bool started_ = false, done_ = false;
@@ -439,7 +439,7 @@ class Encoder {
   void run() {
     last_progress_ = start_ = std::chrono::steady_clock::now();
     for (size_t i = 0; i < inputs_.size(); ++i) {
-      InputReader reader(inputs_[i], i, o_);
+      InputReader reader(inputs_[i], i, o_, tok_);
       Piece p;
       while (reader.next(p)) {
         r_.bytes += int64_t(p.text.size());
@@ -457,11 +457,12 @@ class Encoder {
  private:
   void flush(int64_t bytes_read) {
     std::vector<std::string_view> views;
+    std::vector<bool> continued;  // a later piece of a plain file's document
     views.reserve(batch_.size());
-    for (const Piece& p : batch_) views.emplace_back(p.text);
+    for (const Piece& p : batch_) views.emplace_back(p.text), continued.push_back(!p.starts_doc);
     std::vector<std::vector<uint32_t>> ids;
     try {
-      ids = encode_documents(tok_, views);
+      ids = encode_documents(tok_, views, continued);
     } catch (const DocumentError& e) {
       const Piece& p = batch_[e.doc];
       throw InputError(where(inputs_[p.input], p.line) + ": " + e.what());

@@ -14,9 +14,10 @@
 // text), encoded on all cores (OpenMP, in chunks cut where the ids cannot
 // change: tok/parallel.hpp), and their ids appended to a staging file in
 // out_dir. A plain file longer than piece_bytes is read in pieces cut at such
-// places too, so memory does not grow with the corpus; only a piece with no
-// such place (no line break between printable ASCII characters) or a single
-// JSON line is held whole.
+// places too (the tokenizer's safe_cut), so memory does not grow with the
+// corpus; only a piece with no such place (for BPE, no line break between
+// printable ASCII characters; for a SentencePiece BPE, no line break) or a
+// single JSON line is held whole.
 //
 // The last val_fraction of the tokens is the validation file. Where that
 // begins is known only at the end, so the token files are written from the

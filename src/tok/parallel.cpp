@@ -4,22 +4,22 @@
 #include <cstdint>
 #include <string>
 
-#include "tok/pretokenize.hpp"
 
 namespace pentad {
 
 std::vector<std::vector<uint32_t>> encode_documents(const Tokenizer& tokenizer,
                                                     const std::vector<std::string_view>& docs,
-                                                    size_t chunk_bytes) {
+                                                    const std::vector<bool>& continued, size_t chunk_bytes) {
   struct Chunk {
     size_t doc;
     std::string_view text;
+    bool continued;  // encode_continued: not the start of its text
   };
   std::vector<Chunk> chunks;
   for (size_t d = 0; d < docs.size(); ++d)
     for (size_t begin = 0; begin < docs[d].size();) {
-      const size_t end = next_safe_cut(docs[d], begin + chunk_bytes);
-      chunks.push_back({d, docs[d].substr(begin, end - begin)});
+      const size_t end = tokenizer.safe_cut(docs[d], begin + chunk_bytes);
+      chunks.push_back({d, docs[d].substr(begin, end - begin), begin > 0 || (d < continued.size() && continued[d])});
       begin = end;
     }
   std::vector<std::vector<uint32_t>> ids(chunks.size());
@@ -28,7 +28,7 @@ std::vector<std::vector<uint32_t>> encode_documents(const Tokenizer& tokenizer,
 #pragma omp parallel for schedule(dynamic, 1)
   for (size_t k = 0; k < chunks.size(); ++k) {
     try {
-      ids[k] = tokenizer.encode(chunks[k].text);
+      ids[k] = chunks[k].continued ? tokenizer.encode_continued(chunks[k].text) : tokenizer.encode(chunks[k].text);
     } catch (const InputError& e) {
 #pragma omp critical(pentad_encode_documents_error)
       if (k < err_chunk) err = e.what(), err_chunk = k;

@@ -28,38 +28,24 @@ class SpBpeTokenizer final : public SpecialTokens {
     byte_of_.assign(pieces_.size(), -1);
     for (int b = 0; b < 256; ++b) byte_of_[byte_ids_[b]] = int16_t(b);
     merges_.reserve(parts.merges.size());
+    bool byte_merges = false;
     for (uint32_t rank = 0; rank < parts.merges.size(); ++rank) {
       const auto& [l, r, made] = parts.merges[rank];
       merges_.emplace(key(l, r), Merge{rank, made});
+      byte_merges = byte_merges || byte_of_[l] >= 0 || byte_of_[r] >= 0;
     }
+    newline_inert_ = !byte_merges && !ignore_merges_ && !piece_ids_.count("\n");
   }
 
-  std::vector<uint32_t> encode(std::string_view text) const override {
-    if (text.empty()) return {};
-    std::string word(kSpace);
-    word.reserve(text.size() + text.size() / 4 + 8);
-    for (const char c : text) {
-      if (c == ' ') word += kSpace;
-      else word += c;
-    }
-    if (ignore_merges_)
-      if (const auto it = piece_ids_.find(word); it != piece_ids_.end()) return {it->second};
-    std::vector<uint32_t> ids;
-    ids.reserve(word.size());
-    for (size_t i = 0; i < word.size();) {
-      size_t n_bad = 0;
-      size_t n = utf8_char_at(word, i, &n_bad);
-      if (n == 0) n = n_bad;  // bytes that are no character: each its <0xNN>
-      const auto it = n_bad == 0 ? piece_ids_.find(std::string_view(word).substr(i, n)) : piece_ids_.end();
-      if (it != piece_ids_.end()) {
-        ids.push_back(it->second);
-      } else {
-        for (size_t k = i; k < i + n; ++k) ids.push_back(byte_ids_[static_cast<unsigned char>(word[k])]);
-      }
-      i += n;
-    }
-    merge(ids);
-    return ids;
+  std::vector<uint32_t> encode(std::string_view text) const override { return encode_word(text, true); }
+  std::vector<uint32_t> encode_continued(std::string_view part) const override { return encode_word(part, false); }
+
+  // After a line break, when a line break is no piece (so its byte's token)
+  // and no merge has a byte's token: nothing merges across it. Else nowhere.
+  size_t safe_cut(std::string_view text, size_t from) const override {
+    if (!newline_inert_ || from >= text.size()) return text.size();
+    const size_t nl = text.find('\n', from == 0 ? 0 : from - 1);
+    return nl == std::string_view::npos || nl + 1 >= text.size() ? text.size() : nl + 1;
   }
 
   std::string decode(const uint32_t* ids, size_t n) const override {
@@ -89,6 +75,36 @@ class SpBpeTokenizer final : public SpecialTokens {
   }
 
  private:
+  // The text as one word ('▁' for each space, and before it if `first`),
+  // merged.
+  std::vector<uint32_t> encode_word(std::string_view text, bool first) const {
+    if (text.empty()) return {};
+    std::string word(first ? kSpace : std::string_view());
+    word.reserve(text.size() + text.size() / 4 + 8);
+    for (const char c : text) {
+      if (c == ' ') word += kSpace;
+      else word += c;
+    }
+    if (ignore_merges_)
+      if (const auto it = piece_ids_.find(word); it != piece_ids_.end()) return {it->second};
+    std::vector<uint32_t> ids;
+    ids.reserve(word.size());
+    for (size_t i = 0; i < word.size();) {
+      size_t n_bad = 0;
+      size_t n = utf8_char_at(word, i, &n_bad);
+      if (n == 0) n = n_bad;  // bytes that are no character: each its <0xNN>
+      const auto it = n_bad == 0 ? piece_ids_.find(std::string_view(word).substr(i, n)) : piece_ids_.end();
+      if (it != piece_ids_.end()) {
+        ids.push_back(it->second);
+      } else {
+        for (size_t k = i; k < i + n; ++k) ids.push_back(byte_ids_[static_cast<unsigned char>(word[k])]);
+      }
+      i += n;
+    }
+    merge(ids);
+    return ids;
+  }
+
   struct Merge {
     uint32_t rank = kNone;
     uint32_t made = kNone;
@@ -135,6 +151,7 @@ class SpBpeTokenizer final : public SpecialTokens {
   std::array<uint32_t, 256> byte_ids_;
   bool ignore_merges_ = false;
   size_t n_merges_ = 0;
+  bool newline_inert_ = false;  // safe_cut may cut after a line break
   std::unordered_map<std::string_view, uint32_t> piece_ids_;
   std::vector<int16_t> byte_of_;  // (pieces,) the byte of <0xNN>, -1 for other pieces
   std::unordered_map<uint64_t, Merge> merges_;

@@ -1,9 +1,13 @@
-// The byte tokenizer (tokenizer.hpp).
+// The byte tokenizer, and the default safe cut (tokenizer.hpp).
 #include "tok/tokenizer.hpp"
 
 #include "core/error.hpp"
+#include "tok/pretokenize.hpp"
 
 namespace pentad {
+
+size_t Tokenizer::safe_cut(std::string_view text, size_t from) const { return next_safe_cut(text, from); }
+
 namespace {
 
 class ByteTokenizer final : public Tokenizer {

@@ -39,6 +39,16 @@ class Tokenizer {
   virtual int64_t bos() const { return -1; }
   // One line for logs, e.g. "bytes (256)".
   virtual std::string describe() const = 0;
+  // Where text may be cut so that its parts, encoded one after another (the
+  // first by encode(), each later one by encode_continued()), give
+  // encode(text): the first such place at or after `from`, else text.size().
+  // `pentad prep` reads and encodes long documents in such parts. By
+  // default pretokenize.hpp's next_safe_cut: after a newline between two
+  // printable ASCII characters, where every named pattern starts afresh.
+  virtual size_t safe_cut(std::string_view text, size_t from) const;
+  // The ids of a part that continues a text cut at safe_cut (encode() but
+  // for what a tokenizer puts before a whole text: SentencePiece's '▁').
+  virtual std::vector<uint32_t> encode_continued(std::string_view part) const { return encode(part); }
 };
 
 // One id per byte, ids 0..255, no end-of-text token.

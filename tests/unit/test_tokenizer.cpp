@@ -26,6 +26,7 @@
 #include "io/prep.hpp"
 #include "../lib/input_error.hpp"
 #include "tok/hf_tokenizer.hpp"
+#include "tok/parallel.hpp"
 #include "tok/bpe.hpp"
 #include "tok/pretokenize.hpp"
 #include "tok/utf8.hpp"
@@ -267,6 +268,38 @@ std::vector<uint32_t> read_ids(const std::string& path, int64_t vocab) {
 }
 
 // Lines of words over a small alphabet: many places where prep may cut.
+// A small SentencePiece BPE's tokenizer.json in Llama 2's form: <unk>, <s>,
+// </s>, the 256 <0xNN>, then '▁' a b ▁▁ ▁a ab ▁ab (259..265), with "▁ ▁"
+// listed last though "▁▁" is made before "▁a".
+nlohmann::json sp_tokenizer_json() {
+  using nlohmann::json;
+  const std::string sp = "\xE2\x96\x81";  // '▁'
+  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    vocab[name] = 3 + b;
+  }
+  const std::vector<std::string> pieces = {sp, "a", "b", sp + sp, sp + "a", "ab", sp + "ab"};  // 259..265
+  for (size_t k = 0; k < pieces.size(); ++k) vocab[pieces[k]] = 259 + int(k);
+  const json merges = {"a b", sp + " a", sp + " ab", sp + " " + sp};
+  const auto special = [](const char* t, int id) { return json{{"id", id}, {"content", t}, {"special", true}}; };
+  return {{"added_tokens", {special("<unk>", 0), special("<s>", 1), special("</s>", 2)}},
+          {"normalizer", {{"type", "Sequence"},
+                          {"normalizers", {{{"type", "Prepend"}, {"prepend", sp}},
+                                           {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", sp}}}}}},
+          {"pre_tokenizer", nullptr},
+          {"post_processor", {{"type", "TemplateProcessing"},
+                              {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                          {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}}}},
+          {"decoder", {{"type", "Sequence"},
+                       {"decoders", {{{"type", "Replace"}, {"pattern", {{"String", sp}}}, {"content", " "}},
+                                     {{"type", "ByteFallback"}}, {{"type", "Fuse"}},
+                                     {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
+          {"model", {{"type", "BPE"}, {"byte_fallback", true}, {"fuse_unk", true}, {"unk_token", "<unk>"},
+                     {"vocab", vocab}, {"merges", merges}}}};
+}
+
 std::string wordy_text(uint32_t seed, int n_lines) {
   static const char* words[] = {"ab", "ba", "abab", "the", "a", "b!", "(ab)", "  ", "x\ty", "\xc3\xa9t\xc3\xa9"};
   std::mt19937 rng(seed);
@@ -283,9 +316,13 @@ std::string wordy_text(uint32_t seed, int n_lines) {
 // a time give exactly the ids of each whole document, separators included,
 // and the same files as one batch; the validation split is where a prep
 // that held everything would put it.
+// Both kinds of BPE: a SentencePiece document's later pieces are encoded
+// without the '▁' put before a whole text.
 TEST_F(TokenizerTest, PrepStreamsPiecesWithTheIdsOfWholeDocuments) {
   const std::string ranks = write("small.tiktoken", rank_lines({"ab", "abab", "th", "the", "ba"}));
-  const auto tok = pentad::load_tiktoken(ranks, "gpt2");
+  for (const auto& tok : {pentad::load_tiktoken(ranks, "gpt2"),
+                          pentad::load_tokenizer(write("sp.json", sp_tokenizer_json().dump()), "")}) {
+  SCOPED_TRACE(tok->describe());
   std::vector<std::string> docs = {wordy_text(1, 400), wordy_text(2, 3), "", wordy_text(3, 900)};
   std::vector<std::string> inputs;
   std::vector<uint32_t> want;
@@ -303,7 +340,7 @@ TEST_F(TokenizerTest, PrepStreamsPiecesWithTheIdsOfWholeDocuments) {
   pieces.piece_bytes = 64;
   pieces.batch_bytes = 300;
   for (const auto& [name, o] : {std::pair{"whole", whole}, std::pair{"pieces", pieces}}) {
-    const std::string out = (dir_ / name).string();
+    const std::string out = (dir_ / (name + std::to_string(tok->vocab_size()))).string();
     const pentad::PrepResult r = pentad::prep_corpus(inputs, out, *tok, o);
     EXPECT_EQ(r.documents, 4) << name;
     EXPECT_EQ(r.train_tokens, n - n_val) << name;
@@ -317,6 +354,7 @@ TEST_F(TokenizerTest, PrepStreamsPiecesWithTheIdsOfWholeDocuments) {
     for (const auto& e : fs::directory_iterator(out)) left.push_back(e.path().filename().string());
     std::sort(left.begin(), left.end());
     EXPECT_EQ(left, (std::vector<std::string>{"train.bin", "val.bin"})) << name;
+  }
   }
 }
 
@@ -778,31 +816,7 @@ TEST(HfTokenizer, ByteTokenizerFilesAreTheBytesAlone) {
 TEST_F(TokenizerTest, SentencePieceBpeFollowsTheMergeList) {
   using nlohmann::json;
   const std::string sp = "\xE2\x96\x81";  // '▁'
-  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
-  for (int b = 0; b < 256; ++b) {
-    char name[8];
-    std::snprintf(name, sizeof name, "<0x%02X>", b);
-    vocab[name] = 3 + b;
-  }
-  const std::vector<std::string> pieces = {sp, "a", "b", sp + sp, sp + "a", "ab", sp + "ab"};  // 259..265
-  for (size_t k = 0; k < pieces.size(); ++k) vocab[pieces[k]] = 259 + int(k);
-  // "▁ ▁" last, though "▁▁" (262) is made before "▁a" (263), as in Llama 2.
-  const json merges = {"a b", sp + " a", sp + " ab", sp + " " + sp};
-  const auto special = [](const char* t, int id) { return json{{"id", id}, {"content", t}, {"special", true}}; };
-  json tj = {{"added_tokens", {special("<unk>", 0), special("<s>", 1), special("</s>", 2)}},
-             {"normalizer", {{"type", "Sequence"},
-                             {"normalizers", {{{"type", "Prepend"}, {"prepend", sp}},
-                                              {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", sp}}}}}},
-             {"pre_tokenizer", nullptr},
-             {"post_processor", {{"type", "TemplateProcessing"},
-                                 {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
-                                             {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}}}},
-             {"decoder", {{"type", "Sequence"},
-                          {"decoders", {{{"type", "Replace"}, {"pattern", {{"String", sp}}}, {"content", " "}},
-                                        {{"type", "ByteFallback"}}, {{"type", "Fuse"}},
-                                        {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
-             {"model", {{"type", "BPE"}, {"byte_fallback", true}, {"fuse_unk", true}, {"unk_token", "<unk>"},
-                        {"vocab", vocab}, {"merges", merges}}}};
+  const json tj = sp_tokenizer_json();
   const std::string file = write("sp.json", tj.dump());
   const pentad::hf::TokenizerJson t = pentad::hf::read_tokenizer_json(file);
   ASSERT_TRUE(t.sentencepiece);
@@ -835,6 +849,28 @@ TEST_F(TokenizerTest, SentencePieceBpeFollowsTheMergeList) {
   EXPECT_EQ(pentad::load_tokenizer(write("whole0.json", whole.dump()), "")->encode("ba"), (Ids{259, 261, 260}));
   whole["model"]["ignore_merges"] = true;
   EXPECT_EQ(pentad::load_tokenizer(write("whole1.json", whole.dump()), "")->encode("ba"), (Ids{266}));
+
+  // Cut after any line break (no merge has a byte's token, and '\n' is no
+  // piece): the parts, the later ones without the leading '▁', give the
+  // whole text's ids; so does encode_documents in chunks of one byte.
+  const std::string text = wordy_text(7, 60);
+  Ids parts;
+  size_t cuts = 0;
+  for (size_t begin = 0; begin < text.size(); ++cuts) {
+    const size_t end = tok->safe_cut(text, begin + 1);
+    ASSERT_GT(end, begin);
+    ASSERT_TRUE(end == text.size() || text[end - 1] == '\n');
+    const Ids ids = begin == 0 ? tok->encode(text.substr(0, end)) : tok->encode_continued(text.substr(begin, end - begin));
+    parts.insert(parts.end(), ids.begin(), ids.end());
+    begin = end;
+  }
+  EXPECT_GT(cuts, 50u);
+  EXPECT_EQ(parts, tok->encode(text));
+  EXPECT_EQ(pentad::encode_documents(*tok, {text}, {}, 1)[0], tok->encode(text));
+  EXPECT_EQ(tok->encode_continued(" a"), (Ids{263}));  // no '▁' put before it
+  json newline = tj;
+  newline["model"]["vocab"]["\n"] = 266;  // a line break that is a piece may merge: no cut
+  EXPECT_EQ(pentad::load_tokenizer(write("nl.json", newline.dump()), "")->safe_cut(text, 1), text.size());
 
   json twice = tj;
   twice["model"]["merges"].push_back("a b");

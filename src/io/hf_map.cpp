@@ -401,7 +401,7 @@ double kv_heads_default(const json& j, bool mistral) {
   const auto kv = j.find("num_key_value_heads");
   if (mistral && kv == j.end()) return 8;
   const auto heads = j.find("num_attention_heads");
-  return heads != j.end() && heads->is_number() ? heads->get<double>() : -1.0;
+  return heads != j.end() && heads->is_number() ? heads->get<double>() : kRequired;
 }
 
 // The class config.json names, into *cls, and how pentad reads it, into *a:

@@ -532,8 +532,11 @@ void check_sentencepiece_decoder(const json& j, const std::string& what) {
                      "Fuse and Strip \" \" (1, 0)");
 }
 
-// The vocabulary: pieces in id order, ids 0..n-1, every <0xNN> among them.
-void read_pieces(const json& model, SpBpeParts& p, const std::string& what) {
+using PieceIds = std::unordered_map<std::string, uint32_t>;  // piece -> id
+
+// The vocabulary: pieces in id order, ids 0..n-1, every <0xNN> among them;
+// *id_of maps them back.
+void read_pieces(const json& model, SpBpeParts& p, PieceIds* id_of, const std::string& what) {
   if (!model.contains("vocab") || !model["vocab"].is_object())
     throw InputError(what + ": \"model\" has no \"vocab\" object");
   std::vector<bool> seen;
@@ -552,13 +555,13 @@ void read_pieces(const json& model, SpBpeParts& p, const std::string& what) {
     throw InputError(what + ": the vocab's ids are not 0..n-1: " +
                      (p.pieces.empty() ? std::string("it is empty")
                                        : "id " + std::to_string(hole - seen.begin()) + " is missing"));
-  std::map<std::string, uint32_t> id_of;
-  for (uint32_t id = 0; id < p.pieces.size(); ++id) id_of.emplace(p.pieces[id], id);
+  id_of->reserve(p.pieces.size());
+  for (uint32_t id = 0; id < p.pieces.size(); ++id) id_of->emplace(p.pieces[id], id);
   for (int b = 0; b < 256; ++b) {
     char name[8];
     std::snprintf(name, sizeof name, "<0x%02X>", b);
-    const auto it = id_of.find(name);
-    if (it == id_of.end())
+    const auto it = id_of->find(name);
+    if (it == id_of->end())
       throw InputError(what + ": \"byte_fallback\" = true, but the vocab has no " + name +
                        " (byte fallback needs a token for each of the 256 bytes)");
     p.byte_ids[b] = it->second;
@@ -567,9 +570,7 @@ void read_pieces(const json& model, SpBpeParts& p, const std::string& what) {
 
 // The merges in their order (the priority), each of pieces: left, right and
 // their join.
-void read_sp_merges(const json& model, SpBpeParts& p, const std::string& what) {
-  std::unordered_map<std::string, uint32_t> id_of;
-  for (uint32_t id = 0; id < p.pieces.size(); ++id) id_of.emplace(p.pieces[id], id);
+void read_sp_merges(const json& model, const PieceIds& id_of, SpBpeParts& p, const std::string& what) {
   const json& merges = merge_list(model, what);
   std::unordered_map<uint64_t, size_t> first;  // (left, right) -> its index
   p.merges.reserve(merges.size());
@@ -600,9 +601,10 @@ SpBpeParts read_sentencepiece(const json& j, const std::string& path, const std:
   check_sentencepiece_text(j, what);
   check_sentencepiece_decoder(j, what);
   SpBpeParts p;
-  read_pieces(model, p, what);
+  PieceIds id_of;
+  read_pieces(model, p, &id_of, what);
   p.ignore_merges = model.value("ignore_merges", false);
-  read_sp_merges(model, p, what);
+  read_sp_merges(model, id_of, p, what);
   // The added tokens: the vocab's own pieces (Llama 2's <unk>, <s>, </s>),
   // or special tokens after it.
   const Added added = read_added(j, what);

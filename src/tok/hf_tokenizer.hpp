@@ -53,9 +53,11 @@ struct TokenizerJson {
 // tiktoken's terms: the vocabulary's ids are the ranks (token text in GPT-2's
 // byte-level characters, decoded to bytes), the added tokens the special
 // tokens, the Split expression (or ByteLevel's own, GPT-2's) one of the
-// named patterns (pattern_of_hf_regex). What pentad's tokenizer would do
+// named patterns (pattern_of_hf_regex). A BPE with "byte_fallback": true is
+// read instead as a SentencePiece BPE (sentencepiece, sp: sp_bpe.hpp; its
+// rules in docs/tokenizer.md). What pentad's tokenizer would do
 // differently is refused, naming the key: another model type, a normalizer,
-// byte fallback, subword prefixes, ids that are not 0..n-1 followed by the
+// subword prefixes, ids that are not 0..n-1 followed by the
 // added tokens, a byte without an id, and merges that are not in the order
 // of the ids they make (pentad merges the pair whose join has the lowest id,
 // as tiktoken does; Hugging Face's BPE the pair listed first: the two agree

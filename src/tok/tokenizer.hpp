@@ -1,7 +1,8 @@
 // Text <-> token ids. A Tokenizer turns ordinary text into ids and ids back
-// into bytes. Two kinds exist: the byte tokenizer (vocabulary 256, one id per
-// byte, no special tokens; what `pentad prep` makes without --tokenizer) and
-// byte-level BPE over a tiktoken rank file (bpe.hpp).
+// into bytes. Three kinds exist: the byte tokenizer (vocabulary 256, one id
+// per byte, no special tokens; what `pentad prep` makes without --tokenizer),
+// byte-level BPE over a tiktoken rank file or a tokenizer.json (bpe.hpp), and
+// a SentencePiece BPE with byte fallback from a tokenizer.json (sp_bpe.hpp).
 #pragma once
 
 #include <cstddef>

@@ -255,17 +255,17 @@ Key enum_key(const char* sec, const char* name, Acc acc, const char* help) {
   return k;
 }
 
-// model.tied_embeddings: a bool in the deck, an int in the struct where -1
-// means "family default" (shown resolved).
-Key tied_key() {
-  Key k{"model", "tied_embeddings", Kind::boolean, {}, {},
-        "share the token embedding with the output head (default: gpt2 true, llama false)"};
-  k.set = [](Config& c, const Value& v) -> std::string {
-    c.model.tied_embeddings = std::get<bool>(v) ? 1 : 0;
+// A bool key of [model] whose default is the family's (true for gpt2, false
+// for llama): an int in the struct where -1 means "family default" (shown
+// resolved). model.tied_embeddings and model.qkv_bias.
+Key family_bool_key(const char* name, int ModelConfig::*field, const char* help) {
+  Key k{"model", name, Kind::boolean, {}, {}, help};
+  k.set = [field](Config& c, const Value& v) -> std::string {
+    c.model.*field = std::get<bool>(v) ? 1 : 0;
     return {};
   };
-  k.get = [](const Config& c) -> Value {
-    const int t = c.model.tied_embeddings;
+  k.get = [field](const Config& c) -> Value {
+    const int t = c.model.*field;
     return t == -1 ? c.model.family == Family::gpt2 : t == 1;
   };
   return k;
@@ -299,7 +299,11 @@ void add_model_keys(std::vector<Key>& s) {
                         "llama3: wavelengths below rope_original_context / this are kept"));
   s.push_back(int_key(PENTAD_FIELD(model, rope_original_context), 1, kNoMax,
                       "llama3: the context the model was first trained on"));
-  s.push_back(tied_key());
+  s.push_back(family_bool_key("tied_embeddings", &ModelConfig::tied_embeddings,
+                              "share the token embedding with the output head (default: gpt2 true, llama false)"));
+  s.push_back(family_bool_key("qkv_bias", &ModelConfig::qkv_bias,
+                              "biases on the query, key and value projections (gpt2: always; llama: false, "
+                              "true for Qwen2's attention)"));
   s.push_back(float_key(PENTAD_FIELD(model, init_std), gt(0), none(),
                         "std of the normal weight init"));
   s.push_back(int_key(PENTAD_FIELD(model, n_experts), 0, kNoMax,
@@ -614,6 +618,7 @@ void fill_defaults(Config& cfg) {
   ModelConfig& m = cfg.model;
   if (m.n_kv_heads == 0) m.n_kv_heads = m.n_heads;
   if (m.tied_embeddings == -1) m.tied_embeddings = m.family == Family::gpt2 ? 1 : 0;
+  if (m.qkv_bias == -1) m.qkv_bias = m.family == Family::gpt2 ? 1 : 0;
   if (m.d_ff == 0) {
     const int64_t c = m.d_model;
     const int64_t f = m.family == Family::gpt2 ? 4 * c : (8 * c / 3 + 31) / 32 * 32;
@@ -636,6 +641,8 @@ void validate_model(const Config& cfg) {
   if (m.family == Family::gpt2 && m.n_kv_heads != m.n_heads)
     fail(cfg, kv("model.n_kv_heads", m.n_kv_heads) + ": gpt2 needs n_kv_heads = " +
                   kv("model.n_heads", m.n_heads) + " (grouped-query attention is llama only)");
+  if (m.family == Family::gpt2 && m.qkv_bias == 0)
+    fail(cfg, "model.qkv_bias = false: gpt2's attention always has its biases (the key is for llama)");
   if (m.rope_scaling != RopeScaling::none && m.family != Family::llama)
     fail(cfg, "model.rope_scaling = \"" + std::string(deck_name(m.rope_scaling)) +
                   "\" scales RoPE, which model.family = \"gpt2\" does not use");

@@ -101,6 +101,7 @@ struct ModelConfig {
   float rope_high_freq_factor = 4.0f;   // llama3: wavelengths below original_context / this are kept
   int rope_original_context = 8192;     // llama3: the context the model was first trained on
   int tied_embeddings = -1;  // -1 = family default (gpt2 tied, llama untied)
+  int qkv_bias = -1;         // q/k/v projection biases; -1 = family default (gpt2 yes, llama no)
   float init_std = 0.02f;
   // Mixture of experts (moe.hpp). n_experts = 0: every MLP is dense.
   int n_experts = 0;             // E
@@ -119,6 +120,8 @@ struct ModelConfig {
             .original_context = double(rope_original_context)};
   }
   bool tied() const { return tied_embeddings == 1; }
+  // (-1, unresolved, as the family: a ModelConfig built in code keeps GPT-2's biases.)
+  bool has_qkv_bias() const { return qkv_bias == 1 || (qkv_bias == -1 && family == Family::gpt2); }
   bool is_moe_block(int l) const { return n_experts > 0 && (l + 1) % moe_every == 0; }
   // Rows of the embedding and head matrices over a tp group of `tp` ranks:
   // vocab_size rounded up to a multiple of pad_vocab_to * tp.

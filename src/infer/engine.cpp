@@ -23,7 +23,8 @@ namespace pentad {
 struct InferenceEngine::Layer {
   const float *attn_w = nullptr, *attn_b = nullptr, *mlp_w = nullptr, *mlp_b = nullptr;  // (C)
   const float *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr;  // (HD, C), (KD, C) x2, (C, HD)
-  const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;  // GPT-2 biases
+  const float *bq = nullptr, *bk = nullptr, *bv = nullptr;  // GPT-2's and Qwen2's biases
+  const float* bo = nullptr;                                  // GPT-2's
   const float *w_gate = nullptr, *w_up = nullptr, *w_down = nullptr;      // (F, C), (F, C), (C, F); MoE: (E, ...)
   const float *b_up = nullptr, *b_down = nullptr;                          // GPT-2 (F), (C); MoE: (E, ...)
   const float* router = nullptr;                                           // (E, C), MoE blocks
@@ -68,9 +69,11 @@ void InferenceEngine::build(const ModelWeights& w) {
     ly->wk = upload(w, p + "attn/wk");
     ly->wv = upload(w, p + "attn/wv");
     ly->wo = upload(w, p + "attn/wo");
-    ly->bq = opt("attn/bq");
-    ly->bk = opt("attn/bk");
-    ly->bv = opt("attn/bv");
+    if (cfg_.has_qkv_bias()) {
+      ly->bq = upload(w, p + "attn/bq");
+      ly->bk = upload(w, p + "attn/bk");
+      ly->bv = upload(w, p + "attn/bv");
+    }
     ly->bo = opt("attn/bo");
     ly->mlp_w = upload(w, p + "mlp_norm/w");
     ly->mlp_b = opt("mlp_norm/b");
@@ -167,9 +170,7 @@ void InferenceEngine::block(int l, int n) {
   // The linear layers through linear_fwd (Q, K and V through linear_fwd_group,
   // which reads ln once): with their bias (and GELU) in the GEMM's epilogue
   // on CUDA, the same ops in turn on the CPU.
-  const LinearPart qkv[3] = {{q_, y.wq, gpt2_ ? y.bq : nullptr, HD},
-                             {kc, y.wk, gpt2_ ? y.bk : nullptr, KD},
-                             {vc, y.wv, gpt2_ ? y.bv : nullptr, KD}};
+  const LinearPart qkv[3] = {{q_, y.wq, y.bq, HD}, {kc, y.wk, y.bk, KD}, {vc, y.wv, y.bv, KD}};
   be_.linear_fwd_group(qkv, 3, ln_, n, C_);
   if (!gpt2_) {
     be_.rope_fwd(q_, 1, n, H_, D_, pos_, cfg_.rope());

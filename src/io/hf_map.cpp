@@ -1,7 +1,8 @@
 // The pentad <-> Hugging Face rule tables and the config files (hf_map.hpp).
 // Class structure and names as documented by Hugging Face for
-// GPT2LMHeadModel (Conv1D weights (in, out), fused c_attn), LlamaForCausalLM
-// and MixtralForCausalLM (block_sparse_moe.gate, experts.{e}.w1/w2/w3).
+// GPT2LMHeadModel (Conv1D weights (in, out), fused c_attn), LlamaForCausalLM,
+// Qwen2ForCausalLM (Llama's modules with q/k/v_proj biases) and
+// MixtralForCausalLM (block_sparse_moe.gate, experts.{e}.w1/w2/w3).
 #include "io/hf_map.hpp"
 
 #include <algorithm>
@@ -56,7 +57,9 @@ Piece piece_of(const Rule& r) {
     s.erase(s.begin());
     p.offset = r.expert * numel(s);
   }
-  if (s.size() == 1) {
+  if (s.size() == 1 && r.op == Op::rope_rows) {  // a q/k bias: one element per row
+    p.rows = s[0];
+  } else if (s.size() == 1) {
     p.cols = s[0];
   } else {
     p.rows = s[0];
@@ -71,7 +74,8 @@ Piece piece_of(const Rule& r) {
 template <class F>
 void for_each_element(const Rule& r, F&& at) {
   const Piece p = piece_of(r);
-  const int64_t W = r.hf_shape.back();  // Hugging Face columns (1-D: elements)
+  // Hugging Face columns (1-D: one; a 1-D piece other than a q/k bias is one row).
+  const int64_t W = r.hf_shape.size() == 1 ? 1 : r.hf_shape.back();
   const int64_t D = r.op == Op::rope_rows ? p.rows / r.heads : 0;
   for (int64_t i = 0; i < p.rows; ++i) {
     const int64_t hi = r.op == Op::rope_rows ? (i / D) * D + hf_row_in_head(i % D, D) : i;
@@ -118,7 +122,7 @@ void gpt2_rules(Builder& b) {
   if (!m.tied()) b.same("model/lm_head", {V, C}, "lm_head.weight");
 }
 
-void llama_rules(Builder& b, bool mixtral) {
+void llama_rules(Builder& b, bool mixtral, bool qkv_bias) {
   const ModelConfig& m = b.m;
   const int64_t C = m.d_model, F = m.d_ff, V = m.vocab_size, D = m.head_dim(), H = m.n_heads, K = m.n_kv_heads,
                 E = m.n_experts;
@@ -129,6 +133,11 @@ void llama_rules(Builder& b, bool mixtral) {
     b.add(p + "attn/wq", {H * D, C}, h + "self_attn.q_proj.weight", {H * D, C}, Op::rope_rows, 0, -1, int(H));
     b.add(p + "attn/wk", {K * D, C}, h + "self_attn.k_proj.weight", {K * D, C}, Op::rope_rows, 0, -1, int(K));
     b.same(p + "attn/wv", {K * D, C}, h + "self_attn.v_proj.weight");
+    if (qkv_bias) {  // the q and k biases' rows are turned by RoPE as the weights' rows
+      b.add(p + "attn/bq", {H * D}, h + "self_attn.q_proj.bias", {H * D}, Op::rope_rows, 0, -1, int(H));
+      b.add(p + "attn/bk", {K * D}, h + "self_attn.k_proj.bias", {K * D}, Op::rope_rows, 0, -1, int(K));
+      b.same(p + "attn/bv", {K * D}, h + "self_attn.v_proj.bias");
+    }
     b.same(p + "attn/wo", {C, H * D}, h + "self_attn.o_proj.weight");
     b.same(p + "mlp_norm/w", {C}, h + "post_attention_layernorm.weight");
     if (mixtral && m.is_moe_block(l)) {
@@ -157,12 +166,13 @@ const char* arch_class(Arch a) {
     case Arch::gpt2: return "GPT2LMHeadModel";
     case Arch::llama: return "LlamaForCausalLM";
     case Arch::mixtral: return "MixtralForCausalLM";
+    case Arch::qwen2: return "Qwen2ForCausalLM";
   }
   return "?";
 }
 
 Arch arch_of(const ModelConfig& m, const std::string& what, std::vector<std::string>* notes) {
-  if (m.n_experts == 0) return m.family == Family::gpt2 ? Arch::gpt2 : Arch::llama;
+  if (m.n_experts == 0) return m.family == Family::gpt2 ? Arch::gpt2 : m.has_qkv_bias() ? Arch::qwen2 : Arch::llama;
   if (m.family == Family::gpt2)
     throw InputError(what + ": a GPT-2 mixture of experts has no Hugging Face class (GPT2LMHeadModel is dense); "
                             "the default export (model.h5) keeps it as pentad weights");
@@ -170,6 +180,9 @@ Arch arch_of(const ModelConfig& m, const std::string& what, std::vector<std::str
     throw InputError(what + ": model.moe_every = " + std::to_string(m.moe_every) +
                      " puts dense MLP blocks between the MoE blocks; MixtralForCausalLM has an MoE MLP in every "
                      "block, so this model has no Hugging Face class");
+  if (m.has_qkv_bias())
+    throw InputError(what + ": model.qkv_bias = true: MixtralForCausalLM's attention has no biases, so this mixture "
+                            "of experts has no Hugging Face class");
   if (m.top_k < 2)
     throw InputError(what + ": model.top_k = 1: pentad weighs the one chosen expert by its router probability, "
                             "MixtralForCausalLM renormalises the chosen weights (a single one becomes 1), so the "
@@ -195,7 +208,7 @@ std::vector<Rule> rules(const ModelConfig& m, Arch a) {
   if (a == Arch::gpt2)
     gpt2_rules(b);
   else
-    llama_rules(b, a == Arch::mixtral);
+    llama_rules(b, a == Arch::mixtral, a == Arch::qwen2);
   return b.out;
 }
 
@@ -263,7 +276,7 @@ std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, 
     j["scale_attn_weights"] = true;
     return j.dump(2) + "\n";
   }
-  j["model_type"] = a == Arch::mixtral ? "mixtral" : "llama";
+  j["model_type"] = a == Arch::mixtral ? "mixtral" : a == Arch::qwen2 ? "qwen2" : "llama";
   j["hidden_size"] = m.d_model;
   j["intermediate_size"] = m.d_ff;
   j["num_hidden_layers"] = m.n_layers;
@@ -286,6 +299,10 @@ std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, 
   if (a == Arch::llama) {
     j["attention_bias"] = false;
     j["mlp_bias"] = false;
+  } else if (a == Arch::qwen2) {  // q/k/v biases are the class's own; its sliding window off
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = nullptr;
+    j["max_window_layers"] = m.n_layers;
   } else {
     j["num_local_experts"] = m.n_experts;
     j["num_experts_per_tok"] = m.top_k;
@@ -396,17 +413,20 @@ std::string parse_config_object(const std::string& text, const std::string& wher
 }
 
 // The key/value heads a missing "num_key_value_heads" stands for: Mistral's
-// 8, else the query heads (also Mistral's for an explicit null).
-double kv_heads_default(const json& j, bool mistral) {
+// 8, Qwen2's 32, else the query heads (also Mistral's and Qwen2's for an
+// explicit null).
+double kv_heads_default(const json& j, const std::string& cls) {
   const auto kv = j.find("num_key_value_heads");
-  if (mistral && kv == j.end()) return 8;
+  if (kv == j.end() && cls == "MistralForCausalLM") return 8;
+  if (kv == j.end() && cls == "Qwen2ForCausalLM") return 32;
   const auto heads = j.find("num_attention_heads");
   return heads != j.end() && heads->is_number() ? heads->get<double>() : kRequired;
 }
 
 // The class config.json names, into *cls, and how pentad reads it, into *a:
 // MistralForCausalLM as Llama (the same modules and tensor names; its
-// sliding window is checked by the callers). Or the message why not.
+// sliding window is checked by the callers), Qwen2ForCausalLM as Llama with
+// model.qkv_bias. Or the message why not.
 std::string config_arch(const json& j, const std::string& where, std::string* cls, Arch* a) {
   const auto arch = j.find("architectures");
   if (arch == j.end() || !arch->is_array() || arch->empty() || !(*arch)[0].is_string())
@@ -415,9 +435,11 @@ std::string config_arch(const json& j, const std::string& where, std::string* cl
   if (*cls == "GPT2LMHeadModel") *a = Arch::gpt2;
   else if (*cls == "LlamaForCausalLM" || *cls == "MistralForCausalLM") *a = Arch::llama;
   else if (*cls == "MixtralForCausalLM") *a = Arch::mixtral;
+  else if (*cls == "Qwen2ForCausalLM") *a = Arch::qwen2;
   else
     return where + ": architecture \"" + *cls +
-           "\" is not one pentad reads (GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM)";
+           "\" is not one pentad reads (GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, "
+           "Qwen2ForCausalLM)";
   return {};
 }
 
@@ -426,11 +448,25 @@ std::string config_arch(const json& j, const std::string& where, std::string* cl
 // 4096 (a null one: none).
 constexpr double kMistralPositions = 131072, kMistralWindow = 4096;
 
-// Mistral's sliding window (0: none; a missing key is the class's default).
-// Within it, Mistral's attention is the whole causal context, as pentad's.
-int64_t mistral_window(const json& j) {
+// Qwen2Config's defaults where they differ from LlamaConfig's (and 32
+// key/value heads: kv_heads_default): 32768 positions, a window of 4096 when
+// "use_sliding_window" is true.
+constexpr double kQwen2Positions = 32768, kQwen2Window = 4096;
+
+// The sliding window of a Mistral or Qwen2 file (0: none; a missing key is
+// the class's default). Qwen2's applies only with "use_sliding_window" (and
+// only to some layers: taken as all of them). Within it, the attention is
+// the whole causal context, as pentad's.
+int64_t sliding_window(const json& j, const std::string& cls) {
+  const bool mistral = cls == "MistralForCausalLM";
+  if (cls == "Qwen2ForCausalLM") {
+    const auto use = j.find("use_sliding_window");
+    if (use == j.end() || !use->is_boolean() || !use->get<bool>()) return 0;
+  } else if (!mistral) {
+    return 0;
+  }
   const auto sw = j.find("sliding_window");
-  if (sw == j.end()) return int64_t(kMistralWindow);
+  if (sw == j.end()) return int64_t(mistral ? kMistralWindow : kQwen2Window);
   return sw->is_number_integer() && sw->get<int64_t>() > 0 ? sw->get<int64_t>() : 0;
 }
 }  // namespace
@@ -443,14 +479,10 @@ std::string check_config_json(const std::string& text, const std::string& where,
   if (std::string e = config_arch(j, where, &cls, &file_arch); !e.empty()) return e;
   if (file_arch != a)
     return where + ": architecture \"" + cls + "\", but the deck's model is a " + arch_class(a);
-  const bool mistral = cls == "MistralForCausalLM";
-  if (mistral) {
-    const int64_t window = mistral_window(j);
-    if (window > 0 && window < m.seq_len)
-      return where + ": \"sliding_window\" = " + std::to_string(window) + " is shorter than the deck's model.seq_len = " +
-             std::to_string(m.seq_len) + ": pentad's attention sees the whole causal context, Mistral's the last " +
-             std::to_string(window) + " positions";
-  }
+  if (const int64_t window = sliding_window(j, cls); window > 0 && window < m.seq_len)
+    return where + ": \"sliding_window\" = " + std::to_string(window) + " is shorter than the deck's model.seq_len = " +
+           std::to_string(m.seq_len) + ": pentad's attention sees the whole causal context, " + cls + "'s the last " +
+           std::to_string(window) + " positions";
   // (config key, the deck's value, the deck key); a missing key takes the
   // class's default where Hugging Face has one.
   struct Want {
@@ -468,7 +500,7 @@ std::string check_config_json(const std::string& text, const std::string& where,
             {"n_head", double(m.n_heads), "model.n_heads", false},
             {"layer_norm_epsilon", tidy(m.norm_eps), "model.norm_eps", true, 1e-5}};
   } else {
-    const double kv_default = kv_heads_default(j, mistral);  // kRequired (-1) if no heads either
+    const double kv_default = kv_heads_default(j, cls);  // kRequired (-1) if no heads either
     want = {{"num_hidden_layers", double(m.n_layers), "model.n_layers", false},
             {"hidden_size", double(m.d_model), "model.d_model", false},
             {"num_attention_heads", double(m.n_heads), "model.n_heads", false},
@@ -500,10 +532,13 @@ std::string check_config_json(const std::string& text, const std::string& where,
       return where + ": \"head_dim\" = " + hd->dump() + " but the deck's d_model / n_heads = " +
              std::to_string(m.head_dim());
     if (std::string e = check_rope_scaling(j, where, m); !e.empty()) return e;
+    // Qwen2's biases are its class's (q, k, v); a Llama's or Mixtral's would
+    // be on every projection.
     for (const char* bias : {"attention_bias", "mlp_bias"}) {
       const auto b = j.find(bias);
-      if (b != j.end() && b->is_boolean() && b->get<bool>())
-        return where + ": \"" + std::string(bias) + "\" = true: pentad's Llama has no biases";
+      if (a != Arch::qwen2 && b != j.end() && b->is_boolean() && b->get<bool>())
+        return where + ": \"" + std::string(bias) + "\" = true: pentad's Llama has biases on q, k and v only, as "
+                       "Qwen2ForCausalLM";
     }
   }
   if (gpt2) {
@@ -549,7 +584,7 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
   std::string cls;
   Arch a = Arch::gpt2;
   if (std::string e = config_arch(j, where, &cls, &a); !e.empty()) throw InputError(e);
-  const bool mistral = cls == "MistralForCausalLM";
+  const bool qwen2 = a == Arch::qwen2;
   // A key's number: required (dflt null) or the class's default.
   const auto number = [&](const char* key, const json& dflt) -> double {
     const auto it = j.find(key);
@@ -591,7 +626,7 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
     if (act != j.end() && act->is_string() && *act != "silu")
       throw InputError(where + ": \"hidden_act\" = " + act->dump() + ": pentad's Llama uses SiLU (SwiGLU)");
     const auto sw = j.find("sliding_window");
-    if (!mistral && sw != j.end() && !sw->is_null())
+    if (cls == "LlamaForCausalLM" && sw != j.end() && !sw->is_null())
       throw InputError(where + ": \"sliding_window\" = " + sw->dump() +
                        ": pentad's attention sees the whole causal context");
     const int64_t H = integer("num_attention_heads", nullptr);
@@ -599,16 +634,18 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
     put("n_layers", std::to_string(integer("num_hidden_layers", nullptr)));
     put("d_model", std::to_string(integer("hidden_size", nullptr)));
     put("n_heads", std::to_string(H));
-    put("n_kv_heads", std::to_string(integer("num_key_value_heads", int64_t(kv_heads_default(j, mistral)))));
+    put("n_kv_heads", std::to_string(integer("num_key_value_heads", int64_t(kv_heads_default(j, cls)))));
     put("d_ff", std::to_string(integer("intermediate_size", nullptr)));
-    // Mistral's positions are cut to its sliding window, within which its
-    // attention is pentad's (the whole causal context).
-    int64_t positions = integer("max_position_embeddings", mistral ? int64_t(kMistralPositions) : 2048);
-    if (mistral && mistral_window(j) > 0) positions = std::min(positions, mistral_window(j));
+    // Mistral's (and a windowed Qwen2's) positions are cut to the sliding
+    // window, within which the attention is pentad's (the whole causal context).
+    const double default_positions = cls == "MistralForCausalLM" ? kMistralPositions : qwen2 ? kQwen2Positions : 2048;
+    int64_t positions = integer("max_position_embeddings", default_positions);
+    if (const int64_t window = sliding_window(j, cls); window > 0) positions = std::min(positions, window);
     put("seq_len", std::to_string(positions));
     put("norm_eps", toml_float(number("rms_norm_eps", 1e-6)));
     put("rope_theta", toml_float(number("rope_theta", 10000.0)));
     put("tied_embeddings", flag("tie_word_embeddings", false) ? "true" : "false");
+    if (qwen2) put("qkv_bias", "true");
     const auto rs = j.find("rope_scaling");
     if (rs != j.end() && !rs->is_null() && rs->is_object()) {
       const auto t = rs->contains("rope_type") ? rs->find("rope_type") : rs->find("type");

@@ -22,7 +22,9 @@
 
 namespace pentad::hf {
 
-enum class Arch { gpt2, llama, mixtral };
+// qwen2: pentad's Llama with model.qkv_bias (Qwen2ForCausalLM: the Llama
+// modules and names, biases on q_proj, k_proj and v_proj).
+enum class Arch { gpt2, llama, mixtral, qwen2 };
 const char* arch_class(Arch a);  // "GPT2LMHeadModel", ...
 
 // The Hugging Face class of a pentad model, or an InputError saying why it

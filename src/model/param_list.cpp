@@ -35,12 +35,12 @@ void add_block_specs(const ModelConfig& cfg, const ParamRank& r, int l, float st
   matrix("attn/wk", KD, C, std);
   matrix("attn/wv", KD, C, std);
   matrix("attn/wo", C, HD, std_out);
-  if (gpt2) {
+  if (cfg.has_qkv_bias()) {  // gpt2; a llama with model.qkv_bias (Qwen2)
     vec("attn/bq", HD, Init::zeros);
     vec("attn/bk", KD, Init::zeros);
     vec("attn/bv", KD, Init::zeros);
-    vec("attn/bo", C, Init::zeros);
   }
+  if (gpt2) vec("attn/bo", C, Init::zeros);
   vec("mlp_norm/w", C, Init::ones);
   if (gpt2) vec("mlp_norm/b", C, Init::zeros);
   if (cfg.is_moe_block(l)) {

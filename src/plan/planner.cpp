@@ -804,7 +804,8 @@ double model_flops_per_token(const Config& cfg) {
   const double C = m.d_model, HD = double(m.n_heads) * d.D, KD = double(m.n_kv_heads) * d.D, F = m.d_ff,
                V = m.vocab_size;
   double blk = C * (HD + 2 * KD) + HD * C + (d.gpt2 ? 2 : 3) * C * F + 2 * C;
-  if (d.gpt2) blk += HD + 2 * KD + C + F + C + 2 * C;
+  if (m.has_qkv_bias()) blk += HD + 2 * KD;
+  if (d.gpt2) blk += C + F + C + 2 * C;
   double n_params = V * C + (d.gpt2 ? m.seq_len * C : 0.0) + m.n_layers * blk + C * (d.gpt2 ? 2 : 1) +
                     (d.tied ? 0.0 : V * C);
   const double mlp = (d.gpt2 ? 2 : 3) * C * F + (d.gpt2 ? F + C : 0.0);

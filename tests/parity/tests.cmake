@@ -347,3 +347,12 @@ pentad_parity_test(data_shards_dp4 llama 4 "--set train.grad_accum=4 --set data.
 add_test(NAME parity_choice_eval COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/choice_eval.sh ${CMAKE_CURRENT_LIST_DIR}/gpt2.toml)
 set_tests_properties(parity_choice_eval PROPERTIES LABELS "mpi;parity"
   ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
+
+# Qwen2's attention (model.qkv_bias on the llama deck, tied head): the q/k/v
+# biases split over tp (with sp: their gradients summed over the sequence
+# shards), over a ring of cp ranks, sharded by ZeRO-3 across pipeline stages.
+set(QWEN2 "--set model.qkv_bias=true --set model.tied_embeddings=true --set model.n_heads=8 --set model.n_kv_heads=4")
+pentad_parity_test(qwen2_tp2_sp llama 2 "${QWEN2}" "${QWEN2} --set parallel.tp=2 --set parallel.sp=true")
+pentad_parity_test(qwen2_cp2 llama 2 "${QWEN2}" "${QWEN2} --set parallel.cp=2")
+pentad_parity_test(qwen2_pp2_dp2_zero3 llama 4 "${QWEN2} --set train.grad_accum=4"
+                   "${QWEN2} --set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=3 --set train.grad_accum=2")

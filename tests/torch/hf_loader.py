@@ -5,7 +5,8 @@ A float64 PyTorch implementation written from Hugging Face's documented module
 structure, not from pentad's code: GPT2LMHeadModel (Conv1D weights stored
 (in, out), q/k/v fused in attn.c_attn, tanh GELU), LlamaForCausalLM (RMSNorm,
 SwiGLU, grouped-query attention, RoPE applied with rotate_half on the
-half-split pairs (i, i + D/2)) and MixtralForCausalLM (block_sparse_moe: softmax
+half-split pairs (i, i + D/2)), Qwen2ForCausalLM (Llama's, with biases on
+q_proj, k_proj and v_proj, added before RoPE) and MixtralForCausalLM (block_sparse_moe: softmax
 router, top-k, weights renormalised, experts w2(silu(w1 x) * w3 x)). The
 sizes come from config.json, the tensors from the safetensors files by their
 Hugging Face names (parsed here with struct + json + numpy).
@@ -131,13 +132,15 @@ def llama3_scaled(inv_freq, rs):
 
 
 def llama_forward(w, c, ids):
-    """LlamaForCausalLM / MixtralForCausalLM with rotate_half RoPE."""
+    """LlamaForCausalLM / Qwen2ForCausalLM / MixtralForCausalLM with rotate_half RoPE."""
     C, H, Hkv = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
     D = c.get("head_dim") or C // H
     eps, theta = c["rms_norm_eps"], c["rope_theta"]
     mixtral = c["architectures"][0] == "MixtralForCausalLM"
+    qwen2 = c["architectures"][0] == "Qwen2ForCausalLM"
     B, T = ids.shape
     lin = lambda x, n: x @ w[n + ".weight"].T
+    qkv = lambda x, n: lin(x, n) + w[n + ".bias"] if qwen2 else lin(x, n)
     rms = lambda x, n: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w[n + ".weight"]
     inv_freq = 1.0 / theta ** (torch.arange(0, D, 2, dtype=torch.float64) / D)
     rs = c.get("rope_scaling")
@@ -151,9 +154,9 @@ def llama_forward(w, c, ids):
     for i in range(c["num_hidden_layers"]):
         p = f"model.layers.{i}."
         h = rms(x, p + "input_layernorm")
-        q = lin(h, p + "self_attn.q_proj").view(B, T, H, D).transpose(1, 2)
-        k = lin(h, p + "self_attn.k_proj").view(B, T, Hkv, D).transpose(1, 2)
-        v = lin(h, p + "self_attn.v_proj").view(B, T, Hkv, D).transpose(1, 2)
+        q = qkv(h, p + "self_attn.q_proj").view(B, T, H, D).transpose(1, 2)
+        k = qkv(h, p + "self_attn.k_proj").view(B, T, Hkv, D).transpose(1, 2)
+        v = qkv(h, p + "self_attn.v_proj").view(B, T, Hkv, D).transpose(1, 2)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k, v = (t.repeat_interleave(H // Hkv, dim=1) for t in (k, v))           # repeat_kv
         a = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, H * D)

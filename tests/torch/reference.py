@@ -82,12 +82,13 @@ def param_shapes(m):
         s[p + "attn/wv"] = (Hkv * D, C)
         s[p + "attn/wo"] = (C, H * D)
         s[p + "mlp_norm/w"] = (C,)
-        if gpt2:
-            s[p + "attn_norm/b"] = (C,)
-            s[p + "mlp_norm/b"] = (C,)
+        if m.get("qkv_bias", gpt2):  # gpt2; a llama with Qwen2's attention biases
             s[p + "attn/bq"] = (H * D,)
             s[p + "attn/bk"] = (Hkv * D,)
             s[p + "attn/bv"] = (Hkv * D,)
+        if gpt2:
+            s[p + "attn_norm/b"] = (C,)
+            s[p + "mlp_norm/b"] = (C,)
             s[p + "attn/bo"] = (C,)
         if is_moe_block(m, i):
             s[p + "mlp/router/w"] = (E, C)
@@ -232,13 +233,14 @@ def forward(p, m, tokens, aux=None):
     for i in range(m["n_layers"]):
         a = f"model/layers/{i}/"
         h = norm(x, a + "attn_norm")
-        bias = (lambda n: a + "attn/" + n) if gpt2 else (lambda n: None)
+        # The q/k/v biases are added before RoPE turns q and k (Qwen2's order).
+        bias = (lambda n: a + "attn/" + n) if m.get("qkv_bias", gpt2) else (lambda n: None)
         q = lin(h, a + "attn/wq", bias("bq")).view(B, T, H, D)
         k = lin(h, a + "attn/wk", bias("bk")).view(B, T, Hkv, D)
         v = lin(h, a + "attn/wv", bias("bv")).view(B, T, Hkv, D)
         if not gpt2:
             q, k = rope(q, m), rope(k, m)
-        x = x + lin(attention(q, k, v), a + "attn/wo", bias("bo"))
+        x = x + lin(attention(q, k, v), a + "attn/wo", a + "attn/bo" if gpt2 else None)
         h = norm(x, a + "mlp_norm")
         if is_moe_block(m, i):
             x = x + moe(p, m, a, h, aux if aux is not None else [])
@@ -427,7 +429,7 @@ def main():
             rep.scalar("aux_loss/step", f"step {s + 1} aux_loss", got_aux[s], auxes[s], TRAJ_LOSS_RTOL)
     lr_sum = sum(lrs)
     for n in names:
-        bk = n.endswith("attn/bk")
+        bk = gpt2 and n.endswith("attn/bk")
         rep.tensor("final(bk bound)" if bk else "final", "final/" + n, f["final"][n][...],
                    p[n].detach().numpy(), FINAL_BK_ATOL_LR if bk else FINAL_ATOL_LR, FINAL_RTOL, scale=lr_sum)
 
@@ -443,23 +445,26 @@ def main():
     return rep.summary()
 
 
-def bk_grad_scale(n, p):
-    """The key bias gets no gradient (softmax is shift-invariant per query row, so
+def bk_grad_scale(n, p, gpt2):
+    """GPT-2's key bias gets no gradient (softmax is shift-invariant per query row, so
     q.bk cancels): its fp64 gradient is ~1e-19 and its fp32 one is rounding noise
-    of the terms that also form bq's gradient. Scale its atol by the sibling bq."""
-    if not n.endswith("attn/bk"):
+    of the terms that also form bq's gradient. Scale its atol by the sibling bq.
+    Under RoPE (a llama with qkv_bias) q.(R bk) depends on the key's position:
+    that key bias has a gradient and is checked as any other tensor."""
+    if not (gpt2 and n.endswith("attn/bk")):
         return None
     return float(p[n[:-2] + "bq"].grad.abs().max())
 
 
 def step1_checks(rep, f, m, names, p, logits, loss, norm):
+    gpt2 = m["family"] == "gpt2"
     rep.tensor("logits", "logits", f["logits"][...], logits.detach().numpy(), STEP1_ATOL_REL, STEP1_RTOL)
     rep.scalar("loss", "step 1 loss", float(f["metrics/loss"][0]), float(loss), LOSS_RTOL)
     for n in names:
         ref = p[n].grad.numpy()
         rep.tensor("grad", "grad/" + n, f["grad"][n][...], ref, STEP1_ATOL_REL, STEP1_RTOL,
-                   scale=bk_grad_scale(n, p))
-        analytically_zero = n.endswith("attn/bk")
+                   scale=bk_grad_scale(n, p, gpt2))
+        analytically_zero = gpt2 and n.endswith("attn/bk")
         rep.check("nontrivial", analytically_zero or float(np.abs(ref).max()) > 0,
                   f"grad/{n} max|ref| {float(np.abs(ref).max()):.3e} is nonzero")
     rep.check("nontrivial", float(logits.std()) > 1e-3, f"logits std {float(logits.std()):.3e} > 1e-3")

@@ -14,6 +14,15 @@ foreach(model gpt2 llama llama3)
   endforeach()
 endforeach()
 
+# Qwen2's attention (a llama with model.qkv_bias): the q/k/v biases, added
+# before RoPE, and a tied head.
+foreach(recompute none full)
+  add_test(NAME torch_parity_qwen2_${recompute}
+    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_parity.sh ${CMAKE_CURRENT_LIST_DIR}/qwen2_tiny.toml ${recompute})
+  set_tests_properties(torch_parity_qwen2_${recompute} PROPERTIES LABELS torch
+    ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
+endforeach()
+
 # The other learning-rate schedules (train.lr_schedule), each against the
 # oracle's own reading of docs/running.md: per-step lr, loss, grad norm and
 # final parameters. wsd: 3 warmup, 3 stable and 4 decaying steps.
@@ -45,12 +54,15 @@ endforeach()
 # model trained on the docs gives generate.py's fp64 greedy tokens, 32 of them.
 # llama3: the Llama with Llama 3.1's RoPE scaling, an original context of 64
 # putting its 16-wide heads' pairs in all three bands.
-foreach(model gpt2 llama llama3)
+foreach(model gpt2 llama llama3 qwen2)
   set(deck ${model})
   set(extra)
   if(model STREQUAL "llama3")
     set(deck llama)
     set(extra --set model.rope_scaling=llama3 --set model.rope_original_context=64)
+  elseif(model STREQUAL "qwen2")  # the Llama with Qwen2's q/k/v biases
+    set(deck llama)
+    set(extra --set model.qkv_bias=true)
   endif()
   add_test(NAME torch_greedy_${model}
     COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_greedy.sh ${CMAKE_CURRENT_LIST_DIR}/${deck}_sample.toml ${extra})
@@ -66,7 +78,8 @@ set(PENTAD_HF_LAYOUTS_gpt2 "1" "2:parallel.cp=2,parallel.zero=1" "4:parallel.tp=
 set(PENTAD_HF_LAYOUTS_llama "1" "2:parallel.dp=2,parallel.zero=3" "4:parallel.tp=2,parallel.pp=2,parallel.sp=true")
 set(PENTAD_HF_LAYOUTS_hf_mixtral "1" "2:parallel.dp=2,parallel.ep=2" "4:parallel.tp=2,parallel.pp=2")
 set(PENTAD_HF_LAYOUTS_llama3 "1" "2:parallel.cp=2" "4:parallel.tp=2,parallel.pp=2")
-foreach(model gpt2 llama hf_mixtral llama3)
+set(PENTAD_HF_LAYOUTS_qwen2 "1" "2:parallel.cp=2" "4:parallel.tp=2,parallel.pp=2,parallel.sp=true")
+foreach(model gpt2 llama hf_mixtral llama3 qwen2)
   string(REPLACE "hf_" "" short ${model})
   add_test(NAME torch_hf_${short}
     COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/hf_export.sh ${CMAKE_CURRENT_LIST_DIR}/${model}_tiny.toml

@@ -119,6 +119,7 @@ TEST(Config, MinimalDeckGivesDefaults) {
   m.n_kv_heads = m.n_heads;
   m.d_ff = 4 * m.d_model;
   m.tied_embeddings = 1;
+  m.qkv_bias = 1;
   EXPECT_EQ(c.model, m);
   EXPECT_TRUE(c.model.tied());
   EXPECT_EQ(c.model.head_dim(), 16);
@@ -131,6 +132,7 @@ TEST(Config, LlamaDefaults) {
   EXPECT_EQ(c.model.d_ff, 192);  // round_up(8*64/3 = 170, 32)
   EXPECT_EQ(c.model.n_kv_heads, 4);
   EXPECT_EQ(c.model.tied_embeddings, 0);
+  EXPECT_EQ(c.model.qkv_bias, 0);
   const Config c2 = parse(kMinimal + "[model]\nfamily = \"llama\"\nd_model = 96\nn_heads = 4\n");
   EXPECT_EQ(c2.model.d_ff, 256);  // round_up(256, 32)
 }
@@ -193,6 +195,17 @@ TEST(Config, ExplicitTiedEmbeddingsOverridesFamilyDefault) {
   EXPECT_EQ(parse(kMinimal + "[model]\ntied_embeddings = false\n").model.tied_embeddings, 0);
   EXPECT_EQ(parse(kMinimal + "[model]\nfamily = \"llama\"\ntied_embeddings = true\n")
                 .model.tied_embeddings, 1);
+}
+
+// model.qkv_bias: gpt2 always has its q/k/v biases; a llama has them when
+// asked (Qwen2), and the resolved deck says so.
+TEST(Config, QkvBiasIsTheFamilysUnlessALlamaAsks) {
+  EXPECT_TRUE(parse(kMinimal).model.has_qkv_bias());
+  const Config q = parse(kMinimal + "[model]\nfamily = \"llama\"\nqkv_bias = true\n");
+  EXPECT_TRUE(q.model.has_qkv_bias());
+  EXPECT_NE(q.resolved_toml.find("qkv_bias = true"), std::string::npos) << q.resolved_toml;
+  EXPECT_EQ(error_of(kMinimal + "[model]\nqkv_bias = false\n"),
+            "input/tiny.toml: model.qkv_bias = false: gpt2's attention always has its biases (the key is for llama)");
 }
 
 // --------------------------------------------------------------- overrides
@@ -653,7 +666,7 @@ TEST(Config, EveryResolvedKeyIsSettable) {
     if (section == "data" && line.rfind("train", 0) == 0) value = "tok/x.bin";  // has escapes
     sets.push_back((section.empty() ? "" : section + ".") + line.substr(0, eq) + "=" + value);
   }
-  EXPECT_EQ(sets.size(), 84u);  // 1 top-level + 25 model + 16 parallel + 24 train + 7 data + 6 checkpoint + 5 log
+  EXPECT_EQ(sets.size(), 85u);  // 1 top-level + 26 model + 16 parallel + 24 train + 7 data + 6 checkpoint + 5 log
   Config expected = c;
   expected.data.train = "tok/x.bin";
   expected.resolved_toml = pentad::config_to_toml(expected);

@@ -1,7 +1,8 @@
 // The pentad <-> Hugging Face rules (src/io/hf_map.*): export then import is
-// the identity, bitwise, for GPT-2, Llama (GQA) and Mixtral; the q/k row
-// permutation turns pentad's interleaved-pair RoPE into rotate_half's
-// half-split RoPE (computed here on both sides in double precision); the
+// the identity, bitwise, for GPT-2, Llama (GQA), Qwen2 and Mixtral; the q/k
+// row permutation (of the weights and of Qwen2's biases) turns pentad's
+// interleaved-pair RoPE into rotate_half's half-split RoPE (computed here on
+// both sides in double precision); the
 // GPT-2 c_attn is the transposed concatenation; config.json round trips
 // through its own check and a changed size is named.
 #include <gtest/gtest.h>
@@ -35,9 +36,18 @@ ModelConfig tiny(Family f, int n_experts) {
   m.vocab_size = 11;
   m.seq_len = 5;
   m.tied_embeddings = f == Family::gpt2 ? 1 : 0;
+  m.qkv_bias = f == Family::gpt2 ? 1 : 0;
   m.n_experts = n_experts;
   m.top_k = 2;
   m.dropless = true;
+  return m;
+}
+
+// The tiny Llama with Qwen2's q/k/v biases (Qwen2ForCausalLM).
+ModelConfig qwen2_tiny() {
+  ModelConfig m = tiny(Family::llama, 0);
+  m.qkv_bias = 1;
+  m.tied_embeddings = 1;
   return m;
 }
 
@@ -64,6 +74,7 @@ std::map<std::string, std::vector<float>> random_pentad(const std::vector<hf::Ru
 TEST(HfMap, ExportThenImportIsTheIdentity) {
   for (const auto& [m, arch] : {std::pair{tiny(Family::gpt2, 0), hf::Arch::gpt2},
                                 std::pair{tiny(Family::llama, 0), hf::Arch::llama},
+                                std::pair{qwen2_tiny(), hf::Arch::qwen2},
                                 std::pair{tiny(Family::llama, 3), hf::Arch::mixtral}}) {
     const auto rs = hf::rules(m, arch);
     const auto pen = random_pentad(rs);
@@ -167,9 +178,59 @@ TEST(HfMap, PermutedRowsTurnInterleavedRopeIntoRotateHalf) {
   EXPECT_GT(moved, 1e-3);
 }
 
+// Qwen2's q and k biases are added before RoPE, so their rows are permuted
+// as the weights' rows: pentad's interleaved RoPE of W x + b equals
+// rotate_half's of the exported W x + b; unpermuted biases would differ.
+TEST(HfMap, Qwen2BiasesTurnWithTheirRows) {
+  const ModelConfig m = qwen2_tiny();
+  const auto rs = hf::rules(m, hf::Arch::qwen2);
+  const auto pen = random_pentad(rs);
+  auto hf_of = [&](const std::string& n) {
+    return hf::build_hf(rs, n, [&](const std::string& x) -> const std::vector<float>& { return pen.at(x); });
+  };
+  const int D = m.head_dim(), C = m.d_model;
+  std::vector<double> x(static_cast<size_t>(C));
+  for (int c = 0; c < C; ++c) x[size_t(c)] = std::cos(0.9 * c - 0.2);
+  double worst = 0, moved = 0;
+  for (const char* which : {"q", "k"}) {
+    const int heads = which[0] == 'q' ? m.n_heads : m.n_kv_heads;
+    const std::string pw = std::string("model/layers/1/attn/w") + which, pb = std::string("model/layers/1/attn/b") + which;
+    const std::string hn = std::string("model.layers.1.self_attn.") + which + "_proj.";
+    const auto w_hf = hf_of(hn + "weight"), b_hf = hf_of(hn + "bias");
+    ASSERT_EQ(b_hf.size(), size_t(heads * D));
+    auto affine = [&](const std::vector<float>& w, const std::vector<float>& b) {
+      std::vector<double> y(size_t(heads * D));
+      for (int r = 0; r < heads * D; ++r) {
+        y[size_t(r)] = double(b[size_t(r)]);
+        for (int c = 0; c < C; ++c) y[size_t(r)] += double(w[size_t(r * C + c)]) * x[size_t(c)];
+      }
+      return y;
+    };
+    const auto y_pen = affine(pen.at(pw), pen.at(pb)), y_hf = affine(w_hf, b_hf);
+    const auto y_unpermuted_bias = affine(w_hf, pen.at(pb));
+    for (int pos : {0, 5, 13}) {
+      const auto a = rope_interleaved(y_pen, heads, D, pos, m.rope_theta);
+      const auto b = rope_half(y_hf, heads, D, pos, m.rope_theta);
+      const auto u = rope_half(y_unpermuted_bias, heads, D, pos, m.rope_theta);
+      for (int h = 0; h < heads; ++h)
+        for (int i = 0; i < D / 2; ++i) {
+          worst = std::max(worst, std::abs(a[size_t(h * D + 2 * i)] - b[size_t(h * D + i)]));
+          worst = std::max(worst, std::abs(a[size_t(h * D + 2 * i + 1)] - b[size_t(h * D + i + D / 2)]));
+          moved = std::max(moved, std::abs(a[size_t(h * D + 2 * i + 1)] - u[size_t(h * D + i + D / 2)]));
+        }
+    }
+  }
+  // v's bias is not turned: copied as it is.
+  EXPECT_EQ(hf_of("model.layers.1.self_attn.v_proj.bias"), pen.at("model/layers/1/attn/bv"));
+  std::printf("qwen2 rope with biases: worst %.3e; unpermuted biases differ by up to %.3e\n", worst, moved);
+  EXPECT_LE(worst, 1e-12);
+  EXPECT_GT(moved, 1e-3);
+}
+
 TEST(HfMap, ConfigJsonChecksItself) {
   for (const auto& [m, arch] : {std::pair{tiny(Family::gpt2, 0), hf::Arch::gpt2},
                                 std::pair{tiny(Family::llama, 0), hf::Arch::llama},
+                                std::pair{qwen2_tiny(), hf::Arch::qwen2},
                                 std::pair{tiny(Family::llama, 3), hf::Arch::mixtral}}) {
     const std::string text = hf::config_json(m, arch, "float32");
     EXPECT_EQ(hf::check_config_json(text, "cfg", m, arch), "") << text;
@@ -204,6 +265,10 @@ TEST(HfMap, ConfigJsonReadsBackAsTheModel) {
   l.rope_original_context = 8192;
   cases.emplace_back(l, hf::Arch::llama);
   cases.emplace_back(tiny(Family::llama, 3), hf::Arch::mixtral);
+  ModelConfig q = qwen2_tiny();
+  q.dropless = false;
+  q.rope_theta = 1e6f;
+  cases.emplace_back(q, hf::Arch::qwen2);
   for (const auto& [m, arch] : cases) {
     const std::string text = hf::config_json(m, arch, "bfloat16");
     const ModelConfig back = hf::model_of_config_json(text, "cfg");
@@ -261,6 +326,60 @@ TEST(HfMap, MistralConfigIsLlamaWithinItsWindow) {
             std::string::npos);
   EXPECT_NE(hf::check_config_json(file, "f", deck, hf::Arch::gpt2).find("architecture \"MistralForCausalLM\""),
             std::string::npos);
+}
+
+// Qwen2ForCausalLM is Llama with model.qkv_bias and Qwen2Config's defaults
+// (32 key/value heads, 32768 positions); its sliding window counts only with
+// "use_sliding_window" (then as Mistral's: the positions cut to it).
+TEST(HfMap, Qwen2ConfigIsLlamaWithQkvBiases) {
+  // Qwen2.5-0.5B's config.json, as published.
+  const std::string q25 = R"({"architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0,
+      "bos_token_id": 151643, "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 896,
+      "initializer_range": 0.02, "intermediate_size": 4864, "max_position_embeddings": 32768,
+      "max_window_layers": 24, "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 24,
+      "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 32768,
+      "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.40.1",
+      "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})";
+  const ModelConfig m = hf::model_of_config_json(q25, "q25");
+  EXPECT_EQ(m.family, Family::llama);
+  EXPECT_TRUE(m.has_qkv_bias());
+  EXPECT_TRUE(m.tied());
+  EXPECT_EQ(m.n_layers, 24);
+  EXPECT_EQ(m.d_model, 896);
+  EXPECT_EQ(m.head_dim(), 64);
+  EXPECT_EQ(m.n_kv_heads, 2);
+  EXPECT_EQ(m.seq_len, 32768);
+  EXPECT_FLOAT_EQ(m.rope_theta, 1e6f);
+  EXPECT_EQ(hf::arch_of(m, "x", nullptr), hf::Arch::qwen2);
+  EXPECT_EQ(hf::check_config_json(q25, "q25", m, hf::Arch::qwen2), "");
+  // The same file for a deck without the biases: another class.
+  ModelConfig plain = m;
+  plain.qkv_bias = 0;
+  EXPECT_NE(hf::check_config_json(q25, "q25", plain, hf::arch_of(plain, "x", nullptr))
+                .find("architecture \"Qwen2ForCausalLM\", but the deck's model is a LlamaForCausalLM"),
+            std::string::npos);
+  const std::string base = R"({"architectures": ["Qwen2ForCausalLM"], "num_hidden_layers": 2, "hidden_size": 64,
+      "num_attention_heads": 32, "intermediate_size": 40, "vocab_size": 300)";
+  const ModelConfig d = hf::model_of_config_json(base + "}", "d");
+  EXPECT_EQ(d.n_kv_heads, 32);  // Qwen2Config's default
+  EXPECT_EQ(d.seq_len, 32768);
+  EXPECT_FALSE(d.tied());
+  EXPECT_FLOAT_EQ(d.norm_eps, 1e-6f);
+  EXPECT_EQ(hf::model_of_config_json(base + R"(, "use_sliding_window": true, "sliding_window": 1024})", "w").seq_len,
+            1024);
+  EXPECT_EQ(hf::model_of_config_json(base + R"(, "use_sliding_window": true})", "w").seq_len, 4096);
+  ModelConfig deck = d;
+  deck.seq_len = 2048;
+  EXPECT_NE(hf::check_config_json(base + R"(, "use_sliding_window": true, "sliding_window": 1024})", "w", deck,
+                                  hf::Arch::qwen2)
+                .find("\"sliding_window\" = 1024 is shorter than the deck's model.seq_len = 2048"),
+            std::string::npos);
+  // config_json writes the class, its model_type and the window off.
+  const auto j = nlohmann::json::parse(hf::config_json(qwen2_tiny(), hf::Arch::qwen2, "float32"));
+  EXPECT_EQ(j["architectures"][0], "Qwen2ForCausalLM");
+  EXPECT_EQ(j["model_type"], "qwen2");
+  EXPECT_EQ(j["use_sliding_window"], false);
+  EXPECT_FALSE(j.contains("attention_bias"));
 }
 
 // transformers 5's "rope_parameters" is read as "rope_theta" and
@@ -339,6 +458,14 @@ TEST(HfMap, ModelsWithoutAClassAreRefused) {
   m.top_k = 1;
   EXPECT_THROW(hf::arch_of(m, "x", nullptr), pentad::InputError);
   m.top_k = 2;
+  m.qkv_bias = 1;  // Mixtral's attention has no biases
+  try {
+    hf::arch_of(m, "x", nullptr);
+    ADD_FAILURE() << "a Mixtral with q/k/v biases was not refused";
+  } catch (const pentad::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.qkv_bias = true"), std::string::npos) << e.what();
+  }
+  m.qkv_bias = 0;
   m.dropless = false;
   std::vector<std::string> notes;
   EXPECT_EQ(hf::arch_of(m, "x", &notes), hf::Arch::mixtral);

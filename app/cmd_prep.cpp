@@ -137,7 +137,7 @@ Command add_prep(CLI::App& pentad, Job job) {
   auto a = std::make_shared<PrepArgs>();
   CLI::App* cmd = add_command(pentad, "prep", "text files -> token files (bytes, or BPE with --tokenizer)");
   cmd->add_option("--tokenizer", a->tokenizer, "tiktoken rank file (BPE); default: one token per byte");
-  cmd->add_option("--pattern", a->pattern, "pre-tokenization pattern: gpt2, cl100k or llama3 (default: from the rank count)");
+  cmd->add_option("--pattern", a->pattern, "pre-tokenization pattern: gpt2, cl100k, llama3 or qwen2 (default: from the rank count)");
   cmd->add_option("--out", a->out, "output directory");
   cmd->add_option("--val-fraction", a->val_fraction, "fraction of the tokens for validation (default 0.1)");
   cmd->add_option("--shard-tokens", a->shard_tokens,

@@ -75,12 +75,14 @@ std::string prompt_text(const SampleArgs& a) {
 
 // The prompt's ids: the tokenizer's begin token first where it has one
 // (Llama 3's <|begin_of_text|>), then the text's; an empty text with no
-// begin token starts from the end-of-text token.
+// begin token starts from the document separator, what `pentad prep` put
+// before every document (the end-of-text token of GPT-2 and cl100k; Qwen2's
+// <|endoftext|> also where its end-of-text token is <|im_end|>).
 std::vector<int32_t> prompt_ids(const Tokenizer& tok, const std::string& text) {
   std::vector<int32_t> prompt;
   if (tok.bos() >= 0) prompt.push_back(int32_t(tok.bos()));
   for (uint32_t id : tok.encode(text)) prompt.push_back(int32_t(id));
-  if (prompt.empty() && tok.eot() >= 0) prompt.push_back(int32_t(tok.eot()));
+  if (prompt.empty() && tok.doc_separator() >= 0) prompt.push_back(int32_t(tok.doc_separator()));
   if (prompt.empty())
     throw InputError("the prompt is empty and tokenizer " + tok.describe() +
                      " has no end-of-text token to start from: give --prompt TEXT");

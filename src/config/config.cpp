@@ -403,7 +403,7 @@ void add_io_keys(std::vector<Key>& s) {
   s.push_back(string_key(PENTAD_FIELD(data, tokenizer),
                          "tokenizer of the data (a tiktoken rank file or a tokenizer.json), to decode train.sample_every samples; \"\" = none"));
   s.push_back(string_key(PENTAD_FIELD(data, tokenizer_pattern),
-                         "pattern of data.tokenizer (gpt2, cl100k, llama3); \"\" = from its rank count"));
+                         "pattern of data.tokenizer (gpt2, cl100k, llama3, qwen2); \"\" = from its rank count"));
 
   s.push_back(string_key(PENTAD_FIELD(checkpoint, dir), "checkpoint directory"));
   s.push_back(int_key(PENTAD_FIELD(checkpoint, every), 0, kNoMax,

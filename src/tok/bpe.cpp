@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/error.hpp"
+#include "tok/normalize.hpp"
 #include "tok/pretokenize.hpp"
 #include "tok/special_tokens.hpp"
 
@@ -322,6 +323,13 @@ void add_specials(BpeParts& f) {
                   {"<|fim_middle|>", n_ranks + 3},  {"<|fim_suffix|>", n_ranks + 4},
                   {"<|endofprompt|>", n_ranks + 20}};
     eot = separator = "<|endoftext|>";
+  } else if (f.pattern == "qwen2") {
+    // Qwen's tiktoken file and Qwen2's tokenizer.json agree on these three;
+    // the later ids differ between them (Qwen's <|extra_N|>, Qwen2's
+    // vision and tool tokens), so none is guessed. Documents end with
+    // <|endoftext|>, the base models' end of text.
+    f.specials = {{"<|endoftext|>", n_ranks}, {"<|im_start|>", n_ranks + 1}, {"<|im_end|>", n_ranks + 2}};
+    eot = separator = "<|endoftext|>";
   } else {  // llama3: Meta's 256 specials right after the ranks
     const char* first[] = {"<|begin_of_text|>",          "<|end_of_text|>",
                            "<|reserved_special_token_0|>", "<|reserved_special_token_1|>",
@@ -348,18 +356,23 @@ class BpeTokenizer final : public SpecialTokens {
  public:
   BpeTokenizer(BpeParts parts, const std::string& path)
       : SpecialTokens(path, parts.ranks.size(), parts.specials, parts.vocab, parts.eot, parts.separator, parts.bos),
-        ranks_(std::move(parts.ranks)), pre_(parts.pattern) {}
+        ranks_(std::move(parts.ranks)), pre_(parts.pattern), nfc_(parts.nfc) {}
 
   std::vector<uint32_t> encode(std::string_view text) const override {
     std::vector<uint32_t> ids;
     ids.reserve(text.size() / 3 + 16);
     thread_local std::vector<std::pair<uint32_t, uint32_t>> pieces;
     // Blocks of about 1 MiB cut where every named pattern starts afresh
-    // (next_safe_cut), so the pieces list stays small.
+    // and NFC is unchanged (next_safe_cut), so the pieces list stays small.
+    thread_local std::string normalized;
     size_t begin = 0;
     while (begin < text.size()) {
       const size_t end = next_safe_cut(text, begin + (size_t(1) << 20));
-      const std::string_view block = text.substr(begin, end - begin);
+      std::string_view block = text.substr(begin, end - begin);
+      if (nfc_ && !nfc_stable_fast(block)) {
+        normalized = nfc(block);
+        block = normalized;
+      }
       pieces.clear();
       pre_.split(block, pieces);
       for (const auto& [b, e] : pieces) {
@@ -383,12 +396,14 @@ class BpeTokenizer final : public SpecialTokens {
 
   std::string describe() const override {
     return "BPE " + pre_.name() + " (" + path() + ", " + std::to_string(ranks_.size()) + " ranks, " +
+           (nfc_ ? std::string("NFC (Unicode ") + nfc_unicode_version() + "), " : std::string()) +
            (pre_.jit() ? "PCRE2 JIT)" : "PCRE2 interpreter)");
   }
 
  private:
   RankTable ranks_;
   Pretokenizer pre_;
+  bool nfc_ = false;  // BpeParts::nfc
 };
 
 }  // namespace
@@ -403,9 +418,10 @@ BpeParts load_bpe_parts(const std::string& path, const std::string& pattern) {
       case 50256: parts.pattern = "gpt2"; break;
       case 100256: parts.pattern = "cl100k"; break;
       case 128000: parts.pattern = "llama3"; break;
+      case 151643: parts.pattern = "qwen2"; break;
       default:
         throw InputError("rank file '" + path + "' has " + std::to_string(parts.ranks.size()) +
-                         " ranks, which fits no named pattern (gpt2 50256, cl100k 100256, llama3 128000): "
+                         " ranks, which fits no named pattern (gpt2 50256, cl100k 100256, llama3 128000, qwen2 151643): "
                          "give --pattern " + Pretokenizer::known_names());
     }
   }

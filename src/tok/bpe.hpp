@@ -8,6 +8,10 @@
 //          <|fim_middle|> 100259, <|fim_suffix|> 100260,
 //          <|endofprompt|> 100276                              (vocab 100277)
 //   llama3 128000 ranks + Meta's 256 specials 128000..128255   (vocab 128256)
+//   qwen2  151643 ranks + <|endoftext|> 151643, <|im_start|> 151644,
+//          <|im_end|> 151645 (the three Qwen and Qwen2 share)     (vocab 151646)
+// A tokenizer read from a tokenizer.json may also put its text in NFC
+// (normalize.hpp) before cutting it into pieces, as Qwen2's does.
 #pragma once
 
 #include <cstdint>
@@ -77,7 +81,8 @@ void bpe_merge(const RankTable& ranks, std::string_view piece, std::vector<uint3
 // Hugging Face writer (tok/hf_tokenizer.hpp) writes them out.
 struct BpeParts {
   RankTable ranks;
-  std::string pattern;                                     // gpt2, cl100k or llama3
+  std::string pattern;                                     // gpt2, cl100k, llama3 or qwen2
+  bool nfc = false;  // the text is put in NFC before pre-tokenization (a tokenizer.json's NFC normalizer)
   std::vector<std::pair<std::string, uint32_t>> specials;  // text, id (after the ranks)
   int64_t vocab = 0;      // every id is below it, special tokens and unused ids included
   int64_t eot = -1;       // Tokenizer::eot()
@@ -92,9 +97,9 @@ std::unique_ptr<Tokenizer> make_bpe_tokenizer(BpeParts parts, const std::string&
 // load_tiktoken below.
 BpeParts load_bpe_parts(const std::string& path, const std::string& pattern);
 
-// The BPE tokenizer of a rank file. pattern: "gpt2", "cl100k", "llama3", or
-// "" to infer it from the number of ranks (50256 gpt2, 100256 cl100k, 128000
-// llama3; any other count needs a pattern). Throws InputError (rank-file
+// The BPE tokenizer of a rank file. pattern: "gpt2", "cl100k", "llama3",
+// "qwen2", or "" to infer it from the number of ranks (50256 gpt2, 100256
+// cl100k, 128000 llama3, 151643 qwen2; any other count needs a pattern). Throws InputError (rank-file
 // errors, an unknown pattern name, a count that fits no named pattern).
 std::unique_ptr<Tokenizer> load_tiktoken(const std::string& path, const std::string& pattern);
 

@@ -75,6 +75,7 @@ struct Spec {
   std::vector<std::pair<std::string, uint32_t>> specials;
   int64_t bos = -1, eos = -1;
   bool bos_template = false;  // put the bos token before every sequence
+  bool nfc = false;           // an NFC normalizer
 };
 
 TokenizerFiles files_of(Spec s, int64_t model_max_length) {
@@ -121,7 +122,7 @@ TokenizerFiles files_of(Spec s, int64_t model_max_length) {
   tj["truncation"] = nullptr;
   tj["padding"] = nullptr;
   tj["added_tokens"] = added;
-  tj["normalizer"] = nullptr;
+  tj["normalizer"] = s.nfc ? json{{"type", "NFC"}} : json();
   tj["pre_tokenizer"] = pre;
   tj["post_processor"] = post;
   tj["decoder"] = byte_level;
@@ -180,6 +181,7 @@ TokenizerFiles tokenizer_files(const BpeParts& parts, int64_t model_max_length) 
   s.bos = parts.separator;
   s.eos = parts.eot;
   s.bos_template = parts.pattern == "llama3";
+  s.nfc = parts.nfc;
   return files_of(std::move(s), model_max_length);
 }
 
@@ -325,17 +327,20 @@ const json& bpe_model(const json& j, const std::string& what) {
 }
 
 // What a tokenizer.json must be for pentad's byte-level BPE to read it as it
-// is meant: no normalizer (the pre-tokenizer is checked by
-// pattern_of_pre_tokenizer).
-void check_kind(const json& j, const std::string& what) {
+// is meant: no normalizer or NFC's (the pre-tokenizer is checked by
+// pattern_of_pre_tokenizer). Returns whether it normalizes to NFC.
+bool check_kind(const json& j, const std::string& what) {
   check_model_options(j["model"], what);
-  if (j.contains("normalizer") && !j["normalizer"].is_null())
-    throw InputError(what + ": \"normalizer\" " + short_dump(j["normalizer"]) + ": pentad applies none");
+  const json norm = j.value("normalizer", json());
+  const bool nfc = norm == json{{"type", "NFC"}};
+  if (!norm.is_null() && !nfc)
+    throw InputError(what + ": \"normalizer\" " + short_dump(norm) + ": pentad applies none, or NFC ({\"type\": \"NFC\"})");
   if (j.contains("decoder") && !j["decoder"].is_null() &&
       !(j["decoder"].is_object() && j["decoder"].value("type", "") == "ByteLevel"))
     throw InputError(what + ": \"decoder\" " + short_dump(j["decoder"]) + ": pentad decodes byte-level text (ByteLevel)");
   if (!j.contains("pre_tokenizer") || j["pre_tokenizer"].is_null())
     throw InputError(what + ": no \"pre_tokenizer\": pentad reads ByteLevel, or a Split followed by ByteLevel");
+  return nfc;
 }
 
 // The added tokens: the special tokens, after the ranks.
@@ -644,7 +649,7 @@ TokenizerJson read_tokenizer_json(const std::string& path) {
     out.sp = read_sentencepiece(j, path, what);
     return out;
   }
-  check_kind(j, what);
+  const bool nfc = check_kind(j, what);
   const std::string pattern = pattern_of_pre_tokenizer(j["pre_tokenizer"], what);
   const Added added = read_added(j, what);
   const ByteLevelBytes bytes_of;
@@ -665,12 +670,15 @@ TokenizerJson read_tokenizer_json(const std::string& path) {
     if (!identity)
       throw InputError(what + ": \"pre_tokenizer\" is ByteLevel without its expression, which pentad reads only "
                               "for the byte tokenizer (ids 0..255 the bytes, no merges, no added tokens)");
+    if (nfc)
+      throw InputError(what + ": \"normalizer\" {\"type\":\"NFC\"}: pentad's byte tokenizer applies none");
     out.bytes = true;
     return out;
   }
   BpeParts& p = out.parts;
   p.ranks = std::move(ranks);
   p.pattern = pattern == "cl100k" && added_id(added, "<|begin_of_text|>") >= 0 ? "llama3" : pattern;
+  p.nfc = nfc;
   p.specials = added;
   p.vocab = n_ranks;
   for (const auto& [t, id] : added) p.vocab = std::max<int64_t>(p.vocab, int64_t(id) + 1);
@@ -679,7 +687,13 @@ TokenizerJson read_tokenizer_json(const std::string& path) {
   p.eot = !eos.empty() ? added_id(added, eos)
                        : std::max(added_id(added, "<|endoftext|>"), added_id(added, "<|end_of_text|>"));
   p.bos = template_bos(j, added, what);
-  p.separator = p.bos >= 0 ? p.bos : p.eot;
+  // Between documents: the bos token where the template puts one (Llama
+  // 3), else an added <|endoftext|>, which ends every document in GPT-2's,
+  // cl100k's and Qwen2's training data, also where tokenizer_config.json
+  // names another eos (Qwen2.5 Instruct's <|im_end|>, the end of a chat
+  // turn), else the eos.
+  const int64_t endoftext = added_id(added, "<|endoftext|>");
+  p.separator = p.bos >= 0 ? p.bos : endoftext >= 0 ? endoftext : p.eot;
   return out;
 }
 

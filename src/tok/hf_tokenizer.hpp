@@ -37,8 +37,9 @@ struct TokenizerFiles {
 
 // The files of `parts`' tokenizer for a model of model_max_length positions.
 // Llama 3's tokenizer puts <|begin_of_text|> before every sequence (a
-// post-processor template, as Meta's and Hugging Face's do); GPT-2's and
-// cl100k's add nothing (as OpenAI's do).
+// post-processor template, as Meta's and Hugging Face's do); GPT-2's,
+// cl100k's and Qwen2's add nothing (as OpenAI's and Qwen's do). An NFC
+// tokenizer (parts.nfc) gets Qwen2's normalizer, {"type": "NFC"}.
 TokenizerFiles tokenizer_files(const BpeParts& parts, int64_t model_max_length);
 
 // A tokenizer.json read back (read_tokenizer_json).
@@ -56,15 +57,18 @@ struct TokenizerJson {
 // named patterns (pattern_of_hf_regex). A BPE with "byte_fallback": true is
 // read instead as a SentencePiece BPE (sentencepiece, sp: sp_bpe.hpp; its
 // rules in docs/tokenizer.md). What pentad's tokenizer would do
-// differently is refused, naming the key: another model type, a normalizer,
-// subword prefixes, ids that are not 0..n-1 followed by the
+// differently is refused, naming the key: another model type, a normalizer
+// other than NFC's ({"type": "NFC"}, Qwen2's: BpeParts::nfc), subword prefixes, ids that are not 0..n-1 followed by the
 // added tokens, a byte without an id, and merges that are not in the order
 // of the ids they make (pentad merges the pair whose join has the lowest id,
 // as tiktoken does; Hugging Face's BPE the pair listed first: the two agree
 // when the merges are in that order, as in GPT-2's and Llama 3's files and
 // in pentad's own). The end-of-text token is tokenizer_config.json's
 // eos_token (the file beside it), else an added <|endoftext|> or
-// <|end_of_text|>; bos is the token the post-processor's template puts first.
+// <|end_of_text|>; bos is the token the post-processor's template puts first;
+// the document separator is bos, else an added <|endoftext|>, else the
+// end-of-text token (Qwen2.5 Instruct: eos <|im_end|>, separator
+// <|endoftext|>, no bos).
 TokenizerJson read_tokenizer_json(const std::string& path);
 
 // What --tokenizer PATH names: PATH/tokenizer.json for a directory that

@@ -4,7 +4,8 @@
 // space since Unicode 6.3), and the set so written does not depend on the
 // PCRE2 version. cl100k's pattern is tiktoken's with
 // possessive quantifiers where they cannot change a match; Meta's Llama 3
-// tokenizer uses the same expression.
+// tokenizer uses the same expression. Qwen2's is cl100k's with one digit per
+// piece (`\p{N}` for `\p{N}{1,3}`), written the same way.
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "tok/pretokenize.hpp"
 
@@ -30,12 +31,20 @@ const char* const kCl100k =
     "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}+|\\p{N}{1,3}| ?[^" WS "\\p{L}\\p{N}]++[\\r\\n]*|[" WS
     "]*[\\r\\n]|[" WS "]+(?![^" WS "])|[" WS "]+";
 
+// Qwen2 and Qwen2.5 (and Qwen's first tiktoken file).
+const char* const kQwen2 =
+    "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?+\\p{L}+|\\p{N}| ?[^" WS "\\p{L}\\p{N}]++[\\r\\n]*|[" WS
+    "]*[\\r\\n]|[" WS "]+(?![^" WS "])|[" WS "]+";
+
 #undef WS
 
 // The same, as Hugging Face's tokenizer.json holds them (pretokenize.hpp).
 const char* const kGpt2Hf = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 const char* const kCl100kHf =
     "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]|"
+    "\\s+(?!\\S)|\\s+";
+const char* const kQwen2Hf =
+    "'(?i:[sdmt]|ll|ve|re)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]|"
     "\\s+(?!\\S)|\\s+";
 
 // The other spellings of the same expressions found in tokenizer.json files:
@@ -50,6 +59,11 @@ const char* const kCl100kTiktoken =
 const char* const kLlama3Meta =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+// Qwen's own spelling of its expression (Meta's Llama 3 form with `\p{N}`),
+// as Qwen2's and Qwen2.5's tokenizer.json hold it.
+const char* const kQwen2Published =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 pcre2_code* as_code(void* p) { return static_cast<pcre2_code*>(p); }
 
@@ -59,6 +73,7 @@ Pretokenizer::Pretokenizer(const std::string& name) : name_(name) {
   const char* pattern = nullptr;
   if (name == "gpt2") pattern = kGpt2;
   else if (name == "cl100k" || name == "llama3") pattern = kCl100k;
+  else if (name == "qwen2") pattern = kQwen2;
   else throw InputError("unknown pre-tokenization pattern '" + name + "' (known: " + known_names() + ")");
   int err = 0;
   PCRE2_SIZE err_at = 0;
@@ -78,12 +93,14 @@ Pretokenizer::Pretokenizer(const std::string& name) : name_(name) {
 const char* hf_pattern(const std::string& name) {
   if (name == "gpt2") return kGpt2Hf;
   if (name == "cl100k" || name == "llama3") return kCl100kHf;
+  if (name == "qwen2") return kQwen2Hf;
   return nullptr;
 }
 
 std::string pattern_of_hf_regex(const std::string& regex) {
   if (regex == kGpt2Hf) return "gpt2";
   if (regex == kCl100kHf || regex == kCl100kTiktoken || regex == kLlama3Meta) return "cl100k";
+  if (regex == kQwen2Hf || regex == kQwen2Published) return "qwen2";
   return {};
 }
 

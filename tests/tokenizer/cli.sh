@@ -69,7 +69,7 @@ empty_file)
   fails "rank file '$r': is empty" --tokenizer "$r" "$text" ;;
 unknown_pattern)
   ranks "$r" 300
-  fails "unknown pre-tokenization pattern 'gpt4' \(known: gpt2, cl100k, llama3\)" --tokenizer "$r" --pattern gpt4 "$text" ;;
+  fails "unknown pre-tokenization pattern 'gpt4' \(known: gpt2, cl100k, llama3, qwen2\)" --tokenizer "$r" --pattern gpt4 "$text" ;;
 no_pattern_for_count)
   ranks "$r" 300
   fails "'$r' has 300 ranks, which fits no named pattern .*give --pattern" --tokenizer "$r" "$text" ;;

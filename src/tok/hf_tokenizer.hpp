@@ -48,6 +48,7 @@ struct TokenizerJson {
   bool sentencepiece = false;  // a BPE with byte fallback: sp
   BpeParts parts;              // otherwise: a byte-level BPE
   SpBpeParts sp;
+  int64_t merges = 0;          // entries in the file's merges
 };
 
 // Reads a Hugging Face tokenizer.json as the byte-level BPE it describes, in
@@ -83,11 +84,12 @@ bool is_tokenizer_json(const std::string& path);
 // the file's ("" = none given; cl100k and llama3 are one expression).
 TokenizerJson read_tokenizer_json(const std::string& path, const std::string& pattern);
 
-// The files of the SentencePiece BPE read from the tokenizer.json at `path`
-// (read_tokenizer_json), passed on as they are: that file, and the
-// tokenizer_config.json beside it or, where there is none, one naming its
-// bos and eos tokens for a model of model_max_length positions.
-TokenizerFiles sentencepiece_files(const std::string& path, const SpBpeParts& sp, int64_t model_max_length);
+// The files of the BPE read from the tokenizer.json at `path`
+// (read_tokenizer_json; byte-level or SentencePiece), passed on as they are:
+// that file, and the tokenizer_config.json beside it (its chat template,
+// added tokens and names kept) or, where there is none, one naming its bos
+// and eos tokens for a model of model_max_length positions.
+TokenizerFiles tokenizer_json_files(const std::string& path, const TokenizerJson& t, int64_t model_max_length);
 
 // The byte tokenizer's files (`pentad prep` without --tokenizer): a BPE
 // with the 256 bytes as ids 0..255 and no merges, no pattern, no special

@@ -315,10 +315,10 @@ PY
   # Export: a tiny Qwen2 (a Llama with q/k/v biases and a tied head; the
   # vocabulary of Qwen2.5's config.json, 151936, past the tokenizer's 151665
   # ids) on Qwen2.5's ids, exported with the directory as --tokenizer, is a
-  # Qwen2ForCausalLM and carries pentad's own tokenizer.json (the NFC
-  # normalizer and Qwen's expression written back), which tokenizers.js reads
-  # to pentad's ids as it reads Qwen's file; config.json: bos <|endoftext|>,
-  # eos <|im_end|>. Sampling the directory gives the checkpoint's ids.
+  # Qwen2ForCausalLM and carries Qwen's tokenizer.json and
+  # tokenizer_config.json byte for byte (its chat template kept), which
+  # tokenizers.js reads to pentad's ids; config.json: bos <|endoftext|>, eos
+  # <|im_end|>. Sampling the directory gives the checkpoint's ids.
   "$PENTAD" prep --tokenizer "$tmp/qwen2" --out "$tmp/data" "${plain[@]}" > /dev/null || { echo "FAIL: prep"; exit 1; }
   timeout 120 "$MPIEXEC" -n 1 "$PENTAD" train "$S/tests/torch/qwen2_tiny.toml" \
     --set model.vocab_size=151936 --set model.n_layers=1 --set model.seq_len=32 --set train.steps=2 \
@@ -328,6 +328,10 @@ PY
     { echo "FAIL: training on Qwen2.5 tokens"; tail -5 "$tmp/train.log"; exit 1; }
   timeout 120 "$PENTAD" ckpt export "$tmp/ck/final.h5" --to "$tmp/hf" --format hf --tokenizer "$tmp/qwen2" \
     > "$tmp/export.log" 2>&1 || { echo "FAIL: export"; cat "$tmp/export.log"; exit 1; }
+  for f in tokenizer.json tokenizer_config.json; do
+    cmp -s "$tmp/qwen2/$f" "$tmp/hf/$f" && echo "ok   export: $f passed on byte for byte" ||
+      { echo "FAIL: export: $f differs from Qwen2.5's"; fail=1; }
+  done
   "$PENTAD_PYTHON" - "$tmp/hf" <<'PY' || fail=1
 import json, sys
 tj = json.load(open(sys.argv[1] + "/tokenizer.json", encoding="utf-8"))

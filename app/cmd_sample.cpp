@@ -89,13 +89,25 @@ std::vector<int32_t> prompt_ids(const Tokenizer& tok, const std::string& text) {
   return prompt;
 }
 
-const char* stop_text(StopReason r) {
-  switch (r) {
-    case StopReason::eot: return "end-of-text";
+std::string stop_text(const Generation& g) {
+  switch (g.stop) {
+    case StopReason::eot: return "end-of-text, id " + std::to_string(g.stop_id);
     case StopReason::seq_len: return "model.seq_len reached";
     case StopReason::tokens: break;
   }
   return "--tokens reached";
+}
+
+// The ids generation stops at: the tokenizer's end-of-text, and for a
+// Hugging Face directory the ones its generation_config.json names (Llama 3
+// Instruct's <|eot_id|>, Qwen2.5 Instruct's <|im_end|> beside <|endoftext|>).
+std::vector<int64_t> stop_ids(const Tokenizer& tok, const std::string& hf_dir) {
+  std::vector<int64_t> stop;
+  if (tok.eot() >= 0) stop.push_back(tok.eot());
+  if (!hf_dir.empty())
+    for (int64_t id : hf::generation_eos_ids(hf_dir))
+      if (std::find(stop.begin(), stop.end(), id) == stop.end()) stop.push_back(id);
+  return stop;
 }
 
 int sample(const CLI::App& cmd, SampleArgs a, Job job) {
@@ -146,12 +158,20 @@ int sample(const CLI::App& cmd, SampleArgs a, Job job) {
   std::unique_ptr<Backend> be = make_backend(run, MPI_COMM_WORLD);
   InferenceEngine engine(w, *be);
   const std::string origin = hf_dir ? "Hugging Face" : "step " + std::to_string(w.step);
+  const char* family = mc.family == Family::gpt2 ? "gpt2" : mc.has_qkv_bias() ? "llama (q/k/v biases)" : "llama";
   std::fprintf(stderr, "sample: %s (%s), %s L=%d C=%d V=%d seq_len=%d%s, tokenizer %s, backend %s\n", path.c_str(),
-               origin.c_str(), mc.family == Family::gpt2 ? "gpt2" : mc.has_qkv_bias() ? "llama (q/k/v biases)" : "llama", mc.n_layers, mc.d_model, mc.vocab_size,
-               mc.seq_len, context_note.c_str(), tok->describe().c_str(), be->name().c_str());
+               origin.c_str(), family, mc.n_layers, mc.d_model, mc.vocab_size, mc.seq_len, context_note.c_str(),
+               tok->describe().c_str(), be->name().c_str());
   SampleParams p = a.p;
   p.vocab = int(tok->vocab_size());
-  const Generation g = a.tokens > 0 ? generate(engine, prompt, a.tokens, p, tok->eot()) : Generation{};
+  const std::vector<int64_t> stop = stop_ids(*tok, hf_dir ? path : "");
+  if (stop.size() > 1) {
+    std::string list;
+    for (int64_t id : stop) list += " " + std::to_string(id);
+    std::fprintf(stderr, "sample: stops at ids%s (the tokenizer's end-of-text and generation_config.json's eos_token_id)\n",
+                 list.c_str());
+  }
+  const Generation g = a.tokens > 0 ? generate(engine, prompt, a.tokens, p, stop) : Generation{};
   if (a.ids) {
     for (size_t i = 0; i < g.ids.size(); ++i) std::printf("%s%d", i ? " " : "", g.ids[i]);
     std::printf("\n");
@@ -164,7 +184,7 @@ int sample(const CLI::App& cmd, SampleArgs a, Job job) {
   std::fprintf(stderr,
                "sample: prompt %zu tokens, generated %zu tokens (stopped: %s) | prefill %.1f ms, %.0f tokens/s | "
                "decode %d forwards of one position in %.1f ms, %.1f tokens/s\n",
-               prompt.size(), n_new, a.tokens > 0 ? stop_text(g.stop) : "--tokens 0", g.prefill_s * 1e3,
+               prompt.size(), n_new, a.tokens > 0 ? stop_text(g).c_str() : "--tokens 0", g.prefill_s * 1e3,
                g.prefill_s > 0 ? double(prompt.size()) / g.prefill_s : 0.0, g.n_forwards, g.decode_s * 1e3,
                g.decode_s > 0 ? double(g.n_forwards) / g.decode_s : 0.0);
   return 0;

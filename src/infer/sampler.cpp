@@ -69,7 +69,7 @@ int32_t sample_token(const float* logits, int V, const SampleParams& p, uint64_t
 }
 
 Generation generate(InferenceEngine& engine, const std::vector<int32_t>& prompt, int n_new, const SampleParams& p,
-                    int64_t eot, const std::function<void(int32_t)>& on_token) {
+                    const std::vector<int64_t>& stop, const std::function<void(int32_t)>& on_token) {
   const int T = engine.config().seq_len, V = engine.config().vocab_size;
   if (prompt.empty()) throw InputError("the prompt is empty and the tokenizer has no end-of-text token to start from");
   if (int64_t(prompt.size()) > T)
@@ -88,8 +88,9 @@ Generation generate(InferenceEngine& engine, const std::vector<int32_t>& prompt,
       break;
     }
     const int32_t tok = sample_token(logits.data(), p.vocab > 0 ? std::min(p.vocab, V) : V, p, uint64_t(i));
-    if (eot >= 0 && tok == eot) {
+    if (std::find(stop.begin(), stop.end(), int64_t(tok)) != stop.end()) {
       g.stop = StopReason::eot;
+      g.stop_id = tok;
       break;
     }
     g.ids.push_back(tok);

@@ -39,16 +39,24 @@ enum class StopReason { tokens, eot, seq_len };
 struct Generation {
   std::vector<int32_t> ids;  // the generated tokens (an end-of-text is not included)
   StopReason stop = StopReason::tokens;
+  int32_t stop_id = -1;      // StopReason::eot: the stop token sampled
   double prefill_s = 0, decode_s = 0;  // the prompt's forward; the later forwards
   int n_forwards = 0;                  // decode forwards (one position each)
 };
 
 // Runs the prompt (one forward from an empty cache), then up to n_new tokens,
-// each one forward of one position; stops early at eot (>= 0) or when the
-// sequence reaches model.seq_len. on_token (nullable) sees each token as it
-// is chosen. Throws InputError for an empty prompt or one longer than
-// model.seq_len.
+// each one forward of one position; stops early at any of the stop tokens
+// (an end-of-text; a Hugging Face generation_config.json may name several)
+// or when the sequence reaches model.seq_len. on_token (nullable) sees each
+// token as it is chosen. Throws InputError for an empty prompt or one longer
+// than model.seq_len.
 Generation generate(InferenceEngine& engine, const std::vector<int32_t>& prompt, int n_new, const SampleParams& p,
-                    int64_t eot, const std::function<void(int32_t)>& on_token = {});
+                    const std::vector<int64_t>& stop, const std::function<void(int32_t)>& on_token = {});
+
+// The same with one stop token, eot (-1: none).
+inline Generation generate(InferenceEngine& engine, const std::vector<int32_t>& prompt, int n_new,
+                           const SampleParams& p, int64_t eot, const std::function<void(int32_t)>& on_token = {}) {
+  return generate(engine, prompt, n_new, p, eot >= 0 ? std::vector<int64_t>{eot} : std::vector<int64_t>{}, on_token);
+}
 
 }  // namespace pentad

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
@@ -33,6 +34,32 @@ ModelConfig model_of_dir(const std::string& dir) {
   const auto text = read_text(cfg);
   if (!text) throw InputError("'" + cfg + "' cannot be read");
   return model_of_config_json(*text, "'" + cfg + "'");
+}
+
+std::vector<int64_t> generation_eos_ids(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "generation_config.json").string();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return {};
+  const auto text = read_text(path);
+  const std::string what = "'" + path + "'";
+  if (!text) throw InputError(what + " cannot be read");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(*text);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(what + " is not valid JSON: " + e.what());
+  }
+  if (!j.is_object()) throw InputError(what + " is not a JSON object");
+  const auto eos = j.find("eos_token_id");
+  if (eos == j.end() || eos->is_null()) return {};
+  const nlohmann::json list = eos->is_array() ? *eos : nlohmann::json::array({*eos});
+  std::vector<int64_t> ids;
+  for (const auto& x : list) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0)
+      throw InputError(what + ": \"eos_token_id\" = " + eos->dump() + " is not a token id or a list of them");
+    ids.push_back(x.get<int64_t>());
+  }
+  return ids;
 }
 
 Import::Import(const std::string& path, const ModelConfig& m, const std::string& where,

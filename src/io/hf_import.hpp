@@ -1,5 +1,5 @@
 // Reading a Hugging Face model (GPT2LMHeadModel, LlamaForCausalLM,
-// MixtralForCausalLM: io/hf_map.hpp) as pentad's global tensors, on one
+// Qwen2ForCausalLM, MixtralForCausalLM: io/hf_map.hpp) as pentad's global tensors, on one
 // process. checkpoint.init_from (io/init_from.hpp) broadcasts what it reads
 // to the job's blocks; `pentad sample` (infer/weights.hpp) keeps it whole.
 #pragma once
@@ -23,6 +23,12 @@ bool is_model_dir(const std::string& path);
 // model.seq_len its max_position_embeddings (GPT-2: n_positions). InputError
 // naming the file when there is none or pentad has no such model.
 ModelConfig model_of_dir(const std::string& dir);
+
+// The ids a directory's generation_config.json names in "eos_token_id" (one
+// id or a list: Llama 3 Instruct's and Qwen2.5 Instruct's end a turn with
+// another token than the tokenizer's end-of-text); none when the file or the
+// key is missing or null. InputError naming the file and the key otherwise.
+std::vector<int64_t> generation_eos_ids(const std::string& dir);
 
 // The safetensors of `path` (a directory or one .safetensors file) as the
 // tensors of the model m. The constructor checks config.json beside them

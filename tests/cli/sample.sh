@@ -168,8 +168,8 @@ PY
     }
     mkdir "$tmp/nocfg" && ln -s "$tmp/hf/model.safetensors" "$tmp/nocfg/"
     fail_with "'$tmp/nocfg': the directory has no config.json" "$PENTAD" sample "$tmp/nocfg" --prompt "a"
-    variant qwen 'c["architectures"] = ["Qwen2ForCausalLM"]'
-    fail_with "architecture \"Qwen2ForCausalLM\" is not one pentad reads" "$PENTAD" sample "$tmp/qwen" --prompt "a"
+    variant gemma 'c["architectures"] = ["GemmaForCausalLM"]'
+    fail_with "architecture \"GemmaForCausalLM\" is not one pentad reads" "$PENTAD" sample "$tmp/gemma" --prompt "a"
     variant nolayers 'del c["n_layer"]'
     fail_with "config.json' has no \"n_layer\"" "$PENTAD" sample "$tmp/nolayers" --prompt "a"
     variant relu 'c["activation_function"] = "relu"'
@@ -182,7 +182,32 @@ PY
     variant badtok 'pass'
     echo '{"model": {"type": "Unigram"}}' > "$tmp/badtok/tokenizer.json"
     fail_with "tokenizer.json '$tmp/badtok/tokenizer.json': \"model\" type \"Unigram\"" "$PENTAD" sample "$tmp/badtok" --prompt "a"
-    fail_with "the prompt has 17 tokens, more than model.seq_len=16 of $tmp/hf" "$PENTAD" sample "$tmp/hf" --prompt "seventeen bytes.." ;;
+    fail_with "the prompt has 17 tokens, more than model.seq_len=16 of $tmp/hf" "$PENTAD" sample "$tmp/hf" --prompt "seventeen bytes.."
+    # generation_config.json's eos_token_id (one id or a list) stops
+    # generation, beside the tokenizer's end-of-text (the byte tokenizer has
+    # none): with a sampled token other than the first listed, the output is
+    # the same seed's tokens before its first occurrence (the i-th token's
+    # draw depends on the seed and i only). Not a token id: refused by key.
+    sample_out "$tmp/free" "$tmp/hf" --prompt "The " --tokens 12 --seed 3 --ids
+    read -ra all < "$tmp/free"
+    stop=
+    for id in "${all[@]:1}"; do [ "$id" != "${all[0]}" ] && { stop=$id; break; }; done
+    [ -n "$stop" ] || { echo "FAIL: the 12 sampled tokens are all ${all[0]}: no stop token to pick"; exit 1; }
+    want=()
+    for id in "${all[@]}"; do [ "$id" = "$stop" ] && break; want+=("$id"); done
+    variant stops 'pass'
+    echo "{\"eos_token_id\": [100000, $stop]}" > "$tmp/stops/generation_config.json"
+    sample_out "$tmp/stopped" "$tmp/stops" --prompt "The " --tokens 12 --seed 3 --ids
+    if [ "$(cat "$tmp/stopped")" = "${want[*]}" ] && grep -q "stopped: end-of-text, id $stop)" "$tmp/stopped.err" &&
+       grep -q "stops at ids 100000 $stop " "$tmp/stopped.err"; then
+      echo "ok: [${all[*]}] stops before the listed eos $stop: [$(cat "$tmp/stopped")]"
+    else
+      echo "FAIL: eos_token_id [100000, $stop]: got [$(cat "$tmp/stopped")], want [${want[*]}]"; cat "$tmp/stopped.err"; exit 1
+    fi
+    variant badeos 'pass'
+    echo '{"eos_token_id": "x"}' > "$tmp/badeos/generation_config.json"
+    fail_with "generation_config.json': \"eos_token_id\" = \"x\" is not a token id or a list of them" \
+      "$PENTAD" sample "$tmp/badeos" --prompt "a" ;;
   *)
     echo "unknown case $case_name"; exit 2 ;;
 esac

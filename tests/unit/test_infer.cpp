@@ -167,6 +167,15 @@ TEST(Generate, GreedyStopsAtEotAndAtSeqLen) {
   EXPECT_EQ(e.stop, StopReason::eot);
   const size_t first = size_t(std::find(g.ids.begin(), g.ids.end(), eot) - g.ids.begin());
   EXPECT_EQ(e.ids, std::vector<int32_t>(g.ids.begin(), g.ids.begin() + long(first)));
+  EXPECT_EQ(e.stop_id, eot);
+  // Several stop tokens (generation_config.json's eos_token_id list): the
+  // first of them sampled ends it; here the fifth token beside one never sampled.
+  const int32_t fifth = g.ids[4];
+  const Generation f = generate(engine, prompt, 100, greedy, std::vector<int64_t>{int64_t(mc.vocab_size) + 7, fifth});
+  const size_t at = size_t(std::find(g.ids.begin(), g.ids.end(), fifth) - g.ids.begin());
+  EXPECT_EQ(f.stop, StopReason::eot);
+  EXPECT_EQ(f.stop_id, fifth);
+  EXPECT_EQ(f.ids, std::vector<int32_t>(g.ids.begin(), g.ids.begin() + long(at)));
   EXPECT_THROW(generate(engine, std::vector<int32_t>(size_t(mc.seq_len) + 1, 1), 1, greedy, -1), InputError);
   EXPECT_THROW(generate(engine, {}, 1, greedy, -1), InputError);
 }

@@ -626,7 +626,7 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
     if (act != j.end() && act->is_string() && *act != "silu")
       throw InputError(where + ": \"hidden_act\" = " + act->dump() + ": pentad's Llama uses SiLU (SwiGLU)");
     const auto sw = j.find("sliding_window");
-    if (cls == "LlamaForCausalLM" && sw != j.end() && !sw->is_null())
+    if (cls != "MistralForCausalLM" && !qwen2 && sw != j.end() && !sw->is_null())  // (their windows: sliding_window)
       throw InputError(where + ": \"sliding_window\" = " + sw->dump() +
                        ": pentad's attention sees the whole causal context");
     const int64_t H = integer("num_attention_heads", nullptr);

@@ -436,6 +436,15 @@ TEST(HfMap, ConfigJsonRefusesOtherModels) {
       {R"({"hidden_size": "16"})", "\"hidden_size\" = \"16\" is not a number"},
       {R"({"vocab_size": 0})", "\"vocab_size\" = 0 is not a positive integer"},
   };
+  // A Mixtral's window, as a Llama's, is refused (Mistral's and Qwen2's are read).
+  auto mixtral = nlohmann::json::parse(hf::config_json(tiny(Family::llama, 3), hf::Arch::mixtral, "float32"));
+  mixtral["sliding_window"] = 4096;
+  try {
+    hf::model_of_config_json(mixtral.dump(), "cfg");
+    ADD_FAILURE() << "a Mixtral sliding_window was not refused";
+  } catch (const pentad::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"sliding_window\" = 4096"), std::string::npos) << e.what();
+  }
   for (const auto& [patch, want] : cases) {
     nlohmann::json j = llama;
     j.merge_patch(nlohmann::json::parse(patch));

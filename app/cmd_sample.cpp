@@ -158,9 +158,16 @@ int sample(const CLI::App& cmd, SampleArgs a, Job job) {
   std::unique_ptr<Backend> be = make_backend(run, MPI_COMM_WORLD);
   InferenceEngine engine(w, *be);
   const std::string origin = hf_dir ? "Hugging Face" : "step " + std::to_string(w.step);
-  const char* family = mc.family == Family::gpt2 ? "gpt2" : mc.has_qkv_bias() ? "llama (q/k/v biases)" : "llama";
-  std::fprintf(stderr, "sample: %s (%s), %s L=%d C=%d V=%d seq_len=%d%s, tokenizer %s, backend %s\n", path.c_str(),
-               origin.c_str(), family, mc.n_layers, mc.d_model, mc.vocab_size, mc.seq_len, context_note.c_str(),
+  std::string family = mc.family == Family::gpt2 ? "gpt2" : "llama";
+  if (mc.family == Family::llama && (mc.has_qkv_bias() || mc.qk_norm))
+    family += mc.qk_norm ? (mc.has_qkv_bias() ? " (q/k/v biases, q/k norms)" : " (q/k norms)") : " (q/k/v biases)";
+  const std::string heads =
+      int64_t(mc.head_dim()) * mc.n_heads != mc.d_model ? " H=" + std::to_string(mc.n_heads) + "x" +
+                                                               std::to_string(mc.head_dim())
+                                                         : std::string();
+  std::fprintf(stderr, "sample: %s (%s), %s L=%d C=%d%s V=%d seq_len=%d%s, tokenizer %s, backend %s\n", path.c_str(),
+               origin.c_str(), family.c_str(), mc.n_layers, mc.d_model, heads.c_str(), mc.vocab_size, mc.seq_len,
+               context_note.c_str(),
                tok->describe().c_str(), be->name().c_str());
   SampleParams p = a.p;
   p.vocab = int(tok->vocab_size());

@@ -279,6 +279,9 @@ void add_model_keys(std::vector<Key>& s) {
   s.push_back(int_key(PENTAD_FIELD(model, n_heads), 1, kNoMax, "attention heads (H)"));
   s.push_back(int_key(PENTAD_FIELD(model, n_kv_heads), 0, kNoMax,
                       "key/value heads (Hkv); 0 = n_heads"));
+  s.push_back(int_key("model", "head_dim", [](auto& c) -> auto& { return c.model.d_head; }, 0, kNoMax,
+                      "width of one attention head (D); 0 = d_model / n_heads (llama: any even D; q and the "
+                      "attention output are H*D wide, k and v Hkv*D)"));
   s.push_back(int_key(PENTAD_FIELD(model, d_ff), 0, kNoMax,
                       "MLP width (F); 0 = 4*C (gpt2) or round_up(8*C/3, 32) (llama)"));
   s.push_back(int_key(PENTAD_FIELD(model, vocab_size), 2, kNoMax,
@@ -304,6 +307,8 @@ void add_model_keys(std::vector<Key>& s) {
   s.push_back(family_bool_key("qkv_bias", &ModelConfig::qkv_bias,
                               "biases on the query, key and value projections (gpt2: always; llama: false, "
                               "true for Qwen2's attention)"));
+  s.push_back(bool_key(PENTAD_FIELD(model, qk_norm),
+                       "RMSNorm over each head of q and k before RoPE, one (head_dim) weight each (Qwen3; llama)"));
   s.push_back(float_key(PENTAD_FIELD(model, init_std), gt(0), none(),
                         "std of the normal weight init"));
   s.push_back(int_key(PENTAD_FIELD(model, n_experts), 0, kNoMax,
@@ -617,6 +622,11 @@ std::string kv(const char* full, int64_t v) { return std::string(full) + "=" + s
 void fill_defaults(Config& cfg) {
   ModelConfig& m = cfg.model;
   if (m.n_kv_heads == 0) m.n_kv_heads = m.n_heads;
+  if (m.d_head == 0) {
+    if (m.d_model % m.n_heads != 0)
+      fail(cfg, kv("model.d_model", m.d_model) + " is not divisible by " + kv("model.n_heads", m.n_heads));
+    m.d_head = m.d_model / m.n_heads;
+  }
   if (m.tied_embeddings == -1) m.tied_embeddings = m.family == Family::gpt2 ? 1 : 0;
   if (m.qkv_bias == -1) m.qkv_bias = m.family == Family::gpt2 ? 1 : 0;
   if (m.d_ff == 0) {
@@ -632,15 +642,17 @@ void fill_defaults(Config& cfg) {
 // The model's own consistency: heads, grouped-query attention, RoPE.
 void validate_model(const Config& cfg) {
   const ModelConfig& m = cfg.model;
-  if (m.d_model % m.n_heads != 0)
-    fail(cfg, kv("model.d_model", m.d_model) + " is not divisible by " +
-                  kv("model.n_heads", m.n_heads));
   if (m.n_heads % m.n_kv_heads != 0)
     fail(cfg, kv("model.n_heads", m.n_heads) + " is not divisible by " +
                   kv("model.n_kv_heads", m.n_kv_heads));
   if (m.family == Family::gpt2 && m.n_kv_heads != m.n_heads)
     fail(cfg, kv("model.n_kv_heads", m.n_kv_heads) + ": gpt2 needs n_kv_heads = " +
                   kv("model.n_heads", m.n_heads) + " (grouped-query attention is llama only)");
+  if (m.family == Family::gpt2 && int64_t(m.d_head) * m.n_heads != m.d_model)
+    fail(cfg, kv("model.head_dim", m.d_head) + ": gpt2 needs head_dim = " + kv("model.d_model", m.d_model) +
+                  " / " + kv("model.n_heads", m.n_heads) + " (a head dimension of its own is llama only)");
+  if (m.family == Family::gpt2 && m.qk_norm)
+    fail(cfg, "model.qk_norm = true: gpt2 has no q/k norms (the key is for llama: Qwen3's attention)");
   if (m.family == Family::gpt2 && m.qkv_bias == 0)
     fail(cfg, "model.qkv_bias = false: gpt2's attention always has its biases (the key is for llama)");
   if (m.rope_scaling != RopeScaling::none && m.family != Family::llama)
@@ -652,8 +664,10 @@ void validate_model(const Config& cfg) {
                   " (rope_scaling = \"llama3\")");
   if (m.family == Family::llama && m.head_dim() % 2 != 0)
     fail(cfg, "model.family = \"llama\" needs an even head dimension for RoPE, but " +
-                  kv("model.d_model", m.d_model) + " / " + kv("model.n_heads", m.n_heads) +
-                  " = " + std::to_string(m.head_dim()));
+                  (int64_t(m.d_head) * m.n_heads == m.d_model
+                       ? kv("model.d_model", m.d_model) + " / " + kv("model.n_heads", m.n_heads) + " = " +
+                             std::to_string(m.head_dim())
+                       : kv("model.head_dim", m.head_dim())));
 }
 
 // The parallel layout against the model and the job's size: the grid, tp's

@@ -85,6 +85,7 @@ struct ModelConfig {
   int d_model = 64;          // C
   int n_heads = 4;           // H
   int n_kv_heads = 0;        // Hkv; 0 = n_heads (gpt2 requires n_heads)
+  int d_head = 0;            // D, deck key head_dim; 0 = d_model / n_heads (gpt2 requires that)
   int d_ff = 0;              // F; 0 = 4*C (gpt2) or the Llama rule
   int vocab_size = 256;      // V
   // The embedding and head matrices hold round_up(V, pad_vocab_to * tp) rows
@@ -102,6 +103,7 @@ struct ModelConfig {
   int rope_original_context = 8192;     // llama3: the context the model was first trained on
   int tied_embeddings = -1;  // -1 = family default (gpt2 tied, llama untied)
   int qkv_bias = -1;         // q/k/v projection biases; -1 = family default (gpt2 yes, llama no)
+  bool qk_norm = false;      // RMSNorm over each head of q and k before RoPE (Qwen3; llama only)
   float init_std = 0.02f;
   // Mixture of experts (moe.hpp). n_experts = 0: every MLP is dense.
   int n_experts = 0;             // E
@@ -113,7 +115,8 @@ struct ModelConfig {
   float z_loss_coef = 0.0f;      // router z-loss coefficient
 
   // Resolved values (after finalize): never 0 / -1.
-  int head_dim() const { return d_model / n_heads; }
+  // (0, unresolved, as the default: a ModelConfig built in code.)
+  int head_dim() const { return d_head > 0 ? d_head : d_model / n_heads; }
   Rope rope() const {
     return {.theta = rope_theta, .llama3 = rope_scaling == RopeScaling::llama3, .factor = rope_scaling_factor,
             .low_freq_factor = rope_low_freq_factor, .high_freq_factor = rope_high_freq_factor,

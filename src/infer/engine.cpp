@@ -25,6 +25,7 @@ struct InferenceEngine::Layer {
   const float *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr;  // (HD, C), (KD, C) x2, (C, HD)
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr;  // GPT-2's and Qwen2's biases
   const float* bo = nullptr;                                  // GPT-2's
+  const float *q_norm = nullptr, *k_norm = nullptr;           // (D) Qwen3's (model.qk_norm)
   const float *w_gate = nullptr, *w_up = nullptr, *w_down = nullptr;      // (F, C), (F, C), (C, F); MoE: (E, ...)
   const float *b_up = nullptr, *b_down = nullptr;                          // GPT-2 (F), (C); MoE: (E, ...)
   const float* router = nullptr;                                           // (E, C), MoE blocks
@@ -74,6 +75,10 @@ void InferenceEngine::build(const ModelWeights& w) {
       ly->bk = upload(w, p + "attn/bk");
       ly->bv = upload(w, p + "attn/bv");
     }
+    if (cfg_.qk_norm) {
+      ly->q_norm = upload(w, p + "attn/q_norm");
+      ly->k_norm = upload(w, p + "attn/k_norm");
+    }
     ly->bo = opt("attn/bo");
     ly->mlp_w = upload(w, p + "mlp_norm/w");
     ly->mlp_b = opt("mlp_norm/b");
@@ -99,6 +104,7 @@ void InferenceEngine::build(const ModelWeights& w) {
   ln_ = buf(T * C_);
   mean_ = buf(T);
   rstd_ = buf(T);
+  if (cfg_.qk_norm) qk_rstd_ = buf(T * size_t(H_));
   q_ = buf(T * HD);
   att_ = buf(T * HD);
   lse_ = buf(size_t(H_) * T);
@@ -172,6 +178,10 @@ void InferenceEngine::block(int l, int n) {
   // on CUDA, the same ops in turn on the CPU.
   const LinearPart qkv[3] = {{q_, y.wq, y.bq, HD}, {kc, y.wk, y.bk, KD}, {vc, y.wv, y.bv, KD}};
   be_.linear_fwd_group(qkv, 3, ln_, n, C_);
+  if (cfg_.qk_norm) {  // each head of q and k, in place, before RoPE
+    be_.rmsnorm_fwd(q_, qk_rstd_, q_, y.q_norm, n * H_, D_, cfg_.norm_eps);
+    be_.rmsnorm_fwd(kc, qk_rstd_, kc, y.k_norm, n * Hkv_, D_, cfg_.norm_eps);
+  }
   if (!gpt2_) {
     be_.rope_fwd(q_, 1, n, H_, D_, pos_, cfg_.rope());
     be_.rope_fwd(kc, 1, n, Hkv_, D_, pos_, cfg_.rope());

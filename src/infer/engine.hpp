@@ -64,6 +64,7 @@ class InferenceEngine {
   int32_t* tok_ = nullptr;            // (T)
   float *x_ = nullptr, *ln_ = nullptr;  // (T, C) residual stream, norm output
   float *mean_ = nullptr, *rstd_ = nullptr;  // (T)
+  float* qk_rstd_ = nullptr;                 // (T, H) the q/k norms' (model.qk_norm)
   float *q_ = nullptr, *att_ = nullptr;      // (T, H*D)
   float* lse_ = nullptr;                     // (H, T)
   float *fc_ = nullptr, *up_ = nullptr, *act_ = nullptr;  // (T, F)

@@ -1,7 +1,8 @@
 // The pentad <-> Hugging Face rule tables and the config files (hf_map.hpp).
 // Class structure and names as documented by Hugging Face for
 // GPT2LMHeadModel (Conv1D weights (in, out), fused c_attn), LlamaForCausalLM,
-// Qwen2ForCausalLM (Llama's modules with q/k/v_proj biases) and
+// Qwen2ForCausalLM (Llama's modules with q/k/v_proj biases),
+// Qwen3ForCausalLM (Llama's modules with self_attn.q_norm/k_norm) and
 // MixtralForCausalLM (block_sparse_moe.gate, experts.{e}.w1/w2/w3).
 #include "io/hf_map.hpp"
 
@@ -122,7 +123,7 @@ void gpt2_rules(Builder& b) {
   if (!m.tied()) b.same("model/lm_head", {V, C}, "lm_head.weight");
 }
 
-void llama_rules(Builder& b, bool mixtral, bool qkv_bias) {
+void llama_rules(Builder& b, bool mixtral, bool qkv_bias, bool qk_norm) {
   const ModelConfig& m = b.m;
   const int64_t C = m.d_model, F = m.d_ff, V = m.vocab_size, D = m.head_dim(), H = m.n_heads, K = m.n_kv_heads,
                 E = m.n_experts;
@@ -137,6 +138,10 @@ void llama_rules(Builder& b, bool mixtral, bool qkv_bias) {
       b.add(p + "attn/bq", {H * D}, h + "self_attn.q_proj.bias", {H * D}, Op::rope_rows, 0, -1, int(H));
       b.add(p + "attn/bk", {K * D}, h + "self_attn.k_proj.bias", {K * D}, Op::rope_rows, 0, -1, int(K));
       b.same(p + "attn/bv", {K * D}, h + "self_attn.v_proj.bias");
+    }
+    if (qk_norm) {  // the norms' weights run along a head's D rows: permuted as one head's
+      b.add(p + "attn/q_norm", {D}, h + "self_attn.q_norm.weight", {D}, Op::rope_rows, 0, -1, 1);
+      b.add(p + "attn/k_norm", {D}, h + "self_attn.k_norm.weight", {D}, Op::rope_rows, 0, -1, 1);
     }
     b.same(p + "attn/wo", {C, H * D}, h + "self_attn.o_proj.weight");
     b.same(p + "mlp_norm/w", {C}, h + "post_attention_layernorm.weight");
@@ -167,11 +172,20 @@ const char* arch_class(Arch a) {
     case Arch::llama: return "LlamaForCausalLM";
     case Arch::mixtral: return "MixtralForCausalLM";
     case Arch::qwen2: return "Qwen2ForCausalLM";
+    case Arch::qwen3: return "Qwen3ForCausalLM";
   }
   return "?";
 }
 
 Arch arch_of(const ModelConfig& m, const std::string& what, std::vector<std::string>* notes) {
+  if (m.qk_norm && m.has_qkv_bias())
+    throw InputError(what + ": model.qk_norm with model.qkv_bias: Qwen3ForCausalLM's attention biases (its "
+                            "attention_bias) are on every projection, pentad's on q, k and v only, so this model has "
+                            "no Hugging Face class");
+  if (m.qk_norm && m.n_experts > 0)
+    throw InputError(what + ": model.qk_norm in a mixture of experts (Qwen3-MoE): pentad does not map "
+                            "Qwen3MoeForCausalLM, so this model has no Hugging Face class");
+  if (m.qk_norm) return Arch::qwen3;
   if (m.n_experts == 0) return m.family == Family::gpt2 ? Arch::gpt2 : m.has_qkv_bias() ? Arch::qwen2 : Arch::llama;
   if (m.family == Family::gpt2)
     throw InputError(what + ": a GPT-2 mixture of experts has no Hugging Face class (GPT2LMHeadModel is dense); "
@@ -208,7 +222,7 @@ std::vector<Rule> rules(const ModelConfig& m, Arch a) {
   if (a == Arch::gpt2)
     gpt2_rules(b);
   else
-    llama_rules(b, a == Arch::mixtral, a == Arch::qwen2);
+    llama_rules(b, a == Arch::mixtral, a == Arch::qwen2, a == Arch::qwen3);
   return b.out;
 }
 
@@ -276,7 +290,7 @@ std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, 
     j["scale_attn_weights"] = true;
     return j.dump(2) + "\n";
   }
-  j["model_type"] = a == Arch::mixtral ? "mixtral" : a == Arch::qwen2 ? "qwen2" : "llama";
+  j["model_type"] = a == Arch::mixtral ? "mixtral" : a == Arch::qwen2 ? "qwen2" : a == Arch::qwen3 ? "qwen3" : "llama";
   j["hidden_size"] = m.d_model;
   j["intermediate_size"] = m.d_ff;
   j["num_hidden_layers"] = m.n_layers;
@@ -299,7 +313,8 @@ std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, 
   if (a == Arch::llama) {
     j["attention_bias"] = false;
     j["mlp_bias"] = false;
-  } else if (a == Arch::qwen2) {  // q/k/v biases are the class's own; its sliding window off
+  } else if (a == Arch::qwen2 || a == Arch::qwen3) {  // Qwen2's q/k/v biases, Qwen3's q/k norms: the class's own
+    if (a == Arch::qwen3) j["attention_bias"] = false;  // Qwen3's would be on every projection
     j["use_sliding_window"] = false;
     j["sliding_window"] = nullptr;
     j["max_window_layers"] = m.n_layers;
@@ -412,13 +427,16 @@ std::string parse_config_object(const std::string& text, const std::string& wher
   return read_rope_parameters(*j, where);
 }
 
+// Qwen2's or Qwen3's class (their configs share the defaults read here).
+bool is_qwen(const std::string& cls) { return cls == "Qwen2ForCausalLM" || cls == "Qwen3ForCausalLM"; }
+
 // The key/value heads a missing "num_key_value_heads" stands for: Mistral's
-// 8, Qwen2's 32, else the query heads (also Mistral's and Qwen2's for an
+// 8, Qwen2's and Qwen3's 32, else the query heads (also theirs for an
 // explicit null).
 double kv_heads_default(const json& j, const std::string& cls) {
   const auto kv = j.find("num_key_value_heads");
   if (kv == j.end() && cls == "MistralForCausalLM") return 8;
-  if (kv == j.end() && cls == "Qwen2ForCausalLM") return 32;
+  if (kv == j.end() && is_qwen(cls)) return 32;
   const auto heads = j.find("num_attention_heads");
   return heads != j.end() && heads->is_number() ? heads->get<double>() : kRequired;
 }
@@ -436,10 +454,11 @@ std::string config_arch(const json& j, const std::string& where, std::string* cl
   else if (*cls == "LlamaForCausalLM" || *cls == "MistralForCausalLM") *a = Arch::llama;
   else if (*cls == "MixtralForCausalLM") *a = Arch::mixtral;
   else if (*cls == "Qwen2ForCausalLM") *a = Arch::qwen2;
+  else if (*cls == "Qwen3ForCausalLM") *a = Arch::qwen3;
   else
     return where + ": architecture \"" + *cls +
            "\" is not one pentad reads (GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, "
-           "Qwen2ForCausalLM)";
+           "Qwen2ForCausalLM, Qwen3ForCausalLM)";
   return {};
 }
 
@@ -448,10 +467,16 @@ std::string config_arch(const json& j, const std::string& where, std::string* cl
 // 4096 (a null one: none).
 constexpr double kMistralPositions = 131072, kMistralWindow = 4096;
 
-// Qwen2Config's defaults where they differ from LlamaConfig's (and 32
-// key/value heads: kv_heads_default): 32768 positions, a window of 4096 when
-// "use_sliding_window" is true.
-constexpr double kQwen2Positions = 32768, kQwen2Window = 4096;
+// Qwen2Config's (and Qwen3Config's) defaults where they differ from
+// LlamaConfig's (and 32 key/value heads: kv_heads_default): 32768 positions,
+// a window of 4096 when "use_sliding_window" is true; Qwen3Config's head_dim
+// is 128 (the others' hidden_size / num_attention_heads).
+constexpr double kQwen2Positions = 32768, kQwen2Window = 4096, kQwen3HeadDim = 128;
+
+// The head_dim a missing (or null) "head_dim" stands for.
+int64_t head_dim_default(const std::string& cls, int64_t hidden, int64_t heads) {
+  return cls == "Qwen3ForCausalLM" ? int64_t(kQwen3HeadDim) : heads > 0 ? hidden / heads : 0;
+}
 
 // The sliding window of a Mistral or Qwen2 file (0: none; a missing key is
 // the class's default). Qwen2's applies only with "use_sliding_window" (and
@@ -459,7 +484,7 @@ constexpr double kQwen2Positions = 32768, kQwen2Window = 4096;
 // the whole causal context, as pentad's.
 int64_t sliding_window(const json& j, const std::string& cls) {
   const bool mistral = cls == "MistralForCausalLM";
-  if (cls == "Qwen2ForCausalLM") {
+  if (is_qwen(cls)) {
     const auto use = j.find("use_sliding_window");
     if (use == j.end() || !use->is_boolean() || !use->get<bool>()) return 0;
   } else if (!mistral) {
@@ -527,10 +552,19 @@ std::string check_config_json(const std::string& text, const std::string& where,
              " but the deck has " + w.deck_key + " = " + json(w.deck).dump();
   }
   if (!gpt2) {
+    // A missing (or null) head_dim is the class's default: Qwen3's 128,
+    // every other's hidden_size / num_attention_heads.
     const auto hd = j.find("head_dim");
-    if (hd != j.end() && hd->is_number() && hd->get<int64_t>() != m.head_dim())
-      return where + ": \"head_dim\" = " + hd->dump() + " but the deck's d_model / n_heads = " +
-             std::to_string(m.head_dim());
+    if (hd != j.end() && !hd->is_null() && !hd->is_number()) return where + ": \"head_dim\" is not a number";
+    const bool hd_missing = hd == j.end() || hd->is_null();
+    const int64_t file_hd = hd_missing ? head_dim_default(cls, m.d_model, m.n_heads) : hd->get<int64_t>();
+    const bool uneven = hd_missing && a != Arch::qwen3 && int64_t(m.head_dim()) * m.n_heads != m.d_model;
+    if (file_hd != m.head_dim() || uneven)
+      return where + ": \"head_dim\" = " +
+             (hd_missing ? "(missing: " + (a == Arch::qwen3 ? std::string("128") : "hidden_size / num_attention_heads") +
+                               ")"
+                         : hd->dump()) +
+             " but the deck has model.head_dim = " + std::to_string(m.head_dim());
     if (std::string e = check_rope_scaling(j, where, m); !e.empty()) return e;
     // Qwen2's biases are its class's (q, k, v); a Llama's or Mixtral's would
     // be on every projection.
@@ -584,7 +618,7 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
   std::string cls;
   Arch a = Arch::gpt2;
   if (std::string e = config_arch(j, where, &cls, &a); !e.empty()) throw InputError(e);
-  const bool qwen2 = a == Arch::qwen2;
+  const bool qwen2 = a == Arch::qwen2, qwen = qwen2 || a == Arch::qwen3;
   // A key's number: required (dflt null) or the class's default.
   const auto number = [&](const char* key, const json& dflt) -> double {
     const auto it = j.find(key);
@@ -626,7 +660,7 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
     if (act != j.end() && act->is_string() && *act != "silu")
       throw InputError(where + ": \"hidden_act\" = " + act->dump() + ": pentad's Llama uses SiLU (SwiGLU)");
     const auto sw = j.find("sliding_window");
-    if (cls != "MistralForCausalLM" && !qwen2 && sw != j.end() && !sw->is_null())  // (their windows: sliding_window)
+    if (cls != "MistralForCausalLM" && !qwen && sw != j.end() && !sw->is_null())  // (their windows: sliding_window)
       throw InputError(where + ": \"sliding_window\" = " + sw->dump() +
                        ": pentad's attention sees the whole causal context");
     const int64_t H = integer("num_attention_heads", nullptr);
@@ -635,10 +669,12 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
     put("d_model", std::to_string(integer("hidden_size", nullptr)));
     put("n_heads", std::to_string(H));
     put("n_kv_heads", std::to_string(integer("num_key_value_heads", int64_t(kv_heads_default(j, cls)))));
+    if (const auto hd = j.find("head_dim"); (hd != j.end() && !hd->is_null()) || a == Arch::qwen3)
+      put("head_dim", std::to_string(integer("head_dim", kQwen3HeadDim)));
     put("d_ff", std::to_string(integer("intermediate_size", nullptr)));
     // Mistral's (and a windowed Qwen2's) positions are cut to the sliding
     // window, within which the attention is pentad's (the whole causal context).
-    const double default_positions = cls == "MistralForCausalLM" ? kMistralPositions : qwen2 ? kQwen2Positions : 2048;
+    const double default_positions = cls == "MistralForCausalLM" ? kMistralPositions : qwen ? kQwen2Positions : 2048;
     int64_t positions = integer("max_position_embeddings", default_positions);
     if (const int64_t window = sliding_window(j, cls); window > 0) positions = std::min(positions, window);
     put("seq_len", std::to_string(positions));
@@ -646,6 +682,7 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
     put("rope_theta", toml_float(number("rope_theta", 10000.0)));
     put("tied_embeddings", flag("tie_word_embeddings", false) ? "true" : "false");
     if (qwen2) put("qkv_bias", "true");
+    if (a == Arch::qwen3) put("qk_norm", "true");
     const auto rs = j.find("rope_scaling");
     if (rs != j.end() && !rs->is_null() && rs->is_object()) {
       const auto t = rs->contains("rope_type") ? rs->find("rope_type") : rs->find("type");

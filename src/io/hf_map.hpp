@@ -23,8 +23,10 @@
 namespace pentad::hf {
 
 // qwen2: pentad's Llama with model.qkv_bias (Qwen2ForCausalLM: the Llama
-// modules and names, biases on q_proj, k_proj and v_proj).
-enum class Arch { gpt2, llama, mixtral, qwen2 };
+// modules and names, biases on q_proj, k_proj and v_proj). qwen3: pentad's
+// Llama with model.qk_norm (Qwen3ForCausalLM: the Llama modules and names,
+// self_attn.q_norm and k_norm, RMSNorms over each head of q and k).
+enum class Arch { gpt2, llama, mixtral, qwen2, qwen3 };
 const char* arch_class(Arch a);  // "GPT2LMHeadModel", ...
 
 // The Hugging Face class of a pentad model, or an InputError saying why it

@@ -14,9 +14,11 @@ namespace pentad {
 std::string model_signature(const ModelConfig& m) {
   return std::string(m.family == Family::gpt2 ? "gpt2" : "llama") + " L=" + std::to_string(m.n_layers) +
          " C=" + std::to_string(m.d_model) + " H=" + std::to_string(m.n_heads) +
-         " Hkv=" + std::to_string(m.n_kv_heads) + " F=" + std::to_string(m.d_ff) +
+         " Hkv=" + std::to_string(m.n_kv_heads) +
+         (int64_t(m.head_dim()) * m.n_heads != m.d_model ? " D=" + std::to_string(m.head_dim()) : std::string()) +
+         " F=" + std::to_string(m.d_ff) +
          " V=" + std::to_string(m.vocab_size) + " T=" + std::to_string(m.seq_len) +
-         " tied=" + std::to_string(m.tied() ? 1 : 0) +
+         " tied=" + std::to_string(m.tied() ? 1 : 0) + (m.qk_norm ? " qk_norm" : "") +
          (m.n_experts > 0 ? " E=" + std::to_string(m.n_experts) + " k=" + std::to_string(m.top_k) +
                                 " moe_every=" + std::to_string(m.moe_every)
                           : std::string());

@@ -23,6 +23,7 @@ LocalDims local_dims(const ModelConfig& cfg, int micro_batch, int tp, bool sp, c
   d.L = cfg.n_layers;
   d.gpt2 = cfg.family == Family::gpt2;
   d.sp = sp && tp > 1;
+  d.qk_norm = cfg.qk_norm;
   d.N = d.B * d.T;
   d.Nl = d.sp ? d.N / tp : d.N;
   return d;
@@ -122,6 +123,12 @@ void MemoryPlan::add_block_acts(std::vector<BufSpec>& out, Mem mem, int block, b
   add(Buf::k, BT * KD);       // (B, T, Hkv*D)
   out.back().with_next = true;
   add(Buf::v, BT * KD);       // (B, T, Hkv*D)
+  if (d_.qk_norm) {           // q and k before their norms, and the norms' 1/rms
+    add(Buf::q_raw, BT * HD);                // (B, T, H*D)
+    add(Buf::k_raw, BT * KD);                // (B, T, Hkv*D)
+    add(Buf::q_rstd, BT * size_t(d_.H));     // (B, T, H)
+    add(Buf::k_rstd, BT * size_t(d_.Hkv));   // (B, T, Hkv)
+  }
   add(Buf::att, BT * HD);     // (B, T, H*D)
   add(Buf::lse, BHT);         // (B, H, T)
   const bool none = recompute_ == Recompute::none;
@@ -166,6 +173,8 @@ std::vector<BufSpec> MemoryPlan::shared_buffers() const {
     add(Buf::gath_dy, BTC);
     add(Buf::rep_grad, 4 * size_t(d_.C));  // (4, C): a unit's norm weights and biases
   }
+  // The q/k norm weights' gradients, partial over this rank's heads.
+  if (d_.qk_norm && layout_.tp > 1) add(Buf::qk_norm_grad, 2 * size_t(d_.D));  // (2, D)
   // Full recompute: one block set, shared by all blocks, in scratch.
   if (recompute_ == Recompute::full) add_block_acts(out, Mem::scratch, -1, false);
   if (has_head()) {

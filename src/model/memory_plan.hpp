@@ -68,6 +68,7 @@ struct LocalDims {
   int B = 0, T = 0, C = 0, H = 0, Hkv = 0, D = 0, F = 0, V = 0, L = 0;
   int N = 0, Nl = 0;
   bool gpt2 = false, sp = false;
+  bool qk_norm = false;  // q and k normalized per head (ModelConfig::qk_norm)
 };
 LocalDims local_dims(const ModelConfig& cfg, int micro_batch, int tp, bool sp, const CpSplit& cp);
 
@@ -76,10 +77,11 @@ LocalDims local_dims(const ModelConfig& cfg, int micro_batch, int tp, bool sp, c
 // head's loss buffers and Slot (one micro-batch through one chunk).
 enum class Buf : uint8_t {
   // Acts
-  ln1, ln1_mean, ln1_rstd, q, k, v, att, lse, probs, res_mid, ln2, ln2_mean, ln2_rstd, fc_pre, fc_up, fc_act,
+  ln1, ln1_mean, ln1_rstd, q, k, v, q_raw, k_raw, q_rstd, k_rstd, att, lse, probs, res_mid, ln2, ln2_mean,
+  ln2_rstd, fc_pre, fc_up, fc_act,
   // Scratch (scratch_fc_act is Scratch::fc_act, the recomputed MLP activation)
   dres, d_ln, d_att, dq, dk, dv, d_fc_act, d_fc_pre, d_up, d_lnf, scratch_fc_act, part, gath_x, gath_dy, rep_grad,
-  logits_all,
+  qk_norm_grad, logits_all,
   // the loss head's chunked logits and softmax statistics
   logits, xent_rowmax, xent_sumexp,
   // Slot

@@ -25,6 +25,7 @@ namespace pentad {
 // One block's layers; H, Hkv, F are this rank's heads, KV heads and MLP width.
 struct Model::Block {
   Norm attn_norm;
+  ParamId q_norm, k_norm;       // (D) each, model.qk_norm (Qwen3); not held otherwise
   ColumnParallelGroup qkv;      // wq (H*D, C), wk and wv (Hkv*D, C): one group op each way
   RowParallelLinear wo;         // (C, H*D)
   Norm mlp_norm;
@@ -43,6 +44,10 @@ struct Model::Acts {
   float* q = nullptr;         // (B,T,H*D), after RoPE
   float* k = nullptr;         // (B,T,Hkv*D), after RoPE
   float* v = nullptr;         // (B,T,Hkv*D)
+  float* q_raw = nullptr;     // (B,T,H*D) q before its norm (qk_norm)
+  float* k_raw = nullptr;     // (B,T,Hkv*D) k before its norm (qk_norm)
+  float* q_rstd = nullptr;    // (B,T,H) 1/rms of each head of q (qk_norm)
+  float* k_rstd = nullptr;    // (B,T,Hkv) (qk_norm)
   float* att = nullptr;       // (B,T,H*D)
   float* lse = nullptr;       // (B,H,T)
   float* probs = nullptr;     // (B,H,T,T), only with recompute = none and cp = 1
@@ -71,6 +76,7 @@ struct Model::Scratch {
   float* gath_x = nullptr;    // (B,T,C) all-gathered norm output (sp)
   float* gath_dy = nullptr;   // (B,T,C) all-gathered residual gradient (sp)
   float* rep_grad = nullptr;  // (4,C) staged norm gradients of one unit (sp)
+  float* qk_norm_grad = nullptr;  // (2,D) staged q/k norm gradients of one unit (qk_norm, tp > 1)
   float* logits_all = nullptr;  // (tp, chunk, V/tp) all-gathered logits for debug dumps
 };
 
@@ -153,6 +159,7 @@ Model::Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backe
   build_params();
   alloc_shared();
   sp_norm_grads_ = SpNormGrads(tp_, params_, be_, scratch_->rep_grad, C_);
+  qk_norm_grads_ = SpNormGrads(tp_, params_, be_, scratch_->qk_norm_grad, D_, 2, true);
   if (n_cp > 1) ring_ = std::make_unique<RingAttention>(be_, *par_.cp, cp_split_, B_, H_, Hkv_, D_);
 }
 
@@ -207,6 +214,8 @@ void Model::bind_block(int l, const ParamLookup& id) {
   auto p = [&](const char* name) { return id(prefix + name); };
   Block& b = blocks_[size_t(l)];
   b.attn_norm = Norm{p("attn_norm/w"), p("attn_norm/b")};
+  b.q_norm = p("attn/q_norm");
+  b.k_norm = p("attn/k_norm");
   b.qkv = ColumnParallelGroup({ColumnParallelLinear(params_, be_, tp_, p("attn/wq"), p("attn/bq"), H_ * D_, C_),
                                ColumnParallelLinear(params_, be_, tp_, p("attn/wk"), p("attn/bk"), Hkv_ * D_, C_),
                                ColumnParallelLinear(params_, be_, tp_, p("attn/wv"), p("attn/bv"), Hkv_ * D_, C_)});
@@ -260,6 +269,10 @@ void Model::bind(const BufSpec& b, void* p, Slot* s) {
       case Buf::q: a.q = f; return;
       case Buf::k: a.k = f; return;
       case Buf::v: a.v = f; return;
+      case Buf::q_raw: a.q_raw = f; return;
+      case Buf::k_raw: a.k_raw = f; return;
+      case Buf::q_rstd: a.q_rstd = f; return;
+      case Buf::k_rstd: a.k_rstd = f; return;
       case Buf::att: a.att = f; return;
       case Buf::lse: a.lse = f; return;
       case Buf::probs: a.probs = f; return;
@@ -290,6 +303,7 @@ void Model::bind(const BufSpec& b, void* p, Slot* s) {
     case Buf::gath_x: x.gath_x = f; return;
     case Buf::gath_dy: x.gath_dy = f; return;
     case Buf::rep_grad: x.rep_grad = f; return;
+    case Buf::qk_norm_grad: x.qk_norm_grad = f; return;
     case Buf::logits_all: x.logits_all = f; return;
     case Buf::logits: logits_ = f; return;
     case Buf::xent_rowmax: xent_rowmax_ = f; return;
@@ -455,6 +469,34 @@ void Model::mlp_act_fwd(Acts& a) {
     be_.swiglu_fwd(a.fc_act, a.fc_pre, a.fc_up, n);
 }
 
+// q and k are normalized in place, their projections' outputs kept (raw)
+// for the backward; each head's D values are one row of the norm.
+void Model::qk_norm_fwd(const Block& b, Acts& a, float* q, float* k) {
+  const size_t nq = size_t(N_) * H_ * D_, nk = size_t(N_) * Hkv_ * D_;
+  be_.copy_bytes(a.q_raw, q, nq * sizeof(float));
+  be_.copy_bytes(a.k_raw, k, nk * sizeof(float));
+  be_.rmsnorm_fwd(q, a.q_rstd, a.q_raw, params_.param(b.q_norm), N_ * H_, D_, cfg_.norm_eps);
+  be_.rmsnorm_fwd(k, a.k_rstd, a.k_raw, params_.param(b.k_norm), N_ * Hkv_, D_, cfg_.norm_eps);
+}
+
+// dq, dk hold the gradients of the normalized q and k (RoPE's backward done);
+// they become the gradients of the raw projections' outputs. The input
+// gradients accumulate, so they are built in d_att (free after the
+// attention's backward) and copied back.
+void Model::qk_norm_bwd(const Block& b, Acts& a) {
+  Scratch& s = *scratch_;
+  const size_t nq = size_t(N_) * H_ * D_, nk = size_t(N_) * Hkv_ * D_;
+  be_.fill(s.d_att, 0.0f, nq);
+  be_.rmsnorm_bwd(s.d_att, qk_norm_grads_.grad(b.q_norm, 0), s.dq, a.q_raw, params_.param(b.q_norm), a.q_rstd,
+                  N_ * H_, D_);
+  be_.copy_bytes(s.dq, s.d_att, nq * sizeof(float));
+  be_.fill(s.d_att, 0.0f, nk);
+  be_.rmsnorm_bwd(s.d_att, qk_norm_grads_.grad(b.k_norm, 1), s.dk, a.k_raw, params_.param(b.k_norm), a.k_rstd,
+                  N_ * Hkv_, D_);
+  be_.copy_bytes(s.dk, s.d_att, nk * sizeof(float));
+  qk_norm_grads_.sync({b.q_norm, b.k_norm});
+}
+
 // ---- attention and positions ---------------------------------------------------
 
 void Model::attention_fwd(Acts& a, bool keep_probs) {
@@ -510,6 +552,7 @@ void Model::block_fwd(int l, Acts& a, const float* in, bool keep_probs) {
   const bool held = plan_.holds(Buf::q, l);
   float *q = held ? s.dq : a.q, *k = held ? s.dk : a.k, *v = held ? s.dv : a.v;
   b.qkv.fwd({q, k, v}, x1);
+  if (cfg_.qk_norm) qk_norm_fwd(b, a, q, k);
   if (!gpt2_) {
     rope(q, H_, false);
     rope(k, Hkv_, false);
@@ -621,6 +664,7 @@ void Model::block_bwd(int l, Acts& a, const float* in, WStash* w) {
     rope(s.dq, H_, true);
     rope(s.dk, Hkv_, true);
   }
+  if (cfg_.qk_norm) qk_norm_bwd(b, a);
   const float* x1 = tp_.enter_fwd(a.ln1, s.gath_x);  // (N,C)
   if (w) {
     b.qkv.bwd_input(d_part, {s.dq, s.dk, s.dv}, 0.0f);

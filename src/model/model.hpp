@@ -219,6 +219,11 @@ class Model {
   void norm_fwd(const Norm& n, float* out, float* mean, float* rstd, const float* x);
   void norm_bwd(const Norm& n, float* dx, const float* dout, const float* x, const float* mean,
                 const float* rstd, int slot);
+  // Qwen3's q/k norms (model.qk_norm): RMSNorm over each head's D values of
+  // q and k, before RoPE; the backward turns dq, dk (after RoPE's backward)
+  // into the gradients of the projections' outputs.
+  void qk_norm_fwd(const Block& b, Acts& a, float* q, float* k);
+  void qk_norm_bwd(const Block& b, Acts& a);
 
   ModelConfig cfg_;
   Recompute recompute_;
@@ -248,6 +253,7 @@ class Model {
   // Tensor parallelism: the region boundaries and the layers that call them.
   TpRegions tp_;
   SpNormGrads sp_norm_grads_;
+  SpNormGrads qk_norm_grads_;  // the q/k norm weights, partial over the heads with tp > 1
   VocabParallelEmbedding embedding_;  // first chunk only
   VocabParallelHead lm_head_;         // last chunk only
   Norm final_norm_;

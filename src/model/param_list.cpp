@@ -40,6 +40,10 @@ void add_block_specs(const ModelConfig& cfg, const ParamRank& r, int l, float st
     vec("attn/bk", KD, Init::zeros);
     vec("attn/bv", KD, Init::zeros);
   }
+  if (cfg.qk_norm) {  // Qwen3: one RMSNorm weight over every head of q, one of k
+    vec("attn/q_norm", cfg.head_dim(), Init::ones);
+    vec("attn/k_norm", cfg.head_dim(), Init::ones);
+  }
   if (gpt2) vec("attn/bo", C, Init::zeros);
   vec("mlp_norm/w", C, Init::ones);
   if (gpt2) vec("mlp_norm/b", C, Init::zeros);

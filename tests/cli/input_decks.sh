@@ -7,7 +7,11 @@
 # and the final norm. The Qwen2.5 0.5B deck's likewise (494 032 768, its
 # published count): embedding 151936 x 896 (tied), 24 blocks of q/o 896 x
 # 896, k/v 128 x 896, the q/k/v biases (896 + 2 x 128), SwiGLU 3 x 896 x
-# 4864 and two norms, and the final norm.
+# 4864 and two norms, and the final norm. The Qwen3 0.6B deck's likewise
+# (596 049 920; 0.44B without the embedding, as published): embedding
+# 151936 x 1024 (tied), 28 blocks of q 2048 x 1024 and o 1024 x 2048 (16
+# heads of 128), k/v 1024 x 1024 (8 heads of 128), the q/k norms (2 x 128),
+# SwiGLU 3 x 1024 x 3072 and two norms, and the final norm.
 # Env: PENTAD, PENTAD_SOURCE_DIR.
 set -u
 fail=0
@@ -34,6 +38,15 @@ for deck in "$PENTAD_SOURCE_DIR"/input/*.toml; do
       echo "ok    qwen2.5-0.5b.toml: $want parameters (Qwen2.5 0.5B's 494M, its q/k/v biases included)"
     else
       echo "FAIL: qwen2.5-0.5b.toml: not $want parameters:"; grep "parameter elements" <<<"$out"; fail=1
+    fi
+  fi
+  if [ "$(basename "$deck")" = qwen3-0.6b.toml ]; then
+    C=1024 F=3072 V=151936 L=28 q=2048 kv=1024 D=128
+    want=$((V * C + L * (2 * q * C + 2 * kv * C + 2 * D + 3 * C * F + 2 * C) + C))
+    if grep -q "N = $want parameter elements" <<<"$out"; then
+      echo "ok    qwen3-0.6b.toml: $want parameters (Qwen3 0.6B's 0.6B, 0.44B without the embedding)"
+    else
+      echo "FAIL: qwen3-0.6b.toml: not $want parameters:"; grep "parameter elements" <<<"$out"; fail=1
     fi
   fi
 done

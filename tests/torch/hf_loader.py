@@ -6,7 +6,9 @@ structure, not from pentad's code: GPT2LMHeadModel (Conv1D weights stored
 (in, out), q/k/v fused in attn.c_attn, tanh GELU), LlamaForCausalLM (RMSNorm,
 SwiGLU, grouped-query attention, RoPE applied with rotate_half on the
 half-split pairs (i, i + D/2)), Qwen2ForCausalLM (Llama's, with biases on
-q_proj, k_proj and v_proj, added before RoPE) and MixtralForCausalLM (block_sparse_moe: softmax
+q_proj, k_proj and v_proj, added before RoPE), Qwen3ForCausalLM (Llama's, with
+self_attn.q_norm and k_norm: RMSNorm over each head's head_dim values of q and
+k, before RoPE) and MixtralForCausalLM (block_sparse_moe: softmax
 router, top-k, weights renormalised, experts w2(silu(w1 x) * w3 x)). The
 sizes come from config.json, the tensors from the safetensors files by their
 Hugging Face names (parsed here with struct + json + numpy).
@@ -132,12 +134,13 @@ def llama3_scaled(inv_freq, rs):
 
 
 def llama_forward(w, c, ids):
-    """LlamaForCausalLM / Qwen2ForCausalLM / MixtralForCausalLM with rotate_half RoPE."""
+    """LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / MixtralForCausalLM with rotate_half RoPE."""
     C, H, Hkv = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
     D = c.get("head_dim") or C // H
     eps, theta = c["rms_norm_eps"], c["rope_theta"]
     mixtral = c["architectures"][0] == "MixtralForCausalLM"
     qwen2 = c["architectures"][0] == "Qwen2ForCausalLM"
+    qwen3 = c["architectures"][0] == "Qwen3ForCausalLM"
     B, T = ids.shape
     lin = lambda x, n: x @ w[n + ".weight"].T
     qkv = lambda x, n: lin(x, n) + w[n + ".bias"] if qwen2 else lin(x, n)
@@ -157,6 +160,8 @@ def llama_forward(w, c, ids):
         q = qkv(h, p + "self_attn.q_proj").view(B, T, H, D).transpose(1, 2)
         k = qkv(h, p + "self_attn.k_proj").view(B, T, Hkv, D).transpose(1, 2)
         v = qkv(h, p + "self_attn.v_proj").view(B, T, Hkv, D).transpose(1, 2)
+        if qwen3:  # per head, over its D values
+            q, k = rms(q, p + "self_attn.q_norm"), rms(k, p + "self_attn.k_norm")
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k, v = (t.repeat_interleave(H // Hkv, dim=1) for t in (k, v))           # repeat_kv
         a = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, H * D)

@@ -68,7 +68,7 @@ def param_shapes(m):
     """Expected names and global shapes of every parameter, from [model]."""
     C, H, Hkv, F_, V, T = (m["d_model"], m["n_heads"], m["n_kv_heads"],
                            m["d_ff"], m["vocab_size"], m["seq_len"])
-    D = C // H
+    D = m.get("head_dim") or C // H  # model.head_dim (resolved in the dump)
     gpt2 = m["family"] == "gpt2"
     s = {"model/wte": (V, C)}
     if gpt2:
@@ -86,6 +86,9 @@ def param_shapes(m):
             s[p + "attn/bq"] = (H * D,)
             s[p + "attn/bk"] = (Hkv * D,)
             s[p + "attn/bv"] = (Hkv * D,)
+        if m.get("qk_norm"):  # Qwen3: one RMSNorm weight over every head of q, one of k
+            s[p + "attn/q_norm"] = (D,)
+            s[p + "attn/k_norm"] = (D,)
         if gpt2:
             s[p + "attn_norm/b"] = (C,)
             s[p + "mlp_norm/b"] = (C,)
@@ -214,14 +217,17 @@ def forward(p, m, tokens, aux=None):
     """Logits (B, T, V) for int64 tokens (B, T); MoE blocks append their aux terms to aux."""
     gpt2 = m["family"] == "gpt2"
     C, H, Hkv = m["d_model"], m["n_heads"], m["n_kv_heads"]
-    D = C // H
+    D = m.get("head_dim") or C // H  # model.head_dim (resolved in the dump)
     B, T = tokens.shape
     eps = m["norm_eps"]
+
+    def rms(x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 
     def norm(x, pre):
         if gpt2:
             return F.layer_norm(x, (C,), p[pre + "/w"], p[pre + "/b"], eps)
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * p[pre + "/w"]
+        return rms(x) * p[pre + "/w"]
 
     def lin(x, w, b=None):
         y = x @ p[w].T
@@ -238,6 +244,9 @@ def forward(p, m, tokens, aux=None):
         q = lin(h, a + "attn/wq", bias("bq")).view(B, T, H, D)
         k = lin(h, a + "attn/wk", bias("bk")).view(B, T, Hkv, D)
         v = lin(h, a + "attn/wv", bias("bv")).view(B, T, Hkv, D)
+        if m.get("qk_norm"):  # Qwen3: each head of q and k RMS-normalized before RoPE
+            q = rms(q) * p[a + "attn/q_norm"]
+            k = rms(k) * p[a + "attn/k_norm"]
         if not gpt2:
             q, k = rope(q, m), rope(k, m)
         x = x + lin(attention(q, k, v), a + "attn/wo", a + "attn/bo" if gpt2 else None)
@@ -346,7 +355,7 @@ def main():
     m, t = cfg["model"], cfg["train"]
     gpt2 = m["family"] == "gpt2"
     print(f"dump {sys.argv[1]}: {m['family']} L={m['n_layers']} C={m['d_model']} H={m['n_heads']} "
-          f"Hkv={m['n_kv_heads']} F={m['d_ff']} V={m['vocab_size']} T={m['seq_len']} "
+          f"Hkv={m['n_kv_heads']} D={m.get('head_dim')} F={m['d_ff']} V={m['vocab_size']} T={m['seq_len']} "
           f"tied={m['tied_embeddings']} steps={t['steps']} recompute={t.get('recompute')} "
           f"dp={cfg.get('parallel', {}).get('dp')}")
 

@@ -23,6 +23,18 @@ foreach(recompute none full)
     ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
 endforeach()
 
+# A head dimension of its own (model.head_dim = 16 in a 32-wide model of 4
+# heads: q and the attention output 64 wide), and Qwen3 (the same heads with
+# an RMSNorm over each head of q and k before RoPE, model.qk_norm).
+foreach(model headdim qwen3)
+  foreach(recompute none full)
+    add_test(NAME torch_parity_${model}_${recompute}
+      COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_parity.sh ${CMAKE_CURRENT_LIST_DIR}/${model}_tiny.toml ${recompute})
+    set_tests_properties(torch_parity_${model}_${recompute} PROPERTIES LABELS torch
+      ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
+  endforeach()
+endforeach()
+
 # The other learning-rate schedules (train.lr_schedule), each against the
 # oracle's own reading of docs/running.md: per-step lr, loss, grad norm and
 # final parameters. wsd: 3 warmup, 3 stable and 4 decaying steps.
@@ -54,7 +66,7 @@ endforeach()
 # model trained on the docs gives generate.py's fp64 greedy tokens, 32 of them.
 # llama3: the Llama with Llama 3.1's RoPE scaling, an original context of 64
 # putting its 16-wide heads' pairs in all three bands.
-foreach(model gpt2 llama llama3 qwen2)
+foreach(model gpt2 llama llama3 qwen2 headdim qwen3)
   set(deck ${model})
   set(extra)
   if(model STREQUAL "llama3")
@@ -63,6 +75,12 @@ foreach(model gpt2 llama llama3 qwen2)
   elseif(model STREQUAL "qwen2")  # the Llama with Qwen2's q/k/v biases
     set(deck llama)
     set(extra --set model.qkv_bias=true)
+  elseif(model STREQUAL "headdim")  # heads of 32 in a 64-wide model of 4 heads (default 16)
+    set(deck llama)
+    set(extra --set model.head_dim=32)
+  elseif(model STREQUAL "qwen3")  # those heads normalized before RoPE, a tied head
+    set(deck llama)
+    set(extra --set model.head_dim=32 --set model.qk_norm=true --set model.tied_embeddings=true)
   endif()
   add_test(NAME torch_greedy_${model}
     COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_greedy.sh ${CMAKE_CURRENT_LIST_DIR}/${deck}_sample.toml ${extra})
@@ -79,7 +97,9 @@ set(PENTAD_HF_LAYOUTS_llama "1" "2:parallel.dp=2,parallel.zero=3" "4:parallel.tp
 set(PENTAD_HF_LAYOUTS_hf_mixtral "1" "2:parallel.dp=2,parallel.ep=2" "4:parallel.tp=2,parallel.pp=2")
 set(PENTAD_HF_LAYOUTS_llama3 "1" "2:parallel.cp=2" "4:parallel.tp=2,parallel.pp=2")
 set(PENTAD_HF_LAYOUTS_qwen2 "1" "2:parallel.cp=2" "4:parallel.tp=2,parallel.pp=2,parallel.sp=true")
-foreach(model gpt2 llama hf_mixtral llama3 qwen2)
+set(PENTAD_HF_LAYOUTS_headdim "1" "2:parallel.cp=2" "4:parallel.tp=2,parallel.pp=2,parallel.sp=true")
+set(PENTAD_HF_LAYOUTS_qwen3 "1" "2:parallel.tp=2" "4:parallel.cp=2,parallel.pp=2")
+foreach(model gpt2 llama hf_mixtral llama3 qwen2 headdim qwen3)
   string(REPLACE "hf_" "" short ${model})
   add_test(NAME torch_hf_${short}
     COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/hf_export.sh ${CMAKE_CURRENT_LIST_DIR}/${model}_tiny.toml

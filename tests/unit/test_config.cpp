@@ -49,6 +49,7 @@ n_layers = 3
 d_model = 96
 n_heads = 6
 n_kv_heads = 2
+head_dim = 24
 d_ff = 200
 vocab_size = 300
 seq_len = 32
@@ -60,6 +61,7 @@ rope_low_freq_factor = 2.0
 rope_high_freq_factor = 6.0
 rope_original_context = 4096
 tied_embeddings = true
+qk_norm = true
 init_std = 0.01
 [parallel]
 dp = 2
@@ -117,6 +119,7 @@ TEST(Config, MinimalDeckGivesDefaults) {
   // Model: struct defaults plus the resolved family defaults.
   pentad::ModelConfig m;
   m.n_kv_heads = m.n_heads;
+  m.d_head = m.d_model / m.n_heads;
   m.d_ff = 4 * m.d_model;
   m.tied_embeddings = 1;
   m.qkv_bias = 1;
@@ -144,6 +147,7 @@ TEST(Config, FullDeckSetsEveryKey) {
   EXPECT_EQ(c.model.d_model, 96);
   EXPECT_EQ(c.model.n_heads, 6);
   EXPECT_EQ(c.model.n_kv_heads, 2);
+  EXPECT_EQ(c.model.head_dim(), 24);
   EXPECT_EQ(c.model.d_ff, 200);
   EXPECT_EQ(c.model.vocab_size, 300);
   EXPECT_EQ(c.model.seq_len, 32);
@@ -155,6 +159,7 @@ TEST(Config, FullDeckSetsEveryKey) {
   EXPECT_EQ(c.model.rope_high_freq_factor, 6.0f);
   EXPECT_EQ(c.model.rope_original_context, 4096);
   EXPECT_EQ(c.model.tied_embeddings, 1);
+  EXPECT_TRUE(c.model.qk_norm);
   EXPECT_EQ(c.model.init_std, 0.01f);
   EXPECT_EQ(c.parallel.dp, 2);
   EXPECT_EQ(c.train.steps, 7);
@@ -206,6 +211,42 @@ TEST(Config, QkvBiasIsTheFamilysUnlessALlamaAsks) {
   EXPECT_NE(q.resolved_toml.find("qkv_bias = true"), std::string::npos) << q.resolved_toml;
   EXPECT_EQ(error_of(kMinimal + "[model]\nqkv_bias = false\n"),
             "input/tiny.toml: model.qkv_bias = false: gpt2's attention always has its biases (the key is for llama)");
+}
+
+// model.head_dim: d_model / n_heads unless a llama sets its own; q, k, v
+// and the attention output are then H*D, Hkv*D, Hkv*D and H*D wide.
+TEST(Config, HeadDimIsDModelOverHeadsUnlessALlamaSetsIt) {
+  const Config d = parse(kMinimal + "[model]\nfamily = \"llama\"\nd_model = 64\nn_heads = 4\n");
+  EXPECT_EQ(d.model.d_head, 16);
+  EXPECT_NE(d.resolved_toml.find("head_dim = 16"), std::string::npos) << d.resolved_toml;
+  const Config q = parse(kMinimal + "[model]\nfamily = \"llama\"\nd_model = 64\nn_heads = 4\nhead_dim = 32\n");
+  EXPECT_EQ(q.model.head_dim(), 32);
+  // Qwen3-0.6B's shape: 16 heads of 128 in a 1024-wide model.
+  EXPECT_EQ(parse(kMinimal + "[model]\nfamily = \"llama\"\nd_model = 1024\nn_heads = 16\nn_kv_heads = 8\n"
+                             "head_dim = 128\n").model.head_dim(), 128);
+  // With head_dim set, d_model need not divide by n_heads.
+  EXPECT_EQ(parse(kMinimal + "[model]\nfamily = \"llama\"\nd_model = 100\nn_heads = 3\nhead_dim = 32\n")
+                .model.head_dim(), 32);
+  EXPECT_EQ(error_of(kMinimal + "[model]\nhead_dim = 32\n"),
+            "input/tiny.toml: model.head_dim=32: gpt2 needs head_dim = model.d_model=64 / model.n_heads=4 "
+            "(a head dimension of its own is llama only)");
+  EXPECT_EQ(parse(kMinimal + "[model]\nhead_dim = 16\n").model.head_dim(), 16);  // gpt2's own value is fine
+  EXPECT_EQ(error_of(kMinimal + "[model]\nfamily = \"llama\"\nhead_dim = 9\n"),
+            "input/tiny.toml: model.family = \"llama\" needs an even head dimension for RoPE, but model.head_dim=9");
+  EXPECT_EQ(error_of(kMinimal, {"model.head_dim=-1"}), "--set model.head_dim=-1: must be >= 0 (got -1)");
+  // A ModelConfig built in code (d_head 0) has the default.
+  pentad::ModelConfig m;
+  EXPECT_EQ(m.head_dim(), m.d_model / m.n_heads);
+}
+
+// model.qk_norm: Qwen3's per-head q/k norms, a llama's only.
+TEST(Config, QkNormIsALlamas) {
+  EXPECT_FALSE(parse(kMinimal).model.qk_norm);
+  const Config q = parse(kMinimal + "[model]\nfamily = \"llama\"\nqk_norm = true\n");
+  EXPECT_TRUE(q.model.qk_norm);
+  EXPECT_NE(q.resolved_toml.find("qk_norm = true"), std::string::npos) << q.resolved_toml;
+  EXPECT_EQ(error_of(kMinimal + "[model]\nqk_norm = true\n"),
+            "input/tiny.toml: model.qk_norm = true: gpt2 has no q/k norms (the key is for llama: Qwen3's attention)");
 }
 
 // --------------------------------------------------------------- overrides
@@ -666,7 +707,7 @@ TEST(Config, EveryResolvedKeyIsSettable) {
     if (section == "data" && line.rfind("train", 0) == 0) value = "tok/x.bin";  // has escapes
     sets.push_back((section.empty() ? "" : section + ".") + line.substr(0, eq) + "=" + value);
   }
-  EXPECT_EQ(sets.size(), 85u);  // 1 top-level + 26 model + 16 parallel + 24 train + 7 data + 6 checkpoint + 5 log
+  EXPECT_EQ(sets.size(), 87u);  // 1 top-level + 28 model + 16 parallel + 24 train + 7 data + 6 checkpoint + 5 log
   Config expected = c;
   expected.data.train = "tok/x.bin";
   expected.resolved_toml = pentad::config_to_toml(expected);

@@ -32,6 +32,7 @@ ModelConfig tiny(Family f, int n_experts) {
   m.d_model = 16;
   m.n_heads = 4;
   m.n_kv_heads = f == Family::gpt2 ? 4 : 2;
+  m.d_head = 4;  // resolved, as a parsed deck's
   m.d_ff = 24;
   m.vocab_size = 11;
   m.seq_len = 5;
@@ -47,6 +48,16 @@ ModelConfig tiny(Family f, int n_experts) {
 ModelConfig qwen2_tiny() {
   ModelConfig m = tiny(Family::llama, 0);
   m.qkv_bias = 1;
+  m.tied_embeddings = 1;
+  return m;
+}
+
+// The tiny Llama with Qwen3's q/k norms and heads of their own width (8 in a
+// 16-wide model of 4 heads), tied (Qwen3ForCausalLM).
+ModelConfig qwen3_tiny() {
+  ModelConfig m = tiny(Family::llama, 0);
+  m.qk_norm = true;
+  m.d_head = 8;
   m.tied_embeddings = 1;
   return m;
 }
@@ -269,6 +280,15 @@ TEST(HfMap, ConfigJsonReadsBackAsTheModel) {
   q.dropless = false;
   q.rope_theta = 1e6f;
   cases.emplace_back(q, hf::Arch::qwen2);
+  ModelConfig q3 = qwen3_tiny();
+  q3.dropless = false;
+  q3.rope_theta = 1e6f;
+  cases.emplace_back(q3, hf::Arch::qwen3);
+  for (hf::Arch a : {hf::Arch::llama, hf::Arch::qwen2}) {  // a head dimension of its own
+    ModelConfig h = a == hf::Arch::qwen2 ? q : l;
+    h.d_head = 8;
+    cases.emplace_back(h, a);
+  }
   for (const auto& [m, arch] : cases) {
     const std::string text = hf::config_json(m, arch, "bfloat16");
     const ModelConfig back = hf::model_of_config_json(text, "cfg");
@@ -424,12 +444,46 @@ TEST(HfMap, RopeParametersAreReadAsRopeThetaAndScaling) {
 }
 
 // What pentad's models do not have is refused, naming the key.
+// config.json's head_dim (Mistral Nemo's, Qwen3's): read as model.head_dim,
+// checked both ways, a missing one being hidden_size / num_attention_heads.
+TEST(HfMap, HeadDimOfItsOwnIsReadAndChecked) {
+  // Mistral-Nemo-Base-2407's shape: 32 heads of 128 in a 5120-wide model.
+  const std::string nemo = R"({"architectures": ["MistralForCausalLM"], "model_type": "mistral",
+      "hidden_size": 5120, "head_dim": 128, "num_attention_heads": 32, "num_key_value_heads": 8,
+      "num_hidden_layers": 40, "intermediate_size": 14336, "max_position_embeddings": 1024000,
+      "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "sliding_window": null, "tie_word_embeddings": false,
+      "vocab_size": 131072})";
+  const ModelConfig m = hf::model_of_config_json(nemo, "nemo");
+  EXPECT_EQ(m.head_dim(), 128);
+  EXPECT_EQ(m.d_model, 5120);
+  EXPECT_EQ(hf::check_config_json(nemo, "nemo", m, hf::Arch::llama), "");
+  // The exported config.json says so, and reads back.
+  const auto out = nlohmann::json::parse(hf::config_json(m, hf::Arch::llama, "bfloat16"));
+  EXPECT_EQ(out["head_dim"], 128);
+  EXPECT_EQ(hf::model_of_config_json(out.dump(), "out").head_dim(), 128);
+  // A deck whose heads differ from the file's, either way.
+  ModelConfig deck = m;
+  deck.d_head = 160;  // 5120 / 32
+  EXPECT_NE(hf::check_config_json(nemo, "nemo", deck, hf::Arch::llama)
+                .find("\"head_dim\" = 128 but the deck has model.head_dim = 160"),
+            std::string::npos);
+  auto no_hd = nlohmann::json::parse(nemo);
+  no_hd.erase("head_dim");
+  EXPECT_NE(hf::check_config_json(no_hd.dump(), "nemo", m, hf::Arch::llama)
+                .find("\"head_dim\" = (missing: hidden_size / num_attention_heads) but the deck has "
+                      "model.head_dim = 128"),
+            std::string::npos);
+  EXPECT_EQ(hf::check_config_json(no_hd.dump(), "nemo", deck, hf::Arch::llama), "");
+  EXPECT_EQ(hf::model_of_config_json(no_hd.dump(), "nemo").head_dim(), 160);
+}
+
 TEST(HfMap, ConfigJsonRefusesOtherModels) {
   const auto llama = nlohmann::json::parse(hf::config_json(tiny(Family::llama, 0), hf::Arch::llama, "float32"));
   const std::pair<const char*, std::string> cases[] = {
       {R"({"sliding_window": 4096})", "\"sliding_window\" = 4096"},
       {R"({"hidden_act": "gelu"})", "\"hidden_act\" = \"gelu\""},
-      {R"({"head_dim": 8})", "\"head_dim\" = 8"},
+      {R"({"head_dim": 7})", "model.head_dim=7"},  // odd: no RoPE pairs
+      {R"({"head_dim": "8"})", "\"head_dim\" = \"8\" is not a number"},
       {R"({"attention_bias": true})", "\"attention_bias\" = true"},
       {R"({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}})", "pentad's RoPE scales as \"llama3\" only"},
       {R"({"num_key_value_heads": 3})", "pentad has no such model"},
@@ -457,6 +511,74 @@ TEST(HfMap, ConfigJsonRefusesOtherModels) {
   }
 }
 
+// Qwen3ForCausalLM is Llama with model.qk_norm (self_attn.q_norm, k_norm)
+// and Qwen3Config's defaults (head_dim 128, 32 key/value heads, 32768
+// positions); the norms' weights are permuted as one head's rows.
+TEST(HfMap, Qwen3ConfigIsLlamaWithQkNorms) {
+  // Qwen3-0.6B's config.json, as published.
+  const std::string q3 = R"({"architectures": ["Qwen3ForCausalLM"], "attention_bias": false,
+      "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128,
+      "hidden_act": "silu", "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
+      "max_position_embeddings": 40960, "max_window_layers": 28, "model_type": "qwen3", "num_attention_heads": 16,
+      "num_hidden_layers": 28, "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_scaling": null,
+      "rope_theta": 1000000, "sliding_window": null, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+      "transformers_version": "4.51.0", "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})";
+  const ModelConfig m = hf::model_of_config_json(q3, "q3");
+  EXPECT_EQ(m.family, Family::llama);
+  EXPECT_TRUE(m.qk_norm);
+  EXPECT_FALSE(m.has_qkv_bias());
+  EXPECT_TRUE(m.tied());
+  EXPECT_EQ(m.n_layers, 28);
+  EXPECT_EQ(m.d_model, 1024);
+  EXPECT_EQ(m.head_dim(), 128);
+  EXPECT_EQ(m.n_kv_heads, 8);
+  EXPECT_EQ(m.seq_len, 40960);
+  EXPECT_FLOAT_EQ(m.rope_theta, 1e6f);
+  EXPECT_EQ(hf::arch_of(m, "x", nullptr), hf::Arch::qwen3);
+  EXPECT_EQ(hf::check_config_json(q3, "q3", m, hf::Arch::qwen3), "");
+  // The same file for a deck without the norms: another class.
+  ModelConfig plain = m;
+  plain.qk_norm = false;
+  EXPECT_NE(hf::check_config_json(q3, "q3", plain, hf::arch_of(plain, "x", nullptr))
+                .find("architecture \"Qwen3ForCausalLM\", but the deck's model is a LlamaForCausalLM"),
+            std::string::npos);
+  // Qwen3Config's defaults: head_dim 128 whatever the width, 32 kv heads.
+  const std::string base = R"({"architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 2, "hidden_size": 64,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 40, "vocab_size": 300)";
+  const ModelConfig d = hf::model_of_config_json(R"({"architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 2,
+      "hidden_size": 64, "num_attention_heads": 32, "intermediate_size": 40, "vocab_size": 300})", "d");
+  EXPECT_EQ(d.head_dim(), 128);
+  EXPECT_EQ(d.n_kv_heads, 32);
+  EXPECT_EQ(d.seq_len, 32768);
+  const ModelConfig narrow = hf::model_of_config_json(base + R"(, "head_dim": 8})", "n");
+  EXPECT_EQ(narrow.head_dim(), 8);
+  EXPECT_NE(hf::check_config_json(base + "}", "d", narrow, hf::Arch::qwen3)
+                .find("\"head_dim\" = (missing: 128) but the deck has model.head_dim = 8"),
+            std::string::npos);
+  // Its attention_bias (every projection) is refused.
+  try {
+    hf::model_of_config_json(base + R"(, "head_dim": 16, "attention_bias": true})", "b");
+    ADD_FAILURE() << "a Qwen3 attention_bias was not refused";
+  } catch (const pentad::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"attention_bias\" = true"), std::string::npos) << e.what();
+  }
+  // config_json writes the class, its model_type, head_dim, no biases, the window off.
+  const auto j = nlohmann::json::parse(hf::config_json(qwen3_tiny(), hf::Arch::qwen3, "float32"));
+  EXPECT_EQ(j["architectures"][0], "Qwen3ForCausalLM");
+  EXPECT_EQ(j["model_type"], "qwen3");
+  EXPECT_EQ(j["head_dim"], 8);
+  EXPECT_EQ(j["attention_bias"], false);
+  EXPECT_EQ(j["use_sliding_window"], false);
+  // The norm weights: a head's D rows, permuted as RoPE's pairs (pentad's
+  // (2i, 2i+1) is Hugging Face's (i, i + D/2)).
+  const std::vector<hf::Rule> rs = hf::rules(qwen3_tiny(), hf::Arch::qwen3);
+  std::vector<float> w(8);
+  for (int i = 0; i < 8; ++i) w[size_t(i)] = float(i);
+  const std::vector<float> out = hf::build_hf(rs, "model.layers.1.self_attn.k_norm.weight",
+                                              [&](const std::string&) -> const std::vector<float>& { return w; });
+  EXPECT_EQ(out, (std::vector<float>{0, 2, 4, 6, 1, 3, 5, 7}));
+}
+
 TEST(HfMap, ModelsWithoutAClassAreRefused) {
   ModelConfig m = tiny(Family::gpt2, 3);
   EXPECT_THROW(hf::arch_of(m, "x", nullptr), pentad::InputError);
@@ -475,6 +597,12 @@ TEST(HfMap, ModelsWithoutAClassAreRefused) {
     EXPECT_NE(std::string(e.what()).find("model.qkv_bias = true"), std::string::npos) << e.what();
   }
   m.qkv_bias = 0;
+  m.qk_norm = true;  // Qwen3-MoE is not mapped
+  EXPECT_THROW(hf::arch_of(m, "x", nullptr), pentad::InputError);
+  ModelConfig both = qwen3_tiny();
+  both.qkv_bias = 1;  // Qwen3's attention_bias is on every projection
+  EXPECT_THROW(hf::arch_of(both, "x", nullptr), pentad::InputError);
+  m.qk_norm = false;
   m.dropless = false;
   std::vector<std::string> notes;
   EXPECT_EQ(hf::arch_of(m, "x", &notes), hf::Arch::mixtral);

@@ -16,6 +16,7 @@ constexpr TpParamSplit kSplits[] = {
     {"attn_norm/w", -1},  {"attn_norm/b", -1},
     {"attn/wq", 0},       {"attn/wk", 0},       {"attn/wv", 0},  // (heads*D, C) column-parallel
     {"attn/bq", 0},       {"attn/bk", 0},       {"attn/bv", 0},
+    {"attn/q_norm", -1},  {"attn/k_norm", -1},  // (D) one weight for every head: replicated
     {"attn/wo", 1},       // (C, heads*D) row-parallel
     {"attn/bo", -1},
     {"mlp_norm/w", -1},   {"mlp_norm/b", -1},

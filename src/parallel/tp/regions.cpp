@@ -32,22 +32,23 @@ const float* TpRegions::sum_rows(float* partial, float* local) const {
   return partial;
 }
 
-SpNormGrads::SpNormGrads(const TpRegions& tp, ParamStore& params, Backend& be, float* stage, int width)
-    : tp_(&tp), params_(&params), be_(&be), stage_(stage), width_(width) {}
+SpNormGrads::SpNormGrads(const TpRegions& tp, ParamStore& params, Backend& be, float* stage, int width, int slots,
+                         bool heads)
+    : tp_(&tp), params_(&params), be_(&be), stage_(stage), width_(width), slots_(slots), heads_(heads) {}
 
 float* SpNormGrads::grad(ParamId p, int slot) const {
-  return tp_->sp() ? stage_ + size_t(slot) * width_ : params_->grad(p);
+  return partial() ? stage_ + size_t(slot) * width_ : params_->grad(p);
 }
 
 void SpNormGrads::sync(std::initializer_list<ParamId> ids) const {
-  if (!tp_->sp()) return;
+  if (!partial()) return;
   tp_->comm()->allreduce_sum(stage_, ids.size() * size_t(width_));
   size_t slot = 0;
   for (ParamId p : ids) {
     if (p.held()) be_->add(params_->grad(p), params_->grad(p), stage_ + slot * width_, size_t(width_));
     ++slot;
   }
-  be_->fill(stage_, 0.0f, 4 * size_t(width_));
+  be_->fill(stage_, 0.0f, size_t(slots_) * size_t(width_));
 }
 
 }  // namespace pentad

@@ -64,28 +64,34 @@ class TpRegions {
   int n_rows_ = 0, n_rows_local_ = 0, width_ = 0;
 };
 
-// With sp the norms (replicated weights) see only this rank's 1/tp of the
-// token rows, so their weight gradients are partial sums. A unit's norms
-// write them to a staging buffer, (4, width): up to four vectors, in slots
-// the caller numbers; sync() sums the stage over tp once per unit and
-// micro-batch (accumulated gradients are never summed twice) and adds it to
-// each rank's gradient. Without sp the norms write their gradients directly.
+// Weights replicated over tp whose gradients each rank sees only part of.
+// With sp the norms see only this rank's 1/tp of the token rows; the q/k
+// norms (Qwen3's, one weight shared by every head) see only this rank's
+// heads whenever tp > 1 (`heads`). Their weight gradients are partial sums:
+// a unit's norms write them to a staging buffer, (slots, width): up to
+// `slots` vectors, in slots the caller numbers; sync() sums the stage over tp
+// once per unit and micro-batch (accumulated gradients are never summed
+// twice) and adds it to each rank's gradient. When the gradient is whole
+// (no sp; one tp rank) the norms write their gradients directly.
 class SpNormGrads {
  public:
   SpNormGrads() = default;
-  SpNormGrads(const TpRegions& tp, ParamStore& params, Backend& be, float* stage, int width);
+  SpNormGrads(const TpRegions& tp, ParamStore& params, Backend& be, float* stage, int width, int slots = 4,
+              bool heads = false);
   // Where the gradient of norm tensor `p`, staging slot `slot`, goes.
   float* grad(ParamId p, int slot) const;
   // Sums the stage over tp and adds slot i to the gradient of ids[i] (those
-  // held); clears the stage. Collective over tp (sp only; otherwise nothing).
+  // held); clears the stage. Collective over tp (when partial; otherwise nothing).
   void sync(std::initializer_list<ParamId> ids) const;
 
  private:
+  bool partial() const { return heads_ ? tp_->split() : tp_->sp(); }
   const TpRegions* tp_ = nullptr;
   ParamStore* params_ = nullptr;
   Backend* be_ = nullptr;
-  float* stage_ = nullptr;  // (4, width), sp only
-  int width_ = 0;
+  float* stage_ = nullptr;  // (slots, width), when partial
+  int width_ = 0, slots_ = 4;
+  bool heads_ = false;
 };
 
 }  // namespace pentad

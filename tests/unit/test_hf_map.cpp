@@ -62,6 +62,22 @@ ModelConfig qwen3_tiny() {
   return m;
 }
 
+// The sizes of a published config.json as pentad reads them (a tied Llama).
+struct Published {
+  int n_layers, d_model, head_dim, n_kv_heads, seq_len;
+  float rope_theta;
+};
+void expect_published(const ModelConfig& m, const Published& p) {
+  EXPECT_EQ(m.family, Family::llama);
+  EXPECT_TRUE(m.tied());
+  EXPECT_EQ(m.n_layers, p.n_layers);
+  EXPECT_EQ(m.d_model, p.d_model);
+  EXPECT_EQ(m.head_dim(), p.head_dim);
+  EXPECT_EQ(m.n_kv_heads, p.n_kv_heads);
+  EXPECT_EQ(m.seq_len, p.seq_len);
+  EXPECT_FLOAT_EQ(m.rope_theta, p.rope_theta);
+}
+
 int64_t numel(const std::vector<int64_t>& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
@@ -361,15 +377,9 @@ TEST(HfMap, Qwen2ConfigIsLlamaWithQkvBiases) {
       "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.40.1",
       "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})";
   const ModelConfig m = hf::model_of_config_json(q25, "q25");
-  EXPECT_EQ(m.family, Family::llama);
   EXPECT_TRUE(m.has_qkv_bias());
-  EXPECT_TRUE(m.tied());
-  EXPECT_EQ(m.n_layers, 24);
-  EXPECT_EQ(m.d_model, 896);
-  EXPECT_EQ(m.head_dim(), 64);
-  EXPECT_EQ(m.n_kv_heads, 2);
-  EXPECT_EQ(m.seq_len, 32768);
-  EXPECT_FLOAT_EQ(m.rope_theta, 1e6f);
+  expect_published(m, {.n_layers = 24, .d_model = 896, .head_dim = 64, .n_kv_heads = 2, .seq_len = 32768,
+                       .rope_theta = 1e6f});
   EXPECT_EQ(hf::arch_of(m, "x", nullptr), hf::Arch::qwen2);
   EXPECT_EQ(hf::check_config_json(q25, "q25", m, hf::Arch::qwen2), "");
   // The same file for a deck without the biases: another class.
@@ -524,16 +534,10 @@ TEST(HfMap, Qwen3ConfigIsLlamaWithQkNorms) {
       "rope_theta": 1000000, "sliding_window": null, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
       "transformers_version": "4.51.0", "use_cache": true, "use_sliding_window": false, "vocab_size": 151936})";
   const ModelConfig m = hf::model_of_config_json(q3, "q3");
-  EXPECT_EQ(m.family, Family::llama);
   EXPECT_TRUE(m.qk_norm);
   EXPECT_FALSE(m.has_qkv_bias());
-  EXPECT_TRUE(m.tied());
-  EXPECT_EQ(m.n_layers, 28);
-  EXPECT_EQ(m.d_model, 1024);
-  EXPECT_EQ(m.head_dim(), 128);
-  EXPECT_EQ(m.n_kv_heads, 8);
-  EXPECT_EQ(m.seq_len, 40960);
-  EXPECT_FLOAT_EQ(m.rope_theta, 1e6f);
+  expect_published(m, {.n_layers = 28, .d_model = 1024, .head_dim = 128, .n_kv_heads = 8, .seq_len = 40960,
+                       .rope_theta = 1e6f});
   EXPECT_EQ(hf::arch_of(m, "x", nullptr), hf::Arch::qwen3);
   EXPECT_EQ(hf::check_config_json(q3, "q3", m, hf::Arch::qwen3), "");
   // The same file for a deck without the norms: another class.

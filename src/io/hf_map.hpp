@@ -87,10 +87,12 @@ std::string check_config_json(const std::string& text, const std::string& where,
 // max_position_embeddings (GPT-2: n_positions). MistralForCausalLM is read as
 // Llama (the same modules; MistralConfig's defaults for missing keys), its
 // positions cut to its sliding window, within which its attention sees the
-// whole causal context as pentad's does. Validated as a deck, then checked
-// with check_config_json. InputError naming `where` and the key for what
-// pentad's models do not have (another architecture or activation, a Llama
-// sliding window, biases, a head_dim other than d_model / n_heads, ...).
+// whole causal context as pentad's does. Qwen2ForCausalLM is read as Llama
+// with model.qkv_bias, Qwen3ForCausalLM with model.qk_norm; head_dim as
+// model.head_dim (missing: the class's default). Validated as a deck, then
+// checked with check_config_json. InputError naming `where` and the key for
+// what pentad's models do not have (another architecture or activation, a
+// Llama sliding window, biases on every projection, an odd head_dim, ...).
 ModelConfig model_of_config_json(const std::string& text, const std::string& where);
 
 // The model of a checkpoint's resolved deck (its layout replaced by one

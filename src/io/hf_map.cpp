@@ -2,8 +2,10 @@
 // Class structure and names as documented by Hugging Face for
 // GPT2LMHeadModel (Conv1D weights (in, out), fused c_attn), LlamaForCausalLM,
 // Qwen2ForCausalLM (Llama's modules with q/k/v_proj biases),
-// Qwen3ForCausalLM (Llama's modules with self_attn.q_norm/k_norm) and
-// MixtralForCausalLM (block_sparse_moe.gate, experts.{e}.w1/w2/w3).
+// Qwen3ForCausalLM (Llama's modules with self_attn.q_norm/k_norm),
+// MixtralForCausalLM (block_sparse_moe.gate, experts.{e}.w1/w2/w3) and
+// Qwen3MoeForCausalLM (Qwen3's attention; mlp.gate,
+// mlp.experts.{e}.gate_proj/up_proj/down_proj).
 #include "io/hf_map.hpp"
 
 #include <algorithm>
@@ -123,7 +125,10 @@ void gpt2_rules(Builder& b) {
   if (!m.tied()) b.same("model/lm_head", {V, C}, "lm_head.weight");
 }
 
-void llama_rules(Builder& b, bool mixtral, bool qkv_bias, bool qk_norm) {
+// moe: how an MoE block's tensors are named (none: every block dense).
+enum class MoeNames { none, mixtral, qwen3 };
+
+void llama_rules(Builder& b, MoeNames moe, bool qkv_bias, bool qk_norm) {
   const ModelConfig& m = b.m;
   const int64_t C = m.d_model, F = m.d_ff, V = m.vocab_size, D = m.head_dim(), H = m.n_heads, K = m.n_kv_heads,
                 E = m.n_experts;
@@ -145,14 +150,20 @@ void llama_rules(Builder& b, bool mixtral, bool qkv_bias, bool qk_norm) {
     }
     b.same(p + "attn/wo", {C, H * D}, h + "self_attn.o_proj.weight");
     b.same(p + "mlp_norm/w", {C}, h + "post_attention_layernorm.weight");
-    if (mixtral && m.is_moe_block(l)) {
-      const std::string x = h + "block_sparse_moe.";
+    if (moe != MoeNames::none && m.is_moe_block(l)) {
+      // Mixtral: block_sparse_moe.experts.{e}.w1 (gate), w2 (down), w3 (up);
+      // Qwen3-MoE: mlp.experts.{e}.gate_proj, down_proj, up_proj.
+      const bool mx = moe == MoeNames::mixtral;
+      const std::string x = h + (mx ? "block_sparse_moe." : "mlp.");
       b.same(p + "mlp/router/w", {E, C}, x + "gate.weight");
       for (int e = 0; e < int(E); ++e) {
         const std::string ex = x + "experts." + std::to_string(e) + ".";
-        b.add(p + "mlp/experts/w_gate", {E, F, C}, ex + "w1.weight", {F, C}, Op::identity, 0, e);
-        b.add(p + "mlp/experts/w_down", {E, C, F}, ex + "w2.weight", {C, F}, Op::identity, 0, e);
-        b.add(p + "mlp/experts/w_up", {E, F, C}, ex + "w3.weight", {F, C}, Op::identity, 0, e);
+        b.add(p + "mlp/experts/w_gate", {E, F, C}, ex + (mx ? "w1" : "gate_proj") + ".weight", {F, C}, Op::identity,
+              0, e);
+        b.add(p + "mlp/experts/w_down", {E, C, F}, ex + (mx ? "w2" : "down_proj") + ".weight", {C, F}, Op::identity,
+              0, e);
+        b.add(p + "mlp/experts/w_up", {E, F, C}, ex + (mx ? "w3" : "up_proj") + ".weight", {F, C}, Op::identity, 0,
+              e);
       }
     } else {
       b.same(p + "mlp/w_gate", {F, C}, h + "mlp.gate_proj.weight");
@@ -164,6 +175,20 @@ void llama_rules(Builder& b, bool mixtral, bool qkv_bias, bool qk_norm) {
   if (!m.tied()) b.same("model/lm_head", {V, C}, "lm_head.weight");
 }
 
+// The export's note on capacity: cls serves every choice.
+void moe_notes(const ModelConfig& m, const std::string& cls, std::vector<std::string>* notes) {
+  if (!m.dropless)
+    notes->push_back("pentad drops the choices over each expert's capacity (model.capacity_factor = " +
+                     std::to_string(m.capacity_factor) + "); " + cls +
+                     " serves every choice: its outputs equal pentad's wherever pentad dropped nothing (always "
+                     "with model.dropless = true)");
+}
+
+std::string z_loss_note(const ModelConfig& m, const std::string& family) {
+  return m.z_loss_coef > 0 ? "; the router z-loss has no " + family + " counterpart (training only, dropped)"
+                           : std::string();
+}
+
 }  // namespace
 
 const char* arch_class(Arch a) {
@@ -173,6 +198,7 @@ const char* arch_class(Arch a) {
     case Arch::mixtral: return "MixtralForCausalLM";
     case Arch::qwen2: return "Qwen2ForCausalLM";
     case Arch::qwen3: return "Qwen3ForCausalLM";
+    case Arch::qwen3_moe: return "Qwen3MoeForCausalLM";
   }
   return "?";
 }
@@ -182,10 +208,22 @@ Arch arch_of(const ModelConfig& m, const std::string& what, std::vector<std::str
     throw InputError(what + ": model.qk_norm with model.qkv_bias: Qwen3ForCausalLM's attention biases (its "
                             "attention_bias) are on every projection, pentad's on q, k and v only, so this model has "
                             "no Hugging Face class");
-  if (m.qk_norm && m.n_experts > 0)
-    throw InputError(what + ": model.qk_norm in a mixture of experts (Qwen3-MoE): pentad does not map "
-                            "Qwen3MoeForCausalLM, so this model has no Hugging Face class");
-  if (m.qk_norm) return Arch::qwen3;
+  if (m.qk_norm && m.n_experts == 0) return Arch::qwen3;
+  if (m.qk_norm) {
+    // Qwen3-MoE: an MoE block where (l + 1) % decoder_sparse_step == 0 (as
+    // model.moe_every), norm_topk_prob = renormalise the chosen weights (as
+    // pentad does when top_k > 1; with top_k = 1 pentad keeps the raw
+    // probability, which is norm_topk_prob = false).
+    if (notes) {
+      moe_notes(m, "Qwen3MoeForCausalLM", notes);
+      notes->push_back(std::string("routing kept as pentad's: softmax over all experts, top-") +
+                       std::to_string(m.top_k) +
+                       (m.top_k > 1 ? ", the chosen weights renormalised to sum 1 (norm_topk_prob = true)"
+                                    : ", weighted by its probability (norm_topk_prob = false)") +
+                       "; router_aux_loss_coef = model.aux_loss_coef (training only)" + z_loss_note(m, "Qwen3-MoE"));
+    }
+    return Arch::qwen3_moe;
+  }
   if (m.n_experts == 0) return m.family == Family::gpt2 ? Arch::gpt2 : m.has_qkv_bias() ? Arch::qwen2 : Arch::llama;
   if (m.family == Family::gpt2)
     throw InputError(what + ": a GPT-2 mixture of experts has no Hugging Face class (GPT2LMHeadModel is dense); "
@@ -202,17 +240,10 @@ Arch arch_of(const ModelConfig& m, const std::string& what, std::vector<std::str
                             "MixtralForCausalLM renormalises the chosen weights (a single one becomes 1), so the "
                             "outputs would differ");
   if (notes) {
-    if (!m.dropless)
-      notes->push_back("pentad drops the choices over each expert's capacity (model.capacity_factor = " +
-                       std::to_string(m.capacity_factor) +
-                       "); MixtralForCausalLM serves every choice: its outputs equal pentad's wherever pentad "
-                       "dropped nothing (always with model.dropless = true)");
+    moe_notes(m, "MixtralForCausalLM", notes);
     notes->push_back("routing kept as pentad's: softmax over all experts, top-" + std::to_string(m.top_k) +
                      ", the chosen weights renormalised to sum 1 (Mixtral's rule); router_aux_loss_coef = "
-                     "model.aux_loss_coef (training only)" +
-                     (m.z_loss_coef > 0 ? std::string("; the router z-loss has no Mixtral counterpart (training "
-                                                      "only, dropped)")
-                                        : std::string()));
+                     "model.aux_loss_coef (training only)" + z_loss_note(m, "Mixtral"));
   }
   return Arch::mixtral;
 }
@@ -222,7 +253,8 @@ std::vector<Rule> rules(const ModelConfig& m, Arch a) {
   if (a == Arch::gpt2)
     gpt2_rules(b);
   else
-    llama_rules(b, a == Arch::mixtral, a == Arch::qwen2, a == Arch::qwen3);
+    llama_rules(b, a == Arch::mixtral ? MoeNames::mixtral : a == Arch::qwen3_moe ? MoeNames::qwen3 : MoeNames::none,
+                a == Arch::qwen2, a == Arch::qwen3 || a == Arch::qwen3_moe);
   return b.out;
 }
 
@@ -290,7 +322,11 @@ std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, 
     j["scale_attn_weights"] = true;
     return j.dump(2) + "\n";
   }
-  j["model_type"] = a == Arch::mixtral ? "mixtral" : a == Arch::qwen2 ? "qwen2" : a == Arch::qwen3 ? "qwen3" : "llama";
+  j["model_type"] = a == Arch::mixtral     ? "mixtral"
+                    : a == Arch::qwen2     ? "qwen2"
+                    : a == Arch::qwen3     ? "qwen3"
+                    : a == Arch::qwen3_moe ? "qwen3_moe"
+                                           : "llama";
   j["hidden_size"] = m.d_model;
   j["intermediate_size"] = m.d_ff;
   j["num_hidden_layers"] = m.n_layers;
@@ -313,11 +349,22 @@ std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, 
   if (a == Arch::llama) {
     j["attention_bias"] = false;
     j["mlp_bias"] = false;
-  } else if (a == Arch::qwen2 || a == Arch::qwen3) {  // Qwen2's q/k/v biases, Qwen3's q/k norms: the class's own
-    if (a == Arch::qwen3) j["attention_bias"] = false;  // Qwen3's would be on every projection
+  } else if (a == Arch::qwen2 || a == Arch::qwen3 || a == Arch::qwen3_moe) {
+    // Qwen2's q/k/v biases, Qwen3's q/k norms: the class's own.
+    if (a != Arch::qwen2) j["attention_bias"] = false;  // Qwen3's would be on every projection
     j["use_sliding_window"] = false;
     j["sliding_window"] = nullptr;
     j["max_window_layers"] = m.n_layers;
+    if (a == Arch::qwen3_moe) {  // the dense blocks' MLP (intermediate_size) as wide as an expert's
+      j["num_experts"] = m.n_experts;
+      j["num_experts_per_tok"] = m.top_k;
+      j["moe_intermediate_size"] = m.d_ff;
+      j["decoder_sparse_step"] = m.moe_every;
+      j["mlp_only_layers"] = json::array();
+      j["norm_topk_prob"] = m.top_k > 1;
+      j["router_aux_loss_coef"] = tidy(m.aux_loss_coef);
+      j["output_router_logits"] = false;
+    }
   } else {
     j["num_local_experts"] = m.n_experts;
     j["num_experts_per_tok"] = m.top_k;
@@ -427,15 +474,19 @@ std::string parse_config_object(const std::string& text, const std::string& wher
   return read_rope_parameters(*j, where);
 }
 
-// Qwen2's or Qwen3's class (their configs share the defaults read here).
-bool is_qwen(const std::string& cls) { return cls == "Qwen2ForCausalLM" || cls == "Qwen3ForCausalLM"; }
+// Qwen2's, Qwen3's or Qwen3-MoE's class (their configs share the defaults
+// read here: positions and the sliding window).
+bool is_qwen(const std::string& cls) {
+  return cls == "Qwen2ForCausalLM" || cls == "Qwen3ForCausalLM" || cls == "Qwen3MoeForCausalLM";
+}
 
 // The key/value heads a missing "num_key_value_heads" stands for: Mistral's
-// 8, Qwen2's and Qwen3's 32, else the query heads (also theirs for an
-// explicit null).
+// 8, Qwen2's and Qwen3's 32, Qwen3-MoE's 4, else the query heads (also
+// theirs for an explicit null).
 double kv_heads_default(const json& j, const std::string& cls) {
   const auto kv = j.find("num_key_value_heads");
   if (kv == j.end() && cls == "MistralForCausalLM") return 8;
+  if (kv == j.end() && cls == "Qwen3MoeForCausalLM") return 4;
   if (kv == j.end() && is_qwen(cls)) return 32;
   const auto heads = j.find("num_attention_heads");
   return heads != j.end() && heads->is_number() ? heads->get<double>() : kRequired;
@@ -455,10 +506,11 @@ std::string config_arch(const json& j, const std::string& where, std::string* cl
   else if (*cls == "MixtralForCausalLM") *a = Arch::mixtral;
   else if (*cls == "Qwen2ForCausalLM") *a = Arch::qwen2;
   else if (*cls == "Qwen3ForCausalLM") *a = Arch::qwen3;
+  else if (*cls == "Qwen3MoeForCausalLM") *a = Arch::qwen3_moe;
   else
     return where + ": architecture \"" + *cls +
            "\" is not one pentad reads (GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, "
-           "Qwen2ForCausalLM, Qwen3ForCausalLM)";
+           "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM)";
   return {};
 }
 
@@ -467,11 +519,14 @@ std::string config_arch(const json& j, const std::string& where, std::string* cl
 // 4096 (a null one: none).
 constexpr double kMistralPositions = 131072, kMistralWindow = 4096;
 
-// Qwen2Config's (and Qwen3Config's) defaults where they differ from
-// LlamaConfig's (and 32 key/value heads: kv_heads_default): 32768 positions,
-// a window of 4096 when "use_sliding_window" is true; Qwen3Config's head_dim
-// is 128 (the others' hidden_size / num_attention_heads).
+// Qwen2Config's (and Qwen3Config's, Qwen3MoeConfig's) defaults where they
+// differ from LlamaConfig's (and the key/value heads: kv_heads_default):
+// 32768 positions, a window of 4096 when "use_sliding_window" is true;
+// Qwen3Config's head_dim is 128 (the others' hidden_size /
+// num_attention_heads, Qwen3MoeConfig's too). Qwen3MoeConfig's experts:
+// 128, top 8, 768 wide, every block MoE, norm_topk_prob false.
 constexpr double kQwen2Positions = 32768, kQwen2Window = 4096, kQwen3HeadDim = 128;
+constexpr double kQwen3MoeExperts = 128, kQwen3MoeTopK = 8, kQwen3MoeWidth = 768, kQwen3MoeDenseWidth = 6144;
 
 // The head_dim a missing (or null) "head_dim" stands for.
 int64_t head_dim_default(const std::string& cls, int64_t hidden, int64_t heads) {
@@ -530,12 +585,22 @@ std::string check_config_json(const std::string& text, const std::string& where,
             {"hidden_size", double(m.d_model), "model.d_model", false},
             {"num_attention_heads", double(m.n_heads), "model.n_heads", false},
             {"num_key_value_heads", double(m.n_kv_heads), "model.n_kv_heads", false, kv_default},
-            {"intermediate_size", double(m.d_ff), "model.d_ff", false},
             {"rms_norm_eps", tidy(m.norm_eps), "model.norm_eps", true, 1e-6},
             {"rope_theta", tidy(m.rope_theta), "model.rope_theta", true, 10000.0}};
+    if (a != Arch::qwen3_moe) want.push_back({"intermediate_size", double(m.d_ff), "model.d_ff", false});
     if (a == Arch::mixtral) {
       want.push_back({"num_local_experts", double(m.n_experts), "model.n_experts", false});
       want.push_back({"num_experts_per_tok", double(m.top_k), "model.top_k", false, 2.0});
+    }
+    if (a == Arch::qwen3_moe) {
+      // The experts' width is moe_intermediate_size; intermediate_size is
+      // the dense blocks' (pentad's are as wide), unused when there are none.
+      want.push_back({"num_experts", double(m.n_experts), "model.n_experts", false, kQwen3MoeExperts});
+      want.push_back({"num_experts_per_tok", double(m.top_k), "model.top_k", false, kQwen3MoeTopK});
+      want.push_back({"moe_intermediate_size", double(m.d_ff), "model.d_ff", false, kQwen3MoeWidth});
+      want.push_back({"decoder_sparse_step", double(m.moe_every), "model.moe_every", false, 1.0});
+      if (m.moe_every > 1)
+        want.push_back({"intermediate_size", double(m.d_ff), "model.d_ff", false, kQwen3MoeDenseWidth});
     }
   }
   want.push_back({"vocab_size", double(m.vocab_size), "model.vocab_size", false});
@@ -561,11 +626,32 @@ std::string check_config_json(const std::string& text, const std::string& where,
     const bool uneven = hd_missing && a != Arch::qwen3 && int64_t(m.head_dim()) * m.n_heads != m.d_model;
     if (file_hd != m.head_dim() || uneven)
       return where + ": \"head_dim\" = " +
-             (hd_missing ? "(missing: " + (a == Arch::qwen3 ? std::string("128") : "hidden_size / num_attention_heads") +
+             (hd_missing ? "(missing: " +
+                               (a == Arch::qwen3 ? std::to_string(int64_t(kQwen3HeadDim))
+                                                 : std::string("hidden_size / num_attention_heads")) +
                                ")"
                          : hd->dump()) +
              " but the deck has model.head_dim = " + std::to_string(m.head_dim());
     if (std::string e = check_rope_scaling(j, where, m); !e.empty()) return e;
+    if (a == Arch::qwen3_moe) {
+      // Dense blocks named by index, and the routing rule: pentad
+      // renormalises the chosen weights when top_k > 1 (norm_topk_prob
+      // true) and keeps the raw probability when top_k = 1 (false).
+      const auto only = j.find("mlp_only_layers");
+      if (only != j.end() && !only->is_null() && !(only->is_array() && only->empty()))
+        return where + ": \"mlp_only_layers\" = " + only->dump() +
+               ": pentad places its dense blocks by model.moe_every (decoder_sparse_step), not by a list";
+      const auto norm = j.find("norm_topk_prob");
+      if (norm != j.end() && !norm->is_null() && !norm->is_boolean())
+        return where + ": \"norm_topk_prob\" = " + norm->dump() + " is not true or false";
+      const bool file_norm = norm != j.end() && norm->is_boolean() && norm->get<bool>();  // the class's: false
+      if (file_norm != (m.top_k > 1))
+        return where + ": \"norm_topk_prob\" = " + std::string(file_norm ? "true" : "false") +
+               (norm == j.end() || norm->is_null() ? " (missing: the class's default)" : "") + " but pentad " +
+               (m.top_k > 1 ? "renormalises the chosen weights to sum 1 when model.top_k > 1"
+                            : "weighs the one chosen expert by its probability when model.top_k = 1") +
+               " (the deck's model.top_k = " + std::to_string(m.top_k) + ")";
+    }
     // Qwen2's biases are its class's (q, k, v); a Llama's or Mixtral's would
     // be on every projection.
     for (const char* bias : {"attention_bias", "mlp_bias"}) {
@@ -618,7 +704,7 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
   std::string cls;
   Arch a = Arch::gpt2;
   if (std::string e = config_arch(j, where, &cls, &a); !e.empty()) throw InputError(e);
-  const bool qwen2 = a == Arch::qwen2, qwen = qwen2 || a == Arch::qwen3;
+  const bool qwen2 = a == Arch::qwen2, qwen = qwen2 || a == Arch::qwen3 || a == Arch::qwen3_moe;
   // A key's number: required (dflt null) or the class's default.
   const auto number = [&](const char* key, const json& dflt) -> double {
     const auto it = j.find(key);
@@ -671,7 +757,12 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
     put("n_kv_heads", std::to_string(integer("num_key_value_heads", int64_t(kv_heads_default(j, cls)))));
     if (const auto hd = j.find("head_dim"); (hd != j.end() && !hd->is_null()) || a == Arch::qwen3)
       put("head_dim", std::to_string(integer("head_dim", kQwen3HeadDim)));
-    put("d_ff", std::to_string(integer("intermediate_size", nullptr)));
+    // Qwen3-MoE: pentad's d_ff is the experts' width (check_config_json
+    // requires the dense blocks', if any, to be the same).
+    if (a == Arch::qwen3_moe)
+      put("d_ff", std::to_string(integer("moe_intermediate_size", kQwen3MoeWidth)));
+    else
+      put("d_ff", std::to_string(integer("intermediate_size", nullptr)));
     // Mistral's (and a windowed Qwen2's) positions are cut to the sliding
     // window, within which the attention is pentad's (the whole causal context).
     const double default_positions = cls == "MistralForCausalLM" ? kMistralPositions : qwen ? kQwen2Positions : 2048;
@@ -682,7 +773,7 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
     put("rope_theta", toml_float(number("rope_theta", 10000.0)));
     put("tied_embeddings", flag("tie_word_embeddings", false) ? "true" : "false");
     if (qwen2) put("qkv_bias", "true");
-    if (a == Arch::qwen3) put("qk_norm", "true");
+    if (a == Arch::qwen3 || a == Arch::qwen3_moe) put("qk_norm", "true");
     const auto rs = j.find("rope_scaling");
     if (rs != j.end() && !rs->is_null() && rs->is_object()) {
       const auto t = rs->contains("rope_type") ? rs->find("rope_type") : rs->find("type");
@@ -707,6 +798,12 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
       put("top_k", std::to_string(integer("num_experts_per_tok", 2)));
       put("moe_every", "1");
       put("dropless", "true");  // Mixtral serves every choice
+    }
+    if (a == Arch::qwen3_moe) {
+      put("n_experts", std::to_string(integer("num_experts", kQwen3MoeExperts)));
+      put("top_k", std::to_string(integer("num_experts_per_tok", kQwen3MoeTopK)));
+      put("moe_every", std::to_string(integer("decoder_sparse_step", 1)));
+      put("dropless", "true");  // Qwen3-MoE serves every choice
     }
   }
   put("vocab_size", std::to_string(integer("vocab_size", nullptr)));

@@ -1,5 +1,6 @@
 // The mapping between pentad's global parameter tensors and Hugging Face's
-// GPT2LMHeadModel, LlamaForCausalLM and MixtralForCausalLM (docs/huggingface.md).
+// GPT2LMHeadModel, LlamaForCausalLM, MixtralForCausalLM and the Qwen classes
+// (docs/huggingface.md).
 // One table of rules serves export and import: each rule ties a piece of a
 // pentad tensor (the whole tensor, or expert e of an (E, ...) tensor) to a
 // column range of a Hugging Face tensor, through identity, a transpose
@@ -26,7 +27,9 @@ namespace pentad::hf {
 // modules and names, biases on q_proj, k_proj and v_proj). qwen3: pentad's
 // Llama with model.qk_norm (Qwen3ForCausalLM: the Llama modules and names,
 // self_attn.q_norm and k_norm, RMSNorms over each head of q and k).
-enum class Arch { gpt2, llama, mixtral, qwen2, qwen3 };
+// qwen3_moe: that Llama as a mixture of experts (Qwen3MoeForCausalLM:
+// Qwen3's attention, mlp.gate and mlp.experts.{e}.{gate,up,down}_proj).
+enum class Arch { gpt2, llama, mixtral, qwen2, qwen3, qwen3_moe };
 const char* arch_class(Arch a);  // "GPT2LMHeadModel", ...
 
 // The Hugging Face class of a pentad model, or an InputError saying why it

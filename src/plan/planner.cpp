@@ -435,6 +435,8 @@ void add_state_bytes(const Config& cfg, const StageParams& sp, const StageParams
   const double N = sp.N, S = shard_of(N, dp), NE = xp.N, SE = shard_of(NE, edp);
   m.param_elems = N;
   m.shard_elems = S;
+  m.expert_elems = NE;
+  m.expert_shard_elems = SE;
   auto& b = m.bytes;
   const int P = int(Mem::params), Gr = int(Mem::grads), O = int(Mem::optim), Co = int(Mem::comm);
   // Parameters and gradients: flat buffers of S*dp, or the shard plus windows.
@@ -977,11 +979,17 @@ std::string explain_prediction(const Config& cfg, const Prediction& pr, const Ma
       if (!sl.empty()) sl += ',';
       sl += std::to_string(n);
     }
+    std::snprintf(buf, sizeof buf, "  stage %zu: N = %.0f parameter elements (padded), shard S = %.0f", s,
+                  m.param_elems, m.shard_elems);
+    o << buf;
+    if (m.expert_elems > 0) {
+      std::snprintf(buf, sizeof buf, ", experts NE = %.0f elements, shard SE = %.0f", m.expert_elems,
+                    m.expert_shard_elems);
+      o << buf;
+    }
     std::snprintf(buf, sizeof buf,
-                  "  stage %zu: N = %.0f parameter elements (padded), shard S = %.0f, activation slots per chunk "
-                  "[%s] x %s per in-flight micro-batch, %d boundary buffers\n",
-                  s, m.param_elems, m.shard_elems, sl.c_str(), format_bytes(m.slot_bytes).c_str(),
-                  m.boundary_buffers);
+                  ", activation slots per chunk [%s] x %s per in-flight micro-batch, %d boundary buffers\n",
+                  sl.c_str(), format_bytes(m.slot_bytes).c_str(), m.boundary_buffers);
     o << buf;
   }
   for (const auto& n : pr.mem.notes) o << "  note: " << n << "\n";

@@ -50,6 +50,8 @@ struct StageMemory {
   double total = 0;             // sum of the category peaks (an upper bound of the total peak)
   double param_elems = 0;       // N: this rank's flat parameter buffer (padded tensors)
   double shard_elems = 0;       // S
+  double expert_elems = 0;      // NE: this rank's expert store (its ep share of the MoE blocks' experts)
+  double expert_shard_elems = 0;  // SE: its ZeRO shard over expert_dp
   double slot_bytes = 0;        // one in-flight activation set through every chunk it holds
   std::vector<int> slots;       // per chunk this stage holds: pooled slots (in-flight high-water)
   int boundary_buffers = 0;     // pipeline receive/send buffers alive at once

@@ -11,7 +11,12 @@
 # (596 049 920; 0.44B without the embedding, as published): embedding
 # 151936 x 1024 (tied), 28 blocks of q 2048 x 1024 and o 1024 x 2048 (16
 # heads of 128), k/v 1024 x 1024 (8 heads of 128), the q/k norms (2 x 128),
-# SwiGLU 3 x 1024 x 3072 and two norms, and the final norm.
+# SwiGLU 3 x 1024 x 3072 and two norms, and the final norm. The Qwen3
+# 30B-A3B deck's (30 532 122 624, its published 30.5B), from the plan of
+# one rank: the dense store N (embedding and head 151936 x 2048, 48 blocks of
+# q 4096 x 2048 and o 2048 x 4096 (32 heads of 128), k/v 512 x 2048, the q/k
+# norms, the router 128 x 2048 and two norms, the final norm) plus the
+# expert store NE (48 x 128 experts of 3 x 2048 x 768).
 # Env: PENTAD, PENTAD_SOURCE_DIR.
 set -u
 fail=0
@@ -47,6 +52,18 @@ for deck in "$PENTAD_SOURCE_DIR"/input/*.toml; do
       echo "ok    qwen3-0.6b.toml: $want parameters (Qwen3 0.6B's 0.6B, 0.44B without the embedding)"
     else
       echo "FAIL: qwen3-0.6b.toml: not $want parameters:"; grep "parameter elements" <<<"$out"; fail=1
+    fi
+  fi
+  if [ "$(basename "$deck")" = qwen3-30b-a3b.toml ]; then
+    C=2048 F=768 V=151936 L=48 q=4096 kv=512 D=128 E=128
+    want_n=$((2 * V * C + L * (2 * q * C + 2 * kv * C + 2 * D + E * C + 2 * C) + C))
+    want_ne=$((L * E * 3 * C * F))
+    one=$("$PENTAD" plan "$deck" --ranks 1 --layout dp=1 --explain 2>&1)
+    if grep -q "N = $want_n parameter elements (padded), shard S = $want_n, experts NE = $want_ne elements" <<<"$one"; then
+      echo "ok    qwen3-30b-a3b.toml: $((want_n + want_ne)) parameters ($want_n dense, $want_ne in experts;" \
+           "Qwen3 30B-A3B's 30.5B)"
+    else
+      echo "FAIL: qwen3-30b-a3b.toml: not $want_n + $want_ne parameters:"; grep "parameter elements" <<<"$one"; fail=1
     fi
   fi
 done

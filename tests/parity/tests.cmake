@@ -375,3 +375,13 @@ pentad_parity_test(qwen3_tp2_sp llama 2 "${QWEN3}" "${QWEN3} --set parallel.tp=2
 pentad_parity_test(qwen3_cp2 llama 2 "${QWEN3}" "${QWEN3} --set parallel.cp=2")
 pentad_parity_test(qwen3_pp2_dp2_zero3 llama 4 "${QWEN3} --set train.grad_accum=4"
                    "${QWEN3} --set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=3 --set train.grad_accum=2")
+
+# Qwen3-MoE (model.qk_norm on the MoE llama, heads of 12 in the 32-wide
+# model): the q/k norms' gradients summed over tp beside the experts split
+# over tp (expert_tp, with sp), and the experts over ep with the norms
+# replicated over dp.
+set(QWEN3MOE "--set model.qk_norm=true --set model.head_dim=12 --set model.n_heads=8")
+pentad_parity_test(qwen3moe_dp2_ep2 moe_llama 2 "${QWEN3MOE} --set train.grad_accum=2"
+                   "${QWEN3MOE} --set parallel.dp=2 --set parallel.ep=2")
+pentad_parity_test(qwen3moe_tp2_sp_expert_tp moe_llama 2 "${QWEN3MOE}"
+                   "${QWEN3MOE} --set parallel.tp=2 --set parallel.sp=true --set parallel.expert_tp=true")

@@ -8,8 +8,12 @@ SwiGLU, grouped-query attention, RoPE applied with rotate_half on the
 half-split pairs (i, i + D/2)), Qwen2ForCausalLM (Llama's, with biases on
 q_proj, k_proj and v_proj, added before RoPE), Qwen3ForCausalLM (Llama's, with
 self_attn.q_norm and k_norm: RMSNorm over each head's head_dim values of q and
-k, before RoPE) and MixtralForCausalLM (block_sparse_moe: softmax
-router, top-k, weights renormalised, experts w2(silu(w1 x) * w3 x)). The
+k, before RoPE), MixtralForCausalLM (block_sparse_moe: softmax
+router, top-k, weights renormalised, experts w2(silu(w1 x) * w3 x)) and
+Qwen3MoeForCausalLM (Qwen3's attention; an MoE MLP in block i when
+(i + 1) % decoder_sparse_step == 0 and i is not in mlp_only_layers: mlp.gate,
+top-k of the softmax, renormalised only if norm_topk_prob, experts
+down_proj(silu(gate_proj x) * up_proj x); the other blocks' mlp dense). The
 sizes come from config.json, the tensors from the safetensors files by their
 Hugging Face names (parsed here with struct + json + numpy).
 
@@ -134,13 +138,15 @@ def llama3_scaled(inv_freq, rs):
 
 
 def llama_forward(w, c, ids):
-    """LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / MixtralForCausalLM with rotate_half RoPE."""
+    """LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / MixtralForCausalLM / Qwen3MoeForCausalLM
+    with rotate_half RoPE."""
     C, H, Hkv = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
     D = c.get("head_dim") or C // H
     eps, theta = c["rms_norm_eps"], c["rope_theta"]
     mixtral = c["architectures"][0] == "MixtralForCausalLM"
     qwen2 = c["architectures"][0] == "Qwen2ForCausalLM"
-    qwen3 = c["architectures"][0] == "Qwen3ForCausalLM"
+    qwen3_moe = c["architectures"][0] == "Qwen3MoeForCausalLM"
+    qwen3 = c["architectures"][0] == "Qwen3ForCausalLM" or qwen3_moe
     B, T = ids.shape
     lin = lambda x, n: x @ w[n + ".weight"].T
     qkv = lambda x, n: lin(x, n) + w[n + ".bias"] if qwen2 else lin(x, n)
@@ -168,7 +174,11 @@ def llama_forward(w, c, ids):
         x = x + lin(a, p + "self_attn.o_proj")
         h = rms(x, p + "post_attention_layernorm")
         if mixtral:
-            x = x + sparse_moe(w, c, p + "block_sparse_moe.", h)
+            x = x + sparse_moe(w, p + "block_sparse_moe.", h, c["num_local_experts"], c["num_experts_per_tok"],
+                               True, ("w1", "w3", "w2"))
+        elif qwen3_moe and i not in (c.get("mlp_only_layers") or []) and (i + 1) % c["decoder_sparse_step"] == 0:
+            x = x + sparse_moe(w, p + "mlp.", h, c["num_experts"], c["num_experts_per_tok"], c["norm_topk_prob"],
+                               ("gate_proj", "up_proj", "down_proj"))
         else:
             m = p + "mlp."
             x = x + lin(F.silu(lin(h, m + "gate_proj")) * lin(h, m + "up_proj"), m + "down_proj")
@@ -177,21 +187,24 @@ def llama_forward(w, c, ids):
     return x @ head.T
 
 
-def sparse_moe(w, c, p, h):
-    """Mixtral's sparse MoE block: every token served by its top-k experts."""
+def sparse_moe(w, p, h, n_experts, k, renormalise, names):
+    """Mixtral's or Qwen3-MoE's sparse MoE block: every token served by its
+    top-k experts; names: the experts' (gate, up, down) projections."""
+    gate, up, down = names
     B, T, C = h.shape
     x = h.reshape(-1, C)
     probs = (x @ w[p + "gate.weight"].T).softmax(-1)
-    top, sel = probs.topk(c["num_experts_per_tok"], dim=-1)
-    top = top / top.sum(-1, keepdim=True)
+    top, sel = probs.topk(k, dim=-1)
+    if renormalise:
+        top = top / top.sum(-1, keepdim=True)
     out = torch.zeros_like(x)
-    for e in range(c["num_local_experts"]):
+    for e in range(n_experts):
         rows, slot = torch.nonzero(sel == e, as_tuple=True)
         if len(rows) == 0:
             continue
         ex = p + f"experts.{e}."
         xe = x[rows]
-        y = (F.silu(xe @ w[ex + "w1.weight"].T) * (xe @ w[ex + "w3.weight"].T)) @ w[ex + "w2.weight"].T
+        y = (F.silu(xe @ w[ex + gate + ".weight"].T) * (xe @ w[ex + up + ".weight"].T)) @ w[ex + down + ".weight"].T
         out.index_add_(0, rows, top[rows, slot][:, None] * y)
     return out.view(B, T, C)
 

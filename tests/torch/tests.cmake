@@ -61,6 +61,15 @@ foreach(model moe_gpt2 moe_llama)
       ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
   endforeach()
 endforeach()
+# Qwen3-MoE: the MoE Llama with Qwen3's q/k norms over heads of their own
+# width (16 in the 32-wide model: q 64 wide).
+foreach(recompute none full)
+  add_test(NAME torch_parity_qwen3moe_${recompute}
+    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_parity.sh ${CMAKE_CURRENT_LIST_DIR}/moe_llama_tiny.toml ${recompute}
+            --set model.qk_norm=true --set model.head_dim=16)
+  set_tests_properties(torch_parity_qwen3moe_${recompute} PROPERTIES LABELS torch
+    ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
+endforeach()
 
 # Greedy sampling (issue 18): `pentad sample --temperature 0` of a tiny
 # model trained on the docs gives generate.py's fp64 greedy tokens, 32 of them.
@@ -99,7 +108,9 @@ set(PENTAD_HF_LAYOUTS_llama3 "1" "2:parallel.cp=2" "4:parallel.tp=2,parallel.pp=
 set(PENTAD_HF_LAYOUTS_qwen2 "1" "2:parallel.cp=2" "4:parallel.tp=2,parallel.pp=2,parallel.sp=true")
 set(PENTAD_HF_LAYOUTS_headdim "1" "2:parallel.cp=2" "4:parallel.tp=2,parallel.pp=2,parallel.sp=true")
 set(PENTAD_HF_LAYOUTS_qwen3 "1" "2:parallel.tp=2" "4:parallel.cp=2,parallel.pp=2")
-foreach(model gpt2 llama hf_mixtral llama3 qwen2 headdim qwen3)
+set(PENTAD_HF_LAYOUTS_hf_qwen3moe "1" "2:parallel.dp=2,parallel.ep=2"
+    "4:parallel.tp=2,parallel.pp=2,parallel.expert_tp=true")
+foreach(model gpt2 llama hf_mixtral llama3 qwen2 headdim qwen3 hf_qwen3moe)
   string(REPLACE "hf_" "" short ${model})
   add_test(NAME torch_hf_${short}
     COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/hf_export.sh ${CMAKE_CURRENT_LIST_DIR}/${model}_tiny.toml

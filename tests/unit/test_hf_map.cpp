@@ -7,6 +7,7 @@
 // through its own check and a changed size is named.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -62,6 +63,14 @@ ModelConfig qwen3_tiny() {
   return m;
 }
 
+// That Qwen3 as a mixture of 3 experts, top-2, untied (Qwen3MoeForCausalLM).
+ModelConfig qwen3moe_tiny() {
+  ModelConfig m = qwen3_tiny();
+  m.n_experts = 3;
+  m.tied_embeddings = 0;
+  return m;
+}
+
 // The sizes of a published config.json as pentad reads them (a tied Llama).
 struct Published {
   int n_layers, d_model, head_dim, n_kv_heads, seq_len;
@@ -102,7 +111,8 @@ TEST(HfMap, ExportThenImportIsTheIdentity) {
   for (const auto& [m, arch] : {std::pair{tiny(Family::gpt2, 0), hf::Arch::gpt2},
                                 std::pair{tiny(Family::llama, 0), hf::Arch::llama},
                                 std::pair{qwen2_tiny(), hf::Arch::qwen2},
-                                std::pair{tiny(Family::llama, 3), hf::Arch::mixtral}}) {
+                                std::pair{tiny(Family::llama, 3), hf::Arch::mixtral},
+                                std::pair{qwen3moe_tiny(), hf::Arch::qwen3_moe}}) {
     const auto rs = hf::rules(m, arch);
     const auto pen = random_pentad(rs);
     std::map<std::string, std::vector<float>> h;
@@ -258,7 +268,8 @@ TEST(HfMap, ConfigJsonChecksItself) {
   for (const auto& [m, arch] : {std::pair{tiny(Family::gpt2, 0), hf::Arch::gpt2},
                                 std::pair{tiny(Family::llama, 0), hf::Arch::llama},
                                 std::pair{qwen2_tiny(), hf::Arch::qwen2},
-                                std::pair{tiny(Family::llama, 3), hf::Arch::mixtral}}) {
+                                std::pair{tiny(Family::llama, 3), hf::Arch::mixtral},
+                                std::pair{qwen3moe_tiny(), hf::Arch::qwen3_moe}}) {
     const std::string text = hf::config_json(m, arch, "float32");
     EXPECT_EQ(hf::check_config_json(text, "cfg", m, arch), "") << text;
     ModelConfig other = m;
@@ -300,6 +311,11 @@ TEST(HfMap, ConfigJsonReadsBackAsTheModel) {
   q3.dropless = false;
   q3.rope_theta = 1e6f;
   cases.emplace_back(q3, hf::Arch::qwen3);
+  ModelConfig q3m = qwen3moe_tiny();  // every block MoE, top-2
+  cases.emplace_back(q3m, hf::Arch::qwen3_moe);
+  q3m.moe_every = 2;  // a dense block 0 (decoder_sparse_step 2), one expert per token
+  q3m.top_k = 1;
+  cases.emplace_back(q3m, hf::Arch::qwen3_moe);
   for (hf::Arch a : {hf::Arch::llama, hf::Arch::qwen2}) {  // a head dimension of its own
     ModelConfig h = a == hf::Arch::qwen2 ? q : l;
     h.d_head = 8;
@@ -583,6 +599,91 @@ TEST(HfMap, Qwen3ConfigIsLlamaWithQkNorms) {
   EXPECT_EQ(out, (std::vector<float>{0, 2, 4, 6, 1, 3, 5, 7}));
 }
 
+// Qwen3MoeForCausalLM is Qwen3 with experts in mlp.gate and
+// mlp.experts.{e}.{gate,up,down}_proj, and Qwen3MoeConfig's defaults.
+TEST(HfMap, Qwen3MoeConfigIsQwen3WithExperts) {
+  // Qwen3-30B-A3B's config.json, from its published configuration.
+  const std::string a3b = R"({"architectures": ["Qwen3MoeForCausalLM"], "attention_bias": false,
+      "attention_dropout": 0.0, "bos_token_id": 151643, "decoder_sparse_step": 1, "eos_token_id": 151645,
+      "head_dim": 128, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+      "intermediate_size": 6144, "max_position_embeddings": 40960, "max_window_layers": 48, "mlp_only_layers": [],
+      "model_type": "qwen3_moe", "moe_intermediate_size": 768, "norm_topk_prob": true, "num_attention_heads": 32,
+      "num_experts": 128, "num_experts_per_tok": 8, "num_hidden_layers": 48, "num_key_value_heads": 4,
+      "output_router_logits": false, "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000.0,
+      "router_aux_loss_coef": 0.001, "sliding_window": null, "tie_word_embeddings": false,
+      "torch_dtype": "bfloat16", "transformers_version": "4.51.0", "use_cache": true, "use_sliding_window": false,
+      "vocab_size": 151936})";
+  const ModelConfig m = hf::model_of_config_json(a3b, "a3b");
+  EXPECT_TRUE(m.qk_norm);
+  EXPECT_FALSE(m.tied());
+  EXPECT_EQ(m.n_layers, 48);
+  EXPECT_EQ(m.d_model, 2048);
+  EXPECT_EQ(m.n_heads, 32);
+  EXPECT_EQ(m.head_dim(), 128);
+  EXPECT_EQ(m.n_kv_heads, 4);
+  EXPECT_EQ(m.d_ff, 768);  // the experts' width
+  EXPECT_EQ(m.n_experts, 128);
+  EXPECT_EQ(m.top_k, 8);
+  EXPECT_EQ(m.moe_every, 1);
+  EXPECT_TRUE(m.dropless);
+  EXPECT_EQ(m.seq_len, 40960);
+  EXPECT_EQ(hf::arch_of(m, "x", nullptr), hf::Arch::qwen3_moe);
+  EXPECT_EQ(hf::check_config_json(a3b, "a3b", m, hf::Arch::qwen3_moe), "");
+  // The routing rule: top-8 without renormalising (Qwen3MoeConfig's default
+  // norm_topk_prob) is not pentad's, nor is a list of dense blocks.
+  const auto refused = [&](const std::string& key, const nlohmann::json& value, const std::string& want) {
+    auto j = nlohmann::json::parse(a3b);
+    if (value.is_null())
+      j.erase(key);
+    else
+      j[key] = value;
+    try {
+      hf::model_of_config_json(j.dump(), "cfg");
+      ADD_FAILURE() << key << " = " << value.dump() << " was not refused";
+    } catch (const pentad::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  refused("norm_topk_prob", false, "\"norm_topk_prob\" = false but pentad renormalises");
+  refused("norm_topk_prob", nullptr, "\"norm_topk_prob\" = false (missing: the class's default)");
+  refused("mlp_only_layers", {0, 47}, "\"mlp_only_layers\" = [0,47]");
+  refused("attention_bias", true, "\"attention_bias\" = true");
+  // Dense blocks (decoder_sparse_step 2) must be as wide as the experts.
+  refused("decoder_sparse_step", 2, "\"intermediate_size\" = 6144 but the deck has model.d_ff = 768");
+  // Qwen3MoeConfig's defaults: 4 kv heads, head_dim hidden / heads (not
+  // Qwen3's 128), 128 experts, top 8, 768 wide.
+  const ModelConfig d = hf::model_of_config_json(R"({"architectures": ["Qwen3MoeForCausalLM"],
+      "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 8, "intermediate_size": 40,
+      "norm_topk_prob": true, "vocab_size": 300})", "d");
+  EXPECT_EQ(d.n_kv_heads, 4);
+  EXPECT_EQ(d.head_dim(), 8);
+  EXPECT_EQ(d.n_experts, 128);
+  EXPECT_EQ(d.top_k, 8);
+  EXPECT_EQ(d.d_ff, 768);
+  EXPECT_EQ(d.seq_len, 32768);
+  // config_json writes the class, the experts and the routing rule.
+  ModelConfig one = qwen3moe_tiny();
+  one.top_k = 1;
+  one.moe_every = 2;
+  const auto j = nlohmann::json::parse(hf::config_json(one, hf::Arch::qwen3_moe, "float32"));
+  EXPECT_EQ(j["architectures"][0], "Qwen3MoeForCausalLM");
+  EXPECT_EQ(j["model_type"], "qwen3_moe");
+  EXPECT_EQ(j["num_experts"], 3);
+  EXPECT_EQ(j["num_experts_per_tok"], 1);
+  EXPECT_EQ(j["moe_intermediate_size"], 24);
+  EXPECT_EQ(j["intermediate_size"], 24);
+  EXPECT_EQ(j["decoder_sparse_step"], 2);
+  EXPECT_EQ(j["norm_topk_prob"], false);
+  EXPECT_EQ(j["mlp_only_layers"], nlohmann::json::array());
+  // The tensors: block 0 dense (mlp.gate_proj), block 1 the experts' names.
+  const std::vector<std::string> names = hf::hf_names(hf::rules(one, hf::Arch::qwen3_moe));
+  for (const char* n : {"model.layers.0.mlp.gate_proj.weight", "model.layers.1.mlp.gate.weight",
+                        "model.layers.1.mlp.experts.2.gate_proj.weight", "model.layers.1.mlp.experts.2.up_proj.weight",
+                        "model.layers.1.mlp.experts.2.down_proj.weight", "model.layers.1.self_attn.q_norm.weight"})
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+  EXPECT_EQ(std::find(names.begin(), names.end(), "model.layers.0.mlp.gate.weight"), names.end());
+}
+
 TEST(HfMap, ModelsWithoutAClassAreRefused) {
   ModelConfig m = tiny(Family::gpt2, 3);
   EXPECT_THROW(hf::arch_of(m, "x", nullptr), pentad::InputError);
@@ -601,8 +702,19 @@ TEST(HfMap, ModelsWithoutAClassAreRefused) {
     EXPECT_NE(std::string(e.what()).find("model.qkv_bias = true"), std::string::npos) << e.what();
   }
   m.qkv_bias = 0;
-  m.qk_norm = true;  // Qwen3-MoE is not mapped
-  EXPECT_THROW(hf::arch_of(m, "x", nullptr), pentad::InputError);
+  // Qwen3-MoE places dense blocks by decoder_sparse_step and routes to one
+  // expert without renormalising: both have a class.
+  ModelConfig q3m = qwen3moe_tiny();
+  q3m.moe_every = 2;
+  q3m.top_k = 1;
+  q3m.dropless = false;
+  q3m.z_loss_coef = 1e-3f;
+  std::vector<std::string> q3m_notes;
+  EXPECT_EQ(hf::arch_of(q3m, "x", &q3m_notes), hf::Arch::qwen3_moe);
+  ASSERT_EQ(q3m_notes.size(), 2u);
+  EXPECT_NE(q3m_notes[0].find("Qwen3MoeForCausalLM serves every choice"), std::string::npos) << q3m_notes[0];
+  EXPECT_NE(q3m_notes[1].find("norm_topk_prob = false"), std::string::npos) << q3m_notes[1];
+  EXPECT_NE(q3m_notes[1].find("z-loss has no Qwen3-MoE counterpart"), std::string::npos) << q3m_notes[1];
   ModelConfig both = qwen3_tiny();
   both.qkv_bias = 1;  // Qwen3's attention_bias is on every projection
   EXPECT_THROW(hf::arch_of(both, "x", nullptr), pentad::InputError);

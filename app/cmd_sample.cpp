@@ -25,6 +25,7 @@
 #include "infer/weights.hpp"
 #include "io/hf_import.hpp"
 #include "runtime.hpp"
+#include "tok/chat.hpp"
 #include "tok/tokenizer.hpp"
 
 namespace pentad {
@@ -39,6 +40,9 @@ struct SampleArgs {
   int threads = 0;
   SampleParams p;
   bool ids = false;
+  bool special = false;  // special tokens' texts in the prompt are their ids; no begin token added
+  bool chat = false;     // the prompt as one user turn of the tokenizer's chat format (tok/chat.hpp)
+  std::string system;    // with chat: a system turn before it
 };
 
 // The tokenizer for the model: the file given (a tiktoken rank file or a
@@ -73,13 +77,30 @@ std::string prompt_text(const SampleArgs& a) {
   return *t;
 }
 
+// The text the prompt's ids encode: the prompt, or with --chat its chat
+// turn (*format set).
+std::string encoded_text(const SampleArgs& a, const Tokenizer& tok, const std::string& text,
+                         std::optional<ChatFormat>* format) {
+  if (!a.system.empty() && !a.chat) throw InputError("--system needs --chat");
+  if (!a.chat) return text;
+  *format = chat_format(tok);
+  return chat_prompt(**format, a.system, text);
+}
+
 // The prompt's ids: the tokenizer's begin token first where it has one
 // (Llama 3's <|begin_of_text|>), then the text's; an empty text with no
 // begin token starts from the document separator, what `pentad prep` put
 // before every document (the end-of-text token of GPT-2 and cl100k; Qwen2's
 // <|endoftext|> also where its end-of-text token is <|im_end|>).
-std::vector<int32_t> prompt_ids(const Tokenizer& tok, const std::string& text) {
+// With --special or --chat the text's own ids only (encode_with_specials:
+// the text names its begin token where it wants one).
+std::vector<int32_t> prompt_ids(const Tokenizer& tok, const std::string& text, bool specials) {
   std::vector<int32_t> prompt;
+  if (specials) {
+    for (uint32_t id : encode_with_specials(tok, text)) prompt.push_back(int32_t(id));
+    if (prompt.empty()) throw InputError("the prompt is empty: with --special nothing is added to it");
+    return prompt;
+  }
   if (tok.bos() >= 0) prompt.push_back(int32_t(tok.bos()));
   for (uint32_t id : tok.encode(text)) prompt.push_back(int32_t(id));
   if (prompt.empty() && tok.doc_separator() >= 0) prompt.push_back(int32_t(tok.doc_separator()));
@@ -138,8 +159,9 @@ int sample(const CLI::App& cmd, SampleArgs a, Job job) {
   if (hf_dir) w.cfg = hf::model_of_dir(path);
   else w = load_model_weights(path);
   const std::unique_ptr<Tokenizer> tok = choose_tokenizer(a, w.cfg.vocab_size, hf_dir ? path : "");
-  const std::string text = prompt_text(a);
-  const std::vector<int32_t> prompt = prompt_ids(*tok, text);
+  std::optional<ChatFormat> chat;
+  const std::string text = encoded_text(a, *tok, prompt_text(a), &chat);
+  const std::vector<int32_t> prompt = prompt_ids(*tok, text, a.special || a.chat);
   if (int64_t(prompt.size()) > w.cfg.seq_len)
     throw InputError("the prompt has " + std::to_string(prompt.size()) + " tokens, more than model.seq_len=" +
                      std::to_string(w.cfg.seq_len) + " of " + path);
@@ -171,11 +193,24 @@ int sample(const CLI::App& cmd, SampleArgs a, Job job) {
                tok->describe().c_str(), be->name().c_str());
   SampleParams p = a.p;
   p.vocab = int(tok->vocab_size());
-  const std::vector<int64_t> stop = stop_ids(*tok, hf_dir ? path : "");
-  if (stop.size() > 1) {
+  std::vector<int64_t> stop = stop_ids(*tok, hf_dir ? path : "");
+  if (chat) {
+    const int64_t end = chat_end_of_turn(*tok, *chat);
+    if (std::find(stop.begin(), stop.end(), end) == stop.end()) stop.push_back(end);
+    std::fprintf(stderr, "sample: chat format %s%s, the turn ends at id %lld\n", chat_format_name(*chat),
+                 a.system.empty() ? "" : " with a system turn", static_cast<long long>(end));
+  }
+  if (a.ids) {
+    std::string list;
+    for (int32_t id : prompt) list += " " + std::to_string(id);
+    std::fprintf(stderr, "sample: prompt ids%s\n", list.c_str());
+  }
+  if (stop.size() > 1 || chat) {
     std::string list;
     for (int64_t id : stop) list += " " + std::to_string(id);
-    std::fprintf(stderr, "sample: stops at ids%s (the tokenizer's end-of-text and generation_config.json's eos_token_id)\n",
+    std::fprintf(stderr,
+                 "sample: stops at ids%s (the tokenizer's end-of-text, generation_config.json's eos_token_id, the "
+                 "chat turn's end)\n",
                  list.c_str());
   }
   const Generation g = a.tokens > 0 ? generate(engine, prompt, a.tokens, p, stop) : Generation{};
@@ -216,7 +251,11 @@ Command add_sample(CLI::App& pentad, Job job) {
   cmd->add_option("--seed", a->p.seed, "random seed (default 0)");
   cmd->add_option("--backend", a->backend, "cpu (default) or cuda");
   cmd->add_option("--threads", a->threads, "OpenMP/BLAS threads (cpu); 0 = default");
-  cmd->add_flag("--ids", a->ids, "print the generated token ids instead of text");
+  cmd->add_flag("--ids", a->ids, "print the generated token ids instead of text (the prompt's to stderr)");
+  cmd->add_flag("--special", a->special,
+                "special tokens written in the prompt (e.g. <|im_start|>) are their ids; no begin token added");
+  cmd->add_flag("--chat", a->chat, "the prompt as one user turn of the tokenizer's chat format (ChatML, Llama 3)");
+  cmd->add_option("--system", a->system, "with --chat: a system turn before the user's");
   return {cmd, [cmd, a, job] { return sample(*cmd, *a, job); },
           [](const std::string& opt) { return "sample: option '" + opt + "' needs a value"; }};
 }

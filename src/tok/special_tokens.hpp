@@ -20,13 +20,15 @@ class SpecialTokens : public Tokenizer {
   int64_t eot() const override { return eot_; }
   int64_t doc_separator() const override { return separator_; }
   int64_t bos() const override { return bos_; }
+  const std::vector<std::pair<std::string, uint32_t>>& special_tokens() const override { return specials_; }
 
  protected:
   // Ids first..vocab-1 are special: specials' (text, id) with id >= first,
   // the others decode to nothing (cl100k's unused ids).
   SpecialTokens(std::string path, uint32_t first, const std::vector<std::pair<std::string, uint32_t>>& specials,
                 int64_t vocab, int64_t eot, int64_t separator, int64_t bos)
-      : path_(std::move(path)), first_(first), vocab_(vocab), eot_(eot), separator_(separator), bos_(bos) {
+      : path_(std::move(path)), first_(first), vocab_(vocab), eot_(eot), separator_(separator), bos_(bos),
+        specials_(specials) {
     text_.resize(size_t(vocab_ > int64_t(first_) ? vocab_ - first_ : 0));
     for (const auto& [text, id] : specials)
       if (id >= first_) text_[id - first_] = text;
@@ -45,6 +47,7 @@ class SpecialTokens : public Tokenizer {
   uint32_t first_ = 0;
   int64_t vocab_ = 0, eot_ = -1, separator_ = -1, bos_ = -1;
   std::vector<std::string> text_;  // (vocab - first,) "" for an unused id
+  std::vector<std::pair<std::string, uint32_t>> specials_;
 };
 
 }  // namespace pentad

@@ -8,6 +8,38 @@ namespace pentad {
 
 size_t Tokenizer::safe_cut(std::string_view text, size_t from) const { return next_safe_cut(text, from); }
 
+const std::vector<std::pair<std::string, uint32_t>>& Tokenizer::special_tokens() const {
+  static const std::vector<std::pair<std::string, uint32_t>> none;
+  return none;
+}
+
+std::vector<uint32_t> encode_with_specials(const Tokenizer& tok, std::string_view text) {
+  const auto& specials = tok.special_tokens();
+  std::vector<uint32_t> ids;
+  const auto plain = [&](std::string_view part) {
+    if (part.empty()) return;
+    const std::vector<uint32_t> p = tok.encode(part);
+    ids.insert(ids.end(), p.begin(), p.end());
+  };
+  size_t start = 0;  // the first byte not yet encoded
+  for (size_t i = 0; i < text.size();) {
+    size_t best = 0;
+    uint32_t id = 0;
+    for (const auto& [s, sid] : specials)
+      if (s.size() > best && text.compare(i, s.size(), s) == 0) best = s.size(), id = sid;
+    if (best == 0) {
+      ++i;
+      continue;
+    }
+    plain(text.substr(start, i - start));
+    ids.push_back(id);
+    i += best;
+    start = i;
+  }
+  plain(text.substr(start));
+  return ids;
+}
+
 namespace {
 
 class ByteTokenizer final : public Tokenizer {

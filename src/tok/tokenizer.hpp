@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace pentad {
@@ -38,6 +39,9 @@ class Tokenizer {
   // adds by its template, and what `pentad prep` puts before each document);
   // -1 for none (GPT-2, cl100k, the byte tokenizer).
   virtual int64_t bos() const { return -1; }
+  // The special (added) tokens: each one's text and id (none for the byte
+  // tokenizer). encode_with_specials matches their texts.
+  virtual const std::vector<std::pair<std::string, uint32_t>>& special_tokens() const;
   // One line for logs, e.g. "bytes (256)".
   virtual std::string describe() const = 0;
   // Where text may be cut so that its parts, encoded one after another (the
@@ -51,6 +55,14 @@ class Tokenizer {
   // for what a tokenizer puts before a whole text: SentencePiece's '▁').
   virtual std::vector<uint32_t> encode_continued(std::string_view part) const { return encode(part); }
 };
+
+// Text in which a special token's text stands for its id (tiktoken's
+// allowed_special = "all", Hugging Face's added tokens): at each position
+// the longest special token's text there becomes its id, and each run of
+// text between them is encoded by tok.encode() as a text of its own. No
+// begin token is added. The added tokens' lstrip/rstrip/single_word flags
+// are not applied (pentad's readers keep none of them).
+std::vector<uint32_t> encode_with_specials(const Tokenizer& tok, std::string_view text);
 
 // One id per byte, ids 0..255, no end-of-text token.
 std::unique_ptr<Tokenizer> make_byte_tokenizer();

@@ -16,6 +16,10 @@
 //        the special ids, as Hugging Face's added tokens are)
 //   encode DIR TEXT
 //        prints tokenizers.js's ids of TEXT (with the template's tokens)
+//   plain DIR FILE
+//        prints tokenizers.js's ids of FILE's text with no template's tokens
+//        (the added tokens' texts in it are their ids), as transformers'
+//        apply_chat_template tokenizes a rendered chat
 // Exit code 1 on any mismatch.
 "use strict";
 const fs = require("fs");
@@ -95,8 +99,11 @@ function main() {
   } else if (cmd === "encode") {
     console.log(tok.encode(args[0]).ids.join(" "));
     return 0;
+  } else if (cmd === "plain") {
+    console.log(tok.encode(fs.readFileSync(args[0], "utf8"), { add_special_tokens: false }).ids.join(" "));
+    return 0;
   } else {
-    console.error("usage: hf_tokenizers.cjs pentad DIR BOS TRAIN_BIN SEP FILE... | tiktoken DIR ENC FILE... | encode DIR TEXT");
+    console.error("usage: hf_tokenizers.cjs pentad DIR BOS TRAIN_BIN SEP FILE... | tiktoken DIR ENC FILE... | encode DIR TEXT | plain DIR FILE");
     return 2;
   }
   console.log(`${n_ids} ids compared, ${failures} failures`);

@@ -54,3 +54,14 @@ endforeach()
 add_test(NAME tokenizer_choices_gpt2 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/choices.sh gpt2)
 set_tests_properties(tokenizer_choices_gpt2 PROPERTIES LABELS "tokenizer;cli" TIMEOUT 300
   ENVIRONMENT "${PENTAD_TEST_ENV}")
+
+# `pentad sample --chat` and `--special` (chat.sh): the prompt ids of one
+# chat turn, with and without a system turn, equal the model's own chat
+# template rendered by Jinja2 (python3-jinja2, transformers' settings) and
+# encoded by tokenizers.js: Qwen3's, Qwen2.5's (its default system prompt
+# given) and Llama 3 Instruct's (messages trimmed); the refusals.
+foreach(case qwen3 qwen2_5 llama3 errors)
+  add_test(NAME tokenizer_chat_${case} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/chat.sh ${case})
+  set_tests_properties(tokenizer_chat_${case} PROPERTIES LABELS "tokenizer;cli" TIMEOUT 300
+    ENVIRONMENT "${PENTAD_TEST_ENV}")
+endforeach()

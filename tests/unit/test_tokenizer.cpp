@@ -28,6 +28,7 @@
 #include "tok/hf_tokenizer.hpp"
 #include "tok/parallel.hpp"
 #include "tok/bpe.hpp"
+#include "tok/chat.hpp"
 #include "tok/normalize.hpp"
 #include "tok/pretokenize.hpp"
 #include "tok/utf8.hpp"
@@ -240,6 +241,52 @@ TEST_F(TokenizerTest, SpecialTokensAndSeparators) {
   const std::vector<uint32_t> ids = gpt2->encode("<|endoftext|>");
   EXPECT_EQ(std::count(ids.begin(), ids.end(), n), 0);
   EXPECT_EQ(gpt2->decode(ids), "<|endoftext|>");
+}
+
+// encode_with_specials: a special token's text is its id, the text between
+// encoded as texts of their own; the chat formats' fixed parts (tok/chat.hpp).
+TEST_F(TokenizerTest, SpecialTokensInPromptsAndChatTurns) {
+  const std::string path = write("small.tiktoken", rank_lines({"ab", "abab"}));
+  const uint32_t n = 258;
+  const auto cl = pentad::load_tiktoken(path, "cl100k");
+  std::vector<uint32_t> want = cl->encode("ab a");
+  want.push_back(n + 1);
+  for (uint32_t id : cl->encode("b\n")) want.push_back(id);
+  want.push_back(n + 2);
+  EXPECT_EQ(pentad::encode_with_specials(*cl, "ab a<|endoftext|>b\n<|fim_prefix|>"), want);
+  EXPECT_EQ(pentad::encode_with_specials(*cl, "<|endoftext|><|endoftext|>"), (std::vector<uint32_t>{n + 1, n + 1}));
+  EXPECT_EQ(pentad::encode_with_specials(*cl, "<|endoftext|"), cl->encode("<|endoftext|"));  // not a token
+  EXPECT_EQ(pentad::encode_with_specials(*pentad::make_byte_tokenizer(), "<|x|>"),
+            pentad::make_byte_tokenizer()->encode("<|x|>"));
+  // Chat formats: ChatML where <|im_start|> and <|im_end|> are tokens, else
+  // Llama 3's headers, else refused naming what is missing.
+  const auto qwen = pentad::load_tiktoken(path, "qwen2");
+  const auto l3 = pentad::load_tiktoken(path, "llama3");
+  EXPECT_EQ(pentad::chat_format(*qwen), pentad::ChatFormat::chatml);
+  EXPECT_EQ(pentad::chat_end_of_turn(*qwen, pentad::ChatFormat::chatml), n + 2);
+  EXPECT_EQ(pentad::chat_format(*l3), pentad::ChatFormat::llama3);
+  EXPECT_EQ(pentad::chat_end_of_turn(*l3, pentad::ChatFormat::llama3), n + 9);
+  EXPECT_HAS(pentad::test::input_error_of([&] { pentad::chat_format(*cl); }),
+             "ChatML's (Qwen) need <|im_start|>, <|im_end|>; Llama 3's need <|begin_of_text|>, "
+             "<|start_header_id|>, <|end_header_id|>, <|eot_id|>");
+  EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::chatml, "", " hi\n"),
+            "<|im_start|>user\n hi\n<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::chatml, "S", "U"),
+            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n");
+  // Llama 3 trims each message of Unicode whitespace (U+3000, U+00A0),
+  // not of other characters or of invalid UTF-8.
+  EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::llama3, "\xe3\x80\x80 S \xc2\xa0", "\t\xffU.\n"),
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\n\xffU.<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::llama3, "", " \n"),
+            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  const std::vector<uint32_t> turn =
+      pentad::encode_with_specials(*l3, pentad::chat_prompt(pentad::ChatFormat::llama3, "", "ab"));
+  EXPECT_EQ(turn.front(), n);
+  EXPECT_EQ(std::count(turn.begin(), turn.end(), n + 9), 1);  // <|eot_id|>
+  EXPECT_EQ(std::count(turn.begin(), turn.end(), n + 6), 2);  // <|start_header_id|>
 }
 
 TEST_F(TokenizerTest, PrepPutsTheSeparatorBeforeEachDocument) {

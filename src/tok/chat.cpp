@@ -1,0 +1,94 @@
+// One chat turn as a prompt (chat.hpp).
+#include "tok/chat.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "tok/utf8.hpp"
+
+namespace pentad {
+
+namespace {
+
+int64_t special_id(const Tokenizer& tok, const std::string& text) {
+  for (const auto& [s, id] : tok.special_tokens())
+    if (s == text) return id;
+  return -1;
+}
+
+// The tokens among `names` that tok lacks, as "a, b".
+std::string missing(const Tokenizer& tok, std::initializer_list<const char*> names) {
+  std::string out;
+  for (const char* n : names)
+    if (special_id(tok, n) < 0) out += (out.empty() ? "" : ", ") + std::string(n);
+  return out;
+}
+
+// Python's str.isspace() code points (Jinja's trim filter is str.strip()):
+// \t..\r, \x1c..\x1f, space, U+0085, U+00A0, U+1680, U+2000..U+200A,
+// U+2028, U+2029, U+202F, U+205F, U+3000.
+bool is_space(uint32_t c) {
+  return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
+}
+
+// The code point of the valid UTF-8 character of length n at s[i].
+uint32_t code_point(const std::string& s, size_t i, size_t n) {
+  const auto b = [&](size_t k) { return uint32_t(uint8_t(s[i + k])); };
+  if (n == 1) return b(0);
+  if (n == 2) return (b(0) & 0x1f) << 6 | (b(1) & 0x3f);
+  if (n == 3) return (b(0) & 0x0f) << 12 | (b(1) & 0x3f) << 6 | (b(2) & 0x3f);
+  return (b(0) & 0x07) << 18 | (b(1) & 0x3f) << 12 | (b(2) & 0x3f) << 6 | (b(3) & 0x3f);
+}
+
+// s without its leading and trailing whitespace (str.strip()), as Llama
+// 3's template trims every message. Invalid UTF-8 is not whitespace.
+std::string trim(const std::string& s) {
+  size_t begin = s.size(), end = 0;  // the first and one past the last non-space character
+  for (size_t i = 0; i < s.size();) {
+    size_t bad = 0;
+    const size_t n = utf8_char_at(s, i, &bad);
+    const size_t len = n > 0 ? n : bad;
+    if (n == 0 || !is_space(code_point(s, i, n))) {
+      begin = std::min(begin, i);
+      end = i + len;
+    }
+    i += len;
+  }
+  return begin < end ? s.substr(begin, end - begin) : std::string();
+}
+
+}  // namespace
+
+ChatFormat chat_format(const Tokenizer& tok) {
+  const std::string chatml = missing(tok, {"<|im_start|>", "<|im_end|>"});
+  if (chatml.empty()) return ChatFormat::chatml;
+  const std::string llama3 =
+      missing(tok, {"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"});
+  if (llama3.empty()) return ChatFormat::llama3;
+  throw InputError("--chat: tokenizer " + tok.describe() +
+                   " has no chat tokens: ChatML's (Qwen) need " + chatml + "; Llama 3's need " + llama3 +
+                   " (write the chat format into the prompt and give --special instead)");
+}
+
+const char* chat_format_name(ChatFormat f) { return f == ChatFormat::chatml ? "chatml" : "llama3"; }
+
+std::string chat_prompt(ChatFormat f, const std::string& system, const std::string& user) {
+  if (f == ChatFormat::chatml) {
+    std::string s;
+    if (!system.empty()) s += "<|im_start|>system\n" + system + "<|im_end|>\n";
+    return s + "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n";
+  }
+  const auto turn = [](const char* role, const std::string& text) {
+    return std::string("<|start_header_id|>") + role + "<|end_header_id|>\n\n" + trim(text) + "<|eot_id|>";
+  };
+  std::string s = "<|begin_of_text|>";
+  if (!system.empty()) s += turn("system", system);
+  return s + turn("user", user) + "<|start_header_id|>assistant<|end_header_id|>\n\n";
+}
+
+int64_t chat_end_of_turn(const Tokenizer& tok, ChatFormat f) {
+  return special_id(tok, f == ChatFormat::chatml ? "<|im_end|>" : "<|eot_id|>");
+}
+
+}  // namespace pentad

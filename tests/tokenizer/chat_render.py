@@ -1,0 +1,42 @@
+#!/usr/bin/python3
+"""A chat rendered by a model's own chat template, as transformers'
+apply_chat_template renders it (Jinja2's sandboxed environment with
+trim_blocks and lstrip_blocks, raise_exception, bos_token and eos_token
+from tokenizer_config.json, add_generation_prompt = True), for
+tests/tokenizer/chat.sh.
+Usage: chat_render.py TOKENIZER_CONFIG OUT SYSTEM USER
+(SYSTEM "": no system message). Writes the rendered text to OUT (UTF-8)."""
+import json
+import sys
+
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+
+def token_text(t):
+    """A tokenizer_config.json token: a string, an AddedToken object, or null."""
+    if isinstance(t, dict):
+        return t.get("content", "")
+    return t or ""
+
+
+def main():
+    if len(sys.argv) != 5:
+        sys.exit(__doc__)
+    cfg = json.load(open(sys.argv[1], encoding="utf-8"))
+    system, user = sys.argv[3], sys.argv[4]
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+
+    def raise_exception(message):
+        raise RuntimeError(message)
+
+    env.globals["raise_exception"] = raise_exception
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
+    text = env.from_string(cfg["chat_template"]).render(
+        messages=messages, add_generation_prompt=True,
+        bos_token=token_text(cfg.get("bos_token")), eos_token=token_text(cfg.get("eos_token")))
+    with open(sys.argv[2], "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+
+
+if __name__ == "__main__":
+    main()

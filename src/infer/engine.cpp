@@ -16,6 +16,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "parallel/ep/moe.hpp"
 
 namespace pentad {
 
@@ -207,8 +208,8 @@ void InferenceEngine::block(int l, int n) {
 
 // The MoE MLP on ln_ (n, C), added to x_: the router's softmax over the
 // experts and its top_k (larger probability first, the lower expert on
-// ties; weights renormalised over the k chosen when k > 1), as training's
-// router.cpp, and every choice served.
+// ties; weights renormalised over the k chosen when k > 1): training's own
+// softmax_rows and top_k_rows (parallel/ep/moe.hpp), every choice served.
 void InferenceEngine::moe_mlp(int l, int n) {
   const Layer& y = *layers_[size_t(l)];
   const int E = cfg_.n_experts, k = cfg_.top_k, C = C_, F = F_;
@@ -216,25 +217,9 @@ void InferenceEngine::moe_mlp(int l, int n) {
   std::vector<float> pr(size_t(n) * E);
   be_.to_host(pr.data(), router_, pr.size() * sizeof(float));
   std::vector<int> idx(size_t(n) * k);
-  std::vector<float> wt(size_t(n) * k);
-  std::vector<int> order(static_cast<size_t>(E));
-  for (int t = 0; t < n; ++t) {
-    float* p = pr.data() + size_t(t) * E;
-    const float mx = *std::max_element(p, p + E);
-    double s = 0;
-    for (int e = 0; e < E; ++e) s += std::exp(double(p[e]) - mx);
-    for (int e = 0; e < E; ++e) p[e] = float(std::exp(double(p[e]) - mx) / s);
-    std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [p](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
-    double z = 0;
-    for (int j = 0; j < k; ++j) z += p[order[size_t(j)]];
-    for (int j = 0; j < k; ++j) {
-      const int e = order[size_t(j)];
-      idx[size_t(t) * k + j] = e;
-      wt[size_t(t) * k + j] = k > 1 ? float(p[e] / z) : p[e];
-    }
-  }
+  std::vector<float> wt(size_t(n) * k), lse(static_cast<size_t>(n)), z(static_cast<size_t>(n));
+  softmax_rows(pr.data(), lse.data(), n, E);
+  top_k_rows(pr.data(), n, E, k, idx.data(), wt.data(), z.data());
   // Each expert's rows in one block (experts in order, a block's rows in
   // (t, j) order), gathered on the backend; its MLP; then the outputs
   // combined per token in choice order (combine_rows).

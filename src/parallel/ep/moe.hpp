@@ -54,6 +54,15 @@ std::vector<ParamSpec> moe_param_specs(const ModelConfig& cfg, const std::string
 // "experts/w_up", ...) at tensor `index` of its store.
 void set_moe_param(MoeParams& p, const std::string& leaf, int index);
 
+// The routing rule, shared by training (router.cpp) and the sampling engine
+// (infer/engine.cpp). softmax_rows: probs (N, E) logits in, softmax out, in
+// place (the sum in double); lse (N) their log-sum-exp. top_k_rows: the
+// top-k of each row (larger probability first, lower expert on ties) into
+// idx, w (N, k); z (N) the chosen mass, which renormalises the weights when
+// k > 1 (k = 1 keeps the raw probability, as Switch).
+void softmax_rows(float* probs, float* lse, int N, int E);
+void top_k_rows(const float* probs, int N, int E, int k, int* idx, float* w, float* z);
+
 // The MoE layer's device buffers for one call, in fp32 elements: N token
 // rows in (n_out of them written here), M rows this rank dispatches, R rows
 // it receives. The layer allocates each of these; the planner evaluates the

@@ -15,6 +15,16 @@
 namespace pentad {
 namespace {
 
+// Where token row r of cp rank q sits: sequence b, position t of the
+// (S, T) micro-batch, from the chunk-major (n_chunks, S, m) row order.
+size_t global_row(const CpSplit& split, int S, int q, int r) {
+  const int cl = split.chunk_len();
+  const int ch = r / (S * cl), b = (r / cl) % S;
+  return size_t(b) * split.seq_len + size_t(split.chunk_start(q, ch) + r % cl);
+}
+
+}  // namespace
+
 // probs (N, E): logits in, softmax out, in place; lse (N) their log-sum-exp.
 void softmax_rows(float* probs, float* lse, int N, int E) {
   for (int t = 0; t < N; ++t) {
@@ -47,16 +57,6 @@ void top_k_rows(const float* probs, int N, int E, int k, int* idx, float* w, flo
     }
   }
 }
-
-// Where token row r of cp rank q sits: sequence b, position t of the
-// (S, T) micro-batch, from the chunk-major (n_chunks, S, m) row order.
-size_t global_row(const CpSplit& split, int S, int q, int r) {
-  const int cl = split.chunk_len();
-  const int ch = r / (S * cl), b = (r / cl) % S;
-  return size_t(b) * split.seq_len + size_t(split.chunk_start(q, ch) + r % cl);
-}
-
-}  // namespace
 
 void MoeLayer::route_tokens(MoeCtx& c, const MoeParams& p, const float* x, int n_seq) {
   const int N = c.N, E = E_, k = k_, C = C_;

@@ -191,8 +191,13 @@ int sample(const CLI::App& cmd, SampleArgs a, Job job) {
       int64_t(mc.head_dim()) * mc.n_heads != mc.d_model ? " H=" + std::to_string(mc.n_heads) + "x" +
                                                                std::to_string(mc.head_dim())
                                                          : std::string();
-  std::fprintf(stderr, "sample: %s (%s), %s L=%d C=%d%s V=%d seq_len=%d%s, tokenizer %s, backend %s\n", path.c_str(),
-               origin.c_str(), family.c_str(), mc.n_layers, mc.d_model, heads.c_str(), mc.vocab_size, mc.seq_len,
+  std::string experts;  // "E=128 top-8", and moe_every when not every block is MoE
+  if (mc.n_experts > 0)
+    experts = " E=" + std::to_string(mc.n_experts) + " top-" + std::to_string(mc.top_k) +
+              (mc.moe_every > 1 ? " moe_every=" + std::to_string(mc.moe_every) : std::string());
+  std::fprintf(stderr, "sample: %s (%s), %s L=%d C=%d%s%s V=%d seq_len=%d%s, tokenizer %s, backend %s\n", path.c_str(),
+               origin.c_str(), family.c_str(), mc.n_layers, mc.d_model, heads.c_str(), experts.c_str(), mc.vocab_size,
+               mc.seq_len,
                context_note.c_str(),
                tok->describe().c_str(), be->name().c_str());
   SampleParams p = a.p;

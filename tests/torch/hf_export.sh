@@ -98,6 +98,14 @@ same_ids() {
 }
 same_ids "$tmp/hf"
 grep -h "^sample: $tmp/hf (Hugging Face)" "$tmp/sample.err"
+# A mixture of experts: the banner names the experts config.json gives.
+experts=$("$PENTAD_PYTHON" -c 'import json, sys
+c = json.load(open(sys.argv[1])); e = c.get("num_local_experts") or c.get("num_experts")
+print("E=%d top-%d" % (e, c["num_experts_per_tok"]) if e else "")' "$tmp/hf/config.json")
+if [[ -n $experts ]]; then
+  grep -qF " $experts" "$tmp/sample.err" || { cat "$tmp/sample.err"; echo "FAIL: the banner does not name $experts"; exit 1; }
+  echo "ok   the banner names the experts: $experts"
+fi
 if grep -q '"max_position_embeddings"' "$tmp/hf/config.json"; then
   mkdir "$tmp/long"
   ln -s "$tmp/hf"/*.safetensors* "$tmp/long/"

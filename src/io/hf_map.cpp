@@ -549,6 +549,25 @@ int64_t sliding_window(const json& j, const std::string& cls) {
   if (sw == j.end()) return int64_t(mistral ? kMistralWindow : kQwen2Window);
   return sw->is_number_integer() && sw->get<int64_t>() > 0 ? sw->get<int64_t>() : 0;
 }
+// Qwen3-MoE's dense blocks named by index, and its routing switch: pentad
+// renormalises the chosen weights when top_k > 1 (norm_topk_prob true) and
+// keeps the raw probability when top_k = 1 (false). "" when they agree.
+std::string check_qwen3_moe_routing(const json& j, const std::string& where, const ModelConfig& m) {
+  const auto only = j.find("mlp_only_layers");
+  if (only != j.end() && !only->is_null() && !(only->is_array() && only->empty()))
+    return where + ": \"mlp_only_layers\" = " + only->dump() +
+           ": pentad places its dense blocks by model.moe_every (decoder_sparse_step), not by a list";
+  const auto norm = j.find("norm_topk_prob");
+  if (norm != j.end() && !norm->is_null() && !norm->is_boolean())
+    return where + ": \"norm_topk_prob\" = " + norm->dump() + " is not true or false";
+  const bool file_norm = norm != j.end() && norm->is_boolean() && norm->get<bool>();  // the class's: false
+  if (file_norm == (m.top_k > 1)) return {};
+  return where + ": \"norm_topk_prob\" = " + std::string(file_norm ? "true" : "false") +
+         (norm == j.end() || norm->is_null() ? " (missing: the class's default)" : "") + " but pentad " +
+         (m.top_k > 1 ? "renormalises the chosen weights to sum 1 when model.top_k > 1"
+                      : "weighs the one chosen expert by its probability when model.top_k = 1") +
+         " (the deck's model.top_k = " + std::to_string(m.top_k) + ")";
+}
 }  // namespace
 
 std::string check_config_json(const std::string& text, const std::string& where, const ModelConfig& m, Arch a) {
@@ -633,25 +652,8 @@ std::string check_config_json(const std::string& text, const std::string& where,
                          : hd->dump()) +
              " but the deck has model.head_dim = " + std::to_string(m.head_dim());
     if (std::string e = check_rope_scaling(j, where, m); !e.empty()) return e;
-    if (a == Arch::qwen3_moe) {
-      // Dense blocks named by index, and the routing rule: pentad
-      // renormalises the chosen weights when top_k > 1 (norm_topk_prob
-      // true) and keeps the raw probability when top_k = 1 (false).
-      const auto only = j.find("mlp_only_layers");
-      if (only != j.end() && !only->is_null() && !(only->is_array() && only->empty()))
-        return where + ": \"mlp_only_layers\" = " + only->dump() +
-               ": pentad places its dense blocks by model.moe_every (decoder_sparse_step), not by a list";
-      const auto norm = j.find("norm_topk_prob");
-      if (norm != j.end() && !norm->is_null() && !norm->is_boolean())
-        return where + ": \"norm_topk_prob\" = " + norm->dump() + " is not true or false";
-      const bool file_norm = norm != j.end() && norm->is_boolean() && norm->get<bool>();  // the class's: false
-      if (file_norm != (m.top_k > 1))
-        return where + ": \"norm_topk_prob\" = " + std::string(file_norm ? "true" : "false") +
-               (norm == j.end() || norm->is_null() ? " (missing: the class's default)" : "") + " but pentad " +
-               (m.top_k > 1 ? "renormalises the chosen weights to sum 1 when model.top_k > 1"
-                            : "weighs the one chosen expert by its probability when model.top_k = 1") +
-               " (the deck's model.top_k = " + std::to_string(m.top_k) + ")";
-    }
+    if (a == Arch::qwen3_moe)
+      if (std::string e = check_qwen3_moe_routing(j, where, m); !e.empty()) return e;
     // Qwen2's biases are its class's (q, k, v); a Llama's or Mixtral's would
     // be on every projection.
     for (const char* bias : {"attention_bias", "mlp_bias"}) {
@@ -694,6 +696,25 @@ std::string toml_float(double x) {
   std::string s(buf, r.ptr);
   if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
   return s;
+}
+
+// The deck lines of config.json's "rope_scaling" when it is Llama 3.1's
+// ("llama3"); "" for none or another kind.
+std::string rope_scaling_keys(const json& j, const std::string& where) {
+  const auto rs = j.find("rope_scaling");
+  if (rs == j.end() || rs->is_null() || !rs->is_object()) return {};
+  const auto t = rs->contains("rope_type") ? rs->find("rope_type") : rs->find("type");
+  if (t == rs->end() || !t->is_string() || t->get<std::string>() != "llama3") return {};
+  const auto param = [&](const char* key) {
+    const auto it = rs->find(key);
+    if (it == rs->end() || !it->is_number())
+      throw InputError(where + ": \"rope_scaling\" has no number \"" + key + "\"");
+    return it->get<double>();
+  };
+  return "rope_scaling = \"llama3\"\nrope_scaling_factor = " + toml_float(param("factor")) +
+         "\nrope_low_freq_factor = " + toml_float(param("low_freq_factor")) +
+         "\nrope_high_freq_factor = " + toml_float(param("high_freq_factor")) +
+         "\nrope_original_context = " + std::to_string(int64_t(param("original_max_position_embeddings"))) + "\n";
 }
 
 }  // namespace
@@ -774,25 +795,7 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
     put("tied_embeddings", flag("tie_word_embeddings", false) ? "true" : "false");
     if (qwen2) put("qkv_bias", "true");
     if (a == Arch::qwen3 || a == Arch::qwen3_moe) put("qk_norm", "true");
-    const auto rs = j.find("rope_scaling");
-    if (rs != j.end() && !rs->is_null() && rs->is_object()) {
-      const auto t = rs->contains("rope_type") ? rs->find("rope_type") : rs->find("type");
-      const std::string kind = t != rs->end() && t->is_string() ? t->get<std::string>() : std::string();
-      if (kind == "llama3") {
-        const auto param = [&](const char* key) {
-          const auto it = rs->find(key);
-          if (it == rs->end() || !it->is_number())
-            throw InputError(where + ": \"rope_scaling\" has no number \"" + key + "\"");
-          return it->get<double>();
-        };
-        put("rope_scaling", "\"llama3\"");
-        put("rope_scaling_factor", toml_float(param("factor")));
-        put("rope_low_freq_factor", toml_float(param("low_freq_factor")));
-        put("rope_high_freq_factor", toml_float(param("high_freq_factor")));
-        put("rope_original_context", std::to_string(int64_t(param("original_max_position_embeddings"))));
-      }
-      // Any other kind is named by check_config_json below.
-    }
+    deck += rope_scaling_keys(j, where);  // Any other kind is named by check_config_json below.
     if (a == Arch::mixtral) {
       put("n_experts", std::to_string(integer("num_local_experts", nullptr)));
       put("top_k", std::to_string(integer("num_experts_per_tok", 2)));

@@ -1,7 +1,8 @@
 // Rotary position embedding (Su et al. 2021, RoFormer), interleaved pairs
 // (x[2i], x[2i+1]) within each head, angle = pos * rope_inv_freq(rope, i, D)
-// (core/rope.hpp). Angles are computed in double and the cos/sin table
-// cast to float once per call.
+// (core/rope.hpp), the pair then multiplied by rope_attention_factor (1
+// unless YaRN). Angles are computed in double and the cos/sin table, scaled
+// by that factor, cast to float once per call.
 #include <cmath>
 #include <vector>
 
@@ -11,22 +12,25 @@ namespace pentad {
 
 namespace {
 
-// table (T, D/2, 2): cos, sin of the angle for position pos_offset + t.
+// table (T, D/2, 2): a * cos, a * sin of the angle for position
+// pos_offset + t, a = rope_attention_factor(rope).
 std::vector<float> rope_table(int T, int D, int pos_offset, const Rope& rope) {
   const int half = D / 2;
   std::vector<float> table(size_t(T) * half * 2);
   std::vector<double> inv_freq(half);
   for (int i = 0; i < half; ++i) inv_freq[i] = rope_inv_freq(rope, i, D);
+  const double a = rope_attention_factor(rope);
   for (int t = 0; t < T; ++t)
     for (int i = 0; i < half; ++i) {
       const double angle = double(pos_offset + t) * inv_freq[i];
-      table[(size_t(t) * half + i) * 2] = float(std::cos(angle));
-      table[(size_t(t) * half + i) * 2 + 1] = float(std::sin(angle));
+      table[(size_t(t) * half + i) * 2] = float(a * std::cos(angle));
+      table[(size_t(t) * half + i) * 2 + 1] = float(a * std::sin(angle));
     }
   return table;
 }
 
-// sign = +1 rotates by +angle (forward), -1 by -angle (the transpose).
+// sign = +1 rotates by +angle (forward), -1 by -angle (the transpose; the
+// factor a is its own transpose).
 void rope_apply(float* x, int B, int T, int H, int D, int pos_offset, const Rope& rope, float sign) {
   const std::vector<float> table = rope_table(T, D, pos_offset, rope);
   const int half = D / 2;

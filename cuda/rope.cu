@@ -1,6 +1,7 @@
 // Rotary position embedding (Su et al. 2021), interleaved pairs (x[2i],
 // x[2i+1]) within each head, angle = pos * rope_inv_freq(rope, i, D)
-// (core/rope.hpp) evaluated in double and rounded to float once, as
+// (core/rope.hpp) evaluated in double, its cos and sin multiplied by
+// rope_attention_factor (1 unless YaRN) and rounded to float once, as
 // cpu/rope.cpp builds its table.
 #include "cuda_backend.hpp"
 
@@ -21,7 +22,8 @@ __global__ void rope_kernel(float* x, int B, int T, int H, int D, int pos_offset
   const size_t bth = e / half;
   const int t = int((bth / H) % T);
   const double angle = double(pos_offset + t) * rope_inv_freq(rope, i, D);
-  const float c = float(cos(angle)), s = sign * float(sin(angle));
+  const double a = rope_attention_factor(rope);
+  const float c = float(a * cos(angle)), s = sign * float(a * sin(angle));
   float* xh = x + bth * D;
   const float x0 = xh[2 * i], x1 = xh[2 * i + 1];
   xh[2 * i] = x0 * c - x1 * s;

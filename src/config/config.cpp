@@ -293,15 +293,24 @@ void add_model_keys(std::vector<Key>& s) {
   s.push_back(float_key(PENTAD_FIELD(model, norm_eps), gt(0), none(), "LayerNorm/RMSNorm epsilon"));
   s.push_back(float_key(PENTAD_FIELD(model, rope_theta), gt(0), none(), "RoPE base (llama)"));
   s.push_back(enum_key(PENTAD_FIELD(model, rope_scaling),
-                       "RoPE frequencies as they are, or llama3: Llama 3.1's scaling (the four keys below)"));
+                       "RoPE frequencies as they are, llama3: Llama 3.1's scaling, or yarn: YaRN's "
+                       "(the keys below)"));
   s.push_back(float_key(PENTAD_FIELD(model, rope_scaling_factor), ge(1), none(),
-                        "llama3: long wavelengths turn this many times slower"));
+                        "llama3, yarn: long wavelengths turn this many times slower"));
   s.push_back(float_key(PENTAD_FIELD(model, rope_low_freq_factor), gt(0), none(),
                         "llama3: wavelengths above rope_original_context / this are slowed"));
   s.push_back(float_key(PENTAD_FIELD(model, rope_high_freq_factor), gt(0), none(),
                         "llama3: wavelengths below rope_original_context / this are kept"));
   s.push_back(int_key(PENTAD_FIELD(model, rope_original_context), 1, kNoMax,
-                      "llama3: the context the model was first trained on"));
+                      "llama3, yarn: the context the model was first trained on"));
+  s.push_back(float_key(PENTAD_FIELD(model, rope_beta_fast), gt(0), none(),
+                        "yarn: pairs turning more than this many times over rope_original_context are kept"));
+  s.push_back(float_key(PENTAD_FIELD(model, rope_beta_slow), gt(0), none(),
+                        "yarn: pairs turning fewer than this many times are slowed rope_scaling_factor times"));
+  s.push_back(float_key(PENTAD_FIELD(model, rope_attention_factor), ge(0), none(),
+                        "yarn: rotated q and k multiplied by this; 0 = 0.1 ln(rope_scaling_factor) + 1"));
+  s.push_back(bool_key(PENTAD_FIELD(model, rope_truncate),
+                       "yarn: the ends of the ramp between kept and slowed pairs rounded outwards to whole pairs"));
   s.push_back(family_bool_key("tied_embeddings", &ModelConfig::tied_embeddings,
                               "share the token embedding with the output head (default: gpt2 true, llama false)"));
   s.push_back(family_bool_key("qkv_bias", &ModelConfig::qkv_bias,
@@ -662,6 +671,9 @@ void validate_model(const Config& cfg) {
     fail(cfg, "model.rope_high_freq_factor=" + fmt_number(m.rope_high_freq_factor) +
                   " must be > model.rope_low_freq_factor=" + fmt_number(m.rope_low_freq_factor) +
                   " (rope_scaling = \"llama3\")");
+  if (m.rope_scaling == RopeScaling::yarn && !(m.rope_beta_fast > m.rope_beta_slow))
+    fail(cfg, "model.rope_beta_fast=" + fmt_number(m.rope_beta_fast) + " must be > model.rope_beta_slow=" +
+                  fmt_number(m.rope_beta_slow) + " (rope_scaling = \"yarn\")");
   if (m.family == Family::llama && m.head_dim() % 2 != 0)
     fail(cfg, "model.family = \"llama\" needs an even head dimension for RoPE, but " +
                   (int64_t(m.d_head) * m.n_heads == m.d_model

@@ -32,9 +32,7 @@ enum class LrSchedule { cosine, linear, wsd, constant };
 // data.order: random starts drawn with replacement, or every window of the
 // data once per epoch in a shuffled order (io/dataset.hpp).
 enum class DataOrder { random, epoch };
-// model.rope_scaling: RoPE's frequencies as they are, or Llama 3.1's scaling
-// of them (core/rope.hpp).
-enum class RopeScaling { none, llama3 };
+// model.rope_scaling: RopeScaling (core/rope.hpp).
 
 // The deck spelling of each value, indexed by the enum's value: the schema
 // reads and prints these, and messages quote them. ScheduleKind::forward_only
@@ -66,7 +64,7 @@ template <> struct DeckNames<DataOrder> {
   static constexpr std::array<const char*, 2> names = {"random", "epoch"};
 };
 template <> struct DeckNames<RopeScaling> {
-  static constexpr std::array<const char*, 2> names = {"none", "llama3"};
+  static constexpr std::array<const char*, 3> names = {"none", "llama3", "yarn"};
 };
 template <> struct DeckNames<ScheduleKind> {
   static constexpr std::array<const char*, 5> names = {"afab", "1f1b", "interleaved", "zbh1", "zbv"};
@@ -97,10 +95,14 @@ struct ModelConfig {
   float norm_eps = 1e-5f;
   float rope_theta = 10000.0f;
   RopeScaling rope_scaling = RopeScaling::none;
-  float rope_scaling_factor = 8.0f;     // llama3: how many times slower the long wavelengths turn
+  float rope_scaling_factor = 8.0f;     // llama3, yarn: how many times slower the long wavelengths turn
   float rope_low_freq_factor = 1.0f;    // llama3: wavelengths above original_context / this are slowed
   float rope_high_freq_factor = 4.0f;   // llama3: wavelengths below original_context / this are kept
-  int rope_original_context = 8192;     // llama3: the context the model was first trained on
+  int rope_original_context = 8192;     // llama3, yarn: the context the model was first trained on
+  float rope_beta_fast = 32.0f;         // yarn: pairs turning more often than this over the context are kept
+  float rope_beta_slow = 1.0f;          // yarn: pairs turning less often than this are slowed
+  float rope_attention_factor = 0.0f;   // yarn: the rotated q and k scaled by this; 0 = 0.1 ln(factor) + 1
+  bool rope_truncate = true;            // yarn: the ramp's ends rounded outwards to whole pairs
   int tied_embeddings = -1;  // -1 = family default (gpt2 tied, llama untied)
   int qkv_bias = -1;         // q/k/v projection biases; -1 = family default (gpt2 yes, llama no)
   bool qk_norm = false;      // RMSNorm over each head of q and k before RoPE (Qwen3; llama only)
@@ -118,9 +120,10 @@ struct ModelConfig {
   // (0, unresolved, as the default: a ModelConfig built in code.)
   int head_dim() const { return d_head > 0 ? d_head : d_model / n_heads; }
   Rope rope() const {
-    return {.theta = rope_theta, .llama3 = rope_scaling == RopeScaling::llama3, .factor = rope_scaling_factor,
+    return {.theta = rope_theta, .scaling = rope_scaling, .factor = rope_scaling_factor,
             .low_freq_factor = rope_low_freq_factor, .high_freq_factor = rope_high_freq_factor,
-            .original_context = double(rope_original_context)};
+            .original_context = double(rope_original_context), .beta_fast = rope_beta_fast,
+            .beta_slow = rope_beta_slow, .attention_factor = rope_attention_factor, .truncate = rope_truncate};
   }
   bool tied() const { return tied_embeddings == 1; }
   // (-1, unresolved, as the family: a ModelConfig built in code keeps GPT-2's biases.)

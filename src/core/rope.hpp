@@ -1,8 +1,9 @@
 // Rotary position embedding's frequencies (model.rope_theta,
 // model.rope_scaling): pair i of a head of D channels turns by
-// pos * rope_inv_freq(rope, i, D). Both backends evaluate this one
-// definition, in double; the op tests check it against frequencies worked
-// out by hand (test_backend_ops), not against itself.
+// pos * rope_inv_freq(rope, i, D), and the rotated pair is multiplied by
+// rope_attention_factor(rope) (1 except under YaRN). Both backends evaluate
+// these definitions, in double; the op tests check them against values
+// worked out by hand (test_backend_ops), not against themselves.
 #pragma once
 
 #include <cmath>
@@ -11,27 +12,69 @@
 
 namespace pentad {
 
+// model.rope_scaling: RoPE's frequencies as they are, Llama 3.1's scaling of
+// them, or YaRN's (rope_scaling "llama3" / "yarn" in a Hugging Face
+// config.json).
+enum class RopeScaling { none, llama3, yarn };
+
 struct Rope {
-  double theta = 10000.0;  // base: the unscaled inverse frequency of pair i is theta^(-2i/D)
-  // Llama 3.1's scaling (rope_scaling "llama3" in a Hugging Face config.json):
-  // measured against the context the model was first trained on, a pair
-  // whose wavelength 2*pi/f is shorter than original_context /
+  double theta = 10000.0;  // base: the unscaled inverse frequency of pair i is f = theta^(-2i/D)
+  RopeScaling scaling = RopeScaling::none;
+  // Both scalings are measured against the context the model was first
+  // trained on, original_context, and slow the long wavelengths `factor`
+  // times.
+  // llama3: a pair whose wavelength 2*pi/f is shorter than original_context /
   // high_freq_factor keeps f, one longer than original_context /
   // low_freq_factor turns `factor` times slower, and one in between is
   // interpolated by s = (original_context / wavelength - low_freq_factor) /
   // (high_freq_factor - low_freq_factor): (1 - s) * f / factor + s * f.
-  bool llama3 = false;
   double factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0, original_context = 8192.0;
+  // yarn (Peng et al. 2023, "YaRN", section 3.2): the pair index at which f
+  // makes r turns over original_context positions is
+  // d(r) = D * ln(original_context / (2*pi*r)) / (2 * ln(theta)); pairs below
+  // lo = d(beta_fast) keep f, pairs above hi = d(beta_slow) turn `factor`
+  // times slower, and in between the ramp s = (i - lo) / (hi - lo) mixes
+  // (1 - s) * f + s * f / factor. With truncate, lo and hi are first rounded
+  // outwards to whole pairs (floor, ceil); then lo is clamped to >= 0, hi
+  // to <= D - 1, and hi = lo is moved to lo + 0.001. Every rotated pair is
+  // multiplied by attention_factor (0 here: 0.1 * ln(factor) + 1, or 1 at
+  // factor 1), which scales the attention logits by its square.
+  double beta_fast = 32.0, beta_slow = 1.0, attention_factor = 0.0;
+  bool truncate = true;
 };
+
+PENTAD_HD inline double rope_yarn_pair(const Rope& r, double rotations, int D) {
+  return D * log(r.original_context / (2.0 * 3.14159265358979323846 * rotations)) / (2.0 * log(r.theta));
+}
 
 PENTAD_HD inline double rope_inv_freq(const Rope& r, int i, int D) {
   const double f = pow(r.theta, -2.0 * i / D);
-  if (!r.llama3) return f;
+  if (r.scaling == RopeScaling::yarn) {
+    double lo = rope_yarn_pair(r, r.beta_fast, D), hi = rope_yarn_pair(r, r.beta_slow, D);
+    if (r.truncate) {
+      lo = floor(lo);
+      hi = ceil(hi);
+    }
+    lo = lo < 0.0 ? 0.0 : lo;
+    hi = hi > D - 1.0 ? D - 1.0 : hi;
+    if (lo == hi) hi += 0.001;
+    double s = (i - lo) / (hi - lo);
+    s = s < 0.0 ? 0.0 : s > 1.0 ? 1.0 : s;
+    return (1.0 - s) * f + s * f / r.factor;
+  }
+  if (r.scaling != RopeScaling::llama3) return f;
   const double wavelength = 2.0 * 3.14159265358979323846 / f;
   if (wavelength < r.original_context / r.high_freq_factor) return f;
   if (wavelength > r.original_context / r.low_freq_factor) return f / r.factor;
   const double s = (r.original_context / wavelength - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
   return (1.0 - s) * f / r.factor + s * f;
+}
+
+// The factor on every rotated pair: 1 unless YaRN.
+PENTAD_HD inline double rope_attention_factor(const Rope& r) {
+  if (r.scaling != RopeScaling::yarn) return 1.0;
+  if (r.attention_factor > 0.0) return r.attention_factor;
+  return r.factor <= 1.0 ? 1.0 : 0.1 * log(r.factor) + 1.0;
 }
 
 }  // namespace pentad

@@ -12,6 +12,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
@@ -334,7 +335,13 @@ std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, 
   j["num_key_value_heads"] = m.n_kv_heads;
   j["head_dim"] = m.head_dim();
   j["hidden_act"] = "silu";
-  j["max_position_embeddings"] = m.seq_len;
+  // YaRN's context, factor x original context, also when the deck trains a
+  // shorter one: some transformers 4.x versions take YaRN's factor as
+  // max_position_embeddings / original_max_position_embeddings.
+  j["max_position_embeddings"] =
+      m.rope_scaling == RopeScaling::yarn
+          ? std::max<int64_t>(m.seq_len, std::llround(double(tidy(m.rope_scaling_factor)) * m.rope_original_context))
+          : m.seq_len;
   j["rms_norm_eps"] = tidy(m.norm_eps);
   j["rope_theta"] = tidy(m.rope_theta);
   if (m.rope_scaling == RopeScaling::llama3)
@@ -343,7 +350,15 @@ std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, 
                          {"low_freq_factor", tidy(m.rope_low_freq_factor)},
                          {"high_freq_factor", tidy(m.rope_high_freq_factor)},
                          {"original_max_position_embeddings", m.rope_original_context}};
-  else
+  else if (m.rope_scaling == RopeScaling::yarn) {
+    j["rope_scaling"] = {{"rope_type", "yarn"},
+                         {"factor", tidy(m.rope_scaling_factor)},
+                         {"original_max_position_embeddings", m.rope_original_context},
+                         {"beta_fast", tidy(m.rope_beta_fast)},
+                         {"beta_slow", tidy(m.rope_beta_slow)},
+                         {"truncate", m.rope_truncate}};
+    if (m.rope_attention_factor > 0.0f) j["rope_scaling"]["attention_factor"] = tidy(m.rope_attention_factor);
+  } else
     j["rope_scaling"] = nullptr;
   j["attention_dropout"] = 0.0;
   if (a == Arch::llama) {
@@ -385,40 +400,111 @@ std::string generation_config_json(const ModelConfig& m, SpecialIds ids) {
 
 namespace {
 
-// config.json's "rope_scaling" against the deck's model.rope_scaling and its
-// four parameters: null (or rope_type "default") for "none", a "llama3" object
-// with the same values for "llama3"; any other kind is named. "" when they agree.
-std::string check_rope_scaling(const json& j, const std::string& where, const ModelConfig& m) {
+// config.json's "rope_scaling" read into the model.rope_* keys of *r, as
+// Hugging Face reads it: null (or rope_type "default") is "none"; "llama3"
+// needs its four numbers; "yarn" needs "factor", takes
+// "original_max_position_embeddings" (else "max_position_embeddings"),
+// "beta_fast" 32 and "beta_slow" 1 when missing or null, "truncate" true,
+// and "attention_factor" when given, else derived from "mscale" and
+// "mscale_all_dim" when both are, else left 0 (0.1 ln(factor) + 1). Any
+// other kind is named. "" when read.
+std::string rope_of_config(const json& j, const std::string& where, ModelConfig* r) {
+  r->rope_scaling = RopeScaling::none;
   const auto rs = j.find("rope_scaling");
-  std::string kind = "none";
-  if (rs != j.end() && !rs->is_null()) {
-    const auto t = rs->is_object() ? (rs->contains("rope_type") ? rs->find("rope_type") : rs->find("type")) : rs->end();
-    if (t == rs->end() || !t->is_string())
-      return where + ": \"rope_scaling\" = " + rs->dump() + " names no \"rope_type\"";
-    kind = t->get<std::string>();
-    if (kind == "default") kind = "none";
-    if (kind != "none" && kind != "llama3")
-      return where + ": \"rope_scaling\" = " + rs->dump() + ": pentad's RoPE scales as \"llama3\" only";
-  }
-  const std::string deck = deck_name(m.rope_scaling);
-  if (kind != deck)
-    return where + ": \"rope_scaling\" is " + (kind == "none" ? std::string("null") : rs->dump()) +
-           " but the deck has model.rope_scaling = \"" + deck + "\"";
-  if (kind == "none") return {};
-  const std::pair<const char*, std::pair<double, const char*>> params[] = {
-      {"factor", {tidy(m.rope_scaling_factor), "model.rope_scaling_factor"}},
-      {"low_freq_factor", {tidy(m.rope_low_freq_factor), "model.rope_low_freq_factor"}},
-      {"high_freq_factor", {tidy(m.rope_high_freq_factor), "model.rope_high_freq_factor"}},
-      {"original_max_position_embeddings", {double(m.rope_original_context), "model.rope_original_context"}}};
-  for (const auto& [key, deck_value] : params) {
+  if (rs == j.end() || rs->is_null()) return {};
+  const auto t = rs->is_object() ? (rs->contains("rope_type") ? rs->find("rope_type") : rs->find("type")) : rs->end();
+  if (t == rs->end() || !t->is_string())
+    return where + ": \"rope_scaling\" = " + rs->dump() + " names no \"rope_type\"";
+  const std::string kind = t->get<std::string>();
+  if (kind == "default") return {};
+  if (kind != "llama3" && kind != "yarn")
+    return where + ": \"rope_scaling\" = " + rs->dump() + ": pentad's RoPE scales as \"llama3\" or \"yarn\" only";
+  std::string err;
+  // A number of rope_scaling's: dflt when missing or null (NaN: required).
+  const auto number = [&](const char* key, double dflt) {
     const auto it = rs->find(key);
-    if (it == rs->end() || !it->is_number())
-      return where + ": \"rope_scaling\" has no number \"" + key + "\" (the deck's " + deck_value.second + " = " +
-             json(deck_value.first).dump() + ")";
-    if (std::abs(it->get<double>() - deck_value.first) > 1e-6 * std::abs(deck_value.first))
-      return where + ": \"rope_scaling\" has \"" + key + "\" = " + it->dump() + " but the deck has " +
-             deck_value.second + " = " + json(deck_value.first).dump();
+    if (it != rs->end() && it->is_number()) return it->get<double>();
+    if ((it == rs->end() || it->is_null()) && !std::isnan(dflt)) return dflt;
+    if (err.empty())
+      err = where + ": \"rope_scaling\" has " +
+            (it == rs->end() || it->is_null() ? "no number \"" + std::string(key) + "\""
+                                                : "\"" + std::string(key) + "\" = " + it->dump() + ", not a number");
+    return 0.0;
+  };
+  constexpr double kNeeded = std::numeric_limits<double>::quiet_NaN();
+  r->rope_scaling_factor = float(number("factor", kNeeded));
+  if (kind == "llama3") {
+    r->rope_scaling = RopeScaling::llama3;
+    r->rope_low_freq_factor = float(number("low_freq_factor", kNeeded));
+    r->rope_high_freq_factor = float(number("high_freq_factor", kNeeded));
+    r->rope_original_context = int(number("original_max_position_embeddings", kNeeded));
+    return err;
   }
+  r->rope_scaling = RopeScaling::yarn;
+  const auto positions = j.find("max_position_embeddings");
+  r->rope_original_context = int(number("original_max_position_embeddings",
+                                        positions != j.end() && positions->is_number() ? positions->get<double>()
+                                                                                        : kNeeded));
+  // (transformers reads a 0 here as its default too: `or 32`.)
+  r->rope_beta_fast = float(number("beta_fast", 32.0));
+  r->rope_beta_slow = float(number("beta_slow", 1.0));
+  if (r->rope_beta_fast == 0.0f) r->rope_beta_fast = 32.0f;
+  if (r->rope_beta_slow == 0.0f) r->rope_beta_slow = 1.0f;
+  const auto tr = rs->find("truncate");
+  if (tr != rs->end() && !tr->is_null() && !tr->is_boolean() && err.empty())
+    err = where + ": \"rope_scaling\" has \"truncate\" = " + tr->dump() + ", not true or false";
+  r->rope_truncate = tr == rs->end() || !tr->is_boolean() || tr->get<bool>();
+  r->rope_attention_factor = float(number("attention_factor", 0.0));
+  const double mscale = number("mscale", 0.0), mscale_all_dim = number("mscale_all_dim", 0.0);
+  if (r->rope_attention_factor == 0.0f && mscale != 0.0 && mscale_all_dim != 0.0) {
+    const double f = r->rope_scaling_factor;
+    const auto m = [f](double s) { return f <= 1.0 ? 1.0 : 0.1 * s * std::log(f) + 1.0; };
+    r->rope_attention_factor = float(m(mscale) / m(mscale_all_dim));
+  }
+  return err;
+}
+
+// config.json's "rope_scaling" against the deck's model.rope_scaling and its
+// keys (rope_of_config): the same kind, and the same values for the kind's
+// keys (YaRN's attention factor as the factor it comes to). "" when they agree.
+std::string check_rope_scaling(const json& j, const std::string& where, const ModelConfig& m) {
+  ModelConfig file;
+  if (std::string e = rope_of_config(j, where, &file); !e.empty()) return e;
+  const std::string deck = deck_name(m.rope_scaling);
+  if (file.rope_scaling != m.rope_scaling) {
+    const auto rs = j.find("rope_scaling");
+    return where + ": \"rope_scaling\" is " +
+           (file.rope_scaling == RopeScaling::none ? std::string("null") : rs->dump()) +
+           " but the deck has model.rope_scaling = \"" + deck + "\"";
+  }
+  struct Key {
+    const char* json_key;
+    double file, deck;
+    const char* deck_key;
+  };
+  std::vector<Key> keys;
+  if (m.rope_scaling != RopeScaling::none) {
+    keys.push_back({"factor", tidy(file.rope_scaling_factor), tidy(m.rope_scaling_factor), "rope_scaling_factor"});
+    keys.push_back({"original_max_position_embeddings", double(file.rope_original_context),
+                    double(m.rope_original_context), "rope_original_context"});
+  }
+  if (m.rope_scaling == RopeScaling::llama3) {
+    keys.push_back({"low_freq_factor", tidy(file.rope_low_freq_factor), tidy(m.rope_low_freq_factor),
+                    "rope_low_freq_factor"});
+    keys.push_back({"high_freq_factor", tidy(file.rope_high_freq_factor), tidy(m.rope_high_freq_factor),
+                    "rope_high_freq_factor"});
+  }
+  if (m.rope_scaling == RopeScaling::yarn) {
+    keys.push_back({"beta_fast", tidy(file.rope_beta_fast), tidy(m.rope_beta_fast), "rope_beta_fast"});
+    keys.push_back({"beta_slow", tidy(file.rope_beta_slow), tidy(m.rope_beta_slow), "rope_beta_slow"});
+    keys.push_back({"attention_factor", rope_attention_factor(file.rope()), rope_attention_factor(m.rope()),
+                    "rope_attention_factor (0: 0.1 ln(factor) + 1)"});
+    keys.push_back({"truncate", double(file.rope_truncate), double(m.rope_truncate), "rope_truncate (1: true)"});
+  }
+  for (const Key& k : keys)
+    if (std::abs(k.file - k.deck) > 1e-6 * std::abs(k.deck))
+      return where + ": \"rope_scaling\" comes to \"" + k.json_key + "\" = " + json(k.file).dump() +
+             " but the deck has model." + k.deck_key + " = " + json(k.deck).dump();
   return {};
 }
 
@@ -698,23 +784,22 @@ std::string toml_float(double x) {
   return s;
 }
 
-// The deck lines of config.json's "rope_scaling" when it is Llama 3.1's
-// ("llama3"); "" for none or another kind.
+// The deck lines of config.json's "rope_scaling" (rope_of_config): none for
+// none.
 std::string rope_scaling_keys(const json& j, const std::string& where) {
-  const auto rs = j.find("rope_scaling");
-  if (rs == j.end() || rs->is_null() || !rs->is_object()) return {};
-  const auto t = rs->contains("rope_type") ? rs->find("rope_type") : rs->find("type");
-  if (t == rs->end() || !t->is_string() || t->get<std::string>() != "llama3") return {};
-  const auto param = [&](const char* key) {
-    const auto it = rs->find(key);
-    if (it == rs->end() || !it->is_number())
-      throw InputError(where + ": \"rope_scaling\" has no number \"" + key + "\"");
-    return it->get<double>();
-  };
-  return "rope_scaling = \"llama3\"\nrope_scaling_factor = " + toml_float(param("factor")) +
-         "\nrope_low_freq_factor = " + toml_float(param("low_freq_factor")) +
-         "\nrope_high_freq_factor = " + toml_float(param("high_freq_factor")) +
-         "\nrope_original_context = " + std::to_string(int64_t(param("original_max_position_embeddings"))) + "\n";
+  ModelConfig r;
+  if (std::string e = rope_of_config(j, where, &r); !e.empty()) throw InputError(e);
+  if (r.rope_scaling == RopeScaling::none) return {};
+  std::string lines = "rope_scaling = \"" + std::string(deck_name(r.rope_scaling)) + "\"\nrope_scaling_factor = " +
+                      toml_float(tidy(r.rope_scaling_factor)) +
+                      "\nrope_original_context = " + std::to_string(r.rope_original_context) + "\n";
+  if (r.rope_scaling == RopeScaling::llama3)
+    return lines + "rope_low_freq_factor = " + toml_float(tidy(r.rope_low_freq_factor)) +
+           "\nrope_high_freq_factor = " + toml_float(tidy(r.rope_high_freq_factor)) + "\n";
+  return lines + "rope_beta_fast = " + toml_float(tidy(r.rope_beta_fast)) +
+         "\nrope_beta_slow = " + toml_float(tidy(r.rope_beta_slow)) +
+         "\nrope_attention_factor = " + toml_float(tidy(r.rope_attention_factor)) +
+         "\nrope_truncate = " + (r.rope_truncate ? "true" : "false") + "\n";
 }
 
 }  // namespace
@@ -795,7 +880,7 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
     put("tied_embeddings", flag("tie_word_embeddings", false) ? "true" : "false");
     if (qwen2) put("qkv_bias", "true");
     if (a == Arch::qwen3 || a == Arch::qwen3_moe) put("qk_norm", "true");
-    deck += rope_scaling_keys(j, where);  // Any other kind is named by check_config_json below.
+    deck += rope_scaling_keys(j, where);
     if (a == Arch::mixtral) {
       put("n_experts", std::to_string(integer("num_local_experts", nullptr)));
       put("top_k", std::to_string(integer("num_experts_per_tok", 2)));

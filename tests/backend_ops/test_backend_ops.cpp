@@ -44,6 +44,8 @@ namespace {
 
 using pentad::Backend;
 using pentad::Rope;
+using pentad::RopeScaling;
+using pentad::rope_attention_factor;
 using pentad::rope_inv_freq;
 using Vec = std::vector<float>;
 using VecD = std::vector<double>;
@@ -571,8 +573,9 @@ TEST_P(ReferenceOps, ActivationSwiGlu) {
 
 // ------------------------------------------------------------------ rope ----
 
-// inv_freq[i]: the angle per position of pair i.
-VecD rope_ref(const VecD& x, int B, int T, int H, int D, int pos_offset, const VecD& inv_freq) {
+// inv_freq[i]: the angle per position of pair i; scale: the factor on every
+// rotated pair (YaRN's attention factor).
+VecD rope_ref(const VecD& x, int B, int T, int H, int D, int pos_offset, const VecD& inv_freq, double scale = 1.0) {
   VecD out(x.size());
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t)
@@ -580,8 +583,8 @@ VecD rope_ref(const VecD& x, int B, int T, int H, int D, int pos_offset, const V
         for (int i = 0; i < D / 2; ++i) {
           const double a = (pos_offset + t) * inv_freq[size_t(i)];
           const size_t o = ((size_t(b) * T + t) * H + h) * D + 2 * i;
-          out[o] = x[o] * std::cos(a) - x[o + 1] * std::sin(a);
-          out[o + 1] = x[o] * std::sin(a) + x[o + 1] * std::cos(a);
+          out[o] = scale * (x[o] * std::cos(a) - x[o + 1] * std::sin(a));
+          out[o + 1] = scale * (x[o] * std::sin(a) + x[o + 1] * std::cos(a));
         }
   return out;
 }
@@ -592,13 +595,31 @@ VecD rope_ref(const VecD& x, int B, int T, int H, int D, int pos_offset, const V
 // below 64/4 = 16 kept (pair 0), above 64/1 = 64 slowed 8x (pairs 2 and 3),
 // in between (pair 1) interpolated by s = (64 / 62.83 - 1) / (4 - 1).
 Rope llama3_rope_64() {
-  return {.theta = 10000.0, .llama3 = true, .factor = 8.0, .low_freq_factor = 1.0, .high_freq_factor = 4.0,
-          .original_context = 64.0};
+  return {.theta = 10000.0, .scaling = RopeScaling::llama3, .factor = 8.0, .low_freq_factor = 1.0,
+          .high_freq_factor = 4.0, .original_context = 64.0};
 }
 VecD llama3_inv_freq_64() {
   const double s = (64.0 * 0.1 / (2.0 * M_PI) - 1.0) / 3.0;
   return {1.0, (1.0 - s) * 0.1 / 8.0 + s * 0.1, 0.01 / 8.0, 0.001 / 8.0};
 }
+// YaRN with original context 2048, factor 4, beta_fast 32, beta_slow 1, at
+// theta 10000 and D = 8: pair d(r) = 8 ln(2048 / (2 pi r)) / (2 ln 10000)
+// makes r turns over the context: d(32) = 1.008 and d(1) = 2.513. Truncated,
+// the ramp runs from pair 1 to pair 3: pairs 0 and 1 kept, pair 2 half way
+// (s = 1/2: 0.01 / 2 + 0.01 / 8), pair 3 slowed 4 times. Untruncated, pair 2
+// sits at s = (2 - 1.008) / (2.513 - 1.008). Attention factor 0.1 ln 4 + 1.
+Rope yarn_rope_2048(bool truncate) {
+  return {.theta = 10000.0, .scaling = RopeScaling::yarn, .factor = 4.0, .original_context = 2048.0,
+          .beta_fast = 32.0, .beta_slow = 1.0, .truncate = truncate};
+}
+VecD yarn_inv_freq_2048(bool truncate) {
+  if (truncate) return {1.0, 0.1, 0.00625, 0.00025};
+  const double lo = 8.0 * std::log(2048.0 / (2.0 * M_PI * 32.0)) / (2.0 * std::log(10000.0));
+  const double hi = 8.0 * std::log(2048.0 / (2.0 * M_PI)) / (2.0 * std::log(10000.0));
+  const double s = (2.0 - lo) / (hi - lo);
+  return {1.0, 0.1, (1.0 - s) * 0.01 + s * 0.01 / 4.0, 0.00025};
+}
+const double kYarnFactor4 = 1.0 + 0.1 * std::log(4.0);
 
 TEST(Rope, InverseFrequencies) {
   const Rope plain{.theta = 10000.0};
@@ -609,27 +630,59 @@ TEST(Rope, InverseFrequencies) {
   EXPECT_LT(scaled[1], 0.1);
   for (int i = 0; i < 4; ++i)
     EXPECT_NEAR(rope_inv_freq(llama3_rope_64(), i, 8), scaled[size_t(i)], 1e-15) << "pair " << i;
+  EXPECT_EQ(rope_attention_factor(plain), 1.0);
+  EXPECT_EQ(rope_attention_factor(llama3_rope_64()), 1.0);
+}
+
+TEST(Rope, YarnInverseFrequenciesAndAttentionFactor) {
+  for (bool truncate : {true, false}) {
+    SCOPED_TRACE(truncate ? "truncate" : "no truncate");
+    const VecD yarn = yarn_inv_freq_2048(truncate);
+    for (int i = 0; i < 4; ++i)
+      EXPECT_NEAR(rope_inv_freq(yarn_rope_2048(truncate), i, 8), yarn[size_t(i)], 1e-15) << "pair " << i;
+    EXPECT_NEAR(rope_attention_factor(yarn_rope_2048(truncate)), kYarnFactor4, 1e-15);
+  }
+  EXPECT_LT(yarn_inv_freq_2048(false)[2], 0.00625);  // untruncated, pair 2 lies further along the ramp
+  Rope r = yarn_rope_2048(true);
+  r.attention_factor = 1.5;  // given: used as it is
+  EXPECT_EQ(rope_attention_factor(r), 1.5);
+  r = yarn_rope_2048(true);
+  r.factor = 1.0;  // no scaling: no attention factor
+  EXPECT_EQ(rope_attention_factor(r), 1.0);
+  // The ramp's ends clamped to the head: with beta_fast 1e6 pair d(1e6) < 0
+  // is 0, with beta_slow 1e-9 d(1e-9) > 7 is 7, so s = i / 7.
+  r = yarn_rope_2048(false);
+  r.beta_fast = 1e6;
+  r.beta_slow = 1e-9;
+  for (int i = 0; i < 4; ++i) {
+    const double f = std::pow(10000.0, -i / 4.0), s = i / 7.0;
+    EXPECT_NEAR(rope_inv_freq(r, i, 8), (1.0 - s) * f + s * f / 4.0, 1e-15) << "pair " << i;
+  }
 }
 
 TEST_P(ReferenceOps, RopeForwardBackward) {
   const int B = 2, T = 5, H = 3, D = 8, pos_offset = 37;
   const Rope plain{.theta = 10000.0};
-  for (const auto& [name, rope, inv_freq] : {std::tuple{"plain", plain, VecD{1.0, 0.1, 0.01, 0.001}},
-                                             std::tuple{"llama3", llama3_rope_64(), llama3_inv_freq_64()}}) {
+  for (const auto& [name, rope, inv_freq, scale] :
+       {std::tuple{"plain", plain, VecD{1.0, 0.1, 0.01, 0.001}, 1.0},
+        std::tuple{"llama3", llama3_rope_64(), llama3_inv_freq_64(), 1.0},
+        std::tuple{"yarn", yarn_rope_2048(true), yarn_inv_freq_2048(true), kYarnFactor4}}) {
     SCOPED_TRACE(name);
     const Vec x = randn(size_t(B) * T * H * D, 32);
     Vec y = x;
     backend().rope_fwd(y.data(), B, T, H, D, pos_offset, rope);
-    expect_close("rope_fwd", y, rope_ref(to_d(x), B, T, H, D, pos_offset, inv_freq), kAtol, kRtol);
+    expect_close("rope_fwd", y, rope_ref(to_d(x), B, T, H, D, pos_offset, inv_freq, scale), kAtol, kRtol);
 
     const Vec R = randn(x.size(), 33);
     Vec g = R;
     backend().rope_bwd(g.data(), B, T, H, D, pos_offset, rope);
     const VecD fd = fd_grad(
-        [&](const VecD& v) { return dot(rope_ref(v, B, T, H, D, pos_offset, inv_freq), R); }, to_d(x));
+        [&](const VecD& v) { return dot(rope_ref(v, B, T, H, D, pos_offset, inv_freq, scale), R); }, to_d(x));
     expect_close("rope_bwd (fd)", g, fd, kFdAtol, kFdRtol);
-    backend().rope_bwd(y.data(), B, T, H, D, pos_offset, rope);  // inverse of the forward
-    expect_close("rope_bwd(rope_fwd(x)) = x", y, to_d(x), kAtol, kRtol);
+    backend().rope_bwd(y.data(), B, T, H, D, pos_offset, rope);  // the forward's transpose: scale^2 x
+    VecD x2 = to_d(x);
+    for (double& v : x2) v *= scale * scale;
+    expect_close("rope_bwd(rope_fwd(x)) = scale^2 x", y, x2, kAtol, kRtol);
   }
 }
 
@@ -1875,10 +1928,13 @@ TEST_P(OpsVsCpu, GeluAndSwiglu) {
 TEST_P(OpsVsCpu, Rope) {
   const int B = 2, T = 33, H = 3, D = 64, pos = 100;
   // Llama 3.1's own scaling (500000, factor 8, 1, 4, 8192) puts pairs of a 64-wide head in all three bands.
-  const Rope llama31{.theta = 500000.0, .llama3 = true, .factor = 8.0, .low_freq_factor = 1.0,
+  const Rope llama31{.theta = 500000.0, .scaling = RopeScaling::llama3, .factor = 8.0, .low_freq_factor = 1.0,
                      .high_freq_factor = 4.0, .original_context = 8192.0};
-  for (const Rope& rope : {Rope{.theta = 10000.0}, llama31}) {
-    SCOPED_TRACE(rope.llama3 ? "llama3" : "plain");
+  // Qwen3's YaRN (1000000, factor 4, context 32768) puts a 64-wide head's pairs on both sides of the ramp.
+  const Rope qwen3_yarn{.theta = 1000000.0, .scaling = RopeScaling::yarn, .factor = 4.0,
+                        .original_context = 32768.0};
+  for (const Rope& rope : {Rope{.theta = 10000.0}, llama31, qwen3_yarn}) {
+    SCOPED_TRACE(rope.scaling == RopeScaling::yarn ? "yarn" : rope.scaling == RopeScaling::llama3 ? "llama3" : "plain");
     Vec x = randn(size_t(B) * T * H * D, 19);
     float* d = up(x);
     cpu_->rope_fwd(x.data(), B, T, H, D, pos, rope);

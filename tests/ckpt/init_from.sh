@@ -147,16 +147,16 @@ mkdir -p "$DIR/bert" && cp "$DIR/l_hf/model.safetensors" "$DIR/bert/" &&
   sed 's/LlamaForCausalLM/BertForMaskedLM/' "$DIR/l_hf/config.json" > "$DIR/bert/config.json"
 refused "unknown architecture" 2 "architecture \"BertForMaskedLM\" is not one pentad reads" \
   "${TR[@]}" --set "checkpoint.init_from=$DIR/bert"
-# rope_scaling (Llama 3.1's "llama3") must agree with the deck's model.rope_scaling and its four keys.
-for v in llama3 factor yarn; do
+# rope_scaling (Llama 3.1's "llama3", YaRN's "yarn") must agree with the deck's model.rope_scaling and its keys.
+for v in llama3 factor yarn dynamic; do
   mkdir -p "$DIR/rope_$v" && cp "$DIR/l_hf/model.safetensors" "$DIR/rope_$v/"
   "$PENTAD_PYTHON" - "$DIR/l_hf/config.json" "$DIR/rope_$v/config.json" "$v" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
 c["rope_scaling"] = {"rope_type": "llama3", "factor": 32.0 if sys.argv[3] == "factor" else 8.0, "low_freq_factor": 1.0,
                      "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
-if sys.argv[3] == "yarn":
-    c["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0}
+if sys.argv[3] in ("yarn", "dynamic"):
+    c["rope_scaling"] = {"rope_type": sys.argv[3], "factor": 4.0, "original_max_position_embeddings": 4096}
 json.dump(c, open(sys.argv[2], "w"))
 PY
 done
@@ -164,12 +164,19 @@ refused "rope_scaling in config.json, none in the deck" 2 "but the deck has mode
   "${TR[@]}" --set "checkpoint.init_from=$DIR/rope_llama3"
 refused "rope_scaling in the deck, null in config.json" 2 "\"rope_scaling\" is null but the deck has model.rope_scaling = \"llama3\"" \
   "${TR[@]}" --set model.rope_scaling=llama3 --set "checkpoint.init_from=$DIR/l_hf"
-refused "rope_scaling factor" 2 "\"rope_scaling\" has \"factor\" = 32.0 but the deck has model.rope_scaling_factor = 8.0" \
+refused "rope_scaling factor" 2 "\"rope_scaling\" comes to \"factor\" = 32.0 but the deck has model.rope_scaling_factor = 8.0" \
   "${TR[@]}" --set model.rope_scaling=llama3 --set "checkpoint.init_from=$DIR/rope_factor"
-refused "rope_scaling yarn" 2 "pentad's RoPE scales as \"llama3\" only" \
+refused "rope_scaling dynamic" 2 "pentad's RoPE scales as \"llama3\" or \"yarn\" only" \
+  "${TR[@]}" --set model.rope_scaling=llama3 --set "checkpoint.init_from=$DIR/rope_dynamic"
+refused "rope_scaling yarn, llama3 in the deck" 2 "but the deck has model.rope_scaling = \"llama3\"" \
   "${TR[@]}" --set model.rope_scaling=llama3 --set "checkpoint.init_from=$DIR/rope_yarn"
+refused "rope_scaling yarn, another beta_fast" 2 "\"rope_scaling\" comes to \"beta_fast\" = 32.0 but the deck has model.rope_beta_fast = 16.0" \
+  "${TR[@]}" --set model.rope_scaling=yarn --set model.rope_scaling_factor=4 --set model.rope_original_context=4096 \
+  --set model.rope_beta_fast=16 --set "checkpoint.init_from=$DIR/rope_yarn"
 run "rope_scaling llama3 agrees" 2 "$LLAMA" --set train.steps=0 --set parallel.dp=2 --set model.rope_scaling=llama3 \
   --set "checkpoint.init_from=$DIR/rope_llama3"
+run "rope_scaling yarn agrees" 2 "$LLAMA" --set train.steps=0 --set parallel.dp=2 --set model.rope_scaling=yarn \
+  --set model.rope_scaling_factor=4 --set model.rope_original_context=4096 --set "checkpoint.init_from=$DIR/rope_yarn"
 size=$(stat -c %s "$DIR/bare/model.safetensors")
 head -c $((size - 100)) "$DIR/bare/model.safetensors" > "$DIR/bare/cut.safetensors"
 refused "truncated" 2 "safetensors file '$DIR/bare/cut.safetensors': tensor 'lm_head.weight': data_offsets [131712,164480] run past the data section" \

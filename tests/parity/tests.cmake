@@ -248,6 +248,10 @@ pentad_parity_test(cp2_dp2_zero3_full llama 4 "--set train.grad_accum=2" "--set 
 # three bands) under zig-zag cp, whose ranks hold positions out of order.
 set(ROPE3 "--set model.rope_scaling=llama3 --set model.rope_original_context=64")
 pentad_parity_test(cp2_rope_llama3 llama 2 "${ROPE3}" "${ROPE3} --set parallel.cp=2")
+# YaRN (the 8-wide heads' pairs on both sides of the ramp, untruncated; q and
+# k scaled by its attention factor) under zig-zag cp and tp.
+set(YARN "--set model.rope_scaling=yarn --set model.rope_scaling_factor=4 --set model.rope_original_context=2048 --set model.rope_truncate=false")
+pentad_parity_test(cp2_tp2_rope_yarn llama 4 "${YARN}" "${YARN} --set parallel.cp=2 --set parallel.tp=2")
 
 # Ring attention recomputes its probabilities in every policy: none,
 # selective and full stay bitwise identical under cp.

@@ -106,6 +106,15 @@ if [[ -n $experts ]]; then
   grep -qF " $experts" "$tmp/sample.err" || { cat "$tmp/sample.err"; echo "FAIL: the banner does not name $experts"; exit 1; }
   echo "ok   the banner names the experts: $experts"
 fi
+# A scaled RoPE: the banner names the kind, factor and original context config.json gives.
+rope=$("$PENTAD_PYTHON" -c 'import json, sys
+r = json.load(open(sys.argv[1])).get("rope_scaling")
+print("rope=%s x%g of %d" % (r["rope_type"], r["factor"], r["original_max_position_embeddings"]) if r else "")' \
+  "$tmp/hf/config.json")
+if [[ -n $rope ]]; then
+  grep -qF " $rope V=" "$tmp/sample.err" || { cat "$tmp/sample.err"; echo "FAIL: the banner does not name $rope"; exit 1; }
+  echo "ok   the banner names the RoPE scaling: $rope"
+fi
 if grep -q '"max_position_embeddings"' "$tmp/hf/config.json"; then
   mkdir "$tmp/long"
   ln -s "$tmp/hf"/*.safetensors* "$tmp/long/"

@@ -137,6 +137,41 @@ def llama3_scaled(inv_freq, rs):
     return torch.where(between, mixed, out)
 
 
+def yarn_scaled(inv_freq, rs, c, D):
+    """config.json's rope_scaling of rope_type "yarn" as transformers reads it
+    (an explicit factor; the original context from the object, else
+    max_position_embeddings): with d(r) the pair index at which a pair turns r
+    times over the original context, the pairs below d(beta_fast) keep f,
+    those above d(beta_slow) take f / factor, linearly in between (the two
+    indices floored and ceiled unless "truncate" is false); cos and sin are
+    multiplied by attention_factor (else from mscale / mscale_all_dim, else
+    0.1 ln(factor) + 1). Returns (inv_freq, attention factor)."""
+    theta, factor = c["rope_theta"], rs["factor"]
+    L = rs.get("original_max_position_embeddings") or c["max_position_embeddings"]
+    fast, slow = rs.get("beta_fast") or 32, rs.get("beta_slow") or 1
+
+    def index(turns):
+        return D * math.log(L / (turns * 2 * math.pi)) / (2 * math.log(theta))
+
+    lo, hi = index(fast), index(slow)
+    if rs.get("truncate", True):
+        lo, hi = math.floor(lo), math.ceil(hi)
+    lo, hi = max(lo, 0), min(hi, D - 1)
+    if lo == hi:
+        hi += 0.001
+    ramp = torch.clamp((torch.arange(D // 2, dtype=torch.float64) - lo) / (hi - lo), 0, 1)
+    out = inv_freq / factor * ramp + inv_freq * (1 - ramp)
+
+    def mscale(s, m=1.0):
+        return 1.0 if s <= 1 else 0.1 * m * math.log(s) + 1.0
+
+    att = rs.get("attention_factor")
+    if att is None:
+        ms, msa = rs.get("mscale"), rs.get("mscale_all_dim")
+        att = mscale(factor, ms) / mscale(factor, msa) if ms and msa else mscale(factor)
+    return out, att
+
+
 def llama_forward(w, c, ids):
     """LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / MixtralForCausalLM / Qwen3MoeForCausalLM
     with rotate_half RoPE."""
@@ -153,12 +188,17 @@ def llama_forward(w, c, ids):
     rms = lambda x, n: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w[n + ".weight"]
     inv_freq = 1.0 / theta ** (torch.arange(0, D, 2, dtype=torch.float64) / D)
     rs = c.get("rope_scaling")
+    att = 1.0
     if rs is not None:
-        assert rs.get("rope_type", rs.get("type")) == "llama3", f"rope_scaling {rs}: this loader knows llama3 only"
-        inv_freq = llama3_scaled(inv_freq, rs)
+        kind = rs.get("rope_type", rs.get("type"))
+        assert kind in ("llama3", "yarn"), f"rope_scaling {rs}: this loader knows llama3 and yarn only"
+        if kind == "llama3":
+            inv_freq = llama3_scaled(inv_freq, rs)
+        else:
+            inv_freq, att = yarn_scaled(inv_freq, rs, c, D)
     freqs = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None]      # (T, D/2)
     emb = torch.cat((freqs, freqs), dim=-1)                                     # (T, D)
-    cos, sin = emb.cos()[None, None], emb.sin()[None, None]
+    cos, sin = att * emb.cos()[None, None], att * emb.sin()[None, None]
     x = w["model.embed_tokens.weight"][ids]
     for i in range(c["num_hidden_layers"]):
         p = f"model.layers.{i}."

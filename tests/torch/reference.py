@@ -182,6 +182,8 @@ def rope_inv_freq(m, D):
     [0, 1] (L the original context, wavelength 2 pi / f), then
     (1 - s) f / factor + s f, so short wavelengths keep f, long ones f / factor."""
     f = m["rope_theta"] ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    if m.get("rope_scaling", "none") == "yarn":
+        return yarn_inv_freq(m, f, D)
     if m.get("rope_scaling", "none") != "llama3":
         return f
     L, lo, hi = m["rope_original_context"], m["rope_low_freq_factor"], m["rope_high_freq_factor"]
@@ -189,12 +191,43 @@ def rope_inv_freq(m, D):
     return (1 - s) * f / m["rope_scaling_factor"] + s * f
 
 
+def yarn_inv_freq(m, f, D):
+    """YaRN as Hugging Face computes it: over the original context L pair i
+    makes L f_i / (2 pi) turns, which is beta at the (real) pair index
+    i(beta) = D ln(L / (2 pi beta)) / (2 ln theta). The mix weight of the
+    slowed frequency f / factor rises linearly in i from i(beta_fast) to
+    i(beta_slow) (those ends rounded down and up with rope_truncate,
+    clamped to [0, D - 1], 0.001 apart at least)."""
+    L, theta = m["rope_original_context"], m["rope_theta"]
+    ends = [D * math.log(L / (2 * math.pi * m[k])) / (2 * math.log(theta))
+            for k in ("rope_beta_fast", "rope_beta_slow")]
+    if m["rope_truncate"]:
+        ends = [math.floor(ends[0]), math.ceil(ends[1])]
+    a, b = max(ends[0], 0), min(ends[1], D - 1)
+    if a == b:
+        b += 0.001
+    w = ((torch.arange(D // 2, dtype=torch.float64) - a) / (b - a)).clamp(0.0, 1.0)
+    return w * f / m["rope_scaling_factor"] + (1 - w) * f
+
+
+def rope_scale(m):
+    """The factor on every rotated pair: YaRN's attention factor (given, or
+    0.1 ln(factor) + 1), else 1."""
+    if m.get("rope_scaling", "none") != "yarn":
+        return 1.0
+    if m["rope_attention_factor"] > 0:
+        return m["rope_attention_factor"]
+    return 1.0 + 0.1 * math.log(m["rope_scaling_factor"]) if m["rope_scaling_factor"] > 1 else 1.0
+
+
 def rope(x, m):
-    """Rotate pairs (2i, 2i+1) of each head by pos * rope_inv_freq(m, D)[i]. x: (B, T, h, D)."""
+    """Rotate pairs (2i, 2i+1) of each head by pos * rope_inv_freq(m, D)[i] and
+    scale them by rope_scale(m). x: (B, T, h, D)."""
     T, D = x.shape[1], x.shape[3]
     inv_freq = rope_inv_freq(m, D)                                            # (D/2)
     ang = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]  # (T, D/2)
-    cos, sin = ang.cos()[None, :, None, :], ang.sin()[None, :, None, :]
+    a = rope_scale(m)
+    cos, sin = a * ang.cos()[None, :, None, :], a * ang.sin()[None, :, None, :]
     x0, x1 = x[..., 0::2], x[..., 1::2]
     return torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2)
 

@@ -14,6 +14,15 @@ foreach(model gpt2 llama llama3)
   endforeach()
 endforeach()
 
+# YaRN's RoPE scaling (yarn_tiny.toml: the pairs along the whole ramp, q and
+# k scaled by its attention factor); full recompute applies RoPE again.
+foreach(recompute none full)
+  add_test(NAME torch_parity_yarn_${recompute}
+    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_parity.sh ${CMAKE_CURRENT_LIST_DIR}/yarn_tiny.toml ${recompute})
+  set_tests_properties(torch_parity_yarn_${recompute} PROPERTIES LABELS torch
+    ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
+endforeach()
+
 # Qwen2's attention (a llama with model.qkv_bias): the q/k/v biases, added
 # before RoPE, and a tied head.
 foreach(recompute none full)
@@ -75,12 +84,17 @@ endforeach()
 # model trained on the docs gives generate.py's fp64 greedy tokens, 32 of them.
 # llama3: the Llama with Llama 3.1's RoPE scaling, an original context of 64
 # putting its 16-wide heads' pairs in all three bands.
-foreach(model gpt2 llama llama3 qwen2 headdim qwen3)
+# yarn: YaRN over an original context of 256, its 16-wide heads' pairs along
+# the ramp (0 to 4, truncated) and beyond it.
+foreach(model gpt2 llama llama3 yarn qwen2 headdim qwen3)
   set(deck ${model})
   set(extra)
   if(model STREQUAL "llama3")
     set(deck llama)
     set(extra --set model.rope_scaling=llama3 --set model.rope_original_context=64)
+  elseif(model STREQUAL "yarn")
+    set(deck llama)
+    set(extra --set model.rope_scaling=yarn --set model.rope_scaling_factor=4 --set model.rope_original_context=256)
   elseif(model STREQUAL "qwen2")  # the Llama with Qwen2's q/k/v biases
     set(deck llama)
     set(extra --set model.qkv_bias=true)
@@ -105,12 +119,13 @@ set(PENTAD_HF_LAYOUTS_gpt2 "1" "2:parallel.cp=2,parallel.zero=1" "4:parallel.tp=
 set(PENTAD_HF_LAYOUTS_llama "1" "2:parallel.dp=2,parallel.zero=3" "4:parallel.tp=2,parallel.pp=2,parallel.sp=true")
 set(PENTAD_HF_LAYOUTS_hf_mixtral "1" "2:parallel.dp=2,parallel.ep=2" "4:parallel.tp=2,parallel.pp=2")
 set(PENTAD_HF_LAYOUTS_llama3 "1" "2:parallel.cp=2" "4:parallel.tp=2,parallel.pp=2")
+set(PENTAD_HF_LAYOUTS_yarn "1" "4:parallel.cp=2,parallel.tp=2")
 set(PENTAD_HF_LAYOUTS_qwen2 "1" "2:parallel.cp=2" "4:parallel.tp=2,parallel.pp=2,parallel.sp=true")
 set(PENTAD_HF_LAYOUTS_headdim "1" "2:parallel.cp=2" "4:parallel.tp=2,parallel.pp=2,parallel.sp=true")
 set(PENTAD_HF_LAYOUTS_qwen3 "1" "2:parallel.tp=2" "4:parallel.cp=2,parallel.pp=2")
 set(PENTAD_HF_LAYOUTS_hf_qwen3moe "1" "2:parallel.dp=2,parallel.ep=2"
     "4:parallel.tp=2,parallel.pp=2,parallel.expert_tp=true")
-foreach(model gpt2 llama hf_mixtral llama3 qwen2 headdim qwen3 hf_qwen3moe)
+foreach(model gpt2 llama hf_mixtral llama3 yarn qwen2 headdim qwen3 hf_qwen3moe)
   string(REPLACE "hf_" "" short ${model})
   add_test(NAME torch_hf_${short}
     COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/hf_export.sh ${CMAKE_CURRENT_LIST_DIR}/${model}_tiny.toml

@@ -536,18 +536,43 @@ TEST(Config, RopeScalingChecks) {
       {"family = \"llama\"\nrope_scaling = \"llama3\"\nrope_low_freq_factor = 4\n",
        "input/tiny.toml: model.rope_high_freq_factor=4 must be > model.rope_low_freq_factor=4 (rope_scaling = "
        "\"llama3\")"},
+      {"family = \"llama\"\nrope_scaling = \"yarn\"\nrope_beta_fast = 1\n",
+       "input/tiny.toml: model.rope_beta_fast=1 must be > model.rope_beta_slow=1 (rope_scaling = \"yarn\")"},
       {"rope_scaling = \"yarn\"\n",
-       "input/tiny.toml:4: model.rope_scaling: must be one of \"none\", \"llama3\" (got \"yarn\")"}};
+       "input/tiny.toml: model.rope_scaling = \"yarn\" scales RoPE, which model.family = \"gpt2\" does not use"},
+      {"rope_scaling = \"dynamic\"\n",
+       "input/tiny.toml:4: model.rope_scaling: must be one of \"none\", \"llama3\", \"yarn\" (got \"dynamic\")"}};
   for (const auto& [model, message] : refused) EXPECT_EQ(error_of(kMinimal + "[model]\n" + model), message);
   const Config c = parse(kMinimal + "[model]\nfamily = \"llama\"\nrope_theta = 500000\nrope_scaling = \"llama3\"\n");
   const pentad::Rope r = c.model.rope();
-  EXPECT_TRUE(r.llama3);
+  EXPECT_EQ(r.scaling, pentad::RopeScaling::llama3);
   EXPECT_EQ(r.theta, 500000.0);
   EXPECT_EQ(r.factor, 8.0);  // Llama 3.1's values are the defaults
   EXPECT_EQ(r.low_freq_factor, 1.0);
   EXPECT_EQ(r.high_freq_factor, 4.0);
   EXPECT_EQ(r.original_context, 8192.0);
-  EXPECT_FALSE(parse(kMinimal).model.rope().llama3);
+  EXPECT_EQ(parse(kMinimal).model.rope().scaling, pentad::RopeScaling::none);
+  // YaRN as Qwen3 documents it: factor 4 over 32768 positions; beta 32 and 1,
+  // truncation and the derived attention factor are the defaults.
+  const pentad::Rope y = parse(kMinimal +
+                               "[model]\nfamily = \"llama\"\nrope_scaling = \"yarn\"\nrope_scaling_factor = 4\n"
+                               "rope_original_context = 32768\n")
+                             .model.rope();
+  EXPECT_EQ(y.scaling, pentad::RopeScaling::yarn);
+  EXPECT_EQ(y.factor, 4.0);
+  EXPECT_EQ(y.original_context, 32768.0);
+  EXPECT_EQ(y.beta_fast, 32.0);
+  EXPECT_EQ(y.beta_slow, 1.0);
+  EXPECT_EQ(y.attention_factor, 0.0);
+  EXPECT_TRUE(y.truncate);
+  const pentad::Rope y2 = parse(kMinimal +
+                                "[model]\nfamily = \"llama\"\nrope_scaling = \"yarn\"\nrope_beta_fast = 16\n"
+                                "rope_beta_slow = 2\nrope_attention_factor = 1.25\nrope_truncate = false\n")
+                              .model.rope();
+  EXPECT_EQ(y2.beta_fast, 16.0);
+  EXPECT_EQ(y2.beta_slow, 2.0);
+  EXPECT_EQ(y2.attention_factor, 1.25);
+  EXPECT_FALSE(y2.truncate);
 }
 
 TEST(Config, ContextParallelChecks) {
@@ -707,7 +732,7 @@ TEST(Config, EveryResolvedKeyIsSettable) {
     if (section == "data" && line.rfind("train", 0) == 0) value = "tok/x.bin";  // has escapes
     sets.push_back((section.empty() ? "" : section + ".") + line.substr(0, eq) + "=" + value);
   }
-  EXPECT_EQ(sets.size(), 87u);  // 1 top-level + 28 model + 16 parallel + 24 train + 7 data + 6 checkpoint + 5 log
+  EXPECT_EQ(sets.size(), 91u);  // 1 top-level + 32 model + 16 parallel + 24 train + 7 data + 6 checkpoint + 5 log
   Config expected = c;
   expected.data.train = "tok/x.bin";
   expected.resolved_toml = pentad::config_to_toml(expected);

@@ -311,6 +311,15 @@ TEST(HfMap, ConfigJsonReadsBackAsTheModel) {
   q3.dropless = false;
   q3.rope_theta = 1e6f;
   cases.emplace_back(q3, hf::Arch::qwen3);
+  q3.rope_scaling = pentad::RopeScaling::yarn;  // YaRN as Qwen3 documents it (at a tiny context)
+  q3.rope_scaling_factor = 4.0f;
+  q3.rope_original_context = q3.seq_len / 4;  // (config.json's max_position_embeddings: factor x this)
+  cases.emplace_back(q3, hf::Arch::qwen3);
+  q3.rope_beta_fast = 16.0f;  // every YaRN key away from its default
+  q3.rope_beta_slow = 2.0f;
+  q3.rope_attention_factor = 1.5f;
+  q3.rope_truncate = false;
+  cases.emplace_back(q3, hf::Arch::qwen3);
   ModelConfig q3m = qwen3moe_tiny();  // every block MoE, top-2
   cases.emplace_back(q3m, hf::Arch::qwen3_moe);
   q3m.moe_every = 2;  // a dense block 0 (decoder_sparse_step 2), one expert per token
@@ -428,6 +437,20 @@ TEST(HfMap, Qwen2ConfigIsLlamaWithQkvBiases) {
   EXPECT_FALSE(j.contains("attention_bias"));
 }
 
+// Each base + tail is refused by model_of_config_json with a message that
+// holds its want.
+template <size_t N>
+void expect_refused(const std::string& base, const std::pair<const char*, std::string> (&refused)[N]) {
+  for (const auto& [tail, want] : refused) {
+    try {
+      hf::model_of_config_json(base + tail, "cfg");
+      ADD_FAILURE() << tail << ": not refused";
+    } catch (const pentad::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << tail << ": " << e.what();
+    }
+  }
+}
+
 // transformers 5's "rope_parameters" is read as "rope_theta" and
 // "rope_scaling" (never the default theta in its place); spellings that
 // differ, RoPE per layer type and a partial rotary factor are refused.
@@ -456,17 +479,88 @@ TEST(HfMap, RopeParametersAreReadAsRopeThetaAndScaling) {
       {R"("rope_parameters": {"rope_theta": 1e4, "partial_rotary_factor": 0.5}})", "\"partial_rotary_factor\" = 0.5"},
       {R"("rope_scaling": {"rope_type": "llama3", "factor": 8.0}, "rope_parameters": {"rope_theta": 1e4}})",
        "\"rope_scaling\" is of type \"llama3\" but \"rope_parameters\" of \"default\""},
-      {R"("rope_parameters": {"rope_theta": 1e4, "rope_type": "yarn", "factor": 4.0}})",
-       "pentad's RoPE scales as \"llama3\" only"},
+      {R"("rope_parameters": {"rope_theta": 1e4, "rope_type": "longrope", "factor": 4.0}})",
+       "pentad's RoPE scales as \"llama3\" or \"yarn\" only"},
   };
-  for (const auto& [tail, want] : refused) {
-    try {
-      hf::model_of_config_json(base + tail, "cfg");
-      ADD_FAILURE() << tail << ": not refused";
-    } catch (const pentad::InputError& e) {
-      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << tail << ": " << e.what();
-    }
-  }
+  expect_refused(base, refused);
+}
+
+// "rope_scaling" of rope_type "yarn" as transformers reads it: the missing
+// keys' defaults, null as missing, a mscale pair's attention factor, the
+// original context from max_position_embeddings when missing; init_from's
+// check compares every value with the deck, the attention factor as what
+// it comes to.
+TEST(HfMap, YarnRopeScalingIsReadAndChecked) {
+  const std::string base = R"({"architectures": ["Qwen3ForCausalLM"], "num_hidden_layers": 2, "hidden_size": 16,
+      "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8, "intermediate_size": 40,
+      "vocab_size": 300, "max_position_embeddings": 40960, )";
+  // Qwen3's model card: {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}.
+  const ModelConfig q = hf::model_of_config_json(
+      base + R"("rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+          "original_max_position_embeddings": 32768}})", "q");
+  EXPECT_EQ(q.rope_scaling, pentad::RopeScaling::yarn);
+  EXPECT_EQ(q.rope_scaling_factor, 4.0f);
+  EXPECT_EQ(q.rope_original_context, 32768);
+  EXPECT_EQ(q.rope_beta_fast, 32.0f);
+  EXPECT_EQ(q.rope_beta_slow, 1.0f);
+  EXPECT_EQ(q.rope_attention_factor, 0.0f);
+  EXPECT_TRUE(q.rope_truncate);
+  EXPECT_EQ(q.seq_len, 40960);
+  // The older spelling "type", nulls as missing, no original context (max_position_embeddings),
+  // and DeepSeek's mscale pair: attention factor (0.1 * 1 * ln 40 + 1) / (0.1 * 0.5 * ln 40 + 1).
+  const ModelConfig d = hf::model_of_config_json(
+      base + R"("rope_scaling": {"type": "yarn", "factor": 40, "beta_fast": null, "beta_slow": null,
+          "mscale": 1.0, "mscale_all_dim": 0.5, "truncate": false}})", "d");
+  EXPECT_EQ(d.rope_original_context, 40960);
+  EXPECT_EQ(d.rope_beta_fast, 32.0f);
+  EXPECT_EQ(d.rope_beta_slow, 1.0f);
+  EXPECT_FALSE(d.rope_truncate);
+  EXPECT_FLOAT_EQ(d.rope_attention_factor, float((0.1 * std::log(40.0) + 1) / (0.05 * std::log(40.0) + 1)));
+  const std::pair<const char*, std::string> refused[] = {
+      {R"("rope_scaling": {"rope_type": "yarn"}})", "\"rope_scaling\" has no number \"factor\""},
+      {R"("rope_scaling": {"rope_type": "yarn", "factor": 4, "beta_fast": "32"}})",
+       "\"rope_scaling\" has \"beta_fast\" = \"32\", not a number"},
+      {R"("rope_scaling": {"rope_type": "yarn", "factor": 4, "truncate": 0}})",
+       "\"rope_scaling\" has \"truncate\" = 0, not true or false"},
+      {R"("rope_scaling": {"rope_type": "dynamic", "factor": 4}})", "scales as \"llama3\" or \"yarn\" only"},
+  };
+  expect_refused(base, refused);
+  // init_from's check: each key against the deck.
+  const std::string qwen = base + R"("rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+      "original_max_position_embeddings": 32768}})";
+  EXPECT_EQ(hf::check_config_json(qwen, "c", q, hf::Arch::qwen3), "");
+  ModelConfig deck = q;
+  deck.rope_attention_factor = float(0.1 * std::log(4.0) + 1.0);  // given as what it comes to: the same
+  EXPECT_EQ(hf::check_config_json(qwen, "c", deck, hf::Arch::qwen3), "");
+  const auto differs = [&](void (*edit)(ModelConfig&), const std::string& want) {
+    ModelConfig m = q;
+    edit(m);
+    const std::string e = hf::check_config_json(qwen, "c", m, hf::Arch::qwen3);
+    EXPECT_NE(e.find(want), std::string::npos) << e;
+  };
+  differs([](ModelConfig& m) { m.rope_scaling = pentad::RopeScaling::none; },
+          "but the deck has model.rope_scaling = \"none\"");
+  differs([](ModelConfig& m) { m.rope_scaling = pentad::RopeScaling::llama3; },
+          "but the deck has model.rope_scaling = \"llama3\"");
+  differs([](ModelConfig& m) { m.rope_scaling_factor = 8.0f; },
+          "\"rope_scaling\" comes to \"factor\" = 4.0 but the deck has model.rope_scaling_factor = 8.0");
+  differs([](ModelConfig& m) { m.rope_original_context = 4096; }, "model.rope_original_context = 4096");
+  differs([](ModelConfig& m) { m.rope_beta_fast = 16.0f; }, "model.rope_beta_fast = 16.0");
+  differs([](ModelConfig& m) { m.rope_beta_slow = 2.0f; }, "model.rope_beta_slow = 2.0");
+  differs([](ModelConfig& m) { m.rope_attention_factor = 1.0f; }, "model.rope_attention_factor");
+  differs([](ModelConfig& m) { m.rope_truncate = false; }, "model.rope_truncate (1: true) = 0.0");
+  // config_json writes every key and YaRN's context as max_position_embeddings.
+  ModelConfig w = q;
+  w.seq_len = 64;
+  const auto j = nlohmann::json::parse(hf::config_json(w, hf::Arch::qwen3, "float32"));
+  EXPECT_EQ(j["max_position_embeddings"], 131072);
+  EXPECT_EQ(j["rope_scaling"]["rope_type"], "yarn");
+  EXPECT_EQ(j["rope_scaling"]["factor"], 4.0);
+  EXPECT_EQ(j["rope_scaling"]["original_max_position_embeddings"], 32768);
+  EXPECT_EQ(j["rope_scaling"]["beta_fast"], 32.0);
+  EXPECT_EQ(j["rope_scaling"]["beta_slow"], 1.0);
+  EXPECT_EQ(j["rope_scaling"]["truncate"], true);
+  EXPECT_FALSE(j["rope_scaling"].contains("attention_factor"));  // derived by the reader as by pentad
 }
 
 // What pentad's models do not have is refused, naming the key.
@@ -511,7 +605,8 @@ TEST(HfMap, ConfigJsonRefusesOtherModels) {
       {R"({"head_dim": 7})", "model.head_dim=7"},  // odd: no RoPE pairs
       {R"({"head_dim": "8"})", "\"head_dim\" = \"8\" is not a number"},
       {R"({"attention_bias": true})", "\"attention_bias\" = true"},
-      {R"({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}})", "pentad's RoPE scales as \"llama3\" only"},
+      {R"({"rope_scaling": {"rope_type": "dynamic", "factor": 4.0}})",
+       "pentad's RoPE scales as \"llama3\" or \"yarn\" only"},
       {R"({"num_key_value_heads": 3})", "pentad has no such model"},
       {R"({"hidden_size": "16"})", "\"hidden_size\" = \"16\" is not a number"},
       {R"({"vocab_size": 0})", "\"vocab_size\" = 0 is not a positive integer"},

@@ -196,12 +196,14 @@ int sample(const CLI::App& cmd, SampleArgs a, Job job) {
   if (mc.n_experts > 0)
     experts = " E=" + std::to_string(mc.n_experts) + " top-" + std::to_string(mc.top_k) +
               (mc.moe_every > 1 ? " moe_every=" + std::to_string(mc.moe_every) : std::string());
-  std::string rope;  // "rope=yarn x4 of 32768": a scaled RoPE as read, its factor over the original context
+  // "rope=yarn x4 of 32768": a scaled RoPE as read, its factor over the
+  // original context ("rope=linear x4": every pair).
+  std::string rope;
   if (mc.family == Family::llama && mc.rope_scaling != RopeScaling::none) {
     char factor[32];
     *std::to_chars(factor, factor + sizeof factor - 1, mc.rope_scaling_factor).ptr = '\0';
-    rope = std::string(" rope=") + deck_name(mc.rope_scaling) + " x" + factor + " of " +
-           std::to_string(mc.rope_original_context);
+    rope = std::string(" rope=") + deck_name(mc.rope_scaling) + " x" + factor;
+    if (mc.rope_scaling != RopeScaling::linear) rope += " of " + std::to_string(mc.rope_original_context);
   }
   std::fprintf(stderr, "sample: %s (%s), %s L=%d C=%d%s%s%s V=%d seq_len=%d%s, tokenizer %s, backend %s\n",
                path.c_str(), origin.c_str(), family.c_str(), mc.n_layers, mc.d_model, heads.c_str(), experts.c_str(),

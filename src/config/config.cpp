@@ -293,10 +293,10 @@ void add_model_keys(std::vector<Key>& s) {
   s.push_back(float_key(PENTAD_FIELD(model, norm_eps), gt(0), none(), "LayerNorm/RMSNorm epsilon"));
   s.push_back(float_key(PENTAD_FIELD(model, rope_theta), gt(0), none(), "RoPE base (llama)"));
   s.push_back(enum_key(PENTAD_FIELD(model, rope_scaling),
-                       "RoPE frequencies as they are, llama3: Llama 3.1's scaling, or yarn: YaRN's "
-                       "(the keys below)"));
+                       "RoPE frequencies as they are, llama3: Llama 3.1's scaling, yarn: YaRN's (the keys "
+                       "below), or linear: every pair rope_scaling_factor times slower"));
   s.push_back(float_key(PENTAD_FIELD(model, rope_scaling_factor), ge(1), none(),
-                        "llama3, yarn: long wavelengths turn this many times slower"));
+                        "llama3, yarn: long wavelengths turn this many times slower; linear: every pair"));
   s.push_back(float_key(PENTAD_FIELD(model, rope_low_freq_factor), gt(0), none(),
                         "llama3: wavelengths above rope_original_context / this are slowed"));
   s.push_back(float_key(PENTAD_FIELD(model, rope_high_freq_factor), gt(0), none(),

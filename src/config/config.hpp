@@ -64,7 +64,7 @@ template <> struct DeckNames<DataOrder> {
   static constexpr std::array<const char*, 2> names = {"random", "epoch"};
 };
 template <> struct DeckNames<RopeScaling> {
-  static constexpr std::array<const char*, 3> names = {"none", "llama3", "yarn"};
+  static constexpr std::array<const char*, 4> names = {"none", "llama3", "yarn", "linear"};
 };
 template <> struct DeckNames<ScheduleKind> {
   static constexpr std::array<const char*, 5> names = {"afab", "1f1b", "interleaved", "zbh1", "zbv"};
@@ -95,7 +95,7 @@ struct ModelConfig {
   float norm_eps = 1e-5f;
   float rope_theta = 10000.0f;
   RopeScaling rope_scaling = RopeScaling::none;
-  float rope_scaling_factor = 8.0f;     // llama3, yarn: how many times slower the long wavelengths turn
+  float rope_scaling_factor = 8.0f;     // llama3, yarn (long wavelengths), linear (all): how many times slower
   float rope_low_freq_factor = 1.0f;    // llama3: wavelengths above original_context / this are slowed
   float rope_high_freq_factor = 4.0f;   // llama3: wavelengths below original_context / this are kept
   int rope_original_context = 8192;     // llama3, yarn: the context the model was first trained on

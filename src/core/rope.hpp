@@ -13,14 +13,16 @@
 namespace pentad {
 
 // model.rope_scaling: RoPE's frequencies as they are, Llama 3.1's scaling of
-// them, or YaRN's (rope_scaling "llama3" / "yarn" in a Hugging Face
-// config.json).
-enum class RopeScaling { none, llama3, yarn };
+// them, YaRN's, or all of them `factor` times slower (rope_scaling "llama3",
+// "yarn", "linear" in a Hugging Face config.json).
+enum class RopeScaling { none, llama3, yarn, linear };
 
 struct Rope {
   double theta = 10000.0;  // base: the unscaled inverse frequency of pair i is f = theta^(-2i/D)
   RopeScaling scaling = RopeScaling::none;
-  // Both scalings are measured against the context the model was first
+  // linear (position interpolation, Chen et al. 2023): every pair turns
+  // `factor` times slower, f / factor.
+  // llama3 and yarn are measured against the context the model was first
   // trained on, original_context, and slow the long wavelengths `factor`
   // times.
   // llama3: a pair whose wavelength 2*pi/f is shorter than original_context /
@@ -49,6 +51,7 @@ PENTAD_HD inline double rope_yarn_pair(const Rope& r, double rotations, int D) {
 
 PENTAD_HD inline double rope_inv_freq(const Rope& r, int i, int D) {
   const double f = pow(r.theta, -2.0 * i / D);
+  if (r.scaling == RopeScaling::linear) return f / r.factor;
   if (r.scaling == RopeScaling::yarn) {
     double lo = rope_yarn_pair(r, r.beta_fast, D), hi = rope_yarn_pair(r, r.beta_slow, D);
     if (r.truncate) {

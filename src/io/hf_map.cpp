@@ -350,6 +350,8 @@ std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, 
                          {"low_freq_factor", tidy(m.rope_low_freq_factor)},
                          {"high_freq_factor", tidy(m.rope_high_freq_factor)},
                          {"original_max_position_embeddings", m.rope_original_context}};
+  else if (m.rope_scaling == RopeScaling::linear)
+    j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", tidy(m.rope_scaling_factor)}};
   else if (m.rope_scaling == RopeScaling::yarn) {
     j["rope_scaling"] = {{"rope_type", "yarn"},
                          {"factor", tidy(m.rope_scaling_factor)},
@@ -401,8 +403,8 @@ std::string generation_config_json(const ModelConfig& m, SpecialIds ids) {
 namespace {
 
 // config.json's "rope_scaling" read into the model.rope_* keys of *r, as
-// Hugging Face reads it: null (or rope_type "default") is "none"; "llama3"
-// needs its four numbers; "yarn" needs "factor", takes
+// Hugging Face reads it: null (or rope_type "default") is "none"; "linear"
+// needs "factor"; "llama3" needs its four numbers; "yarn" needs "factor", takes
 // "original_max_position_embeddings" (else "max_position_embeddings"),
 // "beta_fast" 32 and "beta_slow" 1 when missing or null, "truncate" true,
 // and "attention_factor" when given, else derived from "mscale" and
@@ -417,8 +419,9 @@ std::string rope_of_config(const json& j, const std::string& where, ModelConfig*
     return where + ": \"rope_scaling\" = " + rs->dump() + " names no \"rope_type\"";
   const std::string kind = t->get<std::string>();
   if (kind == "default") return {};
-  if (kind != "llama3" && kind != "yarn")
-    return where + ": \"rope_scaling\" = " + rs->dump() + ": pentad's RoPE scales as \"llama3\" or \"yarn\" only";
+  if (kind != "llama3" && kind != "yarn" && kind != "linear")
+    return where + ": \"rope_scaling\" = " + rs->dump() +
+           ": pentad's RoPE scales as \"linear\", \"llama3\" or \"yarn\" only";
   std::string err;
   // A number of rope_scaling's: dflt when missing or null (NaN: required).
   const auto number = [&](const char* key, double dflt) {
@@ -433,6 +436,10 @@ std::string rope_of_config(const json& j, const std::string& where, ModelConfig*
   };
   constexpr double kNeeded = std::numeric_limits<double>::quiet_NaN();
   r->rope_scaling_factor = float(number("factor", kNeeded));
+  if (kind == "linear") {
+    r->rope_scaling = RopeScaling::linear;
+    return err;
+  }
   if (kind == "llama3") {
     r->rope_scaling = RopeScaling::llama3;
     r->rope_low_freq_factor = float(number("low_freq_factor", kNeeded));
@@ -483,11 +490,11 @@ std::string check_rope_scaling(const json& j, const std::string& where, const Mo
     const char* deck_key;
   };
   std::vector<Key> keys;
-  if (m.rope_scaling != RopeScaling::none) {
+  if (m.rope_scaling != RopeScaling::none)
     keys.push_back({"factor", tidy(file.rope_scaling_factor), tidy(m.rope_scaling_factor), "rope_scaling_factor"});
+  if (m.rope_scaling == RopeScaling::llama3 || m.rope_scaling == RopeScaling::yarn)
     keys.push_back({"original_max_position_embeddings", double(file.rope_original_context),
                     double(m.rope_original_context), "rope_original_context"});
-  }
   if (m.rope_scaling == RopeScaling::llama3) {
     keys.push_back({"low_freq_factor", tidy(file.rope_low_freq_factor), tidy(m.rope_low_freq_factor),
                     "rope_low_freq_factor"});
@@ -791,8 +798,9 @@ std::string rope_scaling_keys(const json& j, const std::string& where) {
   if (std::string e = rope_of_config(j, where, &r); !e.empty()) throw InputError(e);
   if (r.rope_scaling == RopeScaling::none) return {};
   std::string lines = "rope_scaling = \"" + std::string(deck_name(r.rope_scaling)) + "\"\nrope_scaling_factor = " +
-                      toml_float(tidy(r.rope_scaling_factor)) +
-                      "\nrope_original_context = " + std::to_string(r.rope_original_context) + "\n";
+                      toml_float(tidy(r.rope_scaling_factor)) + "\n";
+  if (r.rope_scaling == RopeScaling::linear) return lines;
+  lines += "rope_original_context = " + std::to_string(r.rope_original_context) + "\n";
   if (r.rope_scaling == RopeScaling::llama3)
     return lines + "rope_low_freq_factor = " + toml_float(tidy(r.rope_low_freq_factor)) +
            "\nrope_high_freq_factor = " + toml_float(tidy(r.rope_high_freq_factor)) + "\n";

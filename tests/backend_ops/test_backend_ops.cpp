@@ -632,6 +632,10 @@ TEST(Rope, InverseFrequencies) {
     EXPECT_NEAR(rope_inv_freq(llama3_rope_64(), i, 8), scaled[size_t(i)], 1e-15) << "pair " << i;
   EXPECT_EQ(rope_attention_factor(plain), 1.0);
   EXPECT_EQ(rope_attention_factor(llama3_rope_64()), 1.0);
+  const Rope linear{.theta = 10000.0, .scaling = RopeScaling::linear, .factor = 4.0};  // every pair 4x slower
+  for (int i = 0; i < 4; ++i)
+    EXPECT_NEAR(rope_inv_freq(linear, i, 8), unscaled[size_t(i)] / 4.0, 1e-15) << "pair " << i;
+  EXPECT_EQ(rope_attention_factor(linear), 1.0);
 }
 
 TEST(Rope, YarnInverseFrequenciesAndAttentionFactor) {
@@ -666,6 +670,8 @@ TEST_P(ReferenceOps, RopeForwardBackward) {
   for (const auto& [name, rope, inv_freq, scale] :
        {std::tuple{"plain", plain, VecD{1.0, 0.1, 0.01, 0.001}, 1.0},
         std::tuple{"llama3", llama3_rope_64(), llama3_inv_freq_64(), 1.0},
+        std::tuple{"linear", Rope{.theta = 10000.0, .scaling = RopeScaling::linear, .factor = 4.0},
+                   VecD{0.25, 0.025, 0.0025, 0.00025}, 1.0},
         std::tuple{"yarn", yarn_rope_2048(true), yarn_inv_freq_2048(true), kYarnFactor4}}) {
     SCOPED_TRACE(name);
     const Vec x = randn(size_t(B) * T * H * D, 32);

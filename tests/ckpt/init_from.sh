@@ -166,7 +166,7 @@ refused "rope_scaling in the deck, null in config.json" 2 "\"rope_scaling\" is n
   "${TR[@]}" --set model.rope_scaling=llama3 --set "checkpoint.init_from=$DIR/l_hf"
 refused "rope_scaling factor" 2 "\"rope_scaling\" comes to \"factor\" = 32.0 but the deck has model.rope_scaling_factor = 8.0" \
   "${TR[@]}" --set model.rope_scaling=llama3 --set "checkpoint.init_from=$DIR/rope_factor"
-refused "rope_scaling dynamic" 2 "pentad's RoPE scales as \"llama3\" or \"yarn\" only" \
+refused "rope_scaling dynamic" 2 "pentad's RoPE scales as \"linear\", \"llama3\" or \"yarn\" only" \
   "${TR[@]}" --set model.rope_scaling=llama3 --set "checkpoint.init_from=$DIR/rope_dynamic"
 refused "rope_scaling yarn, llama3 in the deck" 2 "but the deck has model.rope_scaling = \"llama3\"" \
   "${TR[@]}" --set model.rope_scaling=llama3 --set "checkpoint.init_from=$DIR/rope_yarn"

@@ -109,7 +109,8 @@ fi
 # A scaled RoPE: the banner names the kind, factor and original context config.json gives.
 rope=$("$PENTAD_PYTHON" -c 'import json, sys
 r = json.load(open(sys.argv[1])).get("rope_scaling")
-print("rope=%s x%g of %d" % (r["rope_type"], r["factor"], r["original_max_position_embeddings"]) if r else "")' \
+o = " of %d" % r["original_max_position_embeddings"] if r and r["rope_type"] != "linear" else ""
+print("rope=%s x%g%s" % (r["rope_type"], r["factor"], o) if r else "")' \
   "$tmp/hf/config.json")
 if [[ -n $rope ]]; then
   grep -qF " $rope V=" "$tmp/sample.err" || { cat "$tmp/sample.err"; echo "FAIL: the banner does not name $rope"; exit 1; }

@@ -191,8 +191,10 @@ def llama_forward(w, c, ids):
     att = 1.0
     if rs is not None:
         kind = rs.get("rope_type", rs.get("type"))
-        assert kind in ("llama3", "yarn"), f"rope_scaling {rs}: this loader knows llama3 and yarn only"
-        if kind == "llama3":
+        assert kind in ("llama3", "yarn", "linear"), f"rope_scaling {rs}: this loader knows llama3, yarn, linear"
+        if kind == "linear":  # positions divided by the factor
+            inv_freq = inv_freq / rs["factor"]
+        elif kind == "llama3":
             inv_freq = llama3_scaled(inv_freq, rs)
         else:
             inv_freq, att = yarn_scaled(inv_freq, rs, c, D)

@@ -184,6 +184,8 @@ def rope_inv_freq(m, D):
     f = m["rope_theta"] ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
     if m.get("rope_scaling", "none") == "yarn":
         return yarn_inv_freq(m, f, D)
+    if m.get("rope_scaling", "none") == "linear":  # position interpolation: every pair factor times slower
+        return f / m["rope_scaling_factor"]
     if m.get("rope_scaling", "none") != "llama3":
         return f
     L, lo, hi = m["rope_original_context"], m["rope_low_freq_factor"], m["rope_high_freq_factor"]

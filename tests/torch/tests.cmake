@@ -22,6 +22,11 @@ foreach(recompute none full)
   set_tests_properties(torch_parity_yarn_${recompute} PROPERTIES LABELS torch
     ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
 endforeach()
+# Linear RoPE scaling (linear_tiny.toml: every pair 4 times slower).
+add_test(NAME torch_parity_linear_none
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_parity.sh ${CMAKE_CURRENT_LIST_DIR}/linear_tiny.toml none)
+set_tests_properties(torch_parity_linear_none PROPERTIES LABELS torch
+  ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
 
 # Qwen2's attention (a llama with model.qkv_bias): the q/k/v biases, added
 # before RoPE, and a tied head.
@@ -120,12 +125,13 @@ set(PENTAD_HF_LAYOUTS_llama "1" "2:parallel.dp=2,parallel.zero=3" "4:parallel.tp
 set(PENTAD_HF_LAYOUTS_hf_mixtral "1" "2:parallel.dp=2,parallel.ep=2" "4:parallel.tp=2,parallel.pp=2")
 set(PENTAD_HF_LAYOUTS_llama3 "1" "2:parallel.cp=2" "4:parallel.tp=2,parallel.pp=2")
 set(PENTAD_HF_LAYOUTS_yarn "1" "4:parallel.cp=2,parallel.tp=2")
+set(PENTAD_HF_LAYOUTS_linear "1" "2:parallel.cp=2")
 set(PENTAD_HF_LAYOUTS_qwen2 "1" "2:parallel.cp=2" "4:parallel.tp=2,parallel.pp=2,parallel.sp=true")
 set(PENTAD_HF_LAYOUTS_headdim "1" "2:parallel.cp=2" "4:parallel.tp=2,parallel.pp=2,parallel.sp=true")
 set(PENTAD_HF_LAYOUTS_qwen3 "1" "2:parallel.tp=2" "4:parallel.cp=2,parallel.pp=2")
 set(PENTAD_HF_LAYOUTS_hf_qwen3moe "1" "2:parallel.dp=2,parallel.ep=2"
     "4:parallel.tp=2,parallel.pp=2,parallel.expert_tp=true")
-foreach(model gpt2 llama hf_mixtral llama3 yarn qwen2 headdim qwen3 hf_qwen3moe)
+foreach(model gpt2 llama hf_mixtral llama3 yarn linear qwen2 headdim qwen3 hf_qwen3moe)
   string(REPLACE "hf_" "" short ${model})
   add_test(NAME torch_hf_${short}
     COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/hf_export.sh ${CMAKE_CURRENT_LIST_DIR}/${model}_tiny.toml

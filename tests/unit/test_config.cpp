@@ -541,7 +541,8 @@ TEST(Config, RopeScalingChecks) {
       {"rope_scaling = \"yarn\"\n",
        "input/tiny.toml: model.rope_scaling = \"yarn\" scales RoPE, which model.family = \"gpt2\" does not use"},
       {"rope_scaling = \"dynamic\"\n",
-       "input/tiny.toml:4: model.rope_scaling: must be one of \"none\", \"llama3\", \"yarn\" (got \"dynamic\")"}};
+       "input/tiny.toml:4: model.rope_scaling: must be one of \"none\", \"llama3\", \"yarn\", \"linear\" (got "
+       "\"dynamic\")"}};
   for (const auto& [model, message] : refused) EXPECT_EQ(error_of(kMinimal + "[model]\n" + model), message);
   const Config c = parse(kMinimal + "[model]\nfamily = \"llama\"\nrope_theta = 500000\nrope_scaling = \"llama3\"\n");
   const pentad::Rope r = c.model.rope();
@@ -573,6 +574,10 @@ TEST(Config, RopeScalingChecks) {
   EXPECT_EQ(y2.beta_slow, 2.0);
   EXPECT_EQ(y2.attention_factor, 1.25);
   EXPECT_FALSE(y2.truncate);
+  const pentad::Rope lin =
+      parse(kMinimal + "[model]\nfamily = \"llama\"\nrope_scaling = \"linear\"\nrope_scaling_factor = 4\n").model.rope();
+  EXPECT_EQ(lin.scaling, pentad::RopeScaling::linear);
+  EXPECT_EQ(lin.factor, 4.0);
 }
 
 TEST(Config, ContextParallelChecks) {

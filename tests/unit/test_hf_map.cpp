@@ -320,6 +320,11 @@ TEST(HfMap, ConfigJsonReadsBackAsTheModel) {
   q3.rope_attention_factor = 1.5f;
   q3.rope_truncate = false;
   cases.emplace_back(q3, hf::Arch::qwen3);
+  ModelConfig lin = tiny(Family::llama, 0);  // linear scaling (DeepSeek-Coder's: a Llama, factor 4)
+  lin.dropless = false;
+  lin.rope_scaling = pentad::RopeScaling::linear;
+  lin.rope_scaling_factor = 4.0f;
+  cases.emplace_back(lin, hf::Arch::llama);
   ModelConfig q3m = qwen3moe_tiny();  // every block MoE, top-2
   cases.emplace_back(q3m, hf::Arch::qwen3_moe);
   q3m.moe_every = 2;  // a dense block 0 (decoder_sparse_step 2), one expert per token
@@ -480,7 +485,7 @@ TEST(HfMap, RopeParametersAreReadAsRopeThetaAndScaling) {
       {R"("rope_scaling": {"rope_type": "llama3", "factor": 8.0}, "rope_parameters": {"rope_theta": 1e4}})",
        "\"rope_scaling\" is of type \"llama3\" but \"rope_parameters\" of \"default\""},
       {R"("rope_parameters": {"rope_theta": 1e4, "rope_type": "longrope", "factor": 4.0}})",
-       "pentad's RoPE scales as \"llama3\" or \"yarn\" only"},
+       "pentad's RoPE scales as \"linear\", \"llama3\" or \"yarn\" only"},
   };
   expect_refused(base, refused);
 }
@@ -522,7 +527,8 @@ TEST(HfMap, YarnRopeScalingIsReadAndChecked) {
        "\"rope_scaling\" has \"beta_fast\" = \"32\", not a number"},
       {R"("rope_scaling": {"rope_type": "yarn", "factor": 4, "truncate": 0}})",
        "\"rope_scaling\" has \"truncate\" = 0, not true or false"},
-      {R"("rope_scaling": {"rope_type": "dynamic", "factor": 4}})", "scales as \"llama3\" or \"yarn\" only"},
+      {R"("rope_scaling": {"rope_type": "dynamic", "factor": 4}})",
+       "scales as \"linear\", \"llama3\" or \"yarn\" only"},
   };
   expect_refused(base, refused);
   // init_from's check: each key against the deck.
@@ -561,6 +567,37 @@ TEST(HfMap, YarnRopeScalingIsReadAndChecked) {
   EXPECT_EQ(j["rope_scaling"]["beta_slow"], 1.0);
   EXPECT_EQ(j["rope_scaling"]["truncate"], true);
   EXPECT_FALSE(j["rope_scaling"].contains("attention_factor"));  // derived by the reader as by pentad
+}
+
+// "rope_scaling" of type "linear" (DeepSeek-Coder's Llamas: {"type":
+// "linear", "factor": 4.0}): the factor read, written and checked.
+TEST(HfMap, LinearRopeScalingIsReadAndChecked) {
+  const std::string cfg = R"({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, "hidden_size": 16,
+      "num_attention_heads": 4, "intermediate_size": 40, "vocab_size": 300, "max_position_embeddings": 16384,
+      "rope_theta": 100000, "rope_scaling": {"type": "linear", "factor": 4.0}})";
+  const ModelConfig m = hf::model_of_config_json(cfg, "c");
+  EXPECT_EQ(m.rope_scaling, pentad::RopeScaling::linear);
+  EXPECT_EQ(m.rope_scaling_factor, 4.0f);
+  EXPECT_EQ(hf::check_config_json(cfg, "c", m, hf::Arch::llama), "");
+  ModelConfig other = m;
+  other.rope_scaling_factor = 2.0f;
+  EXPECT_NE(hf::check_config_json(cfg, "c", other, hf::Arch::llama)
+                .find("\"rope_scaling\" comes to \"factor\" = 4.0 but the deck has model.rope_scaling_factor = 2.0"),
+            std::string::npos);
+  other = m;
+  other.rope_original_context = 4096;  // not a key of linear scaling
+  EXPECT_EQ(hf::check_config_json(cfg, "c", other, hf::Arch::llama), "");
+  const auto j = nlohmann::json::parse(hf::config_json(m, hf::Arch::llama, "float32"));
+  EXPECT_EQ(j["rope_scaling"], nlohmann::json::parse(R"({"rope_type": "linear", "factor": 4.0})"));
+  EXPECT_EQ(j["max_position_embeddings"], 16384);
+  try {
+    hf::model_of_config_json(R"({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, "hidden_size": 16,
+        "num_attention_heads": 4, "intermediate_size": 40, "vocab_size": 300, "rope_scaling": {"type": "linear"}})",
+                             "c");
+    ADD_FAILURE() << "linear without a factor: not refused";
+  } catch (const pentad::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("\"rope_scaling\" has no number \"factor\""), std::string::npos) << e.what();
+  }
 }
 
 // What pentad's models do not have is refused, naming the key.
@@ -606,7 +643,7 @@ TEST(HfMap, ConfigJsonRefusesOtherModels) {
       {R"({"head_dim": "8"})", "\"head_dim\" = \"8\" is not a number"},
       {R"({"attention_bias": true})", "\"attention_bias\" = true"},
       {R"({"rope_scaling": {"rope_type": "dynamic", "factor": 4.0}})",
-       "pentad's RoPE scales as \"llama3\" or \"yarn\" only"},
+       "pentad's RoPE scales as \"linear\", \"llama3\" or \"yarn\" only"},
       {R"({"num_key_value_heads": 3})", "pentad has no such model"},
       {R"({"hidden_size": "16"})", "\"hidden_size\" = \"16\" is not a number"},
       {R"({"vocab_size": 0})", "\"vocab_size\" = 0 is not a positive integer"},

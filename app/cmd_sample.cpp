@@ -44,6 +44,7 @@ struct SampleArgs {
   bool special = false;  // special tokens' texts in the prompt are their ids; no begin token added
   bool chat = false;     // the prompt as one user turn of the tokenizer's chat format (tok/chat.hpp)
   std::string system;    // with chat: a system turn before it
+  std::string messages;  // a JSON file of the whole conversation (implies chat)
   bool no_think = false;  // with chat: Qwen3's empty thinking block (enable_thinking = false)
 };
 
@@ -73,6 +74,10 @@ std::unique_ptr<Tokenizer> choose_tokenizer(const SampleArgs& a, int64_t model_v
 
 std::string prompt_text(const SampleArgs& a) {
   if (a.prompt_given && !a.prompt_file.empty()) throw InputError("give --prompt or --prompt-file, not both");
+  if (!a.messages.empty() && (a.prompt_given || !a.prompt_file.empty() || !a.system.empty() || a.special))
+    throw InputError("--messages holds the whole conversation: give it without --prompt, --prompt-file, --system "
+                     "and --special");
+  if (!a.messages.empty()) return {};
   if (a.prompt_file.empty()) return a.prompt;
   std::optional<std::string> t = read_text(a.prompt_file);
   if (!t) throw InputError("--prompt-file: cannot read '" + a.prompt_file + "'");
@@ -86,10 +91,16 @@ std::string encoded_text(const SampleArgs& a, const Tokenizer& tok, const std::s
   if (!a.system.empty() && !a.chat) throw InputError("--system needs --chat");
   if (a.no_think && !a.chat) throw InputError("--no-think needs --chat");
   if (!a.chat) return text;
+  // (The file first: its errors are named whatever the tokenizer.)
+  const std::vector<ChatMessage> messages =
+      a.messages.empty() ? std::vector<ChatMessage>() : read_chat_messages(a.messages);
   *format = chat_format(tok);
-  if (a.no_think && **format == ChatFormat::chatml && (special_token_id(tok, "<think>") < 0 || special_token_id(tok, "</think>") < 0))
+  const bool think = special_token_id(tok, "<think>") >= 0 && special_token_id(tok, "</think>") >= 0;
+  if (a.no_think && **format == ChatFormat::chatml && !think)
     throw InputError("--no-think: tokenizer " + tok.describe() + " has no <think> and </think> tokens (Qwen3's)");
-  return chat_prompt(**format, a.system, text, a.no_think);
+  if (a.messages.empty()) return chat_prompt(**format, a.system, text, a.no_think);
+  // Qwen3's (a ChatML tokenizer with thinking tokens) drops earlier answers' reasoning.
+  return chat_prompt(**format, messages, a.no_think, **format == ChatFormat::chatml && think);
 }
 
 // The prompt's ids: the tokenizer's begin token first where it has one
@@ -143,6 +154,7 @@ int sample(const CLI::App& cmd, SampleArgs a, Job job) {
                                              : "sample: more than one checkpoint given ('" + a.spec + "' and '" + x + "')");
   if (a.spec.empty()) throw CliUsageError("sample: no checkpoint given");
   a.prompt_given = cmd.count("--prompt") > 0;
+  if (!a.messages.empty()) a.chat = true;  // --messages: the conversation in the chat format
   // Every rank sees the same command line and world: the same error everywhere.
   if (job.size != 1)
     throw InputError("sample runs on exactly one rank (this job has " + std::to_string(job.size) +
@@ -216,7 +228,10 @@ int sample(const CLI::App& cmd, SampleArgs a, Job job) {
     const int64_t end = chat_end_of_turn(*tok, *chat);
     if (std::find(stop.begin(), stop.end(), end) == stop.end()) stop.push_back(end);
     std::fprintf(stderr, "sample: chat format %s%s, the turn ends at id %lld\n", chat_format_name(*chat),
-                 a.system.empty() ? "" : " with a system turn", static_cast<long long>(end));
+                 !a.messages.empty() ? " (the messages of --messages)"
+                 : a.system.empty()  ? ""
+                                     : " with a system turn",
+                 static_cast<long long>(end));
   }
   if (a.ids) {
     std::string list;
@@ -275,6 +290,8 @@ Command add_sample(CLI::App& pentad, Job job) {
   cmd->add_flag("--chat", a->chat, "the prompt as one user turn of the tokenizer's chat format (ChatML, Llama 3)");
   cmd->add_option("--system", a->system, "with --chat: a system turn before the user's");
   cmd->add_flag("--no-think", a->no_think, "with --chat (Qwen3): an empty thinking block, so the answer comes at once");
+  cmd->add_option("--messages", a->messages,
+                  "a JSON file of the conversation ([{\"role\": \"user\", \"content\": ...}, ...]; implies --chat)");
   return {cmd, [cmd, a, job] { return sample(*cmd, *a, job); },
           [](const std::string& opt) { return "sample: option '" + opt + "' needs a value"; }};
 }

@@ -1,9 +1,12 @@
-// One chat turn as a prompt (chat.hpp).
+// A conversation as a prompt (chat.hpp).
 #include "tok/chat.hpp"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/error.hpp"
+#include "core/fs.hpp"
 #include "tok/utf8.hpp"
 
 namespace pentad {
@@ -68,20 +71,68 @@ ChatFormat chat_format(const Tokenizer& tok) {
 const char* chat_format_name(ChatFormat f) { return f == ChatFormat::chatml ? "chatml" : "llama3"; }
 
 std::string chat_prompt(ChatFormat f, const std::string& system, const std::string& user, bool no_think) {
+  std::vector<ChatMessage> messages;
+  if (!system.empty()) messages.push_back({"system", system});
+  messages.push_back({"user", user});
+  return chat_prompt(f, messages, no_think);
+}
+
+std::string chat_prompt(ChatFormat f, const std::vector<ChatMessage>& messages, bool no_think, bool strip_reasoning) {
   if (no_think && f != ChatFormat::chatml)
     throw InputError("--no-think: Llama 3's chat format has no thinking block (Qwen3's ChatML has)");
   if (f == ChatFormat::chatml) {
     std::string s;
-    if (!system.empty()) s += "<|im_start|>system\n" + system + "<|im_end|>\n";
-    s += "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n";
+    for (const ChatMessage& m : messages) {
+      std::string content = m.content;
+      if (strip_reasoning && m.role == "assistant") {
+        if (const size_t end = content.rfind("</think>"); end != std::string::npos) {
+          content = content.substr(end + 8);
+          const size_t first = content.find_first_not_of('\n');
+          content.erase(0, first == std::string::npos ? content.size() : first);
+        }
+      }
+      s += "<|im_start|>" + m.role + "\n" + content + "<|im_end|>\n";
+    }
+    s += "<|im_start|>assistant\n";
     return no_think ? s + "<think>\n\n</think>\n\n" : s;
   }
-  const auto turn = [](const char* role, const std::string& text) {
-    return std::string("<|start_header_id|>") + role + "<|end_header_id|>\n\n" + trim(text) + "<|eot_id|>";
-  };
   std::string s = "<|begin_of_text|>";
-  if (!system.empty()) s += turn("system", system);
-  return s + turn("user", user) + "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  for (const ChatMessage& m : messages)
+    s += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
+  return s + "<|start_header_id|>assistant<|end_header_id|>\n\n";
+}
+
+std::vector<ChatMessage> read_chat_messages(const std::string& path) {
+  const std::string where = "--messages '" + path + "'";
+  const std::optional<std::string> text = read_text(path);
+  if (!text) throw InputError(where + ": cannot read the file");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(*text);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(where + " is not valid JSON: " + e.what());
+  }
+  if (!j.is_array() || j.empty())
+    throw InputError(where + ": expected a non-empty array of {\"role\": ..., \"content\": ...} messages");
+  std::vector<ChatMessage> out;
+  for (size_t i = 0; i < j.size(); ++i) {
+    const std::string at = where + ": message " + std::to_string(i);
+    const nlohmann::json& m = j[i];
+    if (!m.is_object()) throw InputError(at + " is not an object");
+    const auto role = m.find("role"), content = m.find("content");
+    if (role == m.end() || !role->is_string() ||
+        (*role != "system" && *role != "user" && *role != "assistant"))
+      throw InputError(at + ": \"role\" must be \"system\", \"user\" or \"assistant\"" +
+                       (role == m.end() ? std::string(" (missing)") : " (got " + role->dump() + ")"));
+    if (content == m.end() || !content->is_string())
+      throw InputError(at + ": \"content\" must be a string" +
+                       (content == m.end() ? std::string(" (missing)") : " (got " + content->dump() + ")"));
+    out.push_back({role->get<std::string>(), content->get<std::string>()});
+  }
+  if (out.back().role != "user")
+    throw InputError(where + ": the last message is the " + out.back().role +
+                     "'s; it must be the user's, for the assistant to answer");
+  return out;
 }
 
 int64_t chat_end_of_turn(const Tokenizer& tok, ChatFormat f) {

@@ -1,13 +1,18 @@
-// One chat turn as a prompt (`pentad sample --chat`): the user's text, and
-// a system text if given, wrapped in the chat tokens of the tokenizer's
-// family, with the assistant's turn opened for the model to answer.
-//   chatml (Qwen2, Qwen2.5, Qwen3; <|im_start|> and <|im_end|>):
-//     [<|im_start|>system\n SYSTEM <|im_end|>\n] <|im_start|>user\n USER <|im_end|>\n <|im_start|>assistant\n
+// A conversation as a prompt (`pentad sample --chat`, `--messages`): each
+// message (role system, user or assistant; the last the user's) wrapped in
+// the chat tokens of the tokenizer's family, with the assistant's turn
+// opened for the model to answer.
+//   chatml (Qwen2, Qwen2.5, Qwen3; <|im_start|> and <|im_end|>), per message:
+//     <|im_start|>ROLE\n CONTENT <|im_end|>\n     then <|im_start|>assistant\n
+//     (with strip_reasoning, Qwen3's: an assistant's CONTENT holding
+//     </think> keeps only what follows its last </think>, leading newlines
+//     removed, as Qwen3's template drops earlier turns' reasoning)
 //   llama3 (Llama 3 Instruct; <|start_header_id|>, <|end_header_id|>, <|eot_id|>):
-//     <|begin_of_text|> [<|start_header_id|>system<|end_header_id|>\n\n SYSTEM <|eot_id|>]
-//     <|start_header_id|>user<|end_header_id|>\n\n USER <|eot_id|> <|start_header_id|>assistant<|end_header_id|>\n\n
-//     (SYSTEM and USER with leading and trailing whitespace removed, as
-//     Llama 3's template trims them)
+//     <|begin_of_text|>, then per message
+//     <|start_header_id|>ROLE<|end_header_id|>\n\n CONTENT <|eot_id|>, then
+//     <|start_header_id|>assistant<|end_header_id|>\n\n
+//     (CONTENT with leading and trailing whitespace removed, as Llama 3's
+//     template trims it)
 // These are the fixed parts of the families' chat templates only: a
 // template that adds text of its own (Qwen2.5's default system prompt when
 // none is given, Llama 3.1's date lines) is not reproduced; render such a
@@ -16,12 +21,18 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tok/tokenizer.hpp"
 
 namespace pentad {
 
 enum class ChatFormat { chatml, llama3 };
+
+struct ChatMessage {
+  std::string role;  // "system", "user" or "assistant"
+  std::string content;
+};
 
 // The format whose tokens tok has (chatml first), or an InputError naming
 // the tokens it lacks.
@@ -34,6 +45,15 @@ const char* chat_format_name(ChatFormat f);
 // "<think>\n\n</think>\n\n" after the assistant's header, so the model
 // answers without thinking first.
 std::string chat_prompt(ChatFormat f, const std::string& system, const std::string& user, bool no_think = false);
+// A whole conversation (the last message the user's). strip_reasoning: as
+// above, for Qwen3's format (a tokenizer with <think> and </think>).
+std::string chat_prompt(ChatFormat f, const std::vector<ChatMessage>& messages, bool no_think = false,
+                        bool strip_reasoning = false);
+
+// The messages of a JSON file (`--messages`): an array of objects with a
+// "role" (system, user, assistant) and a "content" string, the last the
+// user's. Anything else is an InputError naming the file and the message.
+std::vector<ChatMessage> read_chat_messages(const std::string& path);
 
 // The id that ends the assistant's turn: <|im_end|> or <|eot_id|>.
 int64_t chat_end_of_turn(const Tokenizer& tok, ChatFormat f);

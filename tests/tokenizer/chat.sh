@@ -98,6 +98,41 @@ check() {
   fi
 }
 
+# check_messages WHAT FILE [no_think]: the template's ids of the conversation
+# in FILE (a JSON list of messages) are pentad's --messages prompt ids.
+check_messages() {
+  local what=$1 want got flags=()
+  [ $# -eq 3 ] && flags=(--no-think)
+  "$PENTAD_PYTHON" "$S/tests/tokenizer/chat_render.py" "$tmp/tok/tokenizer_config.json" "$tmp/r.txt" \
+    --messages "$2" ${3:+"$3"} || { echo "FAIL: $what: rendering the chat template"; fail=1; return; }
+  want=$(node "$hf" plain "$tmp/tok" "$tmp/r.txt") || { echo "FAIL: $what: tokenizers.js"; fail=1; return; }
+  got=$(prompt_ids --messages "$2" "${flags[@]}") || { fail=1; return; }
+  if [ -n "$want" ] && [ "$got" = "$want" ]; then
+    echo "ok   $what: --messages gives the template's $(wc -w <<< "$want") ids"
+  else
+    echo "FAIL: $what: the template's ids [$want], --messages [$got]; rendered: $(od -c "$tmp/r.txt" | head -8)"
+    fail=1
+  fi
+}
+
+# A conversation of four turns: a system message, a question, an answer
+# (with Qwen3's reasoning before it, which its template drops from earlier
+# turns, and whitespace that Llama 3's trims) and a second question.
+cat > "$tmp/conversation.json" << 'JSON'
+[{"role": "system", "content": "Be brief."},
+ {"role": "user", "content": "What is 2 + 2?"},
+ {"role": "assistant", "content": "<think>\nAdd them.\n</think>\n\n 4.\n"},
+ {"role": "user", "content": "Ça va? 日本語で\nand 3 + 3?"}]
+JSON
+# Without a system message, two answers in a row and a system message later.
+cat > "$tmp/conversation2.json" << 'JSON'
+[{"role": "user", "content": "Hi."},
+ {"role": "assistant", "content": "Hello."},
+ {"role": "assistant", "content": "How can I help?"},
+ {"role": "system", "content": "Answer in French."},
+ {"role": "user", "content": "Say hi."}]
+JSON
+
 # turn_end ID: --chat's stderr names ID as the end of the assistant's turn.
 turn_end() {
   prompt_ids --chat --prompt "hi" > /dev/null || { fail=1; return; }
@@ -128,6 +163,17 @@ qwen3 | qwen2_5)
   turn_end 151645
   if [ "$1" = qwen3 ]; then  # enable_thinking = false: an empty thinking block
     check "qwen3 --no-think" "Be brief." "$unicode" no_think
+    check_messages "qwen3 four turns, --no-think" "$tmp/conversation.json" no_think
+  fi
+  check_messages "$1 four turns" "$tmp/conversation.json"
+  if [ "$1" = qwen3 ]; then
+    check_messages "qwen3 five turns, a later system message" "$tmp/conversation2.json"
+  else  # Qwen2.5's template adds its default system prompt first when the first message is not a system one
+    "$PENTAD_PYTHON" -c 'import json, sys
+m = json.load(open(sys.argv[1]))
+json.dump([{"role": "system", "content": "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."}] + m,
+          open(sys.argv[2], "w"))' "$tmp/conversation2.json" "$tmp/conversation3.json"
+    check_messages "qwen2_5 five turns, a later system message (its default first)" "$tmp/conversation3.json"
   fi
   if [ "$1" = qwen2_5 ]; then
     refused "--no-think, Qwen2.5" "has no <think> and </think> tokens (Qwen3's)" \
@@ -151,6 +197,8 @@ llama3)
   check "llama3 user" "" "Hello, how are you?"
   check "llama3 system + user, trimmed" $'\u3000 Be brief.\n' $' \t'"$unicode"$'\u00a0\n'
   check "llama3 an added token's text in the message" "" "Say <|eot_id|> once."
+  check_messages "llama3 four turns" "$tmp/conversation.json"
+  check_messages "llama3 five turns, a later system message" "$tmp/conversation2.json"
   turn_end 128009
   refused "--no-think, Llama 3" "--no-think: Llama 3's chat format has no thinking block" \
     --tokenizer "$tmp/tok" --no-think --chat --prompt "hi"
@@ -177,6 +225,22 @@ errors)
   refused "--no-think without --chat" "--no-think needs --chat" --no-think --prompt "hi"
   refused "--special, empty prompt" "the prompt is empty: with --special nothing is added to it" \
     --special --prompt ""
+  refused "--messages with --prompt" "--messages holds the whole conversation: give it without --prompt" \
+    --messages "$tmp/conversation.json" --prompt "hi"
+  refused "--messages, no file" "--messages '$tmp/none.json': cannot read the file" --messages "$tmp/none.json"
+  bad() {  # bad JSON MESSAGE: --messages of a file holding JSON is refused with MESSAGE
+    printf '%s' "$1" > "$tmp/bad.json"
+    refused "--messages $1" "--messages '$tmp/bad.json'$2" --messages "$tmp/bad.json"
+  }
+  bad '[{"role": "user", "content": "hi"' " is not valid JSON"
+  bad '{"role": "user", "content": "hi"}' ": expected a non-empty array"
+  bad '[]' ": expected a non-empty array"
+  bad '["hi"]' ": message 0 is not an object"
+  bad '[{"role": "tool", "content": "x"}]' ': message 0: "role" must be "system", "user" or "assistant" (got "tool")'
+  bad '[{"content": "x"}]' ': message 0: "role" must be "system", "user" or "assistant" (missing)'
+  bad '[{"role": "user", "content": ["x"]}]' ': message 0: "content" must be a string (got ["x"])'
+  bad '[{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]' \
+    ": the last message is the assistant's; it must be the user's"
   ;;
 *)
   echo "unknown case '$1'" >&2

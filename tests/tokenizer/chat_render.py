@@ -5,8 +5,10 @@ trim_blocks and lstrip_blocks, raise_exception, bos_token and eos_token
 from tokenizer_config.json, add_generation_prompt = True), for
 tests/tokenizer/chat.sh.
 Usage: chat_render.py TOKENIZER_CONFIG OUT SYSTEM USER [no_think]
-(SYSTEM "": no system message; no_think: enable_thinking = False, Qwen3's
-switch). Writes the rendered text to OUT (UTF-8)."""
+       chat_render.py TOKENIZER_CONFIG OUT --messages FILE [no_think]
+(SYSTEM "": no system message; FILE: a JSON list of {"role", "content"}
+messages; no_think: enable_thinking = False, Qwen3's switch). Writes the
+rendered text to OUT (UTF-8)."""
 import json
 import sys
 
@@ -24,14 +26,17 @@ def main():
     if len(sys.argv) not in (5, 6) or (len(sys.argv) == 6 and sys.argv[5] != "no_think"):
         sys.exit(__doc__)
     cfg = json.load(open(sys.argv[1], encoding="utf-8"))
-    system, user = sys.argv[3], sys.argv[4]
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
 
     def raise_exception(message):
         raise RuntimeError(message)
 
     env.globals["raise_exception"] = raise_exception
-    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
+    if sys.argv[3] == "--messages":
+        messages = json.load(open(sys.argv[4], encoding="utf-8"))
+    else:
+        system, user = sys.argv[3], sys.argv[4]
+        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
     extra = {"enable_thinking": False} if len(sys.argv) == 6 else {}
     text = env.from_string(cfg["chat_template"]).render(
         messages=messages, add_generation_prompt=True, **extra,

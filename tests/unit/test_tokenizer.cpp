@@ -287,6 +287,22 @@ TEST_F(TokenizerTest, SpecialTokensInPromptsAndChatTurns) {
   EXPECT_EQ(turn.front(), n);
   EXPECT_EQ(std::count(turn.begin(), turn.end(), n + 9), 1);  // <|eot_id|>
   EXPECT_EQ(std::count(turn.begin(), turn.end(), n + 6), 2);  // <|start_header_id|>
+  // A conversation: each message in turn; with strip_reasoning (Qwen3's) an
+  // earlier answer keeps only what follows its last </think>, less leading
+  // newlines; without it, all of it.
+  const std::vector<pentad::ChatMessage> talk = {
+      {"user", "Q1"}, {"assistant", "<think>\nr\n</think>\n\n A1\n"}, {"system", "S"}, {"user", "Q2"}};
+  const std::string tail = "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ2<|im_end|>\n<|im_start|>assistant\n";
+  EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::chatml, talk, false, true),
+            "<|im_start|>user\nQ1<|im_end|>\n<|im_start|>assistant\n A1\n<|im_end|>\n" + tail);
+  EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::chatml, talk, false, false),
+            "<|im_start|>user\nQ1<|im_end|>\n<|im_start|>assistant\n<think>\nr\n</think>\n\n A1\n<|im_end|>\n" + tail);
+  EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::llama3, talk),
+            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nQ1<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n<think>\nr\n</think>\n\n A1<|eot_id|>"
+            "<|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nQ2<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
 TEST_F(TokenizerTest, PrepPutsTheSeparatorBeforeEachDocument) {

@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/json.hpp"
 #include "io/checkpoint_internal.hpp"
 
 namespace pentad::hf {
@@ -43,12 +44,7 @@ std::vector<int64_t> generation_eos_ids(const std::string& dir) {
   const auto text = read_text(path);
   const std::string what = "'" + path + "'";
   if (!text) throw InputError(what + " cannot be read");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(*text);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(what + " is not valid JSON: " + e.what());
-  }
+  const nlohmann::json j = parse_json(*text, what);
   if (!j.is_object()) throw InputError(what + " is not a JSON object");
   const auto eos = j.find("eos_token_id");
   if (eos == j.end() || eos->is_null()) return {};

@@ -19,6 +19,7 @@
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/json.hpp"
 
 namespace pentad::safetensors {
 
@@ -226,12 +227,7 @@ Model::Model(const std::string& path) : path_(path) {
       const std::string iw = "safetensors index '" + index.string() + "'";
       const auto text = read_text(index.string());
       if (!text) throw InputError(iw + " cannot be read");
-      json j;
-      try {
-        j = json::parse(*text);
-      } catch (const json::exception& e) {
-        throw InputError(iw + " is not valid JSON: " + e.what());
-      }
+      const json j = parse_json(*text, iw);
       const auto wm = j.is_object() ? j.find("weight_map") : j.end();
       if (!j.is_object() || wm == j.end() || !wm->is_object()) throw InputError(iw + " has no object 'weight_map'");
       std::map<std::string, size_t> file_index;

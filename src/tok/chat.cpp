@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "core/json.hpp"
 #include "tok/utf8.hpp"
 
 namespace pentad {
@@ -106,12 +107,7 @@ std::vector<ChatMessage> read_chat_messages(const std::string& path) {
   const std::string where = "--messages '" + path + "'";
   const std::optional<std::string> text = read_text(path);
   if (!text) throw InputError(where + ": cannot read the file");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(*text);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(where + " is not valid JSON: " + e.what());
-  }
+  const nlohmann::json j = parse_json(*text, where);
   if (!j.is_array() || j.empty())
     throw InputError(where + ": expected a non-empty array of {\"role\": ..., \"content\": ...} messages");
   std::vector<ChatMessage> out;

@@ -207,7 +207,9 @@ PY
     variant badeos 'pass'
     echo '{"eos_token_id": "x"}' > "$tmp/badeos/generation_config.json"
     fail_with "generation_config.json': \"eos_token_id\" = \"x\" is not a token id or a list of them" \
-      "$PENTAD" sample "$tmp/badeos" --prompt "a" ;;
+      "$PENTAD" sample "$tmp/badeos" --prompt "a"
+    echo '{"eos_token_id": ' > "$tmp/badeos/generation_config.json"
+    fail_with "generation_config.json' is not valid JSON: " "$PENTAD" sample "$tmp/badeos" --prompt "a" ;;
   *)
     echo "unknown case $case_name"; exit 2 ;;
 esac

@@ -164,6 +164,10 @@ TEST(Safetensors, ShardsWithAnIndex) {
   const std::string e = error_of([&] { st::Model bad(d.p.string()); });
   EXPECT_NE(e.find("'t4'"), std::string::npos) << e;
   EXPECT_NE(e.find(files[0]), std::string::npos) << e;
+  // An index that is not JSON is refused by name.
+  std::ofstream(d.file("model.safetensors.index.json")) << "{\"weight_map\": ";
+  const std::string e2 = error_of([&] { st::Model bad(d.p.string()); });
+  EXPECT_NE(e2.find("model.safetensors.index.json' is not valid JSON: "), std::string::npos) << e2;
 }
 
 struct BadCase {

@@ -61,7 +61,20 @@ std::vector<int64_t> generation_eos_ids(const std::string& dir) {
 Import::Import(const std::string& path, const ModelConfig& m, const std::string& where,
                const std::string& config_prefix)
     : st_(path), m_(m), where_(where) {
-  arch_ = arch_of(m, where, nullptr);
+  std::error_code ec;
+  const fs::path dir = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
+  const fs::path cfg = dir / "config.json";
+  std::string config_text;
+  if (fs::exists(cfg, ec)) {
+    const auto text = read_text(cfg.string());
+    if (!text) throw InputError("'" + cfg.string() + "' cannot be read");
+    config_text = *text;
+    config_ = cfg.string();
+  } else if (fs::is_directory(path, ec)) {
+    throw InputError(where + ": the directory has no config.json");
+  }
+  // A Llama deck reads a Phi-3's fused tensors as well as a Llama's.
+  arch_ = import_arch(arch_of(m, where, nullptr), config_text, [&](const std::string& n) { return find(n); });
   // GPT-2's position table may be longer than this run's seq_len (fine-tuning
   // at a shorter context, sampling a shorter sequence): its first seq_len
   // rows are taken.
@@ -71,18 +84,10 @@ Import::Import(const std::string& path, const ModelConfig& m, const std::string&
     if (wpe && wpe->shape.size() == 2 && wpe->shape[0] > m.seq_len) wide.seq_len = int(wpe->shape[0]);
   }
   rules_ = rules(wide, arch_);
-  std::error_code ec;
-  const fs::path dir = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
-  const fs::path cfg = dir / "config.json";
-  if (fs::exists(cfg, ec)) {
-    const auto text = read_text(cfg.string());
-    if (!text) throw InputError("'" + cfg.string() + "' cannot be read");
-    const std::string quoted = std::string("'").append(cfg.string()).append("'");  // (not "'" + ...: GCC 12's -Wrestrict)
-    if (std::string err = check_config_json(*text, quoted, m, arch_); !err.empty())
+  if (!config_.empty()) {
+    const std::string quoted = std::string("'").append(config_).append("'");  // (not "'" + ...: GCC 12's -Wrestrict)
+    if (std::string err = check_config_json(config_text, quoted, m, arch_); !err.empty())
       throw InputError(config_prefix + err);
-    config_ = cfg.string();
-  } else if (fs::is_directory(path, ec)) {
-    throw InputError(where + ": the directory has no config.json");
   }
   for (const Rule& r : rules_) {
     const safetensors::TensorInfo* t = find(r.hf);

@@ -1,5 +1,5 @@
-// Reading a Hugging Face model (GPT2LMHeadModel, LlamaForCausalLM,
-// Qwen2ForCausalLM, MixtralForCausalLM: io/hf_map.hpp) as pentad's global tensors, on one
+// Reading a Hugging Face model (GPT2LMHeadModel, LlamaForCausalLM and its
+// relatives: io/hf_map.hpp) as pentad's global tensors, on one
 // process. checkpoint.init_from (io/init_from.hpp) broadcasts what it reads
 // to the job's blocks; `pentad sample` (infer/weights.hpp) keeps it whole.
 #pragma once
@@ -33,7 +33,8 @@ std::vector<int64_t> generation_eos_ids(const std::string& dir);
 // The safetensors of `path` (a directory or one .safetensors file) as the
 // tensors of the model m. The constructor checks config.json beside them
 // against m (where there is one; a directory must have it) and that every
-// tensor m's class needs is there with its shape. A GPT-2 position table
+// tensor m's class needs is there with its shape (a Llama deck reads a
+// Phi3ForCausalLM's fused tensors: hf::import_arch). A GPT-2 position table
 // longer than m.seq_len is read as its first seq_len rows. Messages start
 // with `where` (e.g. "checkpoint.init_from = 'DIR'"); a config.json that
 // differs from m is reported as config_prefix + the difference.

@@ -3,9 +3,11 @@
 // GPT2LMHeadModel (Conv1D weights (in, out), fused c_attn), LlamaForCausalLM,
 // Qwen2ForCausalLM (Llama's modules with q/k/v_proj biases),
 // Qwen3ForCausalLM (Llama's modules with self_attn.q_norm/k_norm),
-// MixtralForCausalLM (block_sparse_moe.gate, experts.{e}.w1/w2/w3) and
+// MixtralForCausalLM (block_sparse_moe.gate, experts.{e}.w1/w2/w3),
 // Qwen3MoeForCausalLM (Qwen3's attention; mlp.gate,
-// mlp.experts.{e}.gate_proj/up_proj/down_proj).
+// mlp.experts.{e}.gate_proj/up_proj/down_proj) and Phi3ForCausalLM (Llama's
+// modules with q/k/v fused in self_attn.qkv_proj and gate/up in
+// mlp.gate_up_proj, concatenated along the output rows).
 #include "io/hf_map.hpp"
 
 #include <algorithm>
@@ -84,7 +86,8 @@ void for_each_element(const Rule& r, F&& at) {
   for (int64_t i = 0; i < p.rows; ++i) {
     const int64_t hi = r.op == Op::rope_rows ? (i / D) * D + hf_row_in_head(i % D, D) : i;
     for (int64_t c = 0; c < p.cols; ++c)
-      at(p.offset + i * p.cols + c, r.op == Op::transpose ? c * W + r.hf_col0 + i : hi * W + r.hf_col0 + c);
+      at(p.offset + i * p.cols + c,
+         r.op == Op::transpose ? c * W + r.hf_col0 + i : (r.hf_row0 + hi) * W + r.hf_col0 + c);
   }
 }
 
@@ -97,6 +100,13 @@ struct Builder {
   }
   // A (rows, cols) pentad matrix as the same-named Linear weight.
   void same(const std::string& pen, std::vector<int64_t> shape, const std::string& hf) { add(pen, shape, hf, shape); }
+  // A (rows, cols) pentad matrix as rows [row0, row0 + rows) of the fused
+  // Linear weight hf of shape hshape (Phi-3's qkv_proj, gate_up_proj).
+  void rows_of(const std::string& pen, std::vector<int64_t> shape, const std::string& hf, std::vector<int64_t> hshape,
+               int64_t row0, Op op = Op::identity, int heads = 0) {
+    add(pen, std::move(shape), hf, std::move(hshape), op, 0, -1, heads);
+    out.back().hf_row0 = row0;
+  }
 };
 
 void gpt2_rules(Builder& b) {
@@ -129,7 +139,9 @@ void gpt2_rules(Builder& b) {
 // moe: how an MoE block's tensors are named (none: every block dense).
 enum class MoeNames { none, mixtral, qwen3 };
 
-void llama_rules(Builder& b, MoeNames moe, bool qkv_bias, bool qk_norm) {
+// fused: Phi-3's names, q/k/v in self_attn.qkv_proj and gate/up in
+// mlp.gate_up_proj (no biases, norms or experts then).
+void llama_rules(Builder& b, MoeNames moe, bool qkv_bias, bool qk_norm, bool fused = false) {
   const ModelConfig& m = b.m;
   const int64_t C = m.d_model, F = m.d_ff, V = m.vocab_size, D = m.head_dim(), H = m.n_heads, K = m.n_kv_heads,
                 E = m.n_experts;
@@ -137,6 +149,19 @@ void llama_rules(Builder& b, MoeNames moe, bool qkv_bias, bool qk_norm) {
   for (int l = 0; l < m.n_layers; ++l) {
     const std::string p = "model/layers/" + std::to_string(l) + "/", h = "model.layers." + std::to_string(l) + ".";
     b.same(p + "attn_norm/w", {C}, h + "input_layernorm.weight");
+    if (fused) {
+      const std::string qkv = h + "self_attn.qkv_proj.weight", gate_up = h + "mlp.gate_up_proj.weight";
+      const std::vector<int64_t> qkv_shape = {(H + 2 * K) * D, C}, gate_up_shape = {2 * F, C};
+      b.rows_of(p + "attn/wq", {H * D, C}, qkv, qkv_shape, 0, Op::rope_rows, int(H));
+      b.rows_of(p + "attn/wk", {K * D, C}, qkv, qkv_shape, H * D, Op::rope_rows, int(K));
+      b.rows_of(p + "attn/wv", {K * D, C}, qkv, qkv_shape, (H + K) * D);
+      b.same(p + "attn/wo", {C, H * D}, h + "self_attn.o_proj.weight");
+      b.same(p + "mlp_norm/w", {C}, h + "post_attention_layernorm.weight");
+      b.rows_of(p + "mlp/w_gate", {F, C}, gate_up, gate_up_shape, 0);
+      b.rows_of(p + "mlp/w_up", {F, C}, gate_up, gate_up_shape, F);
+      b.same(p + "mlp/w_down", {C, F}, h + "mlp.down_proj.weight");
+      continue;
+    }
     b.add(p + "attn/wq", {H * D, C}, h + "self_attn.q_proj.weight", {H * D, C}, Op::rope_rows, 0, -1, int(H));
     b.add(p + "attn/wk", {K * D, C}, h + "self_attn.k_proj.weight", {K * D, C}, Op::rope_rows, 0, -1, int(K));
     b.same(p + "attn/wv", {K * D, C}, h + "self_attn.v_proj.weight");
@@ -200,6 +225,7 @@ const char* arch_class(Arch a) {
     case Arch::qwen2: return "Qwen2ForCausalLM";
     case Arch::qwen3: return "Qwen3ForCausalLM";
     case Arch::qwen3_moe: return "Qwen3MoeForCausalLM";
+    case Arch::phi3: return "Phi3ForCausalLM";
   }
   return "?";
 }
@@ -255,8 +281,23 @@ std::vector<Rule> rules(const ModelConfig& m, Arch a) {
     gpt2_rules(b);
   else
     llama_rules(b, a == Arch::mixtral ? MoeNames::mixtral : a == Arch::qwen3_moe ? MoeNames::qwen3 : MoeNames::none,
-                a == Arch::qwen2, a == Arch::qwen3 || a == Arch::qwen3_moe);
+                a == Arch::qwen2, a == Arch::qwen3 || a == Arch::qwen3_moe, a == Arch::phi3);
   return b.out;
+}
+
+Arch import_arch(Arch deck_arch, const std::string& config_text,
+                 const std::function<bool(const std::string&)>& has_tensor) {
+  if (deck_arch != Arch::llama) return deck_arch;
+  if (config_text.empty()) return has_tensor("model.layers.0.self_attn.qkv_proj.weight") ? Arch::phi3 : deck_arch;
+  json j;
+  try {
+    j = json::parse(config_text);
+  } catch (const json::exception&) {
+    return deck_arch;  // check_config_json names the file's fault
+  }
+  const auto arch = j.is_object() ? j.find("architectures") : j.end();
+  const bool phi3 = arch != j.end() && arch->is_array() && !arch->empty() && (*arch)[0] == "Phi3ForCausalLM";
+  return phi3 ? Arch::phi3 : deck_arch;
 }
 
 std::vector<std::string> hf_names(const std::vector<Rule>& rs) {
@@ -300,6 +341,7 @@ std::vector<float> build_pentad(const std::vector<Rule>& rs, const std::string& 
 // ---- config.json -----------------------------------------------------------
 
 std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, SpecialIds ids) {
+  if (a == Arch::phi3) PENTAD_FATAL("hf export: Phi3ForCausalLM is read, never written (arch_of never gives it)");
   json j;
   j["architectures"] = {arch_class(a)};
   j["vocab_size"] = m.vocab_size;
@@ -600,10 +642,11 @@ std::string config_arch(const json& j, const std::string& where, std::string* cl
   else if (*cls == "Qwen2ForCausalLM") *a = Arch::qwen2;
   else if (*cls == "Qwen3ForCausalLM") *a = Arch::qwen3;
   else if (*cls == "Qwen3MoeForCausalLM") *a = Arch::qwen3_moe;
+  else if (*cls == "Phi3ForCausalLM") *a = Arch::phi3;
   else
     return where + ": architecture \"" + *cls +
            "\" is not one pentad reads (GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, "
-           "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM)";
+           "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Phi3ForCausalLM)";
   return {};
 }
 
@@ -621,6 +664,32 @@ constexpr double kMistralPositions = 131072, kMistralWindow = 4096;
 constexpr double kQwen2Positions = 32768, kQwen2Window = 4096, kQwen3HeadDim = 128;
 constexpr double kQwen3MoeExperts = 128, kQwen3MoeTopK = 8, kQwen3MoeWidth = 768, kQwen3MoeDenseWidth = 6144;
 
+// Phi3Config's defaults where they differ from LlamaConfig's: 4096
+// positions, rms_norm_eps 1e-5 (no sliding window unless given).
+constexpr double kPhi3Positions = 4096, kPhi3NormEps = 1e-5;
+
+// The rms_norm_eps a missing key stands for.
+double norm_eps_default(const std::string& cls) { return cls == "Phi3ForCausalLM" ? kPhi3NormEps : 1e-6; }
+
+// What a Phi3ForCausalLM config.json may not have: a "rope_scaling" (Phi-3's
+// scaled RoPE is LongRoPE, whatever its "type" says: transformers reads "su"
+// and "yarn" there as "longrope") or a "partial_rotary_factor" other than 1.
+// "" when it has neither.
+std::string check_phi3_rope(const json& j, const std::string& where) {
+  const auto rs = j.find("rope_scaling");
+  if (rs != j.end() && !rs->is_null()) {
+    const auto t = rs->is_object() ? (rs->contains("rope_type") ? rs->find("rope_type") : rs->find("type")) : rs->end();
+    if (t == rs->end() || !t->is_string() || *t != "default")
+      return where + ": \"rope_scaling\" = " + rs->dump().substr(0, 120) +
+             ": Phi3ForCausalLM scales its RoPE as LongRoPE (its \"longrope\", \"su\" and \"yarn\" types), which "
+             "pentad does not have (the 4k-context Phi-3 models and Phi-4 have none)";
+  }
+  const auto f = j.find("partial_rotary_factor");
+  if (f != j.end() && !f->is_null() && !(f->is_number() && f->get<double>() == 1.0))
+    return where + ": \"partial_rotary_factor\" = " + f->dump() + ": pentad's RoPE turns every dimension of a head";
+  return {};
+}
+
 // The head_dim a missing (or null) "head_dim" stands for.
 int64_t head_dim_default(const std::string& cls, int64_t hidden, int64_t heads) {
   return cls == "Qwen3ForCausalLM" ? int64_t(kQwen3HeadDim) : heads > 0 ? hidden / heads : 0;
@@ -635,6 +704,9 @@ int64_t sliding_window(const json& j, const std::string& cls) {
   if (is_qwen(cls)) {
     const auto use = j.find("use_sliding_window");
     if (use == j.end() || !use->is_boolean() || !use->get<bool>()) return 0;
+  } else if (cls == "Phi3ForCausalLM") {
+    const auto sw = j.find("sliding_window");  // Phi3Config's default: none
+    return sw != j.end() && sw->is_number_integer() && sw->get<int64_t>() > 0 ? sw->get<int64_t>() : 0;
   } else if (!mistral) {
     return 0;
   }
@@ -697,7 +769,7 @@ std::string check_config_json(const std::string& text, const std::string& where,
             {"hidden_size", double(m.d_model), "model.d_model", false},
             {"num_attention_heads", double(m.n_heads), "model.n_heads", false},
             {"num_key_value_heads", double(m.n_kv_heads), "model.n_kv_heads", false, kv_default},
-            {"rms_norm_eps", tidy(m.norm_eps), "model.norm_eps", true, 1e-6},
+            {"rms_norm_eps", tidy(m.norm_eps), "model.norm_eps", true, norm_eps_default(cls)},
             {"rope_theta", tidy(m.rope_theta), "model.rope_theta", true, 10000.0}};
     if (a != Arch::qwen3_moe) want.push_back({"intermediate_size", double(m.d_ff), "model.d_ff", false});
     if (a == Arch::mixtral) {
@@ -744,6 +816,8 @@ std::string check_config_json(const std::string& text, const std::string& where,
                                ")"
                          : hd->dump()) +
              " but the deck has model.head_dim = " + std::to_string(m.head_dim());
+    if (a == Arch::phi3)
+      if (std::string e = check_phi3_rope(j, where); !e.empty()) return e;
     if (std::string e = check_rope_scaling(j, where, m); !e.empty()) return e;
     if (a == Arch::qwen3_moe)
       if (std::string e = check_qwen3_moe_routing(j, where, m); !e.empty()) return e;
@@ -860,7 +934,8 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
     if (act != j.end() && act->is_string() && *act != "silu")
       throw InputError(where + ": \"hidden_act\" = " + act->dump() + ": pentad's Llama uses SiLU (SwiGLU)");
     const auto sw = j.find("sliding_window");
-    if (cls != "MistralForCausalLM" && !qwen && sw != j.end() && !sw->is_null())  // (their windows: sliding_window)
+    if (cls != "MistralForCausalLM" && !qwen && a != Arch::phi3 && sw != j.end() &&
+        !sw->is_null())  // (their windows: sliding_window)
       throw InputError(where + ": \"sliding_window\" = " + sw->dump() +
                        ": pentad's attention sees the whole causal context");
     const int64_t H = integer("num_attention_heads", nullptr);
@@ -879,15 +954,20 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
       put("d_ff", std::to_string(integer("intermediate_size", nullptr)));
     // Mistral's (and a windowed Qwen2's) positions are cut to the sliding
     // window, within which the attention is pentad's (the whole causal context).
-    const double default_positions = cls == "MistralForCausalLM" ? kMistralPositions : qwen ? kQwen2Positions : 2048;
+    const double default_positions = cls == "MistralForCausalLM" ? kMistralPositions
+                                     : qwen                       ? kQwen2Positions
+                                     : a == Arch::phi3            ? kPhi3Positions
+                                                                  : 2048;
     int64_t positions = integer("max_position_embeddings", default_positions);
     if (const int64_t window = sliding_window(j, cls); window > 0) positions = std::min(positions, window);
     put("seq_len", std::to_string(positions));
-    put("norm_eps", toml_float(number("rms_norm_eps", 1e-6)));
+    put("norm_eps", toml_float(number("rms_norm_eps", norm_eps_default(cls))));
     put("rope_theta", toml_float(number("rope_theta", 10000.0)));
     put("tied_embeddings", flag("tie_word_embeddings", false) ? "true" : "false");
     if (qwen2) put("qkv_bias", "true");
     if (a == Arch::qwen3 || a == Arch::qwen3_moe) put("qk_norm", "true");
+    if (a == Arch::phi3)
+      if (std::string e = check_phi3_rope(j, where); !e.empty()) throw InputError(e);
     deck += rope_scaling_keys(j, where);
     if (a == Arch::mixtral) {
       put("n_experts", std::to_string(integer("num_local_experts", nullptr)));

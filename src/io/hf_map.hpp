@@ -29,7 +29,10 @@ namespace pentad::hf {
 // self_attn.q_norm and k_norm, RMSNorms over each head of q and k).
 // qwen3_moe: that Llama as a mixture of experts (Qwen3MoeForCausalLM:
 // Qwen3's attention, mlp.gate and mlp.experts.{e}.{gate,up,down}_proj).
-enum class Arch { gpt2, llama, mixtral, qwen2, qwen3, qwen3_moe };
+// phi3: pentad's Llama stored fused (Phi3ForCausalLM: self_attn.qkv_proj
+// holds q_proj's, k_proj's and v_proj's rows in that order, mlp.gate_up_proj
+// gate_proj's then up_proj's); read only (import_arch), never exported.
+enum class Arch { gpt2, llama, mixtral, qwen2, qwen3, qwen3_moe, phi3 };
 const char* arch_class(Arch a);  // "GPT2LMHeadModel", ...
 
 // The Hugging Face class of a pentad model, or an InputError saying why it
@@ -48,7 +51,16 @@ struct Rule {
   int64_t hf_col0 = 0;               // the piece's first column in hf (1-D tensors: first element)
   Op op = Op::identity;
   int heads = 0;                     // rope_rows: heads in the tensor (n_heads for q, n_kv_heads for k)
+  int64_t hf_row0 = 0;               // the piece's first row in hf (Phi-3's fused qkv_proj, gate_up_proj)
 };
+
+// The class whose tensors an import reads for the deck class deck_arch
+// (arch_of): the deck's own, but phi3 for a Llama deck when config.json
+// names Phi3ForCausalLM (config_text; "" when there is no config.json) or,
+// without one, when the files hold Phi-3's fused
+// "model.layers.0.self_attn.qkv_proj.weight" (has_tensor).
+Arch import_arch(Arch deck_arch, const std::string& config_text,
+                 const std::function<bool(const std::string&)>& has_tensor);
 
 // Every rule of m's class, Hugging Face tensors in their natural order.
 std::vector<Rule> rules(const ModelConfig& m, Arch a);
@@ -90,7 +102,9 @@ std::string check_config_json(const std::string& text, const std::string& where,
 // max_position_embeddings (GPT-2: n_positions). MistralForCausalLM is read as
 // Llama (the same modules; MistralConfig's defaults for missing keys), its
 // positions cut to its sliding window, within which its attention sees the
-// whole causal context as pentad's does. Qwen2ForCausalLM is read as Llama
+// whole causal context as pentad's does; Phi3ForCausalLM likewise (its
+// window only where config.json gives one; a scaled RoPE, which for Phi-3
+// is LongRoPE, and a partial rotary factor refused). Qwen2ForCausalLM is read as Llama
 // with model.qkv_bias, Qwen3ForCausalLM with model.qk_norm; head_dim as
 // model.head_dim (missing: the class's default). Validated as a deck, then
 // checked with check_config_json. InputError naming `where` and the key for

@@ -60,6 +60,12 @@ std::string trim(const std::string& s) {
 
 ChatFormat chat_format(const Tokenizer& tok) {
   const std::string chatml = missing(tok, {"<|im_start|>", "<|im_end|>"});
+  // Phi-4 has ChatML's tokens but writes <|im_sep|> after the role instead
+  // of a newline, and no newline after <|im_end|>: not written here.
+  if (chatml.empty() && special_token_id(tok, "<|im_sep|>") >= 0)
+    throw InputError("--chat: tokenizer " + tok.describe() +
+                     " has <|im_sep|> (Phi-4's chat format: <|im_start|>ROLE<|im_sep|>TEXT<|im_end|>), which --chat "
+                     "does not write; write the format into the prompt and give --special instead");
   if (chatml.empty()) return ChatFormat::chatml;
   const std::string llama3 =
       missing(tok, {"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"});

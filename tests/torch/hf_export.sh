@@ -14,7 +14,10 @@
 #    raised to Llama 3.1's 131072 (the cache then sized by the prompt and
 #    --tokens); and for a Llama, the same directory as MistralForCausalLM
 #    (its sliding window the deck's seq_len): init_from round trip, the same
-#    ids, the positions cut to the window, a shorter window refused.
+#    ids, the positions cut to the window, a shorter window refused; and
+#    rewritten as Phi3ForCausalLM (to_phi3.py: fused qkv_proj, gate_up_proj):
+#    the same round trip and ids, the loader's Phi-3 against a fine-tuning
+#    step, its LongRoPE and partial rotary factor refused.
 # Usage: hf_export.sh DECK LAYOUT...   LAYOUT = "N[:key=value,...]", e.g.
 #   "1" or "4:parallel.tp=2,parallel.pp=2". With HF_DTYPE=bf16 the export is
 #   bf16: no bitwise round trip to the fp32 weights then, only the loader
@@ -152,4 +155,52 @@ if grep -q '"LlamaForCausalLM"' "$tmp/hf/config.json" && ! grep -q '"rope_type"'
   grep -qF "\"sliding_window\" = 8 is shorter than the deck's model.seq_len = $seq" "$tmp/log" ||
     { cat "$tmp/log"; echo "FAIL: the short window is not named"; exit 1; }
   echo "ok   sliding_window 8 < model.seq_len $seq refused: $(grep -o '"sliding_window" = 8[^:]*' "$tmp/log" | head -1)"
+fi
+# The same Llama as Phi3ForCausalLM (to_phi3.py: q, k and v fused in
+# self_attn.qkv_proj, gate and up in mlp.gate_up_proj; its sliding window the
+# deck's seq_len): init_from gives the exported weights bit for bit; a
+# fine-tuning step under the last layout gives the logits and loss of
+# hf_loader.py's Phi-3, which cuts the fused tensors apart itself; sampling
+# gives the checkpoint's ids with the positions cut to the window. Refused,
+# naming the key: a window shorter than the deck's seq_len, Phi-3's LongRoPE
+# scaling (also as its old "su" and "yarn" types) and a partial rotary factor.
+if grep -q '"LlamaForCausalLM"' "$tmp/hf/config.json" && ! grep -q '"rope_type"' "$tmp/hf/config.json"; then
+  seq=$("$PENTAD_PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["max_position_embeddings"])' "$tmp/hf/config.json")
+  phi3() { "$PENTAD_PYTHON" "$here/to_phi3.py" "$tmp/hf" "$@" max_position_embeddings=131072 > /dev/null; }
+  phi3 "$tmp/phi3" "sliding_window=$seq"
+  train 1 --set train.steps=0 --set checkpoint.save_final=true --set "checkpoint.dir=$tmp/p" \
+    --set "checkpoint.init_from=$tmp/phi3" | grep -F "Phi3ForCausalLM" ||
+    { cat "$tmp/log"; echo "FAIL: init_from does not name Phi3ForCausalLM"; exit 1; }
+  echo "round trip pentad -> hf (as Phi3ForCausalLM) -> pentad:"
+  "$PENTAD_PYTHON" "$here/same_weights.py" "$tmp/a/final.h5" "$tmp/p/final.h5"
+  train "$last" --set train.steps=1 --set "log.dump=$tmp/pdump.h5" --set "checkpoint.init_from=$tmp/phi3"
+  echo "fine-tuning under '$last' from the Phi3ForCausalLM directory, against the Hugging Face-structured Phi-3:"
+  "$PENTAD_PYTHON" "$here/hf_loader.py" "$tmp/phi3" "$tmp/pdump.h5"
+  same_ids "$tmp/phi3"
+  grep -qF "seq_len=14 (of $seq: the prompt and --tokens)" "$tmp/sample.err" ||
+    { cat "$tmp/sample.err"; echo "FAIL: Phi-3's positions are not cut to its window ($seq)"; exit 1; }
+  grep -h "^sample: $tmp/phi3 (Hugging Face)" "$tmp/sample.err"
+  phi3 "$tmp/phi3w8" sliding_window=8
+  if "$MPIEXEC" -n 1 "$PENTAD" train "$deck" --set "data.train=$tmp/data/train.bin" --set train.steps=0 \
+       --set "checkpoint.init_from=$tmp/phi3w8" > "$tmp/log" 2>&1; then
+    echo "FAIL: init_from a Phi-3 window of 8 < seq_len $seq was accepted"; exit 1
+  fi
+  grep -qF "\"sliding_window\" = 8 is shorter than the deck's model.seq_len = $seq: pentad's attention sees the whole causal context, Phi3ForCausalLM's" "$tmp/log" ||
+    { cat "$tmp/log"; echo "FAIL: the short Phi-3 window is not named"; exit 1; }
+  echo "ok   Phi-3 sliding_window 8 < model.seq_len $seq refused"
+  # refused KEY=JSON MESSAGE: sampling a Phi-3 directory with that key fails naming it.
+  refused() {
+    rm -rf "$tmp/phi3bad"
+    phi3 "$tmp/phi3bad" "$1"
+    if "$PENTAD" sample "$tmp/phi3bad" --prompt "The pi" --tokens 2 > /dev/null 2> "$tmp/sample.err"; then
+      echo "FAIL: a Phi-3 with $1 was sampled"; exit 1
+    fi
+    grep -qF "$2" "$tmp/sample.err" || { cat "$tmp/sample.err"; echo "FAIL: $1: no message naming [$2]"; exit 1; }
+    echo "ok   Phi-3 $1 refused: $(grep -oF "$2" "$tmp/sample.err")"
+  }
+  longrope='Phi3ForCausalLM scales its RoPE as LongRoPE'
+  refused 'rope_scaling={"type": "longrope", "short_factor": [1, 1, 1, 1], "long_factor": [2, 2, 2, 2]}' "$longrope"
+  refused 'rope_scaling={"type": "su", "short_factor": [1, 1, 1, 1], "long_factor": [2, 2, 2, 2]}' "$longrope"
+  refused 'rope_scaling={"type": "yarn", "factor": 4}' "$longrope"
+  refused 'partial_rotary_factor=0.5' '"partial_rotary_factor" = 0.5: pentad'"'"'s RoPE turns every dimension of a head'
 fi

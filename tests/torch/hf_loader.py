@@ -13,7 +13,11 @@ router, top-k, weights renormalised, experts w2(silu(w1 x) * w3 x)) and
 Qwen3MoeForCausalLM (Qwen3's attention; an MoE MLP in block i when
 (i + 1) % decoder_sparse_step == 0 and i is not in mlp_only_layers: mlp.gate,
 top-k of the softmax, renormalised only if norm_topk_prob, experts
-down_proj(silu(gate_proj x) * up_proj x); the other blocks' mlp dense). The
+down_proj(silu(gate_proj x) * up_proj x); the other blocks' mlp dense) and
+Phi3ForCausalLM (Llama's computation with self_attn.qkv_proj holding the q, k
+and v rows in that order, mlp.gate_up_proj the gate's then the up's rows, cut
+apart as its forward slices and chunks them). A config's sliding_window (when
+it applies) masks the keys more than sliding_window - 1 positions back. The
 sizes come from config.json, the tensors from the safetensors files by their
 Hugging Face names (parsed here with struct + json + numpy).
 
@@ -84,11 +88,15 @@ def read_model(d):
     return w
 
 
-def causal_attention(q, k, v):
-    """q: (B, H, T, D), k/v: (B, H, T, D) -> (B, H, T, D), scores scaled by 1/sqrt(D)."""
+def causal_attention(q, k, v, window=None):
+    """q: (B, H, T, D), k/v: (B, H, T, D) -> (B, H, T, D), scores scaled by
+    1/sqrt(D); with a window, query i sees keys j with i - window < j <= i."""
     T, D = q.shape[2], q.shape[3]
     s = q @ k.transpose(-1, -2) / math.sqrt(D)
-    s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    masked = torch.ones(T, T, dtype=torch.bool).triu(1)
+    if window:
+        masked |= torch.ones(T, T, dtype=torch.bool).tril(-window)
+    s = s.masked_fill(masked, float("-inf"))
     return s.softmax(-1) @ v
 
 
@@ -173,8 +181,8 @@ def yarn_scaled(inv_freq, rs, c, D):
 
 
 def llama_forward(w, c, ids):
-    """LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / MixtralForCausalLM / Qwen3MoeForCausalLM
-    with rotate_half RoPE."""
+    """LlamaForCausalLM / MistralForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / MixtralForCausalLM /
+    Qwen3MoeForCausalLM / Phi3ForCausalLM with rotate_half RoPE."""
     C, H, Hkv = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
     D = c.get("head_dim") or C // H
     eps, theta = c["rms_norm_eps"], c["rope_theta"]
@@ -182,6 +190,8 @@ def llama_forward(w, c, ids):
     qwen2 = c["architectures"][0] == "Qwen2ForCausalLM"
     qwen3_moe = c["architectures"][0] == "Qwen3MoeForCausalLM"
     qwen3 = c["architectures"][0] == "Qwen3ForCausalLM" or qwen3_moe
+    phi3 = c["architectures"][0] == "Phi3ForCausalLM"
+    window = c.get("sliding_window") if c["architectures"][0] in ("MistralForCausalLM", "Phi3ForCausalLM") else None
     B, T = ids.shape
     lin = lambda x, n: x @ w[n + ".weight"].T
     qkv = lambda x, n: lin(x, n) + w[n + ".bias"] if qwen2 else lin(x, n)
@@ -205,14 +215,19 @@ def llama_forward(w, c, ids):
     for i in range(c["num_hidden_layers"]):
         p = f"model.layers.{i}."
         h = rms(x, p + "input_layernorm")
-        q = qkv(h, p + "self_attn.q_proj").view(B, T, H, D).transpose(1, 2)
-        k = qkv(h, p + "self_attn.k_proj").view(B, T, Hkv, D).transpose(1, 2)
-        v = qkv(h, p + "self_attn.v_proj").view(B, T, Hkv, D).transpose(1, 2)
+        if phi3:  # one projection, sliced as q | k | v
+            fused = lin(h, p + "self_attn.qkv_proj")
+            q, k, v = fused[..., :H * D], fused[..., H * D:(H + Hkv) * D], fused[..., (H + Hkv) * D:]
+        else:
+            q, k, v = (qkv(h, p + "self_attn." + n) for n in ("q_proj", "k_proj", "v_proj"))
+        q = q.reshape(B, T, H, D).transpose(1, 2)
+        k = k.reshape(B, T, Hkv, D).transpose(1, 2)
+        v = v.reshape(B, T, Hkv, D).transpose(1, 2)
         if qwen3:  # per head, over its D values
             q, k = rms(q, p + "self_attn.q_norm"), rms(k, p + "self_attn.k_norm")
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k, v = (t.repeat_interleave(H // Hkv, dim=1) for t in (k, v))           # repeat_kv
-        a = causal_attention(q, k, v).transpose(1, 2).reshape(B, T, H * D)
+        a = causal_attention(q, k, v, window).transpose(1, 2).reshape(B, T, H * D)
         x = x + lin(a, p + "self_attn.o_proj")
         h = rms(x, p + "post_attention_layernorm")
         if mixtral:
@@ -221,6 +236,9 @@ def llama_forward(w, c, ids):
         elif qwen3_moe and i not in (c.get("mlp_only_layers") or []) and (i + 1) % c["decoder_sparse_step"] == 0:
             x = x + sparse_moe(w, p + "mlp.", h, c["num_experts"], c["num_experts_per_tok"], c["norm_topk_prob"],
                                ("gate_proj", "up_proj", "down_proj"))
+        elif phi3:  # gate_up_proj chunked in two: the gate first
+            gate, up = lin(h, p + "mlp.gate_up_proj").chunk(2, dim=-1)
+            x = x + lin(up * F.silu(gate), p + "mlp.down_proj")
         else:
             m = p + "mlp."
             x = x + lin(F.silu(lin(h, m + "gate_proj")) * lin(h, m + "up_proj"), m + "down_proj")

@@ -112,7 +112,8 @@ TEST(HfMap, ExportThenImportIsTheIdentity) {
                                 std::pair{tiny(Family::llama, 0), hf::Arch::llama},
                                 std::pair{qwen2_tiny(), hf::Arch::qwen2},
                                 std::pair{tiny(Family::llama, 3), hf::Arch::mixtral},
-                                std::pair{qwen3moe_tiny(), hf::Arch::qwen3_moe}}) {
+                                std::pair{qwen3moe_tiny(), hf::Arch::qwen3_moe},
+                                std::pair{tiny(Family::llama, 0), hf::Arch::phi3}}) {
     const auto rs = hf::rules(m, arch);
     const auto pen = random_pentad(rs);
     std::map<std::string, std::vector<float>> h;
@@ -454,6 +455,109 @@ void expect_refused(const std::string& base, const std::pair<const char*, std::s
       EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << tail << ": " << e.what();
     }
   }
+}
+
+// Phi3ForCausalLM stores the Llama fused: qkv_proj's rows are q_proj's,
+// k_proj's, v_proj's (each as the Llama's, RoPE's permutation included),
+// gate_up_proj's gate_proj's then up_proj's; every other tensor is the
+// Llama's. Read only: an import of a Llama deck takes it when config.json
+// (or, without one, the files' fused tensor) says so.
+TEST(HfMap, Phi3FusesTheLlamasProjections) {
+  const ModelConfig m = tiny(Family::llama, 0);
+  const auto llama = hf::rules(m, hf::Arch::llama), phi3 = hf::rules(m, hf::Arch::phi3);
+  const auto pen = random_pentad(llama);
+  const auto get = [&](const std::string& n) -> const std::vector<float>& { return pen.at(n); };
+  const auto of = [&](const std::vector<hf::Rule>& rs, const std::string& n) { return hf::build_hf(rs, n, get); };
+  for (int l = 0; l < m.n_layers; ++l) {
+    const std::string h = "model.layers." + std::to_string(l) + ".";
+    std::vector<float> qkv = of(llama, h + "self_attn.q_proj.weight"), gate_up = of(llama, h + "mlp.gate_proj.weight");
+    for (const char* x : {"k_proj", "v_proj"}) {
+      const auto part = of(llama, h + "self_attn." + x + ".weight");
+      qkv.insert(qkv.end(), part.begin(), part.end());
+    }
+    const auto up = of(llama, h + "mlp.up_proj.weight");
+    gate_up.insert(gate_up.end(), up.begin(), up.end());
+    EXPECT_EQ(of(phi3, h + "self_attn.qkv_proj.weight"), qkv) << h;
+    EXPECT_EQ(of(phi3, h + "mlp.gate_up_proj.weight"), gate_up) << h;
+    for (const char* x : {"self_attn.o_proj.weight", "mlp.down_proj.weight", "input_layernorm.weight"})
+      EXPECT_EQ(of(phi3, h + x), of(llama, h + x)) << h << x;
+  }
+  const auto names = hf::hf_names(phi3);
+  EXPECT_EQ(names.size(), size_t(3 + 6 * m.n_layers));  // embed, norm, head; 2 norms, qkv, o, gate_up, down
+  EXPECT_EQ(std::string(hf::arch_class(hf::Arch::phi3)), "Phi3ForCausalLM");
+  // Which rules an import reads for the deck's class.
+  const auto none = [](const std::string&) { return false; };
+  const auto fused = [](const std::string& n) { return n == "model.layers.0.self_attn.qkv_proj.weight"; };
+  const std::string phi3_cfg = R"({"architectures": ["Phi3ForCausalLM"]})";
+  EXPECT_EQ(hf::import_arch(hf::Arch::llama, phi3_cfg, none), hf::Arch::phi3);
+  EXPECT_EQ(hf::import_arch(hf::Arch::llama, R"({"architectures": ["LlamaForCausalLM"]})", fused), hf::Arch::llama);
+  EXPECT_EQ(hf::import_arch(hf::Arch::llama, "", fused), hf::Arch::phi3);
+  EXPECT_EQ(hf::import_arch(hf::Arch::llama, "", none), hf::Arch::llama);
+  EXPECT_EQ(hf::import_arch(hf::Arch::qwen2, phi3_cfg, fused), hf::Arch::qwen2);  // then check_config_json refuses
+  EXPECT_EQ(hf::import_arch(hf::Arch::llama, "{not json", fused), hf::Arch::llama);
+}
+
+// Phi3ForCausalLM's config.json: Phi3Config's defaults (key/value heads =
+// heads, 4096 positions, rms_norm_eps 1e-5, no window); a window cuts the
+// positions (Phi-3-mini-4k's 2047 of 4096); LongRoPE (whatever the type's
+// spelling) and a partial rotary factor refused.
+TEST(HfMap, Phi3ConfigIsLlamaWithinItsWindow) {
+  // Phi-3-mini-4k-instruct's sizes and keys.
+  const std::string mini = R"({"architectures": ["Phi3ForCausalLM"], "model_type": "phi3",
+      "vocab_size": 32064, "hidden_size": 3072, "intermediate_size": 8192, "num_hidden_layers": 32,
+      "num_attention_heads": 32, "num_key_value_heads": 32, "hidden_act": "silu", "max_position_embeddings": 4096,
+      "original_max_position_embeddings": 4096, "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "rope_scaling": null,
+      "sliding_window": 2047, "tie_word_embeddings": false, "bos_token_id": 1, "eos_token_id": 32000,
+      "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attention_dropout": 0.0)";
+  const ModelConfig m = hf::model_of_config_json(mini + "}", "mini");
+  EXPECT_EQ(m.family, Family::llama);
+  EXPECT_EQ(m.seq_len, 2047);
+  EXPECT_EQ(m.n_kv_heads, 32);
+  EXPECT_EQ(m.head_dim(), 96);
+  EXPECT_EQ(m.d_ff, 8192);
+  EXPECT_FLOAT_EQ(m.norm_eps, 1e-5f);
+  EXPECT_FALSE(m.tied());
+  EXPECT_EQ(m.rope_scaling, pentad::RopeScaling::none);
+  EXPECT_EQ(hf::check_config_json(mini + "}", "mini", m, hf::Arch::phi3), "");
+  // The file's class is Phi-3's: a Llama's rules do not read it.
+  EXPECT_NE(hf::check_config_json(mini + "}", "mini", m, hf::Arch::llama).find("architecture \"Phi3ForCausalLM\""),
+            std::string::npos);
+  ModelConfig longer = m;
+  longer.seq_len = 4096;
+  EXPECT_NE(hf::check_config_json(mini + "}", "mini", longer, hf::Arch::phi3)
+                .find("\"sliding_window\" = 2047 is shorter than the deck's model.seq_len = 4096"),
+            std::string::npos);
+  // Phi-4's: GQA, a 16k context without a window, its own theta.
+  const std::string phi4 = R"({"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "vocab_size": 100352,
+      "hidden_size": 5120, "intermediate_size": 17920, "num_hidden_layers": 40, "num_attention_heads": 40,
+      "num_key_value_heads": 10, "max_position_embeddings": 16384, "original_max_position_embeddings": 16384,
+      "rms_norm_eps": 1e-05, "rope_theta": 250000, "rope_scaling": null, "sliding_window": null})";
+  const ModelConfig p4 = hf::model_of_config_json(phi4, "phi4");
+  EXPECT_EQ(p4.seq_len, 16384);
+  EXPECT_EQ(p4.n_kv_heads, 10);
+  EXPECT_FLOAT_EQ(p4.rope_theta, 250000.0f);
+  // Phi3Config's defaults for missing keys.
+  const ModelConfig d = hf::model_of_config_json(R"({"architectures": ["Phi3ForCausalLM"], "vocab_size": 300,
+      "hidden_size": 64, "intermediate_size": 40, "num_hidden_layers": 2, "num_attention_heads": 4})", "d");
+  EXPECT_EQ(d.seq_len, 4096);
+  EXPECT_EQ(d.n_kv_heads, 4);
+  EXPECT_FLOAT_EQ(d.norm_eps, 1e-5f);
+  EXPECT_FLOAT_EQ(d.rope_theta, 10000.0f);
+  EXPECT_FALSE(d.tied());
+  const std::string longrope = "Phi3ForCausalLM scales its RoPE as LongRoPE";
+  const std::pair<const char*, std::string> refused[] = {
+      {R"(, "rope_scaling": {"type": "longrope", "short_factor": [1], "long_factor": [2]}})", longrope},
+      {R"(, "rope_scaling": {"type": "su", "short_factor": [1], "long_factor": [2]}})", longrope},
+      {R"(, "rope_scaling": {"type": "yarn", "factor": 4}})", longrope},  // Phi-3's "yarn" is LongRoPE
+      {R"(, "rope_scaling": {"rope_type": "linear", "factor": 4}})", longrope},
+      {R"(, "partial_rotary_factor": 0.75})", "\"partial_rotary_factor\" = 0.75: pentad's RoPE turns every dimension"},
+      {R"(, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.75}})",
+       "\"partial_rotary_factor\" = 0.75"},
+      {R"(, "hidden_act": "gelu"})", "\"hidden_act\" = \"gelu\""},
+  };
+  const std::string base = mini.substr(0, mini.find(R"(, "rope_scaling": null)")) + R"(, "sliding_window": 2047)";
+  expect_refused(base, refused);
+  EXPECT_EQ(hf::model_of_config_json(base + R"(, "rope_scaling": {"type": "default"}})", "b").seq_len, 2047);
 }
 
 // transformers 5's "rope_parameters" is read as "rope_theta" and

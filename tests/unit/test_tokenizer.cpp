@@ -364,6 +364,22 @@ nlohmann::json sp_tokenizer_json() {
                      {"vocab", vocab}, {"merges", merges}}}};
 }
 
+// A tokenizer with ChatML's tokens and Phi-4's <|im_sep|> is refused by
+// --chat (Phi-4's format is not ChatML's), naming the token.
+TEST_F(TokenizerTest, ChatRefusesPhi4sFormat) {
+  using nlohmann::json;
+  json tj = sp_tokenizer_json();
+  for (const auto& [t, id] : {std::pair{"<|im_start|>", 266}, {"<|im_end|>", 267}, {"<|im_sep|>", 268}})
+    tj["added_tokens"].push_back(json{{"id", id}, {"content", t}, {"special", true}});
+  const auto phi4 = pentad::load_tokenizer(write("phi4.json", tj.dump()), "");
+  EXPECT_HAS(pentad::test::input_error_of([&] { pentad::chat_format(*phi4); }),
+             "has <|im_sep|> (Phi-4's chat format: <|im_start|>ROLE<|im_sep|>TEXT<|im_end|>), which --chat does not "
+             "write");
+  tj["added_tokens"].erase(tj["added_tokens"].size() - 1);  // without <|im_sep|>: ChatML
+  EXPECT_EQ(pentad::chat_format(*pentad::load_tokenizer(write("chatml.json", tj.dump()), "")),
+            pentad::ChatFormat::chatml);
+}
+
 std::string wordy_text(uint32_t seed, int n_lines) {
   static const char* words[] = {"ab", "ba", "abab", "the", "a", "b!", "(ab)", "  ", "x\ty", "\xc3\xa9t\xc3\xa9"};
   std::mt19937 rng(seed);

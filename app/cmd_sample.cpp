@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -46,6 +47,8 @@ struct SampleArgs {
   std::string system;    // with chat: a system turn before it
   std::string messages;  // a JSON file of the whole conversation (implies chat)
   bool no_think = false;  // with chat: Qwen3's empty thinking block (enable_thinking = false)
+  std::string date;       // with chat, Llama 3.1+'s format: its "Today Date" ("today": the local date)
+  bool template_today = false;  // the tokenizer's chat template dates its turns today (Llama 3.2's)
 };
 
 // The tokenizer for the model: the file given (a tiktoken rank file or a
@@ -84,12 +87,28 @@ std::string prompt_text(const SampleArgs& a) {
   return *t;
 }
 
+// The "Today Date" of Llama 3.1+'s system turn: --date, "today" the local
+// date as strftime_now("%d %b %Y") gives it; without --date, today where
+// the tokenizer's chat template takes it (Llama 3.2's), else the date
+// Llama 3.1's and 3.3's templates write.
+std::string chat_date(const SampleArgs& a) {
+  if (a.date.empty() && !a.template_today) return kLlama31Date;
+  if (!a.date.empty() && a.date != "today") return a.date;
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%d %b %Y", &local);
+  return buf;
+}
+
 // The text the prompt's ids encode: the prompt, or with --chat its chat
 // turn (*format set).
 std::string encoded_text(const SampleArgs& a, const Tokenizer& tok, const std::string& text,
                          std::optional<ChatFormat>* format) {
   if (!a.system.empty() && !a.chat) throw InputError("--system needs --chat");
   if (a.no_think && !a.chat) throw InputError("--no-think needs --chat");
+  if (!a.date.empty() && !a.chat) throw InputError("--date needs --chat");
   if (!a.chat) return text;
   // (The file first: its errors are named whatever the tokenizer.)
   const std::vector<ChatMessage> messages =
@@ -98,9 +117,13 @@ std::string encoded_text(const SampleArgs& a, const Tokenizer& tok, const std::s
   const bool think = special_token_id(tok, "<think>") >= 0 && special_token_id(tok, "</think>") >= 0;
   if (a.no_think && **format == ChatFormat::chatml && !think)
     throw InputError("--no-think: tokenizer " + tok.describe() + " has no <think> and </think> tokens (Qwen3's)");
-  if (a.messages.empty()) return chat_prompt(**format, a.system, text, a.no_think);
+  if (!a.date.empty() && **format != ChatFormat::llama3_1)
+    throw InputError(std::string("--date: the tokenizer's chat format (") + chat_format_name(**format) +
+                     ") writes no date; Llama 3.1's and later's does (a tokenizer with <|eom_id|>)");
+  const std::string date = chat_date(a);
+  if (a.messages.empty()) return chat_prompt(**format, a.system, text, a.no_think, date);
   // Qwen3's (a ChatML tokenizer with thinking tokens) drops earlier answers' reasoning.
-  return chat_prompt(**format, messages, a.no_think, **format == ChatFormat::chatml && think);
+  return chat_prompt(**format, messages, a.no_think, **format == ChatFormat::chatml && think, date);
 }
 
 // The prompt's ids: the tokenizer's begin token first where it has one
@@ -176,6 +199,7 @@ int sample(const CLI::App& cmd, SampleArgs a, Job job) {
   if (hf_dir) w.cfg = hf::model_of_dir(path);
   else w = load_model_weights(path);
   const std::unique_ptr<Tokenizer> tok = choose_tokenizer(a, w.cfg.vocab_size, hf_dir ? path : "");
+  if (a.chat) a.template_today = chat_template_dates_today(!a.tokenizer.empty() ? a.tokenizer : hf_dir ? path : "");
   std::optional<ChatFormat> chat;
   const std::string text = encoded_text(a, *tok, prompt_text(a), &chat);
   const std::vector<int32_t> prompt = prompt_ids(*tok, text, a.special || a.chat);
@@ -227,7 +251,9 @@ int sample(const CLI::App& cmd, SampleArgs a, Job job) {
   if (chat) {
     const int64_t end = chat_end_of_turn(*tok, *chat);
     if (std::find(stop.begin(), stop.end(), end) == stop.end()) stop.push_back(end);
-    std::fprintf(stderr, "sample: chat format %s%s, the turn ends at id %lld\n", chat_format_name(*chat),
+    const std::string dated = *chat == ChatFormat::llama3_1 ? " (Today Date: " + chat_date(a) + ")" : "";
+    std::fprintf(stderr, "sample: chat format %s%s%s, the turn ends at id %lld\n", chat_format_name(*chat),
+                 dated.c_str(),
                  !a.messages.empty() ? " (the messages of --messages)"
                  : a.system.empty()  ? ""
                                      : " with a system turn",
@@ -292,6 +318,8 @@ Command add_sample(CLI::App& pentad, Job job) {
   cmd->add_flag("--no-think", a->no_think, "with --chat (Qwen3): an empty thinking block, so the answer comes at once");
   cmd->add_option("--messages", a->messages,
                   "a JSON file of the conversation ([{\"role\": \"user\", \"content\": ...}, ...]; implies --chat)");
+  cmd->add_option("--date", a->date,
+                  "with --chat, Llama 3.1+: the system turn's Today Date (default 26 Jul 2024; today: the local date)");
   return {cmd, [cmd, a, job] { return sample(*cmd, *a, job); },
           [](const std::string& opt) { return "sample: option '" + opt + "' needs a value"; }};
 }

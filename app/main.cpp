@@ -37,6 +37,7 @@ const char* kUsage =
     "  pentad sample SPEC|EXPORT_DIR [--prompt TEXT|--prompt-file F] [--tokens N] [--temperature T]\n"
     "              [--top-k K] [--top-p P] [--seed S] [--tokenizer FILE [--pattern NAME]] [--ids] [--threads N]\n"
     "              [--special | --chat [--system TEXT] [--no-think] | --messages FILE.json [--no-think]]\n"
+    "              [--date DATE|today]  (with --chat or --messages, Llama 3.1+'s chat format)\n"
     "                                                         generate text from a trained model (one rank)\n"
     "    SPEC: a checkpoint file, a checkpoint directory (its latest), or latest (ckpt/latest)\n"
     "    F: dropless MoE, rows one ep rank receives per call over the balanced share (default 1;\n"

@@ -2,6 +2,7 @@
 #include "tok/chat.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -69,22 +70,26 @@ ChatFormat chat_format(const Tokenizer& tok) {
   if (chatml.empty()) return ChatFormat::chatml;
   const std::string llama3 =
       missing(tok, {"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"});
-  if (llama3.empty()) return ChatFormat::llama3;
+  if (llama3.empty()) return special_token_id(tok, "<|eom_id|>") >= 0 ? ChatFormat::llama3_1 : ChatFormat::llama3;
   throw InputError("--chat: tokenizer " + tok.describe() +
                    " has no chat tokens: ChatML's (Qwen) need " + chatml + "; Llama 3's need " + llama3 +
                    " (write the chat format into the prompt and give --special instead)");
 }
 
-const char* chat_format_name(ChatFormat f) { return f == ChatFormat::chatml ? "chatml" : "llama3"; }
+const char* chat_format_name(ChatFormat f) {
+  return f == ChatFormat::chatml ? "chatml" : f == ChatFormat::llama3 ? "llama3" : "llama3.1";
+}
 
-std::string chat_prompt(ChatFormat f, const std::string& system, const std::string& user, bool no_think) {
+std::string chat_prompt(ChatFormat f, const std::string& system, const std::string& user, bool no_think,
+                        const std::string& date) {
   std::vector<ChatMessage> messages;
   if (!system.empty()) messages.push_back({"system", system});
   messages.push_back({"user", user});
-  return chat_prompt(f, messages, no_think);
+  return chat_prompt(f, messages, no_think, false, date);
 }
 
-std::string chat_prompt(ChatFormat f, const std::vector<ChatMessage>& messages, bool no_think, bool strip_reasoning) {
+std::string chat_prompt(ChatFormat f, const std::vector<ChatMessage>& messages, bool no_think, bool strip_reasoning,
+                        const std::string& date) {
   if (no_think && f != ChatFormat::chatml)
     throw InputError("--no-think: Llama 3's chat format has no thinking block (Qwen3's ChatML has)");
   if (f == ChatFormat::chatml) {
@@ -104,8 +109,15 @@ std::string chat_prompt(ChatFormat f, const std::vector<ChatMessage>& messages, 
     return no_think ? s + "<think>\n\n</think>\n\n" : s;
   }
   std::string s = "<|begin_of_text|>";
-  for (const ChatMessage& m : messages)
-    s += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
+  size_t first = 0;
+  if (f == ChatFormat::llama3_1) {  // the system turn, always, with the first message if it is the system's
+    s += "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: " + date +
+         "\n\n";
+    if (!messages.empty() && messages[0].role == "system") s += trim(messages[first++].content);
+    s += "<|eot_id|>";
+  }
+  for (size_t i = first; i < messages.size(); ++i)
+    s += "<|start_header_id|>" + messages[i].role + "<|end_header_id|>\n\n" + trim(messages[i].content) + "<|eot_id|>";
   return s + "<|start_header_id|>assistant<|end_header_id|>\n\n";
 }
 
@@ -137,8 +149,30 @@ std::vector<ChatMessage> read_chat_messages(const std::string& path) {
   return out;
 }
 
+bool chat_template_dates_today(const std::string& source) {
+  if (source.empty()) return false;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path dir = fs::is_directory(source, ec) ? fs::path(source) : fs::path(source).parent_path();
+  const std::string path = (dir / "tokenizer_config.json").string();
+  if (!fs::exists(path, ec)) return false;
+  const std::string where = "'" + path + "'";
+  const std::optional<std::string> text = read_text(path);
+  if (!text) throw InputError(where + ": cannot read the file");
+  const nlohmann::json j = parse_json(*text, where);
+  const auto t = j.is_object() ? j.find("chat_template") : j.end();
+  if (t == j.end()) return false;
+  // One template, or a list of named ones ({"name": ..., "template": ...}): the "default".
+  std::string tmpl;
+  if (t->is_string()) tmpl = t->get<std::string>();
+  for (const auto& x : t->is_array() ? *t : nlohmann::json::array())
+    if (x.is_object() && x.value("name", "") == "default" && x.contains("template") && x["template"].is_string())
+      tmpl = x["template"].get<std::string>();
+  return tmpl.find("strftime_now") != std::string::npos;
+}
+
 int64_t chat_end_of_turn(const Tokenizer& tok, ChatFormat f) {
-  return special_token_id(tok, f == ChatFormat::chatml ? "<|im_end|>" : "<|eot_id|>");
+  return special_token_id(tok, f == ChatFormat::chatml ? "<|im_end|>" : "<|eot_id|>");  // (llama3_1: <|eot_id|>)
 }
 
 }  // namespace pentad

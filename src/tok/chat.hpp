@@ -13,10 +13,17 @@
 //     <|start_header_id|>assistant<|end_header_id|>\n\n
 //     (CONTENT with leading and trailing whitespace removed, as Llama 3's
 //     template trims it)
+//   llama3_1 (Llama 3.1, 3.2, 3.3 Instruct: Llama 3's tokens and <|eom_id|>):
+//     Llama 3's, but always opening with a system turn whose text is
+//     "Cutting Knowledge Date: December 2023\nToday Date: DATE\n\n" and
+//     then the first message's CONTENT (trimmed) if that one is the
+//     system's (a later system message is a turn of its own), as their
+//     templates write it (DATE: "26 Jul 2024" as Llama 3.1's and 3.3's
+//     templates write it, today's for Llama 3.2's, or the one given)
 // These are the fixed parts of the families' chat templates only: a
 // template that adds text of its own (Qwen2.5's default system prompt when
-// none is given, Llama 3.1's date lines) is not reproduced; render such a
-// template yourself and pass it with --special (docs/sampling.md).
+// none is given) is not reproduced; render such a template yourself and
+// pass it with --special (docs/sampling.md).
 #pragma once
 
 #include <cstdint>
@@ -27,15 +34,20 @@
 
 namespace pentad {
 
-enum class ChatFormat { chatml, llama3 };
+enum class ChatFormat { chatml, llama3, llama3_1 };
+
+// The date Llama 3.1's and 3.3's templates write (3.2's writes today's
+// where the renderer offers strftime_now, as transformers does).
+inline constexpr const char* kLlama31Date = "26 Jul 2024";
 
 struct ChatMessage {
   std::string role;  // "system", "user" or "assistant"
   std::string content;
 };
 
-// The format whose tokens tok has (chatml first), or an InputError naming
-// the tokens it lacks.
+// The format whose tokens tok has (chatml first; llama3_1 where Llama 3's
+// tokens come with <|eom_id|>), or an InputError naming the tokens it lacks
+// (or Phi-4's <|im_sep|>, whose format is not written here).
 ChatFormat chat_format(const Tokenizer& tok);
 const char* chat_format_name(ChatFormat f);
 
@@ -43,17 +55,26 @@ const char* chat_format_name(ChatFormat f);
 // encode_with_specials). system "" = no system turn. no_think (chatml
 // only, Qwen3's enable_thinking = false): an empty thinking block
 // "<think>\n\n</think>\n\n" after the assistant's header, so the model
-// answers without thinking first.
-std::string chat_prompt(ChatFormat f, const std::string& system, const std::string& user, bool no_think = false);
+// answers without thinking first. date: llama3_1's "Today Date".
+std::string chat_prompt(ChatFormat f, const std::string& system, const std::string& user, bool no_think = false,
+                        const std::string& date = kLlama31Date);
 // A whole conversation (the last message the user's). strip_reasoning: as
 // above, for Qwen3's format (a tokenizer with <think> and </think>).
 std::string chat_prompt(ChatFormat f, const std::vector<ChatMessage>& messages, bool no_think = false,
-                        bool strip_reasoning = false);
+                        bool strip_reasoning = false, const std::string& date = kLlama31Date);
 
 // The messages of a JSON file (`--messages`): an array of objects with a
 // "role" (system, user, assistant) and a "content" string, the last the
 // user's. Anything else is an InputError naming the file and the message.
 std::vector<ChatMessage> read_chat_messages(const std::string& path);
+
+// Whether the chat template of the tokenizer_config.json beside a tokenizer
+// (source: its file, or the directory holding it; "" none) dates the turn
+// today: calls strftime_now, as Llama 3.2's does (transformers renders it
+// with the local date; Llama 3.1's and 3.3's write kLlama31Date). False
+// without such a file or template; an InputError naming a file that is not
+// valid JSON.
+bool chat_template_dates_today(const std::string& source);
 
 // The id that ends the assistant's turn: <|im_end|> or <|eot_id|>.
 int64_t chat_end_of_turn(const Tokenizer& tok, ChatFormat f);

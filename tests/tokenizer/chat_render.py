@@ -1,16 +1,19 @@
 #!/usr/bin/python3
 """A chat rendered by a model's own chat template, as transformers'
 apply_chat_template renders it (Jinja2's sandboxed environment with
-trim_blocks and lstrip_blocks, raise_exception, bos_token and eos_token
-from tokenizer_config.json, add_generation_prompt = True), for
+trim_blocks and lstrip_blocks, raise_exception and strftime_now (the local
+time's datetime.now().strftime), bos_token and eos_token from
+tokenizer_config.json, add_generation_prompt = True), for
 tests/tokenizer/chat.sh.
-Usage: chat_render.py TOKENIZER_CONFIG OUT SYSTEM USER [no_think]
-       chat_render.py TOKENIZER_CONFIG OUT --messages FILE [no_think]
+Usage: chat_render.py TOKENIZER_CONFIG OUT SYSTEM USER [no_think] [date=DATE]
+       chat_render.py TOKENIZER_CONFIG OUT --messages FILE [no_think] [date=DATE]
 (SYSTEM "": no system message; FILE: a JSON list of {"role", "content"}
-messages; no_think: enable_thinking = False, Qwen3's switch). Writes the
-rendered text to OUT (UTF-8)."""
+messages; no_think: enable_thinking = False, Qwen3's switch; date=DATE:
+date_string = DATE, Llama 3.1+'s date). Writes the rendered text to OUT
+(UTF-8)."""
 import json
 import sys
+from datetime import datetime
 
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -23,7 +26,8 @@ def token_text(t):
 
 
 def main():
-    if len(sys.argv) not in (5, 6) or (len(sys.argv) == 6 and sys.argv[5] != "no_think"):
+    opts = sys.argv[5:]
+    if len(sys.argv) < 5 or any(o != "no_think" and not o.startswith("date=") for o in opts):
         sys.exit(__doc__)
     cfg = json.load(open(sys.argv[1], encoding="utf-8"))
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
@@ -32,12 +36,14 @@ def main():
         raise RuntimeError(message)
 
     env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
     if sys.argv[3] == "--messages":
         messages = json.load(open(sys.argv[4], encoding="utf-8"))
     else:
         system, user = sys.argv[3], sys.argv[4]
         messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
-    extra = {"enable_thinking": False} if len(sys.argv) == 6 else {}
+    extra = {"enable_thinking": False} if "no_think" in opts else {}
+    extra.update({"date_string": o[5:] for o in opts if o.startswith("date=")})
     text = env.from_string(cfg["chat_template"]).render(
         messages=messages, add_generation_prompt=True, **extra,
         bos_token=token_text(cfg.get("bos_token")), eos_token=token_text(cfg.get("eos_token")))

@@ -59,9 +59,10 @@ set_tests_properties(tokenizer_choices_gpt2 PROPERTIES LABELS "tokenizer;cli" TI
 # chat turn, with and without a system turn, equal the model's own chat
 # template rendered by Jinja2 (python3-jinja2, transformers' settings) and
 # encoded by tokenizers.js: Qwen3's, Qwen2.5's (its default system prompt
-# given) and Llama 3 Instruct's (messages trimmed); --special with Llama 2's
+# given), Llama 3 Instruct's (messages trimmed) and Llama 3.2 Instruct's (its
+# date lines: today's, --date's, 3.1's); --special with Llama 2's
 # SentencePiece tokenizer against tokenizers.js; the refusals.
-foreach(case qwen3 qwen2_5 llama3 llama2 errors)
+foreach(case qwen3 qwen2_5 llama3 llama3_2 llama2 errors)
   add_test(NAME tokenizer_chat_${case} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/chat.sh ${case})
   set_tests_properties(tokenizer_chat_${case} PROPERTIES LABELS "tokenizer;cli" TIMEOUT 300
     ENVIRONMENT "${PENTAD_TEST_ENV}")

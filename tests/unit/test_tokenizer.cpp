@@ -364,6 +364,55 @@ nlohmann::json sp_tokenizer_json() {
                      {"vocab", vocab}, {"merges", merges}}}};
 }
 
+// Llama 3.1+'s format (Llama 3's tokens with <|eom_id|>): a system turn
+// always, its date lines first, the first message's text after them if it
+// is the system's; a later system message a turn of its own. The date comes
+// from the template beside the tokenizer: today's where it calls
+// strftime_now (Llama 3.2's).
+TEST_F(TokenizerTest, Llama31ChatFormatWritesTheDateLines) {
+  using nlohmann::json;
+  json tj = sp_tokenizer_json();
+  const std::pair<const char*, int> l3[] = {{"<|begin_of_text|>", 266}, {"<|start_header_id|>", 267},
+                                             {"<|end_header_id|>", 268}, {"<|eot_id|>", 269}};
+  for (const auto& [t, id] : l3) tj["added_tokens"].push_back(json{{"id", id}, {"content", t}, {"special", true}});
+  EXPECT_EQ(pentad::chat_format(*pentad::load_tokenizer(write("l3.json", tj.dump()), "")),
+            pentad::ChatFormat::llama3);
+  tj["added_tokens"].push_back(json{{"id", 270}, {"content", "<|eom_id|>"}, {"special", true}});
+  const auto l31 = pentad::load_tokenizer(write("l31.json", tj.dump()), "");
+  EXPECT_EQ(pentad::chat_format(*l31), pentad::ChatFormat::llama3_1);
+  EXPECT_EQ(pentad::chat_end_of_turn(*l31, pentad::ChatFormat::llama3_1), 269);
+  const std::string head = "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
+                           "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n";
+  EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::llama3_1, "", "U"),
+            head + "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|>"
+                   "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  const std::vector<pentad::ChatMessage> talk = {{"system", " S\n"}, {"user", "Q1"}, {"system", "S2"}, {"user", "Q2"}};
+  EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::llama3_1, talk, false, false, "01 Jan 2025"),
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
+            "Cutting Knowledge Date: December 2023\nToday Date: 01 Jan 2025\n\nS<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nQ1<|eot_id|>"
+            "<|start_header_id|>system<|end_header_id|>\n\nS2<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nQ2<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  // The template's date: strftime_now in tokenizer_config.json (one
+  // template, or the "default" of a list); none, no file: not today.
+  std::filesystem::create_directories(std::filesystem::path(write("probe", "")).parent_path() / "cfg");
+  const std::string dir = write("cfg/tokenizer.json", tj.dump());
+  EXPECT_FALSE(pentad::chat_template_dates_today(dir));
+  write("cfg/tokenizer_config.json", R"({"chat_template": "{{ strftime_now('%d %b %Y') }}"})");
+  EXPECT_TRUE(pentad::chat_template_dates_today(dir));
+  EXPECT_TRUE(pentad::chat_template_dates_today(dir.substr(0, dir.rfind('/'))));  // the directory
+  write("cfg/tokenizer_config.json",
+        R"({"chat_template": [{"name": "tool_use", "template": "x"}, {"name": "default", "template": "strftime_now"}]})");
+  EXPECT_TRUE(pentad::chat_template_dates_today(dir));
+  write("cfg/tokenizer_config.json", R"({"chat_template": "{{ date_string }}"})");
+  EXPECT_FALSE(pentad::chat_template_dates_today(dir));
+  EXPECT_FALSE(pentad::chat_template_dates_today(""));
+  write("cfg/tokenizer_config.json", "{");
+  EXPECT_HAS(pentad::test::input_error_of([&] { pentad::chat_template_dates_today(dir); }),
+             "tokenizer_config.json' is not valid JSON");
+}
+
 // A tokenizer with ChatML's tokens and Phi-4's <|im_sep|> is refused by
 // --chat (Phi-4's format is not ChatML's), naming the token.
 TEST_F(TokenizerTest, ChatRefusesPhi4sFormat) {

@@ -48,7 +48,7 @@ struct SampleArgs {
   std::string messages;  // a JSON file of the whole conversation (implies chat)
   bool no_think = false;  // with chat: Qwen3's empty thinking block (enable_thinking = false)
   std::string date;       // with chat, Llama 3.1+'s format: its "Today Date" ("today": the local date)
-  bool template_today = false;  // the tokenizer's chat template dates its turns today (Llama 3.2's)
+  ChatTemplateFacts tmpl;  // with chat: what the tokenizer's own chat template writes of its own
 };
 
 // The tokenizer for the model: the file given (a tiktoken rank file or a
@@ -92,7 +92,7 @@ std::string prompt_text(const SampleArgs& a) {
 // the tokenizer's chat template takes it (Llama 3.2's), else the date
 // Llama 3.1's and 3.3's templates write.
 std::string chat_date(const SampleArgs& a) {
-  if (a.date.empty() && !a.template_today) return kLlama31Date;
+  if (a.date.empty() && !a.tmpl.dates_today) return kLlama31Date;
   if (!a.date.empty() && a.date != "today") return a.date;
   const std::time_t now = std::time(nullptr);
   std::tm local{};
@@ -120,10 +120,13 @@ std::string encoded_text(const SampleArgs& a, const Tokenizer& tok, const std::s
   if (!a.date.empty() && **format != ChatFormat::llama3_1)
     throw InputError(std::string("--date: the tokenizer's chat format (") + chat_format_name(**format) +
                      ") writes no date; Llama 3.1's and later's does (a tokenizer with <|eom_id|>)");
-  const std::string date = chat_date(a);
-  if (a.messages.empty()) return chat_prompt(**format, a.system, text, a.no_think, date);
+  ChatOptions o;
+  o.no_think = a.no_think;
   // Qwen3's (a ChatML tokenizer with thinking tokens) drops earlier answers' reasoning.
-  return chat_prompt(**format, messages, a.no_think, **format == ChatFormat::chatml && think, date);
+  o.strip_reasoning = **format == ChatFormat::chatml && think;
+  o.date = chat_date(a);
+  if (**format == ChatFormat::chatml) o.default_system = a.tmpl.default_system;
+  return a.messages.empty() ? chat_prompt(**format, a.system, text, o) : chat_prompt(**format, messages, o);
 }
 
 // The prompt's ids: the tokenizer's begin token first where it has one
@@ -199,7 +202,7 @@ int sample(const CLI::App& cmd, SampleArgs a, Job job) {
   if (hf_dir) w.cfg = hf::model_of_dir(path);
   else w = load_model_weights(path);
   const std::unique_ptr<Tokenizer> tok = choose_tokenizer(a, w.cfg.vocab_size, hf_dir ? path : "");
-  if (a.chat) a.template_today = chat_template_dates_today(!a.tokenizer.empty() ? a.tokenizer : hf_dir ? path : "");
+  if (a.chat) a.tmpl = read_chat_template(!a.tokenizer.empty() ? a.tokenizer : hf_dir ? path : "");
   std::optional<ChatFormat> chat;
   const std::string text = encoded_text(a, *tok, prompt_text(a), &chat);
   const std::vector<int32_t> prompt = prompt_ids(*tok, text, a.special || a.chat);
@@ -251,7 +254,11 @@ int sample(const CLI::App& cmd, SampleArgs a, Job job) {
   if (chat) {
     const int64_t end = chat_end_of_turn(*tok, *chat);
     if (std::find(stop.begin(), stop.end(), end) == stop.end()) stop.push_back(end);
-    const std::string dated = *chat == ChatFormat::llama3_1 ? " (Today Date: " + chat_date(a) + ")" : "";
+    const std::string dated =
+        *chat == ChatFormat::llama3_1 ? " (Today Date: " + chat_date(a) + ")"
+        : *chat == ChatFormat::chatml && !a.tmpl.default_system.empty()
+            ? " (the template's default system prompt where no system message comes first)"
+            : "";
     std::fprintf(stderr, "sample: chat format %s%s%s, the turn ends at id %lld\n", chat_format_name(*chat),
                  dated.c_str(),
                  !a.messages.empty() ? " (the messages of --messages)"

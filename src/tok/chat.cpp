@@ -80,23 +80,23 @@ const char* chat_format_name(ChatFormat f) {
   return f == ChatFormat::chatml ? "chatml" : f == ChatFormat::llama3 ? "llama3" : "llama3.1";
 }
 
-std::string chat_prompt(ChatFormat f, const std::string& system, const std::string& user, bool no_think,
-                        const std::string& date) {
+std::string chat_prompt(ChatFormat f, const std::string& system, const std::string& user, const ChatOptions& o) {
   std::vector<ChatMessage> messages;
   if (!system.empty()) messages.push_back({"system", system});
   messages.push_back({"user", user});
-  return chat_prompt(f, messages, no_think, false, date);
+  return chat_prompt(f, messages, o);
 }
 
-std::string chat_prompt(ChatFormat f, const std::vector<ChatMessage>& messages, bool no_think, bool strip_reasoning,
-                        const std::string& date) {
-  if (no_think && f != ChatFormat::chatml)
+std::string chat_prompt(ChatFormat f, const std::vector<ChatMessage>& messages, const ChatOptions& o) {
+  if (o.no_think && f != ChatFormat::chatml)
     throw InputError("--no-think: Llama 3's chat format has no thinking block (Qwen3's ChatML has)");
   if (f == ChatFormat::chatml) {
     std::string s;
+    if (!o.default_system.empty() && (messages.empty() || messages[0].role != "system"))
+      s += "<|im_start|>system\n" + o.default_system + "<|im_end|>\n";
     for (const ChatMessage& m : messages) {
       std::string content = m.content;
-      if (strip_reasoning && m.role == "assistant") {
+      if (o.strip_reasoning && m.role == "assistant") {
         if (const size_t end = content.rfind("</think>"); end != std::string::npos) {
           content = content.substr(end + 8);
           const size_t first = content.find_first_not_of('\n');
@@ -106,12 +106,12 @@ std::string chat_prompt(ChatFormat f, const std::vector<ChatMessage>& messages, 
       s += "<|im_start|>" + m.role + "\n" + content + "<|im_end|>\n";
     }
     s += "<|im_start|>assistant\n";
-    return no_think ? s + "<think>\n\n</think>\n\n" : s;
+    return o.no_think ? s + "<think>\n\n</think>\n\n" : s;
   }
   std::string s = "<|begin_of_text|>";
   size_t first = 0;
   if (f == ChatFormat::llama3_1) {  // the system turn, always, with the first message if it is the system's
-    s += "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: " + date +
+    s += "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: " + o.date +
          "\n\n";
     if (!messages.empty() && messages[0].role == "system") s += trim(messages[first++].content);
     s += "<|eot_id|>";
@@ -149,26 +149,69 @@ std::vector<ChatMessage> read_chat_messages(const std::string& path) {
   return out;
 }
 
-bool chat_template_dates_today(const std::string& source) {
-  if (source.empty()) return false;
+namespace {
+
+// The text of the string literal of a Jinja template that opens at `open`
+// (its quote character), escapes read as Python's (\n, \t, \\, \', \");
+// *end: one past its closing quote (npos: unclosed).
+std::string literal_at(const std::string& t, size_t open, size_t* end) {
+  const char q = t[open];
+  std::string out;
+  for (size_t i = open + 1; i < t.size(); ++i) {
+    if (t[i] == q) {
+      *end = i + 1;
+      return out;
+    }
+    if (t[i] == '\\' && i + 1 < t.size()) {
+      const char c = t[++i];
+      out += c == 'n' ? '\n' : c == 't' ? '\t' : c;
+    } else {
+      out += t[i];
+    }
+  }
+  *end = std::string::npos;
+  return out;
+}
+
+// The first string literal of the template that is a whole ChatML system
+// turn, '<|im_start|>system\nTEXT<|im_end|>...': TEXT ("" none). Only the
+// literals that open with "<|im_start|>system" are read (so no quote in
+// the template's plain text can mislead the scan).
+std::string literal_system_turn(const std::string& t) {
+  const std::string head = "<|im_start|>system", open = head + "\n", close = "<|im_end|>";
+  for (size_t at = t.find(head); at != std::string::npos; at = t.find(head, at + 1)) {
+    if (at == 0 || (t[at - 1] != '\'' && t[at - 1] != '"')) continue;
+    size_t end = 0;
+    const std::string lit = literal_at(t, at - 1, &end);
+    if (end == std::string::npos || lit.rfind(open, 0) != 0) continue;
+    const size_t stop = lit.find(close, open.size());
+    if (stop != std::string::npos && stop > open.size()) return lit.substr(open.size(), stop - open.size());
+  }
+  return {};
+}
+
+}  // namespace
+
+ChatTemplateFacts read_chat_template(const std::string& source) {
+  if (source.empty()) return {};
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path dir = fs::is_directory(source, ec) ? fs::path(source) : fs::path(source).parent_path();
   const std::string path = (dir / "tokenizer_config.json").string();
-  if (!fs::exists(path, ec)) return false;
+  if (!fs::exists(path, ec)) return {};
   const std::string where = "'" + path + "'";
   const std::optional<std::string> text = read_text(path);
   if (!text) throw InputError(where + ": cannot read the file");
   const nlohmann::json j = parse_json(*text, where);
   const auto t = j.is_object() ? j.find("chat_template") : j.end();
-  if (t == j.end()) return false;
+  if (t == j.end()) return {};
   // One template, or a list of named ones ({"name": ..., "template": ...}): the "default".
   std::string tmpl;
   if (t->is_string()) tmpl = t->get<std::string>();
   for (const auto& x : t->is_array() ? *t : nlohmann::json::array())
     if (x.is_object() && x.value("name", "") == "default" && x.contains("template") && x["template"].is_string())
       tmpl = x["template"].get<std::string>();
-  return tmpl.find("strftime_now") != std::string::npos;
+  return {tmpl.find("strftime_now") != std::string::npos, literal_system_turn(tmpl)};
 }
 
 int64_t chat_end_of_turn(const Tokenizer& tok, ChatFormat f) {

@@ -20,10 +20,13 @@
 //     system's (a later system message is a turn of its own), as their
 //     templates write it (DATE: "26 Jul 2024" as Llama 3.1's and 3.3's
 //     templates write it, today's for Llama 3.2's, or the one given)
-// These are the fixed parts of the families' chat templates only: a
-// template that adds text of its own (Qwen2.5's default system prompt when
-// none is given) is not reproduced; render such a template yourself and
-// pass it with --special (docs/sampling.md).
+//   and, for chatml, a default system turn (ChatOptions::default_system,
+//     read from the template: Qwen2.5's) before a conversation that does
+//     not start with a system message
+// These are the fixed parts of the families' chat templates, and the two
+// facts read_chat_template takes from the template text; pentad does not
+// run the template (no tools, no images). Render any other template
+// yourself and pass it with --special (docs/sampling.md).
 #pragma once
 
 #include <cstdint>
@@ -51,30 +54,46 @@ struct ChatMessage {
 ChatFormat chat_format(const Tokenizer& tok);
 const char* chat_format_name(ChatFormat f);
 
+struct ChatOptions {
+  // chatml only, Qwen3's enable_thinking = false: an empty thinking block
+  // "<think>\n\n</think>\n\n" after the assistant's header, so the model
+  // answers without thinking first.
+  bool no_think = false;
+  bool strip_reasoning = false;  // chatml, Qwen3's (a tokenizer with <think> and </think>): as above
+  std::string date = kLlama31Date;  // llama3_1's "Today Date"
+  std::string default_system;  // chatml: the system turn's text when the first message is not the system's
+};
+
 // The turn's text, special tokens written as their text (for
-// encode_with_specials). system "" = no system turn. no_think (chatml
-// only, Qwen3's enable_thinking = false): an empty thinking block
-// "<think>\n\n</think>\n\n" after the assistant's header, so the model
-// answers without thinking first. date: llama3_1's "Today Date".
-std::string chat_prompt(ChatFormat f, const std::string& system, const std::string& user, bool no_think = false,
-                        const std::string& date = kLlama31Date);
-// A whole conversation (the last message the user's). strip_reasoning: as
-// above, for Qwen3's format (a tokenizer with <think> and </think>).
-std::string chat_prompt(ChatFormat f, const std::vector<ChatMessage>& messages, bool no_think = false,
-                        bool strip_reasoning = false, const std::string& date = kLlama31Date);
+// encode_with_specials). system "" = no system message.
+std::string chat_prompt(ChatFormat f, const std::string& system, const std::string& user, const ChatOptions& o = {});
+// A whole conversation (the last message the user's).
+std::string chat_prompt(ChatFormat f, const std::vector<ChatMessage>& messages, const ChatOptions& o = {});
 
 // The messages of a JSON file (`--messages`): an array of objects with a
 // "role" (system, user, assistant) and a "content" string, the last the
 // user's. Anything else is an InputError naming the file and the message.
 std::vector<ChatMessage> read_chat_messages(const std::string& path);
 
-// Whether the chat template of the tokenizer_config.json beside a tokenizer
-// (source: its file, or the directory holding it; "" none) dates the turn
-// today: calls strftime_now, as Llama 3.2's does (transformers renders it
-// with the local date; Llama 3.1's and 3.3's write kLlama31Date). False
-// without such a file or template; an InputError naming a file that is not
-// valid JSON.
-bool chat_template_dates_today(const std::string& source);
+// What the chat template of the tokenizer_config.json beside a tokenizer
+// (source: its file, or the directory holding it; "" none) writes of its
+// own, as far as pentad reproduces it:
+//   dates_today: it calls strftime_now, as Llama 3.2's does (transformers
+//     renders it with the local date; Llama 3.1's and 3.3's write
+//     kLlama31Date);
+//   default_system: the text of a ChatML system turn written whole as one
+//     string literal, '<|im_start|>system\nTEXT<|im_end|>...' (escapes
+//     read as Python's), which Qwen2's and Qwen2.5's templates write when
+//     the conversation does not start with a system message ("" when there
+//     is none: Qwen3's writes only the given one).
+// The template is tokenizer_config.json's "chat_template" (a string, or the
+// "default" of a list of named ones). Nothing without such a file or
+// template; an InputError naming a file that is not valid JSON.
+struct ChatTemplateFacts {
+  bool dates_today = false;
+  std::string default_system;
+};
+ChatTemplateFacts read_chat_template(const std::string& source);
 
 // The id that ends the assistant's turn: <|im_end|> or <|eot_id|>.
 int64_t chat_end_of_turn(const Tokenizer& tok, ChatFormat f);

@@ -293,9 +293,9 @@ TEST_F(TokenizerTest, SpecialTokensInPromptsAndChatTurns) {
   const std::vector<pentad::ChatMessage> talk = {
       {"user", "Q1"}, {"assistant", "<think>\nr\n</think>\n\n A1\n"}, {"system", "S"}, {"user", "Q2"}};
   const std::string tail = "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ2<|im_end|>\n<|im_start|>assistant\n";
-  EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::chatml, talk, false, true),
+  EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::chatml, talk, {false, true}),
             "<|im_start|>user\nQ1<|im_end|>\n<|im_start|>assistant\n A1\n<|im_end|>\n" + tail);
-  EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::chatml, talk, false, false),
+  EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::chatml, talk, {false, false}),
             "<|im_start|>user\nQ1<|im_end|>\n<|im_start|>assistant\n<think>\nr\n</think>\n\n A1\n<|im_end|>\n" + tail);
   EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::llama3, talk),
             "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nQ1<|eot_id|>"
@@ -387,7 +387,7 @@ TEST_F(TokenizerTest, Llama31ChatFormatWritesTheDateLines) {
             head + "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|>"
                    "<|start_header_id|>assistant<|end_header_id|>\n\n");
   const std::vector<pentad::ChatMessage> talk = {{"system", " S\n"}, {"user", "Q1"}, {"system", "S2"}, {"user", "Q2"}};
-  EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::llama3_1, talk, false, false, "01 Jan 2025"),
+  EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::llama3_1, talk, {false, false, "01 Jan 2025"}),
             "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
             "Cutting Knowledge Date: December 2023\nToday Date: 01 Jan 2025\n\nS<|eot_id|>"
             "<|start_header_id|>user<|end_header_id|>\n\nQ1<|eot_id|>"
@@ -398,19 +398,49 @@ TEST_F(TokenizerTest, Llama31ChatFormatWritesTheDateLines) {
   // template, or the "default" of a list); none, no file: not today.
   std::filesystem::create_directories(std::filesystem::path(write("probe", "")).parent_path() / "cfg");
   const std::string dir = write("cfg/tokenizer.json", tj.dump());
-  EXPECT_FALSE(pentad::chat_template_dates_today(dir));
+  const auto today = [&] { return pentad::read_chat_template(dir).dates_today; };
+  EXPECT_FALSE(today());
   write("cfg/tokenizer_config.json", R"({"chat_template": "{{ strftime_now('%d %b %Y') }}"})");
-  EXPECT_TRUE(pentad::chat_template_dates_today(dir));
-  EXPECT_TRUE(pentad::chat_template_dates_today(dir.substr(0, dir.rfind('/'))));  // the directory
+  EXPECT_TRUE(today());
+  EXPECT_TRUE(pentad::read_chat_template(dir.substr(0, dir.rfind('/'))).dates_today);  // the directory
   write("cfg/tokenizer_config.json",
         R"({"chat_template": [{"name": "tool_use", "template": "x"}, {"name": "default", "template": "strftime_now"}]})");
-  EXPECT_TRUE(pentad::chat_template_dates_today(dir));
+  EXPECT_TRUE(today());
   write("cfg/tokenizer_config.json", R"({"chat_template": "{{ date_string }}"})");
-  EXPECT_FALSE(pentad::chat_template_dates_today(dir));
-  EXPECT_FALSE(pentad::chat_template_dates_today(""));
+  EXPECT_FALSE(today());
+  EXPECT_FALSE(pentad::read_chat_template("").dates_today);
   write("cfg/tokenizer_config.json", "{");
-  EXPECT_HAS(pentad::test::input_error_of([&] { pentad::chat_template_dates_today(dir); }),
+  EXPECT_HAS(pentad::test::input_error_of([&] { pentad::read_chat_template(dir); }),
              "tokenizer_config.json' is not valid JSON");
+}
+
+// A ChatML template's default system turn: the text of a string literal
+// that is a whole system turn (Qwen2's and Qwen2.5's), escapes read; one
+// built with + (Qwen3's: the given message only) is none. chat_prompt
+// writes it first unless the conversation starts with a system message.
+TEST_F(TokenizerTest, ChatMLDefaultSystemTurnIsReadFromTheTemplate) {
+  using nlohmann::json;
+  std::filesystem::create_directories(std::filesystem::path(write("probe", "")).parent_path() / "t");
+  const std::string tok = write("t/tokenizer.json", "{}");  // (not read)
+  const auto system_of = [&](const std::string& tmpl) {
+    write("t/tokenizer_config.json", json{{"chat_template", tmpl}}.dump());
+    return pentad::read_chat_template(tok).default_system;
+  };
+  EXPECT_EQ(system_of(R"({%- if messages[0]['role'] != 'system' %}{{- '<|im_start|>system\nYou are Q. It\'s "me".<|im_end|>\n' }}{%- endif %})"),
+            "You are Q. It's \"me\".");
+  EXPECT_EQ(system_of(R"({{ "<|im_start|>system\nA\tB<|im_end|>\n" }})"), "A\tB");
+  EXPECT_EQ(system_of(R"({{- '<|im_start|>system\n' + messages[0].content + '<|im_end|>\n' }})"), "");
+  EXPECT_EQ(system_of(R"(Don't {{ '<|im_start|>system\n<|im_end|>' }} <|im_start|>system\nX<|im_end|>)"), "");
+  EXPECT_EQ(system_of(R"({{ '<|im_start|>system\nunclosed<|im_end|>)"), "");
+  const pentad::ChatOptions o{false, false, pentad::kLlama31Date, "D"};
+  EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::chatml, "", "U", o),
+            "<|im_start|>system\nD<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::chatml, "S", "U", o),
+            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n");
+  const std::vector<pentad::ChatMessage> later = {{"user", "U"}, {"system", "S"}, {"user", "V"}};
+  EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::chatml, later, o),
+            "<|im_start|>system\nD<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>system\nS<|im_end|>\n"
+            "<|im_start|>user\nV<|im_end|>\n<|im_start|>assistant\n");
 }
 
 // A tokenizer with ChatML's tokens and Phi-4's <|im_sep|> is refused by

@@ -114,6 +114,7 @@ std::string encoded_text(const SampleArgs& a, const Tokenizer& tok, const std::s
   const std::vector<ChatMessage> messages =
       a.messages.empty() ? std::vector<ChatMessage>() : read_chat_messages(a.messages);
   *format = chat_format(tok);
+  check_chat_template(a.tmpl, **format);
   const bool think = special_token_id(tok, "<think>") >= 0 && special_token_id(tok, "</think>") >= 0;
   if (a.no_think && **format == ChatFormat::chatml && !think)
     throw InputError("--no-think: tokenizer " + tok.describe() + " has no <think> and </think> tokens (Qwen3's)");

@@ -19,6 +19,7 @@
 #include <toml++/toml.h>
 
 #include "core/error.hpp"
+#include "core/json.hpp"
 
 namespace pentad::hf {
 
@@ -601,9 +602,9 @@ std::string read_rope_parameters(json& j, const std::string& where) {
 // read_rope_parameters), or the message why it is none.
 std::string parse_config_object(const std::string& text, const std::string& where, json* j) {
   try {
-    *j = json::parse(text);
-  } catch (const json::exception& e) {
-    return where + " is not valid JSON: " + e.what();
+    *j = parse_json(text, where);
+  } catch (const InputError& e) {
+    return e.what();
   }
   if (!j->is_object()) return where + " is not a JSON object";
   return read_rope_parameters(*j, where);

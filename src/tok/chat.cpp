@@ -211,7 +211,16 @@ ChatTemplateFacts read_chat_template(const std::string& source) {
   for (const auto& x : t->is_array() ? *t : nlohmann::json::array())
     if (x.is_object() && x.value("name", "") == "default" && x.contains("template") && x["template"].is_string())
       tmpl = x["template"].get<std::string>();
-  return {tmpl.find("strftime_now") != std::string::npos, literal_system_turn(tmpl)};
+  return {tmpl.find("strftime_now") != std::string::npos, literal_system_turn(tmpl), path, tmpl};
+}
+
+void check_chat_template(const ChatTemplateFacts& t, ChatFormat f) {
+  const char* header = f == ChatFormat::chatml ? "<|im_start|>" : "<|start_header_id|>";
+  if (t.template_.empty() || t.template_.find(header) != std::string::npos) return;
+  throw InputError("--chat: the chat template of '" + t.path + "' never writes " + header + ", the turn header of " +
+                   (f == ChatFormat::chatml ? "ChatML" : "Llama 3's format") +
+                   ", whose tokens the tokenizer has: the model was tuned on another format, which --chat does not "
+                   "write (render the template and give --special instead)");
 }
 
 int64_t chat_end_of_turn(const Tokenizer& tok, ChatFormat f) {

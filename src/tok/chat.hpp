@@ -92,8 +92,16 @@ std::vector<ChatMessage> read_chat_messages(const std::string& path);
 struct ChatTemplateFacts {
   bool dates_today = false;
   std::string default_system;
+  std::string path;       // the tokenizer_config.json read ("" none)
+  std::string template_;  // its chat template ("" none)
 };
 ChatTemplateFacts read_chat_template(const std::string& source);
+
+// An InputError when the template of t (if any) is not of format f: it
+// never writes f's turn header (<|im_start|> for ChatML, <|start_header_id|>
+// for Llama 3's), so the model was tuned on another format (its tokenizer
+// having f's tokens all the same).
+void check_chat_template(const ChatTemplateFacts& t, ChatFormat f);
 
 // The id that ends the assistant's turn: <|im_end|> or <|eot_id|>.
 int64_t chat_end_of_turn(const Tokenizer& tok, ChatFormat f);

@@ -208,6 +208,16 @@ json.dump(c, open(sys.argv[1], "w"))' "$tmp/tok/tokenizer_config.json" "$default
       echo "FAIL: qwen2_5 default system prompt: --chat [$with], with --system [$given], template without it [$without]"
       fail=1
     fi
+    # A template of another format (the tokenizer's ChatML tokens unused by it) is refused.
+    "$PENTAD_PYTHON" -c 'import json, sys
+c = json.load(open(sys.argv[1]))
+c["chat_template"] = "{% for m in messages %}{{ \"<|User|>\" + m[\"content\"] }}{% endfor %}<|Assistant|>"
+json.dump(c, open(sys.argv[1], "w"))' "$tmp/tok/tokenizer_config.json"
+    refused "--chat, a template of another format" \
+      "tokenizer_config.json' never writes <|im_start|>, the turn header of ChatML" \
+      --tokenizer "$tmp/tok" --chat --prompt "hi"
+    refused "--messages, a template of another format" "never writes <|im_start|>" \
+      --tokenizer "$tmp/tok" --messages "$tmp/conversation.json"
   fi
   ;;
 llama3)

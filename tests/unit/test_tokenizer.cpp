@@ -293,9 +293,11 @@ TEST_F(TokenizerTest, SpecialTokensInPromptsAndChatTurns) {
   const std::vector<pentad::ChatMessage> talk = {
       {"user", "Q1"}, {"assistant", "<think>\nr\n</think>\n\n A1\n"}, {"system", "S"}, {"user", "Q2"}};
   const std::string tail = "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ2<|im_end|>\n<|im_start|>assistant\n";
-  EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::chatml, talk, {false, true}),
+  pentad::ChatOptions strip;
+  strip.strip_reasoning = true;
+  EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::chatml, talk, strip),
             "<|im_start|>user\nQ1<|im_end|>\n<|im_start|>assistant\n A1\n<|im_end|>\n" + tail);
-  EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::chatml, talk, {false, false}),
+  EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::chatml, talk),
             "<|im_start|>user\nQ1<|im_end|>\n<|im_start|>assistant\n<think>\nr\n</think>\n\n A1\n<|im_end|>\n" + tail);
   EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::llama3, talk),
             "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nQ1<|eot_id|>"
@@ -387,7 +389,9 @@ TEST_F(TokenizerTest, Llama31ChatFormatWritesTheDateLines) {
             head + "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|>"
                    "<|start_header_id|>assistant<|end_header_id|>\n\n");
   const std::vector<pentad::ChatMessage> talk = {{"system", " S\n"}, {"user", "Q1"}, {"system", "S2"}, {"user", "Q2"}};
-  EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::llama3_1, talk, {false, false, "01 Jan 2025"}),
+  pentad::ChatOptions dated;
+  dated.date = "01 Jan 2025";
+  EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::llama3_1, talk, dated),
             "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
             "Cutting Knowledge Date: December 2023\nToday Date: 01 Jan 2025\n\nS<|eot_id|>"
             "<|start_header_id|>user<|end_header_id|>\n\nQ1<|eot_id|>"
@@ -404,7 +408,8 @@ TEST_F(TokenizerTest, Llama31ChatFormatWritesTheDateLines) {
   EXPECT_TRUE(today());
   EXPECT_TRUE(pentad::read_chat_template(dir.substr(0, dir.rfind('/'))).dates_today);  // the directory
   write("cfg/tokenizer_config.json",
-        R"({"chat_template": [{"name": "tool_use", "template": "x"}, {"name": "default", "template": "strftime_now"}]})");
+        R"({"chat_template": [{"name": "tool_use", "template": "x"},
+                              {"name": "default", "template": "strftime_now"}]})");
   EXPECT_TRUE(today());
   write("cfg/tokenizer_config.json", R"({"chat_template": "{{ date_string }}"})");
   EXPECT_FALSE(today());
@@ -426,13 +431,15 @@ TEST_F(TokenizerTest, ChatMLDefaultSystemTurnIsReadFromTheTemplate) {
     write("t/tokenizer_config.json", json{{"chat_template", tmpl}}.dump());
     return pentad::read_chat_template(tok).default_system;
   };
-  EXPECT_EQ(system_of(R"({%- if messages[0]['role'] != 'system' %}{{- '<|im_start|>system\nYou are Q. It\'s "me".<|im_end|>\n' }}{%- endif %})"),
+  EXPECT_EQ(system_of("{%- if messages[0]['role'] != 'system' %}"
+                      R"({{- '<|im_start|>system\nYou are Q. It\'s "me".<|im_end|>\n' }}{%- endif %})"),
             "You are Q. It's \"me\".");
   EXPECT_EQ(system_of(R"({{ "<|im_start|>system\nA\tB<|im_end|>\n" }})"), "A\tB");
   EXPECT_EQ(system_of(R"({{- '<|im_start|>system\n' + messages[0].content + '<|im_end|>\n' }})"), "");
   EXPECT_EQ(system_of(R"(Don't {{ '<|im_start|>system\n<|im_end|>' }} <|im_start|>system\nX<|im_end|>)"), "");
   EXPECT_EQ(system_of(R"({{ '<|im_start|>system\nunclosed<|im_end|>)"), "");
-  const pentad::ChatOptions o{false, false, pentad::kLlama31Date, "D"};
+  pentad::ChatOptions o;
+  o.default_system = "D";
   EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::chatml, "", "U", o),
             "<|im_start|>system\nD<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::chatml, "S", "U", o),

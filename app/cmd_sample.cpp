@@ -174,6 +174,42 @@ std::vector<int64_t> stop_ids(const Tokenizer& tok, const std::string& hf_dir) {
   return stop;
 }
 
+// A Hugging Face directory's generation_config.json settings where the
+// command line gives none: its temperature, top_k and top_p (do_sample
+// false: greedy), as its authors set them for transformers' generate().
+// stderr says which came from the file, and that a repetition_penalty other
+// than 1 is not applied.
+void apply_generation_defaults(const CLI::App& cmd, const hf::GenerationDefaults& g, SampleParams* p) {
+  std::string from;
+  const auto note = [&](const std::string& x) { from += (from.empty() ? "" : ", ") + x; };
+  const auto num = [](double x) {
+    char buf[32];
+    *std::to_chars(buf, buf + sizeof buf - 1, x).ptr = '\0';
+    return std::string(buf);
+  };
+  if (cmd.count("--temperature") == 0) {
+    if (g.do_sample && !*g.do_sample) {
+      p->temperature = 0;
+      note("greedy (do_sample false)");
+    } else if (g.temperature) {
+      p->temperature = *g.temperature;
+      note("temperature " + num(*g.temperature));
+    }
+  }
+  if (cmd.count("--top-k") == 0 && g.top_k) {
+    p->top_k = *g.top_k;
+    note("top-k " + std::to_string(*g.top_k));
+  }
+  if (cmd.count("--top-p") == 0 && g.top_p) {
+    p->top_p = *g.top_p;
+    note("top-p " + num(*g.top_p));
+  }
+  if (!from.empty()) std::fprintf(stderr, "sample: %s from generation_config.json\n", from.c_str());
+  if (g.repetition_penalty && *g.repetition_penalty != 1.0)
+    std::fprintf(stderr, "sample: generation_config.json's repetition_penalty %s is not applied (pentad has none)\n",
+                 num(*g.repetition_penalty).c_str());
+}
+
 int sample(const CLI::App& cmd, SampleArgs a, Job job) {
   if (looks_like_option(a.spec)) throw CliUsageError("sample: unknown option '" + a.spec + "'");
   if (const std::string x = first_extra(cmd); !x.empty())
@@ -251,6 +287,7 @@ int sample(const CLI::App& cmd, SampleArgs a, Job job) {
                be->name().c_str());
   SampleParams p = a.p;
   p.vocab = int(tok->vocab_size());
+  if (hf_dir) apply_generation_defaults(cmd, hf::generation_defaults(path), &p);
   std::vector<int64_t> stop = stop_ids(*tok, hf_dir ? path : "");
   if (chat) {
     const int64_t end = chat_end_of_turn(*tok, *chat);

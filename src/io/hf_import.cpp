@@ -37,15 +37,28 @@ ModelConfig model_of_dir(const std::string& dir) {
   return model_of_config_json(*text, "'" + cfg + "'");
 }
 
-std::vector<int64_t> generation_eos_ids(const std::string& dir) {
+namespace {
+
+// A directory's generation_config.json as an object (null when there is
+// none), *what naming it.
+nlohmann::json generation_config(const std::string& dir, std::string* what) {
   const std::string path = (fs::path(dir) / "generation_config.json").string();
   std::error_code ec;
-  if (!fs::exists(path, ec)) return {};
+  if (!fs::exists(path, ec)) return nullptr;
   const auto text = read_text(path);
-  const std::string what = "'" + path + "'";
-  if (!text) throw InputError(what + " cannot be read");
-  const nlohmann::json j = parse_json(*text, what);
-  if (!j.is_object()) throw InputError(what + " is not a JSON object");
+  *what = "'" + path + "'";
+  if (!text) throw InputError(*what + " cannot be read");
+  nlohmann::json j = parse_json(*text, *what);
+  if (!j.is_object()) throw InputError(*what + " is not a JSON object");
+  return j;
+}
+
+}  // namespace
+
+std::vector<int64_t> generation_eos_ids(const std::string& dir) {
+  std::string what;
+  const nlohmann::json j = generation_config(dir, &what);
+  if (j.is_null()) return {};
   const auto eos = j.find("eos_token_id");
   if (eos == j.end() || eos->is_null()) return {};
   const nlohmann::json list = eos->is_array() ? *eos : nlohmann::json::array({*eos});
@@ -56,6 +69,36 @@ std::vector<int64_t> generation_eos_ids(const std::string& dir) {
     ids.push_back(x.get<int64_t>());
   }
   return ids;
+}
+
+GenerationDefaults generation_defaults(const std::string& dir) {
+  std::string what;
+  const nlohmann::json j = generation_config(dir, &what);
+  GenerationDefaults g;
+  if (j.is_null()) return g;
+  using json = nlohmann::json;
+  // The value of key where it is there and not null, else null; one that
+  // fails ok is named with fault.
+  const auto value = [&](const char* key, bool (*ok)(const json&), const char* fault) -> const json* {
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return nullptr;
+    if (!ok(*it)) throw InputError(what + ": \"" + key + "\" = " + it->dump() + " " + fault);
+    return &*it;
+  };
+  const auto boolean = [](const json& v) { return v.is_boolean(); };
+  const auto at_least_0 = [](const json& v) { return v.is_number() && v.get<double>() >= 0; };
+  const auto above_0 = [](const json& v) { return v.is_number() && v.get<double>() > 0; };
+  const auto in_0_1 = [](const json& v) { return v.is_number() && v.get<double>() > 0 && v.get<double>() <= 1; };
+  const auto count = [](const json& v) {
+    return v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= 2147483647;
+  };
+  if (const json* x = value("do_sample", boolean, "is not true or false")) g.do_sample = x->get<bool>();
+  if (const json* x = value("temperature", at_least_0, "is not a number >= 0")) g.temperature = x->get<double>();
+  if (const json* x = value("top_k", count, "is not an integer >= 0")) g.top_k = int(x->get<int64_t>());
+  if (const json* x = value("top_p", in_0_1, "is not in (0, 1]")) g.top_p = x->get<double>();
+  if (const json* x = value("repetition_penalty", above_0, "is not a number > 0"))
+    g.repetition_penalty = x->get<double>();
+  return g;
 }
 
 Import::Import(const std::string& path, const ModelConfig& m, const std::string& where,

@@ -2,7 +2,8 @@
 # `pentad sample`: bad input gets one message naming the thing and a non-zero
 # exit; a fixed seed repeats its text and another seed changes it; top-k 1 is
 # greedy; an export directory and the latest pointer sample like the
-# checkpoint file; generation stops at model.seq_len and says so.
+# checkpoint file; generation stops at model.seq_len and says so; a Hugging
+# Face directory's generation_config.json gives the sampling defaults.
 #   sample.sh CASE      (env: PENTAD, MPIEXEC, PENTAD_SOURCE_DIR)
 set -uo pipefail
 case_name=$1
@@ -210,6 +211,57 @@ PY
       "$PENTAD" sample "$tmp/badeos" --prompt "a"
     echo '{"eos_token_id": ' > "$tmp/badeos/generation_config.json"
     fail_with "generation_config.json' is not valid JSON: " "$PENTAD" sample "$tmp/badeos" --prompt "a" ;;
+  hf_dir_generation_config)
+    # generation_config.json's sampling settings (do_sample, temperature,
+    # top_k, top_p) are the defaults where the command line gives none: the
+    # same ids as the export (no such keys) sampled with them as options;
+    # an option given overrides the file's; do_sample false is greedy; a
+    # repetition_penalty is named as not applied; bad values are refused by key.
+    train_tiny
+    "$PENTAD" ckpt export "$ck" --to "$tmp/hf" --format hf > /dev/null || { echo "FAIL: export"; exit 1; }
+    grep -qE '"(temperature|top_k|top_p|do_sample)"' "$tmp/hf/generation_config.json" &&
+      { echo "FAIL: the export's generation_config.json already has sampling keys"; exit 1; }
+    gen() {  # gen NAME JSON: $tmp/NAME, the export with generation_config.json = JSON
+      mkdir "$tmp/$1" && ln -s "$tmp/hf/model.safetensors" "$tmp/hf/config.json" "$tmp/$1/"
+      echo "$2" > "$tmp/$1/generation_config.json"
+    }
+    gen gen '{"do_sample": true, "temperature": 0.7, "top_k": 5, "top_p": 0.8, "repetition_penalty": 1.05}'
+    differs=0
+    for seed in 1 2 3; do
+      sample_out "$tmp/a$seed" "$tmp/gen" --prompt "The " --tokens 12 --seed $seed --ids
+      sample_out "$tmp/b$seed" "$tmp/hf" --prompt "The " --tokens 12 --seed $seed --ids --temperature 0.7 --top-k 5 --top-p 0.8
+      same "$tmp/a$seed" "$tmp/b$seed" "seed $seed: the file's settings and the same options"
+      sample_out "$tmp/c$seed" "$tmp/hf" --prompt "The " --tokens 12 --seed $seed --ids
+      cmp -s "$tmp/a$seed" "$tmp/c$seed" || differs=1
+      sample_out "$tmp/d$seed" "$tmp/gen" --prompt "The " --tokens 12 --seed $seed --ids --temperature 1 --top-k 0 --top-p 1
+      same "$tmp/c$seed" "$tmp/d$seed" "seed $seed: options over the file's settings and pentad's defaults"
+      sample_out "$tmp/e$seed" "$tmp/gen" --prompt "The " --tokens 12 --seed $seed --ids --top-k 0
+      sample_out "$tmp/f$seed" "$tmp/hf" --prompt "The " --tokens 12 --seed $seed --ids --temperature 0.7 --top-p 0.8
+      same "$tmp/e$seed" "$tmp/f$seed" "seed $seed: --top-k over the file's, its temperature and top-p kept"
+    done
+    [ $differs = 1 ] || { echo "FAIL: the file's settings sample what pentad's defaults do for every seed"; exit 1; }
+    grep -qF "sample: temperature 0.7, top-k 5, top-p 0.8 from generation_config.json" "$tmp/a1.err" &&
+      grep -qF "repetition_penalty 1.05 is not applied (pentad has none)" "$tmp/a1.err" ||
+      { echo "FAIL: stderr does not name the file's settings"; cat "$tmp/a1.err"; exit 1; }
+    echo "ok: $(grep -F 'from generation_config.json' "$tmp/a1.err")"
+    grep -q "from generation_config.json" "$tmp/e1.err" && grep -q "top-k" <(grep "from generation_config" "$tmp/e1.err") &&
+      { echo "FAIL: --top-k given, yet stderr names the file's top-k"; cat "$tmp/e1.err"; exit 1; }
+    gen greedy '{"do_sample": false, "temperature": 0.7}'
+    sample_out "$tmp/g" "$tmp/greedy" --prompt "The " --tokens 12 --seed 5 --ids
+    sample_out "$tmp/h" "$tmp/hf" --prompt "The " --tokens 12 --seed 5 --ids --temperature 0
+    same "$tmp/g" "$tmp/h" "do_sample false and --temperature 0"
+    grep -qF "sample: greedy (do_sample false) from generation_config.json" "$tmp/g.err" ||
+      { echo "FAIL: stderr does not say greedy"; cat "$tmp/g.err"; exit 1; }
+    bad() {  # bad JSON MESSAGE
+      rm -rf "$tmp/bad" && gen bad "$1"
+      fail_with "generation_config.json': $2" "$PENTAD" sample "$tmp/bad" --prompt "a"
+    }
+    bad '{"temperature": -1}' '"temperature" = -1 is not a number >= 0'
+    bad '{"top_p": 0}' '"top_p" = 0 is not in \(0, 1\]'
+    bad '{"top_p": 1.5}' '"top_p" = 1.5 is not in \(0, 1\]'
+    bad '{"top_k": 2.5}' '"top_k" = 2.5 is not an integer >= 0'
+    bad '{"do_sample": "yes"}' '"do_sample" = "yes" is not true or false'
+    bad '{"repetition_penalty": 0}' '"repetition_penalty" = 0 is not a number > 0' ;;
   *)
     echo "unknown case $case_name"; exit 2 ;;
 esac

@@ -175,10 +175,9 @@ std::vector<int64_t> stop_ids(const Tokenizer& tok, const std::string& hf_dir) {
 }
 
 // A Hugging Face directory's generation_config.json settings where the
-// command line gives none: its temperature, top_k and top_p (do_sample
-// false: greedy), as its authors set them for transformers' generate().
-// stderr says which came from the file, and that a repetition_penalty other
-// than 1 is not applied.
+// command line gives none: its temperature, top_k, top_p and
+// repetition_penalty (do_sample false: greedy), as its authors set them for
+// transformers' generate(). stderr says which came from the file.
 void apply_generation_defaults(const CLI::App& cmd, const hf::GenerationDefaults& g, SampleParams* p) {
   std::string from;
   const auto note = [&](const std::string& x) { from += (from.empty() ? "" : ", ") + x; };
@@ -204,10 +203,11 @@ void apply_generation_defaults(const CLI::App& cmd, const hf::GenerationDefaults
     p->top_p = *g.top_p;
     note("top-p " + num(*g.top_p));
   }
+  if (cmd.count("--repetition-penalty") == 0 && g.repetition_penalty) {
+    p->repetition_penalty = *g.repetition_penalty;
+    note("repetition penalty " + num(*g.repetition_penalty));
+  }
   if (!from.empty()) std::fprintf(stderr, "sample: %s from generation_config.json\n", from.c_str());
-  if (g.repetition_penalty && *g.repetition_penalty != 1.0)
-    std::fprintf(stderr, "sample: generation_config.json's repetition_penalty %s is not applied (pentad has none)\n",
-                 num(*g.repetition_penalty).c_str());
 }
 
 int sample(const CLI::App& cmd, SampleArgs a, Job job) {
@@ -352,6 +352,8 @@ Command add_sample(CLI::App& pentad, Job job) {
   cmd->add_option("--temperature", a->p.temperature, "softmax temperature; 0 = greedy (default 1)");
   cmd->add_option("--top-k", a->p.top_k, "sample among the k most likely tokens; 0 = all (default)");
   cmd->add_option("--top-p", a->p.top_p, "nucleus: the smallest set with this probability mass (default 1)");
+  cmd->add_option("--repetition-penalty", a->p.repetition_penalty,
+                  "divide (multiply, if negative) the logits of ids already in the text by this (default 1: none)");
   cmd->add_option("--seed", a->p.seed, "random seed (default 0)");
   cmd->add_option("--backend", a->backend, "cpu (default) or cuda");
   cmd->add_option("--threads", a->threads, "OpenMP/BLAS threads (cpu); 0 = default");

@@ -28,6 +28,14 @@ void check_sample_params(const SampleParams& p) {
   if (p.top_k < 0) throw InputError("--top-k " + std::to_string(p.top_k) + ": must be >= 0 (0 = no limit)");
   if (!(p.top_p > 0 && p.top_p <= 1))
     throw InputError("--top-p " + std::to_string(p.top_p) + ": must be in (0, 1]");
+  if (!(p.repetition_penalty > 0) || !std::isfinite(p.repetition_penalty))
+    throw InputError("--repetition-penalty " + std::to_string(p.repetition_penalty) + ": must be > 0 (1 = none)");
+}
+
+void apply_repetition_penalty(float* logits, const std::vector<uint8_t>& seen, double r) {
+  const float rf = float(r);  // in the logits' precision, as the processor's scalar is
+  for (size_t v = 0; v < seen.size(); ++v)
+    if (seen[v]) logits[v] = logits[v] < 0 ? logits[v] * rf : logits[v] / rf;
 }
 
 int32_t sample_token(const float* logits, int V, const SampleParams& p, uint64_t i) {
@@ -77,6 +85,11 @@ Generation generate(InferenceEngine& engine, const std::vector<int32_t>& prompt,
                      std::to_string(T));
   Generation g;
   engine.reset();
+  std::vector<uint8_t> seen;  // with a repetition penalty: the ids in the sequence so far
+  if (p.repetition_penalty != 1.0) {
+    seen.assign(size_t(V), 0);
+    for (int32_t id : prompt) seen[size_t(id)] = 1;
+  }
   std::vector<float> logits;
   auto t0 = std::chrono::steady_clock::now();
   engine.forward(prompt.data(), int(prompt.size()), logits);
@@ -87,7 +100,9 @@ Generation generate(InferenceEngine& engine, const std::vector<int32_t>& prompt,
       g.stop = StopReason::seq_len;
       break;
     }
+    if (!seen.empty()) apply_repetition_penalty(logits.data(), seen, p.repetition_penalty);
     const int32_t tok = sample_token(logits.data(), p.vocab > 0 ? std::min(p.vocab, V) : V, p, uint64_t(i));
+    if (!seen.empty()) seen[size_t(tok)] = 1;
     if (std::find(stop.begin(), stop.end(), int64_t(tok)) != stop.end()) {
       g.stop = StopReason::eot;
       g.stop_id = tok;

@@ -5,7 +5,11 @@
 // top_p (nucleus sampling, Holtzman et al. 2019); the token is drawn from
 // softmax(logit / temperature) renormalised over the candidates, with the
 // uniform number i of the counter-based stream (seed, kSampleStream) for
-// the i-th generated token: the same seed gives the same tokens.
+// the i-th generated token: the same seed gives the same tokens. A
+// repetition penalty r != 1 first divides the logit of every id already in
+// the sequence (prompt and generated) by r where it is positive and
+// multiplies it by r where it is negative (Keskar et al. 2019, CTRL; the rule
+// of transformers' RepetitionPenaltyLogitsProcessor), also when greedy.
 #pragma once
 
 #include <cstdint>
@@ -26,12 +30,18 @@ struct SampleParams {
   // whose vocabulary is padded beyond it never yields a padding id); 0 = all
   // of the model's.
   int vocab = 0;
+  double repetition_penalty = 1.0;  // > 0; 1 = none (generate() applies it)
 };
 
 // An InputError naming the option when a value is out of range.
 void check_sample_params(const SampleParams& p);
 
-// The token chosen from logits (V) for the i-th generated token.
+// logits (V) of a sequence whose ids so far are marked in seen (V) with the
+// repetition penalty r applied, in place.
+void apply_repetition_penalty(float* logits, const std::vector<uint8_t>& seen, double r);
+
+// The token chosen from logits (V) for the i-th generated token (the
+// repetition penalty is generate()'s, which knows the sequence).
 int32_t sample_token(const float* logits, int V, const SampleParams& p, uint64_t i);
 
 enum class StopReason { tokens, eot, seq_len };

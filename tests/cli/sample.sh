@@ -96,6 +96,9 @@ PY
   top_p_above_one)
     train_tiny
     fail_with "--top-p 1.50+: must be in \(0, 1\]" "$PENTAD" sample "$ck" --prompt "a" --top-p 1.5 ;;
+  repetition_penalty_zero)
+    train_tiny
+    fail_with "--repetition-penalty 0.0+: must be > 0 \(1 = none\)" "$PENTAD" sample "$ck" --prompt "a" --repetition-penalty 0 ;;
   top_k_negative)
     train_tiny
     fail_with "--top-k -3: must be >= 0" "$PENTAD" sample "$ck" --prompt "a" --top-k -3 ;;
@@ -213,10 +216,10 @@ PY
     fail_with "generation_config.json' is not valid JSON: " "$PENTAD" sample "$tmp/badeos" --prompt "a" ;;
   hf_dir_generation_config)
     # generation_config.json's sampling settings (do_sample, temperature,
-    # top_k, top_p) are the defaults where the command line gives none: the
-    # same ids as the export (no such keys) sampled with them as options;
-    # an option given overrides the file's; do_sample false is greedy; a
-    # repetition_penalty is named as not applied; bad values are refused by key.
+    # top_k, top_p, repetition_penalty) are the defaults where the command
+    # line gives none: the same ids as the export (no such keys) sampled with
+    # them as options; an option given overrides the file's; do_sample false
+    # is greedy; bad values are refused by key.
     train_tiny
     "$PENTAD" ckpt export "$ck" --to "$tmp/hf" --format hf > /dev/null || { echo "FAIL: export"; exit 1; }
     grep -qE '"(temperature|top_k|top_p|do_sample)"' "$tmp/hf/generation_config.json" &&
@@ -229,19 +232,22 @@ PY
     differs=0
     for seed in 1 2 3; do
       sample_out "$tmp/a$seed" "$tmp/gen" --prompt "The " --tokens 12 --seed $seed --ids
-      sample_out "$tmp/b$seed" "$tmp/hf" --prompt "The " --tokens 12 --seed $seed --ids --temperature 0.7 --top-k 5 --top-p 0.8
+      sample_out "$tmp/b$seed" "$tmp/hf" --prompt "The " --tokens 12 --seed $seed --ids --temperature 0.7 --top-k 5 \
+        --top-p 0.8 --repetition-penalty 1.05
       same "$tmp/a$seed" "$tmp/b$seed" "seed $seed: the file's settings and the same options"
       sample_out "$tmp/c$seed" "$tmp/hf" --prompt "The " --tokens 12 --seed $seed --ids
       cmp -s "$tmp/a$seed" "$tmp/c$seed" || differs=1
-      sample_out "$tmp/d$seed" "$tmp/gen" --prompt "The " --tokens 12 --seed $seed --ids --temperature 1 --top-k 0 --top-p 1
+      sample_out "$tmp/d$seed" "$tmp/gen" --prompt "The " --tokens 12 --seed $seed --ids --temperature 1 --top-k 0 \
+        --top-p 1 --repetition-penalty 1
       same "$tmp/c$seed" "$tmp/d$seed" "seed $seed: options over the file's settings and pentad's defaults"
       sample_out "$tmp/e$seed" "$tmp/gen" --prompt "The " --tokens 12 --seed $seed --ids --top-k 0
-      sample_out "$tmp/f$seed" "$tmp/hf" --prompt "The " --tokens 12 --seed $seed --ids --temperature 0.7 --top-p 0.8
+      sample_out "$tmp/f$seed" "$tmp/hf" --prompt "The " --tokens 12 --seed $seed --ids --temperature 0.7 --top-p 0.8 \
+        --repetition-penalty 1.05
       same "$tmp/e$seed" "$tmp/f$seed" "seed $seed: --top-k over the file's, its temperature and top-p kept"
     done
     [ $differs = 1 ] || { echo "FAIL: the file's settings sample what pentad's defaults do for every seed"; exit 1; }
-    grep -qF "sample: temperature 0.7, top-k 5, top-p 0.8 from generation_config.json" "$tmp/a1.err" &&
-      grep -qF "repetition_penalty 1.05 is not applied (pentad has none)" "$tmp/a1.err" ||
+    grep -qF "sample: temperature 0.7, top-k 5, top-p 0.8, repetition penalty 1.05 from generation_config.json" \
+      "$tmp/a1.err" ||
       { echo "FAIL: stderr does not name the file's settings"; cat "$tmp/a1.err"; exit 1; }
     echo "ok: $(grep -F 'from generation_config.json' "$tmp/a1.err")"
     grep -q "from generation_config.json" "$tmp/e1.err" && grep -q "top-k" <(grep "from generation_config" "$tmp/e1.err") &&

@@ -5,8 +5,12 @@ Rebuilds the model of a pentad checkpoint (or exported model.h5) from its
 model/ tensors and resolved deck with reference.py's forward, decodes N tokens
 greedily from the byte prompt (each token a full forward over the whole
 prefix: no cache; argmax, ties to the lower id) and compares them with the
-token ids pentad printed (`pentad sample --temperature 0 --ids`).
-Usage: /usr/bin/python3 generate.py WEIGHTS.h5 PROMPT N "PENTAD IDS"
+token ids pentad printed (`pentad sample --temperature 0 --ids`). With a
+repetition penalty R (pentad's --repetition-penalty R), each step first
+divides the logit of every id already in the sequence by R where it is
+positive and multiplies it by R where it is negative, as transformers'
+RepetitionPenaltyLogitsProcessor documents (written from that rule here).
+Usage: /usr/bin/python3 generate.py WEIGHTS.h5 PROMPT N "PENTAD IDS" [R]
 Exit 1 when the tokens differ (or fewer than N were decoded); exit 3 when
 they agree but the reference is degenerate (fewer than MIN_DISTINCT distinct
 tokens among the N: a loop that agreeing on proves little), so that the
@@ -25,9 +29,10 @@ MIN_DISTINCT = 4  # a model that repeats one or two bytes tests nothing
 
 
 def main():
-    if len(sys.argv) != 5:
+    if len(sys.argv) not in (5, 6):
         sys.exit(__doc__)
     path, prompt, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    penalty = float(sys.argv[5]) if len(sys.argv) == 6 else 1.0
     got = [int(x) for x in sys.argv[4].split()]
     f = h5py.File(path, "r")
     cfg = f.attrs["config"]
@@ -42,12 +47,16 @@ def main():
             if len(tokens) >= m["seq_len"]:
                 break
             logits = reference.forward(p, m, torch.tensor([tokens]))[0, -1].numpy()
+            if penalty != 1.0:
+                seen = sorted(set(tokens))
+                logits[seen] = np.where(logits[seen] < 0, logits[seen] * penalty, logits[seen] / penalty)
             best = int(np.argmax(logits))  # the first maximum: the lower id on ties
             top2 = np.sort(logits)[-2:]
             margins.append(float(top2[1] - top2[0]))
             want.append(best)
             tokens.append(best)
-    print(f"{path}: {m['family']} L={m['n_layers']} C={m['d_model']} T={m['seq_len']}, prompt {prompt!r}")
+    print(f"{path}: {m['family']} L={m['n_layers']} C={m['d_model']} T={m['seq_len']}, prompt {prompt!r}"
+          + (f", repetition penalty {penalty:g}" if penalty != 1.0 else ""))
     print(f"  torch fp64: {' '.join(map(str, want))}")
     print(f"  pentad    : {' '.join(map(str, got))}")
     print(f"  text      : {bytes(want).decode('utf-8', 'replace')!r}")

@@ -8,6 +8,9 @@
 # The model exported as a Hugging Face directory (`ckpt export --format hf`)
 # and sampled from directly gives the same ids, and so does greedy decoding
 # of that directory by hf_loader.py (fp64, Hugging Face's module structure).
+# With --repetition-penalty 1.3, three prompts decode as generate.py's
+# greedy decoding with that penalty, and at least one of them differs
+# from its decoding without it.
 # The trained model depends on the machine's sgemm kernels (OpenBLAS picks
 # them by CPU), so which prompts fall into a loop does too.
 # Usage: run_greedy.sh DECK [--set k=v]...   (the --set pairs go to the training run)
@@ -58,5 +61,17 @@ for prompt in "The pipeline " "Each rank holds " "A checkpoint " "The tokenizer 
 done
 echo "prompts that agree and do not loop: $counted (at least $MIN_PROMPTS required)"
 [[ $counted -ge $MIN_PROMPTS ]]
+changed=0
+for prompt in "The pipeline " "Each rank holds " "A checkpoint "; do
+  plain=$("$PENTAD" sample "$tmp/ckpt/final.h5" --prompt "$prompt" --temperature 0 --tokens 32 --ids)
+  ids=$("$PENTAD" sample "$tmp/ckpt/final.h5" --prompt "$prompt" --temperature 0 --tokens 32 --ids \
+    --repetition-penalty 1.3)
+  [[ "$ids" != "$plain" ]] && changed=$((changed + 1))
+  rc=0
+  "$PENTAD_PYTHON" "$here/generate.py" "$tmp/ckpt/final.h5" "$prompt" 32 "$ids" 1.3 || rc=$?
+  [[ $rc == 0 || $rc == 3 ]] || exit 1
+done
+echo "repetition penalty 1.3: the oracle's ids for 3 prompts, $changed of them other than without it"
+[[ $changed -ge 1 ]]
 echo "pentad sample $tmp/hf (the export, read as a Hugging Face directory) gave the same ids; against hf_loader.py:"
 "$PENTAD_PYTHON" "$here/hf_loader.py" greedy "$tmp/hf" "${pairs[@]}"

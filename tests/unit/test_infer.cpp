@@ -324,6 +324,52 @@ TEST(Sampler, RejectsBadNumbers) {
   EXPECT_NO_THROW(check_sample_params(SampleParams{0.0, 0, 1.0, 0}));
 }
 
+// The repetition penalty divides a seen id's positive logit and multiplies
+// a negative one; unseen ids keep theirs. generate() applies it to every
+// step's logits with the prompt's and the generated ids: greedy decoding
+// with it is the argmax of the penalised full-forward logits.
+TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogits) {
+  std::vector<float> l = {2.0f, -1.0f, 0.5f, -0.25f, 0.0f};
+  apply_repetition_penalty(l.data(), {1, 1, 0, 1, 1}, 2.0);
+  EXPECT_EQ(l, (std::vector<float>{1.0f, -2.0f, 0.5f, -0.5f, 0.0f}));
+  SampleParams bad;
+  bad.repetition_penalty = 0;
+  EXPECT_THROW(check_sample_params(bad), InputError);
+  bad.repetition_penalty = -1;
+  EXPECT_THROW(check_sample_params(bad), InputError);
+
+  auto be = make_cpu_backend(1);
+  const ModelConfig mc = tiny(Family::llama);
+  Model model(mc, Recompute::none, 1, *be);
+  model.params().allocate_and_init(5);
+  InferenceEngine engine(weights_of(model, *be), *be);
+  SampleParams greedy;
+  greedy.temperature = 0;
+  const std::vector<int32_t> prompt = {3, 9, 27};
+  const Generation plain = generate(engine, prompt, 6, greedy, -1);
+  // 3: seen ids pushed down; 0.01: seen ids with a positive logit pulled up
+  // a hundredfold, so the choice leaves plain greedy decoding.
+  for (const double r : {3.0, 0.01}) {
+    greedy.repetition_penalty = r;
+    const Generation g = generate(engine, prompt, 6, greedy, -1);
+    ASSERT_EQ(g.ids.size(), 6u);
+    std::vector<int32_t> seq = prompt;
+    for (size_t i = 0; i < g.ids.size(); ++i) {
+      engine.reset();
+      std::vector<float> logits;
+      engine.forward(seq.data(), int(seq.size()), logits);
+      std::vector<uint8_t> seen(size_t(mc.vocab_size), 0);
+      for (int32_t id : seq) seen[size_t(id)] = 1;
+      apply_repetition_penalty(logits.data(), seen, r);
+      EXPECT_EQ(g.ids[i], sample_token(logits.data(), mc.vocab_size, greedy, 0)) << "penalty " << r << " token " << i;
+      seq.push_back(g.ids[i]);
+    }
+    if (r < 1) {
+      EXPECT_NE(g.ids, plain.ids);
+    }
+  }
+}
+
 TEST(Utf8, InvalidSequencesAreReplaced) {
   EXPECT_EQ(utf8_replace("a\xC3\xA9z"), "a\xC3\xA9z");                 // é stays
   EXPECT_EQ(utf8_replace("a\xC3"), "a\xEF\xBF\xBD");                   // cut character

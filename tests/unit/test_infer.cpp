@@ -58,6 +58,27 @@ ModelWeights weights_of(Model& model, Backend& be) {
   return w;
 }
 
+// A tiny model of family f with random weights (seed) and its inference engine.
+struct TinyEngine {
+  std::unique_ptr<Backend> be;
+  ModelConfig mc;
+  Model model;
+  InferenceEngine engine;
+  TinyEngine(Family f, uint64_t seed)
+      : be(make_cpu_backend(1)),
+        mc(tiny(f)),
+        model(mc, Recompute::none, 1, *be),
+        engine((model.params().allocate_and_init(seed), weights_of(model, *be)), *be) {}
+};
+
+// The logits of a full forward over seq from an empty cache (its last position).
+std::vector<float> full_forward(InferenceEngine& engine, const std::vector<int32_t>& seq) {
+  engine.reset();
+  std::vector<float> logits;
+  engine.forward(seq.data(), int(seq.size()), logits);
+  return logits;
+}
+
 void check_cache_matches_full_forward(const ModelConfig& mc, const std::string& what) {
   auto be = make_cpu_backend(1);
   Model model(mc, Recompute::none, 1, *be);
@@ -140,11 +161,9 @@ TEST(KvCache, MoeTopOneMatchesFullForward) {
 // generate: the tokens are greedy from the cache's logits; an end-of-text
 // token ends the generation (not included); the sequence stops at seq_len.
 TEST(Generate, GreedyStopsAtEotAndAtSeqLen) {
-  auto be = make_cpu_backend(1);
-  const ModelConfig mc = tiny(Family::llama);
-  Model model(mc, Recompute::none, 1, *be);
-  model.params().allocate_and_init(5);
-  InferenceEngine engine(weights_of(model, *be), *be);
+  TinyEngine t(Family::llama, 5);
+  const ModelConfig& mc = t.mc;
+  InferenceEngine& engine = t.engine;
   SampleParams greedy;
   greedy.temperature = 0;
   const std::vector<int32_t> prompt = {3, 9, 27};
@@ -154,10 +173,7 @@ TEST(Generate, GreedyStopsAtEotAndAtSeqLen) {
   // Each token is the argmax of a full forward over its prefix (one prefill).
   std::vector<int32_t> seq = prompt;
   for (size_t i = 0; i < 4; ++i) {
-    engine.reset();
-    std::vector<float> logits;
-    engine.forward(seq.data(), int(seq.size()), logits);
-    EXPECT_EQ(g.ids[i], sample_token(logits.data(), mc.vocab_size, greedy, 0)) << "token " << i;
+    EXPECT_EQ(g.ids[i], sample_token(full_forward(engine, seq).data(), mc.vocab_size, greedy, 0)) << "token " << i;
     seq.push_back(g.ids[i]);
   }
   // The same run with its third token as end-of-text stops before it,
@@ -184,11 +200,8 @@ TEST(Generate, VocabLimitNeverYieldsPaddingIds) {
   // A tokenizer smaller than the model's (padded) vocabulary: the ids it
   // lacks are never candidates, so the greedy tokens are the argmax over the
   // first `vocab` logits.
-  auto be = make_cpu_backend(1);
-  const ModelConfig mc = tiny(Family::gpt2);
-  Model model(mc, Recompute::none, 1, *be);
-  model.params().allocate_and_init(11);
-  InferenceEngine engine(weights_of(model, *be), *be);
+  TinyEngine t(Family::gpt2, 11);
+  InferenceEngine& engine = t.engine;
   SampleParams greedy;
   greedy.temperature = 0;
   const std::vector<int32_t> prompt = {1, 2};
@@ -204,10 +217,7 @@ TEST(Generate, VocabLimitNeverYieldsPaddingIds) {
   std::vector<int32_t> seq = prompt;
   for (size_t i = 0; i < g.ids.size(); ++i) {
     EXPECT_LT(g.ids[i], top) << "token " << i;
-    engine.reset();
-    std::vector<float> logits;
-    engine.forward(seq.data(), int(seq.size()), logits);
-    EXPECT_EQ(g.ids[i], sample_token(logits.data(), top, greedy, 0)) << "token " << i;
+    EXPECT_EQ(g.ids[i], sample_token(full_forward(engine, seq).data(), top, greedy, 0)) << "token " << i;
     seq.push_back(g.ids[i]);
   }
 }
@@ -338,11 +348,8 @@ TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogits) {
   bad.repetition_penalty = -1;
   EXPECT_THROW(check_sample_params(bad), InputError);
 
-  auto be = make_cpu_backend(1);
-  const ModelConfig mc = tiny(Family::llama);
-  Model model(mc, Recompute::none, 1, *be);
-  model.params().allocate_and_init(5);
-  InferenceEngine engine(weights_of(model, *be), *be);
+  TinyEngine t(Family::llama, 5);
+  InferenceEngine& engine = t.engine;
   SampleParams greedy;
   greedy.temperature = 0;
   const std::vector<int32_t> prompt = {3, 9, 27};
@@ -355,13 +362,11 @@ TEST(Sampler, RepetitionPenaltyDividesPositiveAndMultipliesNegativeLogits) {
     ASSERT_EQ(g.ids.size(), 6u);
     std::vector<int32_t> seq = prompt;
     for (size_t i = 0; i < g.ids.size(); ++i) {
-      engine.reset();
-      std::vector<float> logits;
-      engine.forward(seq.data(), int(seq.size()), logits);
-      std::vector<uint8_t> seen(size_t(mc.vocab_size), 0);
+      std::vector<float> logits = full_forward(engine, seq);
+      std::vector<uint8_t> seen(size_t(t.mc.vocab_size), 0);
       for (int32_t id : seq) seen[size_t(id)] = 1;
       apply_repetition_penalty(logits.data(), seen, r);
-      EXPECT_EQ(g.ids[i], sample_token(logits.data(), mc.vocab_size, greedy, 0)) << "penalty " << r << " token " << i;
+      EXPECT_EQ(g.ids[i], sample_token(logits.data(), t.mc.vocab_size, greedy, 0)) << "penalty " << r << " token " << i;
       seq.push_back(g.ids[i]);
     }
     if (r < 1) {

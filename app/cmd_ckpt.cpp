@@ -1,5 +1,5 @@
 // `pentad ckpt info SPEC` and `pentad ckpt export SPEC --to DIR [--format
-// hf|llmc] [--dtype fp32|bf16] [--tokenizer FILE [--pattern NAME]]`:
+// hf|llmc] [--dtype fp32|bf16] [--tokenizer FILE [--pattern NAME]] [--class C]`:
 // summarise and verify a checkpoint, or write its global weights
 // (checkpoint.hpp).
 // SPEC is a checkpoint file, a checkpoint directory (its latest) or latest.
@@ -61,6 +61,8 @@ Command add_ckpt(CLI::App& pentad) {
   exp->add_option("--dtype", a->exp.dtype, "hf tensors: fp32 (default) or bf16");
   exp->add_option("--max-shard-mb", a->max_shard_mb, "hf: largest safetensors shard in MiB (default 2048)");
   exp->add_option("--tokenizer", a->exp.tokenizer, "hf: tiktoken rank file or tokenizer.json (or bytes: the byte tokenizer), written as tokenizer.json");
+  exp->add_option("--class", a->exp.hf_class,
+                  "hf: the class written (default: the deck's; Phi3ForCausalLM for a Llama: q/k/v and gate/up fused)");
   exp->add_option("--pattern", a->exp.pattern, "hf: the tokenizer's pattern (gpt2, cl100k, llama3, qwen2; default: from its rank count)");
   return {cmd, [cmd, info, exp, a] { return ckpt(*cmd, *info, *exp, *a); },
           [](const std::string& opt) { return "ckpt export: unknown or incomplete option '" + opt + "'"; }};

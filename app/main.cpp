@@ -25,7 +25,7 @@ const char* kUsage =
     "                                                         -> DIR/HELLASWAG.bin, a multiple-choice eval file\n"
     "  pentad ckpt info SPEC                                  summarise and verify a checkpoint\n"
     "  pentad ckpt export SPEC --to DIR                       global weights (+ llm.c GPT-2 .bin)\n"
-    "  pentad ckpt export SPEC --to DIR --format hf [--dtype fp32|bf16]\n"
+    "  pentad ckpt export SPEC --to DIR --format hf [--dtype fp32|bf16] [--class Phi3ForCausalLM]\n"
     "                                                         Hugging Face safetensors + config.json\n"
     "  pentad schedule --pp P --m M [--schedule afab|1f1b|interleaved|zbh1|zbv] [--v V]\n"
     "                                                         print and check a pipeline schedule\n"

@@ -110,6 +110,7 @@ struct ExportOptions {
   std::string tokenizer;        // tiktoken rank file, or "bytes"; "" = no tokenizer files (hf only)
   std::string pattern;          // its pattern (tok/bpe.hpp); "" = from its rank count
   int64_t max_shard_bytes = int64_t{2} << 30;
+  std::string hf_class;         // hf: the class to write; "" = the deck's (hf::arch_of), or Phi3ForCausalLM for a Llama
 };
 int ckpt_export(const std::string& spec, const std::string& out_dir, const ExportOptions& opt, MPI_Comm comm);
 

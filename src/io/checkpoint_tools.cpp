@@ -185,6 +185,8 @@ int ckpt_export(const std::string& spec, const std::string& out_dir, const Expor
     throw InputError("ckpt export: --dtype " + opt.dtype + " is for --format hf (the llm.c export is float32)");
   if (opt.format == "llmc" && !opt.tokenizer.empty())
     throw InputError("ckpt export: --tokenizer is for --format hf (tokenizer.json)");
+  if (opt.format == "llmc" && !opt.hf_class.empty())
+    throw InputError("ckpt export: --class is for --format hf (the Hugging Face class written)");
   if (!opt.pattern.empty() && (opt.tokenizer.empty() || opt.tokenizer == "bytes"))
     throw InputError("ckpt export: --pattern needs --tokenizer FILE");
   const std::string path = resolve_collective(spec, CheckpointConfig{}.dir, comm);

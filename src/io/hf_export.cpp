@@ -85,7 +85,7 @@ void write_hf(const SerialCkpt& c, const std::string& path, const std::string& o
   const std::string what = "checkpoint '" + path + "'";
   const ModelConfig m = hf::model_of_deck(c.meta.config_toml, what);
   std::vector<std::string> notes;
-  const hf::Arch arch = hf::arch_of(m, what + ": ckpt export --format hf", &notes);
+  const hf::Arch arch = hf::export_arch(m, opt.hf_class, what + ": ckpt export --format hf", &notes);
   const std::vector<hf::Rule> rules = hf::rules(m, arch);
 
   // The tokenizer first: a bad rank file, or one with more ids than the

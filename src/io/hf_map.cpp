@@ -276,6 +276,19 @@ Arch arch_of(const ModelConfig& m, const std::string& what, std::vector<std::str
   return Arch::mixtral;
 }
 
+Arch export_arch(const ModelConfig& m, const std::string& cls, const std::string& what,
+                 std::vector<std::string>* notes) {
+  const Arch a = arch_of(m, what, notes);
+  if (cls.empty() || cls == arch_class(a)) return a;
+  const std::string others = a == Arch::llama ? std::string(" or Phi3ForCausalLM") : std::string();
+  if (cls != arch_class(Arch::phi3) || a != Arch::llama)
+    throw InputError(what + ": --class " + cls + ": this model is written as " + arch_class(a) + others);
+  if (m.rope_scaling != RopeScaling::none)
+    throw InputError(what + ": --class Phi3ForCausalLM: model.rope_scaling = \"" + deck_name(m.rope_scaling) +
+                     "\" has no Phi-3 form (Phi3ForCausalLM scales its RoPE as LongRoPE only)");
+  return Arch::phi3;
+}
+
 std::vector<Rule> rules(const ModelConfig& m, Arch a) {
   Builder b{m, {}};
   if (a == Arch::gpt2)
@@ -342,7 +355,6 @@ std::vector<float> build_pentad(const std::vector<Rule>& rs, const std::string& 
 // ---- config.json -----------------------------------------------------------
 
 std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, SpecialIds ids) {
-  if (a == Arch::phi3) PENTAD_FATAL("hf export: Phi3ForCausalLM is read, never written (arch_of never gives it)");
   json j;
   j["architectures"] = {arch_class(a)};
   j["vocab_size"] = m.vocab_size;
@@ -370,6 +382,7 @@ std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, 
                     : a == Arch::qwen2     ? "qwen2"
                     : a == Arch::qwen3     ? "qwen3"
                     : a == Arch::qwen3_moe ? "qwen3_moe"
+                    : a == Arch::phi3      ? "phi3"
                                            : "llama";
   j["hidden_size"] = m.d_model;
   j["intermediate_size"] = m.d_ff;
@@ -409,6 +422,10 @@ std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, 
   if (a == Arch::llama) {
     j["attention_bias"] = false;
     j["mlp_bias"] = false;
+  } else if (a == Arch::phi3) {  // (Phi3Config's keys: no biases, no window, no scaled RoPE)
+    j["original_max_position_embeddings"] = m.seq_len;
+    j["sliding_window"] = nullptr;
+    j["resid_pdrop"] = j["embd_pdrop"] = 0.0;
   } else if (a == Arch::qwen2 || a == Arch::qwen3 || a == Arch::qwen3_moe) {
     // Qwen2's q/k/v biases, Qwen3's q/k norms: the class's own.
     if (a != Arch::qwen2) j["attention_bias"] = false;  // Qwen3's would be on every projection

@@ -31,7 +31,8 @@ namespace pentad::hf {
 // Qwen3's attention, mlp.gate and mlp.experts.{e}.{gate,up,down}_proj).
 // phi3: pentad's Llama stored fused (Phi3ForCausalLM: self_attn.qkv_proj
 // holds q_proj's, k_proj's and v_proj's rows in that order, mlp.gate_up_proj
-// gate_proj's then up_proj's); read only (import_arch), never exported.
+// gate_proj's then up_proj's); read where the files are Phi-3's
+// (import_arch), written when asked for (export_arch).
 enum class Arch { gpt2, llama, mixtral, qwen2, qwen3, qwen3_moe, phi3 };
 const char* arch_class(Arch a);  // "GPT2LMHeadModel", ...
 
@@ -39,6 +40,13 @@ const char* arch_class(Arch a);  // "GPT2LMHeadModel", ...
 // has none (GPT-2 MoE, MoE blocks between dense ones, top_k = 1). notes:
 // what the class does differently and is kept anyway (e.g. capacity).
 Arch arch_of(const ModelConfig& m, const std::string& what, std::vector<std::string>* notes);
+
+// The class an export writes: arch_of's, or the one named (cls, "" = that
+// one): Phi3ForCausalLM for a model whose arch_of is LlamaForCausalLM and
+// that has no RoPE scaling (Phi-3's only scaled RoPE is LongRoPE). Any other
+// name is an InputError naming the classes this model can be written as.
+Arch export_arch(const ModelConfig& m, const std::string& cls, const std::string& what,
+                 std::vector<std::string>* notes);
 
 enum class Op { identity, transpose, rope_rows };
 

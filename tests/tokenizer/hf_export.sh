@@ -214,6 +214,8 @@ errors)
   printf '{"model": ' > "$tmp/bad.json"
   refused bad_tokenizer_json "tokenizer.json '$tmp/bad.json': not valid JSON" --format hf --tokenizer "$tmp/bad.json"
   refused llmc "--tokenizer is for --format hf" --tokenizer "$tmp/gpt2.tiktoken"
+  refused llmc_class "--class is for --format hf" --class Phi3ForCausalLM
+  refused gpt2_as_phi3 "--class Phi3ForCausalLM: this model is written as GPT2LMHeadModel" --format hf --class Phi3ForCausalLM
   refused pattern_alone "--pattern needs --tokenizer FILE" --format hf --pattern gpt2
   refused bytes_pattern "--pattern needs --tokenizer FILE" --format hf --tokenizer bytes --pattern gpt2
   refused unknown_pattern "unknown pre-tokenization pattern 'gpt3'" --format hf --tokenizer "$tmp/gpt2.tiktoken" --pattern gpt3

@@ -17,7 +17,8 @@
 #    ids, the positions cut to the window, a shorter window refused; and
 #    rewritten as Phi3ForCausalLM (to_phi3.py: fused qkv_proj, gate_up_proj):
 #    the same round trip and ids, the loader's Phi-3 against a fine-tuning
-#    step, its LongRoPE and partial rotary factor refused.
+#    step, its LongRoPE and partial rotary factor refused; and exported as
+#    Phi3ForCausalLM by pentad (--class): to_phi3.py's tensors bitwise.
 # Usage: hf_export.sh DECK LAYOUT...   LAYOUT = "N[:key=value,...]", e.g.
 #   "1" or "4:parallel.tp=2,parallel.pp=2". With HF_DTYPE=bf16 the export is
 #   bf16: no bitwise round trip to the fp32 weights then, only the loader
@@ -180,6 +181,25 @@ if grep -q '"LlamaForCausalLM"' "$tmp/hf/config.json" && ! grep -q '"rope_type"'
   grep -qF "seq_len=14 (of $seq: the prompt and --tokens)" "$tmp/sample.err" ||
     { cat "$tmp/sample.err"; echo "FAIL: Phi-3's positions are not cut to its window ($seq)"; exit 1; }
   grep -h "^sample: $tmp/phi3 (Hugging Face)" "$tmp/sample.err"
+  # pentad's own Phi-3 export (--class Phi3ForCausalLM): every tensor bitwise
+  # to_phi3.py's, and its config.json sizes the loader's Phi-3 to the same logits.
+  "$PENTAD" ckpt export "$tmp/a/final.h5" --to "$tmp/phi3x" --format hf --class Phi3ForCausalLM > /dev/null
+  "$PENTAD_PYTHON" -c 'import json, sys
+sys.path.insert(0, sys.argv[3])
+from hf_loader import read_model
+a, b = read_model(sys.argv[1]), read_model(sys.argv[2])
+assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+bad = [n for n in a if not (a[n].shape == b[n].shape and bool((a[n] == b[n]).all()))]
+assert not bad, bad
+c = json.load(open(sys.argv[2] + "/config.json"))
+assert c["architectures"] == ["Phi3ForCausalLM"] and c["model_type"] == "phi3", c
+print("ok   --class Phi3ForCausalLM: %d tensors, each bitwise to_phi3.py'"'"'s" % len(a))' \
+    "$tmp/phi3" "$tmp/phi3x" "$here"
+  "$PENTAD_PYTHON" "$here/hf_loader.py" "$tmp/phi3x" "$tmp/pdump.h5"
+  train 1 --set train.steps=0 --set checkpoint.save_final=true --set "checkpoint.dir=$tmp/px" \
+    --set "checkpoint.init_from=$tmp/phi3x" > /dev/null
+  echo "round trip pentad -> hf (--class Phi3ForCausalLM) -> pentad:"
+  "$PENTAD_PYTHON" "$here/same_weights.py" "$tmp/a/final.h5" "$tmp/px/final.h5"
   phi3 "$tmp/phi3w8" sliding_window=8
   if "$MPIEXEC" -n 1 "$PENTAD" train "$deck" --set "data.train=$tmp/data/train.bin" --set train.steps=0 \
        --set "checkpoint.init_from=$tmp/phi3w8" > "$tmp/log" 2>&1; then

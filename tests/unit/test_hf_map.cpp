@@ -270,7 +270,8 @@ TEST(HfMap, ConfigJsonChecksItself) {
                                 std::pair{tiny(Family::llama, 0), hf::Arch::llama},
                                 std::pair{qwen2_tiny(), hf::Arch::qwen2},
                                 std::pair{tiny(Family::llama, 3), hf::Arch::mixtral},
-                                std::pair{qwen3moe_tiny(), hf::Arch::qwen3_moe}}) {
+                                std::pair{qwen3moe_tiny(), hf::Arch::qwen3_moe},
+                                std::pair{tiny(Family::llama, 0), hf::Arch::phi3}}) {
     const std::string text = hf::config_json(m, arch, "float32");
     EXPECT_EQ(hf::check_config_json(text, "cfg", m, arch), "") << text;
     ModelConfig other = m;
@@ -331,6 +332,11 @@ TEST(HfMap, ConfigJsonReadsBackAsTheModel) {
   q3m.moe_every = 2;  // a dense block 0 (decoder_sparse_step 2), one expert per token
   q3m.top_k = 1;
   cases.emplace_back(q3m, hf::Arch::qwen3_moe);
+  ModelConfig phi3 = tiny(Family::llama, 0);  // Phi3ForCausalLM (--class), GQA, tied
+  phi3.dropless = false;
+  phi3.tied_embeddings = 1;
+  phi3.rope_theta = 250000.0f;
+  cases.emplace_back(phi3, hf::Arch::phi3);
   for (hf::Arch a : {hf::Arch::llama, hf::Arch::qwen2}) {  // a head dimension of its own
     ModelConfig h = a == hf::Arch::qwen2 ? q : l;
     h.d_head = 8;
@@ -460,8 +466,8 @@ void expect_refused(const std::string& base, const std::pair<const char*, std::s
 // Phi3ForCausalLM stores the Llama fused: qkv_proj's rows are q_proj's,
 // k_proj's, v_proj's (each as the Llama's, RoPE's permutation included),
 // gate_up_proj's gate_proj's then up_proj's; every other tensor is the
-// Llama's. Read only: an import of a Llama deck takes it when config.json
-// (or, without one, the files' fused tensor) says so.
+// Llama's. An import of a Llama deck takes it when config.json (or, without
+// one, the files' fused tensor) says so; an export when --class names it.
 TEST(HfMap, Phi3FusesTheLlamasProjections) {
   const ModelConfig m = tiny(Family::llama, 0);
   const auto llama = hf::rules(m, hf::Arch::llama), phi3 = hf::rules(m, hf::Arch::phi3);
@@ -495,6 +501,27 @@ TEST(HfMap, Phi3FusesTheLlamasProjections) {
   EXPECT_EQ(hf::import_arch(hf::Arch::llama, "", none), hf::Arch::llama);
   EXPECT_EQ(hf::import_arch(hf::Arch::qwen2, phi3_cfg, fused), hf::Arch::qwen2);  // then check_config_json refuses
   EXPECT_EQ(hf::import_arch(hf::Arch::llama, "{not json", fused), hf::Arch::llama);
+  // Which class an export writes: the deck's, or Phi-3's for a plain Llama.
+  EXPECT_EQ(hf::export_arch(m, "", "w", nullptr), hf::Arch::llama);
+  EXPECT_EQ(hf::export_arch(m, "LlamaForCausalLM", "w", nullptr), hf::Arch::llama);
+  EXPECT_EQ(hf::export_arch(m, "Phi3ForCausalLM", "w", nullptr), hf::Arch::phi3);
+  const auto refusal = [](const ModelConfig& x, const std::string& cls) {
+    try {
+      hf::export_arch(x, cls, "w", nullptr);
+    } catch (const pentad::InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_NE(refusal(m, "MistralForCausalLM").find("this model is written as LlamaForCausalLM or Phi3ForCausalLM"),
+            std::string::npos);
+  EXPECT_NE(refusal(qwen2_tiny(), "Phi3ForCausalLM").find("this model is written as Qwen2ForCausalLM"),
+            std::string::npos);
+  ModelConfig scaled = m;
+  scaled.rope_scaling = pentad::RopeScaling::linear;
+  scaled.rope_scaling_factor = 4.0f;
+  EXPECT_NE(refusal(scaled, "Phi3ForCausalLM").find("model.rope_scaling = \"linear\" has no Phi-3 form"),
+            std::string::npos);
 }
 
 // Phi3ForCausalLM's config.json: Phi3Config's defaults (key/value heads =

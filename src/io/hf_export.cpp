@@ -52,7 +52,8 @@ std::vector<int64_t> dataset_shape(const SerialCkpt& c, const std::string& n) {
 // The tokenizer files of --tokenizer for the model m: none, the byte
 // tokenizer's ("bytes", or its tokenizer.json), a BPE's written from a rank
 // file, or a BPE's tokenizer.json (byte-level or SentencePiece; a model's
-// own) passed on as it is, with its tokenizer_config.json.
+// own) passed on as it is, with its tokenizer_config.json; and a chat
+// template file beside a tokenizer.json.
 hf::TokenizerFiles export_tokenizer(const ExportOptions& opt, const ModelConfig& m, const std::string& what) {
   const auto too_many = [&](int64_t ids, const std::string& name) {
     return InputError("ckpt export: " + name + " has " + std::to_string(ids) + " ids, more than the vocabulary of " +
@@ -66,12 +67,27 @@ hf::TokenizerFiles export_tokenizer(const ExportOptions& opt, const ModelConfig&
   if (opt.tokenizer == "bytes") return bytes_files();
   if (const std::string file = hf::tokenizer_file(opt.tokenizer); hf::is_tokenizer_json(file)) {
     hf::TokenizerJson t = hf::read_tokenizer_json(file, opt.pattern);
-    if (t.bytes) return bytes_files();
-    const int64_t ids = t.sentencepiece ? t.sp.vocab : t.parts.vocab;
-    if (ids > m.vocab_size)
-      throw too_many(ids, "tokenizer '" + opt.tokenizer + "' (" +
-                              (t.sentencepiece ? std::string("SentencePiece BPE") : t.parts.pattern) + ")");
-    return hf::tokenizer_json_files(file, t, m.seq_len);
+    hf::TokenizerFiles f;
+    if (t.bytes) {
+      f = bytes_files();
+    } else {
+      const int64_t ids = t.sentencepiece ? t.sp.vocab : t.parts.vocab;
+      if (ids > m.vocab_size)
+        throw too_many(ids, "tokenizer '" + opt.tokenizer + "' (" +
+                                (t.sentencepiece ? std::string("SentencePiece BPE") : t.parts.pattern) + ")");
+      f = hf::tokenizer_json_files(file, t, m.seq_len);
+    }
+    // A chat template kept apart from tokenizer_config.json (newer
+    // transformers' chat_template.jinja; chat_template.json) goes along.
+    for (const char* name : {"chat_template.jinja", "chat_template.json"}) {
+      const std::string p = (fs::path(file).parent_path() / name).string();
+      std::error_code ec;
+      if (!fs::exists(p, ec)) continue;
+      std::optional<std::string> text = read_text(p);
+      if (!text) throw InputError("'" + p + "': cannot be read");
+      f.extra.emplace_back(name, std::move(*text));
+    }
+    return f;
   }
   const BpeParts parts = load_bpe_parts(opt.tokenizer, opt.pattern);
   if (parts.vocab > m.vocab_size) throw too_many(parts.vocab, "tokenizer '" + opt.tokenizer + "' (" + parts.pattern + ")");
@@ -133,6 +149,7 @@ void write_hf(const SerialCkpt& c, const std::string& path, const std::string& o
   if (!opt.tokenizer.empty()) {
     texts.emplace_back("tokenizer.json", std::move(tok.tokenizer_json));
     texts.emplace_back("tokenizer_config.json", std::move(tok.tokenizer_config_json));
+    for (auto& [file, text] : tok.extra) texts.emplace_back(file, std::move(text));
   }
   for (const auto& [file, text] : texts) {
     const std::string p = (fs::path(out_dir) / file).string();

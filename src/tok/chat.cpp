@@ -197,21 +197,30 @@ ChatTemplateFacts read_chat_template(const std::string& source) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path dir = fs::is_directory(source, ec) ? fs::path(source) : fs::path(source).parent_path();
-  const std::string path = (dir / "tokenizer_config.json").string();
-  if (!fs::exists(path, ec)) return {};
-  const std::string where = "'" + path + "'";
-  const std::optional<std::string> text = read_text(path);
-  if (!text) throw InputError(where + ": cannot read the file");
-  const nlohmann::json j = parse_json(*text, where);
-  const auto t = j.is_object() ? j.find("chat_template") : j.end();
-  if (t == j.end()) return {};
-  // One template, or a list of named ones ({"name": ..., "template": ...}): the "default".
-  std::string tmpl;
-  if (t->is_string()) tmpl = t->get<std::string>();
-  for (const auto& x : t->is_array() ? *t : nlohmann::json::array())
-    if (x.is_object() && x.value("name", "") == "default" && x.contains("template") && x["template"].is_string())
-      tmpl = x["template"].get<std::string>();
-  return {tmpl.find("strftime_now") != std::string::npos, literal_system_turn(tmpl), path, tmpl};
+  // transformers' order: chat_template.jinja (the template itself), else
+  // chat_template.json, else tokenizer_config.json, each under "chat_template".
+  for (const char* name : {"chat_template.jinja", "chat_template.json", "tokenizer_config.json"}) {
+    const std::string path = (dir / name).string();
+    if (!fs::exists(path, ec)) continue;
+    const std::string where = "'" + path + "'";
+    const std::optional<std::string> text = read_text(path);
+    if (!text) throw InputError(where + ": cannot read the file");
+    std::string tmpl;
+    if (std::string(name) == "chat_template.jinja") {
+      tmpl = *text;
+    } else {
+      const nlohmann::json j = parse_json(*text, where);
+      const auto t = j.is_object() ? j.find("chat_template") : j.end();
+      if (t == j.end()) continue;
+      // One template, or a list of named ones ({"name": ..., "template": ...}): the "default".
+      if (t->is_string()) tmpl = t->get<std::string>();
+      for (const auto& x : t->is_array() ? *t : nlohmann::json::array())
+        if (x.is_object() && x.value("name", "") == "default" && x.contains("template") && x["template"].is_string())
+          tmpl = x["template"].get<std::string>();
+    }
+    return {tmpl.find("strftime_now") != std::string::npos, literal_system_turn(tmpl), path, tmpl};
+  }
+  return {};
 }
 
 void check_chat_template(const ChatTemplateFacts& t, ChatFormat f) {

@@ -75,9 +75,9 @@ std::string chat_prompt(ChatFormat f, const std::vector<ChatMessage>& messages, 
 // user's. Anything else is an InputError naming the file and the message.
 std::vector<ChatMessage> read_chat_messages(const std::string& path);
 
-// What the chat template of the tokenizer_config.json beside a tokenizer
-// (source: its file, or the directory holding it; "" none) writes of its
-// own, as far as pentad reproduces it:
+// What the chat template beside a tokenizer (source: its file, or the
+// directory holding it; "" none) writes of its own, as far as pentad
+// reproduces it:
 //   dates_today: it calls strftime_now, as Llama 3.2's does (transformers
 //     renders it with the local date; Llama 3.1's and 3.3's write
 //     kLlama31Date);
@@ -86,13 +86,14 @@ std::vector<ChatMessage> read_chat_messages(const std::string& path);
 //     read as Python's), which Qwen2's and Qwen2.5's templates write when
 //     the conversation does not start with a system message ("" when there
 //     is none: Qwen3's writes only the given one).
-// The template is tokenizer_config.json's "chat_template" (a string, or the
-// "default" of a list of named ones). Nothing without such a file or
-// template; an InputError naming a file that is not valid JSON.
+// The template is, as transformers finds it, chat_template.jinja's text,
+// else chat_template.json's or tokenizer_config.json's "chat_template" (a
+// string, or the "default" of a list of named ones). Nothing without such a
+// file or template; an InputError naming a file that is not valid JSON.
 struct ChatTemplateFacts {
   bool dates_today = false;
   std::string default_system;
-  std::string path;       // the tokenizer_config.json read ("" none)
+  std::string path;       // the file the template came from ("" none)
   std::string template_;  // its chat template ("" none)
 };
 ChatTemplateFacts read_chat_template(const std::string& source);

@@ -33,6 +33,9 @@ struct TokenizerFiles {
   int64_t bos_id = -1;  // the id a sequence starts with (the document separator); -1: none
   int64_t eos_id = -1;  // the end-of-text id (what generation stops at); -1: none
   int64_t merges = 0;   // entries in tokenizer.json's merges
+  // Files passed on beside them (name, text): the export's chat template
+  // kept apart from tokenizer_config.json (chat_template.jinja, .json).
+  std::vector<std::pair<std::string, std::string>> extra;
 };
 
 // The files of `parts`' tokenizer for a model of model_max_length positions.

@@ -100,11 +100,13 @@ read_back() {
 
 # re_export ARGS...: exporting again with the exported tokenizer.json as
 # --tokenizer writes the same tokenizer.json and tokenizer_config.json, byte
-# for byte (ARGS: more export arguments).
+# for byte, and passes on a chat_template.jinja (ARGS: more export arguments).
 re_export() {
+  # A chat template kept apart (newer transformers' chat_template.jinja) is passed on too.
+  printf '{%% for m in messages %%}{{ m.content }}{%% endfor %%}\n' > "$tmp/hf/chat_template.jinja"
   export_hf "$tmp/hf2" --tokenizer "$tmp/hf" "$@" > /dev/null  # the directory: its tokenizer.json
   local f
-  for f in tokenizer.json tokenizer_config.json config.json; do
+  for f in tokenizer.json tokenizer_config.json config.json chat_template.jinja; do
     if cmp -s "$tmp/hf/$f" "$tmp/hf2/$f"; then
       echo "ok   re-export with $tmp/hf/tokenizer.json: the same $f"
     else

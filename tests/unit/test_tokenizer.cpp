@@ -438,6 +438,14 @@ TEST_F(TokenizerTest, ChatMLDefaultSystemTurnIsReadFromTheTemplate) {
   EXPECT_EQ(system_of(R"({{- '<|im_start|>system\n' + messages[0].content + '<|im_end|>\n' }})"), "");
   EXPECT_EQ(system_of(R"(Don't {{ '<|im_start|>system\n<|im_end|>' }} <|im_start|>system\nX<|im_end|>)"), "");
   EXPECT_EQ(system_of(R"({{ '<|im_start|>system\nunclosed<|im_end|>)"), "");
+  // transformers' order: chat_template.jinja, else chat_template.json, else
+  // tokenizer_config.json.
+  EXPECT_EQ(system_of(R"({{ '<|im_start|>system\nC<|im_end|>' }})"), "C");
+  write("t/chat_template.json", json{{"chat_template", R"({{ '<|im_start|>system\nJ<|im_end|>' }})"}}.dump());
+  EXPECT_EQ(pentad::read_chat_template(tok).default_system, "J");
+  write("t/chat_template.jinja", R"({{ '<|im_start|>system\nT<|im_end|>' }})");
+  EXPECT_EQ(pentad::read_chat_template(tok).default_system, "T");
+  EXPECT_NE(pentad::read_chat_template(tok).path.find("chat_template.jinja"), std::string::npos);
   pentad::ChatOptions o;
   o.default_system = "D";
   EXPECT_EQ(pentad::chat_prompt(pentad::ChatFormat::chatml, "", "U", o),

@@ -49,6 +49,7 @@ struct SampleArgs {
   bool no_think = false;  // with chat: Qwen3's empty thinking block (enable_thinking = false)
   std::string date;       // with chat, Llama 3.1+'s format: its "Today Date" ("today": the local date)
   ChatTemplateFacts tmpl;  // with chat: what the tokenizer's own chat template writes of its own
+  std::vector<std::string> stop_strings;  // --stop: generation ends once the generated text holds one
 };
 
 // The tokenizer for the model: the file given (a tiktoken rank file or a
@@ -157,6 +158,7 @@ std::string stop_text(const Generation& g) {
   switch (g.stop) {
     case StopReason::eot: return "end-of-text, id " + std::to_string(g.stop_id);
     case StopReason::seq_len: return "model.seq_len reached";
+    case StopReason::text: return "a --stop string";
     case StopReason::tokens: break;
   }
   return "--tokens reached";
@@ -223,6 +225,8 @@ int sample(const CLI::App& cmd, SampleArgs a, Job job) {
     throw InputError("sample runs on exactly one rank (this job has " + std::to_string(job.size) +
                      "): run it without mpiexec, or with -n 1");
   check_sample_params(a.p);
+  for (const std::string& s : a.stop_strings)
+    if (s.empty()) throw InputError("--stop: an empty string (every text holds it)");
   if (a.tokens < 0) throw InputError("--tokens " + std::to_string(a.tokens) + ": must be >= 0");
   Config run;
   if (a.backend == "cpu") run.backend = BackendKind::cpu;
@@ -317,13 +321,29 @@ int sample(const CLI::App& cmd, SampleArgs a, Job job) {
                  "chat turn's end)\n",
                  list.c_str());
   }
-  const Generation g = a.tokens > 0 ? generate(engine, prompt, a.tokens, p, stop) : Generation{};
+  // --stop: after each token, the generated text so far is decoded and
+  // searched (a string may span tokens); the text printed ends before the
+  // first stop string, the ids include the token that completed it.
+  std::vector<uint32_t> so_far;
+  size_t cut = std::string::npos;
+  const auto stop_after = [&](int32_t id) -> bool {
+    so_far.push_back(uint32_t(id));
+    const std::string t = tok->decode(so_far);
+    for (const std::string& s : a.stop_strings) cut = std::min(cut, t.find(s));
+    return cut != std::string::npos;
+  };
+  const Generation g =
+      a.tokens > 0 ? generate(engine, prompt, a.tokens, p, stop,
+                              a.stop_strings.empty() ? std::function<bool(int32_t)>() : stop_after)
+                   : Generation{};
   if (a.ids) {
     for (size_t i = 0; i < g.ids.size(); ++i) std::printf("%s%d", i ? " " : "", g.ids[i]);
     std::printf("\n");
   } else {
     std::vector<uint32_t> out(g.ids.begin(), g.ids.end());
-    std::printf("%s%s\n", utf8_replace(text).c_str(), utf8_replace(tok->decode(out)).c_str());
+    std::string generated = tok->decode(out);
+    if (g.stop == StopReason::text) generated.resize(cut);
+    std::printf("%s%s\n", utf8_replace(text).c_str(), utf8_replace(generated).c_str());
   }
   std::fflush(stdout);
   const size_t n_new = g.ids.size();
@@ -354,6 +374,8 @@ Command add_sample(CLI::App& pentad, Job job) {
   cmd->add_option("--top-p", a->p.top_p, "nucleus: the smallest set with this probability mass (default 1)");
   cmd->add_option("--repetition-penalty", a->p.repetition_penalty,
                   "divide (multiply, if negative) the logits of ids already in the text by this (default 1: none)");
+  cmd->add_option("--stop", a->stop_strings,
+                  "end generation once the generated text holds this string (printed up to it; repeatable)");
   cmd->add_option("--seed", a->p.seed, "random seed (default 0)");
   cmd->add_option("--backend", a->backend, "cpu (default) or cuda");
   cmd->add_option("--threads", a->threads, "OpenMP/BLAS threads (cpu); 0 = default");

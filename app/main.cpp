@@ -36,7 +36,7 @@ const char* kUsage =
     "                                                         scaling efficiency, prediction beside measurement\n"
     "  pentad sample SPEC|EXPORT_DIR [--prompt TEXT|--prompt-file F] [--tokens N] [--temperature T]\n"
     "              [--top-k K] [--top-p P] [--repetition-penalty R] [--seed S] [--tokenizer FILE [--pattern NAME]]\n"
-    "              [--ids] [--threads N]\n"
+    "              [--stop TEXT]... [--ids] [--threads N]\n"
     "              [--special | --chat [--system TEXT] [--no-think] | --messages FILE.json [--no-think]]\n"
     "              [--date DATE|today]  (with --chat or --messages, Llama 3.1+'s chat format)\n"
     "                                                         generate text from a trained model (one rank)\n"

@@ -77,7 +77,7 @@ int32_t sample_token(const float* logits, int V, const SampleParams& p, uint64_t
 }
 
 Generation generate(InferenceEngine& engine, const std::vector<int32_t>& prompt, int n_new, const SampleParams& p,
-                    const std::vector<int64_t>& stop, const std::function<void(int32_t)>& on_token) {
+                    const std::vector<int64_t>& stop, const std::function<bool(int32_t)>& stop_after) {
   const int T = engine.config().seq_len, V = engine.config().vocab_size;
   if (prompt.empty()) throw InputError("the prompt is empty and the tokenizer has no end-of-text token to start from");
   if (int64_t(prompt.size()) > T)
@@ -109,7 +109,10 @@ Generation generate(InferenceEngine& engine, const std::vector<int32_t>& prompt,
       break;
     }
     g.ids.push_back(tok);
-    if (on_token) on_token(tok);
+    if (stop_after && stop_after(tok)) {
+      g.stop = StopReason::text;
+      break;
+    }
     // The last token needs no forward: nothing is sampled after it.
     if (i + 1 < n_new && engine.position() < T) {
       engine.forward(&tok, 1, logits);

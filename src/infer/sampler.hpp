@@ -44,7 +44,7 @@ void apply_repetition_penalty(float* logits, const std::vector<uint8_t>& seen, d
 // repetition penalty is generate()'s, which knows the sequence).
 int32_t sample_token(const float* logits, int V, const SampleParams& p, uint64_t i);
 
-enum class StopReason { tokens, eot, seq_len };
+enum class StopReason { tokens, eot, seq_len, text };
 
 struct Generation {
   std::vector<int32_t> ids;  // the generated tokens (an end-of-text is not included)
@@ -56,17 +56,18 @@ struct Generation {
 
 // Runs the prompt (one forward from an empty cache), then up to n_new tokens,
 // each one forward of one position; stops early at any of the stop tokens
-// (an end-of-text; a Hugging Face generation_config.json may name several)
-// or when the sequence reaches model.seq_len. on_token (nullable) sees each
-// token as it is chosen. Throws InputError for an empty prompt or one longer
-// than model.seq_len.
+// (an end-of-text; a Hugging Face generation_config.json may name several),
+// when the sequence reaches model.seq_len, or when stop_after (nullable),
+// called with each token kept, returns true (StopReason::text: the token is
+// kept; `pentad sample --stop`'s strings). Throws InputError for an empty
+// prompt or one longer than model.seq_len.
 Generation generate(InferenceEngine& engine, const std::vector<int32_t>& prompt, int n_new, const SampleParams& p,
-                    const std::vector<int64_t>& stop, const std::function<void(int32_t)>& on_token = {});
+                    const std::vector<int64_t>& stop, const std::function<bool(int32_t)>& stop_after = {});
 
 // The same with one stop token, eot (-1: none).
 inline Generation generate(InferenceEngine& engine, const std::vector<int32_t>& prompt, int n_new,
-                           const SampleParams& p, int64_t eot, const std::function<void(int32_t)>& on_token = {}) {
-  return generate(engine, prompt, n_new, p, eot >= 0 ? std::vector<int64_t>{eot} : std::vector<int64_t>{}, on_token);
+                           const SampleParams& p, int64_t eot) {
+  return generate(engine, prompt, n_new, p, eot >= 0 ? std::vector<int64_t>{eot} : std::vector<int64_t>{});
 }
 
 }  // namespace pentad

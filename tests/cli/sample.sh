@@ -214,6 +214,38 @@ PY
       "$PENTAD" sample "$tmp/badeos" --prompt "a"
     echo '{"eos_token_id": ' > "$tmp/badeos/generation_config.json"
     fail_with "generation_config.json' is not valid JSON: " "$PENTAD" sample "$tmp/badeos" --prompt "a" ;;
+  stop_strings)
+    # --stop: generation ends at the first token that completes a stop string
+    # in the generated text; stdout's text ends before it, the ids end with that
+    # token. With the byte tokenizer each token is one byte, so both follow
+    # from a free run of the same seed (the i-th draw depends on the seed and i).
+    train_tiny
+    sample_out "$tmp/free" "$ck" --prompt "The " --tokens 12 --seed 7 --ids
+    sample_out "$tmp/free_text" "$ck" --prompt "The " --tokens 12 --seed 7
+    # The stop string: bytes 5-6 of the generated text (two bytes: a string spanning tokens).
+    read -r stop_str first < <(/usr/bin/python3 -c 'import sys
+ids = [int(x) for x in open(sys.argv[1]).read().split()]
+s = bytes(ids[5:7])
+print(s.hex(), bytes(ids).find(s))' "$tmp/free")
+    stop_text=$(/usr/bin/python3 -c 'import sys; sys.stdout.buffer.write(bytes.fromhex(sys.argv[1]))' "$stop_str")
+    sample_out "$tmp/cut" "$ck" --prompt "The " --tokens 12 --seed 7 --ids --stop "$stop_text" --stop "never here"
+    sample_out "$tmp/cut_text" "$ck" --prompt "The " --tokens 12 --seed 7 --stop "never here" --stop "$stop_text"
+    want_ids=$(/usr/bin/python3 -c 'import sys
+ids = open(sys.argv[1]).read().split(); n = int(sys.argv[2]) + 2
+print(" ".join(ids[:n]))' "$tmp/free" "$first")
+    want_text=$(/usr/bin/python3 -c 'import sys
+ids = [int(x) for x in open(sys.argv[1]).read().split()]
+sys.stdout.buffer.write(b"The " + bytes(ids[:int(sys.argv[2])]))' "$tmp/free" "$first")
+    if [ "$(cat "$tmp/cut")" = "$want_ids" ] && [ "$(cat "$tmp/cut_text")" = "$want_text" ] &&
+       grep -q "stopped: a --stop string" "$tmp/cut.err"; then
+      echo "ok: --stop $stop_str (hex): ids [$(cat "$tmp/cut")] of [$(cat "$tmp/free")], text '$(cat "$tmp/cut_text")'"
+    else
+      echo "FAIL: --stop $stop_str: ids [$(cat "$tmp/cut")] want [$want_ids]; text '$(cat "$tmp/cut_text")' want '$want_text'"
+      cat "$tmp/cut.err"; exit 1
+    fi
+    sample_out "$tmp/none" "$ck" --prompt "The " --tokens 12 --seed 7 --ids --stop "never here"
+    same "$tmp/free" "$tmp/none" "a stop string never generated: the free run's ids"
+    fail_with "--stop: an empty string" "$PENTAD" sample "$ck" --prompt "a" --stop "" ;;
   hf_dir_generation_config)
     # generation_config.json's sampling settings (do_sample, temperature,
     # top_k, top_p, repetition_penalty) are the defaults where the command

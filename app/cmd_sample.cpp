@@ -28,6 +28,7 @@
 #include "io/hf_import.hpp"
 #include "runtime.hpp"
 #include "tok/chat.hpp"
+#include "tok/hf_tokenizer.hpp"
 #include "tok/tokenizer.hpp"
 
 namespace pentad {
@@ -243,7 +244,9 @@ int sample(const CLI::App& cmd, SampleArgs a, Job job) {
   if (hf_dir) w.cfg = hf::model_of_dir(path);
   else w = load_model_weights(path);
   const std::unique_ptr<Tokenizer> tok = choose_tokenizer(a, w.cfg.vocab_size, hf_dir ? path : "");
-  if (a.chat) a.tmpl = read_chat_template(!a.tokenizer.empty() ? a.tokenizer : hf_dir ? path : "");
+  // The chat template beside the tokenizer.json in use (a rank file has none).
+  if (a.chat && (a.tokenizer.empty() || hf::is_tokenizer_json(hf::tokenizer_file(a.tokenizer))))
+    a.tmpl = read_chat_template(!a.tokenizer.empty() ? hf::tokenizer_file(a.tokenizer) : hf_dir ? path : "");
   std::optional<ChatFormat> chat;
   const std::string text = encoded_text(a, *tok, prompt_text(a), &chat);
   const std::vector<int32_t> prompt = prompt_ids(*tok, text, a.special || a.chat);

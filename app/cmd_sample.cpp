@@ -213,6 +213,67 @@ void apply_generation_defaults(const CLI::App& cmd, const hf::GenerationDefaults
   if (!from.empty()) std::fprintf(stderr, "sample: %s from generation_config.json\n", from.c_str());
 }
 
+// The model as the banner names it: "llama (q/k norms) L=28 C=1024
+// H=16x128 E=128 top-8 rope=yarn x4 of 32768 V=151936 seq_len=40960".
+std::string model_description(const ModelConfig& mc) {
+  std::string family = mc.family == Family::gpt2 ? "gpt2" : "llama";
+  if (mc.family == Family::llama && (mc.has_qkv_bias() || mc.qk_norm))
+    family += mc.qk_norm ? (mc.has_qkv_bias() ? " (q/k/v biases, q/k norms)" : " (q/k norms)") : " (q/k/v biases)";
+  const std::string heads =
+      int64_t(mc.head_dim()) * mc.n_heads != mc.d_model ? " H=" + std::to_string(mc.n_heads) + "x" +
+                                                               std::to_string(mc.head_dim())
+                                                         : std::string();
+  std::string experts;  // "E=128 top-8", and moe_every when not every block is MoE
+  if (mc.n_experts > 0)
+    experts = " E=" + std::to_string(mc.n_experts) + " top-" + std::to_string(mc.top_k) +
+              (mc.moe_every > 1 ? " moe_every=" + std::to_string(mc.moe_every) : std::string());
+  // "rope=yarn x4 of 32768": a scaled RoPE as read, its factor over the
+  // original context ("rope=linear x4": every pair).
+  std::string rope;
+  if (mc.family == Family::llama && mc.rope_scaling != RopeScaling::none) {
+    char factor[32];
+    *std::to_chars(factor, factor + sizeof factor - 1, mc.rope_scaling_factor).ptr = '\0';
+    rope = std::string(" rope=") + deck_name(mc.rope_scaling) + " x" + factor;
+    if (mc.rope_scaling != RopeScaling::linear) rope += " of " + std::to_string(mc.rope_original_context);
+  }
+  return family + " L=" + std::to_string(mc.n_layers) + " C=" + std::to_string(mc.d_model) + heads + experts + rope +
+         " V=" + std::to_string(mc.vocab_size) + " seq_len=" + std::to_string(mc.seq_len);
+}
+
+// The chat turn's end added to the stop ids, and stderr's lines on the chat
+// format, the prompt's ids (--ids) and the stop ids.
+void report_stops(const SampleArgs& a, const Tokenizer& tok, const std::optional<ChatFormat>& chat,
+                  const std::vector<int32_t>& prompt, std::vector<int64_t>* stop) {
+  if (chat) {
+    const int64_t end = chat_end_of_turn(tok, *chat);
+    if (std::find(stop->begin(), stop->end(), end) == stop->end()) stop->push_back(end);
+    const std::string dated =
+        *chat == ChatFormat::llama3_1 ? " (Today Date: " + chat_date(a) + ")"
+        : *chat == ChatFormat::chatml && !a.tmpl.default_system.empty()
+            ? " (the template's default system prompt where no system message comes first)"
+            : "";
+    std::fprintf(stderr, "sample: chat format %s%s%s, the turn ends at id %lld\n", chat_format_name(*chat),
+                 dated.c_str(),
+                 !a.messages.empty() ? " (the messages of --messages)"
+                 : a.system.empty()  ? ""
+                                     : " with a system turn",
+                 static_cast<long long>(end));
+  }
+  if (a.ids) {
+    std::string list;
+    for (int32_t id : prompt) list += " " + std::to_string(id);
+    std::fprintf(stderr, "sample: prompt ids%s\n", list.c_str());
+  }
+  if (stop->size() > 1 || chat) {
+    std::string list;
+    for (int64_t id : *stop) list += " " + std::to_string(id);
+    std::fprintf(stderr,
+                 "sample: stops at ids%s (the tokenizer's end-of-text, generation_config.json's eos_token_id, the "
+                 "chat turn's end)\n",
+                 list.c_str());
+  }
+}
+
 int sample(const CLI::App& cmd, SampleArgs a, Job job) {
   if (looks_like_option(a.spec)) throw CliUsageError("sample: unknown option '" + a.spec + "'");
   if (const std::string x = first_extra(cmd); !x.empty())
@@ -268,62 +329,13 @@ int sample(const CLI::App& cmd, SampleArgs a, Job job) {
   std::unique_ptr<Backend> be = make_backend(run, MPI_COMM_WORLD);
   InferenceEngine engine(w, *be);
   const std::string origin = hf_dir ? "Hugging Face" : "step " + std::to_string(w.step);
-  std::string family = mc.family == Family::gpt2 ? "gpt2" : "llama";
-  if (mc.family == Family::llama && (mc.has_qkv_bias() || mc.qk_norm))
-    family += mc.qk_norm ? (mc.has_qkv_bias() ? " (q/k/v biases, q/k norms)" : " (q/k norms)") : " (q/k/v biases)";
-  const std::string heads =
-      int64_t(mc.head_dim()) * mc.n_heads != mc.d_model ? " H=" + std::to_string(mc.n_heads) + "x" +
-                                                               std::to_string(mc.head_dim())
-                                                         : std::string();
-  std::string experts;  // "E=128 top-8", and moe_every when not every block is MoE
-  if (mc.n_experts > 0)
-    experts = " E=" + std::to_string(mc.n_experts) + " top-" + std::to_string(mc.top_k) +
-              (mc.moe_every > 1 ? " moe_every=" + std::to_string(mc.moe_every) : std::string());
-  // "rope=yarn x4 of 32768": a scaled RoPE as read, its factor over the
-  // original context ("rope=linear x4": every pair).
-  std::string rope;
-  if (mc.family == Family::llama && mc.rope_scaling != RopeScaling::none) {
-    char factor[32];
-    *std::to_chars(factor, factor + sizeof factor - 1, mc.rope_scaling_factor).ptr = '\0';
-    rope = std::string(" rope=") + deck_name(mc.rope_scaling) + " x" + factor;
-    if (mc.rope_scaling != RopeScaling::linear) rope += " of " + std::to_string(mc.rope_original_context);
-  }
-  std::fprintf(stderr, "sample: %s (%s), %s L=%d C=%d%s%s%s V=%d seq_len=%d%s, tokenizer %s, backend %s\n",
-               path.c_str(), origin.c_str(), family.c_str(), mc.n_layers, mc.d_model, heads.c_str(), experts.c_str(),
-               rope.c_str(), mc.vocab_size, mc.seq_len, context_note.c_str(), tok->describe().c_str(),
-               be->name().c_str());
+  std::fprintf(stderr, "sample: %s (%s), %s%s, tokenizer %s, backend %s\n", path.c_str(), origin.c_str(),
+               model_description(mc).c_str(), context_note.c_str(), tok->describe().c_str(), be->name().c_str());
   SampleParams p = a.p;
   p.vocab = int(tok->vocab_size());
   if (hf_dir) apply_generation_defaults(cmd, hf::generation_defaults(path), &p);
   std::vector<int64_t> stop = stop_ids(*tok, hf_dir ? path : "");
-  if (chat) {
-    const int64_t end = chat_end_of_turn(*tok, *chat);
-    if (std::find(stop.begin(), stop.end(), end) == stop.end()) stop.push_back(end);
-    const std::string dated =
-        *chat == ChatFormat::llama3_1 ? " (Today Date: " + chat_date(a) + ")"
-        : *chat == ChatFormat::chatml && !a.tmpl.default_system.empty()
-            ? " (the template's default system prompt where no system message comes first)"
-            : "";
-    std::fprintf(stderr, "sample: chat format %s%s%s, the turn ends at id %lld\n", chat_format_name(*chat),
-                 dated.c_str(),
-                 !a.messages.empty() ? " (the messages of --messages)"
-                 : a.system.empty()  ? ""
-                                     : " with a system turn",
-                 static_cast<long long>(end));
-  }
-  if (a.ids) {
-    std::string list;
-    for (int32_t id : prompt) list += " " + std::to_string(id);
-    std::fprintf(stderr, "sample: prompt ids%s\n", list.c_str());
-  }
-  if (stop.size() > 1 || chat) {
-    std::string list;
-    for (int64_t id : stop) list += " " + std::to_string(id);
-    std::fprintf(stderr,
-                 "sample: stops at ids%s (the tokenizer's end-of-text, generation_config.json's eos_token_id, the "
-                 "chat turn's end)\n",
-                 list.c_str());
-  }
+  report_stops(a, *tok, chat, prompt, &stop);
   // --stop: after each token, the generated text so far is decoded and
   // searched (a string may span tokens); the text printed ends before the
   // first stop string, the ids include the token that completed it.

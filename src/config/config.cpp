@@ -70,6 +70,11 @@ double as_decimal_double(T x) {
 // planner resolves a deck per candidate layout.
 std::string toml_text(const toml::node& n, std::ostringstream& buf) {
   if (const auto* f = n.as_floating_point()) return toml_float(f->get());
+  if (const auto* a = n.as_array()) {  // (a list of floats: each as above)
+    std::string out = "[";
+    for (const toml::node& e : *a) out += (out.size() > 1 ? ", " : "") + toml_text(e, buf);
+    return out + "]";
+  }
   buf.str({});
   buf << toml::toml_formatter(n, toml::format_flags::allow_unicode_strings);
   return buf.str();
@@ -114,7 +119,7 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 // ---------------------------------------------------------------------------
 // The schema
 
-enum class Kind { integer, floating, boolean, string };
+enum class Kind { integer, floating, boolean, string, float_list };
 
 const char* kind_name(Kind k) {
   switch (k) {
@@ -122,11 +127,12 @@ const char* kind_name(Kind k) {
     case Kind::floating: return "a float";
     case Kind::boolean: return "a boolean";
     case Kind::string: return "a string";
+    case Kind::float_list: return "an array of numbers";
   }
   return "?";
 }
 
-using Value = std::variant<int64_t, double, bool, std::string>;
+using Value = std::variant<int64_t, double, bool, std::string, std::vector<double>>;
 
 struct Key {
   std::string section;  // "" = top level
@@ -205,6 +211,23 @@ Key float_key(const char* sec, const char* name, Acc acc, Bound lo, Bound hi, co
     return {};
   };
   k.get = [acc](const Config& c) -> Value { return as_decimal_double(acc(c)); };
+  return k;
+}
+
+// A list of finite numbers, each > 0 (any length; validate() checks it
+// against the keys it goes with).
+template <class Acc>
+Key positive_list_key(const char* sec, const char* name, Acc acc, const char* help) {
+  Key k{sec, name, Kind::float_list, {}, {}, help};
+  k.set = [acc](Config& c, const Value& v) -> std::string {
+    const auto& xs = std::get<std::vector<double>>(v);
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (!std::isfinite(xs[i]) || !(xs[i] > 0))
+        return "entry " + std::to_string(i) + " must be a finite number > 0 (got " + fmt_number(xs[i]) + ")";
+    acc(c) = xs;
+    return {};
+  };
+  k.get = [acc](const Config& c) -> Value { return acc(c); };
   return k;
 }
 
@@ -294,23 +317,31 @@ void add_model_keys(std::vector<Key>& s) {
   s.push_back(float_key(PENTAD_FIELD(model, rope_theta), gt(0), none(), "RoPE base (llama)"));
   s.push_back(enum_key(PENTAD_FIELD(model, rope_scaling),
                        "RoPE frequencies as they are, llama3: Llama 3.1's scaling, yarn: YaRN's (the keys "
-                       "below), or linear: every pair rope_scaling_factor times slower"));
+                       "below), linear: every pair rope_scaling_factor times slower, or longrope: each pair "
+                       "by its own factor (rope_short_factor, rope_long_factor)"));
   s.push_back(float_key(PENTAD_FIELD(model, rope_scaling_factor), ge(1), none(),
-                        "llama3, yarn: long wavelengths turn this many times slower; linear: every pair"));
+                        "llama3, yarn: long wavelengths turn this many times slower; linear: every pair; "
+                        "longrope: the context extension (its attention factor)"));
   s.push_back(float_key(PENTAD_FIELD(model, rope_low_freq_factor), gt(0), none(),
                         "llama3: wavelengths above rope_original_context / this are slowed"));
   s.push_back(float_key(PENTAD_FIELD(model, rope_high_freq_factor), gt(0), none(),
                         "llama3: wavelengths below rope_original_context / this are kept"));
   s.push_back(int_key(PENTAD_FIELD(model, rope_original_context), 1, kNoMax,
-                      "llama3, yarn: the context the model was first trained on"));
+                      "llama3, yarn, longrope: the context the model was first trained on"));
   s.push_back(float_key(PENTAD_FIELD(model, rope_beta_fast), gt(0), none(),
                         "yarn: pairs turning more than this many times over rope_original_context are kept"));
   s.push_back(float_key(PENTAD_FIELD(model, rope_beta_slow), gt(0), none(),
                         "yarn: pairs turning fewer than this many times are slowed rope_scaling_factor times"));
   s.push_back(float_key(PENTAD_FIELD(model, rope_attention_factor), ge(0), none(),
-                        "yarn: rotated q and k multiplied by this; 0 = 0.1 ln(rope_scaling_factor) + 1"));
+                        "yarn, longrope: rotated q and k multiplied by this; 0 = yarn: 0.1 ln(rope_scaling_factor)"
+                        " + 1, longrope: sqrt(1 + ln(rope_scaling_factor) / ln(rope_original_context))"));
   s.push_back(bool_key(PENTAD_FIELD(model, rope_truncate),
                        "yarn: the ends of the ramp between kept and slowed pairs rounded outwards to whole pairs"));
+  s.push_back(positive_list_key(PENTAD_FIELD(model, rope_short_factor),
+                                "longrope: head_dim / 2 numbers, pair i turns this many times slower in a "
+                                "context of at most rope_original_context positions"));
+  s.push_back(positive_list_key(PENTAD_FIELD(model, rope_long_factor),
+                                "longrope: the same in a longer context"));
   s.push_back(family_bool_key("tied_embeddings", &ModelConfig::tied_embeddings,
                               "share the token embedding with the output head (default: gpt2 true, llama false)"));
   s.push_back(family_bool_key("qkv_bias", &ModelConfig::qkv_bias,
@@ -528,6 +559,17 @@ std::pair<Value, std::string> from_node(const Key& k, const toml::node& n) {
     case Kind::string:
       if (auto* v = n.as_string()) return {v->get(), ""};
       break;
+    case Kind::float_list:
+      if (auto* a = n.as_array()) {
+        std::vector<double> xs;
+        for (const toml::node& e : *a) {
+          if (auto* f = e.as_floating_point()) xs.push_back(f->get());
+          else if (auto* i = e.as_integer()) xs.push_back(static_cast<double>(i->get()));
+          else return {Value{}, "entry " + std::to_string(xs.size()) + " is " + a_type_name(e.type()) + ", not a number"};
+        }
+        return {xs, ""};
+      }
+      break;
   }
   return {Value{}, wrong};
 }
@@ -557,6 +599,15 @@ std::pair<Value, std::string> from_text(const Key& k, const std::string& text) {
       if (text.size() >= 2 && text.front() == '"' && text.back() == '"')
         return {text.substr(1, text.size() - 2), ""};
       return {text, ""};
+    case Kind::float_list: {  // a TOML array, e.g. [1.0, 1.5]
+      toml::table t;
+      try {
+        t = toml::parse("x = " + text);
+      } catch (const toml::parse_error&) {
+        return {Value{}, "expected an array of numbers, e.g. [1.0, 1.5]"};
+      }
+      return from_node(k, *t.get("x"));
+    }
   }
   return {Value{}, "unsupported kind"};
 }
@@ -674,6 +725,23 @@ void validate_model(const Config& cfg) {
   if (m.rope_scaling == RopeScaling::yarn && !(m.rope_beta_fast > m.rope_beta_slow))
     fail(cfg, "model.rope_beta_fast=" + fmt_number(m.rope_beta_fast) + " must be > model.rope_beta_slow=" +
                   fmt_number(m.rope_beta_slow) + " (rope_scaling = \"yarn\")");
+  if (m.rope_scaling == RopeScaling::longrope) {
+    const size_t pairs = size_t(m.head_dim() / 2);
+    for (const auto& [key, list] : {std::pair{"rope_short_factor", &m.rope_short_factor},
+                                    std::pair{"rope_long_factor", &m.rope_long_factor}})
+      if (list->size() != pairs)
+        fail(cfg, "model." + std::string(key) + " has " + std::to_string(list->size()) + " number" +
+                      (list->size() == 1 ? "" : "s") +
+                      " but rope_scaling = \"longrope\" needs one per pair of a head's channels: " +
+                      kv("model.head_dim", m.head_dim()) + " / 2 = " + std::to_string(pairs));
+    if (pairs > size_t(kRopeMaxPairs))
+      fail(cfg, kv("model.head_dim", m.head_dim()) + ": rope_scaling = \"longrope\" takes heads of at most " +
+                    std::to_string(2 * kRopeMaxPairs) + " channels");
+  } else if (!m.rope_short_factor.empty() || !m.rope_long_factor.empty()) {
+    fail(cfg, std::string("model.") + (m.rope_short_factor.empty() ? "rope_long_factor" : "rope_short_factor") +
+                  " is given but model.rope_scaling = \"" + deck_name(m.rope_scaling) +
+                  "\" (the per-pair factors are longrope's)");
+  }
   if (m.family == Family::llama && m.head_dim() % 2 != 0)
     fail(cfg, "model.family = \"llama\" needs an even head dimension for RoPE, but " +
                   (int64_t(m.d_head) * m.n_heads == m.d_model
@@ -832,7 +900,17 @@ toml::table config_table(const Config& cfg) {
       if (!root.contains(k.section)) root.insert(k.section, toml::table{});
       t = root.get_as<toml::table>(k.section);
     }
-    std::visit([&](const auto& v) { t->insert(k.name, v); }, k.get(cfg));
+    std::visit(
+        [&](const auto& v) {
+          if constexpr (std::is_same_v<std::remove_cvref_t<decltype(v)>, std::vector<double>>) {
+            toml::array a;
+            for (double x : v) a.push_back(x);
+            t->insert(k.name, std::move(a));
+          } else {
+            t->insert(k.name, v);
+          }
+        },
+        k.get(cfg));
   }
   return root;
 }

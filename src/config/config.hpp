@@ -64,7 +64,7 @@ template <> struct DeckNames<DataOrder> {
   static constexpr std::array<const char*, 2> names = {"random", "epoch"};
 };
 template <> struct DeckNames<RopeScaling> {
-  static constexpr std::array<const char*, 4> names = {"none", "llama3", "yarn", "linear"};
+  static constexpr std::array<const char*, 5> names = {"none", "llama3", "yarn", "linear", "longrope"};
 };
 template <> struct DeckNames<ScheduleKind> {
   static constexpr std::array<const char*, 5> names = {"afab", "1f1b", "interleaved", "zbh1", "zbv"};
@@ -103,6 +103,9 @@ struct ModelConfig {
   float rope_beta_slow = 1.0f;          // yarn: pairs turning less often than this are slowed
   float rope_attention_factor = 0.0f;   // yarn: the rotated q and k scaled by this; 0 = 0.1 ln(factor) + 1
   bool rope_truncate = true;            // yarn: the ramp's ends rounded outwards to whole pairs
+  // longrope: head_dim / 2 factors each, pair i turning factor[i] times
+  // slower; the short list within rope_original_context, the long beyond.
+  std::vector<double> rope_short_factor, rope_long_factor;
   int tied_embeddings = -1;  // -1 = family default (gpt2 tied, llama untied)
   int qkv_bias = -1;         // q/k/v projection biases; -1 = family default (gpt2 yes, llama no)
   bool qk_norm = false;      // RMSNorm over each head of q and k before RoPE (Qwen3; llama only)
@@ -119,12 +122,21 @@ struct ModelConfig {
   // Resolved values (after finalize): never 0 / -1.
   // (0, unresolved, as the default: a ModelConfig built in code.)
   int head_dim() const { return d_head > 0 ? d_head : d_model / n_heads; }
-  Rope rope() const {
-    return {.theta = rope_theta, .scaling = rope_scaling, .factor = rope_scaling_factor,
-            .low_freq_factor = rope_low_freq_factor, .high_freq_factor = rope_high_freq_factor,
-            .original_context = double(rope_original_context), .beta_fast = rope_beta_fast,
-            .beta_slow = rope_beta_slow, .attention_factor = rope_attention_factor, .truncate = rope_truncate};
+  // RoPE for positions 0 .. context-1 (longrope's factors depend on it:
+  // the long list when context > rope_original_context, as Hugging Face
+  // picks them per forward call from its largest position + 1); rope() is
+  // for a training run's whole sequence, seq_len.
+  Rope rope(int64_t context) const {
+    Rope r{.theta = rope_theta, .scaling = rope_scaling, .factor = rope_scaling_factor,
+           .low_freq_factor = rope_low_freq_factor, .high_freq_factor = rope_high_freq_factor,
+           .original_context = double(rope_original_context), .beta_fast = rope_beta_fast,
+           .beta_slow = rope_beta_slow, .attention_factor = rope_attention_factor, .truncate = rope_truncate};
+    const std::vector<double>& f = context > rope_original_context ? rope_long_factor : rope_short_factor;
+    if (rope_scaling == RopeScaling::longrope)
+      for (size_t i = 0; i < f.size() && i < size_t(kRopeMaxPairs); ++i) r.pair_factor[i] = f[i];
+    return r;
   }
+  Rope rope() const { return rope(seq_len); }
   bool tied() const { return tied_embeddings == 1; }
   // (-1, unresolved, as the family: a ModelConfig built in code keeps GPT-2's biases.)
   bool has_qkv_bias() const { return qkv_bias == 1 || (qkv_bias == -1 && family == Family::gpt2); }

@@ -1,7 +1,7 @@
 // Rotary position embedding's frequencies (model.rope_theta,
 // model.rope_scaling): pair i of a head of D channels turns by
 // pos * rope_inv_freq(rope, i, D), and the rotated pair is multiplied by
-// rope_attention_factor(rope) (1 except under YaRN). Both backends evaluate
+// rope_attention_factor(rope) (1 except under YaRN and LongRoPE). Both backends evaluate
 // these definitions, in double; the op tests check them against values
 // worked out by hand (test_backend_ops), not against themselves.
 #pragma once
@@ -13,9 +13,13 @@
 namespace pentad {
 
 // model.rope_scaling: RoPE's frequencies as they are, Llama 3.1's scaling of
-// them, YaRN's, or all of them `factor` times slower (rope_scaling "llama3",
-// "yarn", "linear" in a Hugging Face config.json).
-enum class RopeScaling { none, llama3, yarn, linear };
+// them, YaRN's, all of them `factor` times slower, or each pair slowed by a
+// factor of its own (rope_scaling "llama3", "yarn", "linear", "longrope" in a
+// Hugging Face config.json).
+enum class RopeScaling { none, llama3, yarn, linear, longrope };
+
+// The most pairs a head can have under longrope (a head of 256 channels).
+constexpr int kRopeMaxPairs = 128;
 
 struct Rope {
   double theta = 10000.0;  // base: the unscaled inverse frequency of pair i is f = theta^(-2i/D)
@@ -43,6 +47,13 @@ struct Rope {
   // factor 1), which scales the attention logits by its square.
   double beta_fast = 32.0, beta_slow = 1.0, attention_factor = 0.0;
   bool truncate = true;
+  // longrope (Ding et al. 2024, "LongRoPE"; Phi-3's 128k models): pair i
+  // turns pair_factor[i] times slower, f / pair_factor[i]. The model has two
+  // lists, one for contexts up to original_context and one for longer ones;
+  // ModelConfig::rope(context) copies the one a call's context takes here.
+  // Every rotated pair is multiplied by attention_factor (0 here:
+  // sqrt(1 + ln(factor) / ln(original_context)), or 1 at factor <= 1).
+  double pair_factor[kRopeMaxPairs] = {};
 };
 
 PENTAD_HD inline double rope_yarn_pair(const Rope& r, double rotations, int D) {
@@ -52,6 +63,7 @@ PENTAD_HD inline double rope_yarn_pair(const Rope& r, double rotations, int D) {
 PENTAD_HD inline double rope_inv_freq(const Rope& r, int i, int D) {
   const double f = pow(r.theta, -2.0 * i / D);
   if (r.scaling == RopeScaling::linear) return f / r.factor;
+  if (r.scaling == RopeScaling::longrope) return f / r.pair_factor[i];
   if (r.scaling == RopeScaling::yarn) {
     double lo = rope_yarn_pair(r, r.beta_fast, D), hi = rope_yarn_pair(r, r.beta_slow, D);
     if (r.truncate) {
@@ -73,11 +85,13 @@ PENTAD_HD inline double rope_inv_freq(const Rope& r, int i, int D) {
   return (1.0 - s) * f / r.factor + s * f;
 }
 
-// The factor on every rotated pair: 1 unless YaRN.
+// The factor on every rotated pair: 1 unless YaRN or LongRoPE.
 PENTAD_HD inline double rope_attention_factor(const Rope& r) {
-  if (r.scaling != RopeScaling::yarn) return 1.0;
+  if (r.scaling != RopeScaling::yarn && r.scaling != RopeScaling::longrope) return 1.0;
   if (r.attention_factor > 0.0) return r.attention_factor;
-  return r.factor <= 1.0 ? 1.0 : 0.1 * log(r.factor) + 1.0;
+  if (r.factor <= 1.0) return 1.0;
+  if (r.scaling == RopeScaling::longrope) return sqrt(1.0 + log(r.factor) / log(r.original_context));
+  return 0.1 * log(r.factor) + 1.0;
 }
 
 }  // namespace pentad

@@ -183,9 +183,10 @@ void InferenceEngine::block(int l, int n) {
     be_.rmsnorm_fwd(q_, qk_rstd_, q_, y.q_norm, n * H_, D_, cfg_.norm_eps);
     be_.rmsnorm_fwd(kc, qk_rstd_, kc, y.k_norm, n * Hkv_, D_, cfg_.norm_eps);
   }
-  if (!gpt2_) {
-    be_.rope_fwd(q_, 1, n, H_, D_, pos_, cfg_.rope());
-    be_.rope_fwd(kc, 1, n, Hkv_, D_, pos_, cfg_.rope());
+  if (!gpt2_) {  // (the call's context, pos + n, picks longrope's factors, as Hugging Face's per call)
+    const Rope rope = cfg_.rope(pos_ + n);
+    be_.rope_fwd(q_, 1, n, H_, D_, pos_, rope);
+    be_.rope_fwd(kc, 1, n, Hkv_, D_, pos_, rope);
   }
   // n queries at global positions pos..pos+n-1 over the pos + n cached keys.
   be_.attention_fwd(att_, lse_, nullptr, q_, y.k_cache, y.v_cache, 1, n, pos_ + n, H_, Hkv_, D_, pos_, 0, true);

@@ -48,6 +48,20 @@ double tidy(float x) {
   return std::strtod(buf, nullptr);
 }
 
+// A LongRoPE model's max_position_embeddings in a Phi-3 config.json: its
+// context extension times the original context (Phi3Config takes the
+// extension, for the attention factor, as the ratio of the two).
+int64_t phi3_positions(const ModelConfig& m) {
+  return std::max<int64_t>(1, std::llround(tidy(m.rope_scaling_factor) * double(m.rope_original_context)));
+}
+
+// The attention factor transformers gives that Phi-3 config.json (whose
+// rope_scaling has none of its own).
+double phi3_attention_factor(const ModelConfig& m) {
+  const double f = double(phi3_positions(m)) / m.rope_original_context;
+  return f <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(f) / std::log(double(m.rope_original_context)));
+}
+
 // The Hugging Face row, within a head of D rows, of pentad's row j: pentad's
 // pair (2i, 2i+1) is Hugging Face's (i, i + D/2).
 int64_t hf_row_in_head(int64_t j, int64_t D) { return j % 2 == 0 ? j / 2 : D / 2 + j / 2; }
@@ -279,13 +293,28 @@ Arch arch_of(const ModelConfig& m, const std::string& what, std::vector<std::str
 Arch export_arch(const ModelConfig& m, const std::string& cls, const std::string& what,
                  std::vector<std::string>* notes) {
   const Arch a = arch_of(m, what, notes);
-  if (cls.empty() || cls == arch_class(a)) return a;
+  const bool longrope = m.rope_scaling == RopeScaling::longrope;
+  if ((cls.empty() || cls == arch_class(a)) && !longrope) return a;
   const std::string others = a == Arch::llama ? std::string(" or Phi3ForCausalLM") : std::string();
+  if (longrope && cls != arch_class(Arch::phi3))
+    throw InputError(what + ": model.rope_scaling = \"longrope\" is written as Phi3ForCausalLM only "
+                            "(--class Phi3ForCausalLM), not as " + (cls.empty() ? arch_class(a) : cls));
   if (cls != arch_class(Arch::phi3) || a != Arch::llama)
     throw InputError(what + ": --class " + cls + ": this model is written as " + arch_class(a) + others);
-  if (m.rope_scaling != RopeScaling::none)
+  if (m.rope_scaling != RopeScaling::none && !longrope)
     throw InputError(what + ": --class Phi3ForCausalLM: model.rope_scaling = \"" + deck_name(m.rope_scaling) +
                      "\" has no Phi-3 form (Phi3ForCausalLM scales its RoPE as LongRoPE only)");
+  if (longrope) {
+    // Phi3Config's rope_scaling holds the two lists only: the attention
+    // factor comes from max_position_embeddings / original_max_position_embeddings.
+    const double mine = rope_attention_factor(m.rope()), phi3 = phi3_attention_factor(m);
+    if (std::abs(mine - phi3) > 1e-6 * mine)
+      throw InputError(what + ": --class Phi3ForCausalLM: model.rope_attention_factor = " + json(tidy(m.rope_attention_factor)).dump() +
+                       " comes to " + json(mine).dump() + " but a Phi-3 config.json gives " + json(phi3).dump() +
+                       " (sqrt(1 + ln(f) / ln(original)), f = max_position_embeddings / "
+                       "original_max_position_embeddings = " + std::to_string(phi3_positions(m)) + " / " +
+                       std::to_string(m.rope_original_context) + "); its rope_scaling has no attention factor");
+  }
   return Arch::phi3;
 }
 
@@ -397,7 +426,8 @@ std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, 
   j["max_position_embeddings"] =
       m.rope_scaling == RopeScaling::yarn
           ? std::max<int64_t>(m.seq_len, std::llround(double(tidy(m.rope_scaling_factor)) * m.rope_original_context))
-          : m.seq_len;
+      : m.rope_scaling == RopeScaling::longrope ? phi3_positions(m)
+                                                : m.seq_len;
   j["rms_norm_eps"] = tidy(m.norm_eps);
   j["rope_theta"] = tidy(m.rope_theta);
   if (m.rope_scaling == RopeScaling::llama3)
@@ -416,14 +446,18 @@ std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, 
                          {"beta_slow", tidy(m.rope_beta_slow)},
                          {"truncate", m.rope_truncate}};
     if (m.rope_attention_factor > 0.0f) j["rope_scaling"]["attention_factor"] = tidy(m.rope_attention_factor);
+  } else if (m.rope_scaling == RopeScaling::longrope) {  // (Phi-3 only: export_arch)
+    j["rope_scaling"] = {{"type", "longrope"}, {"short_factor", m.rope_short_factor},
+                         {"long_factor", m.rope_long_factor}};
   } else
     j["rope_scaling"] = nullptr;
   j["attention_dropout"] = 0.0;
   if (a == Arch::llama) {
     j["attention_bias"] = false;
     j["mlp_bias"] = false;
-  } else if (a == Arch::phi3) {  // (Phi3Config's keys: no biases, no window, no scaled RoPE)
-    j["original_max_position_embeddings"] = m.seq_len;
+  } else if (a == Arch::phi3) {  // (Phi3Config's keys: no biases, no window)
+    j["original_max_position_embeddings"] =
+        m.rope_scaling == RopeScaling::longrope ? m.rope_original_context : m.seq_len;
     j["sliding_window"] = nullptr;
     j["resid_pdrop"] = j["embd_pdrop"] = 0.0;
   } else if (a == Arch::qwen2 || a == Arch::qwen3 || a == Arch::qwen3_moe) {
@@ -462,26 +496,87 @@ std::string generation_config_json(const ModelConfig& m, SpecialIds ids) {
 
 namespace {
 
+// Phi3Config's defaults where they differ from LlamaConfig's: 4096
+// positions, rms_norm_eps 1e-5 (no sliding window unless given).
+constexpr double kPhi3Positions = 4096, kPhi3NormEps = 1e-5;
+
+bool is_phi3_config(const json& j) {
+  const auto a = j.find("architectures");
+  return a != j.end() && a->is_array() && !a->empty() && (*a)[0] == "Phi3ForCausalLM";
+}
+
+// A Phi3ForCausalLM's "rope_scaling" (`rs`, of type `kind`) read into *r as
+// transformers reads it: LongRoPE, whether its type says "longrope" or (as
+// older files do) "su" or "yarn"; "short_factor" and "long_factor", one
+// number per pair of a head; the original context from
+// "original_max_position_embeddings" (else the object's own) and the
+// extension (for the attention factor) as "max_position_embeddings" over it,
+// both Phi3Config's 4096 when missing; an "attention_factor" when given. ""
+// when read.
+std::string longrope_of_config(const json& j, const json& rs, const std::string& kind, const std::string& where,
+                               ModelConfig* r) {
+  const std::string key = where + ": \"rope_scaling\"";
+  if (kind != "longrope" && kind != "su" && kind != "yarn")
+    return key + " of type \"" + kind + "\": Phi3ForCausalLM's scaled RoPE is LongRoPE (\"longrope\", or \"su\" "
+                 "and \"yarn\", which transformers reads as LongRoPE)";
+  for (const auto& [name, list] : {std::pair{"short_factor", &r->rope_short_factor},
+                                   std::pair{"long_factor", &r->rope_long_factor}}) {
+    const auto it = rs.find(name);
+    if (it == rs.end() || !it->is_array() || it->empty())
+      return key + " has no list of numbers \"" + name + "\" (LongRoPE's per-pair factors)";
+    list->clear();
+    for (const json& x : *it) {
+      if (!x.is_number() || !(x.get<double>() > 0))
+        return key + ": \"" + name + "\" holds " + x.dump() + ", not a number > 0";
+      list->push_back(x.get<double>());
+    }
+  }
+  // A positive integer of the file's (transformers 5 keeps it in the
+  // rope_parameters object), or dflt when missing; "" or the message.
+  const auto positive = [&](const char* name, double dflt, double* out) -> std::string {
+    const json* v = nullptr;
+    if (const auto it = j.find(name); it != j.end() && !it->is_null()) v = &*it;
+    else if (const auto in = rs.find(name); in != rs.end() && !in->is_null()) v = &*in;
+    *out = v == nullptr ? dflt : v->is_number() ? v->get<double>() : 0.0;
+    if (*out >= 1 && *out == std::floor(*out) && *out <= 2147483647.0) return {};
+    return where + ": \"" + name + "\" = " + v->dump() + " is not a positive integer";
+  };
+  double original = 0, positions = 0;
+  if (std::string e = positive("original_max_position_embeddings", kPhi3Positions, &original); !e.empty()) return e;
+  if (std::string e = positive("max_position_embeddings", kPhi3Positions, &positions); !e.empty()) return e;
+  r->rope_scaling = RopeScaling::longrope;
+  r->rope_original_context = int(original);
+  r->rope_scaling_factor = float(std::max(1.0, positions / original));  // (at most 1: no attention factor)
+  const auto att = rs.find("attention_factor");
+  if (att != rs.end() && !att->is_null() && !(att->is_number() && att->get<double>() > 0))
+    return key + " has \"attention_factor\" = " + att->dump() + ", not a number > 0";
+  r->rope_attention_factor = att != rs.end() && att->is_number() ? float(att->get<double>()) : 0.0f;
+  return {};
+}
+
 // config.json's "rope_scaling" read into the model.rope_* keys of *r, as
 // Hugging Face reads it: null (or rope_type "default") is "none"; "linear"
 // needs "factor"; "llama3" needs its four numbers; "yarn" needs "factor", takes
 // "original_max_position_embeddings" (else "max_position_embeddings"),
 // "beta_fast" 32 and "beta_slow" 1 when missing or null, "truncate" true,
 // and "attention_factor" when given, else derived from "mscale" and
-// "mscale_all_dim" when both are, else left 0 (0.1 ln(factor) + 1). Any
-// other kind is named. "" when read.
+// "mscale_all_dim" when both are, else left 0 (0.1 ln(factor) + 1). A
+// Phi3ForCausalLM's is LongRoPE (longrope_of_config). Any other kind is
+// named. "" when read.
 std::string rope_of_config(const json& j, const std::string& where, ModelConfig* r) {
   r->rope_scaling = RopeScaling::none;
   const auto rs = j.find("rope_scaling");
   if (rs == j.end() || rs->is_null()) return {};
   const auto t = rs->is_object() ? (rs->contains("rope_type") ? rs->find("rope_type") : rs->find("type")) : rs->end();
   if (t == rs->end() || !t->is_string())
-    return where + ": \"rope_scaling\" = " + rs->dump() + " names no \"rope_type\"";
+    return where + ": \"rope_scaling\" = " + rs->dump().substr(0, 200) + " names no \"rope_type\"";
   const std::string kind = t->get<std::string>();
   if (kind == "default") return {};
+  if (is_phi3_config(j)) return longrope_of_config(j, *rs, kind, where, r);
   if (kind != "llama3" && kind != "yarn" && kind != "linear")
-    return where + ": \"rope_scaling\" = " + rs->dump() +
-           ": pentad's RoPE scales as \"linear\", \"llama3\" or \"yarn\" only";
+    return where + ": \"rope_scaling\" = " + rs->dump().substr(0, 200) +
+           ": pentad's RoPE scales as \"linear\", \"llama3\" or \"yarn\" only (and as \"longrope\" in a "
+           "Phi3ForCausalLM)";
   std::string err;
   // A number of rope_scaling's: dflt when missing or null (NaN: required).
   const auto number = [&](const char* key, double dflt) {
@@ -552,7 +647,8 @@ std::string check_rope_scaling(const json& j, const std::string& where, const Mo
   std::vector<Key> keys;
   if (m.rope_scaling != RopeScaling::none)
     keys.push_back({"factor", tidy(file.rope_scaling_factor), tidy(m.rope_scaling_factor), "rope_scaling_factor"});
-  if (m.rope_scaling == RopeScaling::llama3 || m.rope_scaling == RopeScaling::yarn)
+  if (m.rope_scaling == RopeScaling::llama3 || m.rope_scaling == RopeScaling::yarn ||
+      m.rope_scaling == RopeScaling::longrope)
     keys.push_back({"original_max_position_embeddings", double(file.rope_original_context),
                     double(m.rope_original_context), "rope_original_context"});
   if (m.rope_scaling == RopeScaling::llama3) {
@@ -567,6 +663,20 @@ std::string check_rope_scaling(const json& j, const std::string& where, const Mo
     keys.push_back({"attention_factor", rope_attention_factor(file.rope()), rope_attention_factor(m.rope()),
                     "rope_attention_factor (0: 0.1 ln(factor) + 1)"});
     keys.push_back({"truncate", double(file.rope_truncate), double(m.rope_truncate), "rope_truncate (1: true)"});
+  }
+  if (m.rope_scaling == RopeScaling::longrope) {
+    keys.push_back({"attention_factor", rope_attention_factor(file.rope()), rope_attention_factor(m.rope()),
+                    "rope_attention_factor (0: sqrt(1 + ln(factor) / ln(original context)))"});
+    for (const auto& [name, f, d] : {std::tuple{"short_factor", &file.rope_short_factor, &m.rope_short_factor},
+                                     std::tuple{"long_factor", &file.rope_long_factor, &m.rope_long_factor}}) {
+      if (f->size() != d->size())
+        return where + ": \"rope_scaling\" has " + std::to_string(f->size()) + " numbers in \"" + name +
+               "\" but the deck's model.rope_" + name + " has " + std::to_string(d->size());
+      for (size_t i = 0; i < f->size(); ++i)
+        if (std::abs((*f)[i] - (*d)[i]) > 1e-6 * std::abs((*d)[i]))
+          return where + ": \"rope_scaling\" has \"" + name + "\"[" + std::to_string(i) + "] = " +
+                 json((*f)[i]).dump() + " but the deck's model.rope_" + name + " has " + json((*d)[i]).dump();
+    }
   }
   for (const Key& k : keys)
     if (std::abs(k.file - k.deck) > 1e-6 * std::abs(k.deck))
@@ -682,26 +792,14 @@ constexpr double kMistralPositions = 131072, kMistralWindow = 4096;
 constexpr double kQwen2Positions = 32768, kQwen2Window = 4096, kQwen3HeadDim = 128;
 constexpr double kQwen3MoeExperts = 128, kQwen3MoeTopK = 8, kQwen3MoeWidth = 768, kQwen3MoeDenseWidth = 6144;
 
-// Phi3Config's defaults where they differ from LlamaConfig's: 4096
-// positions, rms_norm_eps 1e-5 (no sliding window unless given).
-constexpr double kPhi3Positions = 4096, kPhi3NormEps = 1e-5;
 
 // The rms_norm_eps a missing key stands for.
 double norm_eps_default(const std::string& cls) { return cls == "Phi3ForCausalLM" ? kPhi3NormEps : 1e-6; }
 
-// What a Phi3ForCausalLM config.json may not have: a "rope_scaling" (Phi-3's
-// scaled RoPE is LongRoPE, whatever its "type" says: transformers reads "su"
-// and "yarn" there as "longrope") or a "partial_rotary_factor" other than 1.
-// "" when it has neither.
+// What a Phi3ForCausalLM config.json may not have: a "partial_rotary_factor"
+// other than 1 (Phi-4-mini's 0.75). Its LongRoPE is rope_of_config's. "" when
+// it has none.
 std::string check_phi3_rope(const json& j, const std::string& where) {
-  const auto rs = j.find("rope_scaling");
-  if (rs != j.end() && !rs->is_null()) {
-    const auto t = rs->is_object() ? (rs->contains("rope_type") ? rs->find("rope_type") : rs->find("type")) : rs->end();
-    if (t == rs->end() || !t->is_string() || *t != "default")
-      return where + ": \"rope_scaling\" = " + rs->dump().substr(0, 120) +
-             ": Phi3ForCausalLM scales its RoPE as LongRoPE (its \"longrope\", \"su\" and \"yarn\" types), which "
-             "pentad does not have (the 4k-context Phi-3 models and Phi-4 have none)";
-  }
   const auto f = j.find("partial_rotary_factor");
   if (f != j.end() && !f->is_null() && !(f->is_number() && f->get<double>() == 1.0))
     return where + ": \"partial_rotary_factor\" = " + f->dump() + ": pentad's RoPE turns every dimension of a head";
@@ -893,6 +991,16 @@ std::string rope_scaling_keys(const json& j, const std::string& where) {
                       toml_float(tidy(r.rope_scaling_factor)) + "\n";
   if (r.rope_scaling == RopeScaling::linear) return lines;
   lines += "rope_original_context = " + std::to_string(r.rope_original_context) + "\n";
+  if (r.rope_scaling == RopeScaling::longrope) {
+    const auto list = [](const std::vector<double>& xs) {
+      std::string out = "[";
+      for (double x : xs) out += (out.size() > 1 ? ", " : "") + toml_float(x);
+      return out + "]";
+    };
+    return lines + "rope_attention_factor = " + toml_float(tidy(r.rope_attention_factor)) +
+           "\nrope_short_factor = " + list(r.rope_short_factor) + "\nrope_long_factor = " +
+           list(r.rope_long_factor) + "\n";
+  }
   if (r.rope_scaling == RopeScaling::llama3)
     return lines + "rope_low_freq_factor = " + toml_float(tidy(r.rope_low_freq_factor)) +
            "\nrope_high_freq_factor = " + toml_float(tidy(r.rope_high_freq_factor)) + "\n";

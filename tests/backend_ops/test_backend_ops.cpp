@@ -620,6 +620,17 @@ VecD yarn_inv_freq_2048(bool truncate) {
   return {1.0, 0.1, (1.0 - s) * 0.01 + s * 0.01 / 4.0, 0.00025};
 }
 const double kYarnFactor4 = 1.0 + 0.1 * std::log(4.0);
+// LongRoPE at theta 10000 and D = 8 with the pair factors 1, 2, 4, 10: pair i
+// turns 10000^(-i/4) / factor_i; extension 16 over an original context of
+// 256, so the attention factor sqrt(1 + ln 16 / ln 256) = sqrt(1.5).
+Rope longrope_rope() {
+  Rope r{.theta = 10000.0, .scaling = RopeScaling::longrope, .factor = 16.0, .original_context = 256.0};
+  const double f[] = {1.0, 2.0, 4.0, 10.0};
+  for (int i = 0; i < 4; ++i) r.pair_factor[i] = f[i];
+  return r;
+}
+const VecD kLongropeInvFreq = {1.0, 0.05, 0.0025, 0.0001};
+const double kLongropeFactor = std::sqrt(1.5);
 
 TEST(Rope, InverseFrequencies) {
   const Rope plain{.theta = 10000.0};
@@ -664,6 +675,18 @@ TEST(Rope, YarnInverseFrequenciesAndAttentionFactor) {
   }
 }
 
+TEST(Rope, LongRopeInverseFrequenciesAndAttentionFactor) {
+  const Rope r = longrope_rope();
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(rope_inv_freq(r, i, 8), kLongropeInvFreq[size_t(i)], 1e-15) << "pair " << i;
+  EXPECT_NEAR(rope_attention_factor(r), kLongropeFactor, 1e-15);
+  Rope given = r;
+  given.attention_factor = 1.2;  // given: used as it is
+  EXPECT_EQ(rope_attention_factor(given), 1.2);
+  Rope unscaled = r;
+  unscaled.factor = 1.0;  // no extension: no attention factor
+  EXPECT_EQ(rope_attention_factor(unscaled), 1.0);
+}
+
 TEST_P(ReferenceOps, RopeForwardBackward) {
   const int B = 2, T = 5, H = 3, D = 8, pos_offset = 37;
   const Rope plain{.theta = 10000.0};
@@ -672,7 +695,8 @@ TEST_P(ReferenceOps, RopeForwardBackward) {
         std::tuple{"llama3", llama3_rope_64(), llama3_inv_freq_64(), 1.0},
         std::tuple{"linear", Rope{.theta = 10000.0, .scaling = RopeScaling::linear, .factor = 4.0},
                    VecD{0.25, 0.025, 0.0025, 0.00025}, 1.0},
-        std::tuple{"yarn", yarn_rope_2048(true), yarn_inv_freq_2048(true), kYarnFactor4}}) {
+        std::tuple{"yarn", yarn_rope_2048(true), yarn_inv_freq_2048(true), kYarnFactor4},
+        std::tuple{"longrope", longrope_rope(), kLongropeInvFreq, kLongropeFactor}}) {
     SCOPED_TRACE(name);
     const Vec x = randn(size_t(B) * T * H * D, 32);
     Vec y = x;
@@ -1939,8 +1963,12 @@ TEST_P(OpsVsCpu, Rope) {
   // Qwen3's YaRN (1000000, factor 4, context 32768) puts a 64-wide head's pairs on both sides of the ramp.
   const Rope qwen3_yarn{.theta = 1000000.0, .scaling = RopeScaling::yarn, .factor = 4.0,
                         .original_context = 32768.0};
-  for (const Rope& rope : {Rope{.theta = 10000.0}, llama31, qwen3_yarn}) {
-    SCOPED_TRACE(rope.scaling == RopeScaling::yarn ? "yarn" : rope.scaling == RopeScaling::llama3 ? "llama3" : "plain");
+  // Phi-3-mini-128k's shape of LongRoPE (factor 32 over 4096) with factors rising along the pairs.
+  Rope phi3_longrope{.theta = 10000.0, .scaling = RopeScaling::longrope, .factor = 32.0, .original_context = 4096.0};
+  for (int i = 0; i < D / 2; ++i) phi3_longrope.pair_factor[i] = 1.0 + 0.75 * i;
+  for (const Rope& rope : {Rope{.theta = 10000.0}, llama31, qwen3_yarn, phi3_longrope}) {
+    const char* names[] = {"plain", "llama3", "yarn", "linear", "longrope"};
+    SCOPED_TRACE(names[int(rope.scaling)]);
     Vec x = randn(size_t(B) * T * H * D, 19);
     float* d = up(x);
     cpu_->rope_fwd(x.data(), B, T, H, D, pos, rope);

@@ -252,6 +252,11 @@ pentad_parity_test(cp2_rope_llama3 llama 2 "${ROPE3}" "${ROPE3} --set parallel.c
 # k scaled by its attention factor) under zig-zag cp and tp.
 set(YARN "--set model.rope_scaling=yarn --set model.rope_scaling_factor=4 --set model.rope_original_context=2048 --set model.rope_truncate=false")
 pentad_parity_test(cp2_tp2_rope_yarn llama 4 "${YARN}" "${YARN} --set parallel.cp=2 --set parallel.tp=2")
+# LongRoPE (a factor per pair of the 8-wide heads, the long list at the
+# training context 16 > 8; q and k scaled by its attention factor) under
+# zig-zag cp and tp.
+set(LONGROPE "--set model.rope_scaling=longrope --set model.rope_scaling_factor=4 --set model.rope_original_context=8 --set model.rope_short_factor=[1,1.25,1.5,2] --set model.rope_long_factor=[1,2.5,7,20]")
+pentad_parity_test(cp2_tp2_rope_longrope llama 4 "${LONGROPE}" "${LONGROPE} --set parallel.cp=2 --set parallel.tp=2")
 
 # Ring attention recomputes its probabilities in every policy: none,
 # selective and full stay bitwise identical under cp.

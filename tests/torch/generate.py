@@ -4,7 +4,9 @@
 Rebuilds the model of a pentad checkpoint (or exported model.h5) from its
 model/ tensors and resolved deck with reference.py's forward, decodes N tokens
 greedily from the byte prompt (each token a full forward over the whole
-prefix: no cache; argmax, ties to the lower id) and compares them with the
+prefix: no cache, each position's RoPE that of a cached generation, the
+prompt in one call and each new token in its own, as LongRoPE's choice of
+factors depends on it; argmax, ties to the lower id) and compares them with the
 token ids pentad printed (`pentad sample --temperature 0 --ids`). With a
 repetition penalty R (pentad's --repetition-penalty R), each step first
 divides the logit of every id already in the sequence by R where it is
@@ -46,7 +48,7 @@ def main():
         for _ in range(n):
             if len(tokens) >= m["seq_len"]:
                 break
-            logits = reference.forward(p, m, torch.tensor([tokens]))[0, -1].numpy()
+            logits = reference.forward(p, m, torch.tensor([tokens]), prompt_len=len(prompt.encode()))[0, -1].numpy()
             if penalty != 1.0:
                 seen = sorted(set(tokens))
                 logits[seen] = np.where(logits[seen] < 0, logits[seen] * penalty, logits[seen] / penalty)

@@ -17,7 +17,8 @@
 #    ids, the positions cut to the window, a shorter window refused; and
 #    rewritten as Phi3ForCausalLM (to_phi3.py: fused qkv_proj, gate_up_proj):
 #    the same round trip and ids, the loader's Phi-3 against a fine-tuning
-#    step, its LongRoPE and partial rotary factor refused; and exported as
+#    step, a partial rotary factor refused; with LongRoPE, the loader's
+#    Phi-3 against a fine-tuning step and greedy decoding; and exported as
 #    Phi3ForCausalLM by pentad (--class): to_phi3.py's tensors bitwise.
 # Usage: hf_export.sh DECK LAYOUT...   LAYOUT = "N[:key=value,...]", e.g.
 #   "1" or "4:parallel.tp=2,parallel.pp=2". With HF_DTYPE=bf16 the export is
@@ -87,18 +88,19 @@ if [[ $dtype != fp32 ]]; then
 fi
 echo "sampling the export directly (pentad sample $tmp/hf):"
 sample() { "$PENTAD" sample "$@" --tokens 8 --ids 2> "$tmp/sample.err" || { cat "$tmp/sample.err"; echo "FAIL: pentad sample $*"; exit 1; }; }
-# same_ids DIR: DIR samples the checkpoint's ids for every prompt and seed.
+# same_ids DIR [REF]: DIR samples REF's ids (default: the checkpoint's) for
+# every prompt and seed.
 same_ids() {
-  local prompt seed a b n=0
+  local prompt seed a b n=0 ref=${2:-$tmp/a/final.h5}
   for prompt in "The pi" "Each r" "A chec"; do
     for seed in 1 2 3; do
-      a=$(sample "$tmp/a/final.h5" --prompt "$prompt" --seed "$seed")
+      a=$(sample "$ref" --prompt "$prompt" --seed "$seed")
       b=$(sample "$1" --prompt "$prompt" --seed "$seed")
-      [[ "$a" == "$b" ]] || { echo "FAIL: prompt '$prompt', seed $seed: the checkpoint samples [$a], $1 [$b]"; exit 1; }
+      [[ "$a" == "$b" ]] || { echo "FAIL: prompt '$prompt', seed $seed: $ref samples [$a], $1 [$b]"; exit 1; }
       n=$((n + 1))
     done
   done
-  echo "ok   $1: the checkpoint's ids for $n prompts and seeds at temperature 1 (e.g. [$b])"
+  echo "ok   $1: the ids of $ref for $n prompts and seeds at temperature 1 (e.g. [$b])"
 }
 same_ids "$tmp/hf"
 grep -h "^sample: $tmp/hf (Hugging Face)" "$tmp/sample.err"
@@ -163,8 +165,9 @@ fi
 # fine-tuning step under the last layout gives the logits and loss of
 # hf_loader.py's Phi-3, which cuts the fused tensors apart itself; sampling
 # gives the checkpoint's ids with the positions cut to the window. Refused,
-# naming the key: a window shorter than the deck's seq_len, Phi-3's LongRoPE
-# scaling (also as its old "su" and "yarn" types) and a partial rotary factor.
+# naming the key: a window shorter than the deck's seq_len, a scaled RoPE
+# other than LongRoPE, LongRoPE lists of the wrong length and a partial rotary
+# factor. Then LongRoPE itself (below).
 if grep -q '"LlamaForCausalLM"' "$tmp/hf/config.json" && ! grep -q '"rope_type"' "$tmp/hf/config.json"; then
   seq=$("$PENTAD_PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["max_position_embeddings"])' "$tmp/hf/config.json")
   phi3() { "$PENTAD_PYTHON" "$here/to_phi3.py" "$tmp/hf" "$@" max_position_embeddings=131072 > /dev/null; }
@@ -218,9 +221,55 @@ print("ok   --class Phi3ForCausalLM: %d tensors, each bitwise to_phi3.py'"'"'s" 
     grep -qF "$2" "$tmp/sample.err" || { cat "$tmp/sample.err"; echo "FAIL: $1: no message naming [$2]"; exit 1; }
     echo "ok   Phi-3 $1 refused: $(grep -oF "$2" "$tmp/sample.err")"
   }
-  longrope='Phi3ForCausalLM scales its RoPE as LongRoPE'
-  refused 'rope_scaling={"type": "longrope", "short_factor": [1, 1, 1, 1], "long_factor": [2, 2, 2, 2]}' "$longrope"
-  refused 'rope_scaling={"type": "su", "short_factor": [1, 1, 1, 1], "long_factor": [2, 2, 2, 2]}' "$longrope"
-  refused 'rope_scaling={"type": "yarn", "factor": 4}' "$longrope"
+  refused 'rope_scaling={"type": "linear", "factor": 4}' "Phi3ForCausalLM's scaled RoPE is LongRoPE"
+  refused 'rope_scaling={"type": "longrope", "short_factor": [1, 1], "long_factor": [2, 2]}' \
+    'model.rope_short_factor has 2 numbers but rope_scaling = "longrope" needs one per pair'
   refused 'partial_rotary_factor=0.5' '"partial_rotary_factor" = 0.5: pentad'"'"'s RoPE turns every dimension of a head'
+
+  # Phi-3's LongRoPE: per-pair factors, the short list for a forward call
+  # whose context is at most original_max_position_embeddings (8 here, under
+  # seq_len), the long list beyond; every rotated pair times
+  # sqrt(1 + ln 8 / ln 8) (max_position_embeddings 64 = 8 x 8). Fine-tuning
+  # (context seq_len: long) against the loader's Phi-3; a bitwise round
+  # trip; the old type "su" samples as "longrope"; pentad's --class export
+  # gives back the directory. (Decoding across the two lists against the
+  # oracles: torch_greedy_longrope.)
+  read -r lr short long < <("$PENTAD_PYTHON" -c 'import json, sys
+c = json.load(open(sys.argv[1])); n = (c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]) // 2
+short = [round(1 + 0.5 * i / n, 4) for i in range(n)]; long = [round(1.5 ** (8 * i / n), 4) for i in range(n)]
+j = lambda x: json.dumps(x, separators=(",", ":"))
+print(j({"type": "longrope", "short_factor": short, "long_factor": long}), j(short), j(long))' "$tmp/hf/config.json")
+  for kind in longrope su; do
+    "$PENTAD_PYTHON" "$here/to_phi3.py" "$tmp/hf" "$tmp/phi3$kind" "rope_scaling=${lr/longrope/$kind}" \
+      original_max_position_embeddings=8 max_position_embeddings=64 > /dev/null
+  done
+  lr_keys=(--set model.rope_scaling=longrope --set model.rope_scaling_factor=8 --set model.rope_original_context=8
+           --set "model.rope_short_factor=$short" --set "model.rope_long_factor=$long")
+  train 1 --set train.steps=0 --set checkpoint.save_final=true --set "checkpoint.dir=$tmp/plr" \
+    --set "checkpoint.init_from=$tmp/phi3longrope" "${lr_keys[@]}"
+  echo "round trip pentad -> hf (Phi-3 with LongRoPE) -> pentad:"
+  "$PENTAD_PYTHON" "$here/same_weights.py" "$tmp/a/final.h5" "$tmp/plr/final.h5"
+  train "$last" --set train.steps=1 --set "log.dump=$tmp/lrdump.h5" --set "checkpoint.init_from=$tmp/phi3longrope" \
+    "${lr_keys[@]}"
+  echo "fine-tuning under '$last' from the LongRoPE Phi-3 (context $seq > 8: the long factors):"
+  "$PENTAD_PYTHON" "$here/hf_loader.py" "$tmp/phi3longrope" "$tmp/lrdump.h5"
+  same_ids "$tmp/phi3su" "$tmp/phi3longrope"
+  grep -qF " rope=longrope x8 of 8 V=" "$tmp/sample.err" || { cat "$tmp/sample.err"; echo "FAIL: the banner does not name LongRoPE"; exit 1; }
+  if "$PENTAD" ckpt export "$tmp/plr/final.h5" --to "$tmp/lrbad" --format hf > /dev/null 2> "$tmp/err"; then
+    echo "FAIL: a LongRoPE model was exported as LlamaForCausalLM"; exit 1
+  fi
+  grep -qF 'model.rope_scaling = "longrope" is written as Phi3ForCausalLM only' "$tmp/err" ||
+    { cat "$tmp/err"; echo "FAIL: the LlamaForCausalLM export of LongRoPE is not refused by name"; exit 1; }
+  "$PENTAD" ckpt export "$tmp/plr/final.h5" --to "$tmp/lrx" --format hf --class Phi3ForCausalLM > /dev/null
+  "$PENTAD_PYTHON" -c 'import json, sys
+sys.path.insert(0, sys.argv[3])
+from hf_loader import read_model
+a, b = read_model(sys.argv[1]), read_model(sys.argv[2])
+assert sorted(a) == sorted(b) and all(bool((a[n] == b[n]).all()) for n in a)
+ca, cb = (json.load(open(d + "/config.json")) for d in sys.argv[1:3])
+for k in ("rope_scaling", "original_max_position_embeddings", "max_position_embeddings"):
+    assert ca[k] == cb[k], (k, ca[k], cb[k])
+print("ok   --class Phi3ForCausalLM of the LongRoPE model: its tensors, rope_scaling and context keys as given")' \
+    "$tmp/phi3longrope" "$tmp/lrx" "$here"
+  echo "ok   LongRoPE export without --class refused: $(grep -oF 'written as Phi3ForCausalLM only' "$tmp/err")"
 fi

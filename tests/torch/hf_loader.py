@@ -16,7 +16,8 @@ top-k of the softmax, renormalised only if norm_topk_prob, experts
 down_proj(silu(gate_proj x) * up_proj x); the other blocks' mlp dense) and
 Phi3ForCausalLM (Llama's computation with self_attn.qkv_proj holding the q, k
 and v rows in that order, mlp.gate_up_proj the gate's then the up's rows, cut
-apart as its forward slices and chunks them). A config's sliding_window (when
+apart as its forward slices and chunks them; its rope_scaling LongRoPE,
+longrope_scaled). A config's sliding_window (when
 it applies) masks the keys more than sliding_window - 1 positions back. The
 sizes come from config.json, the tensors from the safetensors files by their
 Hugging Face names (parsed here with struct + json + numpy).
@@ -31,7 +32,10 @@ reading the Hugging Face directory itself: config.json, safetensors):
   hf_loader.py greedy HF_DIR PROMPT "PENTAD IDS" [PROMPT "PENTAD IDS"]...
 For each byte prompt (vocabulary 256), decodes as many tokens as pentad
 printed, each by a full forward over the whole prefix (argmax, ties to the
-lower id), and requires the same ids. Exit 1 on any difference.
+lower id), and requires the same ids. Exit 1 on any difference. (Each
+position's RoPE is the one a cached generation gives it: LongRoPE picks its
+factors per forward call, the prompt's in one call, each new token's in its
+own.)
 """
 import json
 import math
@@ -180,9 +184,28 @@ def yarn_scaled(inv_freq, rs, c, D):
     return out, att
 
 
-def llama_forward(w, c, ids):
+def longrope_scaled(inv_freq, rs, c, context):
+    """A Phi3ForCausalLM's rope_scaling (type "longrope", or "su" / "yarn",
+    which Phi3Config renames to it) as transformers reads it: pair i's
+    frequency divided by short_factor[i] when the forward call's context (its
+    largest position + 1) is at most original_max_position_embeddings, else
+    by long_factor[i]; cos and sin multiplied by the attention factor
+    (rope_scaling's "attention_factor", else sqrt(1 + ln f / ln original) for
+    f = max_position_embeddings / original > 1, else 1). Returns (inv_freq,
+    attention factor)."""
+    original = c.get("original_max_position_embeddings", 4096)
+    f = c.get("max_position_embeddings", 4096) / original
+    ext = rs["long_factor"] if context > original else rs["short_factor"]
+    att = rs.get("attention_factor") or (math.sqrt(1 + math.log(f) / math.log(original)) if f > 1 else 1.0)
+    return inv_freq / torch.tensor(ext, dtype=torch.float64), att
+
+
+def llama_forward(w, c, ids, prompt_len=None):
     """LlamaForCausalLM / MistralForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / MixtralForCausalLM /
-    Qwen3MoeForCausalLM / Phi3ForCausalLM with rotate_half RoPE."""
+    Qwen3MoeForCausalLM / Phi3ForCausalLM with rotate_half RoPE. With
+    prompt_len, the positions' RoPE is that of a generation with a cache: the
+    first prompt_len positions computed in one forward call, every later one
+    in a call of its own (what LongRoPE's per-call choice depends on)."""
     C, H, Hkv = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
     D = c.get("head_dim") or C // H
     eps, theta = c["rms_norm_eps"], c["rope_theta"]
@@ -199,16 +222,28 @@ def llama_forward(w, c, ids):
     inv_freq = 1.0 / theta ** (torch.arange(0, D, 2, dtype=torch.float64) / D)
     rs = c.get("rope_scaling")
     att = 1.0
+    pos = torch.arange(T, dtype=torch.float64)
+    freqs = pos[:, None] * inv_freq[None]                                       # (T, D/2)
     if rs is not None:
         kind = rs.get("rope_type", rs.get("type"))
-        assert kind in ("llama3", "yarn", "linear"), f"rope_scaling {rs}: this loader knows llama3, yarn, linear"
-        if kind == "linear":  # positions divided by the factor
-            inv_freq = inv_freq / rs["factor"]
-        elif kind == "llama3":
-            inv_freq = llama3_scaled(inv_freq, rs)
+        if phi3:
+            assert kind in ("longrope", "su", "yarn"), f"rope_scaling {rs}: Phi-3's is LongRoPE"
+            # each position's forward call: the whole sequence, or the prompt then one position per call
+            calls = [T if prompt_len is None else max(prompt_len, p + 1) for p in range(T)]
+            rows = []
+            for p, context in enumerate(calls):
+                f, att = longrope_scaled(inv_freq, rs, c, context)
+                rows.append(p * f)
+            freqs = torch.stack(rows)
         else:
-            inv_freq, att = yarn_scaled(inv_freq, rs, c, D)
-    freqs = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None]      # (T, D/2)
+            assert kind in ("llama3", "yarn", "linear"), f"rope_scaling {rs}: this loader knows llama3, yarn, linear"
+            if kind == "linear":  # positions divided by the factor
+                inv_freq = inv_freq / rs["factor"]
+            elif kind == "llama3":
+                inv_freq = llama3_scaled(inv_freq, rs)
+            else:
+                inv_freq, att = yarn_scaled(inv_freq, rs, c, D)
+            freqs = pos[:, None] * inv_freq[None]
     emb = torch.cat((freqs, freqs), dim=-1)                                     # (T, D)
     cos, sin = att * emb.cos()[None, None], att * emb.sin()[None, None]
     x = w["model.embed_tokens.weight"][ids]
@@ -284,7 +319,9 @@ def greedy(d, pairs):
         want, margins = [], []
         with torch.no_grad():
             for _ in range(len(got)):
-                logits = forward(w, c, torch.tensor([tokens]))[0, -1].numpy()
+                ids = torch.tensor([tokens])
+                logits = (forward(w, c, ids) if forward is gpt2_forward else
+                          forward(w, c, ids, prompt_len=len(prompt.encode())))[0, -1].numpy()
                 best = int(np.argmax(logits))  # the first maximum: the lower id on ties
                 top2 = np.sort(logits)[-2:]
                 margins.append(float(top2[1] - top2[0]))

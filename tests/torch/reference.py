@@ -176,12 +176,17 @@ def aux_objective(m, aux):
     return sum(m["aux_loss_coef"] * a.mean() + m["z_loss_coef"] * (z ** 2).mean() for a, z in aux)
 
 
-def rope_inv_freq(m, D):
+def rope_inv_freq(m, D, context):
     """theta^(-2i/D) per pair i; with rope_scaling = "llama3", Llama 3.1's rule
     as a clamped mix: s = (L / wavelength - low) / (high - low) clamped to
     [0, 1] (L the original context, wavelength 2 pi / f), then
-    (1 - s) f / factor + s f, so short wavelengths keep f, long ones f / factor."""
+    (1 - s) f / factor + s f, so short wavelengths keep f, long ones f / factor.
+    With "longrope", f / rope_short_factor[i] when the forward call's context
+    is at most L, else f / rope_long_factor[i]."""
     f = m["rope_theta"] ** (-torch.arange(0, D, 2, dtype=torch.float64) / D)
+    if m.get("rope_scaling", "none") == "longrope":
+        ext = m["rope_long_factor"] if context > m["rope_original_context"] else m["rope_short_factor"]
+        return f / torch.tensor(ext, dtype=torch.float64)
     if m.get("rope_scaling", "none") == "yarn":
         return yarn_inv_freq(m, f, D)
     if m.get("rope_scaling", "none") == "linear":  # position interpolation: every pair factor times slower
@@ -214,20 +219,28 @@ def yarn_inv_freq(m, f, D):
 
 def rope_scale(m):
     """The factor on every rotated pair: YaRN's attention factor (given, or
-    0.1 ln(factor) + 1), else 1."""
-    if m.get("rope_scaling", "none") != "yarn":
+    0.1 ln(factor) + 1), LongRoPE's (given, or sqrt(1 + ln(factor) / ln L),
+    L the original context), else 1."""
+    kind, factor = m.get("rope_scaling", "none"), m.get("rope_scaling_factor", 1.0)
+    if kind not in ("yarn", "longrope"):
         return 1.0
     if m["rope_attention_factor"] > 0:
         return m["rope_attention_factor"]
-    return 1.0 + 0.1 * math.log(m["rope_scaling_factor"]) if m["rope_scaling_factor"] > 1 else 1.0
+    if factor <= 1:
+        return 1.0
+    if kind == "longrope":
+        return math.sqrt(1.0 + math.log(factor) / math.log(m["rope_original_context"]))
+    return 1.0 + 0.1 * math.log(factor)
 
 
-def rope(x, m):
+def rope(x, m, prompt_len=None):
     """Rotate pairs (2i, 2i+1) of each head by pos * rope_inv_freq(m, D)[i] and
-    scale them by rope_scale(m). x: (B, T, h, D)."""
+    scale them by rope_scale(m). x: (B, T, h, D). The forward call's context
+    (LongRoPE's choice) is T; with prompt_len, that of a cached generation:
+    prompt_len for the prompt's positions, pos + 1 for each later one."""
     T, D = x.shape[1], x.shape[3]
-    inv_freq = rope_inv_freq(m, D)                                            # (D/2)
-    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]  # (T, D/2)
+    calls = [T if prompt_len is None else max(prompt_len, t + 1) for t in range(T)]
+    ang = torch.stack([t * rope_inv_freq(m, D, c) for t, c in enumerate(calls)])  # (T, D/2)
     a = rope_scale(m)
     cos, sin = a * ang.cos()[None, :, None, :], a * ang.sin()[None, :, None, :]
     x0, x1 = x[..., 0::2], x[..., 1::2]
@@ -248,8 +261,9 @@ def attention(q, k, v):
     return o.transpose(1, 2).reshape(B, T, H * D)
 
 
-def forward(p, m, tokens, aux=None):
-    """Logits (B, T, V) for int64 tokens (B, T); MoE blocks append their aux terms to aux."""
+def forward(p, m, tokens, aux=None, prompt_len=None):
+    """Logits (B, T, V) for int64 tokens (B, T); MoE blocks append their aux terms to aux.
+    prompt_len: RoPE as in a cached generation from a prompt that long (rope)."""
     gpt2 = m["family"] == "gpt2"
     C, H, Hkv = m["d_model"], m["n_heads"], m["n_kv_heads"]
     D = m.get("head_dim") or C // H  # model.head_dim (resolved in the dump)
@@ -283,7 +297,7 @@ def forward(p, m, tokens, aux=None):
             q = rms(q) * p[a + "attn/q_norm"]
             k = rms(k) * p[a + "attn/k_norm"]
         if not gpt2:
-            q, k = rope(q, m), rope(k, m)
+            q, k = rope(q, m, prompt_len), rope(k, m, prompt_len)
         x = x + lin(attention(q, k, v), a + "attn/wo", a + "attn/bo" if gpt2 else None)
         h = norm(x, a + "mlp_norm")
         if is_moe_block(m, i):

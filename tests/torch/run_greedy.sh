@@ -38,8 +38,11 @@ trap 'rm -rf "$tmp"' EXIT
 "$MPIEXEC" -n 1 "$PENTAD" train "$deck" \
   --set "data.train=$tmp/data/train.bin" \
   --set "checkpoint.dir=$tmp/ckpt" --set checkpoint.save_final=true --set log.every=50 "$@"
-# The same model as a Hugging Face directory, sampled from directly.
-"$PENTAD" ckpt export "$tmp/ckpt/final.h5" --to "$tmp/hf" --format hf --tokenizer bytes > /dev/null
+# The same model as a Hugging Face directory, sampled from directly (a
+# LongRoPE model as Phi3ForCausalLM, the one class that holds it).
+class=()
+[[ " $* " == *" model.rope_scaling=longrope "* ]] && class=(--class Phi3ForCausalLM)
+"$PENTAD" ckpt export "$tmp/ckpt/final.h5" --to "$tmp/hf" --format hf --tokenizer bytes "${class[@]}" > /dev/null
 MIN_PROMPTS=2
 counted=0
 pairs=()

@@ -22,6 +22,14 @@ foreach(recompute none full)
   set_tests_properties(torch_parity_yarn_${recompute} PROPERTIES LABELS torch
     ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
 endforeach()
+# LongRoPE (longrope_tiny.toml: each pair by a factor of its own, the long
+# list at the training context; q and k scaled by its attention factor).
+foreach(recompute none full)
+  add_test(NAME torch_parity_longrope_${recompute}
+    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_parity.sh ${CMAKE_CURRENT_LIST_DIR}/longrope_tiny.toml ${recompute})
+  set_tests_properties(torch_parity_longrope_${recompute} PROPERTIES LABELS torch
+    ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
+endforeach()
 # Linear RoPE scaling (linear_tiny.toml: every pair 4 times slower).
 add_test(NAME torch_parity_linear_none
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_parity.sh ${CMAKE_CURRENT_LIST_DIR}/linear_tiny.toml none)
@@ -91,7 +99,10 @@ endforeach()
 # putting its 16-wide heads' pairs in all three bands.
 # yarn: YaRN over an original context of 256, its 16-wide heads' pairs along
 # the ramp (0 to 4, truncated) and beyond it.
-foreach(model gpt2 llama llama3 yarn qwen2 headdim qwen3)
+# longrope: LongRoPE over an original context of 16, so that every decode
+# starts on the short factors and goes on past 16 positions on the long ones
+# (trained at 64: the long); exported as Phi3ForCausalLM.
+foreach(model gpt2 llama llama3 yarn qwen2 headdim qwen3 longrope)
   set(deck ${model})
   set(extra)
   if(model STREQUAL "llama3")
@@ -100,6 +111,12 @@ foreach(model gpt2 llama llama3 yarn qwen2 headdim qwen3)
   elseif(model STREQUAL "yarn")
     set(deck llama)
     set(extra --set model.rope_scaling=yarn --set model.rope_scaling_factor=4 --set model.rope_original_context=256)
+  elseif(model STREQUAL "longrope")
+    set(deck llama)
+    set(extra --set model.rope_scaling=longrope --set model.rope_scaling_factor=8
+              --set model.rope_original_context=16
+              --set model.rope_short_factor=[1.0,1.1,1.2,1.3,1.5,1.7,2.0,2.5]
+              --set model.rope_long_factor=[1.0,1.5,2.5,4.0,7.0,12.0,20.0,32.0])
   elseif(model STREQUAL "qwen2")  # the Llama with Qwen2's q/k/v biases
     set(deck llama)
     set(extra --set model.qkv_bias=true)

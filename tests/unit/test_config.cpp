@@ -541,8 +541,25 @@ TEST(Config, RopeScalingChecks) {
       {"rope_scaling = \"yarn\"\n",
        "input/tiny.toml: model.rope_scaling = \"yarn\" scales RoPE, which model.family = \"gpt2\" does not use"},
       {"rope_scaling = \"dynamic\"\n",
-       "input/tiny.toml:4: model.rope_scaling: must be one of \"none\", \"llama3\", \"yarn\", \"linear\" (got "
-       "\"dynamic\")"}};
+       "input/tiny.toml:4: model.rope_scaling: must be one of \"none\", \"llama3\", \"yarn\", \"linear\", "
+       "\"longrope\" (got \"dynamic\")"},
+      // LongRoPE: one factor per pair of a head (here 16 channels: 8 pairs) in each list.
+      {"family = \"llama\"\nrope_scaling = \"longrope\"\nrope_short_factor = [1, 1, 1, 1, 1, 1, 1, 1]\n"
+       "rope_long_factor = [2, 2, 2]\n",
+       "input/tiny.toml: model.rope_long_factor has 3 numbers but rope_scaling = \"longrope\" needs one per pair of "
+       "a head's channels: model.head_dim=16 / 2 = 8"},
+      {"family = \"llama\"\nrope_scaling = \"longrope\"\nrope_long_factor = [2, 2, 2, 2, 2, 2, 2, 2]\n",
+       "input/tiny.toml: model.rope_short_factor has 0 numbers but rope_scaling = \"longrope\" needs one per pair of "
+       "a head's channels: model.head_dim=16 / 2 = 8"},
+      {"family = \"llama\"\nrope_short_factor = [1, 1, 1, 1]\n",
+       "input/tiny.toml: model.rope_short_factor is given but model.rope_scaling = \"none\" (the per-pair factors "
+       "are longrope's)"},
+      {"family = \"llama\"\nrope_scaling = \"longrope\"\nrope_short_factor = [1, 0, 1, 1]\n",
+       "input/tiny.toml:6: model.rope_short_factor: entry 1 must be a finite number > 0 (got 0)"},
+      {"family = \"llama\"\nrope_scaling = \"longrope\"\nrope_short_factor = [1, \"a\"]\n",
+       "input/tiny.toml:6: model.rope_short_factor: entry 1 is a string, not a number"},
+      {"family = \"llama\"\nrope_short_factor = 1.5\n",
+       "input/tiny.toml:5: model.rope_short_factor: expected an array of numbers, got a float"}};
   for (const auto& [model, message] : refused) EXPECT_EQ(error_of(kMinimal + "[model]\n" + model), message);
   const Config c = parse(kMinimal + "[model]\nfamily = \"llama\"\nrope_theta = 500000\nrope_scaling = \"llama3\"\n");
   const pentad::Rope r = c.model.rope();
@@ -578,6 +595,32 @@ TEST(Config, RopeScalingChecks) {
       parse(kMinimal + "[model]\nfamily = \"llama\"\nrope_scaling = \"linear\"\nrope_scaling_factor = 4\n").model.rope();
   EXPECT_EQ(lin.scaling, pentad::RopeScaling::linear);
   EXPECT_EQ(lin.factor, 4.0);
+  // LongRoPE: the call's context picks the list, the short one up to the
+  // original context; a training run's context is seq_len (64 here).
+  const std::string longrope = kMinimal +
+                               "[model]\nfamily = \"llama\"\nrope_scaling = \"longrope\"\nrope_scaling_factor = 32\n"
+                               "rope_original_context = 32\nrope_short_factor = [1, 1.5, 2, 2.5, 3, 3, 3, 3]\n"
+                               "rope_long_factor = [3, 4, 5.5, 8, 9, 9, 9, 9]\n";
+  const pentad::ModelConfig lm = parse(longrope).model;
+  const pentad::Rope at32 = lm.rope(32), at33 = lm.rope(33), run = lm.rope();
+  EXPECT_EQ(at32.scaling, pentad::RopeScaling::longrope);
+  EXPECT_EQ(at32.factor, 32.0);
+  EXPECT_EQ(at32.original_context, 32.0);
+  const double short_f[] = {1, 1.5, 2, 2.5, 3, 3, 3, 3}, long_f[] = {3, 4, 5.5, 8, 9, 9, 9, 9};
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(at32.pair_factor[i], short_f[i]) << i;
+    EXPECT_EQ(at33.pair_factor[i], long_f[i]) << i;
+    EXPECT_EQ(run.pair_factor[i], long_f[i]) << i;  // seq_len 64 > 32
+  }
+  EXPECT_EQ(parse(longrope, {"model.rope_original_context=64"}).model.rope().pair_factor[3], 2.5);
+  // The lists as --set takes them, and back through the resolved deck.
+  const Config set = parse(longrope, {"model.rope_long_factor=[1, 2.25, 3, 4e1, 5, 6, 7, 8]"});
+  EXPECT_EQ(set.model.rope_long_factor, (std::vector<double>{1, 2.25, 3, 40, 5, 6, 7, 8}));
+  EXPECT_NE(set.resolved_toml.find("rope_long_factor = [1.0, 2.25, 3.0, 40.0, 5.0, 6.0, 7.0, 8.0]"),
+            std::string::npos);
+  EXPECT_EQ(parse(set.resolved_toml).model, set.model);
+  EXPECT_EQ(error_of(longrope, {"model.rope_long_factor=1, 2"}),
+            "--set model.rope_long_factor=1, 2: expected an array of numbers, e.g. [1.0, 1.5]");
 }
 
 TEST(Config, ContextParallelChecks) {
@@ -737,7 +780,7 @@ TEST(Config, EveryResolvedKeyIsSettable) {
     if (section == "data" && line.rfind("train", 0) == 0) value = "tok/x.bin";  // has escapes
     sets.push_back((section.empty() ? "" : section + ".") + line.substr(0, eq) + "=" + value);
   }
-  EXPECT_EQ(sets.size(), 91u);  // 1 top-level + 32 model + 16 parallel + 24 train + 7 data + 6 checkpoint + 5 log
+  EXPECT_EQ(sets.size(), 93u);  // 1 top-level + 34 model + 16 parallel + 24 train + 7 data + 6 checkpoint + 5 log
   Config expected = c;
   expected.data.train = "tok/x.bin";
   expected.resolved_toml = pentad::config_to_toml(expected);

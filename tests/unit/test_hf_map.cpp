@@ -526,8 +526,9 @@ TEST(HfMap, Phi3FusesTheLlamasProjections) {
 
 // Phi3ForCausalLM's config.json: Phi3Config's defaults (key/value heads =
 // heads, 4096 positions, rms_norm_eps 1e-5, no window); a window cuts the
-// positions (Phi-3-mini-4k's 2047 of 4096); LongRoPE (whatever the type's
-// spelling) and a partial rotary factor refused.
+// positions (Phi-3-mini-4k's 2047 of 4096); a scaled RoPE other than
+// LongRoPE, LongRoPE lists of the wrong length and a partial rotary factor
+// refused.
 TEST(HfMap, Phi3ConfigIsLlamaWithinItsWindow) {
   // Phi-3-mini-4k-instruct's sizes and keys.
   const std::string mini = R"({"architectures": ["Phi3ForCausalLM"], "model_type": "phi3",
@@ -571,12 +572,17 @@ TEST(HfMap, Phi3ConfigIsLlamaWithinItsWindow) {
   EXPECT_FLOAT_EQ(d.norm_eps, 1e-5f);
   EXPECT_FLOAT_EQ(d.rope_theta, 10000.0f);
   EXPECT_FALSE(d.tied());
-  const std::string longrope = "Phi3ForCausalLM scales its RoPE as LongRoPE";
+  const std::string lists = "model.rope_short_factor has 1 number but rope_scaling = \"longrope\" needs one per pair "
+                            "of a head's channels: model.head_dim=96 / 2 = 48";
   const std::pair<const char*, std::string> refused[] = {
-      {R"(, "rope_scaling": {"type": "longrope", "short_factor": [1], "long_factor": [2]}})", longrope},
-      {R"(, "rope_scaling": {"type": "su", "short_factor": [1], "long_factor": [2]}})", longrope},
-      {R"(, "rope_scaling": {"type": "yarn", "factor": 4}})", longrope},  // Phi-3's "yarn" is LongRoPE
-      {R"(, "rope_scaling": {"rope_type": "linear", "factor": 4}})", longrope},
+      {R"(, "rope_scaling": {"type": "longrope", "short_factor": [1], "long_factor": [2]}})", lists},
+      {R"(, "rope_scaling": {"type": "su", "short_factor": [1], "long_factor": [2]}})", lists},
+      // Phi-3's "yarn" is LongRoPE: its lists are required.
+      {R"(, "rope_scaling": {"type": "yarn", "factor": 4}})", "has no list of numbers \"short_factor\""},
+      {R"(, "rope_scaling": {"type": "longrope", "short_factor": [1, -1], "long_factor": [2]}})",
+       "\"short_factor\" holds -1, not a number > 0"},
+      {R"(, "rope_scaling": {"rope_type": "linear", "factor": 4}})",
+       "of type \"linear\": Phi3ForCausalLM's scaled RoPE is LongRoPE"},
       {R"(, "partial_rotary_factor": 0.75})", "\"partial_rotary_factor\" = 0.75: pentad's RoPE turns every dimension"},
       {R"(, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.75}})",
        "\"partial_rotary_factor\" = 0.75"},
@@ -585,6 +591,99 @@ TEST(HfMap, Phi3ConfigIsLlamaWithinItsWindow) {
   const std::string base = mini.substr(0, mini.find(R"(, "rope_scaling": null)")) + R"(, "sliding_window": 2047)";
   expect_refused(base, refused);
   EXPECT_EQ(hf::model_of_config_json(base + R"(, "rope_scaling": {"type": "default"}})", "b").seq_len, 2047);
+}
+
+// LongRoPE as Phi-3-mini-128k's config.json gives it (type "longrope"; the
+// older "su" and "yarn" read the same): the two lists, the original context,
+// the extension 131072 / 4096 = 32 (its attention factor sqrt(1 + ln 32 /
+// ln 4096)); checked against a deck list by list; written back as Phi3Config
+// holds it (three keys, the extension as max_position_embeddings).
+TEST(HfMap, Phi3LongRopeIsReadCheckedAndWritten) {
+  std::vector<double> short_f, long_f;
+  for (int i = 0; i < 48; ++i) {
+    short_f.push_back(1.0 + 0.01 * i);
+    long_f.push_back(1.0 + 0.5 * i);
+  }
+  const auto config = [&](const char* type, const std::string& extra) {
+    nlohmann::json rs = {{"type", type}, {"short_factor", short_f}, {"long_factor", long_f}};
+    return std::string(R"({"architectures": ["Phi3ForCausalLM"], "vocab_size": 32064, "hidden_size": 3072,
+      "intermediate_size": 8192, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+      "max_position_embeddings": 131072, "original_max_position_embeddings": 4096, "rms_norm_eps": 1e-05,
+      "rope_theta": 10000.0, "sliding_window": 262144, "rope_scaling": )") + rs.dump() + extra + "}";
+  };
+  for (const char* type : {"longrope", "su", "yarn"}) {
+    SCOPED_TRACE(type);
+    const ModelConfig m = hf::model_of_config_json(config(type, ""), "mini128k");
+    EXPECT_EQ(m.rope_scaling, pentad::RopeScaling::longrope);
+    EXPECT_EQ(m.rope_original_context, 4096);
+    EXPECT_EQ(m.rope_scaling_factor, 32.0f);
+    EXPECT_EQ(m.rope_attention_factor, 0.0f);
+    EXPECT_EQ(m.rope_short_factor, short_f);
+    EXPECT_EQ(m.rope_long_factor, long_f);
+    EXPECT_EQ(m.seq_len, 131072);
+    EXPECT_NEAR(pentad::rope_attention_factor(m.rope()), std::sqrt(1.0 + std::log(32.0) / std::log(4096.0)), 1e-12);
+    EXPECT_EQ(hf::check_config_json(config(type, ""), "mini128k", m, hf::Arch::phi3), "");
+  }
+  const ModelConfig m = hf::model_of_config_json(config("longrope", ""), "mini128k");
+  ModelConfig other = m;
+  other.rope_long_factor[7] = 9.0;
+  EXPECT_NE(hf::check_config_json(config("longrope", ""), "f", other, hf::Arch::phi3)
+                .find("\"rope_scaling\" has \"long_factor\"[7] = 4.5 but the deck's model.rope_long_factor has 9.0"),
+            std::string::npos);
+  other = m;
+  other.rope_original_context = 2048;
+  EXPECT_NE(hf::check_config_json(config("longrope", ""), "f", other, hf::Arch::phi3)
+                .find("\"original_max_position_embeddings\" = 4096.0 but the deck has model.rope_original_context"),
+            std::string::npos);
+  other = m;
+  other.rope_scaling = pentad::RopeScaling::none;
+  EXPECT_NE(hf::check_config_json(config("longrope", ""), "f", other, hf::Arch::phi3).find("but the deck has "
+                                                                                          "model.rope_scaling = \"none\""),
+            std::string::npos);
+  // An attention factor of the file's own is kept; a Llama's "longrope" is not read.
+  nlohmann::json with_att = nlohmann::json::parse(config("longrope", ""));
+  with_att["rope_scaling"]["attention_factor"] = 1.5;
+  EXPECT_EQ(hf::model_of_config_json(with_att.dump(), "a").rope_attention_factor, 1.5f);
+  nlohmann::json llama = nlohmann::json::parse(config("longrope", ""));
+  llama["architectures"] = {"LlamaForCausalLM"};
+  llama.erase("sliding_window");
+  try {
+    hf::model_of_config_json(llama.dump(), "l");
+    ADD_FAILURE() << "a LlamaForCausalLM with longrope was read";
+  } catch (const pentad::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("(and as \"longrope\" in a Phi3ForCausalLM)"), std::string::npos) << e.what();
+  }
+  // Written back: only as Phi3ForCausalLM, in Phi3Config's form.
+  EXPECT_EQ(hf::export_arch(m, "Phi3ForCausalLM", "w", nullptr), hf::Arch::phi3);
+  const auto refusal = [](const ModelConfig& x, const std::string& cls) {
+    try {
+      hf::export_arch(x, cls, "w", nullptr);
+    } catch (const pentad::InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_NE(refusal(m, "").find("model.rope_scaling = \"longrope\" is written as Phi3ForCausalLM only "
+                                "(--class Phi3ForCausalLM), not as LlamaForCausalLM"),
+            std::string::npos);
+  EXPECT_NE(refusal(m, "LlamaForCausalLM").find("written as Phi3ForCausalLM only"), std::string::npos);
+  ModelConfig own = m;
+  own.rope_attention_factor = 1.5f;  // not sqrt(1 + ln 32 / ln 4096): Phi3Config cannot hold it
+  EXPECT_NE(refusal(own, "Phi3ForCausalLM").find("its rope_scaling has no attention factor"), std::string::npos);
+  own.rope_attention_factor = float(std::sqrt(1.0 + std::log(32.0) / std::log(4096.0)));  // the derived one: fine
+  EXPECT_EQ(refusal(own, "Phi3ForCausalLM"), "(accepted)");
+  const auto j = nlohmann::json::parse(hf::config_json(m, hf::Arch::phi3, "bfloat16"));
+  EXPECT_EQ(j["rope_scaling"].size(), 3u);
+  EXPECT_EQ(j["rope_scaling"]["type"], "longrope");
+  EXPECT_EQ(j["rope_scaling"]["short_factor"].get<std::vector<double>>(), short_f);
+  EXPECT_EQ(j["rope_scaling"]["long_factor"].get<std::vector<double>>(), long_f);
+  EXPECT_EQ(j["original_max_position_embeddings"], 4096);
+  EXPECT_EQ(j["max_position_embeddings"], 131072);
+  const ModelConfig back = hf::model_of_config_json(j.dump(), "back");
+  EXPECT_EQ(back.rope_short_factor, short_f);
+  EXPECT_EQ(back.rope_long_factor, long_f);
+  EXPECT_EQ(back.rope_scaling_factor, 32.0f);
+  EXPECT_EQ(back.rope_original_context, 4096);
 }
 
 // transformers 5's "rope_parameters" is read as "rope_theta" and

@@ -214,15 +214,18 @@ void apply_generation_defaults(const CLI::App& cmd, const hf::GenerationDefaults
 }
 
 // The model as the banner names it: "llama (q/k norms) L=28 C=1024
-// H=16x128 E=128 top-8 rope=yarn x4 of 32768 V=151936 seq_len=40960".
+// H=16x128 E=128 top-8 rope=yarn x4 of 32768 V=151936 seq_len=40960"
+// ("rotary=96/128" after the heads for a partial rotary).
 std::string model_description(const ModelConfig& mc) {
   std::string family = mc.family == Family::gpt2 ? "gpt2" : "llama";
   if (mc.family == Family::llama && (mc.has_qkv_bias() || mc.qk_norm))
     family += mc.qk_norm ? (mc.has_qkv_bias() ? " (q/k/v biases, q/k norms)" : " (q/k norms)") : " (q/k/v biases)";
-  const std::string heads =
+  std::string heads =
       int64_t(mc.head_dim()) * mc.n_heads != mc.d_model ? " H=" + std::to_string(mc.n_heads) + "x" +
                                                                std::to_string(mc.head_dim())
                                                          : std::string();
+  if (mc.family == Family::llama && mc.rotary_channels() < mc.head_dim())  // "rotary=96/128": a partial rotary
+    heads += " rotary=" + std::to_string(mc.rotary_channels()) + "/" + std::to_string(mc.head_dim());
   std::string experts;  // "E=128 top-8", and moe_every when not every block is MoE
   if (mc.n_experts > 0)
     experts = " E=" + std::to_string(mc.n_experts) + " top-" + std::to_string(mc.top_k) +

@@ -13,18 +13,20 @@ namespace pentad {
 namespace {
 
 // table (T, D/2, 2): a * cos, a * sin of the angle for position
-// pos_offset + t, a = rope_attention_factor(rope).
+// pos_offset + t, a = rope_attention_factor(rope); (1, 0) for the pairs a
+// partial rotary leaves alone.
 std::vector<float> rope_table(int T, int D, int pos_offset, const Rope& rope) {
-  const int half = D / 2;
+  const int half = D / 2, turned = rope_rotary_dim(rope, D) / 2;
   std::vector<float> table(size_t(T) * half * 2);
-  std::vector<double> inv_freq(half);
-  for (int i = 0; i < half; ++i) inv_freq[i] = rope_inv_freq(rope, i, D);
+  std::vector<double> inv_freq(turned);
+  for (int i = 0; i < turned; ++i) inv_freq[i] = rope_inv_freq(rope, i, D);
   const double a = rope_attention_factor(rope);
   for (int t = 0; t < T; ++t)
     for (int i = 0; i < half; ++i) {
-      const double angle = double(pos_offset + t) * inv_freq[i];
-      table[(size_t(t) * half + i) * 2] = float(a * std::cos(angle));
-      table[(size_t(t) * half + i) * 2 + 1] = float(a * std::sin(angle));
+      const double angle = i < turned ? double(pos_offset + t) * inv_freq[i] : 0.0;
+      const double scale = i < turned ? a : 1.0;
+      table[(size_t(t) * half + i) * 2] = float(scale * std::cos(angle));
+      table[(size_t(t) * half + i) * 2 + 1] = float(scale * std::sin(angle));
     }
   return table;
 }

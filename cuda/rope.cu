@@ -21,8 +21,9 @@ __global__ void rope_kernel(float* x, int B, int T, int H, int D, int pos_offset
   const int i = int(e % half);
   const size_t bth = e / half;
   const int t = int((bth / H) % T);
-  const double angle = double(pos_offset + t) * rope_inv_freq(rope, i, D);
-  const double a = rope_attention_factor(rope);
+  const bool turned = i < rope_rotary_dim(rope, D) / 2;  // (a partial rotary leaves the rest alone)
+  const double angle = turned ? double(pos_offset + t) * rope_inv_freq(rope, i, D) : 0.0;
+  const double a = turned ? rope_attention_factor(rope) : 1.0;
   const float c = float(a * cos(angle)), s = sign * float(a * sin(angle));
   float* xh = x + bth * D;
   const float x0 = xh[2 * i], x1 = xh[2 * i + 1];

@@ -342,6 +342,9 @@ void add_model_keys(std::vector<Key>& s) {
                                 "context of at most rope_original_context positions"));
   s.push_back(positive_list_key(PENTAD_FIELD(model, rope_long_factor),
                                 "longrope: the same in a longer context"));
+  s.push_back(int_key(PENTAD_FIELD(model, rotary_dim), 0, kNoMax,
+                      "channels of each head RoPE turns, the first ones (even, <= head_dim; llama); "
+                      "0 = head_dim"));
   s.push_back(family_bool_key("tied_embeddings", &ModelConfig::tied_embeddings,
                               "share the token embedding with the output head (default: gpt2 true, llama false)"));
   s.push_back(family_bool_key("qkv_bias", &ModelConfig::qkv_bias,
@@ -725,18 +728,24 @@ void validate_model(const Config& cfg) {
   if (m.rope_scaling == RopeScaling::yarn && !(m.rope_beta_fast > m.rope_beta_slow))
     fail(cfg, "model.rope_beta_fast=" + fmt_number(m.rope_beta_fast) + " must be > model.rope_beta_slow=" +
                   fmt_number(m.rope_beta_slow) + " (rope_scaling = \"yarn\")");
+  if (m.rotary_dim != 0 && m.family != Family::llama)
+    fail(cfg, kv("model.rotary_dim", m.rotary_dim) + ": model.family = \"gpt2\" has no RoPE");
+  if (m.rotary_dim != 0 && (m.rotary_dim % 2 != 0 || m.rotary_dim > m.head_dim()))
+    fail(cfg, kv("model.rotary_dim", m.rotary_dim) + " must be even and at most " +
+                  kv("model.head_dim", m.head_dim()) + " (RoPE turns pairs of a head's first channels)");
   if (m.rope_scaling == RopeScaling::longrope) {
-    const size_t pairs = size_t(m.head_dim() / 2);
+    const size_t pairs = size_t(m.rotary_channels() / 2);
     for (const auto& [key, list] : {std::pair{"rope_short_factor", &m.rope_short_factor},
                                     std::pair{"rope_long_factor", &m.rope_long_factor}})
       if (list->size() != pairs)
         fail(cfg, "model." + std::string(key) + " has " + std::to_string(list->size()) + " number" +
                       (list->size() == 1 ? "" : "s") +
-                      " but rope_scaling = \"longrope\" needs one per pair of a head's channels: " +
-                      kv("model.head_dim", m.head_dim()) + " / 2 = " + std::to_string(pairs));
+                      " but rope_scaling = \"longrope\" needs one per pair of a head's channels RoPE turns: " +
+                      (m.rotary_dim > 0 ? kv("model.rotary_dim", m.rotary_dim) : kv("model.head_dim", m.head_dim())) +
+                      " / 2 = " + std::to_string(pairs));
     if (pairs > size_t(kRopeMaxPairs))
-      fail(cfg, kv("model.head_dim", m.head_dim()) + ": rope_scaling = \"longrope\" takes heads of at most " +
-                    std::to_string(2 * kRopeMaxPairs) + " channels");
+      fail(cfg, kv("model.head_dim", m.head_dim()) + ": rope_scaling = \"longrope\" turns at most " +
+                    std::to_string(2 * kRopeMaxPairs) + " channels of a head (model.rotary_dim)");
   } else if (!m.rope_short_factor.empty() || !m.rope_long_factor.empty()) {
     fail(cfg, std::string("model.") + (m.rope_short_factor.empty() ? "rope_long_factor" : "rope_short_factor") +
                   " is given but model.rope_scaling = \"" + deck_name(m.rope_scaling) +

@@ -106,6 +106,7 @@ struct ModelConfig {
   // longrope: head_dim / 2 factors each, pair i turning factor[i] times
   // slower; the short list within rope_original_context, the long beyond.
   std::vector<double> rope_short_factor, rope_long_factor;
+  int rotary_dim = 0;  // channels of each head RoPE turns, the first ones (Phi-4-mini); 0 = head_dim
   int tied_embeddings = -1;  // -1 = family default (gpt2 tied, llama untied)
   int qkv_bias = -1;         // q/k/v projection biases; -1 = family default (gpt2 yes, llama no)
   bool qk_norm = false;      // RMSNorm over each head of q and k before RoPE (Qwen3; llama only)
@@ -134,8 +135,11 @@ struct ModelConfig {
     const std::vector<double>& f = context > rope_original_context ? rope_long_factor : rope_short_factor;
     if (rope_scaling == RopeScaling::longrope)
       for (size_t i = 0; i < f.size() && i < size_t(kRopeMaxPairs); ++i) r.pair_factor[i] = f[i];
+    r.rotary_dim = rotary_dim;
     return r;
   }
+  // The channels of each head RoPE turns (rotary_dim resolved).
+  int rotary_channels() const { return rotary_dim > 0 ? rotary_dim : head_dim(); }
   Rope rope() const { return rope(seq_len); }
   bool tied() const { return tied_embeddings == 1; }
   // (-1, unresolved, as the family: a ModelConfig built in code keeps GPT-2's biases.)

@@ -54,13 +54,25 @@ struct Rope {
   // Every rotated pair is multiplied by attention_factor (0 here:
   // sqrt(1 + ln(factor) / ln(original_context)), or 1 at factor <= 1).
   double pair_factor[kRopeMaxPairs] = {};
+  // Partial rotary (Phi-4-mini): only the first rotary_dim channels of a
+  // head (pairs 0 .. rotary_dim/2 - 1) turn, as a head of rotary_dim would
+  // (D reads rotary_dim in every rule above); the others pass unchanged and
+  // unscaled. 0: every channel.
+  int rotary_dim = 0;
 };
+
+// The channels of a head of D that RoPE turns: the first rope_rotary_dim.
+PENTAD_HD inline int rope_rotary_dim(const Rope& r, int D) {
+  return r.rotary_dim > 0 && r.rotary_dim < D ? r.rotary_dim : D;
+}
 
 PENTAD_HD inline double rope_yarn_pair(const Rope& r, double rotations, int D) {
   return D * log(r.original_context / (2.0 * 3.14159265358979323846 * rotations)) / (2.0 * log(r.theta));
 }
 
+// Pair i (< rope_rotary_dim / 2) of a head of D channels.
 PENTAD_HD inline double rope_inv_freq(const Rope& r, int i, int D) {
+  D = rope_rotary_dim(r, D);
   const double f = pow(r.theta, -2.0 * i / D);
   if (r.scaling == RopeScaling::linear) return f / r.factor;
   if (r.scaling == RopeScaling::longrope) return f / r.pair_factor[i];
@@ -85,7 +97,7 @@ PENTAD_HD inline double rope_inv_freq(const Rope& r, int i, int D) {
   return (1.0 - s) * f / r.factor + s * f;
 }
 
-// The factor on every rotated pair: 1 unless YaRN or LongRoPE.
+// The factor on every turned pair: 1 unless YaRN or LongRoPE.
 PENTAD_HD inline double rope_attention_factor(const Rope& r) {
   if (r.scaling != RopeScaling::yarn && r.scaling != RopeScaling::longrope) return 1.0;
   if (r.attention_factor > 0.0) return r.attention_factor;

@@ -62,9 +62,13 @@ double phi3_attention_factor(const ModelConfig& m) {
   return f <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(f) / std::log(double(m.rope_original_context)));
 }
 
-// The Hugging Face row, within a head of D rows, of pentad's row j: pentad's
-// pair (2i, 2i+1) is Hugging Face's (i, i + D/2).
-int64_t hf_row_in_head(int64_t j, int64_t D) { return j % 2 == 0 ? j / 2 : D / 2 + j / 2; }
+// The Hugging Face row, within a head of D rows whose first R turn (R = D
+// unless a partial rotary), of pentad's row j: pentad's pair (2i, 2i+1) is
+// Hugging Face's (i, i + R/2); the rows from R on keep their place.
+int64_t hf_row_in_head(int64_t j, int64_t D, int64_t R) {
+  if (R <= 0 || R > D) R = D;
+  return j >= R ? j : j % 2 == 0 ? j / 2 : R / 2 + j / 2;
+}
 
 // The piece of a rule: its pentad (rows, cols) and element offset in the pentad tensor.
 struct Piece {
@@ -99,7 +103,7 @@ void for_each_element(const Rule& r, F&& at) {
   const int64_t W = r.hf_shape.size() == 1 ? 1 : r.hf_shape.back();
   const int64_t D = r.op == Op::rope_rows ? p.rows / r.heads : 0;
   for (int64_t i = 0; i < p.rows; ++i) {
-    const int64_t hi = r.op == Op::rope_rows ? (i / D) * D + hf_row_in_head(i % D, D) : i;
+    const int64_t hi = r.op == Op::rope_rows ? (i / D) * D + hf_row_in_head(i % D, D, r.rotary) : i;
     for (int64_t c = 0; c < p.cols; ++c)
       at(p.offset + i * p.cols + c,
          r.op == Op::transpose ? c * W + r.hf_col0 + i : (r.hf_row0 + hi) * W + r.hf_col0 + c);
@@ -112,6 +116,7 @@ struct Builder {
   void add(const std::string& pen, std::vector<int64_t> pshape, const std::string& hf, std::vector<int64_t> hshape,
            Op op = Op::identity, int64_t col0 = 0, int expert = -1, int heads = 0) {
     out.push_back(Rule{pen, std::move(pshape), expert, hf, std::move(hshape), col0, op, heads});
+    if (op == Op::rope_rows) out.back().rotary = m.rotary_channels();
   }
   // A (rows, cols) pentad matrix as the same-named Linear weight.
   void same(const std::string& pen, std::vector<int64_t> shape, const std::string& hf) { add(pen, shape, hf, shape); }
@@ -294,11 +299,19 @@ Arch export_arch(const ModelConfig& m, const std::string& cls, const std::string
                  std::vector<std::string>* notes) {
   const Arch a = arch_of(m, what, notes);
   const bool longrope = m.rope_scaling == RopeScaling::longrope;
-  if ((cls.empty() || cls == arch_class(a)) && !longrope) return a;
+  const bool partial = m.family == Family::llama && m.rotary_channels() < m.head_dim();
+  if ((cls.empty() || cls == arch_class(a)) && !longrope && !partial) return a;
   const std::string others = a == Arch::llama ? std::string(" or Phi3ForCausalLM") : std::string();
-  if (longrope && cls != arch_class(Arch::phi3))
-    throw InputError(what + ": model.rope_scaling = \"longrope\" is written as Phi3ForCausalLM only "
-                            "(--class Phi3ForCausalLM), not as " + (cls.empty() ? arch_class(a) : cls));
+  if ((longrope || partial) && cls != arch_class(Arch::phi3))
+    throw InputError(what + ": " +
+                     (longrope ? std::string("model.rope_scaling = \"longrope\"")
+                               : "model.rotary_dim = " + std::to_string(m.rotary_dim) + " (RoPE on part of a head)") +
+                     " is written as Phi3ForCausalLM only (--class Phi3ForCausalLM), not as " +
+                     (cls.empty() ? arch_class(a) : cls));
+  if (partial && int64_t(double(m.head_dim()) * (double(m.rotary_channels()) / m.head_dim())) != m.rotary_channels())
+    throw InputError(what + ": --class Phi3ForCausalLM: model.rotary_dim = " + std::to_string(m.rotary_dim) +
+                     " of head_dim " + std::to_string(m.head_dim()) +
+                     " has no exact partial_rotary_factor (transformers takes int(head_dim * factor))");
   if (cls != arch_class(Arch::phi3) || a != Arch::llama)
     throw InputError(what + ": --class " + cls + ": this model is written as " + arch_class(a) + others);
   if (m.rope_scaling != RopeScaling::none && !longrope)
@@ -458,6 +471,8 @@ std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, 
   } else if (a == Arch::phi3) {  // (Phi3Config's keys: no biases, no window)
     j["original_max_position_embeddings"] =
         m.rope_scaling == RopeScaling::longrope ? m.rope_original_context : m.seq_len;
+    if (m.rotary_channels() < m.head_dim())  // (export_arch: it reads back as rotary_dim)
+      j["partial_rotary_factor"] = double(m.rotary_channels()) / m.head_dim();
     j["sliding_window"] = nullptr;
     j["resid_pdrop"] = j["embd_pdrop"] = 0.0;
   } else if (a == Arch::qwen2 || a == Arch::qwen3 || a == Arch::qwen3_moe) {
@@ -694,7 +709,7 @@ constexpr double kRequired = -1.0;  // Want::dflt of a key with no default
 // "rope_type": "default" | "llama3", and the scaling's numbers}) instead of
 // "rope_theta" and "rope_scaling". Puts them under the older keys, which the
 // readers below read, or says why not: two spellings that differ, RoPE per
-// layer type, a partial rotary factor.
+// layer type.
 std::string read_rope_parameters(json& j, const std::string& where) {
   const auto rp = j.find("rope_parameters");
   if (rp == j.end() || rp->is_null()) return {};
@@ -703,8 +718,12 @@ std::string read_rope_parameters(json& j, const std::string& where) {
   const auto theta = rp->find("rope_theta");
   if (theta == rp->end() || !theta->is_number())
     return key + " has no number \"rope_theta\" (RoPE per layer type? pentad's RoPE is one for every layer)";
-  if (const auto f = rp->find("partial_rotary_factor"); f != rp->end() && f->is_number() && f->get<double>() != 1.0)
-    return key + " has \"partial_rotary_factor\" = " + f->dump() + ": pentad's RoPE turns every dimension of a head";
+  if (const auto f = rp->find("partial_rotary_factor"); f != rp->end() && !f->is_null()) {
+    const auto top = j.find("partial_rotary_factor");  // (rotary_of_config reads it there)
+    if (top != j.end() && !top->is_null() && *top != *f)
+      return where + ": \"partial_rotary_factor\" = " + top->dump() + " but \"rope_parameters\" has " + f->dump();
+    j["partial_rotary_factor"] = *f;
+  }
   if (const auto old = j.find("rope_theta"); old != j.end() && old->is_number() &&
                                              std::abs(old->get<double>() - theta->get<double>()) >
                                                  1e-6 * std::abs(theta->get<double>()))
@@ -796,13 +815,24 @@ constexpr double kQwen3MoeExperts = 128, kQwen3MoeTopK = 8, kQwen3MoeWidth = 768
 // The rms_norm_eps a missing key stands for.
 double norm_eps_default(const std::string& cls) { return cls == "Phi3ForCausalLM" ? kPhi3NormEps : 1e-6; }
 
-// What a Phi3ForCausalLM config.json may not have: a "partial_rotary_factor"
-// other than 1 (Phi-4-mini's 0.75). Its LongRoPE is rope_of_config's. "" when
-// it has none.
-std::string check_phi3_rope(const json& j, const std::string& where) {
+// The channels of each head of head_dim that RoPE turns, from config.json's
+// "partial_rotary_factor" f as transformers takes it, int(head_dim * f),
+// into *rotary (head_dim when f is missing, null or 1). Only
+// Phi3ForCausalLM turns part of a head (Phi-4-mini's 0.75); the count must
+// be even. "" or the message.
+std::string rotary_of_config(const json& j, const std::string& where, const std::string& cls, int64_t head_dim,
+                             int64_t* rotary) {
+  *rotary = head_dim;
   const auto f = j.find("partial_rotary_factor");
-  if (f != j.end() && !f->is_null() && !(f->is_number() && f->get<double>() == 1.0))
-    return where + ": \"partial_rotary_factor\" = " + f->dump() + ": pentad's RoPE turns every dimension of a head";
+  if (f == j.end() || f->is_null() || (f->is_number() && f->get<double>() == 1.0)) return {};
+  const std::string key = where + ": \"partial_rotary_factor\" = " + f->dump();
+  if (cls != "Phi3ForCausalLM") return key + ": pentad turns part of a head as Phi3ForCausalLM only, not as " + cls;
+  if (!f->is_number() || !(f->get<double>() > 0.0 && f->get<double>() < 1.0))
+    return key + " is not a number in (0, 1]";
+  *rotary = int64_t(double(head_dim) * f->get<double>());
+  if (*rotary < 2 || *rotary % 2 != 0)
+    return key + " turns " + std::to_string(*rotary) + " of a head's " + std::to_string(head_dim) +
+           " channels: RoPE turns pairs (an even count of at least 2)";
   return {};
 }
 
@@ -932,8 +962,13 @@ std::string check_config_json(const std::string& text, const std::string& where,
                                ")"
                          : hd->dump()) +
              " but the deck has model.head_dim = " + std::to_string(m.head_dim());
-    if (a == Arch::phi3)
-      if (std::string e = check_phi3_rope(j, where); !e.empty()) return e;
+    int64_t rotary = 0;
+    if (std::string e = rotary_of_config(j, where, cls, file_hd, &rotary); !e.empty()) return e;
+    if (rotary != m.rotary_channels())
+      return where + ": RoPE turns " + std::to_string(rotary) + " of a head's " + std::to_string(file_hd) +
+             " channels (\"partial_rotary_factor\") but the deck's " +
+             (m.rotary_dim > 0 ? "model.rotary_dim = " + std::to_string(m.rotary_dim)
+                               : "model.rotary_dim = 0 (all " + std::to_string(m.head_dim()) + ")");
     if (std::string e = check_rope_scaling(j, where, m); !e.empty()) return e;
     if (a == Arch::qwen3_moe)
       if (std::string e = check_qwen3_moe_routing(j, where, m); !e.empty()) return e;
@@ -1070,8 +1105,13 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
     put("d_model", std::to_string(integer("hidden_size", nullptr)));
     put("n_heads", std::to_string(H));
     put("n_kv_heads", std::to_string(integer("num_key_value_heads", int64_t(kv_heads_default(j, cls)))));
-    if (const auto hd = j.find("head_dim"); (hd != j.end() && !hd->is_null()) || a == Arch::qwen3)
-      put("head_dim", std::to_string(integer("head_dim", kQwen3HeadDim)));
+    const auto hd = j.find("head_dim");
+    const bool has_hd = (hd != j.end() && !hd->is_null()) || a == Arch::qwen3;
+    if (has_hd) put("head_dim", std::to_string(integer("head_dim", kQwen3HeadDim)));
+    int64_t rotary = 0;
+    const int64_t D = has_hd ? integer("head_dim", kQwen3HeadDim) : integer("hidden_size", nullptr) / H;
+    if (std::string e = rotary_of_config(j, where, cls, D, &rotary); !e.empty()) throw InputError(e);
+    if (rotary != D) put("rotary_dim", std::to_string(rotary));
     // Qwen3-MoE: pentad's d_ff is the experts' width (check_config_json
     // requires the dense blocks', if any, to be the same).
     if (a == Arch::qwen3_moe)
@@ -1092,8 +1132,6 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
     put("tied_embeddings", flag("tie_word_embeddings", false) ? "true" : "false");
     if (qwen2) put("qkv_bias", "true");
     if (a == Arch::qwen3 || a == Arch::qwen3_moe) put("qk_norm", "true");
-    if (a == Arch::phi3)
-      if (std::string e = check_phi3_rope(j, where); !e.empty()) throw InputError(e);
     deck += rope_scaling_keys(j, where);
     if (a == Arch::mixtral) {
       put("n_experts", std::to_string(integer("num_local_experts", nullptr)));

@@ -60,6 +60,7 @@ struct Rule {
   Op op = Op::identity;
   int heads = 0;                     // rope_rows: heads in the tensor (n_heads for q, n_kv_heads for k)
   int64_t hf_row0 = 0;               // the piece's first row in hf (Phi-3's fused qkv_proj, gate_up_proj)
+  int64_t rotary = 0;                // rope_rows: the rows of a head RoPE turns, the first ones (0: all)
 };
 
 // The class whose tensors an import reads for the deck class deck_arch

@@ -575,14 +575,22 @@ TEST_P(ReferenceOps, ActivationSwiGlu) {
 
 // inv_freq[i]: the angle per position of pair i; scale: the factor on every
 // rotated pair (YaRN's attention factor).
-VecD rope_ref(const VecD& x, int B, int T, int H, int D, int pos_offset, const VecD& inv_freq, double scale = 1.0) {
+// turned: the pairs that turn (a partial rotary's first rotary_dim / 2; -1:
+// all); the others are copied.
+VecD rope_ref(const VecD& x, int B, int T, int H, int D, int pos_offset, const VecD& inv_freq, double scale = 1.0,
+              int turned = -1) {
   VecD out(x.size());
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t)
       for (int h = 0; h < H; ++h)
         for (int i = 0; i < D / 2; ++i) {
-          const double a = (pos_offset + t) * inv_freq[size_t(i)];
           const size_t o = ((size_t(b) * T + t) * H + h) * D + 2 * i;
+          if (turned >= 0 && i >= turned) {
+            out[o] = x[o];
+            out[o + 1] = x[o + 1];
+            continue;
+          }
+          const double a = (pos_offset + t) * inv_freq[size_t(i)];
           out[o] = scale * (x[o] * std::cos(a) - x[o + 1] * std::sin(a));
           out[o + 1] = scale * (x[o] * std::sin(a) + x[o + 1] * std::cos(a));
         }
@@ -713,6 +721,33 @@ TEST_P(ReferenceOps, RopeForwardBackward) {
     VecD x2 = to_d(x);
     for (double& v : x2) v *= scale * scale;
     expect_close("rope_bwd(rope_fwd(x)) = scale^2 x", y, x2, kAtol, kRtol);
+  }
+}
+
+// A partial rotary (rotary_dim 4 of D = 8): pairs 0 and 1 turn as a head of
+// 4 would, by theta^(-2i/4) = 1 and 0.01 (with LongRoPE's factors 1 and 2:
+// 1 and 0.005, scaled by sqrt(1.5)); pairs 2 and 3 pass unchanged and
+// unscaled.
+TEST_P(ReferenceOps, RopePartialRotaryForwardBackward) {
+  const int B = 2, T = 5, H = 3, D = 8, pos_offset = 37;
+  Rope plain{.theta = 10000.0};
+  plain.rotary_dim = 4;
+  Rope longrope = longrope_rope();
+  longrope.rotary_dim = 4;
+  for (const auto& [name, rope, inv_freq, scale] :
+       {std::tuple{"plain", plain, VecD{1.0, 0.01}, 1.0},
+        std::tuple{"longrope", longrope, VecD{1.0, 0.005}, kLongropeFactor}}) {
+    SCOPED_TRACE(name);
+    const Vec x = randn(size_t(B) * T * H * D, 34);
+    Vec y = x;
+    backend().rope_fwd(y.data(), B, T, H, D, pos_offset, rope);
+    expect_close("rope_fwd", y, rope_ref(to_d(x), B, T, H, D, pos_offset, inv_freq, scale, 2), kAtol, kRtol);
+    const Vec R = randn(x.size(), 35);
+    Vec g = R;
+    backend().rope_bwd(g.data(), B, T, H, D, pos_offset, rope);
+    const VecD fd = fd_grad(
+        [&](const VecD& v) { return dot(rope_ref(v, B, T, H, D, pos_offset, inv_freq, scale, 2), R); }, to_d(x));
+    expect_close("rope_bwd (fd)", g, fd, kFdAtol, kFdRtol);
   }
 }
 
@@ -1966,7 +2001,9 @@ TEST_P(OpsVsCpu, Rope) {
   // Phi-3-mini-128k's shape of LongRoPE (factor 32 over 4096) with factors rising along the pairs.
   Rope phi3_longrope{.theta = 10000.0, .scaling = RopeScaling::longrope, .factor = 32.0, .original_context = 4096.0};
   for (int i = 0; i < D / 2; ++i) phi3_longrope.pair_factor[i] = 1.0 + 0.75 * i;
-  for (const Rope& rope : {Rope{.theta = 10000.0}, llama31, qwen3_yarn, phi3_longrope}) {
+  Rope phi4_partial = phi3_longrope;  // Phi-4-mini's shape: 3/4 of the head turns
+  phi4_partial.rotary_dim = 48;
+  for (const Rope& rope : {Rope{.theta = 10000.0}, llama31, qwen3_yarn, phi3_longrope, phi4_partial}) {
     const char* names[] = {"plain", "llama3", "yarn", "linear", "longrope"};
     SCOPED_TRACE(names[int(rope.scaling)]);
     Vec x = randn(size_t(B) * T * H * D, 19);

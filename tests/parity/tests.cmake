@@ -257,6 +257,10 @@ pentad_parity_test(cp2_tp2_rope_yarn llama 4 "${YARN}" "${YARN} --set parallel.c
 # zig-zag cp and tp.
 set(LONGROPE "--set model.rope_scaling=longrope --set model.rope_scaling_factor=4 --set model.rope_original_context=8 --set model.rope_short_factor=[1,1.25,1.5,2] --set model.rope_long_factor=[1,2.5,7,20]")
 pentad_parity_test(cp2_tp2_rope_longrope llama 4 "${LONGROPE}" "${LONGROPE} --set parallel.cp=2 --set parallel.tp=2")
+# A partial rotary (RoPE on the first 4 channels of the 8-wide heads) under
+# zig-zag cp and tp with sp.
+set(PARTIAL "--set model.rotary_dim=4")
+pentad_parity_test(cp2_tp2_sp_partial_rotary llama 4 "${PARTIAL}" "${PARTIAL} --set parallel.cp=2 --set parallel.tp=2 --set parallel.sp=true")
 
 # Ring attention recomputes its probabilities in every policy: none,
 # selective and full stay bitwise identical under cp.

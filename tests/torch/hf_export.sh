@@ -17,14 +17,16 @@
 #    ids, the positions cut to the window, a shorter window refused; and
 #    rewritten as Phi3ForCausalLM (to_phi3.py: fused qkv_proj, gate_up_proj):
 #    the same round trip and ids, the loader's Phi-3 against a fine-tuning
-#    step, a partial rotary factor refused; with LongRoPE, the loader's
-#    Phi-3 against a fine-tuning step and greedy decoding; and exported as
+#    step; with LongRoPE, and with it on half of each head (a partial
+#    rotary, Phi-4-mini's kind), the round trip, the loader's Phi-3 against
+#    a fine-tuning step and the --class export (HF_PHI3_ROPE=1); and exported as
 #    Phi3ForCausalLM by pentad (--class): to_phi3.py's tensors bitwise.
 # Usage: hf_export.sh DECK LAYOUT...   LAYOUT = "N[:key=value,...]", e.g.
 #   "1" or "4:parallel.tp=2,parallel.pp=2". With HF_DTYPE=bf16 the export is
 #   bf16: no bitwise round trip to the fp32 weights then, only the loader
 #   check (pentad and the loader both start from the same bf16 values).
-# Env: PENTAD, PENTAD_SOURCE_DIR, PENTAD_PYTHON (torch + h5py), MPIEXEC.
+# Env: PENTAD, PENTAD_SOURCE_DIR, PENTAD_PYTHON (torch + h5py), MPIEXEC;
+# HF_PHI3_ROPE=1 adds the LongRoPE and partial rotary Phi-3 checks.
 set -euo pipefail
 
 if [[ $# -lt 2 ]]; then
@@ -167,7 +169,8 @@ fi
 # gives the checkpoint's ids with the positions cut to the window. Refused,
 # naming the key: a window shorter than the deck's seq_len, a scaled RoPE
 # other than LongRoPE, LongRoPE lists of the wrong length and a partial rotary
-# factor. Then LongRoPE itself (below).
+# factor that turns no whole pair. Then LongRoPE and the partial rotary
+# (below).
 if grep -q '"LlamaForCausalLM"' "$tmp/hf/config.json" && ! grep -q '"rope_type"' "$tmp/hf/config.json"; then
   seq=$("$PENTAD_PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["max_position_embeddings"])' "$tmp/hf/config.json")
   phi3() { "$PENTAD_PYTHON" "$here/to_phi3.py" "$tmp/hf" "$@" max_position_embeddings=131072 > /dev/null; }
@@ -224,52 +227,81 @@ print("ok   --class Phi3ForCausalLM: %d tensors, each bitwise to_phi3.py'"'"'s" 
   refused 'rope_scaling={"type": "linear", "factor": 4}' "Phi3ForCausalLM's scaled RoPE is LongRoPE"
   refused 'rope_scaling={"type": "longrope", "short_factor": [1, 1], "long_factor": [2, 2]}' \
     'model.rope_short_factor has 2 numbers but rope_scaling = "longrope" needs one per pair'
-  refused 'partial_rotary_factor=0.5' '"partial_rotary_factor" = 0.5: pentad'"'"'s RoPE turns every dimension of a head'
+  refused 'partial_rotary_factor=0.01' '"partial_rotary_factor" = 0.01 turns 0 of a head'"'"'s'
 
+fi
+# (With HF_PHI3_ROPE=1: torch_hf_headdim, whose heads are 16 wide.)
+if [[ ${HF_PHI3_ROPE:-0} == 1 ]] && grep -q '"LlamaForCausalLM"' "$tmp/hf/config.json" &&
+   ! grep -q '"rope_type"' "$tmp/hf/config.json"; then
   # Phi-3's LongRoPE: per-pair factors, the short list for a forward call
   # whose context is at most original_max_position_embeddings (8 here, under
   # seq_len), the long list beyond; every rotated pair times
-  # sqrt(1 + ln 8 / ln 8) (max_position_embeddings 64 = 8 x 8). Fine-tuning
-  # (context seq_len: long) against the loader's Phi-3; a bitwise round
-  # trip; the old type "su" samples as "longrope"; pentad's --class export
-  # gives back the directory. (Decoding across the two lists against the
-  # oracles: torch_greedy_longrope.)
-  read -r lr short long < <("$PENTAD_PYTHON" -c 'import json, sys
-c = json.load(open(sys.argv[1])); n = (c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]) // 2
-short = [round(1 + 0.5 * i / n, 4) for i in range(n)]; long = [round(1.5 ** (8 * i / n), 4) for i in range(n)]
+  # sqrt(1 + ln 8 / ln 8) (max_position_embeddings 64 = 8 x 8). Then
+  # Phi-4-mini's kind: the same on the first half of each head only
+  # (partial_rotary_factor 0.5, the lists half as long). Each: a bitwise
+  # round trip; fine-tuning (context seq_len: the long list) against the
+  # loader's Phi-3; pentad's --class export gives back the directory, and
+  # without --class it is refused. The old type "su" samples as
+  # "longrope". (Decoding across the two lists against the oracles:
+  # torch_greedy_longrope.)
+  read -r D lr short long lrp shortp longp < <("$PENTAD_PYTHON" -c 'import json, sys
+c = json.load(open(sys.argv[1])); D = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
 j = lambda x: json.dumps(x, separators=(",", ":"))
-print(j({"type": "longrope", "short_factor": short, "long_factor": long}), j(short), j(long))' "$tmp/hf/config.json")
+out = [str(D)]
+for n in (D // 2, D // 4):
+    short = [round(1 + 0.5 * i / n, 4) for i in range(n)]; long = [round(1.5 ** (8 * i / n), 4) for i in range(n)]
+    out += [j({"type": "longrope", "short_factor": short, "long_factor": long}), j(short), j(long)]
+print(*out)' "$tmp/hf/config.json")
   for kind in longrope su; do
     "$PENTAD_PYTHON" "$here/to_phi3.py" "$tmp/hf" "$tmp/phi3$kind" "rope_scaling=${lr/longrope/$kind}" \
       original_max_position_embeddings=8 max_position_embeddings=64 > /dev/null
   done
-  lr_keys=(--set model.rope_scaling=longrope --set model.rope_scaling_factor=8 --set model.rope_original_context=8
-           --set "model.rope_short_factor=$short" --set "model.rope_long_factor=$long")
-  train 1 --set train.steps=0 --set checkpoint.save_final=true --set "checkpoint.dir=$tmp/plr" \
-    --set "checkpoint.init_from=$tmp/phi3longrope" "${lr_keys[@]}"
-  echo "round trip pentad -> hf (Phi-3 with LongRoPE) -> pentad:"
-  "$PENTAD_PYTHON" "$here/same_weights.py" "$tmp/a/final.h5" "$tmp/plr/final.h5"
-  train "$last" --set train.steps=1 --set "log.dump=$tmp/lrdump.h5" --set "checkpoint.init_from=$tmp/phi3longrope" \
-    "${lr_keys[@]}"
-  echo "fine-tuning under '$last' from the LongRoPE Phi-3 (context $seq > 8: the long factors):"
-  "$PENTAD_PYTHON" "$here/hf_loader.py" "$tmp/phi3longrope" "$tmp/lrdump.h5"
-  same_ids "$tmp/phi3su" "$tmp/phi3longrope"
-  grep -qF " rope=longrope x8 of 8 V=" "$tmp/sample.err" || { cat "$tmp/sample.err"; echo "FAIL: the banner does not name LongRoPE"; exit 1; }
-  if "$PENTAD" ckpt export "$tmp/plr/final.h5" --to "$tmp/lrbad" --format hf > /dev/null 2> "$tmp/err"; then
-    echo "FAIL: a LongRoPE model was exported as LlamaForCausalLM"; exit 1
-  fi
-  grep -qF 'model.rope_scaling = "longrope" is written as Phi3ForCausalLM only' "$tmp/err" ||
-    { cat "$tmp/err"; echo "FAIL: the LlamaForCausalLM export of LongRoPE is not refused by name"; exit 1; }
-  "$PENTAD" ckpt export "$tmp/plr/final.h5" --to "$tmp/lrx" --format hf --class Phi3ForCausalLM > /dev/null
-  "$PENTAD_PYTHON" -c 'import json, sys
+  "$PENTAD_PYTHON" "$here/to_phi3.py" "$tmp/hf" "$tmp/phi3partial" "rope_scaling=$lrp" partial_rotary_factor=0.5 \
+    original_max_position_embeddings=8 max_position_embeddings=64 > /dev/null
+  rope_keys=(--set model.rope_scaling=longrope --set model.rope_scaling_factor=8 --set model.rope_original_context=8)
+  for variant in longrope partial; do
+    if [[ $variant == longrope ]]; then
+      keys=("${rope_keys[@]}" --set "model.rope_short_factor=$short" --set "model.rope_long_factor=$long")
+      what="LongRoPE"
+    else
+      keys=("${rope_keys[@]}" --set "model.rope_short_factor=$shortp" --set "model.rope_long_factor=$longp"
+            --set "model.rotary_dim=$((D / 2))")
+      what="LongRoPE on $((D / 2)) of $D channels"
+    fi
+    train 1 --set train.steps=0 --set checkpoint.save_final=true --set "checkpoint.dir=$tmp/p$variant" \
+      --set "checkpoint.init_from=$tmp/phi3$variant" "${keys[@]}"
+    if [[ $variant == longrope ]]; then  # (the partial rotary reads q and k's rows otherwise: round trip below)
+      echo "round trip pentad -> hf (Phi-3, $what) -> pentad:"
+      "$PENTAD_PYTHON" "$here/same_weights.py" "$tmp/a/final.h5" "$tmp/p$variant/final.h5"
+    fi
+    train "$last" --set train.steps=1 --set "log.dump=$tmp/${variant}dump.h5" \
+      --set "checkpoint.init_from=$tmp/phi3$variant" "${keys[@]}"
+    echo "fine-tuning under '$last' from the Phi-3 with $what (context $seq > 8: the long factors):"
+    "$PENTAD_PYTHON" "$here/hf_loader.py" "$tmp/phi3$variant" "$tmp/${variant}dump.h5"
+    if "$PENTAD" ckpt export "$tmp/p$variant/final.h5" --to "$tmp/${variant}bad" --format hf > /dev/null 2> "$tmp/err"; then
+      echo "FAIL: the Phi-3 with $what was exported as LlamaForCausalLM"; exit 1
+    fi
+    grep -qF 'model.rope_scaling = "longrope" is written as Phi3ForCausalLM only' "$tmp/err" || { cat "$tmp/err"; echo "FAIL: the LlamaForCausalLM export of $what is not refused by name"; exit 1; }
+    "$PENTAD" ckpt export "$tmp/p$variant/final.h5" --to "$tmp/${variant}x" --format hf --class Phi3ForCausalLM > /dev/null
+    "$PENTAD_PYTHON" -c 'import json, sys
 sys.path.insert(0, sys.argv[3])
 from hf_loader import read_model
 a, b = read_model(sys.argv[1]), read_model(sys.argv[2])
 assert sorted(a) == sorted(b) and all(bool((a[n] == b[n]).all()) for n in a)
 ca, cb = (json.load(open(d + "/config.json")) for d in sys.argv[1:3])
-for k in ("rope_scaling", "original_max_position_embeddings", "max_position_embeddings"):
-    assert ca[k] == cb[k], (k, ca[k], cb[k])
-print("ok   --class Phi3ForCausalLM of the LongRoPE model: its tensors, rope_scaling and context keys as given")' \
-    "$tmp/phi3longrope" "$tmp/lrx" "$here"
-  echo "ok   LongRoPE export without --class refused: $(grep -oF 'written as Phi3ForCausalLM only' "$tmp/err")"
+for k in ("rope_scaling", "original_max_position_embeddings", "max_position_embeddings", "partial_rotary_factor"):
+    assert ca.get(k) == cb.get(k), (k, ca.get(k), cb.get(k))
+print("ok   --class Phi3ForCausalLM of the Phi-3 with %s: its tensors, rope_scaling, partial_rotary_factor and "
+      "context keys as given; without --class refused" % sys.argv[4])' \
+      "$tmp/phi3$variant" "$tmp/${variant}x" "$here" "$what"
+    train 1 --set train.steps=0 --set checkpoint.save_final=true --set "checkpoint.dir=$tmp/q$variant" \
+      --set "checkpoint.init_from=$tmp/${variant}x" "${keys[@]}"
+    echo "round trip pentad (Phi-3 with $what) -> hf (--class Phi3ForCausalLM) -> pentad:"
+    "$PENTAD_PYTHON" "$here/same_weights.py" "$tmp/p$variant/final.h5" "$tmp/q$variant/final.h5"
+  done
+  same_ids "$tmp/phi3su" "$tmp/phi3longrope"
+  grep -qF " rope=longrope x8 of 8 V=" "$tmp/sample.err" || { cat "$tmp/sample.err"; echo "FAIL: the banner does not name LongRoPE"; exit 1; }
+  sample "$tmp/phi3partial" --prompt "The pi" > /dev/null
+  grep -qF " rotary=$((D / 2))/$D rope=longrope" "$tmp/sample.err" || { cat "$tmp/sample.err"; echo "FAIL: the banner does not name the partial rotary"; exit 1; }
+  echo "ok   the banner names the partial rotary: $(grep -oF " rotary=$((D / 2))/$D" "$tmp/sample.err")"
 fi

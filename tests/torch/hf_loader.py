@@ -17,7 +17,8 @@ down_proj(silu(gate_proj x) * up_proj x); the other blocks' mlp dense) and
 Phi3ForCausalLM (Llama's computation with self_attn.qkv_proj holding the q, k
 and v rows in that order, mlp.gate_up_proj the gate's then the up's rows, cut
 apart as its forward slices and chunks them; its rope_scaling LongRoPE,
-longrope_scaled). A config's sliding_window (when
+longrope_scaled; with partial_rotary_factor, RoPE on the first
+int(head_dim * factor) channels of each head only). A config's sliding_window (when
 it applies) masks the keys more than sliding_window - 1 positions back. The
 sizes come from config.json, the tensors from the safetensors files by their
 Hugging Face names (parsed here with struct + json + numpy).
@@ -219,7 +220,10 @@ def llama_forward(w, c, ids, prompt_len=None):
     lin = lambda x, n: x @ w[n + ".weight"].T
     qkv = lambda x, n: lin(x, n) + w[n + ".bias"] if qwen2 else lin(x, n)
     rms = lambda x, n: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w[n + ".weight"]
-    inv_freq = 1.0 / theta ** (torch.arange(0, D, 2, dtype=torch.float64) / D)
+    # Phi-3's partial_rotary_factor: the first R = int(D * factor) channels
+    # of each head turn (rotate_half over them), the rest pass.
+    R = int(D * c.get("partial_rotary_factor", 1.0)) if phi3 else D
+    inv_freq = 1.0 / theta ** (torch.arange(0, R, 2, dtype=torch.float64) / R)
     rs = c.get("rope_scaling")
     att = 1.0
     pos = torch.arange(T, dtype=torch.float64)
@@ -244,7 +248,7 @@ def llama_forward(w, c, ids, prompt_len=None):
             else:
                 inv_freq, att = yarn_scaled(inv_freq, rs, c, D)
             freqs = pos[:, None] * inv_freq[None]
-    emb = torch.cat((freqs, freqs), dim=-1)                                     # (T, D)
+    emb = torch.cat((freqs, freqs), dim=-1)                                     # (T, R)
     cos, sin = att * emb.cos()[None, None], att * emb.sin()[None, None]
     x = w["model.embed_tokens.weight"][ids]
     for i in range(c["num_hidden_layers"]):
@@ -260,7 +264,8 @@ def llama_forward(w, c, ids, prompt_len=None):
         v = v.reshape(B, T, Hkv, D).transpose(1, 2)
         if qwen3:  # per head, over its D values
             q, k = rms(q, p + "self_attn.q_norm"), rms(k, p + "self_attn.k_norm")
-        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        turn = lambda t: torch.cat((t[..., :R] * cos + rotate_half(t[..., :R]) * sin, t[..., R:]), dim=-1)
+        q, k = turn(q), turn(k)
         k, v = (t.repeat_interleave(H // Hkv, dim=1) for t in (k, v))           # repeat_kv
         a = causal_attention(q, k, v, window).transpose(1, 2).reshape(B, T, H * D)
         x = x + lin(a, p + "self_attn.o_proj")

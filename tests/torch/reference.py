@@ -234,17 +234,21 @@ def rope_scale(m):
 
 
 def rope(x, m, prompt_len=None):
-    """Rotate pairs (2i, 2i+1) of each head by pos * rope_inv_freq(m, D)[i] and
-    scale them by rope_scale(m). x: (B, T, h, D). The forward call's context
-    (LongRoPE's choice) is T; with prompt_len, that of a cached generation:
-    prompt_len for the prompt's positions, pos + 1 for each later one."""
+    """Rotate pairs (2i, 2i+1) of each head by pos * rope_inv_freq(m, R)[i] and
+    scale them by rope_scale(m), for the first R = model.rotary_dim channels
+    (0: all D), as a head of R would; the others pass unchanged. x: (B, T, h,
+    D). The forward call's context (LongRoPE's choice) is T; with prompt_len,
+    that of a cached generation: prompt_len for the prompt's positions,
+    pos + 1 for each later one."""
     T, D = x.shape[1], x.shape[3]
+    R = m.get("rotary_dim") or D
     calls = [T if prompt_len is None else max(prompt_len, t + 1) for t in range(T)]
-    ang = torch.stack([t * rope_inv_freq(m, D, c) for t, c in enumerate(calls)])  # (T, D/2)
+    ang = torch.stack([t * rope_inv_freq(m, R, c) for t, c in enumerate(calls)])  # (T, R/2)
     a = rope_scale(m)
     cos, sin = a * ang.cos()[None, :, None, :], a * ang.sin()[None, :, None, :]
-    x0, x1 = x[..., 0::2], x[..., 1::2]
-    return torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2)
+    x0, x1 = x[..., 0:R:2], x[..., 1:R:2]
+    turned = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2)
+    return torch.cat((turned, x[..., R:]), dim=-1)
 
 
 def attention(q, k, v):

@@ -30,6 +30,21 @@ foreach(recompute none full)
   set_tests_properties(torch_parity_longrope_${recompute} PROPERTIES LABELS torch
     ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
 endforeach()
+# A partial rotary (model.rotary_dim = 4 of the 8-wide heads, Phi-4-mini's
+# kind): RoPE on each head's first 4 channels, over 4, the rest passed; and
+# with LongRoPE over those 2 pairs.
+foreach(recompute none full)
+  add_test(NAME torch_parity_partial_rotary_${recompute}
+    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_parity.sh ${CMAKE_CURRENT_LIST_DIR}/llama_tiny.toml ${recompute}
+            --set model.rotary_dim=4)
+  set_tests_properties(torch_parity_partial_rotary_${recompute} PROPERTIES LABELS torch
+    ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
+endforeach()
+add_test(NAME torch_parity_partial_longrope_none
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_parity.sh ${CMAKE_CURRENT_LIST_DIR}/longrope_tiny.toml none
+          --set model.rotary_dim=4 --set model.rope_short_factor=[1,1.5] --set model.rope_long_factor=[2.5,9])
+set_tests_properties(torch_parity_partial_longrope_none PROPERTIES LABELS torch
+  ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
 # Linear RoPE scaling (linear_tiny.toml: every pair 4 times slower).
 add_test(NAME torch_parity_linear_none
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_parity.sh ${CMAKE_CURRENT_LIST_DIR}/linear_tiny.toml none)
@@ -153,8 +168,12 @@ foreach(model gpt2 llama hf_mixtral llama3 yarn linear qwen2 headdim qwen3 hf_qw
   add_test(NAME torch_hf_${short}
     COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/hf_export.sh ${CMAKE_CURRENT_LIST_DIR}/${model}_tiny.toml
             ${PENTAD_HF_LAYOUTS_${model}})
+  set(env ${PENTAD_TEST_ENV})
+  if(model STREQUAL "headdim")  # Phi-3's LongRoPE and partial rotary, on heads of their own width (16)
+    list(APPEND env HF_PHI3_ROPE=1)
+  endif()
   set_tests_properties(torch_hf_${short} PROPERTIES LABELS torch
-    ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 240)
+    ENVIRONMENT "${env}" TIMEOUT 240)
 endforeach()
 # The bf16 export through the same loader (one layout: tp2 x pp2).
 add_test(NAME torch_hf_llama_bf16

@@ -547,10 +547,10 @@ TEST(Config, RopeScalingChecks) {
       {"family = \"llama\"\nrope_scaling = \"longrope\"\nrope_short_factor = [1, 1, 1, 1, 1, 1, 1, 1]\n"
        "rope_long_factor = [2, 2, 2]\n",
        "input/tiny.toml: model.rope_long_factor has 3 numbers but rope_scaling = \"longrope\" needs one per pair of "
-       "a head's channels: model.head_dim=16 / 2 = 8"},
+       "a head's channels RoPE turns: model.head_dim=16 / 2 = 8"},
       {"family = \"llama\"\nrope_scaling = \"longrope\"\nrope_long_factor = [2, 2, 2, 2, 2, 2, 2, 2]\n",
        "input/tiny.toml: model.rope_short_factor has 0 numbers but rope_scaling = \"longrope\" needs one per pair of "
-       "a head's channels: model.head_dim=16 / 2 = 8"},
+       "a head's channels RoPE turns: model.head_dim=16 / 2 = 8"},
       {"family = \"llama\"\nrope_short_factor = [1, 1, 1, 1]\n",
        "input/tiny.toml: model.rope_short_factor is given but model.rope_scaling = \"none\" (the per-pair factors "
        "are longrope's)"},
@@ -621,6 +621,20 @@ TEST(Config, RopeScalingChecks) {
   EXPECT_EQ(parse(set.resolved_toml).model, set.model);
   EXPECT_EQ(error_of(longrope, {"model.rope_long_factor=1, 2"}),
             "--set model.rope_long_factor=1, 2: expected an array of numbers, e.g. [1.0, 1.5]");
+  // A partial rotary: the lists are one per pair of the channels RoPE turns.
+  const std::string partial = "[model]\nfamily = \"llama\"\nrotary_dim = 8\nrope_scaling = \"longrope\"\n"
+                              "rope_short_factor = [1, 1, 1, 1]\nrope_long_factor = [2, 2, 2, 2]\n";
+  EXPECT_EQ(parse(kMinimal + partial).model.rope().rotary_dim, 8);
+  EXPECT_EQ(parse(kMinimal + partial).model.rotary_channels(), 8);
+  EXPECT_EQ(parse(kMinimal + "[model]\nfamily = \"llama\"\n").model.rotary_channels(), 16);
+  EXPECT_EQ(error_of(kMinimal + "[model]\nfamily = \"llama\"\nrotary_dim = 7\n"),
+            "input/tiny.toml: model.rotary_dim=7 must be even and at most model.head_dim=16 (RoPE turns pairs of a "
+            "head's first channels)");
+  EXPECT_EQ(error_of(kMinimal + "[model]\nfamily = \"llama\"\nrotary_dim = 18\n"),
+            "input/tiny.toml: model.rotary_dim=18 must be even and at most model.head_dim=16 (RoPE turns pairs of a "
+            "head's first channels)");
+  EXPECT_EQ(error_of(kMinimal + "[model]\nrotary_dim = 8\n"),
+            "input/tiny.toml: model.rotary_dim=8: model.family = \"gpt2\" has no RoPE");
 }
 
 TEST(Config, ContextParallelChecks) {
@@ -780,7 +794,7 @@ TEST(Config, EveryResolvedKeyIsSettable) {
     if (section == "data" && line.rfind("train", 0) == 0) value = "tok/x.bin";  // has escapes
     sets.push_back((section.empty() ? "" : section + ".") + line.substr(0, eq) + "=" + value);
   }
-  EXPECT_EQ(sets.size(), 93u);  // 1 top-level + 34 model + 16 parallel + 24 train + 7 data + 6 checkpoint + 5 log
+  EXPECT_EQ(sets.size(), 94u);  // 1 top-level + 35 model + 16 parallel + 24 train + 7 data + 6 checkpoint + 5 log
   Config expected = c;
   expected.data.train = "tok/x.bin";
   expected.resolved_toml = pentad::config_to_toml(expected);

@@ -528,7 +528,7 @@ TEST(HfMap, Phi3FusesTheLlamasProjections) {
 // heads, 4096 positions, rms_norm_eps 1e-5, no window); a window cuts the
 // positions (Phi-3-mini-4k's 2047 of 4096); a scaled RoPE other than
 // LongRoPE, LongRoPE lists of the wrong length and a partial rotary factor
-// refused.
+// that turns no whole pair refused.
 TEST(HfMap, Phi3ConfigIsLlamaWithinItsWindow) {
   // Phi-3-mini-4k-instruct's sizes and keys.
   const std::string mini = R"({"architectures": ["Phi3ForCausalLM"], "model_type": "phi3",
@@ -573,7 +573,7 @@ TEST(HfMap, Phi3ConfigIsLlamaWithinItsWindow) {
   EXPECT_FLOAT_EQ(d.rope_theta, 10000.0f);
   EXPECT_FALSE(d.tied());
   const std::string lists = "model.rope_short_factor has 1 number but rope_scaling = \"longrope\" needs one per pair "
-                            "of a head's channels: model.head_dim=96 / 2 = 48";
+                            "of a head's channels RoPE turns: model.head_dim=96 / 2 = 48";
   const std::pair<const char*, std::string> refused[] = {
       {R"(, "rope_scaling": {"type": "longrope", "short_factor": [1], "long_factor": [2]}})", lists},
       {R"(, "rope_scaling": {"type": "su", "short_factor": [1], "long_factor": [2]}})", lists},
@@ -583,14 +583,166 @@ TEST(HfMap, Phi3ConfigIsLlamaWithinItsWindow) {
        "\"short_factor\" holds -1, not a number > 0"},
       {R"(, "rope_scaling": {"rope_type": "linear", "factor": 4}})",
        "of type \"linear\": Phi3ForCausalLM's scaled RoPE is LongRoPE"},
-      {R"(, "partial_rotary_factor": 0.75})", "\"partial_rotary_factor\" = 0.75: pentad's RoPE turns every dimension"},
-      {R"(, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.75}})",
-       "\"partial_rotary_factor\" = 0.75"},
+      {R"(, "partial_rotary_factor": 0.01})", "\"partial_rotary_factor\" = 0.01 turns 0 of a head's 96 channels"},
+      {R"(, "partial_rotary_factor": 1.5})", "\"partial_rotary_factor\" = 1.5 is not a number in (0, 1]"},
+      {R"(, "partial_rotary_factor": 0.5, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+          "partial_rotary_factor": 0.75}})", "\"partial_rotary_factor\" = 0.5 but \"rope_parameters\" has 0.75"},
       {R"(, "hidden_act": "gelu"})", "\"hidden_act\" = \"gelu\""},
   };
   const std::string base = mini.substr(0, mini.find(R"(, "rope_scaling": null)")) + R"(, "sliding_window": 2047)";
   expect_refused(base, refused);
   EXPECT_EQ(hf::model_of_config_json(base + R"(, "rope_scaling": {"type": "default"}})", "b").seq_len, 2047);
+}
+
+// Phi-4-mini's partial rotary (partial_rotary_factor 0.75 of 128: the first
+// 96 channels of each head turn, with LongRoPE over them): read as
+// model.rotary_dim, checked against a deck, written back only as Phi-3; a
+// Llama's refused.
+TEST(HfMap, Phi4MiniPartialRotaryIsReadCheckedAndWritten) {
+  nlohmann::json c = {{"architectures", {"Phi3ForCausalLM"}}, {"vocab_size", 200064}, {"hidden_size", 3072},
+                      {"intermediate_size", 8192}, {"num_hidden_layers", 32}, {"num_attention_heads", 24},
+                      {"num_key_value_heads", 8}, {"max_position_embeddings", 131072},
+                      {"original_max_position_embeddings", 4096}, {"partial_rotary_factor", 0.75},
+                      {"rms_norm_eps", 1e-5}, {"rope_theta", 10000.0}, {"tie_word_embeddings", true},
+                      {"sliding_window", 262144}};
+  c["rope_scaling"] = {{"type", "longrope"},
+                       {"short_factor", std::vector<double>(48, 1.0)},
+                       {"long_factor", std::vector<double>(48, 2.0)}};
+  const ModelConfig m = hf::model_of_config_json(c.dump(), "phi4mini");
+  EXPECT_EQ(m.head_dim(), 128);
+  EXPECT_EQ(m.rotary_dim, 96);
+  EXPECT_EQ(m.rotary_channels(), 96);
+  EXPECT_EQ(m.rope_short_factor.size(), 48u);
+  EXPECT_EQ(m.rope().rotary_dim, 96);
+  EXPECT_EQ(hf::check_config_json(c.dump(), "phi4mini", m, hf::Arch::phi3), "");
+  ModelConfig whole = m;
+  whole.rotary_dim = 0;
+  whole.rope_scaling = pentad::RopeScaling::none;
+  EXPECT_NE(hf::check_config_json(c.dump(), "f", whole, hf::Arch::phi3)
+                .find("RoPE turns 96 of a head's 128 channels (\"partial_rotary_factor\") but the deck's "
+                      "model.rotary_dim = 0 (all 128)"),
+            std::string::npos);
+  nlohmann::json bad = c;
+  bad["rope_scaling"]["short_factor"] = std::vector<double>(64, 1.0);  // one per pair of the whole head: wrong
+  try {
+    hf::model_of_config_json(bad.dump(), "b");
+    ADD_FAILURE() << "64 factors for 96 turned channels were read";
+  } catch (const pentad::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("needs one per pair of a head's channels RoPE turns: model.rotary_dim=96 "
+                                         "/ 2 = 48"),
+              std::string::npos)
+        << e.what();
+  }
+  nlohmann::json llama = c;
+  llama["architectures"] = {"LlamaForCausalLM"};
+  llama.erase("sliding_window");
+  llama.erase("rope_scaling");
+  try {
+    hf::model_of_config_json(llama.dump(), "l");
+    ADD_FAILURE() << "a LlamaForCausalLM with a partial rotary was read";
+  } catch (const pentad::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("pentad turns part of a head as Phi3ForCausalLM only, not as "
+                                         "LlamaForCausalLM"),
+              std::string::npos)
+        << e.what();
+  }
+  // Written back as Phi-3 only, the factor exact.
+  const auto j = nlohmann::json::parse(hf::config_json(m, hf::Arch::phi3, "bfloat16"));
+  EXPECT_EQ(j["partial_rotary_factor"], 0.75);
+  EXPECT_EQ(hf::model_of_config_json(j.dump(), "back").rotary_dim, 96);
+  ModelConfig plain = m;
+  plain.rope_scaling = pentad::RopeScaling::none;
+  EXPECT_EQ(hf::export_arch(plain, "Phi3ForCausalLM", "w", nullptr), hf::Arch::phi3);
+  try {
+    hf::export_arch(plain, "", "w", nullptr);
+    ADD_FAILURE() << "a partial rotary was written as LlamaForCausalLM";
+  } catch (const pentad::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.rotary_dim = 96 (RoPE on part of a head) is written as "
+                                         "Phi3ForCausalLM only"),
+              std::string::npos)
+        << e.what();
+  }
+  ModelConfig third = plain;  // 30 of 44: 44 * (30 / 44.0) = 29.99...: no exact factor
+  third.d_head = 44;
+  third.rotary_dim = 30;
+  try {
+    hf::export_arch(third, "Phi3ForCausalLM", "w", nullptr);
+    ADD_FAILURE() << "rotary_dim 30 of 44 was written";
+  } catch (const pentad::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("has no exact partial_rotary_factor"), std::string::npos) << e.what();
+  }
+}
+
+// With a partial rotary the permutation leaves a head's unturned rows in
+// place: q . k of every head, pentad's interleaved pairs over the first R
+// channels of its weights against Phi-3's rotate_half over the first R of
+// the exported ones (the rest passed through), agree at every pair of
+// positions; the whole-head permutation would not.
+TEST(HfMap, PartialRotaryRowsKeepTheUnturnedChannels) {
+  ModelConfig m = tiny(Family::llama, 0);
+  m.d_model = 32;
+  m.d_head = 8;
+  m.rotary_dim = 4;
+  const int D = 8, R = 4, C = 32;
+  const double theta = m.rope_theta;
+  const auto rs = hf::rules(m, hf::Arch::phi3);
+  const auto pen = random_pentad(rs);
+  std::vector<double> x(static_cast<size_t>(C)), y(static_cast<size_t>(C));
+  for (int c = 0; c < C; ++c) {
+    x[size_t(c)] = std::sin(0.7 * c + 0.3);
+    y[size_t(c)] = std::cos(0.4 * c - 0.2);
+  }
+  const auto rows = [&](const std::vector<float>& w, int row0, int heads, const std::vector<double>& v) {
+    std::vector<double> out(size_t(heads * D), 0.0);
+    for (int r = 0; r < heads * D; ++r)
+      for (int c = 0; c < C; ++c) out[size_t(r)] += double(w[size_t((row0 + r) * C + c)]) * v[size_t(c)];
+    return out;
+  };
+  // pentad: pairs (2i, 2i+1) for i < R/2 turn; Phi-3: (i, i + R/2) for i < R/2, rows from R on pass.
+  const auto turn_pentad = [&](std::vector<double> v, int pos) {
+    for (size_t h = 0; h < v.size() / D; ++h)
+      for (int i = 0; i < R / 2; ++i) {
+        const double a = pos * std::pow(theta, -2.0 * i / R), x0 = v[h * D + 2 * i], x1 = v[h * D + 2 * i + 1];
+        v[h * D + 2 * i] = x0 * std::cos(a) - x1 * std::sin(a);
+        v[h * D + 2 * i + 1] = x0 * std::sin(a) + x1 * std::cos(a);
+      }
+    return v;
+  };
+  const auto turn_phi3 = [&](std::vector<double> v, int pos) {
+    for (size_t h = 0; h < v.size() / D; ++h)
+      for (int i = 0; i < R / 2; ++i) {
+        const double a = pos * std::pow(theta, -2.0 * i / R), x0 = v[h * D + i], x1 = v[h * D + i + R / 2];
+        v[h * D + i] = x0 * std::cos(a) - x1 * std::sin(a);
+        v[h * D + i + R / 2] = x1 * std::cos(a) + x0 * std::sin(a);
+      }
+    return v;
+  };
+  const auto get = [&](const std::string& n) -> const std::vector<float>& { return pen.at(n); };
+  const auto qkv = hf::build_hf(rs, "model.layers.0.self_attn.qkv_proj.weight", get);
+  const int H = m.n_heads, K = m.n_kv_heads;
+  double worst = 0;
+  for (int pq : {0, 2, 9})
+    for (int pk : {0, 5}) {
+      const auto qa = turn_pentad(rows(pen.at("model/layers/0/attn/wq"), 0, H, x), pq);
+      const auto ka = turn_pentad(rows(pen.at("model/layers/0/attn/wk"), 0, K, y), pk);
+      const auto qb = turn_phi3(rows(qkv, 0, H, x), pq), kb = turn_phi3(rows(qkv, H * D, K, y), pk);
+      for (int h = 0; h < H; ++h) {
+        const int g = h / (H / K);
+        double sa = 0, sb = 0;
+        for (int d = 0; d < D; ++d) {
+          sa += qa[size_t(h * D + d)] * ka[size_t(g * D + d)];
+          sb += qb[size_t(h * D + d)] * kb[size_t(g * D + d)];
+        }
+        worst = std::max(worst, std::abs(sa - sb));
+      }
+    }
+  EXPECT_LE(worst, 1e-12);
+  // Row 5 of a head (unturned) stays row 5; row 1 (pair 0's second) is Phi-3's row R/2 = 2.
+  const auto& wq = pen.at("model/layers/0/attn/wq");
+  for (int c = 0; c < C; ++c) {
+    EXPECT_EQ(qkv[size_t(5 * C + c)], wq[size_t(5 * C + c)]);
+    EXPECT_EQ(qkv[size_t(2 * C + c)], wq[size_t(1 * C + c)]);
+  }
 }
 
 // LongRoPE as Phi-3-mini-128k's config.json gives it (type "longrope"; the

@@ -879,6 +879,35 @@ std::string check_qwen3_moe_routing(const json& j, const std::string& where, con
                       : "weighs the one chosen expert by its probability when model.top_k = 1") +
          " (the deck's model.top_k = " + std::to_string(m.top_k) + ")";
 }
+// A Llama-family config.json's heads and RoPE against the deck: head_dim
+// (a missing or null one is the class's default: Qwen3's 128, every other's
+// hidden_size / num_attention_heads), the channels RoPE turns
+// (partial_rotary_factor) and rope_scaling. "" when they agree.
+std::string check_heads_and_rope(const json& j, const std::string& where, const std::string& cls,
+                                 const ModelConfig& m, Arch a) {
+  const auto hd = j.find("head_dim");
+  if (hd != j.end() && !hd->is_null() && !hd->is_number()) return where + ": \"head_dim\" is not a number";
+  const bool hd_missing = hd == j.end() || hd->is_null();
+  const int64_t file_hd = hd_missing ? head_dim_default(cls, m.d_model, m.n_heads) : hd->get<int64_t>();
+  const bool uneven = hd_missing && a != Arch::qwen3 && int64_t(m.head_dim()) * m.n_heads != m.d_model;
+  if (file_hd != m.head_dim() || uneven)
+    return where + ": \"head_dim\" = " +
+           (hd_missing ? "(missing: " +
+                             (a == Arch::qwen3 ? std::to_string(int64_t(kQwen3HeadDim))
+                                               : std::string("hidden_size / num_attention_heads")) +
+                             ")"
+                       : hd->dump()) +
+           " but the deck has model.head_dim = " + std::to_string(m.head_dim());
+  int64_t rotary = 0;
+  if (std::string e = rotary_of_config(j, where, cls, file_hd, &rotary); !e.empty()) return e;
+  if (rotary != m.rotary_channels())
+    return where + ": RoPE turns " + std::to_string(rotary) + " of a head's " + std::to_string(file_hd) +
+           " channels (\"partial_rotary_factor\") but the deck's " +
+           (m.rotary_dim > 0 ? "model.rotary_dim = " + std::to_string(m.rotary_dim)
+                             : "model.rotary_dim = 0 (all " + std::to_string(m.head_dim()) + ")");
+  return check_rope_scaling(j, where, m);
+}
+
 }  // namespace
 
 std::string check_config_json(const std::string& text, const std::string& where, const ModelConfig& m, Arch a) {
@@ -947,29 +976,7 @@ std::string check_config_json(const std::string& text, const std::string& where,
              " but the deck has " + w.deck_key + " = " + json(w.deck).dump();
   }
   if (!gpt2) {
-    // A missing (or null) head_dim is the class's default: Qwen3's 128,
-    // every other's hidden_size / num_attention_heads.
-    const auto hd = j.find("head_dim");
-    if (hd != j.end() && !hd->is_null() && !hd->is_number()) return where + ": \"head_dim\" is not a number";
-    const bool hd_missing = hd == j.end() || hd->is_null();
-    const int64_t file_hd = hd_missing ? head_dim_default(cls, m.d_model, m.n_heads) : hd->get<int64_t>();
-    const bool uneven = hd_missing && a != Arch::qwen3 && int64_t(m.head_dim()) * m.n_heads != m.d_model;
-    if (file_hd != m.head_dim() || uneven)
-      return where + ": \"head_dim\" = " +
-             (hd_missing ? "(missing: " +
-                               (a == Arch::qwen3 ? std::to_string(int64_t(kQwen3HeadDim))
-                                                 : std::string("hidden_size / num_attention_heads")) +
-                               ")"
-                         : hd->dump()) +
-             " but the deck has model.head_dim = " + std::to_string(m.head_dim());
-    int64_t rotary = 0;
-    if (std::string e = rotary_of_config(j, where, cls, file_hd, &rotary); !e.empty()) return e;
-    if (rotary != m.rotary_channels())
-      return where + ": RoPE turns " + std::to_string(rotary) + " of a head's " + std::to_string(file_hd) +
-             " channels (\"partial_rotary_factor\") but the deck's " +
-             (m.rotary_dim > 0 ? "model.rotary_dim = " + std::to_string(m.rotary_dim)
-                               : "model.rotary_dim = 0 (all " + std::to_string(m.head_dim()) + ")");
-    if (std::string e = check_rope_scaling(j, where, m); !e.empty()) return e;
+    if (std::string e = check_heads_and_rope(j, where, cls, m, a); !e.empty()) return e;
     if (a == Arch::qwen3_moe)
       if (std::string e = check_qwen3_moe_routing(j, where, m); !e.empty()) return e;
     // Qwen2's biases are its class's (q, k, v); a Llama's or Mixtral's would

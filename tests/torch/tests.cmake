@@ -23,23 +23,23 @@ foreach(recompute none full)
     ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
 endforeach()
 # LongRoPE (longrope_tiny.toml: each pair by a factor of its own, the long
-# list at the training context; q and k scaled by its attention factor).
+# list at the training context; q and k scaled by its attention factor), and
+# a partial rotary (model.rotary_dim = 4 of the 8-wide heads, Phi-4-mini's
+# kind: RoPE on each head's first 4 channels, over 4, the rest passed).
 foreach(recompute none full)
-  add_test(NAME torch_parity_longrope_${recompute}
-    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_parity.sh ${CMAKE_CURRENT_LIST_DIR}/longrope_tiny.toml ${recompute})
-  set_tests_properties(torch_parity_longrope_${recompute} PROPERTIES LABELS torch
-    ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
+  foreach(kind longrope partial_rotary)
+    if(kind STREQUAL "longrope")
+      set(args longrope_tiny.toml ${recompute})
+    else()
+      set(args llama_tiny.toml ${recompute} --set model.rotary_dim=4)
+    endif()
+    add_test(NAME torch_parity_${kind}_${recompute}
+      COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_parity.sh ${CMAKE_CURRENT_LIST_DIR}/${args})
+    set_tests_properties(torch_parity_${kind}_${recompute} PROPERTIES LABELS torch
+      ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
+  endforeach()
 endforeach()
-# A partial rotary (model.rotary_dim = 4 of the 8-wide heads, Phi-4-mini's
-# kind): RoPE on each head's first 4 channels, over 4, the rest passed; and
-# with LongRoPE over those 2 pairs.
-foreach(recompute none full)
-  add_test(NAME torch_parity_partial_rotary_${recompute}
-    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_parity.sh ${CMAKE_CURRENT_LIST_DIR}/llama_tiny.toml ${recompute}
-            --set model.rotary_dim=4)
-  set_tests_properties(torch_parity_partial_rotary_${recompute} PROPERTIES LABELS torch
-    ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
-endforeach()
+# Both: LongRoPE over the 2 turned pairs.
 add_test(NAME torch_parity_partial_longrope_none
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_parity.sh ${CMAKE_CURRENT_LIST_DIR}/longrope_tiny.toml none
           --set model.rotary_dim=4 --set model.rope_short_factor=[1,1.5] --set model.rope_long_factor=[2.5,9])

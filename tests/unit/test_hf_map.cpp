@@ -463,6 +463,17 @@ void expect_refused(const std::string& base, const std::pair<const char*, std::s
   }
 }
 
+// The message f() throws as an InputError, or "(accepted)".
+template <class F>
+std::string refusal_of(F&& f) {
+  try {
+    f();
+  } catch (const pentad::InputError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
 // Phi3ForCausalLM stores the Llama fused: qkv_proj's rows are q_proj's,
 // k_proj's, v_proj's (each as the Llama's, RoPE's permutation included),
 // gate_up_proj's gate_proj's then up_proj's; every other tensor is the
@@ -624,28 +635,16 @@ TEST(HfMap, Phi4MiniPartialRotaryIsReadCheckedAndWritten) {
             std::string::npos);
   nlohmann::json bad = c;
   bad["rope_scaling"]["short_factor"] = std::vector<double>(64, 1.0);  // one per pair of the whole head: wrong
-  try {
-    hf::model_of_config_json(bad.dump(), "b");
-    ADD_FAILURE() << "64 factors for 96 turned channels were read";
-  } catch (const pentad::InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("needs one per pair of a head's channels RoPE turns: model.rotary_dim=96 "
-                                         "/ 2 = 48"),
-              std::string::npos)
-        << e.what();
-  }
+  EXPECT_NE(refusal_of([&] { hf::model_of_config_json(bad.dump(), "b"); })
+                .find("needs one per pair of a head's channels RoPE turns: model.rotary_dim=96 / 2 = 48"),
+            std::string::npos);
   nlohmann::json llama = c;
   llama["architectures"] = {"LlamaForCausalLM"};
   llama.erase("sliding_window");
   llama.erase("rope_scaling");
-  try {
-    hf::model_of_config_json(llama.dump(), "l");
-    ADD_FAILURE() << "a LlamaForCausalLM with a partial rotary was read";
-  } catch (const pentad::InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("pentad turns part of a head as Phi3ForCausalLM only, not as "
-                                         "LlamaForCausalLM"),
-              std::string::npos)
-        << e.what();
-  }
+  EXPECT_NE(refusal_of([&] { hf::model_of_config_json(llama.dump(), "l"); })
+                .find("pentad turns part of a head as Phi3ForCausalLM only, not as LlamaForCausalLM"),
+            std::string::npos);
   // Written back as Phi-3 only, the factor exact.
   const auto j = nlohmann::json::parse(hf::config_json(m, hf::Arch::phi3, "bfloat16"));
   EXPECT_EQ(j["partial_rotary_factor"], 0.75);
@@ -653,24 +652,15 @@ TEST(HfMap, Phi4MiniPartialRotaryIsReadCheckedAndWritten) {
   ModelConfig plain = m;
   plain.rope_scaling = pentad::RopeScaling::none;
   EXPECT_EQ(hf::export_arch(plain, "Phi3ForCausalLM", "w", nullptr), hf::Arch::phi3);
-  try {
-    hf::export_arch(plain, "", "w", nullptr);
-    ADD_FAILURE() << "a partial rotary was written as LlamaForCausalLM";
-  } catch (const pentad::InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("model.rotary_dim = 96 (RoPE on part of a head) is written as "
-                                         "Phi3ForCausalLM only"),
-              std::string::npos)
-        << e.what();
-  }
+  EXPECT_NE(refusal_of([&] { hf::export_arch(plain, "", "w", nullptr); })
+                .find("model.rotary_dim = 96 (RoPE on part of a head) is written as Phi3ForCausalLM only"),
+            std::string::npos);
   ModelConfig third = plain;  // 30 of 44: 44 * (30 / 44.0) = 29.99...: no exact factor
   third.d_head = 44;
   third.rotary_dim = 30;
-  try {
-    hf::export_arch(third, "Phi3ForCausalLM", "w", nullptr);
-    ADD_FAILURE() << "rotary_dim 30 of 44 was written";
-  } catch (const pentad::InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("has no exact partial_rotary_factor"), std::string::npos) << e.what();
-  }
+  EXPECT_NE(refusal_of([&] { hf::export_arch(third, "Phi3ForCausalLM", "w", nullptr); })
+                .find("has no exact partial_rotary_factor"),
+            std::string::npos);
 }
 
 // With a partial rotary the permutation leaves a head's unturned rows in
@@ -799,21 +789,13 @@ TEST(HfMap, Phi3LongRopeIsReadCheckedAndWritten) {
   nlohmann::json llama = nlohmann::json::parse(config("longrope", ""));
   llama["architectures"] = {"LlamaForCausalLM"};
   llama.erase("sliding_window");
-  try {
-    hf::model_of_config_json(llama.dump(), "l");
-    ADD_FAILURE() << "a LlamaForCausalLM with longrope was read";
-  } catch (const pentad::InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("(and as \"longrope\" in a Phi3ForCausalLM)"), std::string::npos) << e.what();
-  }
+  EXPECT_NE(refusal_of([&] { hf::model_of_config_json(llama.dump(), "l"); })
+                .find("(and as \"longrope\" in a Phi3ForCausalLM)"),
+            std::string::npos);
   // Written back: only as Phi3ForCausalLM, in Phi3Config's form.
   EXPECT_EQ(hf::export_arch(m, "Phi3ForCausalLM", "w", nullptr), hf::Arch::phi3);
   const auto refusal = [](const ModelConfig& x, const std::string& cls) {
-    try {
-      hf::export_arch(x, cls, "w", nullptr);
-    } catch (const pentad::InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("(accepted)");
+    return refusal_of([&] { hf::export_arch(x, cls, "w", nullptr); });
   };
   EXPECT_NE(refusal(m, "").find("model.rope_scaling = \"longrope\" is written as Phi3ForCausalLM only "
                                 "(--class Phi3ForCausalLM), not as LlamaForCausalLM"),

@@ -178,7 +178,7 @@ std::vector<int64_t> stop_ids(const Tokenizer& tok, const std::string& hf_dir) {
 }
 
 // A Hugging Face directory's generation_config.json settings where the
-// command line gives none: its temperature, top_k, top_p and
+// command line gives none: its temperature, top_k, top_p, min_p and
 // repetition_penalty (do_sample false: greedy), as its authors set them for
 // transformers' generate(). stderr says which came from the file.
 void apply_generation_defaults(const CLI::App& cmd, const hf::GenerationDefaults& g, SampleParams* p) {
@@ -209,6 +209,10 @@ void apply_generation_defaults(const CLI::App& cmd, const hf::GenerationDefaults
   if (cmd.count("--repetition-penalty") == 0 && g.repetition_penalty) {
     p->repetition_penalty = *g.repetition_penalty;
     note("repetition penalty " + num(*g.repetition_penalty));
+  }
+  if (cmd.count("--min-p") == 0 && g.min_p) {
+    p->min_p = *g.min_p;
+    note("min-p " + num(*g.min_p));
   }
   if (!from.empty()) std::fprintf(stderr, "sample: %s from generation_config.json\n", from.c_str());
 }
@@ -390,6 +394,8 @@ Command add_sample(CLI::App& pentad, Job job) {
   cmd->add_option("--temperature", a->p.temperature, "softmax temperature; 0 = greedy (default 1)");
   cmd->add_option("--top-k", a->p.top_k, "sample among the k most likely tokens; 0 = all (default)");
   cmd->add_option("--top-p", a->p.top_p, "nucleus: the smallest set with this probability mass (default 1)");
+  cmd->add_option("--min-p", a->p.min_p,
+                  "keep only tokens at least this many times as likely as the most likely one (default 0: off)");
   cmd->add_option("--repetition-penalty", a->p.repetition_penalty,
                   "divide (multiply, if negative) the logits of ids already in the text by this (default 1: none)");
   cmd->add_option("--stop", a->stop_strings,

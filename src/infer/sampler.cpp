@@ -28,6 +28,8 @@ void check_sample_params(const SampleParams& p) {
   if (p.top_k < 0) throw InputError("--top-k " + std::to_string(p.top_k) + ": must be >= 0 (0 = no limit)");
   if (!(p.top_p > 0 && p.top_p <= 1))
     throw InputError("--top-p " + std::to_string(p.top_p) + ": must be in (0, 1]");
+  if (!(p.min_p >= 0 && p.min_p <= 1))
+    throw InputError("--min-p " + std::to_string(p.min_p) + ": must be in [0, 1] (0 = none)");
   if (!(p.repetition_penalty > 0) || !std::isfinite(p.repetition_penalty))
     throw InputError("--repetition-penalty " + std::to_string(p.repetition_penalty) + ": must be > 0 (1 = none)");
 }
@@ -64,6 +66,13 @@ int32_t sample_token(const float* logits, int V, const SampleParams& p, uint64_t
       mass += w[n++] / sum;
       if (mass >= p.top_p) break;
     }
+    sum = std::accumulate(w.begin(), w.begin() + long(n), 0.0);
+  }
+  // Min-p: those at least min_p times as likely as the first (w[0] = 1).
+  if (p.min_p > 0) {
+    size_t m = 1;
+    while (m < n && w[m] >= p.min_p * w[0]) ++m;
+    n = m;
     sum = std::accumulate(w.begin(), w.begin() + long(n), 0.0);
   }
   // u in [0, 1) from 53 bits of the stream's value i.

@@ -2,7 +2,10 @@
 // temperature 0 is greedy (argmax; ties go to the lower id). Otherwise the
 // candidates are the top_k largest logits (0: all), then the smallest
 // prefix of them, by decreasing probability, whose probability mass reaches
-// top_p (nucleus sampling, Holtzman et al. 2019); the token is drawn from
+// top_p (nucleus sampling, Holtzman et al. 2019), and of those the ones
+// whose probability is at least min_p times the most likely one's (min-p
+// sampling, Nguyen et al. 2024; transformers' MinPLogitsWarper after its
+// top-k and top-p: the same set in either order); the token is drawn from
 // softmax(logit / temperature) renormalised over the candidates, with the
 // uniform number i of the counter-based stream (seed, kSampleStream) for
 // the i-th generated token: the same seed gives the same tokens. A
@@ -31,6 +34,7 @@ struct SampleParams {
   // of the model's.
   int vocab = 0;
   double repetition_penalty = 1.0;  // > 0; 1 = none (generate() applies it)
+  double min_p = 0.0;               // in [0, 1]; 0 = none
 };
 
 // An InputError naming the option when a value is out of range.

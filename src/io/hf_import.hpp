@@ -33,15 +33,15 @@ std::vector<int64_t> generation_eos_ids(const std::string& dir);
 
 // The sampling settings a directory's generation_config.json gives
 // (those its authors set for transformers' generate()): "do_sample",
-// "temperature", "top_k", "top_p" and "repetition_penalty", each where the
+// "temperature", "top_k", "top_p", "min_p" and "repetition_penalty", each where the
 // file has it (a missing or null key: none; transformers' own defaults,
 // such as its top_k 50, are not filled in). InputError naming the file and
 // the key for a value out of range: do_sample not true or false, a
-// temperature below 0, top_k not an integer >= 0, top_p outside (0, 1], a
-// repetition_penalty not above 0.
+// temperature below 0, top_k not an integer >= 0, top_p outside (0, 1],
+// min_p outside [0, 1], a repetition_penalty not above 0.
 struct GenerationDefaults {
   std::optional<bool> do_sample;
-  std::optional<double> temperature, top_p, repetition_penalty;
+  std::optional<double> temperature, top_p, repetition_penalty, min_p;
   std::optional<int> top_k;
 };
 GenerationDefaults generation_defaults(const std::string& dir);

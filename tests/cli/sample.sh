@@ -96,6 +96,9 @@ PY
   top_p_above_one)
     train_tiny
     fail_with "--top-p 1.50+: must be in \(0, 1\]" "$PENTAD" sample "$ck" --prompt "a" --top-p 1.5 ;;
+  min_p_above_one)
+    train_tiny
+    fail_with "--min-p 1.50+: must be in \[0, 1\] \(0 = none\)" "$PENTAD" sample "$ck" --prompt "a" --min-p 1.5 ;;
   repetition_penalty_zero)
     train_tiny
     fail_with "--repetition-penalty 0.0+: must be > 0 \(1 = none\)" "$PENTAD" sample "$ck" --prompt "a" --repetition-penalty 0 ;;
@@ -248,7 +251,7 @@ sys.stdout.buffer.write(b"The " + bytes(ids[:int(sys.argv[2])]))' "$tmp/free" "$
     fail_with "--stop: an empty string" "$PENTAD" sample "$ck" --prompt "a" --stop "" ;;
   hf_dir_generation_config)
     # generation_config.json's sampling settings (do_sample, temperature,
-    # top_k, top_p, repetition_penalty) are the defaults where the command
+    # top_k, top_p, min_p, repetition_penalty) are the defaults where the command
     # line gives none: the same ids as the export (no such keys) sampled with
     # them as options; an option given overrides the file's; do_sample false
     # is greedy; bad values are refused by key.
@@ -260,25 +263,25 @@ sys.stdout.buffer.write(b"The " + bytes(ids[:int(sys.argv[2])]))' "$tmp/free" "$
       mkdir "$tmp/$1" && ln -s "$tmp/hf/model.safetensors" "$tmp/hf/config.json" "$tmp/$1/"
       echo "$2" > "$tmp/$1/generation_config.json"
     }
-    gen gen '{"do_sample": true, "temperature": 0.7, "top_k": 5, "top_p": 0.8, "repetition_penalty": 1.05}'
+    gen gen '{"do_sample": true, "temperature": 0.7, "top_k": 5, "top_p": 0.8, "repetition_penalty": 1.05, "min_p": 0.1}'
     differs=0
     for seed in 1 2 3; do
       sample_out "$tmp/a$seed" "$tmp/gen" --prompt "The " --tokens 12 --seed $seed --ids
       sample_out "$tmp/b$seed" "$tmp/hf" --prompt "The " --tokens 12 --seed $seed --ids --temperature 0.7 --top-k 5 \
-        --top-p 0.8 --repetition-penalty 1.05
+        --top-p 0.8 --repetition-penalty 1.05 --min-p 0.1
       same "$tmp/a$seed" "$tmp/b$seed" "seed $seed: the file's settings and the same options"
       sample_out "$tmp/c$seed" "$tmp/hf" --prompt "The " --tokens 12 --seed $seed --ids
       cmp -s "$tmp/a$seed" "$tmp/c$seed" || differs=1
       sample_out "$tmp/d$seed" "$tmp/gen" --prompt "The " --tokens 12 --seed $seed --ids --temperature 1 --top-k 0 \
-        --top-p 1 --repetition-penalty 1
+        --top-p 1 --repetition-penalty 1 --min-p 0
       same "$tmp/c$seed" "$tmp/d$seed" "seed $seed: options over the file's settings and pentad's defaults"
       sample_out "$tmp/e$seed" "$tmp/gen" --prompt "The " --tokens 12 --seed $seed --ids --top-k 0
       sample_out "$tmp/f$seed" "$tmp/hf" --prompt "The " --tokens 12 --seed $seed --ids --temperature 0.7 --top-p 0.8 \
-        --repetition-penalty 1.05
+        --repetition-penalty 1.05 --min-p 0.1
       same "$tmp/e$seed" "$tmp/f$seed" "seed $seed: --top-k over the file's, its temperature and top-p kept"
     done
     [ $differs = 1 ] || { echo "FAIL: the file's settings sample what pentad's defaults do for every seed"; exit 1; }
-    grep -qF "sample: temperature 0.7, top-k 5, top-p 0.8, repetition penalty 1.05 from generation_config.json" \
+    grep -qF "sample: temperature 0.7, top-k 5, top-p 0.8, repetition penalty 1.05, min-p 0.1 from generation_config.json" \
       "$tmp/a1.err" ||
       { echo "FAIL: stderr does not name the file's settings"; cat "$tmp/a1.err"; exit 1; }
     echo "ok: $(grep -F 'from generation_config.json' "$tmp/a1.err")"
@@ -299,7 +302,8 @@ sys.stdout.buffer.write(b"The " + bytes(ids[:int(sys.argv[2])]))' "$tmp/free" "$
     bad '{"top_p": 1.5}' '"top_p" = 1.5 is not in \(0, 1\]'
     bad '{"top_k": 2.5}' '"top_k" = 2.5 is not an integer >= 0'
     bad '{"do_sample": "yes"}' '"do_sample" = "yes" is not true or false'
-    bad '{"repetition_penalty": 0}' '"repetition_penalty" = 0 is not a number > 0' ;;
+    bad '{"repetition_penalty": 0}' '"repetition_penalty" = 0 is not a number > 0'
+    bad '{"min_p": 1.5}' '"min_p" = 1.5 is not in \[0, 1\]' ;;
   *)
     echo "unknown case $case_name"; exit 2 ;;
 esac

@@ -38,7 +38,7 @@ set_tests_properties(cli_wide_vocab PROPERTIES LABELS "mpi;cli" ENVIRONMENT "${P
 # and the seq_len bound, a Hugging Face directory's refusals and its generation_config.json
 # sampling defaults (tests/cli/sample.sh).
 foreach(case one_rank vocab_mismatch prompt_too_long empty_prompt temperature_negative top_p_zero
-        top_p_above_one top_k_negative repetition_penalty_zero threads_negative temperature_not_a_number missing_checkpoint not_a_checkpoint
+        top_p_above_one min_p_above_one top_k_negative repetition_penalty_zero threads_negative temperature_not_a_number missing_checkpoint not_a_checkpoint
         both_prompts pattern_without_tokenizer seed_repeats top_k_one_is_greedy export_and_latest
         stops_at_seq_len stop_strings hf_dir_errors hf_dir_generation_config)
   add_test(NAME cli_sample_${case} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/sample.sh ${case})

@@ -288,8 +288,10 @@ TEST(Sampler, DrawsFollowTheRenormalisedSoftmax) {
     double T;
     int k;
     double p;
+    double min_p = 0;
   };
-  for (const Case cs : {Case{1.0, 0, 1.0}, Case{0.7, 5, 1.0}, Case{1.5, 0, 0.8}, Case{1.0, 6, 0.6}}) {
+  for (const Case cs : {Case{1.0, 0, 1.0}, Case{0.7, 5, 1.0}, Case{1.5, 0, 0.8}, Case{1.0, 6, 0.6},
+                        Case{1.0, 0, 1.0, 0.2}, Case{1.5, 0, 0.9, 0.05}, Case{0.7, 4, 1.0, 0.5}}) {
     // The reference: sorted by logit, top-k, softmax, nucleus prefix, renormalised.
     std::vector<int> ids(static_cast<size_t>(V));
     for (int v = 0; v < V; ++v) ids[size_t(v)] = v;
@@ -308,19 +310,25 @@ TEST(Sampler, DrawsFollowTheRenormalisedSoftmax) {
         break;
       }
     }
+    // Min-p: of those, the ones at least min_p times as likely as the first.
+    while (keep > 1 && pr[keep - 1] < cs.min_p * pr[0]) --keep;
     double kept = 0;
     for (size_t j = 0; j < keep; ++j) kept += pr[j];
     std::vector<double> want(static_cast<size_t>(V), 0.0);
     for (size_t j = 0; j < keep; ++j) want[size_t(ids[j])] = pr[j] / kept;
     std::vector<int> count(static_cast<size_t>(V), 0);
-    for (int i = 0; i < n; ++i) ++count[size_t(sample_token(l.data(), V, SampleParams{cs.T, cs.k, cs.p, 9}, uint64_t(i)))];
+    SampleParams sp{cs.T, cs.k, cs.p, 9};
+    sp.min_p = cs.min_p;
+    for (int i = 0; i < n; ++i) ++count[size_t(sample_token(l.data(), V, sp, uint64_t(i)))];
     for (int v = 0; v < V; ++v) {
       const double q = want[size_t(v)], f = double(count[size_t(v)]) / n;
       const double sd = std::sqrt(std::max(q * (1 - q), 1e-12) / n);
       if (q == 0)
-        EXPECT_EQ(count[size_t(v)], 0) << "T=" << cs.T << " k=" << cs.k << " p=" << cs.p << ": token " << v;
+        EXPECT_EQ(count[size_t(v)], 0) << "T=" << cs.T << " k=" << cs.k << " p=" << cs.p << " min_p=" << cs.min_p
+                                       << ": token " << v;
       else
-        EXPECT_LE(std::fabs(f - q), 5 * sd) << "T=" << cs.T << " k=" << cs.k << " p=" << cs.p << ": token " << v
+        EXPECT_LE(std::fabs(f - q), 5 * sd) << "T=" << cs.T << " k=" << cs.k << " p=" << cs.p << " min_p=" << cs.min_p
+                                            << ": token " << v
                                             << " frequency " << f << ", probability " << q;
     }
   }
@@ -332,6 +340,33 @@ TEST(Sampler, RejectsBadNumbers) {
   EXPECT_THROW(check_sample_params(SampleParams{1.0, 0, 0.0, 0}), InputError);
   EXPECT_THROW(check_sample_params(SampleParams{1.0, 0, 1.01, 0}), InputError);
   EXPECT_NO_THROW(check_sample_params(SampleParams{0.0, 0, 1.0, 0}));
+  for (double m : {-0.1, 1.5}) {
+    SampleParams p;
+    p.min_p = m;
+    EXPECT_THROW(check_sample_params(p), InputError) << m;
+  }
+  SampleParams one;
+  one.min_p = 1.0;
+  EXPECT_NO_THROW(check_sample_params(one));
+}
+
+// Min-p keeps the tokens at least min_p times as likely as the first: with
+// logits 0, -1, -2, -3 (probabilities in the ratios 1 : 0.368 : 0.135 :
+// 0.050), min-p 0.2 draws ids 0 and 1 only, 0.1 ids 0 to 2, 0.03 all four;
+// at temperature 2 the ratios are their square roots (0.607, 0.368, 0.223),
+// so min-p 0.2 draws all four.
+TEST(Sampler, MinPKeepsTheTokensAtLeastThatLikely) {
+  const std::vector<float> l = {0.0f, -1.0f, -2.0f, -3.0f};
+  for (const auto& [T, m, drawn] : {std::tuple{1.0, 0.2, 2}, std::tuple{1.0, 0.1, 3}, std::tuple{1.0, 0.03, 4},
+                                    std::tuple{2.0, 0.2, 4}, std::tuple{2.0, 0.3, 3}}) {
+    SampleParams p{T, 0, 1.0, 11};
+    p.min_p = m;
+    std::vector<int> seen(4, 0);
+    for (uint64_t i = 0; i < 4000; ++i) ++seen[size_t(sample_token(l.data(), 4, p, i))];
+    for (int v = 0; v < 4; ++v)
+      EXPECT_EQ(seen[size_t(v)] > 0, v < drawn) << "T=" << T << " min_p=" << m << ": id " << v << " drawn "
+                                                << seen[size_t(v)] << " times";
+  }
 }
 
 // The repetition penalty divides a seen id's positive logit and multiplies

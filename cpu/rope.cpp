@@ -1,8 +1,9 @@
 // Rotary position embedding (Su et al. 2021, RoFormer), interleaved pairs
 // (x[2i], x[2i+1]) within each head, angle = pos * rope_inv_freq(rope, i, D)
 // (core/rope.hpp), the pair then multiplied by rope_attention_factor (1
-// unless YaRN or LongRoPE). Angles are computed in double and the cos/sin table, scaled
-// by that factor, cast to float once per call.
+// unless YaRN or LongRoPE); a partial rotary's other pairs pass. Angles are
+// computed in double and the cos/sin table, scaled by that factor, cast to
+// float once per call.
 #include <cmath>
 #include <vector>
 

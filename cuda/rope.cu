@@ -1,8 +1,9 @@
 // Rotary position embedding (Su et al. 2021), interleaved pairs (x[2i],
 // x[2i+1]) within each head, angle = pos * rope_inv_freq(rope, i, D)
 // (core/rope.hpp) evaluated in double, its cos and sin multiplied by
-// rope_attention_factor (1 unless YaRN or LongRoPE) and rounded to float once, as
-// cpu/rope.cpp builds its table.
+// rope_attention_factor (1 unless YaRN or LongRoPE) and rounded to float
+// once, as cpu/rope.cpp builds its table; a partial rotary's other pairs
+// pass.
 #include "cuda_backend.hpp"
 
 namespace pentad {

@@ -566,9 +566,12 @@ std::pair<Value, std::string> from_node(const Key& k, const toml::node& n) {
       if (auto* a = n.as_array()) {
         std::vector<double> xs;
         for (const toml::node& e : *a) {
-          if (auto* f = e.as_floating_point()) xs.push_back(f->get());
-          else if (auto* i = e.as_integer()) xs.push_back(static_cast<double>(i->get()));
-          else return {Value{}, "entry " + std::to_string(xs.size()) + " is " + a_type_name(e.type()) + ", not a number"};
+          if (auto* f = e.as_floating_point())
+            xs.push_back(f->get());
+          else if (auto* i = e.as_integer())
+            xs.push_back(static_cast<double>(i->get()));
+          else
+            return {Value{}, "entry " + std::to_string(xs.size()) + " is " + a_type_name(e.type()) + ", not a number"};
         }
         return {xs, ""};
       }

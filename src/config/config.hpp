@@ -101,10 +101,10 @@ struct ModelConfig {
   int rope_original_context = 8192;     // llama3, yarn: the context the model was first trained on
   float rope_beta_fast = 32.0f;         // yarn: pairs turning more often than this over the context are kept
   float rope_beta_slow = 1.0f;          // yarn: pairs turning less often than this are slowed
-  float rope_attention_factor = 0.0f;   // yarn: the rotated q and k scaled by this; 0 = 0.1 ln(factor) + 1
+  float rope_attention_factor = 0.0f;   // yarn, longrope: the rotated q and k scaled by this; 0 = derived
   bool rope_truncate = true;            // yarn: the ramp's ends rounded outwards to whole pairs
-  // longrope: head_dim / 2 factors each, pair i turning factor[i] times
-  // slower; the short list within rope_original_context, the long beyond.
+  // longrope: rotary_channels() / 2 factors each, pair i turning factor[i]
+  // times slower; the short list within rope_original_context, the long beyond.
   std::vector<double> rope_short_factor, rope_long_factor;
   int rotary_dim = 0;  // channels of each head RoPE turns, the first ones (Phi-4-mini); 0 = head_dim
   int tied_embeddings = -1;  // -1 = family default (gpt2 tied, llama untied)

@@ -1,9 +1,10 @@
 // Rotary position embedding's frequencies (model.rope_theta,
 // model.rope_scaling): pair i of a head of D channels turns by
 // pos * rope_inv_freq(rope, i, D), and the rotated pair is multiplied by
-// rope_attention_factor(rope) (1 except under YaRN and LongRoPE). Both backends evaluate
-// these definitions, in double; the op tests check them against values
-// worked out by hand (test_backend_ops), not against themselves.
+// rope_attention_factor(rope) (1 except under YaRN and LongRoPE). Both
+// backends evaluate these definitions, in double; the op tests check them
+// against values worked out by hand (test_backend_ops), not against
+// themselves.
 #pragma once
 
 #include <cmath>
@@ -18,7 +19,7 @@ namespace pentad {
 // Hugging Face config.json).
 enum class RopeScaling { none, llama3, yarn, linear, longrope };
 
-// The most pairs a head can have under longrope (a head of 256 channels).
+// The most pairs longrope can turn (256 channels of a head).
 constexpr int kRopeMaxPairs = 128;
 
 struct Rope {

@@ -98,7 +98,9 @@ GenerationDefaults generation_defaults(const std::string& dir) {
   if (const json* x = value("top_p", in_0_1, "is not in (0, 1]")) g.top_p = x->get<double>();
   if (const json* x = value("repetition_penalty", above_0, "is not a number > 0"))
     g.repetition_penalty = x->get<double>();
-  const auto in_closed_0_1 = [](const json& v) { return v.is_number() && v.get<double>() >= 0 && v.get<double>() <= 1; };
+  const auto in_closed_0_1 = [](const json& v) {
+    return v.is_number() && v.get<double>() >= 0 && v.get<double>() <= 1;
+  };
   if (const json* x = value("min_p", in_closed_0_1, "is not in [0, 1]")) g.min_p = x->get<double>();
   return g;
 }

@@ -322,8 +322,9 @@ Arch export_arch(const ModelConfig& m, const std::string& cls, const std::string
     // factor comes from max_position_embeddings / original_max_position_embeddings.
     const double mine = rope_attention_factor(m.rope()), phi3 = phi3_attention_factor(m);
     if (std::abs(mine - phi3) > 1e-6 * mine)
-      throw InputError(what + ": --class Phi3ForCausalLM: model.rope_attention_factor = " + json(tidy(m.rope_attention_factor)).dump() +
-                       " comes to " + json(mine).dump() + " but a Phi-3 config.json gives " + json(phi3).dump() +
+      throw InputError(what + ": --class Phi3ForCausalLM: model.rope_attention_factor = " +
+                       json(tidy(m.rope_attention_factor)).dump() + " comes to " + json(mine).dump() +
+                       " but a Phi-3 config.json gives " + json(phi3).dump() +
                        " (sqrt(1 + ln(f) / ln(original)), f = max_position_embeddings / "
                        "original_max_position_embeddings = " + std::to_string(phi3_positions(m)) + " / " +
                        std::to_string(m.rope_original_context) + "); its rope_scaling has no attention factor");

@@ -244,12 +244,12 @@ void BM_norm(benchmark::State& state) {
   if (s.gpt2)
     be.layernorm_fwd(out.p, mean.p, rstd.p, x.p, w.p, b.p, s.N(), s.C, 1e-5f);
   else
-    be.rmsnorm_fwd(out.p, rstd.p, x.p, w.p, s.N(), s.C, 1e-5f);
+    be.rmsnorm_fwd(out.p, rstd.p, x.p, w.p, s.N(), s.C, 1e-5f, 0.0f);
   for (auto _ : state) {
     if (s.gpt2 && bwd) be.layernorm_bwd(dx.p, dw.p, db.p, dout.p, x.p, w.p, mean.p, rstd.p, s.N(), s.C);
     if (s.gpt2 && !bwd) be.layernorm_fwd(out.p, mean.p, rstd.p, x.p, w.p, b.p, s.N(), s.C, 1e-5f);
-    if (!s.gpt2 && bwd) be.rmsnorm_bwd(dx.p, dw.p, dout.p, x.p, w.p, rstd.p, s.N(), s.C);
-    if (!s.gpt2 && !bwd) be.rmsnorm_fwd(out.p, rstd.p, x.p, w.p, s.N(), s.C, 1e-5f);
+    if (!s.gpt2 && bwd) be.rmsnorm_bwd(dx.p, dw.p, dout.p, x.p, w.p, rstd.p, s.N(), s.C, 0.0f);
+    if (!s.gpt2 && !bwd) be.rmsnorm_fwd(out.p, rstd.p, x.p, w.p, s.N(), s.C, 1e-5f, 0.0f);
     benchmark::ClobberMemory();
   }
   bytes(state, (bwd ? 3.0 : 2.0) * double(n) * sizeof(float));
@@ -267,8 +267,8 @@ void BM_mlp_act(benchmark::State& state) {
   for (auto _ : state) {
     if (s.gpt2 && bwd) be.gelu_bwd(c.p, b.p, a.p, n);
     if (s.gpt2 && !bwd) be.gelu_fwd(b.p, a.p, n);
-    if (!s.gpt2 && bwd) be.swiglu_bwd(d.p, e.p, c.p, a.p, b.p, n);
-    if (!s.gpt2 && !bwd) be.swiglu_fwd(c.p, a.p, b.p, n);
+    if (!s.gpt2 && bwd) be.glu_bwd(d.p, e.p, c.p, a.p, b.p, n, pentad::GateAct::silu);
+    if (!s.gpt2 && !bwd) be.glu_fwd(c.p, a.p, b.p, n, pentad::GateAct::silu);
     benchmark::ClobberMemory();
   }
   const double arrays = s.gpt2 ? (bwd ? 3.0 : 2.0) : (bwd ? 5.0 : 3.0);

@@ -118,22 +118,23 @@ class TimedBackend final : public Backend {
                      const float* m, const float* r, int N, int C) override {
     time("layernorm_bwd", [&] { in_.layernorm_bwd(dx, dw, db, g, x, w, m, r, N, C); });
   }
-  void rmsnorm_fwd(float* o, float* r, const float* x, const float* w, int N, int C, float eps) override {
-    time("rmsnorm_fwd", [&] { in_.rmsnorm_fwd(o, r, x, w, N, C, eps); });
+  void rmsnorm_fwd(float* o, float* r, const float* x, const float* w, int N, int C, float eps,
+                   float w_offset) override {
+    time("rmsnorm_fwd", [&] { in_.rmsnorm_fwd(o, r, x, w, N, C, eps, w_offset); });
   }
   void rmsnorm_bwd(float* dx, float* dw, const float* g, const float* x, const float* w, const float* r, int N,
-                   int C) override {
-    time("rmsnorm_bwd", [&] { in_.rmsnorm_bwd(dx, dw, g, x, w, r, N, C); });
+                   int C, float w_offset) override {
+    time("rmsnorm_bwd", [&] { in_.rmsnorm_bwd(dx, dw, g, x, w, r, N, C, w_offset); });
   }
   void gelu_fwd(float* o, const float* x, size_t n) override { time("gelu_fwd", [&] { in_.gelu_fwd(o, x, n); }); }
   void gelu_bwd(float* dx, const float* g, const float* x, size_t n) override {
     time("gelu_bwd", [&] { in_.gelu_bwd(dx, g, x, n); });
   }
-  void swiglu_fwd(float* o, const float* g, const float* u, size_t n) override {
-    time("swiglu_fwd", [&] { in_.swiglu_fwd(o, g, u, n); });
+  void glu_fwd(float* o, const float* g, const float* u, size_t n, GateAct a) override {
+    time("glu_fwd", [&] { in_.glu_fwd(o, g, u, n, a); });
   }
-  void swiglu_bwd(float* dg, float* du, const float* d, const float* g, const float* u, size_t n) override {
-    time("swiglu_bwd", [&] { in_.swiglu_bwd(dg, du, d, g, u, n); });
+  void glu_bwd(float* dg, float* du, const float* d, const float* g, const float* u, size_t n, GateAct a) override {
+    time("glu_bwd", [&] { in_.glu_bwd(dg, du, d, g, u, n, a); });
   }
   void rope_fwd(float* x, int B, int T, int H, int D, int p, const Rope& r) override {
     time("rope_fwd", [&] { in_.rope_fwd(x, B, T, H, D, p, r); });

@@ -86,7 +86,7 @@ void CpuBackend::layernorm_bwd(float* dx, float* dw, float* db, const float* dou
 }
 
 void CpuBackend::rmsnorm_fwd(float* out, float* rstd, const float* x, const float* w, int N,
-                             int C, float eps) {
+                             int C, float eps, float w_offset) {
   const bool held = held_in_gemm_form(out);
 #pragma omp parallel for schedule(static) if (long(N) * C > kParallelMin)
   for (int n = 0; n < N; ++n) {
@@ -97,7 +97,7 @@ void CpuBackend::rmsnorm_fwd(float* out, float* rstd, const float* x, const floa
     for (int c = 0; c < C; ++c) ss += xr[c] * xr[c];
     const float r = 1.0f / std::sqrt(ss / float(C) + eps);
 #pragma omp simd
-    for (int c = 0; c < C; ++c) yr[c] = xr[c] * r * w[c];
+    for (int c = 0; c < C; ++c) yr[c] = xr[c] * r * (w_offset + w[c]);
     if (held)
       for (int c = 0; c < C; ++c) yr[c] = round_bf16(yr[c]);
     rstd[n] = r;
@@ -105,7 +105,7 @@ void CpuBackend::rmsnorm_fwd(float* out, float* rstd, const float* x, const floa
 }
 
 void CpuBackend::rmsnorm_bwd(float* dx, float* dw, const float* dout, const float* x,
-                             const float* w, const float* rstd, int N, int C) {
+                             const float* w, const float* rstd, int N, int C, float w_offset) {
 #pragma omp parallel for schedule(static) if (long(N) * C > kParallelMin)
   for (int n = 0; n < N; ++n) {
     const float* xr = x + size_t(n) * C;
@@ -114,10 +114,10 @@ void CpuBackend::rmsnorm_bwd(float* dx, float* dw, const float* dout, const floa
     const float r = rstd[n];
     float sum_gx = 0.0f;  // sum(dout*w*xhat)
 #pragma omp simd reduction(+ : sum_gx)
-    for (int c = 0; c < C; ++c) sum_gx += gr[c] * w[c] * (xr[c] * r);
+    for (int c = 0; c < C; ++c) sum_gx += gr[c] * (w_offset + w[c]) * (xr[c] * r);
     const float mean_gx = sum_gx / float(C);
 #pragma omp simd
-    for (int c = 0; c < C; ++c) dxr[c] += r * (gr[c] * w[c] - xr[c] * r * mean_gx);
+    for (int c = 0; c < C; ++c) dxr[c] += r * (gr[c] * (w_offset + w[c]) - xr[c] * r * mean_gx);
   }
   const int n_blocks = (C + kChannelBlock - 1) / kChannelBlock;
 #pragma omp parallel for schedule(static) if (long(N) * C > kParallelMin)

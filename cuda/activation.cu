@@ -1,6 +1,7 @@
 // GELU, tanh approximation (Hendrycks & Gimpel 2016, as GPT-2), written as
 // x * sigmoid(2u), u = sqrt(2/pi)(x + 0.044715 x^3), like cpu/activation.cpp;
-// SwiGLU (Shazeer 2020): out = silu(gate) * up. dx is WRITTEN. A forward's
+// gated units (Shazeer 2020): out = act(gate) * up, act SiLU (SwiGLU) or
+// that GELU (GeGLU). dx is WRITTEN. A forward's
 // output held in GEMM form (Backend::hold_gemm_form) is written as bf16; an
 // input held so is read as its bf16 values, and in a bf16 run an fp32 input
 // is read rounded to bf16 (ops.def), so both give the same results.
@@ -41,26 +42,50 @@ __global__ void gelu_bwd_kernel(float* dx, const float* dout, const In* x, size_
   dx[i] = dout[i] * (s + xi * 2.0f * s * (1.0f - s) * du);
 }
 
-template <typename Out, typename In>
-__global__ void swiglu_fwd_kernel(Out* out, const In* gate, const In* up, size_t n, bool round) {
-  const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-  if (i >= n) return;
-  const float g = load(gate, i, round);
-  store(out, i, g / (1.0f + expf(-g)) * load(up, i, round));
+// A gated unit's activation at g, as the forward computes it (as cpu/activation.cpp).
+template <GateAct A>
+__device__ float gate_value(float g) {
+  if constexpr (A == GateAct::silu) {
+    return g / (1.0f + expf(-g));
+  } else {
+    const float u = kSqrt2OverPi * (g + kGeluCubic * g * g * g);
+    return g / (1.0f + expf(-2.0f * u));
+  }
 }
 
-template <typename In>
-__global__ void swiglu_bwd_kernel(float* dgate, float* dup, const float* dout, const In* gate, const In* up,
-                                  size_t n, bool round) {
+// The same and its derivative, as the backward computes them.
+template <GateAct A>
+__device__ void gate_grad(float g, float* value, float* deriv) {
+  if constexpr (A == GateAct::silu) {
+    const float s = 1.0f / (1.0f + expf(-g));
+    *value = g * s;
+    *deriv = s * (1.0f + g * (1.0f - s));
+  } else {
+    const float u = kSqrt2OverPi * (g + kGeluCubic * g * g * g);
+    const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * g * g);
+    const float s = 1.0f / (1.0f + expf(-2.0f * u));
+    *value = g * s;
+    *deriv = s + g * 2.0f * s * (1.0f - s) * du;
+  }
+}
+
+template <GateAct A, typename Out, typename In>
+__global__ void glu_fwd_kernel(Out* out, const In* gate, const In* up, size_t n, bool round) {
   const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const float g = load(gate, i, round);
-  const float s = 1.0f / (1.0f + expf(-g));
-  const float silu = g * s;
-  const float dsilu = s * (1.0f + g * (1.0f - s));
+  store(out, i, gate_value<A>(load(gate, i, round)) * load(up, i, round));
+}
+
+template <GateAct A, typename In>
+__global__ void glu_bwd_kernel(float* dgate, float* dup, const float* dout, const In* gate, const In* up,
+                               size_t n, bool round) {
+  const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  float a, da;
+  gate_grad<A>(load(gate, i, round), &a, &da);
   const float go = dout[i];
-  dgate[i] = go * load(up, i, round) * dsilu;
-  dup[i] = go * silu;
+  dgate[i] = go * load(up, i, round) * da;
+  dup[i] = go * a;
 }
 
 const __nv_bfloat16* as_bf16(const float* p) { return reinterpret_cast<const __nv_bfloat16*>(p); }
@@ -99,41 +124,64 @@ void CudaBackend::gelu_bwd(float* dx, const float* dout, const float* x, size_t 
 }
 
 // Are gate and up held (both)? One without the other: the run stops.
-bool CudaBackend::swiglu_inputs_held(const float* gate, const float* up) {
+bool CudaBackend::glu_inputs_held(const float* gate, const float* up) {
   const bool g = held_in_gemm_form(gate), u = held_in_gemm_form(up);
-  if (g != u) PENTAD_FATAL("cuda swiglu: gate and up are not both held in GEMM form, nor both fp32");
+  if (g != u) PENTAD_FATAL("cuda glu: gate and up are not both held in GEMM form, nor both fp32");
   return g;
 }
 
-void CudaBackend::swiglu_fwd(float* out, const float* gate, const float* up, size_t n) {
-  if (n == 0) return;
+namespace {
+
+template <GateAct A>
+void launch_glu_fwd(cudaStream_t stream, float* out, const float* gate, const float* up, size_t n, bool round,
+                    bool in_held, bool out_held) {
   const cuda_detail::LaunchConfig l = elementwise_launch(n);
   const dim3 grid = to_dim3(l.grid), block = to_dim3(l.block);
-  const bool round = compute_dtype_ == Dtype::bf16, out_held = held_in_gemm_form(out);
-  if (swiglu_inputs_held(gate, up)) {
+  if (in_held) {
     if (out_held)
-      swiglu_fwd_kernel<<<grid, block, l.smem_bytes, stream_>>>(as_bf16(out), as_bf16(gate), as_bf16(up), n, round);
+      glu_fwd_kernel<A><<<grid, block, l.smem_bytes, stream>>>(as_bf16(out), as_bf16(gate), as_bf16(up), n, round);
     else
-      swiglu_fwd_kernel<<<grid, block, l.smem_bytes, stream_>>>(out, as_bf16(gate), as_bf16(up), n, round);
+      glu_fwd_kernel<A><<<grid, block, l.smem_bytes, stream>>>(out, as_bf16(gate), as_bf16(up), n, round);
   } else if (out_held) {
-    swiglu_fwd_kernel<<<grid, block, l.smem_bytes, stream_>>>(as_bf16(out), gate, up, n, round);
+    glu_fwd_kernel<A><<<grid, block, l.smem_bytes, stream>>>(as_bf16(out), gate, up, n, round);
   } else {
-    swiglu_fwd_kernel<<<grid, block, l.smem_bytes, stream_>>>(out, gate, up, n, round);
+    glu_fwd_kernel<A><<<grid, block, l.smem_bytes, stream>>>(out, gate, up, n, round);
   }
+}
+
+template <GateAct A>
+void launch_glu_bwd(cudaStream_t stream, float* dgate, float* dup, const float* dout, const float* gate,
+                    const float* up, size_t n, bool round, bool in_held) {
+  const cuda_detail::LaunchConfig l = elementwise_launch(n);
+  const dim3 grid = to_dim3(l.grid), block = to_dim3(l.block);
+  if (in_held)
+    glu_bwd_kernel<A><<<grid, block, l.smem_bytes, stream>>>(dgate, dup, dout, as_bf16(gate), as_bf16(up), n,
+                                                             round);
+  else
+    glu_bwd_kernel<A><<<grid, block, l.smem_bytes, stream>>>(dgate, dup, dout, gate, up, n, round);
+}
+
+}  // namespace
+
+void CudaBackend::glu_fwd(float* out, const float* gate, const float* up, size_t n, GateAct act) {
+  if (n == 0) return;
+  const bool round = compute_dtype_ == Dtype::bf16, in_held = glu_inputs_held(gate, up),
+             out_held = held_in_gemm_form(out);
+  if (act == GateAct::silu)
+    launch_glu_fwd<GateAct::silu>(stream_, out, gate, up, n, round, in_held, out_held);
+  else
+    launch_glu_fwd<GateAct::gelu_tanh>(stream_, out, gate, up, n, round, in_held, out_held);
   CUDA_LAUNCH_CHECK();
 }
 
-void CudaBackend::swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate,
-                             const float* up, size_t n) {
+void CudaBackend::glu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                          size_t n, GateAct act) {
   if (n == 0) return;
-  const cuda_detail::LaunchConfig l = elementwise_launch(n);
-  const dim3 grid = to_dim3(l.grid), block = to_dim3(l.block);
-  const bool round = compute_dtype_ == Dtype::bf16;
-  if (swiglu_inputs_held(gate, up))
-    swiglu_bwd_kernel<<<grid, block, l.smem_bytes, stream_>>>(dgate, dup, dout, as_bf16(gate), as_bf16(up), n,
-                                                               round);
+  const bool round = compute_dtype_ == Dtype::bf16, in_held = glu_inputs_held(gate, up);
+  if (act == GateAct::silu)
+    launch_glu_bwd<GateAct::silu>(stream_, dgate, dup, dout, gate, up, n, round, in_held);
   else
-    swiglu_bwd_kernel<<<grid, block, l.smem_bytes, stream_>>>(dgate, dup, dout, gate, up, n, round);
+    launch_glu_bwd<GateAct::gelu_tanh>(stream_, dgate, dup, dout, gate, up, n, round, in_held);
   CUDA_LAUNCH_CHECK();
 }
 

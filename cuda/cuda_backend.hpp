@@ -113,7 +113,7 @@ class CudaBackend final : public Backend {
   static bool fused_attention_default();  // PENTAD_CUDA_ATTENTION
   // Are SwiGLU's gate and up held in GEMM form (both; one alone stops the
   // run)? (activation.cu)
-  bool swiglu_inputs_held(const float* gate, const float* up);
+  bool glu_inputs_held(const float* gate, const float* up);
   // One GEMM operand (stored rows x cols, leading dimension ld, `batch`
   // matrices `stride` apart) in bf16: its weight copy in place, or converted
   // densely into scratch slot `slot` (ld and stride then become the dense

@@ -106,7 +106,7 @@ __global__ void norm_dw_kernel(float* dw, float* db, const float* dout, const fl
 
 template <typename Out>
 __global__ void rmsnorm_fwd_kernel(Out* out, float* rstd, const float* x, const float* w, int N,
-                                   int C, float eps) {
+                                   int C, float eps, float w_offset) {
   const int n = blockIdx.x * kRowsPerBlock + threadIdx.y;
   if (n >= N) return;
   const int lane = threadIdx.x;
@@ -115,12 +115,12 @@ __global__ void rmsnorm_fwd_kernel(Out* out, float* rstd, const float* x, const 
   for (int c = lane; c < C; c += 32) ss += xr[c] * xr[c];
   const float r = rsqrtf(warp_sum(ss) / float(C) + eps);
   Out* yr = out + size_t(n) * C;
-  for (int c = lane; c < C; c += 32) store(yr, c, xr[c] * r * w[c]);
+  for (int c = lane; c < C; c += 32) store(yr, c, xr[c] * r * (w_offset + w[c]));
   if (lane == 0) rstd[n] = r;
 }
 
 __global__ void rmsnorm_dx_kernel(float* dx, const float* dout, const float* x, const float* w,
-                                  const float* rstd, int N, int C) {
+                                  const float* rstd, int N, int C, float w_offset) {
   const int n = blockIdx.x * kRowsPerBlock + threadIdx.y;
   if (n >= N) return;
   const int lane = threadIdx.x;
@@ -128,10 +128,10 @@ __global__ void rmsnorm_dx_kernel(float* dx, const float* dout, const float* x, 
   const float* gr = dout + size_t(n) * C;
   const float r = rstd[n];
   float sum_gx = 0.0f;
-  for (int c = lane; c < C; c += 32) sum_gx += gr[c] * w[c] * (xr[c] * r);
+  for (int c = lane; c < C; c += 32) sum_gx += gr[c] * (w_offset + w[c]) * (xr[c] * r);
   const float mean_gx = warp_sum(sum_gx) / float(C);
   float* dxr = dx + size_t(n) * C;
-  for (int c = lane; c < C; c += 32) dxr[c] += r * (gr[c] * w[c] - xr[c] * r * mean_gx);
+  for (int c = lane; c < C; c += 32) dxr[c] += r * (gr[c] * (w_offset + w[c]) - xr[c] * r * mean_gx);
 }
 
 }  // namespace
@@ -161,24 +161,24 @@ void CudaBackend::layernorm_bwd(float* dx, float* dw, float* db, const float* do
 }
 
 void CudaBackend::rmsnorm_fwd(float* out, float* rstd, const float* x, const float* w, int N,
-                              int C, float eps) {
+                              int C, float eps, float w_offset) {
   if (N <= 0) return;
   const LaunchConfig l = cuda_detail::norm_rows_launch(N);
   if (held_in_gemm_form(out))
     rmsnorm_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
-        reinterpret_cast<__nv_bfloat16*>(out), rstd, x, w, N, C, eps);
+        reinterpret_cast<__nv_bfloat16*>(out), rstd, x, w, N, C, eps, w_offset);
   else
     rmsnorm_fwd_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
-        out, rstd, x, w, N, C, eps);
+        out, rstd, x, w, N, C, eps, w_offset);
   CUDA_LAUNCH_CHECK();
 }
 
 void CudaBackend::rmsnorm_bwd(float* dx, float* dw, const float* dout, const float* x,
-                              const float* w, const float* rstd, int N, int C) {
+                              const float* w, const float* rstd, int N, int C, float w_offset) {
   if (N <= 0) return;
   const LaunchConfig l = cuda_detail::norm_rows_launch(N);
   rmsnorm_dx_kernel<<<to_dim3(l.grid), to_dim3(l.block), l.smem_bytes, stream_>>>(
-      dx, dout, x, w, rstd, N, C);
+      dx, dout, x, w, rstd, N, C, w_offset);
   CUDA_LAUNCH_CHECK();
   norm_weight_grads(dw, nullptr, dout, x, nullptr, rstd, N, C);
 }

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/activation.hpp"
 #include "core/rope.hpp"
 
 namespace pentad {
@@ -149,13 +150,13 @@ class Backend {
   // reads it. The GEMM reads the same rounded values either way, so results
   // do not change; on CUDA the buffer is half the size and no GEMM converts
   // it. A held buffer is written only by the ops that say so in ops.def
-  // (linear_fwd's act_out, gelu_fwd, swiglu_fwd, layernorm_fwd,
+  // (linear_fwd's act_out, gelu_fwd, glu_fwd, layernorm_fwd,
   // rmsnorm_fwd, attention_fwd's out: they round what they write;
   // to_gemm_form) and copy_bytes, and read only as a GEMM operand (gemm,
   // gemm_batched, linear_fwd's x and the group ops), from its first value,
   // or by the bf16 attention: its q, k and v (qkv_held) and its output's
   // row sums (attention_bwd), or by the MLP activations' inputs (gelu_fwd,
-  // gelu_bwd, swiglu_fwd, swiglu_bwd, linear_bwd_input_gelu's gelu_in).
+  // gelu_bwd, glu_fwd, glu_bwd, linear_bwd_input_gelu's gelu_in).
   void set_bf16_activations(bool on) { bf16_activations_on_ = on; }
   bool keeps_bf16_activations() const { return bf16_activations_on_ && compute_dtype_ == Dtype::bf16; }
   // Bytes per value of a held activation; 0 where activations are not held

@@ -352,6 +352,12 @@ void add_model_keys(std::vector<Key>& s) {
                               "true for Qwen2's attention)"));
   s.push_back(bool_key(PENTAD_FIELD(model, qk_norm),
                        "RMSNorm over each head of q and k before RoPE, one (head_dim) weight each (Qwen3; llama)"));
+  s.push_back(enum_key(PENTAD_FIELD(model, mlp_act),
+                       "the gated MLP's activation: act(gate) * up (llama; gelu_tanh: Gemma's GeGLU)"));
+  s.push_back(bool_key(PENTAD_FIELD(model, norm_plus_one),
+                       "every RMSNorm scales by 1 + w, its weight stored as the difference from 1 (Gemma; llama)"));
+  s.push_back(bool_key(PENTAD_FIELD(model, embed_scale),
+                       "token embeddings multiplied by sqrt(d_model) on the way in (Gemma; llama)"));
   s.push_back(float_key(PENTAD_FIELD(model, init_std), gt(0), none(),
                         "std of the normal weight init"));
   s.push_back(int_key(PENTAD_FIELD(model, n_experts), 0, kNoMax,
@@ -719,6 +725,11 @@ void validate_model(const Config& cfg) {
                   " / " + kv("model.n_heads", m.n_heads) + " (a head dimension of its own is llama only)");
   if (m.family == Family::gpt2 && m.qk_norm)
     fail(cfg, "model.qk_norm = true: gpt2 has no q/k norms (the key is for llama: Qwen3's attention)");
+  if (m.family == Family::gpt2 && (m.mlp_act != GateAct::silu || m.norm_plus_one || m.embed_scale))
+    fail(cfg, std::string(m.mlp_act != GateAct::silu ? "model.mlp_act = \"gelu_tanh\""
+                          : m.norm_plus_one         ? "model.norm_plus_one = true"
+                                                    : "model.embed_scale = true") +
+                  ": gpt2 has LayerNorm and an ungated GELU MLP (the key is for llama: Gemma's)");
   if (m.family == Family::gpt2 && m.qkv_bias == 0)
     fail(cfg, "model.qkv_bias = false: gpt2's attention always has its biases (the key is for llama)");
   if (m.rope_scaling != RopeScaling::none && m.family != Family::llama)

@@ -5,11 +5,13 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/activation.hpp"
 #include "core/rope.hpp"
 #include "parallel/pp/schedule.hpp"  // ScheduleKind: parallel.schedule
 
@@ -32,7 +34,8 @@ enum class LrSchedule { cosine, linear, wsd, constant };
 // data.order: random starts drawn with replacement, or every window of the
 // data once per epoch in a shuffled order (io/dataset.hpp).
 enum class DataOrder { random, epoch };
-// model.rope_scaling: RopeScaling (core/rope.hpp).
+// model.rope_scaling: RopeScaling (core/rope.hpp); model.mlp_act: GateAct
+// (core/activation.hpp).
 
 // The deck spelling of each value, indexed by the enum's value: the schema
 // reads and prints these, and messages quote them. ScheduleKind::forward_only
@@ -65,6 +68,9 @@ template <> struct DeckNames<DataOrder> {
 };
 template <> struct DeckNames<RopeScaling> {
   static constexpr std::array<const char*, 5> names = {"none", "llama3", "yarn", "linear", "longrope"};
+};
+template <> struct DeckNames<GateAct> {
+  static constexpr std::array<const char*, 2> names = {"silu", "gelu_tanh"};
 };
 template <> struct DeckNames<ScheduleKind> {
   static constexpr std::array<const char*, 5> names = {"afab", "1f1b", "interleaved", "zbh1", "zbv"};
@@ -110,6 +116,12 @@ struct ModelConfig {
   int tied_embeddings = -1;  // -1 = family default (gpt2 tied, llama untied)
   int qkv_bias = -1;         // q/k/v projection biases; -1 = family default (gpt2 yes, llama no)
   bool qk_norm = false;      // RMSNorm over each head of q and k before RoPE (Qwen3; llama only)
+  // Gemma's (llama only): the gated MLP's activation; every RMSNorm scaling
+  // by 1 + w (its weight stored as the difference from 1, drawn as 0); the
+  // token embeddings multiplied by sqrt(d_model) on the way in (not in the head).
+  GateAct mlp_act = GateAct::silu;
+  bool norm_plus_one = false;
+  bool embed_scale = false;
   float init_std = 0.02f;
   // Mixture of experts (moe.hpp). n_experts = 0: every MLP is dense.
   int n_experts = 0;             // E
@@ -142,6 +154,10 @@ struct ModelConfig {
   int rotary_channels() const { return rotary_dim > 0 ? rotary_dim : head_dim(); }
   Rope rope() const { return rope(seq_len); }
   bool tied() const { return tied_embeddings == 1; }
+  float norm_offset() const { return norm_plus_one ? 1.0f : 0.0f; }  // RMSNorm's w_offset (ops.def)
+  // What the token embeddings are multiplied by on the way in: sqrt(d_model)
+  // in float, as Gemma's normalizer (1 without model.embed_scale).
+  float embedding_multiplier() const { return embed_scale ? float(std::sqrt(double(d_model))) : 1.0f; }
   // (-1, unresolved, as the family: a ModelConfig built in code keeps GPT-2's biases.)
   bool has_qkv_bias() const { return qkv_bias == 1 || (qkv_bias == -1 && family == Family::gpt2); }
   bool is_moe_block(int l) const { return n_experts > 0 && (l + 1) % moe_every == 0; }

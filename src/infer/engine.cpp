@@ -146,7 +146,7 @@ void InferenceEngine::norm(float* out, const float* x, const float* w, const flo
   if (gpt2_)
     be_.layernorm_fwd(out, mean_, rstd_, x, w, b, n, C_, cfg_.norm_eps);
   else
-    be_.rmsnorm_fwd(out, rstd_, x, w, n, C_, cfg_.norm_eps);
+    be_.rmsnorm_fwd(out, rstd_, x, w, n, C_, cfg_.norm_eps, cfg_.norm_offset());
 }
 
 void InferenceEngine::forward(const int32_t* tokens, int n, std::vector<float>& logits, bool all_positions) {
@@ -161,6 +161,7 @@ void InferenceEngine::forward(const int32_t* tokens, int n, std::vector<float>& 
   be_.from_host(tok_, tokens, size_t(n) * sizeof(int32_t));
   // x(n, C) = wte[tok] (+ wpe[pos + t]).
   be_.embedding_fwd(x_, tok_, wte_, wpe_, 1, n, C_, 0, V_, pos_);
+  if (cfg_.embed_scale) be_.scale(x_, cfg_.embedding_multiplier(), size_t(n) * C_);
   for (int l = 0; l < L_; ++l) block(l, n);
   const int row0 = all_positions ? 0 : n - 1, rows = n - row0;
   logits.resize(size_t(rows) * V_);
@@ -180,8 +181,8 @@ void InferenceEngine::block(int l, int n) {
   const LinearPart qkv[3] = {{q_, y.wq, y.bq, HD}, {kc, y.wk, y.bk, KD}, {vc, y.wv, y.bv, KD}};
   be_.linear_fwd_group(qkv, 3, ln_, n, C_);
   if (cfg_.qk_norm) {  // each head of q and k, in place, before RoPE
-    be_.rmsnorm_fwd(q_, qk_rstd_, q_, y.q_norm, n * H_, D_, cfg_.norm_eps);
-    be_.rmsnorm_fwd(kc, qk_rstd_, kc, y.k_norm, n * Hkv_, D_, cfg_.norm_eps);
+    be_.rmsnorm_fwd(q_, qk_rstd_, q_, y.q_norm, n * H_, D_, cfg_.norm_eps, cfg_.norm_offset());
+    be_.rmsnorm_fwd(kc, qk_rstd_, kc, y.k_norm, n * Hkv_, D_, cfg_.norm_eps, cfg_.norm_offset());
   }
   if (!gpt2_) {  // (the call's context, pos + n, picks longrope's factors, as Hugging Face's per call)
     const Rope rope = cfg_.rope(pos_ + n);
@@ -202,7 +203,7 @@ void InferenceEngine::block(int l, int n) {
   } else {
     const LinearPart gate_up[2] = {{fc_, y.w_gate, nullptr, F_}, {up_, y.w_up, nullptr, F_}};
     be_.linear_fwd_group(gate_up, 2, ln_, n, C_);
-    be_.swiglu_fwd(act_, fc_, up_, nF);
+    be_.glu_fwd(act_, fc_, up_, nF, cfg_.mlp_act);
   }
   be_.linear_fwd(x_, act_, y.w_down, gpt2_ ? y.b_down : nullptr, n, C_, F_, 1.0f, nullptr);  // x += act w_down^T + b
 }
@@ -252,7 +253,7 @@ void InferenceEngine::moe_mlp(int l, int n) {
     } else {
       be_.gemm(false, true, m, F, C, 1.0f, xin, C, y.w_gate + e * FC, C, 0.0f, fc_, F);
       be_.gemm(false, true, m, F, C, 1.0f, xin, C, y.w_up + e * FC, C, 0.0f, up_, F);
-      be_.swiglu_fwd(act_, fc_, up_, size_t(m) * F);
+      be_.glu_fwd(act_, fc_, up_, size_t(m) * F, cfg_.mlp_act);
     }
     be_.gemm(false, true, m, C, F, 1.0f, act_, F, y.w_down + e * FC, F, 0.0f, yout, C);
     if (gpt2_) be_.bias_add(yout, y.b_down + size_t(e) * C, m, C);

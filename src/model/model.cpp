@@ -193,7 +193,8 @@ void Model::build_params() {
   };
   auto& P = params_;
   if (has_embedding_)
-    embedding_ = VocabParallelEmbedding(P, be_, tp_, id("model/wte"), id("model/wpe"), C_, V_, B_, cp_split_, cp_rank_);
+    embedding_ = VocabParallelEmbedding(P, be_, tp_, id("model/wte"), id("model/wpe"), C_, V_, B_, cp_split_, cp_rank_,
+                                        cfg_.embedding_multiplier());
   blocks_.resize(size_t(L_));
   moe_p_.resize(size_t(L_));
   for (int g = 0; g < n_chunks(); ++g)
@@ -447,7 +448,7 @@ void Model::norm_fwd(const Norm& n, float* out, float* mean, float* rstd, const 
   if (gpt2_)
     be_.layernorm_fwd(out, mean, rstd, x, params_.param(n.w), params_.param(n.b), N, C_, cfg_.norm_eps);
   else
-    be_.rmsnorm_fwd(out, rstd, x, params_.param(n.w), N, C_, cfg_.norm_eps);
+    be_.rmsnorm_fwd(out, rstd, x, params_.param(n.w), N, C_, cfg_.norm_eps, cfg_.norm_offset());
 }
 
 void Model::norm_bwd(const Norm& n, float* dx, const float* dout, const float* x, const float* mean,
@@ -458,7 +459,7 @@ void Model::norm_bwd(const Norm& n, float* dx, const float* dout, const float* x
   if (gpt2_)
     be_.layernorm_bwd(dx, dw, db, dout, x, params_.param(n.w), mean, rstd, N, C_);
   else
-    be_.rmsnorm_bwd(dx, dw, dout, x, params_.param(n.w), rstd, N, C_);
+    be_.rmsnorm_bwd(dx, dw, dout, x, params_.param(n.w), rstd, N, C_, cfg_.norm_offset());
 }
 
 void Model::mlp_act_fwd(Acts& a) {
@@ -466,7 +467,7 @@ void Model::mlp_act_fwd(Acts& a) {
   if (gpt2_)
     be_.gelu_fwd(a.fc_act, a.fc_pre, n);
   else
-    be_.swiglu_fwd(a.fc_act, a.fc_pre, a.fc_up, n);
+    be_.glu_fwd(a.fc_act, a.fc_pre, a.fc_up, n, cfg_.mlp_act);
 }
 
 // q and k are normalized in place, their projections' outputs kept (raw)
@@ -475,8 +476,9 @@ void Model::qk_norm_fwd(const Block& b, Acts& a, float* q, float* k) {
   const size_t nq = size_t(N_) * H_ * D_, nk = size_t(N_) * Hkv_ * D_;
   be_.copy_bytes(a.q_raw, q, nq * sizeof(float));
   be_.copy_bytes(a.k_raw, k, nk * sizeof(float));
-  be_.rmsnorm_fwd(q, a.q_rstd, a.q_raw, params_.param(b.q_norm), N_ * H_, D_, cfg_.norm_eps);
-  be_.rmsnorm_fwd(k, a.k_rstd, a.k_raw, params_.param(b.k_norm), N_ * Hkv_, D_, cfg_.norm_eps);
+  be_.rmsnorm_fwd(q, a.q_rstd, a.q_raw, params_.param(b.q_norm), N_ * H_, D_, cfg_.norm_eps, cfg_.norm_offset());
+  be_.rmsnorm_fwd(k, a.k_rstd, a.k_raw, params_.param(b.k_norm), N_ * Hkv_, D_, cfg_.norm_eps,
+                  cfg_.norm_offset());
 }
 
 // dq, dk hold the gradients of the normalized q and k (RoPE's backward done);
@@ -488,11 +490,11 @@ void Model::qk_norm_bwd(const Block& b, Acts& a) {
   const size_t nq = size_t(N_) * H_ * D_, nk = size_t(N_) * Hkv_ * D_;
   be_.fill(s.d_att, 0.0f, nq);
   be_.rmsnorm_bwd(s.d_att, qk_norm_grads_.grad(b.q_norm, 0), s.dq, a.q_raw, params_.param(b.q_norm), a.q_rstd,
-                  N_ * H_, D_);
+                  N_ * H_, D_, cfg_.norm_offset());
   be_.copy_bytes(s.dq, s.d_att, nq * sizeof(float));
   be_.fill(s.d_att, 0.0f, nk);
   be_.rmsnorm_bwd(s.d_att, qk_norm_grads_.grad(b.k_norm, 1), s.dk, a.k_raw, params_.param(b.k_norm), a.k_rstd,
-                  N_ * Hkv_, D_);
+                  N_ * Hkv_, D_, cfg_.norm_offset());
   be_.copy_bytes(s.dk, s.d_att, nk * sizeof(float));
   qk_norm_grads_.sync({b.q_norm, b.k_norm});
 }
@@ -631,7 +633,7 @@ void Model::block_bwd(int l, Acts& a, const float* in, WStash* w) {
       b.w_up.bwd_input(d_part, s.d_fc_pre, 0.0f);
     } else {
       b.w_down.bwd_input(s.d_fc_act, dy);
-      be_.swiglu_bwd(s.d_fc_pre, s.d_up, s.d_fc_act, a.fc_pre, a.fc_up, BTF);
+      be_.glu_bwd(s.d_fc_pre, s.d_up, s.d_fc_act, a.fc_pre, a.fc_up, BTF, cfg_.mlp_act);
       b.gate_up.bwd_input(d_part, {s.d_fc_pre, s.d_up}, 0.0f);
       keep(w->d_up, s.d_up, BTF);
     }
@@ -642,7 +644,7 @@ void Model::block_bwd(int l, Acts& a, const float* in, WStash* w) {
     b.w_up.bwd(d_part, s.d_fc_pre, x2, 0.0f);
   } else {
     b.w_down.bwd(s.d_fc_act, dy, a.fc_act);
-    be_.swiglu_bwd(s.d_fc_pre, s.d_up, s.d_fc_act, a.fc_pre, a.fc_up, BTF);
+    be_.glu_bwd(s.d_fc_pre, s.d_up, s.d_fc_act, a.fc_pre, a.fc_up, BTF, cfg_.mlp_act);
     b.gate_up.bwd(d_part, {s.d_fc_pre, s.d_up}, x2, 0.0f);
   }
   // The MoE layer's input gradient is whole on every tp rank (replicated

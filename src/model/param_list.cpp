@@ -27,9 +27,11 @@ void add_block_specs(const ModelConfig& cfg, const ParamRank& r, int l, float st
   auto matrix = [&](const char* name, int64_t rows, int64_t cols, float s) {
     add(name, {rows, cols}, Init::normal, s, true);
   };
-  // Norm weights and biases: no decay.
+  // Norm weights and biases: no decay. A norm's weight is drawn as 1, or as 0
+  // where it is stored as its difference from 1 (model.norm_plus_one).
   auto vec = [&](const char* name, int64_t len, Init init) { add(name, {len}, init, 0, false); };
-  vec("attn_norm/w", C, Init::ones);
+  const Init unit = cfg.norm_plus_one ? Init::zeros : Init::ones;
+  vec("attn_norm/w", C, unit);
   if (gpt2) vec("attn_norm/b", C, Init::zeros);
   matrix("attn/wq", HD, C, std);
   matrix("attn/wk", KD, C, std);
@@ -41,11 +43,11 @@ void add_block_specs(const ModelConfig& cfg, const ParamRank& r, int l, float st
     vec("attn/bv", KD, Init::zeros);
   }
   if (cfg.qk_norm) {  // Qwen3: one RMSNorm weight over every head of q, one of k
-    vec("attn/q_norm", cfg.head_dim(), Init::ones);
-    vec("attn/k_norm", cfg.head_dim(), Init::ones);
+    vec("attn/q_norm", cfg.head_dim(), unit);
+    vec("attn/k_norm", cfg.head_dim(), unit);
   }
   if (gpt2) vec("attn/bo", C, Init::zeros);
-  vec("mlp_norm/w", C, Init::ones);
+  vec("mlp_norm/w", C, unit);
   if (gpt2) vec("mlp_norm/b", C, Init::zeros);
   if (cfg.is_moe_block(l)) {
     const int etp = r.expert_tp ? r.tp : 1;
@@ -103,7 +105,7 @@ void for_each_param_spec(const ModelConfig& cfg, const ParamRank& r, const Param
     if (owns(g))
       for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) add_block_specs(cfg, r, l, std, std_out, emit);
   if (!has_head) return;
-  add("final_norm/w", {C}, Init::ones, 0, false, L + 1);
+  add("final_norm/w", {C}, cfg.norm_plus_one ? Init::zeros : Init::ones, 0, false, L + 1);
   if (gpt2) add("final_norm/b", {C}, Init::zeros, 0, false, L + 1);
   if (!cfg.tied()) {
     vocab_matrix("lm_head", L + 1);

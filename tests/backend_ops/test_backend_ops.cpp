@@ -42,6 +42,7 @@
 
 namespace {
 
+using pentad::GateAct;
 using pentad::Backend;
 using pentad::Rope;
 using pentad::RopeScaling;
@@ -485,38 +486,49 @@ TEST_P(ReferenceOps, NormLayerNorm) {
   expect_close("layernorm_bwd db (fd)", db, plus(db0, fb), kFdAtol, kFdRtol);
 }
 
+// Each case with the weight as it is (w_offset 0) and as its difference
+// from 1 (w_offset 1, Gemma's): the reference scales by w + w_offset.
 TEST_P(ReferenceOps, NormRmsNorm) {
   const int N = 5, C = 72;
   const float eps = 1e-6f;
   const Vec x = randn(N * C, 19, 1.5f, 0.3f), w = randn(C, 20, 0.5f, 1.0f);
-  Vec out(N * C), rstd(N);
-  backend().rmsnorm_fwd(out.data(), rstd.data(), x.data(), w.data(), N, C, eps);
-  expect_close("rmsnorm_fwd", out, rmsnorm_ref(to_d(x), to_d(w), N, C, eps), kAtol, kRtol);
+  for (const float off : {0.0f, 1.0f}) {
+    SCOPED_TRACE("w_offset " + std::to_string(off));
+    VecD ws = to_d(w);  // the scale the norm multiplies by
+    for (double& v : ws) v += off;
+    Vec out(N * C), rstd(N);
+    backend().rmsnorm_fwd(out.data(), rstd.data(), x.data(), w.data(), N, C, eps, off);
+    expect_close("rmsnorm_fwd", out, rmsnorm_ref(to_d(x), ws, N, C, eps), kAtol, kRtol);
 
-  const Vec R = randn(N * C, 21);
-  Vec dx = randn(N * C, 22), dw = randn(C, 23);
-  const Vec dx0 = dx, dw0 = dw;
-  backend().rmsnorm_bwd(dx.data(), dw.data(), R.data(), x.data(), w.data(), rstd.data(), N, C);
-  VecD gx(N * C), gw(C);
-  for (int n = 0; n < N; ++n) {
-    double ss = 0;
-    for (int c = 0; c < C; ++c) ss += double(x[n * C + c]) * x[n * C + c];
-    const double r = 1.0 / std::sqrt(ss / C + eps);
-    double mgx = 0;
-    for (int c = 0; c < C; ++c) {
-      mgx += double(R[n * C + c]) * w[c] * x[n * C + c] * r / C;
-      gw[c] += R[n * C + c] * x[n * C + c] * r;
+    const Vec R = randn(N * C, 21);
+    Vec dx = randn(N * C, 22), dw = randn(C, 23);
+    const Vec dx0 = dx, dw0 = dw;
+    backend().rmsnorm_bwd(dx.data(), dw.data(), R.data(), x.data(), w.data(), rstd.data(), N, C, off);
+    VecD gx(N * C), gw(C);
+    for (int n = 0; n < N; ++n) {
+      double ss = 0;
+      for (int c = 0; c < C; ++c) ss += double(x[n * C + c]) * x[n * C + c];
+      const double r = 1.0 / std::sqrt(ss / C + eps);
+      double mgx = 0;
+      for (int c = 0; c < C; ++c) {
+        mgx += double(R[n * C + c]) * ws[c] * x[n * C + c] * r / C;
+        gw[c] += R[n * C + c] * x[n * C + c] * r;
+      }
+      for (int c = 0; c < C; ++c)
+        gx[n * C + c] = r * (double(R[n * C + c]) * ws[c] - x[n * C + c] * r * mgx);
     }
-    for (int c = 0; c < C; ++c)
-      gx[n * C + c] = r * (double(R[n * C + c]) * w[c] - x[n * C + c] * r * mgx);
+    expect_close("rmsnorm_bwd dx", dx, plus(dx0, gx), kAtol, kRtol);
+    expect_close("rmsnorm_bwd dw", dw, plus(dw0, gw), kAtol, kRtol);
+    const VecD xd = to_d(x), wd = to_d(w);
+    auto scaled = [&](VecD v) {
+      for (double& e : v) e += off;
+      return v;
+    };
+    const VecD fx = fd_grad([&](const VecD& v) { return dot(rmsnorm_ref(v, ws, N, C, eps), R); }, xd);
+    const VecD fw = fd_grad([&](const VecD& v) { return dot(rmsnorm_ref(xd, scaled(v), N, C, eps), R); }, wd);
+    expect_close("rmsnorm_bwd dx (fd)", dx, plus(dx0, fx), kFdAtol, kFdRtol);
+    expect_close("rmsnorm_bwd dw (fd)", dw, plus(dw0, fw), kFdAtol, kFdRtol);
   }
-  expect_close("rmsnorm_bwd dx", dx, plus(dx0, gx), kAtol, kRtol);
-  expect_close("rmsnorm_bwd dw", dw, plus(dw0, gw), kAtol, kRtol);
-  const VecD xd = to_d(x), wd = to_d(w);
-  const VecD fx = fd_grad([&](const VecD& v) { return dot(rmsnorm_ref(v, wd, N, C, eps), R); }, xd);
-  const VecD fw = fd_grad([&](const VecD& v) { return dot(rmsnorm_ref(xd, v, N, C, eps), R); }, wd);
-  expect_close("rmsnorm_bwd dx (fd)", dx, plus(dx0, fx), kFdAtol, kFdRtol);
-  expect_close("rmsnorm_bwd dw (fd)", dw, plus(dw0, fw), kFdAtol, kFdRtol);
 }
 
 // ----------------------------------------------------------- activations ----
@@ -549,26 +561,31 @@ TEST_P(ReferenceOps, ActivationGelu) {
   expect_close("gelu_bwd (fd)", dx, fd, 1e-5, 1e-4);
 }
 
-TEST_P(ReferenceOps, ActivationSwiGlu) {
+// A gated unit, act(gate) * up: SwiGLU (SiLU) and GeGLU (GELU, tanh form).
+TEST_P(ReferenceOps, ActivationGatedUnits) {
   const size_t n = 2000;
   const Vec gate = randn(n, 27, 3.0f), up = randn(n, 28);
-  Vec out(n);
-  backend().swiglu_fwd(out.data(), gate.data(), up.data(), n);
-  VecD ref(n);
-  for (size_t i = 0; i < n; ++i) ref[i] = silu_ref(gate[i]) * up[i];
-  expect_close("swiglu_fwd", out, ref, 1e-6, 1e-5);
+  for (const GateAct act : {GateAct::silu, GateAct::gelu_tanh}) {
+    const std::string name = act == GateAct::silu ? "swiglu" : "geglu";
+    auto f = [&](double g) { return act == GateAct::silu ? silu_ref(g) : gelu_ref(g); };
+    Vec out(n);
+    backend().glu_fwd(out.data(), gate.data(), up.data(), n, act);
+    VecD ref(n);
+    for (size_t i = 0; i < n; ++i) ref[i] = f(gate[i]) * up[i];
+    expect_close(name + " fwd", out, ref, 1e-6, 1e-5);
 
-  const Vec R = randn(n, 29);
-  Vec dgate = randn(n, 30), dup = randn(n, 31);
-  backend().swiglu_bwd(dgate.data(), dup.data(), R.data(), gate.data(), up.data(), n);
-  VecD fg(n), fu(n);
-  for (size_t i = 0; i < n; ++i) {
-    const double h = 1e-5;
-    fg[i] = R[i] * up[i] * (silu_ref(gate[i] + h) - silu_ref(gate[i] - h)) / (2 * h);
-    fu[i] = R[i] * silu_ref(gate[i]);
+    const Vec R = randn(n, 29);
+    Vec dgate = randn(n, 30), dup = randn(n, 31);
+    backend().glu_bwd(dgate.data(), dup.data(), R.data(), gate.data(), up.data(), n, act);
+    VecD fg(n), fu(n);
+    for (size_t i = 0; i < n; ++i) {
+      const double h = 1e-5;
+      fg[i] = R[i] * up[i] * (f(gate[i] + h) - f(gate[i] - h)) / (2 * h);
+      fu[i] = R[i] * f(gate[i]);
+    }
+    expect_close(name + " bwd dgate (fd)", dgate, fg, 1e-5, 1e-4);
+    expect_close(name + " bwd dup", dup, fu, 1e-6, 1e-5);
   }
-  expect_close("swiglu_bwd dgate (fd)", dgate, fg, 1e-5, 1e-4);
-  expect_close("swiglu_bwd dup", dup, fu, 1e-6, 1e-5);
 }
 
 // ------------------------------------------------------------------ rope ----
@@ -1496,9 +1513,9 @@ TEST_P(OpsVsCpu, HeldBf16Activations) {
   const Vec g_act = held_down(d_act);
   near_rounded("held: GELU", g_act, act);
   float* d_sw = held();
-  gpu_->swiglu_fwd(d_sw, up(gate), up(upv), NF);
+  gpu_->glu_fwd(d_sw, up(gate), up(upv), NF, GateAct::silu);
   Vec sw(NF);
-  cpu_->swiglu_fwd(sw.data(), gate.data(), upv.data(), NF);
+  cpu_->glu_fwd(sw.data(), gate.data(), upv.data(), NF, GateAct::silu);
   for (float& v : sw) v = pentad::round_bf16(v);
   near_rounded("held: SwiGLU", held_down(d_sw), sw);
   // The activations' inputs held (the GELU input; SwiGLU's gate and up): a
@@ -1514,8 +1531,8 @@ TEST_P(OpsVsCpu, HeldBf16Activations) {
       float* o = up(Vec(5 * NF));
       gpu_->gelu_fwd(o, a, NF);
       gpu_->gelu_bwd(o + NF, d_dout, a, NF);
-      gpu_->swiglu_fwd(o + 2 * NF, a, b, NF);
-      gpu_->swiglu_bwd(o + 3 * NF, o + 4 * NF, d_dout, a, b, NF);
+      gpu_->glu_fwd(o + 2 * NF, a, b, NF, GateAct::silu);
+      gpu_->glu_bwd(o + 3 * NF, o + 4 * NF, d_dout, a, b, NF, GateAct::silu);
       return down(o, 5 * NF);
     };
     const Vec from_fp32 = outputs(g32, u32);
@@ -1523,8 +1540,8 @@ TEST_P(OpsVsCpu, HeldBf16Activations) {
     Vec c(5 * NF);
     cpu_->gelu_fwd(c.data(), gate.data(), NF);
     cpu_->gelu_bwd(c.data() + NF, dout.data(), gate.data(), NF);
-    cpu_->swiglu_fwd(c.data() + 2 * NF, gate.data(), upv.data(), NF);
-    cpu_->swiglu_bwd(c.data() + 3 * NF, c.data() + 4 * NF, dout.data(), gate.data(), upv.data(), NF);
+    cpu_->glu_fwd(c.data() + 2 * NF, gate.data(), upv.data(), NF, GateAct::silu);
+    cpu_->glu_bwd(c.data() + 3 * NF, c.data() + 4 * NF, dout.data(), gate.data(), upv.data(), NF, GateAct::silu);
     compare("held: the activations from rounded inputs, against the CPU", from_fp32, c, 1e-5, 1e-5);
   }
   // The norms into held buffers (N rows of F: the shapes need not be the model's).
@@ -1537,8 +1554,8 @@ TEST_P(OpsVsCpu, HeldBf16Activations) {
   near_rounded("held: layernorm_fwd", held_down(d_ln), ln);
   compare("held: layernorm_fwd rstd", down(d_rstd, N), rstd);
   float* d_rms = held();
-  gpu_->rmsnorm_fwd(d_rms, d_rstd, up(gate), up(nw), N, F, 1e-5f);
-  cpu_->rmsnorm_fwd(ln.data(), rstd.data(), gate.data(), nw.data(), N, F, 1e-5f);
+  gpu_->rmsnorm_fwd(d_rms, d_rstd, up(gate), up(nw), N, F, 1e-5f, 0.0f);
+  cpu_->rmsnorm_fwd(ln.data(), rstd.data(), gate.data(), nw.data(), N, F, 1e-5f, 0.0f);
   for (float& v : ln) v = pentad::round_bf16(v);
   near_rounded("held: rmsnorm_fwd", held_down(d_rms), ln);
   // The GEMMs reading the held GELU output, against the CPU's on the same values.
@@ -1954,12 +1971,13 @@ TEST_P(OpsVsCpu, LayerNormAndRmsNorm) {
     compare("layernorm_bwd dw" + tag, down(d_dw, C), dw, 1e-4, 1e-4);
     compare("layernorm_bwd db" + tag, down(d_db, C), dbb, 1e-4, 1e-4);
 
-    cpu_->rmsnorm_fwd(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
-    gpu_->rmsnorm_fwd(d_out, d_rstd, d_x, d_w, N, C, 1e-5f);
+    const float off = C == 97 ? 1.0f : 0.0f;  // one width with Gemma's 1 + w
+    cpu_->rmsnorm_fwd(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f, off);
+    gpu_->rmsnorm_fwd(d_out, d_rstd, d_x, d_w, N, C, 1e-5f, off);
     compare("rmsnorm_fwd out" + tag, down(d_out, out.size()), out);
     compare("rmsnorm_fwd rstd" + tag, down(d_rstd, N), rstd);
-    cpu_->rmsnorm_bwd(dx.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C);
-    gpu_->rmsnorm_bwd(d_dx, d_dw, d_g, d_x, d_w, d_rstd, N, C);
+    cpu_->rmsnorm_bwd(dx.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), N, C, off);
+    gpu_->rmsnorm_bwd(d_dx, d_dw, d_g, d_x, d_w, d_rstd, N, C, off);
     compare("rmsnorm_bwd dx" + tag, down(d_dx, dx.size()), dx);
     compare("rmsnorm_bwd dw" + tag, down(d_dw, C), dw, 1e-4, 1e-4);
   }
@@ -1979,13 +1997,16 @@ TEST_P(OpsVsCpu, GeluAndSwiglu) {
   cpu_->gelu_bwd(dx.data(), g.data(), x.data(), n);
   gpu_->gelu_bwd(d_dx, d_g, d_x, n);
   compare("gelu_bwd", down(d_dx, n), dx, 1e-6, 1e-5);
-  cpu_->swiglu_fwd(out.data(), x.data(), up_.data(), n);
-  gpu_->swiglu_fwd(d_out, d_x, d_up, n);
-  compare("swiglu_fwd", down(d_out, n), out, 1e-6, 1e-5);
-  cpu_->swiglu_bwd(dx.data(), dup.data(), g.data(), x.data(), up_.data(), n);
-  gpu_->swiglu_bwd(d_dx, d_dup, d_g, d_x, d_up, n);
-  compare("swiglu_bwd dgate", down(d_dx, n), dx, 1e-6, 1e-5);
-  compare("swiglu_bwd dup", down(d_dup, n), dup, 1e-6, 1e-5);
+  for (const GateAct act : {GateAct::silu, GateAct::gelu_tanh}) {
+    const std::string name = act == GateAct::silu ? "swiglu" : "geglu";
+    cpu_->glu_fwd(out.data(), x.data(), up_.data(), n, act);
+    gpu_->glu_fwd(d_out, d_x, d_up, n, act);
+    compare(name + " fwd", down(d_out, n), out, 1e-6, 1e-5);
+    cpu_->glu_bwd(dx.data(), dup.data(), g.data(), x.data(), up_.data(), n, act);
+    gpu_->glu_bwd(d_dx, d_dup, d_g, d_x, d_up, n, act);
+    compare(name + " bwd dgate", down(d_dx, n), dx, 1e-6, 1e-5);
+    compare(name + " bwd dup", down(d_dup, n), dup, 1e-6, 1e-5);
+  }
 }
 
 // ------------------------------------------------------------------ rope ----

@@ -261,6 +261,13 @@ pentad_parity_test(cp2_tp2_rope_longrope llama 4 "${LONGROPE}" "${LONGROPE} --se
 # zig-zag cp and tp with sp.
 set(PARTIAL "--set model.rotary_dim=4")
 pentad_parity_test(cp2_tp2_sp_partial_rotary llama 4 "${PARTIAL}" "${PARTIAL} --set parallel.cp=2 --set parallel.tp=2 --set parallel.sp=true")
+# Gemma (GeGLU, RMSNorms scaling by 1 + w, embeddings times sqrt(d_model),
+# a tied head): the scaled embedding on the first pipeline stage, the tied
+# copy of wte unscaled in the last stage's head, under tp with sp; and the
+# GeGLU experts under ep with ZeRO-2.
+set(GEMMA "--set model.mlp_act=gelu_tanh --set model.norm_plus_one=true --set model.embed_scale=true --set model.tied_embeddings=true")
+pentad_parity_test(tp2_pp2_sp_gemma llama 4 "${GEMMA} --set train.grad_accum=2" "${GEMMA} --set train.grad_accum=2 --set parallel.tp=2 --set parallel.pp=2 --set parallel.sp=true")
+pentad_parity_test(dp2_ep2_zero2_gemma moe_llama 2 "${GEMMA} --set train.grad_accum=2" "${GEMMA} --set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=2")
 
 # Ring attention recomputes its probabilities in every policy: none,
 # selective and full stay bitwise identical under cp.

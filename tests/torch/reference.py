@@ -120,6 +120,13 @@ def param_shapes(m):
     return s
 
 
+def gate_act(m):
+    """The gated MLP's activation (model.mlp_act): SiLU, or Gemma's tanh GELU."""
+    if m.get("mlp_act", "silu") == "gelu_tanh":
+        return lambda x: F.gelu(x, approximate="tanh")
+    return F.silu
+
+
 def is_moe_block(m, i):
     return m.get("n_experts", 0) > 0 and (i + 1) % m["moe_every"] == 0
 
@@ -161,7 +168,7 @@ def moe(p, m, a, h, aux):
             u = F.gelu(xe @ p[xp + "w_up"][e].T + p[xp + "b_up"][e], approximate="tanh")
             y = u @ p[xp + "w_down"][e].T + p[xp + "b_down"][e]
         else:
-            u = F.silu(xe @ p[xp + "w_gate"][e].T) * (xe @ p[xp + "w_up"][e].T)
+            u = gate_act(m)(xe @ p[xp + "w_gate"][e].T) * (xe @ p[xp + "w_up"][e].T)
             y = u @ p[xp + "w_down"][e].T
         out = out.index_add(0, torch.from_numpy(rows), w[rows, js][:, None] * y)
     P = probs.view(B, T, E).mean(1)                                    # (B, E)
@@ -277,16 +284,21 @@ def forward(p, m, tokens, aux=None, prompt_len=None):
     def rms(x):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 
+    # Gemma (model.norm_plus_one): an RMSNorm scales by 1 + its weight.
+    unit = 1.0 if m.get("norm_plus_one") else 0.0
+
     def norm(x, pre):
         if gpt2:
             return F.layer_norm(x, (C,), p[pre + "/w"], p[pre + "/b"], eps)
-        return rms(x) * p[pre + "/w"]
+        return rms(x) * (unit + p[pre + "/w"])
 
     def lin(x, w, b=None):
         y = x @ p[w].T
         return y + p[b] if b is not None else y
 
     x = p["model/wte"][tokens]
+    if m.get("embed_scale"):  # Gemma: the embeddings times sqrt(d_model), in the head unscaled
+        x = x * math.sqrt(C)
     if gpt2:
         x = x + p["model/wpe"][:T][None]
     for i in range(m["n_layers"]):
@@ -298,8 +310,8 @@ def forward(p, m, tokens, aux=None, prompt_len=None):
         k = lin(h, a + "attn/wk", bias("bk")).view(B, T, Hkv, D)
         v = lin(h, a + "attn/wv", bias("bv")).view(B, T, Hkv, D)
         if m.get("qk_norm"):  # Qwen3: each head of q and k RMS-normalized before RoPE
-            q = rms(q) * p[a + "attn/q_norm"]
-            k = rms(k) * p[a + "attn/k_norm"]
+            q = rms(q) * (unit + p[a + "attn/q_norm"])
+            k = rms(k) * (unit + p[a + "attn/k_norm"])
         if not gpt2:
             q, k = rope(q, m, prompt_len), rope(k, m, prompt_len)
         x = x + lin(attention(q, k, v), a + "attn/wo", a + "attn/bo" if gpt2 else None)
@@ -310,7 +322,7 @@ def forward(p, m, tokens, aux=None, prompt_len=None):
             u = F.gelu(lin(h, a + "mlp/w_up", a + "mlp/b_up"), approximate="tanh")
             x = x + lin(u, a + "mlp/w_down", a + "mlp/b_down")
         else:
-            u = F.silu(lin(h, a + "mlp/w_gate")) * lin(h, a + "mlp/w_up")
+            u = gate_act(m)(lin(h, a + "mlp/w_gate")) * lin(h, a + "mlp/w_up")
             x = x + lin(u, a + "mlp/w_down")
     x = norm(x, "model/final_norm")
     head = p["model/wte"] if m["tied_embeddings"] else p["model/lm_head"]

@@ -62,8 +62,10 @@ endforeach()
 
 # A head dimension of its own (model.head_dim = 16 in a 32-wide model of 4
 # heads: q and the attention output 64 wide), and Qwen3 (the same heads with
-# an RMSNorm over each head of q and k before RoPE, model.qk_norm).
-foreach(model headdim qwen3)
+# an RMSNorm over each head of q and k before RoPE, model.qk_norm), and Gemma
+# (gemma_tiny.toml: GeGLU, RMSNorms scaling by 1 + w, scaled embeddings, one
+# key/value head, a tied head).
+foreach(model headdim qwen3 gemma)
   foreach(recompute none full)
     add_test(NAME torch_parity_${model}_${recompute}
       COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_parity.sh ${CMAKE_CURRENT_LIST_DIR}/${model}_tiny.toml ${recompute})

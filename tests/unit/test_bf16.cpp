@@ -343,15 +343,15 @@ TEST(Bf16, HeldActivationWrittenRoundedAndReadInPlace) {
   be->gelu_fwd(act, x.v.data(), NF);
   be->gelu_fwd(plain, x.v.data(), NF);
   check_written("gelu_fwd");
-  be->swiglu_fwd(act, g.v.data(), x.v.data(), NF);
-  be->swiglu_fwd(plain, g.v.data(), x.v.data(), NF);
+  be->glu_fwd(act, g.v.data(), x.v.data(), NF, pentad::GateAct::silu);
+  be->glu_fwd(plain, g.v.data(), x.v.data(), NF, pentad::GateAct::silu);
   check_written("swiglu_fwd");
   std::vector<float> mean(N), rstd(N);
   be->layernorm_fwd(act, mean.data(), rstd.data(), x.v.data(), g.v.data(), g.v.data() + F, N, F, 1e-5f);
   be->layernorm_fwd(plain, mean.data(), rstd.data(), x.v.data(), g.v.data(), g.v.data() + F, N, F, 1e-5f);
   check_written("layernorm_fwd");
-  be->rmsnorm_fwd(act, rstd.data(), x.v.data(), g.v.data(), N, F, 1e-5f);
-  be->rmsnorm_fwd(plain, rstd.data(), x.v.data(), g.v.data(), N, F, 1e-5f);
+  be->rmsnorm_fwd(act, rstd.data(), x.v.data(), g.v.data(), N, F, 1e-5f, 0.0f);
+  be->rmsnorm_fwd(plain, rstd.data(), x.v.data(), g.v.data(), N, F, 1e-5f, 0.0f);
   check_written("rmsnorm_fwd");
   std::vector<float> y(NF);
   be->linear_fwd(y.data(), g.v.data(), wf.v.data(), nullptr, N, F, F, 0.0f, act);  // (N,F) (F,F)^T
@@ -446,8 +446,8 @@ TEST(Bf16, ActivationsReadTheirInputsRounded) {
     std::vector<float> o(5 * n);
     be->gelu_fwd(o.data(), a, n);
     be->gelu_bwd(o.data() + n, d.v.data(), a, n);
-    be->swiglu_fwd(o.data() + 2 * n, a, b, n);
-    be->swiglu_bwd(o.data() + 3 * n, o.data() + 4 * n, d.v.data(), a, b, n);
+    be->glu_fwd(o.data() + 2 * n, a, b, n, pentad::GateAct::silu);
+    be->glu_bwd(o.data() + 3 * n, o.data() + 4 * n, d.v.data(), a, b, n, pentad::GateAct::silu);
     return o;
   };
   EXPECT_NE(outputs(x.v.data(), u.v.data()), outputs(xr.data(), ur.data())) << "fp32 reads the inputs as they are";

@@ -794,7 +794,7 @@ TEST(Config, EveryResolvedKeyIsSettable) {
     if (section == "data" && line.rfind("train", 0) == 0) value = "tok/x.bin";  // has escapes
     sets.push_back((section.empty() ? "" : section + ".") + line.substr(0, eq) + "=" + value);
   }
-  EXPECT_EQ(sets.size(), 94u);  // 1 top-level + 35 model + 16 parallel + 24 train + 7 data + 6 checkpoint + 5 log
+  EXPECT_EQ(sets.size(), 97u);  // 1 top-level + 38 model + 16 parallel + 24 train + 7 data + 6 checkpoint + 5 log
   Config expected = c;
   expected.data.train = "tok/x.bin";
   expected.resolved_toml = pentad::config_to_toml(expected);

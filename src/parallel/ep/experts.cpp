@@ -50,7 +50,7 @@ void MoeLayer::experts_fwd(MoeCtx& c, const MoeParams& p) {
                c.u + size_t(r0) * F, F);
     }
   });
-  if (!gpt2_) be_.swiglu_fwd(c.a, c.h, c.u, size_t(R) * F);
+  if (!gpt2_) be_.glu_fwd(c.a, c.h, c.u, size_t(R) * F, act_);
   for_segments(c.recv_seg, ep_size_, E_local_, [&](int e, int r0, int n) {
     be_.gemm(false, true, n, C, F, 1.0f, c.a + size_t(r0) * F, F, experts_.param(p.w_down) + e * FC, F,
              0.0f, c.y + size_t(r0) * C, C);
@@ -70,7 +70,7 @@ void MoeLayer::experts_bwd(MoeCtx& c, const MoeParams& p, const float* dyr, floa
   const size_t FC = size_t(F) * C;
   const size_t n_hidden = std::max<size_t>(buffers(c).hidden, 1);
   // GPT-2 goes from dL/d(expert output) to dL/dh in one op per expert
-  // (linear_bwd_input_gelu); SwiGLU keeps dL/da.
+  // (linear_bwd_input_gelu); the gated unit keeps dL/da.
   float* da = gpt2_ ? nullptr : be_.alloc(n_hidden, Mem::scratch);  // (R, F)
   float* dh = be_.alloc(n_hidden, Mem::scratch);                    // (R, F)
   float* du = gpt2_ ? nullptr : be_.alloc(n_hidden, Mem::scratch);  // (R, F)
@@ -86,7 +86,7 @@ void MoeLayer::experts_bwd(MoeCtx& c, const MoeParams& p, const float* dyr, floa
              experts_.grad(p.w_down) + e * FC, F);
     if (gpt2_) be_.bias_bwd(experts_.grad(p.b_down) + size_t(e) * C, dy, n, C);
   });
-  if (!gpt2_) be_.swiglu_bwd(dh, du, da, c.h, c.u, size_t(R) * F);
+  if (!gpt2_) be_.glu_bwd(dh, du, da, c.h, c.u, size_t(R) * F, act_);
   for_segments(c.recv_seg, ep_size_, E_local_, [&](int e, int r0, int n) {
     const float* xr = c.xr + size_t(r0) * C;
     const float* g = dh + size_t(r0) * F;

@@ -221,6 +221,7 @@ class MoeLayer {
   int tp_size_ = 1, tp_rank_ = 0;
   int E_, E_local_, k_, C_, F_, T_;  // F_: this rank's d_ff columns of each expert (d_ff / tp with expert_tp)
   bool gpt2_;
+  GateAct act_ = GateAct::silu;  // the gated experts' activation (model.mlp_act)
 };
 
 }  // namespace pentad

@@ -42,6 +42,7 @@ MoeLayer::MoeLayer(const ModelConfig& cfg, Backend& be, ParamStore& dense, Param
   F_ = cfg.d_ff / tp_size_;
   T_ = cfg.seq_len;
   gpt2_ = cfg.family == Family::gpt2;
+  act_ = cfg.mlp_act;
 }
 
 std::vector<ParamSpec> moe_param_specs(const ModelConfig& cfg, const std::string& prefix, const ExpertCut& cut,

@@ -12,9 +12,11 @@ namespace pentad {
 
 VocabParallelEmbedding::VocabParallelEmbedding(ParamStore& params, Backend& be, const TpRegions& tp,
                                                ParamId wte, ParamId wpe, int n_embd, int vocab_local,
-                                               int micro_batch, const CpSplit& cp_split, int cp_rank)
+                                               int micro_batch, const CpSplit& cp_split, int cp_rank,
+                                               float multiplier)
     : params_(&params), be_(&be), tp_(&tp), wte_(wte), wpe_(wpe), C_(n_embd), V_(vocab_local),
-      B_(micro_batch), vocab_start_(tp.rank() * vocab_local), cp_rank_(cp_rank), cp_split_(cp_split) {}
+      B_(micro_batch), vocab_start_(tp.rank() * vocab_local), cp_rank_(cp_rank), multiplier_(multiplier),
+      cp_split_(cp_split) {}
 
 void VocabParallelEmbedding::fwd(float* out, const int32_t* tokens, float* part) const {
   const float* wpe = tp_->rank() == 0 ? params_->param(wpe_) : nullptr;
@@ -26,12 +28,15 @@ void VocabParallelEmbedding::fwd(float* out, const int32_t* tokens, float* part)
     be_->embedding_fwd(rows + row * C_, tokens + row, params_->param(wte_), wpe, B_, m, C_, vocab_start_,
                        V_, cp_split_.chunk_start(cp_rank_, c));
   }
-  if (!tp_->split()) return;
-  const float* sum = tp_->leave_fwd(part, out);
-  if (sum != out) be_->copy_bytes(out, sum, size_t(tp_->n_rows_local()) * C_ * sizeof(float));
+  if (tp_->split()) {
+    const float* sum = tp_->leave_fwd(part, out);
+    if (sum != out) be_->copy_bytes(out, sum, size_t(tp_->n_rows_local()) * C_ * sizeof(float));
+  }
+  if (multiplier_ != 1.0f) be_->scale(out, multiplier_, size_t(tp_->n_rows_local()) * C_);
 }
 
-void VocabParallelEmbedding::bwd(const float* dy_local, float* dy_full, const int32_t* tokens) const {
+void VocabParallelEmbedding::bwd(float* dy_local, float* dy_full, const int32_t* tokens) const {
+  if (multiplier_ != 1.0f) be_->scale(dy_local, multiplier_, size_t(tp_->n_rows_local()) * C_);
   const float* dy = tp_->leave_bwd(dy_local, dy_full);  // (N, C)
   const int m = cp_split_.chunk_len();
   for (int c = 0; c < cp_split_.n_chunks(); ++c) {

@@ -21,20 +21,24 @@ class VocabParallelEmbedding {
  public:
   VocabParallelEmbedding() = default;  // not held on this rank
   // wte: (V/tp, C); wpe: (seq_len, C), replicated, or none (RoPE models).
+  // multiplier: the token rows scaled by it (Gemma's sqrt(C); 1 = none).
   VocabParallelEmbedding(ParamStore& params, Backend& be, const TpRegions& tp, ParamId wte, ParamId wpe,
-                         int n_embd, int vocab_local, int micro_batch, const CpSplit& cp_split, int cp_rank);
+                         int n_embd, int vocab_local, int micro_batch, const CpSplit& cp_split, int cp_rank,
+                         float multiplier = 1.0f);
 
   ParamId wte() const { return wte_; }
 
-  // out (Nl, C) = wte[tokens] + wpe[positions]; tokens: (N) ids on the
+  // out (Nl, C) = multiplier wte[tokens] + wpe[positions] (the multiplier
+  // with RoPE models only, which have no wpe); tokens: (N) ids on the
   // device; part: (N, C) scratch (tp > 1). The positions are added by tp
   // rank 0 only, so the reduction adds them once. Collective over tp.
   void fwd(float* out, const int32_t* tokens, float* part) const;
   // dwte, dwpe += scatter of dy (Nl, C) over the tokens (and positions).
   // All rows are needed: the vocab slice needs every token's gradient, and
   // the replicated positions get the same gradient on every tp rank.
-  // dy_full: (N, C) scratch (sp). Collective over tp with sp.
-  void bwd(const float* dy_local, float* dy_full, const int32_t* tokens) const;
+  // dy_full: (N, C) scratch (sp). dy_local is scaled in place by the
+  // multiplier first. Collective over tp with sp.
+  void bwd(float* dy_local, float* dy_full, const int32_t* tokens) const;
 
  private:
   ParamStore* params_ = nullptr;
@@ -42,6 +46,7 @@ class VocabParallelEmbedding {
   const TpRegions* tp_ = nullptr;
   ParamId wte_, wpe_;
   int C_ = 0, V_ = 0, B_ = 0, vocab_start_ = 0, cp_rank_ = 0;
+  float multiplier_ = 1.0f;
   CpSplit cp_split_;
 };
 

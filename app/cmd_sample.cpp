@@ -221,9 +221,18 @@ void apply_generation_defaults(const CLI::App& cmd, const hf::GenerationDefaults
 // H=16x128 E=128 top-8 rope=yarn x4 of 32768 V=151936 seq_len=40960"
 // ("rotary=96/128" after the heads for a partial rotary).
 std::string model_description(const ModelConfig& mc) {
-  std::string family = mc.family == Family::gpt2 ? "gpt2" : "llama";
-  if (mc.family == Family::llama && (mc.has_qkv_bias() || mc.qk_norm))
-    family += mc.qk_norm ? (mc.has_qkv_bias() ? " (q/k/v biases, q/k norms)" : " (q/k norms)") : " (q/k/v biases)";
+  std::string family = mc.family == Family::gpt2 ? "gpt2" : "llama", parts;
+  const auto part = [&](bool on, const char* what) {
+    if (on) parts += (parts.empty() ? "" : ", ") + std::string(what);
+  };
+  if (mc.family == Family::llama) {
+    part(mc.has_qkv_bias(), "q/k/v biases");
+    part(mc.qk_norm, "q/k norms");
+    part(mc.mlp_act == GateAct::gelu_tanh, "GeGLU");  // Gemma's three
+    part(mc.norm_plus_one, "norms 1 + w");
+    part(mc.embed_scale, "embeddings x sqrt(C)");
+  }
+  if (!parts.empty()) family += " (" + parts + ")";
   std::string heads =
       int64_t(mc.head_dim()) * mc.n_heads != mc.d_model ? " H=" + std::to_string(mc.n_heads) + "x" +
                                                                std::to_string(mc.head_dim())

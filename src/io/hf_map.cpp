@@ -7,7 +7,9 @@
 // Qwen3MoeForCausalLM (Qwen3's attention; mlp.gate,
 // mlp.experts.{e}.gate_proj/up_proj/down_proj) and Phi3ForCausalLM (Llama's
 // modules with q/k/v fused in self_attn.qkv_proj and gate/up in
-// mlp.gate_up_proj, concatenated along the output rows).
+// mlp.gate_up_proj, concatenated along the output rows) and GemmaForCausalLM
+// (Llama's modules and names; GeGLU, RMSNorms scaling by 1 + w, scaled
+// embeddings).
 #include "io/hf_map.hpp"
 
 #include <algorithm>
@@ -235,6 +237,27 @@ std::string z_loss_note(const ModelConfig& m, const std::string& family) {
                            : std::string();
 }
 
+// A Llama with any of Gemma's three keys: GemmaForCausalLM when it has all
+// three and nothing Gemma's class lacks, else an InputError naming why.
+Arch gemma_arch(const ModelConfig& m, const std::string& what) {
+  const bool all = m.mlp_act == GateAct::gelu_tanh && m.norm_plus_one && m.embed_scale;
+  if (!all)
+    throw InputError(what + ": model.mlp_act = \"" + deck_name(m.mlp_act) + "\", model.norm_plus_one = " +
+                     (m.norm_plus_one ? "true" : "false") + ", model.embed_scale = " +
+                     (m.embed_scale ? "true" : "false") +
+                     ": no Hugging Face class has this mix (GemmaForCausalLM has \"gelu_tanh\" and both true, "
+                     "LlamaForCausalLM \"silu\" and both false)");
+  std::string lacks;
+  if (m.qk_norm) lacks = "model.qk_norm (q/k norms)";
+  else if (m.has_qkv_bias()) lacks = "model.qkv_bias (q/k/v biases)";
+  else if (m.n_experts > 0) lacks = "model.n_experts (a mixture of experts)";
+  else if (m.rope_scaling != RopeScaling::none)
+    lacks = std::string("model.rope_scaling = \"") + deck_name(m.rope_scaling) + "\" (pentad writes Gemma's plain RoPE)";
+  else if (m.rotary_channels() < m.head_dim()) lacks = "model.rotary_dim (RoPE on part of a head)";
+  if (!lacks.empty()) throw InputError(what + ": GemmaForCausalLM has no " + lacks);
+  return Arch::gemma;
+}
+
 }  // namespace
 
 const char* arch_class(Arch a) {
@@ -246,11 +269,13 @@ const char* arch_class(Arch a) {
     case Arch::qwen3: return "Qwen3ForCausalLM";
     case Arch::qwen3_moe: return "Qwen3MoeForCausalLM";
     case Arch::phi3: return "Phi3ForCausalLM";
+    case Arch::gemma: return "GemmaForCausalLM";
   }
   return "?";
 }
 
 Arch arch_of(const ModelConfig& m, const std::string& what, std::vector<std::string>* notes) {
+  if (m.mlp_act != GateAct::silu || m.norm_plus_one || m.embed_scale) return gemma_arch(m, what);
   if (m.qk_norm && m.has_qkv_bias())
     throw InputError(what + ": model.qk_norm with model.qkv_bias: Qwen3ForCausalLM's attention biases (its "
                             "attention_bias) are on every projection, pentad's on q, k and v only, so this model has "
@@ -338,7 +363,7 @@ std::vector<Rule> rules(const ModelConfig& m, Arch a) {
     gpt2_rules(b);
   else
     llama_rules(b, a == Arch::mixtral ? MoeNames::mixtral : a == Arch::qwen3_moe ? MoeNames::qwen3 : MoeNames::none,
-                a == Arch::qwen2, a == Arch::qwen3 || a == Arch::qwen3_moe, a == Arch::phi3);
+                a == Arch::qwen2, a == Arch::qwen3 || a == Arch::qwen3_moe, a == Arch::phi3);  // (gemma: Llama's)
   return b.out;
 }
 
@@ -426,6 +451,7 @@ std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, 
                     : a == Arch::qwen3     ? "qwen3"
                     : a == Arch::qwen3_moe ? "qwen3_moe"
                     : a == Arch::phi3      ? "phi3"
+                    : a == Arch::gemma     ? "gemma"
                                            : "llama";
   j["hidden_size"] = m.d_model;
   j["intermediate_size"] = m.d_ff;
@@ -433,7 +459,9 @@ std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, 
   j["num_attention_heads"] = m.n_heads;
   j["num_key_value_heads"] = m.n_kv_heads;
   j["head_dim"] = m.head_dim();
-  j["hidden_act"] = "silu";
+  // Gemma's GELU in both keys: transformers 4.x reads hidden_activation, 5 hidden_act.
+  j["hidden_act"] = a == Arch::gemma ? "gelu_pytorch_tanh" : "silu";
+  if (a == Arch::gemma) j["hidden_activation"] = "gelu_pytorch_tanh";
   // YaRN's context, factor x original context, also when the deck trains a
   // shorter one: some transformers 4.x versions take YaRN's factor as
   // max_position_embeddings / original_max_position_embeddings.
@@ -469,6 +497,8 @@ std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, 
   if (a == Arch::llama) {
     j["attention_bias"] = false;
     j["mlp_bias"] = false;
+  } else if (a == Arch::gemma) {
+    j["attention_bias"] = false;
   } else if (a == Arch::phi3) {  // (Phi3Config's keys: no biases, no window)
     j["original_max_position_embeddings"] =
         m.rope_scaling == RopeScaling::longrope ? m.rope_original_context : m.seq_len;
@@ -791,10 +821,11 @@ std::string config_arch(const json& j, const std::string& where, std::string* cl
   else if (*cls == "Qwen3ForCausalLM") *a = Arch::qwen3;
   else if (*cls == "Qwen3MoeForCausalLM") *a = Arch::qwen3_moe;
   else if (*cls == "Phi3ForCausalLM") *a = Arch::phi3;
+  else if (*cls == "GemmaForCausalLM") *a = Arch::gemma;
   else
     return where + ": architecture \"" + *cls +
            "\" is not one pentad reads (GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, "
-           "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Phi3ForCausalLM)";
+           "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Phi3ForCausalLM, GemmaForCausalLM)";
   return {};
 }
 
@@ -837,9 +868,37 @@ std::string rotary_of_config(const json& j, const std::string& where, const std:
   return {};
 }
 
+// GemmaConfig's defaults where they differ from LlamaConfig's: heads of
+// 256, 8192 positions, a tied head, the tanh GELU.
+constexpr double kGemmaHeadDim = 256, kGemmaPositions = 8192;
+
 // The head_dim a missing (or null) "head_dim" stands for.
 int64_t head_dim_default(const std::string& cls, int64_t hidden, int64_t heads) {
-  return cls == "Qwen3ForCausalLM" ? int64_t(kQwen3HeadDim) : heads > 0 ? hidden / heads : 0;
+  if (cls == "Qwen3ForCausalLM") return int64_t(kQwen3HeadDim);
+  if (cls == "GemmaForCausalLM") return int64_t(kGemmaHeadDim);
+  return heads > 0 ? hidden / heads : 0;
+}
+
+// The gated MLP's activation of a Llama-family config.json, into *act: SiLU
+// ("silu") for every class but Gemma's, whose GELU is the tanh form. Gemma's
+// is named by "hidden_activation" where given (transformers 4.x reads it),
+// else by "hidden_act" (transformers 5 reads only that), else GemmaConfig's
+// default (the tanh form): "gelu_pytorch_tanh" or "gelu_new"; and "gelu" in
+// "hidden_act" (Gemma's published files) is read as the tanh form too, as
+// transformers 4.x reads such a file and as Gemma was trained. "" or the
+// message.
+std::string gate_act_of_config(const json& j, const std::string& where, Arch a, GateAct* act) {
+  *act = a == Arch::gemma ? GateAct::gelu_tanh : GateAct::silu;
+  const auto ha = j.find("hidden_activation");
+  const bool from_activation = a == Arch::gemma && ha != j.end() && !ha->is_null();
+  const auto it = from_activation ? ha : j.find("hidden_act");
+  if (it == j.end() || it->is_null()) return {};
+  const std::string key = where + ": \"" + (from_activation ? "hidden_activation" : "hidden_act") + "\" = " + it->dump();
+  if (a != Arch::gemma)
+    return it->is_string() && *it == "silu" ? std::string() : key + ": pentad's Llama uses SiLU (SwiGLU)";
+  if (it->is_string() && (*it == "gelu_pytorch_tanh" || *it == "gelu_new" || (*it == "gelu" && !from_activation)))
+    return {};
+  return key + ": pentad's Gemma uses the tanh GELU (gelu_pytorch_tanh)";
 }
 
 // The sliding window of a Mistral or Qwen2 file (0: none; a missing key is
@@ -890,12 +949,13 @@ std::string check_heads_and_rope(const json& j, const std::string& where, const 
   if (hd != j.end() && !hd->is_null() && !hd->is_number()) return where + ": \"head_dim\" is not a number";
   const bool hd_missing = hd == j.end() || hd->is_null();
   const int64_t file_hd = hd_missing ? head_dim_default(cls, m.d_model, m.n_heads) : hd->get<int64_t>();
-  const bool uneven = hd_missing && a != Arch::qwen3 && int64_t(m.head_dim()) * m.n_heads != m.d_model;
+  const bool own_default = a == Arch::qwen3 || a == Arch::gemma;  // a width of the class's, not hidden / heads
+  const bool uneven = hd_missing && !own_default && int64_t(m.head_dim()) * m.n_heads != m.d_model;
   if (file_hd != m.head_dim() || uneven)
     return where + ": \"head_dim\" = " +
            (hd_missing ? "(missing: " +
-                             (a == Arch::qwen3 ? std::to_string(int64_t(kQwen3HeadDim))
-                                               : std::string("hidden_size / num_attention_heads")) +
+                             (own_default ? std::to_string(head_dim_default(cls, m.d_model, m.n_heads))
+                                          : std::string("hidden_size / num_attention_heads")) +
                              ")"
                        : hd->dump()) +
            " but the deck has model.head_dim = " + std::to_string(m.head_dim());
@@ -978,6 +1038,8 @@ std::string check_config_json(const std::string& text, const std::string& where,
   }
   if (!gpt2) {
     if (std::string e = check_heads_and_rope(j, where, cls, m, a); !e.empty()) return e;
+    GateAct act = GateAct::silu;
+    if (std::string e = gate_act_of_config(j, where, a, &act); !e.empty()) return e;
     if (a == Arch::qwen3_moe)
       if (std::string e = check_qwen3_moe_routing(j, where, m); !e.empty()) return e;
     // Qwen2's biases are its class's (q, k, v); a Llama's or Mixtral's would
@@ -1005,8 +1067,8 @@ std::string check_config_json(const std::string& text, const std::string& where,
       return where + ": \"n_inner\" = " + std::to_string(f) + " but the deck has model.d_ff = " + std::to_string(m.d_ff);
   }
   const auto tie = j.find("tie_word_embeddings");
-  // The classes' defaults: GPT-2 tied, Llama and Mixtral not.
-  const bool tied = tie == j.end() || !tie->is_boolean() ? gpt2 : tie->get<bool>();
+  // The classes' defaults: GPT-2 and Gemma tied, Llama and Mixtral not.
+  const bool tied = tie == j.end() || !tie->is_boolean() ? gpt2 || a == Arch::gemma : tie->get<bool>();
   if (tied != m.tied())
     return where + ": \"tie_word_embeddings\" = " + std::string(tied ? "true" : "false") +
            " but the deck has model.tied_embeddings = " + std::string(m.tied() ? "true" : "false");
@@ -1099,9 +1161,8 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
     put("norm_eps", toml_float(number("layer_norm_epsilon", 1e-5)));
     put("tied_embeddings", flag("tie_word_embeddings", true) ? "true" : "false");
   } else {
-    const auto act = j.find("hidden_act");
-    if (act != j.end() && act->is_string() && *act != "silu")
-      throw InputError(where + ": \"hidden_act\" = " + act->dump() + ": pentad's Llama uses SiLU (SwiGLU)");
+    GateAct act = GateAct::silu;
+    if (std::string e = gate_act_of_config(j, where, a, &act); !e.empty()) throw InputError(e);
     const auto sw = j.find("sliding_window");
     if (cls != "MistralForCausalLM" && !qwen && a != Arch::phi3 && sw != j.end() &&
         !sw->is_null())  // (their windows: sliding_window)
@@ -1114,10 +1175,11 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
     put("n_heads", std::to_string(H));
     put("n_kv_heads", std::to_string(integer("num_key_value_heads", int64_t(kv_heads_default(j, cls)))));
     const auto hd = j.find("head_dim");
-    const bool has_hd = (hd != j.end() && !hd->is_null()) || a == Arch::qwen3;
-    if (has_hd) put("head_dim", std::to_string(integer("head_dim", kQwen3HeadDim)));
+    const bool has_hd = (hd != j.end() && !hd->is_null()) || a == Arch::qwen3 || a == Arch::gemma;
+    const double hd_default = a == Arch::gemma ? kGemmaHeadDim : kQwen3HeadDim;
+    if (has_hd) put("head_dim", std::to_string(integer("head_dim", hd_default)));
     int64_t rotary = 0;
-    const int64_t D = has_hd ? integer("head_dim", kQwen3HeadDim) : integer("hidden_size", nullptr) / H;
+    const int64_t D = has_hd ? integer("head_dim", hd_default) : integer("hidden_size", nullptr) / H;
     if (std::string e = rotary_of_config(j, where, cls, D, &rotary); !e.empty()) throw InputError(e);
     if (rotary != D) put("rotary_dim", std::to_string(rotary));
     // Qwen3-MoE: pentad's d_ff is the experts' width (check_config_json
@@ -1131,14 +1193,20 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
     const double default_positions = cls == "MistralForCausalLM" ? kMistralPositions
                                      : qwen                       ? kQwen2Positions
                                      : a == Arch::phi3            ? kPhi3Positions
+                                     : a == Arch::gemma           ? kGemmaPositions
                                                                   : 2048;
     int64_t positions = integer("max_position_embeddings", default_positions);
     if (const int64_t window = sliding_window(j, cls); window > 0) positions = std::min(positions, window);
     put("seq_len", std::to_string(positions));
     put("norm_eps", toml_float(number("rms_norm_eps", norm_eps_default(cls))));
     put("rope_theta", toml_float(number("rope_theta", 10000.0)));
-    put("tied_embeddings", flag("tie_word_embeddings", false) ? "true" : "false");
+    put("tied_embeddings", flag("tie_word_embeddings", a == Arch::gemma) ? "true" : "false");
     if (qwen2) put("qkv_bias", "true");
+    if (a == Arch::gemma) {
+      put("mlp_act", "\"" + std::string(deck_name(act)) + "\"");
+      put("norm_plus_one", "true");
+      put("embed_scale", "true");
+    }
     if (a == Arch::qwen3 || a == Arch::qwen3_moe) put("qk_norm", "true");
     deck += rope_scaling_keys(j, where);
     if (a == Arch::mixtral) {

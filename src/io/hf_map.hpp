@@ -33,7 +33,11 @@ namespace pentad::hf {
 // holds q_proj's, k_proj's and v_proj's rows in that order, mlp.gate_up_proj
 // gate_proj's then up_proj's); read where the files are Phi-3's
 // (import_arch), written when asked for (export_arch).
-enum class Arch { gpt2, llama, mixtral, qwen2, qwen3, qwen3_moe, phi3 };
+// gemma: pentad's Llama with Gemma's model.mlp_act = "gelu_tanh",
+// model.norm_plus_one and model.embed_scale (GemmaForCausalLM: the Llama
+// modules and names; its RMSNorm weights stored as their difference from 1,
+// as pentad's are then).
+enum class Arch { gpt2, llama, mixtral, qwen2, qwen3, qwen3_moe, phi3, gemma };
 const char* arch_class(Arch a);  // "GPT2LMHeadModel", ...
 
 // The Hugging Face class of a pentad model, or an InputError saying why it

@@ -19,6 +19,8 @@ std::string model_signature(const ModelConfig& m) {
          " F=" + std::to_string(m.d_ff) +
          " V=" + std::to_string(m.vocab_size) + " T=" + std::to_string(m.seq_len) +
          " tied=" + std::to_string(m.tied() ? 1 : 0) + (m.qk_norm ? " qk_norm" : "") +
+         (m.mlp_act != GateAct::silu ? std::string(" mlp_act=") + deck_name(m.mlp_act) : std::string()) +
+         (m.norm_plus_one ? " norm_plus_one" : "") + (m.embed_scale ? " embed_scale" : "") +
          (m.n_experts > 0 ? " E=" + std::to_string(m.n_experts) + " k=" + std::to_string(m.top_k) +
                                 " moe_every=" + std::to_string(m.moe_every)
                           : std::string());

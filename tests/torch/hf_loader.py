@@ -18,7 +18,11 @@ Phi3ForCausalLM (Llama's computation with self_attn.qkv_proj holding the q, k
 and v rows in that order, mlp.gate_up_proj the gate's then the up's rows, cut
 apart as its forward slices and chunks them; its rope_scaling LongRoPE,
 longrope_scaled; with partial_rotary_factor, RoPE on the first
-int(head_dim * factor) channels of each head only). A config's sliding_window (when
+int(head_dim * factor) channels of each head only) and GemmaForCausalLM (Llama's
+modules and names; the embeddings multiplied by sqrt(hidden_size) on the way
+in, not in the tied head; every RMSNorm scaling by 1 + its weight; the MLP
+down_proj(gelu_tanh(gate_proj x) * up_proj x), the GELU's tanh form named by
+hidden_activation, else hidden_act). A config's sliding_window (when
 it applies) masks the keys more than sliding_window - 1 positions back. The
 sizes come from config.json, the tensors from the safetensors files by their
 Hugging Face names (parsed here with struct + json + numpy).
@@ -203,7 +207,7 @@ def longrope_scaled(inv_freq, rs, c, context):
 
 def llama_forward(w, c, ids, prompt_len=None):
     """LlamaForCausalLM / MistralForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / MixtralForCausalLM /
-    Qwen3MoeForCausalLM / Phi3ForCausalLM with rotate_half RoPE. With
+    Qwen3MoeForCausalLM / Phi3ForCausalLM / GemmaForCausalLM with rotate_half RoPE. With
     prompt_len, the positions' RoPE is that of a generation with a cache: the
     first prompt_len positions computed in one forward call, every later one
     in a call of its own (what LongRoPE's per-call choice depends on)."""
@@ -215,11 +219,18 @@ def llama_forward(w, c, ids, prompt_len=None):
     qwen3_moe = c["architectures"][0] == "Qwen3MoeForCausalLM"
     qwen3 = c["architectures"][0] == "Qwen3ForCausalLM" or qwen3_moe
     phi3 = c["architectures"][0] == "Phi3ForCausalLM"
+    gemma = c["architectures"][0] == "GemmaForCausalLM"
     window = c.get("sliding_window") if c["architectures"][0] in ("MistralForCausalLM", "Phi3ForCausalLM") else None
     B, T = ids.shape
     lin = lambda x, n: x @ w[n + ".weight"].T
     qkv = lambda x, n: lin(x, n) + w[n + ".bias"] if qwen2 else lin(x, n)
-    rms = lambda x, n: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w[n + ".weight"]
+    unit = 1.0 if gemma else 0.0  # Gemma's RMSNorm: x_hat * (1 + weight)
+    rms = lambda x, n: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (unit + w[n + ".weight"])
+    act = F.silu
+    if gemma:
+        name = c.get("hidden_activation") or c.get("hidden_act", "gelu_pytorch_tanh")
+        assert name in ("gelu_pytorch_tanh", "gelu_new"), f"Gemma activation {name}: this loader knows the tanh GELU"
+        act = lambda t: F.gelu(t, approximate="tanh")
     # Phi-3's partial_rotary_factor: the first R = int(D * factor) channels
     # of each head turn (rotate_half over them), the rest pass.
     R = int(D * c.get("partial_rotary_factor", 1.0)) if phi3 else D
@@ -251,6 +262,8 @@ def llama_forward(w, c, ids, prompt_len=None):
     emb = torch.cat((freqs, freqs), dim=-1)                                     # (T, R)
     cos, sin = att * emb.cos()[None, None], att * emb.sin()[None, None]
     x = w["model.embed_tokens.weight"][ids]
+    if gemma:
+        x = x * math.sqrt(C)
     for i in range(c["num_hidden_layers"]):
         p = f"model.layers.{i}."
         h = rms(x, p + "input_layernorm")
@@ -281,9 +294,9 @@ def llama_forward(w, c, ids, prompt_len=None):
             x = x + lin(up * F.silu(gate), p + "mlp.down_proj")
         else:
             m = p + "mlp."
-            x = x + lin(F.silu(lin(h, m + "gate_proj")) * lin(h, m + "up_proj"), m + "down_proj")
+            x = x + lin(act(lin(h, m + "gate_proj")) * lin(h, m + "up_proj"), m + "down_proj")
     x = rms(x, "model.norm")
-    head = w["model.embed_tokens.weight"] if c.get("tie_word_embeddings", False) else w["lm_head.weight"]
+    head = w["model.embed_tokens.weight"] if c.get("tie_word_embeddings", gemma) else w["lm_head.weight"]
     return x @ head.T
 
 

@@ -118,8 +118,9 @@ endforeach()
 # the ramp (0 to 4, truncated) and beyond it.
 # longrope: LongRoPE over an original context of 16, so that every decode
 # starts on the short factors and goes on past 16 positions on the long ones
-# (trained at 64: the long); exported as Phi3ForCausalLM.
-foreach(model gpt2 llama llama3 yarn qwen2 headdim qwen3 longrope)
+# (trained at 64: the long); exported as Phi3ForCausalLM. gemma: Gemma's
+# three keys, exported as GemmaForCausalLM.
+foreach(model gpt2 llama llama3 yarn qwen2 headdim qwen3 longrope gemma)
   set(deck ${model})
   set(extra)
   if(model STREQUAL "llama3")
@@ -143,6 +144,10 @@ foreach(model gpt2 llama llama3 yarn qwen2 headdim qwen3 longrope)
   elseif(model STREQUAL "qwen3")  # those heads normalized before RoPE, a tied head
     set(deck llama)
     set(extra --set model.head_dim=32 --set model.qk_norm=true --set model.tied_embeddings=true)
+  elseif(model STREQUAL "gemma")  # GeGLU, norms scaling by 1 + w, scaled embeddings, a tied head
+    set(deck llama)
+    set(extra --set model.mlp_act=gelu_tanh --set model.norm_plus_one=true --set model.embed_scale=true
+              --set model.tied_embeddings=true)
   endif()
   add_test(NAME torch_greedy_${model}
     COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_greedy.sh ${CMAKE_CURRENT_LIST_DIR}/${deck}_sample.toml ${extra})
@@ -165,7 +170,8 @@ set(PENTAD_HF_LAYOUTS_headdim "1" "2:parallel.cp=2" "4:parallel.tp=2,parallel.pp
 set(PENTAD_HF_LAYOUTS_qwen3 "1" "2:parallel.tp=2" "4:parallel.cp=2,parallel.pp=2")
 set(PENTAD_HF_LAYOUTS_hf_qwen3moe "1" "2:parallel.dp=2,parallel.ep=2"
     "4:parallel.tp=2,parallel.pp=2,parallel.expert_tp=true")
-foreach(model gpt2 llama hf_mixtral llama3 yarn linear qwen2 headdim qwen3 hf_qwen3moe)
+set(PENTAD_HF_LAYOUTS_gemma "1" "2:parallel.dp=2,parallel.zero=3" "4:parallel.cp=2,parallel.pp=2")
+foreach(model gpt2 llama hf_mixtral llama3 yarn linear qwen2 headdim qwen3 hf_qwen3moe gemma)
   string(REPLACE "hf_" "" short ${model})
   add_test(NAME torch_hf_${short}
     COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/hf_export.sh ${CMAKE_CURRENT_LIST_DIR}/${model}_tiny.toml

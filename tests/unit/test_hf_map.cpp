@@ -1095,6 +1095,96 @@ TEST(HfMap, Qwen3ConfigIsLlamaWithQkNorms) {
   EXPECT_EQ(out, (std::vector<float>{0, 2, 4, 6, 1, 3, 5, 7}));
 }
 
+// GemmaForCausalLM is the Llama with Gemma's three keys (GeGLU, RMSNorms
+// scaling by 1 + w, scaled embeddings), its tensors named as the Llama's.
+TEST(HfMap, GemmaConfigIsLlamaWithItsThreeKeys) {
+  // Gemma 2B's config.json: "hidden_act": "gelu", no "hidden_activation".
+  const std::string g = R"({"architectures": ["GemmaForCausalLM"], "attention_bias": false,
+      "attention_dropout": 0.0, "bos_token_id": 2, "eos_token_id": 1, "head_dim": 256, "hidden_act": "gelu",
+      "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 16384, "max_position_embeddings": 8192,
+      "model_type": "gemma", "num_attention_heads": 8, "num_hidden_layers": 18, "num_key_value_heads": 1,
+      "pad_token_id": 0, "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 10000.0,
+      "torch_dtype": "bfloat16", "use_cache": true, "vocab_size": 256000})";
+  const ModelConfig m = hf::model_of_config_json(g, "g");
+  EXPECT_EQ(m.mlp_act, pentad::GateAct::gelu_tanh);
+  EXPECT_TRUE(m.norm_plus_one);
+  EXPECT_TRUE(m.embed_scale);
+  EXPECT_FLOAT_EQ(m.embedding_multiplier(), std::sqrt(2048.0f));
+  EXPECT_EQ(m.d_ff, 16384);
+  EXPECT_EQ(m.vocab_size, 256000);
+  EXPECT_FLOAT_EQ(m.norm_eps, 1e-6f);
+  expect_published(m, {.n_layers = 18, .d_model = 2048, .head_dim = 256, .n_kv_heads = 1, .seq_len = 8192,
+                       .rope_theta = 10000.0f});
+  EXPECT_EQ(hf::arch_of(m, "x", nullptr), hf::Arch::gemma);
+  EXPECT_EQ(hf::check_config_json(g, "g", m, hf::Arch::gemma), "");
+  // GemmaConfig's defaults: heads of 256, 8192 positions, tied, the tanh GELU.
+  const ModelConfig d = hf::model_of_config_json(R"({"architectures": ["GemmaForCausalLM"], "num_hidden_layers": 2,
+      "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 40, "vocab_size": 300})", "d");
+  EXPECT_EQ(d.head_dim(), 256);
+  EXPECT_EQ(d.seq_len, 8192);
+  EXPECT_TRUE(d.tied());
+  EXPECT_EQ(d.mlp_act, pentad::GateAct::gelu_tanh);
+  // The activation: hidden_activation decides where given; the exact GELU
+  // named there, or SiLU anywhere, is refused.
+  nlohmann::json j = nlohmann::json::parse(g);
+  j["hidden_activation"] = "gelu_pytorch_tanh";
+  EXPECT_EQ(hf::model_of_config_json(j.dump(), "a").mlp_act, pentad::GateAct::gelu_tanh);
+  j["hidden_activation"] = "gelu";
+  EXPECT_NE(refusal_of([&] { hf::model_of_config_json(j.dump(), "a"); })
+                .find("a: \"hidden_activation\" = \"gelu\": pentad's Gemma uses the tanh GELU"),
+            std::string::npos);
+  EXPECT_NE(hf::check_config_json(j.dump(), "a", m, hf::Arch::gemma).find("\"hidden_activation\" = \"gelu\""),
+            std::string::npos);
+  j.erase("hidden_activation");
+  j["hidden_act"] = "silu";
+  EXPECT_NE(refusal_of([&] { hf::model_of_config_json(j.dump(), "s"); }).find("\"hidden_act\" = \"silu\""),
+            std::string::npos);
+  // The same file for a Llama deck: another class.
+  ModelConfig plain = m;
+  plain.mlp_act = pentad::GateAct::silu;
+  plain.norm_plus_one = plain.embed_scale = false;
+  EXPECT_NE(hf::check_config_json(g, "g", plain, hf::arch_of(plain, "x", nullptr))
+                .find("architecture \"GemmaForCausalLM\", but the deck's model is a LlamaForCausalLM"),
+            std::string::npos);
+  // config_json writes the class, its model_type and the GELU in both keys.
+  const auto c = nlohmann::json::parse(hf::config_json(m, hf::Arch::gemma, "float32"));
+  EXPECT_EQ(c["architectures"][0], "GemmaForCausalLM");
+  EXPECT_EQ(c["model_type"], "gemma");
+  EXPECT_EQ(c["hidden_act"], "gelu_pytorch_tanh");
+  EXPECT_EQ(c["hidden_activation"], "gelu_pytorch_tanh");
+  EXPECT_EQ(c["head_dim"], 256);
+  EXPECT_EQ(c["tie_word_embeddings"], true);
+  EXPECT_EQ(hf::model_of_config_json(c.dump(), "c"), m);
+  // The Llama's names; tied, so no lm_head; the norms' weights as they are.
+  const std::vector<std::string> names = hf::hf_names(hf::rules(d, hf::Arch::gemma));
+  EXPECT_EQ(std::count(names.begin(), names.end(), "lm_head.weight"), 0);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "model.layers.1.post_attention_layernorm.weight"), 1);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "model.layers.1.mlp.gate_proj.weight"), 1);
+}
+
+// A Llama with some of Gemma's keys, or Gemma with what its class lacks:
+// no Hugging Face class, refused by name.
+TEST(HfMap, GemmaMixesAreRefused) {
+  ModelConfig m = tiny(Family::llama, 0);
+  m.norm_plus_one = true;
+  EXPECT_NE(refusal_of([&] { hf::arch_of(m, "w", nullptr); }).find("no Hugging Face class has this mix"),
+            std::string::npos);
+  m.mlp_act = pentad::GateAct::gelu_tanh;
+  m.embed_scale = true;
+  EXPECT_EQ(hf::arch_of(m, "w", nullptr), hf::Arch::gemma);
+  ModelConfig qk = m;
+  qk.qk_norm = true;
+  EXPECT_NE(refusal_of([&] { hf::arch_of(qk, "w", nullptr); }).find("GemmaForCausalLM has no model.qk_norm"),
+            std::string::npos);
+  ModelConfig yarn = m;
+  yarn.rope_scaling = pentad::RopeScaling::yarn;
+  EXPECT_NE(refusal_of([&] { hf::arch_of(yarn, "w", nullptr); }).find("model.rope_scaling = \"yarn\""),
+            std::string::npos);
+  ModelConfig moe = m;
+  moe.n_experts = 4;
+  EXPECT_NE(refusal_of([&] { hf::arch_of(moe, "w", nullptr); }).find("a mixture of experts"), std::string::npos);
+}
+
 // Qwen3MoeForCausalLM is Qwen3 with experts in mlp.gate and
 // mlp.experts.{e}.{gate,up,down}_proj, and Qwen3MoeConfig's defaults.
 TEST(HfMap, Qwen3MoeConfigIsQwen3WithExperts) {

@@ -16,7 +16,10 @@
 # one rank: the dense store N (embedding and head 151936 x 2048, 48 blocks of
 # q 4096 x 2048 and o 2048 x 4096 (32 heads of 128), k/v 512 x 2048, the q/k
 # norms, the router 128 x 2048 and two norms, the final norm) plus the
-# expert store NE (48 x 128 experts of 3 x 2048 x 768).
+# expert store NE (48 x 128 experts of 3 x 2048 x 768). The Gemma 2B deck's
+# (2 506 172 416, its published 2.51B): embedding 256000 x 2048 (tied), 18
+# blocks of q/o 2048 x 2048 (8 heads of 256), k/v 256 x 2048 (one head),
+# GeGLU 3 x 2048 x 16384 and two norms, and the final norm.
 # Env: PENTAD, PENTAD_SOURCE_DIR.
 set -u
 fail=0
@@ -52,6 +55,15 @@ for deck in "$PENTAD_SOURCE_DIR"/input/*.toml; do
       echo "ok    qwen3-0.6b.toml: $want parameters (Qwen3 0.6B's 0.6B, 0.44B without the embedding)"
     else
       echo "FAIL: qwen3-0.6b.toml: not $want parameters:"; grep "parameter elements" <<<"$out"; fail=1
+    fi
+  fi
+  if [ "$(basename "$deck")" = gemma-2b.toml ]; then
+    C=2048 F=16384 V=256000 L=18 q=2048 kv=256
+    want=$((V * C + L * (2 * q * C + 2 * kv * C + 3 * C * F + 2 * C) + C))
+    if grep -q "N = $want parameter elements" <<<"$out"; then
+      echo "ok    gemma-2b.toml: $want parameters (Gemma 2B's 2.51B, half of them the embedding)"
+    else
+      echo "FAIL: gemma-2b.toml: not $want parameters:"; grep "parameter elements" <<<"$out"; fail=1
     fi
   fi
   if [ "$(basename "$deck")" = qwen3-30b-a3b.toml ]; then

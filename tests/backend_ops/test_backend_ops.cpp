@@ -1457,7 +1457,7 @@ TEST_P(OpsVsCpu, GemmAllTransposesBetaStridesBatches) {
 // The MLP activation held in bf16 (Backend::hold_gemm_form,
 // train.bf16_activations): linear_fwd with its GELU into a held buffer
 // (CUDA: the bias in the epilogue, then a GELU pass writing bf16),
-// swiglu_fwd, layernorm_fwd and rmsnorm_fwd into others hold bf16 values
+// glu_fwd, layernorm_fwd and rmsnorm_fwd into others hold bf16 values
 // within one bf16 step of the
 // CPU's rounded results (the GELU's exp differs by ulps, which can move a
 // value across a rounding boundary); the forward's fp32 output agrees as in

@@ -309,7 +309,7 @@ TEST(Bf16, NoWeightCopyInFp32OrWhenOff) {
 }
 
 // Backend::hold_gemm_form (train.bf16_activations): the CPU's GEMM form is
-// floats rounded to bf16. A writer (gelu_fwd, swiglu_fwd, layernorm_fwd,
+// floats rounded to bf16. A writer (gelu_fwd, glu_fwd, layernorm_fwd,
 // rmsnorm_fwd, linear_fwd's act_out, attention_fwd's out) rounds what it
 // writes into a held buffer and nothing else; a GEMM reads the held buffer
 // in place (counted), as A or as B, and gives bitwise what it gives from an
@@ -345,7 +345,7 @@ TEST(Bf16, HeldActivationWrittenRoundedAndReadInPlace) {
   check_written("gelu_fwd");
   be->glu_fwd(act, g.v.data(), x.v.data(), NF, pentad::GateAct::silu);
   be->glu_fwd(plain, g.v.data(), x.v.data(), NF, pentad::GateAct::silu);
-  check_written("swiglu_fwd");
+  check_written("glu_fwd");
   std::vector<float> mean(N), rstd(N);
   be->layernorm_fwd(act, mean.data(), rstd.data(), x.v.data(), g.v.data(), g.v.data() + F, N, F, 1e-5f);
   be->layernorm_fwd(plain, mean.data(), rstd.data(), x.v.data(), g.v.data(), g.v.data() + F, N, F, 1e-5f);
@@ -429,7 +429,7 @@ TEST(Bf16, HeldActivationWrittenRoundedAndReadInPlace) {
 
 // In a bf16 run the MLP activations read their inputs rounded to bf16,
 // both ways (ops.def): from x and from x rounded, gelu_fwd, gelu_bwd,
-// swiglu_fwd and swiglu_bwd give bitwise the same outputs, as they do from
+// glu_fwd and glu_bwd give bitwise the same outputs, as they do from
 // inputs held in GEMM form (stored by to_gemm_form). In fp32 the rounded
 // inputs give other outputs (so the comparison can fail).
 TEST(Bf16, ActivationsReadTheirInputsRounded) {
@@ -441,13 +441,16 @@ TEST(Bf16, ActivationsReadTheirInputsRounded) {
     return v;
   };
   const std::vector<float> xr = rounded(x.v), ur = rounded(u.v);
-  // All four ops' outputs from inputs a (GELU's x, SwiGLU's gate) and b (up).
+  // All the ops' outputs from inputs a (GELU's x, the gate) and b (up):
+  // the gated ones with SiLU (SwiGLU) and with the GELU (GeGLU).
   auto outputs = [&](const float* a, const float* b) {
-    std::vector<float> o(5 * n);
+    std::vector<float> o(8 * n);
     be->gelu_fwd(o.data(), a, n);
     be->gelu_bwd(o.data() + n, d.v.data(), a, n);
     be->glu_fwd(o.data() + 2 * n, a, b, n, pentad::GateAct::silu);
     be->glu_bwd(o.data() + 3 * n, o.data() + 4 * n, d.v.data(), a, b, n, pentad::GateAct::silu);
+    be->glu_fwd(o.data() + 5 * n, a, b, n, pentad::GateAct::gelu_tanh);
+    be->glu_bwd(o.data() + 6 * n, o.data() + 7 * n, d.v.data(), a, b, n, pentad::GateAct::gelu_tanh);
     return o;
   };
   EXPECT_NE(outputs(x.v.data(), u.v.data()), outputs(xr.data(), ur.data())) << "fp32 reads the inputs as they are";

@@ -1,11 +1,12 @@
-// GELU, tanh approximation (Hendrycks & Gimpel 2016, as GPT-2), written as
-// x * sigmoid(2u) with u = sqrt(2/pi)(x + 0.044715 x^3), which equals
-// 0.5 x (1 + tanh u) without cancellation; gated units (Shazeer 2020):
-// out = act(gate) * up, act SiLU (SwiGLU) or that GELU (GeGLU). dx is WRITTEN, not accumulated. A forward's output
+// GELU, tanh approximation (Hendrycks & Gimpel 2016, as GPT-2), and gated
+// units (Shazeer 2020): out = act(gate) * up, act SiLU (SwiGLU) or that GELU
+// (GeGLU); the formulas are core/gate_act.hpp's, shared with CUDA. dx is
+// WRITTEN, not accumulated. A forward's output
 // held in GEMM form (Backend::hold_gemm_form) is written rounded to bf16. In
 // a bf16 run every one of them reads its inputs (x; gate and up) rounded to
 // bf16, forward and backward (ops.def), as they are when held in GEMM form.
 #include "bf16.hpp"
+#include "core/gate_act.hpp"
 #include "cpu_backend.hpp"
 
 namespace pentad {
@@ -14,11 +15,13 @@ using cpu_detail::exp_f;
 
 namespace {
 constexpr size_t kParallelMin = 1u << 14;
-constexpr float kSqrt2OverPi = 0.7978845608028654f;
-constexpr float kGeluCubic = 0.044715f;
 
 // An input value as the activations read it: rounded to bf16 in a bf16 run.
 inline float act_in(float x, bool bf16) { return bf16 ? round_bf16(x) : x; }
+
+struct CpuExp {
+  float operator()(float x) const { return exp_f(x); }
+};
 }  // namespace
 
 void CpuBackend::gelu_fwd(float* out, const float* x, size_t n) {
@@ -26,9 +29,7 @@ void CpuBackend::gelu_fwd(float* out, const float* x, size_t n) {
   const bool bf16 = compute_dtype_ == Dtype::bf16;
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
   for (size_t i = 0; i < n; ++i) {
-    const float xi = act_in(x[i], bf16);
-    const float u = kSqrt2OverPi * (xi + kGeluCubic * xi * xi * xi);
-    const float y = xi / (1.0f + exp_f(-2.0f * u));
+    const float y = gate_value<GateAct::gelu_tanh>(act_in(x[i], bf16), CpuExp{});
     out[i] = held ? round_bf16(y) : y;
   }
 }
@@ -37,49 +38,19 @@ void CpuBackend::gelu_bwd(float* dx, const float* dout, const float* x, size_t n
   const bool bf16 = compute_dtype_ == Dtype::bf16;
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
   for (size_t i = 0; i < n; ++i) {
-    const float xi = act_in(x[i], bf16);
-    const float u = kSqrt2OverPi * (xi + kGeluCubic * xi * xi * xi);
-    const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * xi * xi);
-    const float s = 1.0f / (1.0f + exp_f(-2.0f * u));  // = 0.5 (1 + tanh u)
-    dx[i] = dout[i] * (s + xi * 2.0f * s * (1.0f - s) * du);
+    float y, dy;
+    gate_grad<GateAct::gelu_tanh>(act_in(x[i], bf16), CpuExp{}, &y, &dy);
+    dx[i] = dout[i] * dy;
   }
 }
 
 namespace {
 
-// A gated unit's activation at g, as the forward computes it (the SiLU as
-// g / (1 + e^-g), the GELU as gelu_fwd does).
-template <GateAct A>
-inline float gate_value(float g) {
-  if constexpr (A == GateAct::silu) {
-    return g / (1.0f + exp_f(-g));
-  } else {
-    const float u = kSqrt2OverPi * (g + kGeluCubic * g * g * g);
-    return g / (1.0f + exp_f(-2.0f * u));
-  }
-}
-
-// The same and its derivative, as the backward computes them.
-template <GateAct A>
-inline void gate_grad(float g, float* value, float* deriv) {
-  if constexpr (A == GateAct::silu) {
-    const float s = 1.0f / (1.0f + exp_f(-g));
-    *value = g * s;
-    *deriv = s * (1.0f + g * (1.0f - s));
-  } else {
-    const float u = kSqrt2OverPi * (g + kGeluCubic * g * g * g);
-    const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * g * g);
-    const float s = 1.0f / (1.0f + exp_f(-2.0f * u));  // = 0.5 (1 + tanh u)
-    *value = g * s;
-    *deriv = s + g * 2.0f * s * (1.0f - s) * du;
-  }
-}
-
 template <GateAct A>
 void glu_fwd_loop(float* out, const float* gate, const float* up, size_t n, bool held, bool bf16) {
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
   for (size_t i = 0; i < n; ++i) {
-    const float y = gate_value<A>(act_in(gate[i], bf16)) * act_in(up[i], bf16);
+    const float y = gate_value<A>(act_in(gate[i], bf16), CpuExp{}) * act_in(up[i], bf16);
     out[i] = held ? round_bf16(y) : y;
   }
 }
@@ -90,7 +61,7 @@ void glu_bwd_loop(float* dgate, float* dup, const float* dout, const float* gate
 #pragma omp parallel for simd schedule(static) if (n > kParallelMin)
   for (size_t i = 0; i < n; ++i) {
     float a, da;
-    gate_grad<A>(act_in(gate[i], bf16), &a, &da);
+    gate_grad<A>(act_in(gate[i], bf16), CpuExp{}, &a, &da);
     const float go = dout[i];
     dgate[i] = go * act_in(up[i], bf16) * da;
     dup[i] = go * a;

@@ -1,10 +1,11 @@
-// GELU, tanh approximation (Hendrycks & Gimpel 2016, as GPT-2), written as
-// x * sigmoid(2u), u = sqrt(2/pi)(x + 0.044715 x^3), like cpu/activation.cpp;
-// gated units (Shazeer 2020): out = act(gate) * up, act SiLU (SwiGLU) or
-// that GELU (GeGLU). dx is WRITTEN. A forward's
+// GELU, tanh approximation (Hendrycks & Gimpel 2016, as GPT-2), and gated
+// units (Shazeer 2020): out = act(gate) * up, act SiLU (SwiGLU) or that GELU
+// (GeGLU); the formulas are core/gate_act.hpp's, shared with the CPU. dx is
+// WRITTEN. A forward's
 // output held in GEMM form (Backend::hold_gemm_form) is written as bf16; an
 // input held so is read as its bf16 values, and in a bf16 run an fp32 input
 // is read rounded to bf16 (ops.def), so both give the same results.
+#include "core/gate_act.hpp"
 #include "cuda_backend.hpp"
 #include "held_store.cuh"
 
@@ -17,8 +18,9 @@ using cuda_detail::to_dim3;
 
 namespace {
 
-constexpr float kSqrt2OverPi = 0.7978845608028654f;
-constexpr float kGeluCubic = 0.044715f;
+struct DeviceExp {
+  __device__ float operator()(float x) const { return expf(x); }
+};
 
 // In: the input's type (float, or __nv_bfloat16 where held in GEMM form);
 // round: an fp32 input is read rounded to bf16 (a bf16 run).
@@ -26,54 +28,23 @@ template <typename Out, typename In>
 __global__ void gelu_fwd_kernel(Out* out, const In* x, size_t n, bool round) {
   const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const float xi = load(x, i, round);
-  const float u = kSqrt2OverPi * (xi + kGeluCubic * xi * xi * xi);
-  store(out, i, xi / (1.0f + expf(-2.0f * u)));
+  store(out, i, gate_value<GateAct::gelu_tanh>(load(x, i, round), DeviceExp{}));
 }
 
 template <typename In>
 __global__ void gelu_bwd_kernel(float* dx, const float* dout, const In* x, size_t n, bool round) {
   const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  const float xi = load(x, i, round);
-  const float u = kSqrt2OverPi * (xi + kGeluCubic * xi * xi * xi);
-  const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * xi * xi);
-  const float s = 1.0f / (1.0f + expf(-2.0f * u));
-  dx[i] = dout[i] * (s + xi * 2.0f * s * (1.0f - s) * du);
-}
-
-// A gated unit's activation at g, as the forward computes it (as cpu/activation.cpp).
-template <GateAct A>
-__device__ float gate_value(float g) {
-  if constexpr (A == GateAct::silu) {
-    return g / (1.0f + expf(-g));
-  } else {
-    const float u = kSqrt2OverPi * (g + kGeluCubic * g * g * g);
-    return g / (1.0f + expf(-2.0f * u));
-  }
-}
-
-// The same and its derivative, as the backward computes them.
-template <GateAct A>
-__device__ void gate_grad(float g, float* value, float* deriv) {
-  if constexpr (A == GateAct::silu) {
-    const float s = 1.0f / (1.0f + expf(-g));
-    *value = g * s;
-    *deriv = s * (1.0f + g * (1.0f - s));
-  } else {
-    const float u = kSqrt2OverPi * (g + kGeluCubic * g * g * g);
-    const float du = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * g * g);
-    const float s = 1.0f / (1.0f + expf(-2.0f * u));
-    *value = g * s;
-    *deriv = s + g * 2.0f * s * (1.0f - s) * du;
-  }
+  float y, dy;
+  gate_grad<GateAct::gelu_tanh>(load(x, i, round), DeviceExp{}, &y, &dy);
+  dx[i] = dout[i] * dy;
 }
 
 template <GateAct A, typename Out, typename In>
 __global__ void glu_fwd_kernel(Out* out, const In* gate, const In* up, size_t n, bool round) {
   const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  store(out, i, gate_value<A>(load(gate, i, round)) * load(up, i, round));
+  store(out, i, gate_value<A>(load(gate, i, round), DeviceExp{}) * load(up, i, round));
 }
 
 template <GateAct A, typename In>
@@ -82,7 +53,7 @@ __global__ void glu_bwd_kernel(float* dgate, float* dup, const float* dout, cons
   const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   float a, da;
-  gate_grad<A>(load(gate, i, round), &a, &da);
+  gate_grad<A>(load(gate, i, round), DeviceExp{}, &a, &da);
   const float go = dout[i];
   dgate[i] = go * load(up, i, round) * da;
   dup[i] = go * a;

@@ -100,6 +100,13 @@ foreach(model moe_gpt2 moe_llama)
       ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
   endforeach()
 endforeach()
+# GeGLU experts (model.mlp_act = "gelu_tanh", with Gemma's other two keys):
+# the MoE Llama's experts and dense block through the tanh GELU.
+add_test(NAME torch_parity_moe_geglu_none
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_parity.sh ${CMAKE_CURRENT_LIST_DIR}/moe_llama_tiny.toml none
+          --set model.mlp_act=gelu_tanh --set model.norm_plus_one=true --set model.embed_scale=true)
+set_tests_properties(torch_parity_moe_geglu_none PROPERTIES LABELS torch
+  ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
 # Qwen3-MoE: the MoE Llama with Qwen3's q/k norms over heads of their own
 # width (16 in the 32-wide model: q 64 wide).
 foreach(recompute none full)

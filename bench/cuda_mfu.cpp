@@ -36,6 +36,7 @@
 namespace {
 
 using pentad::Backend;
+using pentad::GateAct;
 using pentad::Rope;
 using Clock = std::chrono::steady_clock;
 constexpr double kPeakTflops = 989.0;  // H100/H200 SXM dense BF16

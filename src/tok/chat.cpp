@@ -71,14 +71,48 @@ ChatFormat chat_format(const Tokenizer& tok) {
   const std::string llama3 =
       missing(tok, {"<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"});
   if (llama3.empty()) return special_token_id(tok, "<|eom_id|>") >= 0 ? ChatFormat::llama3_1 : ChatFormat::llama3;
+  const std::string gemma = missing(tok, {"<bos>", "<start_of_turn>", "<end_of_turn>"});
+  if (gemma.empty()) return ChatFormat::gemma;
   throw InputError("--chat: tokenizer " + tok.describe() +
                    " has no chat tokens: ChatML's (Qwen) need " + chatml + "; Llama 3's need " + llama3 +
-                   " (write the chat format into the prompt and give --special instead)");
+                   "; Gemma's need " + gemma + " (write the chat format into the prompt and give --special instead)");
 }
 
 const char* chat_format_name(ChatFormat f) {
-  return f == ChatFormat::chatml ? "chatml" : f == ChatFormat::llama3 ? "llama3" : "llama3.1";
+  switch (f) {
+    case ChatFormat::chatml: return "chatml";
+    case ChatFormat::llama3: return "llama3";
+    case ChatFormat::llama3_1: return "llama3.1";
+    case ChatFormat::gemma: return "gemma";
+  }
+  return "?";
 }
+
+namespace {
+
+// Gemma's turns (chat.hpp). Its template raises an error for what is
+// refused here: a system message ("System role not supported") and roles
+// that do not alternate user, assistant, user, ... from the first.
+std::string gemma_prompt(const std::vector<ChatMessage>& messages) {
+  std::string s = "<bos>";
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    const std::string at = "--chat: message " + std::to_string(i) + " of the conversation";
+    if (m.role == "system")
+      throw InputError(at + " is a system message: Gemma's chat format (the template of Gemma 1, 1.1 and 2) has "
+                            "no system role; write the instructions into the first user message instead");
+    const char* want = i % 2 == 0 ? "user" : "assistant";
+    if (m.role != want)
+      throw InputError(at + " is the " + m.role + "'s, not the " + want +
+                       "'s: Gemma's chat template takes the user's and the assistant's messages in turn, the "
+                       "user's first");
+    s += "<start_of_turn>" + std::string(m.role == "assistant" ? "model" : "user") + "\n" + trim(m.content) +
+         "<end_of_turn>\n";
+  }
+  return s + "<start_of_turn>model\n";
+}
+
+}  // namespace
 
 std::string chat_prompt(ChatFormat f, const std::string& system, const std::string& user, const ChatOptions& o) {
   std::vector<ChatMessage> messages;
@@ -89,7 +123,9 @@ std::string chat_prompt(ChatFormat f, const std::string& system, const std::stri
 
 std::string chat_prompt(ChatFormat f, const std::vector<ChatMessage>& messages, const ChatOptions& o) {
   if (o.no_think && f != ChatFormat::chatml)
-    throw InputError("--no-think: Llama 3's chat format has no thinking block (Qwen3's ChatML has)");
+    throw InputError(std::string("--no-think: ") + (f == ChatFormat::gemma ? "Gemma's" : "Llama 3's") +
+                     " chat format has no thinking block (Qwen3's ChatML has)");
+  if (f == ChatFormat::gemma) return gemma_prompt(messages);
   if (f == ChatFormat::chatml) {
     std::string s;
     if (!o.default_system.empty() && (messages.empty() || messages[0].role != "system"))
@@ -224,16 +260,18 @@ ChatTemplateFacts read_chat_template(const std::string& source) {
 }
 
 void check_chat_template(const ChatTemplateFacts& t, ChatFormat f) {
-  const char* header = f == ChatFormat::chatml ? "<|im_start|>" : "<|start_header_id|>";
+  const bool chatml = f == ChatFormat::chatml, gemma = f == ChatFormat::gemma;
+  const char* header = chatml ? "<|im_start|>" : gemma ? "<start_of_turn>" : "<|start_header_id|>";
   if (t.template_.empty() || t.template_.find(header) != std::string::npos) return;
   throw InputError("--chat: the chat template of '" + t.path + "' never writes " + header + ", the turn header of " +
-                   (f == ChatFormat::chatml ? "ChatML" : "Llama 3's format") +
+                   (chatml ? "ChatML" : gemma ? "Gemma's format" : "Llama 3's format") +
                    ", whose tokens the tokenizer has: the model was tuned on another format, which --chat does not "
                    "write (render the template and give --special instead)");
 }
 
 int64_t chat_end_of_turn(const Tokenizer& tok, ChatFormat f) {
-  return special_token_id(tok, f == ChatFormat::chatml ? "<|im_end|>" : "<|eot_id|>");  // (llama3_1: <|eot_id|>)
+  const char* end = f == ChatFormat::chatml ? "<|im_end|>" : f == ChatFormat::gemma ? "<end_of_turn>" : "<|eot_id|>";
+  return special_token_id(tok, end);  // (llama3_1: <|eot_id|>)
 }
 
 }  // namespace pentad

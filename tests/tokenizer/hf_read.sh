@@ -58,7 +58,7 @@
 #   their bytes: counted), and over one document of them 3 times over (over
 #   1 MiB: a line break is a piece here, so prep encodes it whole):
 #   tokenizers.js, reading the same directory, encodes each to [<bos>] +
-#   pentad's ids and decodes them to the text. A tiny Llama with Gemma's
+#   pentad's ids and decodes them to the text. A tiny Gemma with Gemma's
 #   vocabulary exports with the directory (both files byte for byte, bos 2
 #   and eos 1 in config.json) and `pentad sample` of the export samples the
 #   checkpoint's ids, the prompt (a leading space) tokenizers.js's ids.
@@ -489,9 +489,11 @@ PY
   node "$hf" pentad "$tmp/gemma" 2 "$tmp/big/train.bin" 2 "$tmp/big.txt" > "$tmp/big.log" ||
     { cat "$tmp/big.log"; fail=1; }
   echo "big.txt ($(stat -c %s "$tmp/big.txt") bytes, one document): $(tail -1 "$tmp/big.log")"
-  # A tiny Llama with Gemma's vocabulary: export with the tokenizer, sample.
+  # A tiny Gemma (GeGLU, norms 1 + w, scaled embeddings, a tied head) with
+  # Gemma's vocabulary: export with the tokenizer (a whole GemmaForCausalLM
+  # directory), sample.
   "$PENTAD" prep --tokenizer "$tmp/gemma" --out "$tmp/data" "${plain[@]}" > /dev/null || { echo "FAIL: prep"; exit 1; }
-  timeout 120 "$MPIEXEC" -n 1 "$PENTAD" train "$S/tests/torch/llama_tiny.toml" \
+  timeout 120 "$MPIEXEC" -n 1 "$PENTAD" train "$S/tests/torch/gemma_tiny.toml" \
     --set model.vocab_size=256000 --set model.n_layers=1 --set model.seq_len=32 --set train.steps=2 \
     --set train.micro_batch=1 --set train.grad_accum=1 --set train.warmup_steps=0 --set train.eval_every=0 \
     --set data.train="$tmp/data/train.bin" --set data.val="$tmp/data/val.bin" \
@@ -504,8 +506,9 @@ PY
       { echo "FAIL: export: $f differs from Gemma's"; fail=1; }
   done
   "$PENTAD_PYTHON" -c 'import json, sys; c = json.load(open(sys.argv[1]))
-sys.exit(0 if (c["bos_token_id"], c["eos_token_id"]) == (2, 1) else 1)' "$tmp/hf/config.json" &&
-    echo "ok   config.json: bos_token_id 2, eos_token_id 1" || { echo "FAIL: config.json's bos/eos ids"; fail=1; }
+sys.exit(0 if (c["bos_token_id"], c["eos_token_id"], c["architectures"]) == (2, 1, ["GemmaForCausalLM"]) else 1)' \
+    "$tmp/hf/config.json" && echo "ok   config.json: GemmaForCausalLM, bos_token_id 2, eos_token_id 1" ||
+    { echo "FAIL: config.json's class or bos/eos ids"; fail=1; }
   prompt="  Hello world, said the  tiny model"
   want=$(node "$hf" encode "$tmp/gemma" "$prompt")
   a=$("$PENTAD" sample "$tmp/ck/final.h5" --tokenizer "$tmp/gemma" --prompt "$prompt" --tokens 6 --seed 3 --ids \

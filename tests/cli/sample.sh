@@ -175,8 +175,8 @@ PY
     }
     mkdir "$tmp/nocfg" && ln -s "$tmp/hf/model.safetensors" "$tmp/nocfg/"
     fail_with "'$tmp/nocfg': the directory has no config.json" "$PENTAD" sample "$tmp/nocfg" --prompt "a"
-    variant gemma 'c["architectures"] = ["GemmaForCausalLM"]'
-    fail_with "architecture \"GemmaForCausalLM\" is not one pentad reads" "$PENTAD" sample "$tmp/gemma" --prompt "a"
+    variant gemma2 'c["architectures"] = ["Gemma2ForCausalLM"]'
+    fail_with "architecture \"Gemma2ForCausalLM\" is not one pentad reads" "$PENTAD" sample "$tmp/gemma2" --prompt "a"
     variant nolayers 'del c["n_layer"]'
     fail_with "config.json' has no \"n_layer\"" "$PENTAD" sample "$tmp/nolayers" --prompt "a"
     variant relu 'c["activation_function"] = "relu"'

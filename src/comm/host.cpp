@@ -1,7 +1,6 @@
 // Host-memory collectives over raw MPI communicators (see host.hpp).
 #include "comm/host.hpp"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include "comm/watchdog.hpp"
@@ -48,21 +47,9 @@ int of_node(MPI_Comm comm, int (*what)(MPI_Comm)) {
 int node_rank(MPI_Comm comm) { return of_node(comm, rank); }
 int node_size(MPI_Comm comm) { return of_node(comm, size); }
 
-namespace {
-// How long complete() polls before it starts yielding: a short wait (a
-// message already on its way) finishes at full polling speed, without a
-// system call per poll.
-constexpr double kSpinBeforeYieldS = 50e-6;
-}  // namespace
-
 void complete(MPI_Request& req, MPI_Comm comm, const char* op) {
   const WatchScope watch(comm, op);
-  const double spin_until = MPI_Wtime() + kSpinBeforeYieldS;
-  for (int done = 0;;) {
-    MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
-    if (done) return;
-    if (MPI_Wtime() > spin_until) ::sched_yield();
-  }
+  MPI_CHECK(wait_yielding(&req, MPI_STATUS_IGNORE));
 }
 
 void barrier(MPI_Comm comm) {

@@ -31,14 +31,16 @@ int node_rank(MPI_Comm comm);
 // How many ranks of `comm` share this rank's node. Collective over comm.
 int node_size(MPI_Comm comm);
 // Completes `req` by polling MPI_Test and yielding the core between polls
-// (sched_yield). Every blocking step of a collective or message in pentad's
-// own code waits here rather than in MPI_Wait or a blocking MPI call: those
-// poll without yielding, so on a node with more ranks than cores (a laptop,
-// a login node, the test suite) a waiting rank keeps the core from the very
-// peer it waits for, and a transfer that needs both sides to take turns
-// advances once per scheduler time slice. On a core of its own the yield
-// returns at once. Arms the watchdog as `op` in comm's group (an enclosing
-// scope names itself instead). Local: completes this rank's part only.
+// (wait_yielding, watchdog.hpp). Every blocking step of a collective or
+// message in pentad's own code waits here, and the blocking calls libraries
+// make (HDF5's) wait the same way through the watchdog's profiling layer:
+// MPI's own waits poll without yielding, so on a node with more ranks than
+// cores (a laptop, a login node, the test suite) a waiting rank would keep
+// the core from the very peer it waits for, and a transfer that needs both
+// sides to take turns would advance once per scheduler time slice. On a core
+// of its own the yield returns at once. Arms the watchdog as `op` in comm's
+// group (an enclosing scope names itself instead). Local: completes this
+// rank's part only.
 void complete(MPI_Request& req, MPI_Comm comm, const char* op);
 void barrier(MPI_Comm comm);
 // A barrier that sleeps instead of spinning, for ranks waiting while one rank

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <sched.h>
 #include <thread>
 #include <utility>
 
@@ -150,6 +151,28 @@ WatchScope::~WatchScope() {
   if (--g_depth == 0) g_armed_at_ns.store(0, std::memory_order_release);
 }
 
+namespace {
+// How long a wait polls before it starts yielding: a short wait (a message
+// already on its way) finishes at full polling speed, without a system call
+// per poll.
+constexpr int64_t kSpinBeforeYieldNs = 50'000;
+
+// Polls test(&done) until done: at full speed for kSpinBeforeYieldNs, then
+// with a sched_yield between polls. MPI's error code.
+template <class Test>
+int poll_yielding(Test test) {
+  const int64_t spin_until = now_ns() + kSpinBeforeYieldNs;
+  for (int done = 0;;) {
+    if (const int rc = test(&done); rc != MPI_SUCCESS || done) return rc;
+    if (now_ns() > spin_until) ::sched_yield();
+  }
+}
+}  // namespace
+
+int wait_yielding(MPI_Request* req, MPI_Status* status) {
+  return poll_yielding([&](int* done) { return PMPI_Test(req, done, status); });
+}
+
 }  // namespace pentad
 
 // ---- the profiling-interface layer: each blocking call armed for its duration ----
@@ -158,61 +181,83 @@ extern "C" {
 
 int MPI_Allreduce(const void* send, void* recv, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
   const pentad::WatchScope watch(comm, "MPI_Allreduce");
-  return PMPI_Allreduce(send, recv, n, t, op, comm);
+  MPI_Request req = MPI_REQUEST_NULL;
+  if (const int rc = PMPI_Iallreduce(send, recv, n, t, op, comm, &req); rc != MPI_SUCCESS) return rc;
+  return pentad::wait_yielding(&req, MPI_STATUS_IGNORE);
 }
 
 int MPI_Bcast(void* buf, int n, MPI_Datatype t, int root, MPI_Comm comm) {
   const pentad::WatchScope watch(comm, "MPI_Bcast");
-  return PMPI_Bcast(buf, n, t, root, comm);
+  MPI_Request req = MPI_REQUEST_NULL;
+  if (const int rc = PMPI_Ibcast(buf, n, t, root, comm, &req); rc != MPI_SUCCESS) return rc;
+  return pentad::wait_yielding(&req, MPI_STATUS_IGNORE);
 }
 
 int MPI_Allgather(const void* send, int ns, MPI_Datatype ts, void* recv, int nr, MPI_Datatype tr, MPI_Comm comm) {
   const pentad::WatchScope watch(comm, "MPI_Allgather");
-  return PMPI_Allgather(send, ns, ts, recv, nr, tr, comm);
+  MPI_Request req = MPI_REQUEST_NULL;
+  if (const int rc = PMPI_Iallgather(send, ns, ts, recv, nr, tr, comm, &req); rc != MPI_SUCCESS) return rc;
+  return pentad::wait_yielding(&req, MPI_STATUS_IGNORE);
 }
 
 int MPI_Allgatherv(const void* send, int ns, MPI_Datatype ts, void* recv, const int nr[], const int displs[],
                    MPI_Datatype tr, MPI_Comm comm) {
   const pentad::WatchScope watch(comm, "MPI_Allgatherv");
-  return PMPI_Allgatherv(send, ns, ts, recv, nr, displs, tr, comm);
+  MPI_Request req = MPI_REQUEST_NULL;
+  if (const int rc = PMPI_Iallgatherv(send, ns, ts, recv, nr, displs, tr, comm, &req); rc != MPI_SUCCESS) return rc;
+  return pentad::wait_yielding(&req, MPI_STATUS_IGNORE);
 }
 
 int MPI_Gather(const void* send, int ns, MPI_Datatype ts, void* recv, int nr, MPI_Datatype tr, int root,
                MPI_Comm comm) {
   const pentad::WatchScope watch(comm, "MPI_Gather");
-  return PMPI_Gather(send, ns, ts, recv, nr, tr, root, comm);
+  MPI_Request req = MPI_REQUEST_NULL;
+  if (const int rc = PMPI_Igather(send, ns, ts, recv, nr, tr, root, comm, &req); rc != MPI_SUCCESS) return rc;
+  return pentad::wait_yielding(&req, MPI_STATUS_IGNORE);
 }
 
 int MPI_Gatherv(const void* send, int ns, MPI_Datatype ts, void* recv, const int nr[], const int displs[],
                 MPI_Datatype tr, int root, MPI_Comm comm) {
   const pentad::WatchScope watch(comm, "MPI_Gatherv");
-  return PMPI_Gatherv(send, ns, ts, recv, nr, displs, tr, root, comm);
+  MPI_Request req = MPI_REQUEST_NULL;
+  if (const int rc = PMPI_Igatherv(send, ns, ts, recv, nr, displs, tr, root, comm, &req); rc != MPI_SUCCESS) return rc;
+  return pentad::wait_yielding(&req, MPI_STATUS_IGNORE);
 }
 
 int MPI_Alltoall(const void* send, int ns, MPI_Datatype ts, void* recv, int nr, MPI_Datatype tr, MPI_Comm comm) {
   const pentad::WatchScope watch(comm, "MPI_Alltoall");
-  return PMPI_Alltoall(send, ns, ts, recv, nr, tr, comm);
+  MPI_Request req = MPI_REQUEST_NULL;
+  if (const int rc = PMPI_Ialltoall(send, ns, ts, recv, nr, tr, comm, &req); rc != MPI_SUCCESS) return rc;
+  return pentad::wait_yielding(&req, MPI_STATUS_IGNORE);
 }
 
 int MPI_Barrier(MPI_Comm comm) {
   const pentad::WatchScope watch(comm, "MPI_Barrier");
-  return PMPI_Barrier(comm);
+  MPI_Request req = MPI_REQUEST_NULL;
+  if (const int rc = PMPI_Ibarrier(comm, &req); rc != MPI_SUCCESS) return rc;
+  return pentad::wait_yielding(&req, MPI_STATUS_IGNORE);
 }
 
 int MPI_Send(const void* buf, int n, MPI_Datatype t, int dest, int tag, MPI_Comm comm) {
   const pentad::WatchScope watch(comm, "MPI_Send");
-  return PMPI_Send(buf, n, t, dest, tag, comm);
+  MPI_Request req = MPI_REQUEST_NULL;
+  if (const int rc = PMPI_Isend(buf, n, t, dest, tag, comm, &req); rc != MPI_SUCCESS) return rc;
+  return pentad::wait_yielding(&req, MPI_STATUS_IGNORE);
 }
 
 int MPI_Recv(void* buf, int n, MPI_Datatype t, int src, int tag, MPI_Comm comm, MPI_Status* status) {
   const pentad::WatchScope watch(comm, "MPI_Recv");
-  return PMPI_Recv(buf, n, t, src, tag, comm, status);
+  MPI_Request req = MPI_REQUEST_NULL;
+  if (const int rc = PMPI_Irecv(buf, n, t, src, tag, comm, &req); rc != MPI_SUCCESS) return rc;
+  return pentad::wait_yielding(&req, status);
 }
 
 int MPI_Scatterv(const void* send, const int ns[], const int displs[], MPI_Datatype ts, void* recv, int nr,
                  MPI_Datatype tr, int root, MPI_Comm comm) {
   const pentad::WatchScope watch(comm, "MPI_Scatterv");
-  return PMPI_Scatterv(send, ns, displs, ts, recv, nr, tr, root, comm);
+  MPI_Request req = MPI_REQUEST_NULL;
+  if (const int rc = PMPI_Iscatterv(send, ns, displs, ts, recv, nr, tr, root, comm, &req); rc != MPI_SUCCESS) return rc;
+  return pentad::wait_yielding(&req, MPI_STATUS_IGNORE);
 }
 
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* out) {
@@ -243,24 +288,24 @@ int MPI_Cart_sub(MPI_Comm comm, const int remain[], MPI_Comm* out) {
 
 int MPI_Wait(MPI_Request* req, MPI_Status* status) {
   const pentad::WatchScope watch(pentad::file_group(), "MPI_Wait");
-  return PMPI_Wait(req, status);
+  return pentad::wait_yielding(req, status);
 }
 
 // HDF5's collective writes of filtered (checksummed) chunks shared by ranks
 // receive the other ranks' pieces in a loop of blocking matched probes.
 int MPI_Mprobe(int src, int tag, MPI_Comm comm, MPI_Message* msg, MPI_Status* status) {
   const pentad::WatchScope watch(comm, "MPI_Mprobe");
-  return PMPI_Mprobe(src, tag, comm, msg, status);
+  return pentad::poll_yielding([&](int* found) { return PMPI_Improbe(src, tag, comm, found, msg, status); });
 }
 
 int MPI_Probe(int src, int tag, MPI_Comm comm, MPI_Status* status) {
   const pentad::WatchScope watch(comm, "MPI_Probe");
-  return PMPI_Probe(src, tag, comm, status);
+  return pentad::poll_yielding([&](int* found) { return PMPI_Iprobe(src, tag, comm, found, status); });
 }
 
 int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status statuses[]) {
   const pentad::WatchScope watch(pentad::file_group(), "MPI_Waitall");
-  return PMPI_Waitall(n, reqs, statuses);
+  return pentad::poll_yielding([&](int* done) { return PMPI_Testall(n, reqs, done, statuses); });
 }
 
 // MPI-IO (HDF5's parallel driver): ROMIO's collectives inside these call

@@ -18,10 +18,20 @@ void set_watchdog_step(int step);
 
 // Besides the scopes the MPI Comm opens, every blocking MPI_Allreduce, Bcast,
 // (All)gather(v), Scatterv, Alltoall, Barrier, Send, Recv, Wait, Waitall,
-// Probe, Mprobe (HDF5's shared filtered chunks) and Comm_dup of the program is armed, and the collective MPI-IO calls HDF5
-// makes (File_open, close, set_size, set_view, read/write_at_all,
-// set_atomicity, sync): watchdog.cpp defines them over MPI's profiling
-// interface (PMPI_X). host::idle_barrier arms itself.
+// Probe, Mprobe (HDF5's shared filtered chunks) and Comm_dup of the program
+// is armed, and the collective MPI-IO calls HDF5 makes (File_open, close,
+// set_size, set_view, read/write_at_all, set_atomicity, sync): watchdog.cpp
+// defines them over MPI's profiling interface (PMPI_X). host::idle_barrier
+// arms itself. The blocking calls of that list before Comm_dup (HDF5's) run
+// as their nonblocking forms completed by wait_yielding, as pentad's own
+// collectives are: MPI's blocking calls spin, and with more ranks than cores
+// a spinning rank holds a core its peers need (one 4-rank checkpoint of a
+// 45 KiB model on 2 cores took 8 s; docs/running.md).
+
+// Completes req: MPI_Test at full speed for 50 us (a message already on its
+// way), then a sched_yield between tests, so that a waiting rank gives its
+// core to a rank that has work. MPI's error code.
+int wait_yielding(MPI_Request* req, MPI_Status* status);
 // Arms the watchdog for the scope of one blocking call: if the scope is still
 // open timeout_s later, the watchdog prints the group, the operation, the
 // step and the rank, then aborts the job (MPI_Abort; mpiexec kills every

@@ -40,3 +40,10 @@ pentad_mpi_gtest(test_weight_copies_mpi ${CMAKE_CURRENT_LIST_DIR}/test_weight_co
 add_test(NAME mpi_weight_copies_zero1 COMMAND ${PENTAD_MPIEXEC} -n 2 $<TARGET_FILE:test_weight_copies_mpi>)
 set_tests_properties(mpi_weight_copies_zero1 PROPERTIES LABELS "mpi;precision" ENVIRONMENT "${PENTAD_TEST_ENV}"
                      TIMEOUT 120)
+
+# The watchdog's profiling layer: the blocking calls HDF5 makes, run as
+# non-blocking calls plus a yielding wait, give MPI's results (3 ranks).
+pentad_mpi_gtest(test_watchdog_mpi ${CMAKE_CURRENT_LIST_DIR}/test_watchdog_mpi.cpp)
+target_link_libraries(test_watchdog_mpi PRIVATE ${CMAKE_DL_LIBS})
+add_test(NAME mpi_watchdog_layer_3 COMMAND ${PENTAD_MPIEXEC} -n 3 $<TARGET_FILE:test_watchdog_mpi>)
+set_tests_properties(mpi_watchdog_layer_3 PROPERTIES LABELS mpi ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)

@@ -173,6 +173,14 @@ int wait_yielding(MPI_Request* req, MPI_Status* status) {
   return poll_yielding([&](int* done) { return PMPI_Test(req, done, status); });
 }
 
+namespace {
+// A blocking call run as its non-blocking form: `started` is that call's
+// error code, req the request it made; waits for it yielding.
+int finish(int started, MPI_Request& req, MPI_Status* status = MPI_STATUS_IGNORE) {
+  return started != MPI_SUCCESS ? started : wait_yielding(&req, status);
+}
+}  // namespace
+
 }  // namespace pentad
 
 // ---- the profiling-interface layer: each blocking call armed for its duration ----
@@ -182,82 +190,71 @@ extern "C" {
 int MPI_Allreduce(const void* send, void* recv, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
   const pentad::WatchScope watch(comm, "MPI_Allreduce");
   MPI_Request req = MPI_REQUEST_NULL;
-  if (const int rc = PMPI_Iallreduce(send, recv, n, t, op, comm, &req); rc != MPI_SUCCESS) return rc;
-  return pentad::wait_yielding(&req, MPI_STATUS_IGNORE);
+  return pentad::finish(PMPI_Iallreduce(send, recv, n, t, op, comm, &req), req);
 }
 
 int MPI_Bcast(void* buf, int n, MPI_Datatype t, int root, MPI_Comm comm) {
   const pentad::WatchScope watch(comm, "MPI_Bcast");
   MPI_Request req = MPI_REQUEST_NULL;
-  if (const int rc = PMPI_Ibcast(buf, n, t, root, comm, &req); rc != MPI_SUCCESS) return rc;
-  return pentad::wait_yielding(&req, MPI_STATUS_IGNORE);
+  return pentad::finish(PMPI_Ibcast(buf, n, t, root, comm, &req), req);
 }
 
 int MPI_Allgather(const void* send, int ns, MPI_Datatype ts, void* recv, int nr, MPI_Datatype tr, MPI_Comm comm) {
   const pentad::WatchScope watch(comm, "MPI_Allgather");
   MPI_Request req = MPI_REQUEST_NULL;
-  if (const int rc = PMPI_Iallgather(send, ns, ts, recv, nr, tr, comm, &req); rc != MPI_SUCCESS) return rc;
-  return pentad::wait_yielding(&req, MPI_STATUS_IGNORE);
+  return pentad::finish(PMPI_Iallgather(send, ns, ts, recv, nr, tr, comm, &req), req);
 }
 
 int MPI_Allgatherv(const void* send, int ns, MPI_Datatype ts, void* recv, const int nr[], const int displs[],
                    MPI_Datatype tr, MPI_Comm comm) {
   const pentad::WatchScope watch(comm, "MPI_Allgatherv");
   MPI_Request req = MPI_REQUEST_NULL;
-  if (const int rc = PMPI_Iallgatherv(send, ns, ts, recv, nr, displs, tr, comm, &req); rc != MPI_SUCCESS) return rc;
-  return pentad::wait_yielding(&req, MPI_STATUS_IGNORE);
+  return pentad::finish(PMPI_Iallgatherv(send, ns, ts, recv, nr, displs, tr, comm, &req), req);
 }
 
 int MPI_Gather(const void* send, int ns, MPI_Datatype ts, void* recv, int nr, MPI_Datatype tr, int root,
                MPI_Comm comm) {
   const pentad::WatchScope watch(comm, "MPI_Gather");
   MPI_Request req = MPI_REQUEST_NULL;
-  if (const int rc = PMPI_Igather(send, ns, ts, recv, nr, tr, root, comm, &req); rc != MPI_SUCCESS) return rc;
-  return pentad::wait_yielding(&req, MPI_STATUS_IGNORE);
+  return pentad::finish(PMPI_Igather(send, ns, ts, recv, nr, tr, root, comm, &req), req);
 }
 
 int MPI_Gatherv(const void* send, int ns, MPI_Datatype ts, void* recv, const int nr[], const int displs[],
                 MPI_Datatype tr, int root, MPI_Comm comm) {
   const pentad::WatchScope watch(comm, "MPI_Gatherv");
   MPI_Request req = MPI_REQUEST_NULL;
-  if (const int rc = PMPI_Igatherv(send, ns, ts, recv, nr, displs, tr, root, comm, &req); rc != MPI_SUCCESS) return rc;
-  return pentad::wait_yielding(&req, MPI_STATUS_IGNORE);
+  return pentad::finish(PMPI_Igatherv(send, ns, ts, recv, nr, displs, tr, root, comm, &req), req);
 }
 
 int MPI_Alltoall(const void* send, int ns, MPI_Datatype ts, void* recv, int nr, MPI_Datatype tr, MPI_Comm comm) {
   const pentad::WatchScope watch(comm, "MPI_Alltoall");
   MPI_Request req = MPI_REQUEST_NULL;
-  if (const int rc = PMPI_Ialltoall(send, ns, ts, recv, nr, tr, comm, &req); rc != MPI_SUCCESS) return rc;
-  return pentad::wait_yielding(&req, MPI_STATUS_IGNORE);
+  return pentad::finish(PMPI_Ialltoall(send, ns, ts, recv, nr, tr, comm, &req), req);
 }
 
 int MPI_Barrier(MPI_Comm comm) {
   const pentad::WatchScope watch(comm, "MPI_Barrier");
   MPI_Request req = MPI_REQUEST_NULL;
-  if (const int rc = PMPI_Ibarrier(comm, &req); rc != MPI_SUCCESS) return rc;
-  return pentad::wait_yielding(&req, MPI_STATUS_IGNORE);
+  return pentad::finish(PMPI_Ibarrier(comm, &req), req);
 }
 
 int MPI_Send(const void* buf, int n, MPI_Datatype t, int dest, int tag, MPI_Comm comm) {
   const pentad::WatchScope watch(comm, "MPI_Send");
   MPI_Request req = MPI_REQUEST_NULL;
-  if (const int rc = PMPI_Isend(buf, n, t, dest, tag, comm, &req); rc != MPI_SUCCESS) return rc;
-  return pentad::wait_yielding(&req, MPI_STATUS_IGNORE);
+  return pentad::finish(PMPI_Isend(buf, n, t, dest, tag, comm, &req), req);
 }
 
 int MPI_Recv(void* buf, int n, MPI_Datatype t, int src, int tag, MPI_Comm comm, MPI_Status* status) {
   const pentad::WatchScope watch(comm, "MPI_Recv");
   MPI_Request req = MPI_REQUEST_NULL;
-  if (const int rc = PMPI_Irecv(buf, n, t, src, tag, comm, &req); rc != MPI_SUCCESS) return rc;
-  return pentad::wait_yielding(&req, status);
+  return pentad::finish(PMPI_Irecv(buf, n, t, src, tag, comm, &req), req, status);
 }
 
 int MPI_Scatterv(const void* send, const int ns[], const int displs[], MPI_Datatype ts, void* recv, int nr,
                  MPI_Datatype tr, int root, MPI_Comm comm) {
   const pentad::WatchScope watch(comm, "MPI_Scatterv");
   MPI_Request req = MPI_REQUEST_NULL;
-  if (const int rc = PMPI_Iscatterv(send, ns, displs, ts, recv, nr, tr, root, comm, &req); rc != MPI_SUCCESS) return rc;
-  return pentad::wait_yielding(&req, MPI_STATUS_IGNORE);
+  return pentad::finish(PMPI_Iscatterv(send, ns, displs, ts, recv, nr, tr, root, comm, &req), req);
 }
 
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* out) {

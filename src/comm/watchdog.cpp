@@ -3,7 +3,8 @@
 // every MPI call of the step); the thread polls them a few times a second.
 // The blocking MPI calls of the control path (comm/host.cpp, Comm's host
 // scalars, HDF5's collectives) are armed through MPI's profiling interface:
-// the MPI_X defined at the end of this file arm and call PMPI_X.
+// the MPI_X defined at the end of this file arm and call PMPI_X (a blocking
+// call as its non-blocking PMPI_IX, waited for by wait_yielding).
 #include "comm/watchdog.hpp"
 
 #include <algorithm>

@@ -789,12 +789,12 @@ void validate_layout(const Config& cfg, int world_size) {
                   kv("parallel.cp", p.cp) + ")");
   if (m.n_heads % p.tp != 0)
     fail(cfg, kv("model.n_heads", m.n_heads) + " is not divisible by " + kv("parallel.tp", p.tp));
-  if (m.n_kv_heads % p.tp != 0)
-    fail(cfg, kv("model.n_kv_heads", m.n_kv_heads) + " is not divisible by " +
-                  kv("parallel.tp", p.tp) +
-                  (m.n_kv_heads < p.tp ? " (key/value heads are split over tp, not replicated: "
-                                         "use parallel.tp <= model.n_kv_heads)"
-                                       : ""));
+  // Key/value heads are split over tp, or, with fewer heads than tp ranks,
+  // each held whole by tp/n_kv_heads ranks (kv_replicas).
+  if (m.n_kv_heads % p.tp != 0 && p.tp % m.n_kv_heads != 0)
+    fail(cfg, kv("model.n_kv_heads", m.n_kv_heads) + " and " + kv("parallel.tp", p.tp) +
+                  " do not divide: key/value heads are split over tp (tp divides n_kv_heads) or "
+                  "replicated over it (n_kv_heads divides tp)");
   if (m.d_ff % p.tp != 0)
     fail(cfg, kv("model.d_ff", m.d_ff) + " is not divisible by " + kv("parallel.tp", p.tp));
   if (int64_t(m.vocab_size) + int64_t(m.pad_vocab_to) * p.tp > INT32_MAX)

@@ -95,9 +95,10 @@ std::vector<CkptTensor> checkpoint_tensors(ParamStore& params, DataParallel& dpa
       // An expert block is replicated over dp/ep (and cp): its dp/ep index 0 writes it.
       const bool first_replica = g.expert ? topo.me.dp_outer == 0 : topo.dp_rank() == 0;
       // A block replicated over tp (expert blocks too, but with expert tp
-      // those cut along d_ff) is written by tp rank 0.
+      // those cut along d_ff) is written by tp rank 0, a key/value head's
+      // block held by several tp ranks by its copy 0.
       t.writer = !p.stage_copy && first_replica && topo.me.cp == 0 && (!replicated_over_tp || topo.me.tp == 0) &&
-                 (t.local_shape.empty() || t.local_shape[0] > 0);
+                 p.tp_copy == 0 && (t.local_shape.empty() || t.local_shape[0] > 0);
       return t;
     };
     // The stored block moves whole; a checkpoint sees its first `saved`

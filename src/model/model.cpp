@@ -77,6 +77,7 @@ struct Model::Scratch {
   float* gath_dy = nullptr;   // (B,T,C) all-gathered residual gradient (sp)
   float* rep_grad = nullptr;  // (4,C) staged norm gradients of one unit (sp)
   float* qk_norm_grad = nullptr;  // (2,D) staged q/k norm gradients of one unit (qk_norm, tp > 1)
+  float* kv_grad = nullptr;   // (n_kv_heads,2,N,D) staged dK, dV of copied key/value heads (KvCopies)
   float* logits_all = nullptr;  // (tp, chunk, V/tp) all-gathered logits for debug dumps
 };
 
@@ -121,14 +122,16 @@ Model::Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backe
                                   " is not divisible by tp=" + std::to_string(n));
   };
   need(cfg.n_heads, "n_heads");
-  need(cfg.n_kv_heads, "n_kv_heads");
+  if (cfg.n_kv_heads % n != 0 && n % cfg.n_kv_heads != 0)
+    throw std::invalid_argument("Model: n_kv_heads=" + std::to_string(cfg.n_kv_heads) + " and tp=" +
+                                std::to_string(n) + " do not divide");
   need(cfg.d_ff, "d_ff");
   if (sp_) need(micro_batch * cp_split_.local_len(), "micro_batch*seq_len/cp");
   B_ = micro_batch;
   T_ = cp_split_.local_len();
   C_ = cfg.d_model;
   H_ = cfg.n_heads / n;
-  Hkv_ = cfg.n_kv_heads / n;
+  Hkv_ = n > cfg.n_kv_heads ? 1 : cfg.n_kv_heads / n;  // fewer heads than tp ranks: one, copied (KvCopies)
   D_ = cfg.head_dim();
   F_ = cfg.d_ff / n;
   V_ = cfg.padded_vocab(n) / n;  // this slice's rows, vocabulary padding included
@@ -160,6 +163,7 @@ Model::Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backe
   alloc_shared();
   sp_norm_grads_ = SpNormGrads(tp_, params_, be_, scratch_->rep_grad, C_);
   qk_norm_grads_ = SpNormGrads(tp_, params_, be_, scratch_->qk_norm_grad, D_, 2, true);
+  kv_copies_ = KvCopies(tp_, be_, scratch_->kv_grad, cfg.n_kv_heads, size_t(N_) * Hkv_ * D_);
   if (n_cp > 1) ring_ = std::make_unique<RingAttention>(be_, *par_.cp, cp_split_, B_, H_, Hkv_, D_);
 }
 
@@ -305,6 +309,7 @@ void Model::bind(const BufSpec& b, void* p, Slot* s) {
     case Buf::gath_dy: x.gath_dy = f; return;
     case Buf::rep_grad: x.rep_grad = f; return;
     case Buf::qk_norm_grad: x.qk_norm_grad = f; return;
+    case Buf::kv_grad: x.kv_grad = f; return;
     case Buf::logits_all: x.logits_all = f; return;
     case Buf::logits: logits_ = f; return;
     case Buf::xent_rowmax: xent_rowmax_ = f; return;
@@ -668,13 +673,21 @@ void Model::block_bwd(int l, Acts& a, const float* in, WStash* w) {
   }
   if (cfg_.qk_norm) qk_norm_bwd(b, a);
   const float* x1 = tp_.enter_fwd(a.ln1, s.gath_x);  // (N,C)
-  if (w) {
+  if (kv_copies_.copies() > 1) {
+    // A copied key/value head: the input gradient from this rank's partial
+    // dK, dV, the weight gradients from their sum over the copies.
     b.qkv.bwd_input(d_part, {s.dq, s.dk, s.dv}, 0.0f);
+    kv_copies_.sum(s.dk);  // dK, then dV
+    if (!w) b.qkv.bwd_weight({s.dq, s.dk, s.dv}, x1);
+  } else if (w) {
+    b.qkv.bwd_input(d_part, {s.dq, s.dk, s.dv}, 0.0f);
+  } else {
+    b.qkv.bwd(d_part, {s.dq, s.dk, s.dv}, x1, 0.0f);
+  }
+  if (w) {
     keep(w->dq, s.dq, size_t(N_) * H_ * D_);
     keep(w->dk, s.dk, size_t(N_) * Hkv_ * D_);
     keep(w->dv, s.dv, size_t(N_) * Hkv_ * D_);
-  } else {
-    b.qkv.bwd(d_part, {s.dq, s.dk, s.dv}, x1, 0.0f);
   }
   norm_bwd(b.attn_norm, s.dres, tp_.enter_bwd(d_part, s.d_ln), in, a.ln1_mean, a.ln1_rstd, 0);
   sp_norm_grads_.sync({b.attn_norm.w, b.attn_norm.b, b.mlp_norm.w, b.mlp_norm.b});

@@ -254,6 +254,7 @@ class Model {
   TpRegions tp_;
   SpNormGrads sp_norm_grads_;
   SpNormGrads qk_norm_grads_;  // the q/k norm weights, partial over the heads with tp > 1
+  KvCopies kv_copies_;         // key/value heads held by several tp ranks (tp > n_kv_heads)
   VocabParallelEmbedding embedding_;  // first chunk only
   VocabParallelHead lm_head_;         // last chunk only
   Norm final_norm_;

@@ -20,7 +20,7 @@ void add_block_specs(const ModelConfig& cfg, const ParamRank& r, int l, float st
                 KD = int64_t(cfg.n_kv_heads) * cfg.head_dim(), F = cfg.d_ff;  // global sizes
   const std::string prefix = "model/layers/" + std::to_string(l) + "/";
   auto add = [&](const char* name, std::vector<int64_t> shape, Init init, float s, bool decay) {
-    ParamSpec spec = tp_param_spec(prefix, name, std::move(shape), init, s, decay, r.tp_rank, r.tp);
+    ParamSpec spec = tp_param_spec(prefix, name, std::move(shape), init, s, decay, r.tp_rank, r.tp, cfg.n_kv_heads);
     spec.unit = l + 1;
     emit(std::move(spec));
   };
@@ -88,7 +88,7 @@ void for_each_param_spec(const ModelConfig& cfg, const ParamRank& r, const Param
   const int64_t C = cfg.d_model, V = cfg.vocab_size, Vp = cfg.padded_vocab(r.tp);
   auto add = [&](const char* name, std::vector<int64_t> shape, Init init, float s, bool decay, int unit,
                  bool stage_copy = false, int64_t saved_rows = -1) {
-    ParamSpec spec = tp_param_spec("model/", name, std::move(shape), init, s, decay, r.tp_rank, r.tp);
+    ParamSpec spec = tp_param_spec("model/", name, std::move(shape), init, s, decay, r.tp_rank, r.tp, cfg.n_kv_heads);
     spec.unit = unit;
     spec.stage_copy = stage_copy;
     spec.saved_rows = saved_rows;

@@ -79,6 +79,7 @@ int ParamStore::add_spec(const ParamSpec& s) {
   if (s.stage_copy) mark_stage_copy(i);
   infos_[size_t(i)].saved_rows = s.saved_rows;
   infos_[size_t(i)].tp_dim = s.tp_dim;
+  infos_[size_t(i)].tp_copy = s.tp_copy;
   return i;
 }
 

@@ -40,6 +40,9 @@ struct ParamInfo {
   // gradients; counted once in the gradient norm and written once.
   bool stage_copy = false;
   int tp_dim = -1;                    // the dimension split over tp (ParamSpec::tp_dim); -1: none
+  // Which of the tp ranks holding this same block this rank is (ParamSpec::tp_copy):
+  // 0 but for the copies of a key/value head held by several tp ranks.
+  int tp_copy = 0;
   // The tensor's own rows: shape[0] but for the vocabulary matrices, whose
   // rows [saved_rows, shape[0]) are padding (ModelConfig::pad_vocab_to):
   // zero, never trained, not in checkpoints. -1: shape[0].
@@ -64,6 +67,10 @@ struct ParamSpec {
   std::vector<int64_t> local_start;  // this rank's block: where it starts, per dimension
   std::vector<int64_t> local_shape;  //   and its shape
   int tp_dim = -1;                   // the dimension split over tp; -1: replicated
+  // 0, or with fewer key/value heads than tp ranks, which of the
+  // tp/n_kv_heads ranks holding this head's block this one is (kv_part):
+  // copy 0 counts the block in the gradient norm and writes it.
+  int tp_copy = 0;
   int unit = 0;                      // 0 embedding, 1..L blocks, L+1 head
   Init init = Init::normal;
   float std = 0;

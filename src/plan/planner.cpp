@@ -755,6 +755,13 @@ void add_tp_comm(const Config& cfg, const StageParams& s, const std::vector<int>
     bytes += n_moe * (2 + full) * ar * R * d.C;
     calls += n_moe * (2 + full);
   }
+  if (d.tp > cfg.model.n_kv_heads) {
+    // Key/value heads held by several tp ranks (KvCopies): per block in
+    // backward one all-reduce of dK and dV, (N, D) each, per head (one
+    // head: this rank's; several: every head's, through the stage).
+    bytes += n_blocks * ar * 2 * d.N() * d.D * cfg.model.n_kv_heads;
+    calls += n_blocks;
+  }
   if (s.has_embedding) {  // vocab-parallel embedding: reduce forward, gather the gradient (sp)
     bytes += d.sp ? 2 * ag * BTC : ar * BTC;
     calls += d.sp ? 2 : 1;

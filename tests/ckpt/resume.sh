@@ -21,6 +21,11 @@
 #   resume.sh vocab_pad                  a padded vocabulary: unpadded tensors in
 #                                        the checkpoint, loaded bitwise under
 #                                        tp4, pp2 and 1 rank unpadded
+#   resume.sh kv_copies                  Llama with fewer key/value heads than
+#                                        tp ranks (each head held by several):
+#                                        saved under tp4 (2 heads) and tp2 x dp2
+#                                        (1 head), loaded bitwise under layouts
+#                                        with and without copies, and 1 rank
 #   resume.sh epoch_batch_change         epoch order resumed under another
 #                                        global batch goes on from the
 #                                        checkpoint's sequence count
@@ -207,6 +212,20 @@ PY
     load_each "$ck" P "${v[*]}" "4 --set parallel.tp=4 --set train.micro_batch=2 --set train.grad_accum=2" \
       "2 --set parallel.pp=2 --set train.micro_batch=1 --set train.grad_accum=4" \
       "1 --set model.pad_vocab_to=1 --set train.micro_batch=2 --set train.grad_accum=2" ;;
+  kv_copies)
+    # Each key/value block written once although several tp ranks hold it
+    # (the writer refuses a block written twice), read by every holder.
+    deck=$PENTAD_SOURCE_DIR/tests/parity/llama.toml
+    train 4 K2 --set parallel.tp=4 --set checkpoint.dir="$tmp/K2" --set checkpoint.every=5 --set train.steps=5
+    ck=$tmp/K2/step_000005.h5
+    echo "source: 2 key/value heads, tp4"
+    load_each "$ck" A "" "2 --set parallel.tp=2" "1 --set parallel.tp=1"
+    k1=(--set model.n_kv_heads=1)
+    train 4 K1 "${k1[@]}" --set parallel.tp=2 --set parallel.dp=2 --set parallel.zero=1 --set train.micro_batch=1 \
+      --set train.grad_accum=1 --set checkpoint.dir="$tmp/K1" --set checkpoint.every=5 --set train.steps=5
+    ck=$tmp/K1/step_000005.h5
+    echo "source: 1 key/value head, tp2 x dp2 zero1"
+    load_each "$ck" B "${k1[*]}" "4 --set parallel.tp=4" "1 --set parallel.tp=1" ;;
   zbv_reshard)
     L4=(--set model.n_layers=4)
     train 2 V "${L4[@]}" --set parallel.pp=2 --set parallel.virtual_stages=2 --set parallel.schedule=zbv \

@@ -455,10 +455,13 @@ TEST(Config, ParallelChecks) {
             "input/tiny.toml: parallel.dp=4 is not divisible by parallel.ep=3");
   EXPECT_EQ(error_of(kMinimal + "[model]\nd_model = 48\nn_heads = 3\n[parallel]\ntp = 2\n", {}, 2),
             "input/tiny.toml: model.n_heads=3 is not divisible by parallel.tp=2");
-  EXPECT_EQ(error_of(kMinimal + "[model]\nfamily = \"llama\"\nn_heads = 4\nn_kv_heads = 1\n"
-                                "[parallel]\ntp = 2\n", {}, 2),
-            "input/tiny.toml: model.n_kv_heads=1 is not divisible by parallel.tp=2 (key/value "
-            "heads are split over tp, not replicated: use parallel.tp <= model.n_kv_heads)");
+  // Fewer key/value heads than tp ranks: each is held by tp/n_kv_heads ranks.
+  EXPECT_EQ(parse(kMinimal + "[model]\nfamily = \"llama\"\nn_heads = 4\nn_kv_heads = 1\n"
+                             "[parallel]\ntp = 2\n", {}, 2).parallel.tp, 2);
+  EXPECT_EQ(error_of(kMinimal + "[model]\nfamily = \"llama\"\nd_model = 48\nn_heads = 12\nn_kv_heads = 4\n"
+                                "[parallel]\ntp = 6\n", {}, 6),
+            "input/tiny.toml: model.n_kv_heads=4 and parallel.tp=6 do not divide: key/value heads are "
+            "split over tp (tp divides n_kv_heads) or replicated over it (n_kv_heads divides tp)");
   EXPECT_EQ(error_of(kMinimal + "[model]\nn_heads = 8\nd_ff = 100\n[parallel]\ntp = 8\n", {}, 8),
             "input/tiny.toml: model.d_ff=100 is not divisible by parallel.tp=8");
   // The vocabulary need not divide by tp: the embedding and head are padded

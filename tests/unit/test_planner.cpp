@@ -302,3 +302,74 @@ TEST(Planner, ExpertTpCutsEachExpertAlongDff) {
     }
   }
 }
+
+// Fewer key/value heads than tp ranks: each head's wk, wv, bk, bv block is
+// held whole by tp/n_kv_heads ranks, copies numbered 0.., copy 0 the one that
+// counts and writes; every other tensor is cut as usual. The local dims hold
+// one key/value head, and the plan stages dK, dV only with several heads.
+TEST(Planner, KeyValueHeadsCopiedOverTp) {
+  const std::string deck = "[model]\nfamily = \"llama\"\nn_layers = 1\nd_model = 32\nn_heads = 4\n"
+                           "vocab_size = 256\nseq_len = 16\nqkv_bias = true\n[data]\ntrain = \"x\"\n";
+  struct Case {
+    int kv_heads, tp;
+  };
+  for (const Case c : {Case{1, 2}, Case{2, 4}, Case{1, 4}, Case{2, 2}}) {
+    SCOPED_TRACE("kv_heads " + std::to_string(c.kv_heads) + " tp " + std::to_string(c.tp));
+    const pentad::Config cfg = pentad::parse_config(
+        deck + "[parallel]\ntp = " + std::to_string(c.tp) + "\n", "t.toml",
+        {"model.n_kv_heads=" + std::to_string(c.kv_heads)}, c.tp);
+    const int D = 8, copies = c.tp > c.kv_heads ? c.tp / c.kv_heads : 1;
+    std::map<std::string, int> writers;  // kv tensor -> ranks with tp_copy 0
+    for (int r = 0; r < c.tp; ++r) {
+      pentad::ParamRank pr;
+      pr.tp_rank = r;
+      pr.tp = c.tp;
+      for (const pentad::ParamSpec& s : pentad::model_param_list(cfg.model, pr)) {
+        const bool kv = s.name.find("attn/wk") != std::string::npos || s.name.find("attn/wv") != std::string::npos ||
+                        s.name.find("attn/bk") != std::string::npos || s.name.find("attn/bv") != std::string::npos;
+        if (!kv) {
+          EXPECT_EQ(s.tp_copy, 0) << s.name;
+          continue;
+        }
+        // This rank's head: r * kv_heads / tp (or its share of the heads).
+        const int64_t rows = int64_t(std::max(1, c.kv_heads / c.tp)) * D;
+        EXPECT_EQ(s.shape[0], int64_t(c.kv_heads) * D) << s.name;
+        EXPECT_EQ(s.local_shape[0], rows) << s.name;
+        EXPECT_EQ(s.local_start[0], int64_t(r / copies) * rows) << s.name;
+        EXPECT_EQ(s.tp_copy, r % copies) << s.name;
+        if (s.tp_copy == 0) ++writers[s.name];
+      }
+    }
+    ASSERT_EQ(writers.size(), 4u);
+    for (const auto& [name, n] : writers) EXPECT_EQ(n, std::min(c.kv_heads, c.tp)) << name;  // one per block
+    const pentad::LocalDims d = pentad::local_dims(cfg.model, 2, c.tp, false, pentad::CpSplit{16, 1});
+    EXPECT_EQ(d.Hkv, std::max(1, c.kv_heads / c.tp));
+    EXPECT_EQ(d.kv_copies, copies);
+    pentad::RankLayout layout;
+    layout.tp = c.tp;
+    layout.cp = pentad::CpSplit{16, 1};
+    const pentad::MemoryPlan plan(cfg.model, pentad::Recompute::none, 2, layout);
+    const std::vector<pentad::BufSpec> shared = plan.shared_buffers();
+    const auto stage = std::find_if(shared.begin(), shared.end(),
+                                    [](const pentad::BufSpec& b) { return b.buf == pentad::Buf::kv_grad; });
+    // The tp traffic: one all-reduce of every held head's dK, dV (N x D
+    // each) per block in backward beyond the same layout with a head per rank.
+    if (copies > 1) {
+      const pentad::Machine m = pentad::parse_machine(kMachine, "m.toml");
+      const pentad::Config split = pentad::parse_config(deck + "[parallel]\ntp = " + std::to_string(c.tp) + "\n",
+                                                        "t.toml", {"model.n_kv_heads=" + std::to_string(c.tp)}, c.tp);
+      // Per micro-batch (grad_accum of them), N = micro_batch x seq_len rows.
+      const double t = c.tp, A = cfg.train.grad_accum, N = cfg.train.micro_batch * 16.0;
+      const double ar = 2 * (t - 1) / t * 4;  // bytes per float of a ring all-reduce
+      EXPECT_DOUBLE_EQ(pentad::predict(cfg, m).comm[0].tp_bytes - pentad::predict(split, m).comm[0].tp_bytes,
+                       A * ar * 2 * N * D * c.kv_heads);
+      EXPECT_DOUBLE_EQ(pentad::predict(cfg, m).comm[0].tp_calls - pentad::predict(split, m).comm[0].tp_calls, A);
+    }
+    if (copies > 1 && c.kv_heads > 1) {
+      ASSERT_NE(stage, shared.end());
+      EXPECT_EQ(stage->elems, size_t(c.kv_heads) * 2 * 32 * D);  // (heads, 2, N = 2*16, D)
+    } else {
+      EXPECT_EQ(stage, shared.end());
+    }
+  }
+}

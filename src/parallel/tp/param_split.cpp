@@ -3,6 +3,7 @@
 #include "parallel/tp/param_split.hpp"
 
 #include <stdexcept>
+#include <string>
 
 #include "parallel/tp/tensor_parallel.hpp"
 
@@ -14,8 +15,8 @@ constexpr TpParamSplit kSplits[] = {
     {"wte", 0},           // (V, C) vocab-parallel embedding
     {"wpe", -1},          // (seq_len, C)
     {"attn_norm/w", -1},  {"attn_norm/b", -1},
-    {"attn/wq", 0},       {"attn/wk", 0},       {"attn/wv", 0},  // (heads*D, C) column-parallel
-    {"attn/bq", 0},       {"attn/bk", 0},       {"attn/bv", 0},
+    {"attn/wq", 0},       {"attn/wk", 0, true}, {"attn/wv", 0, true},  // (heads*D, C) column-parallel
+    {"attn/bq", 0},       {"attn/bk", 0, true}, {"attn/bv", 0, true},
     {"attn/q_norm", -1},  {"attn/k_norm", -1},  // (D) one weight for every head: replicated
     {"attn/wo", 1},       // (C, heads*D) row-parallel
     {"attn/bo", -1},
@@ -27,36 +28,45 @@ constexpr TpParamSplit kSplits[] = {
     {"lm_head", 0},       // (V, C) vocab-parallel head
 };
 
-}  // namespace
-
-int tp_split_dim(const std::string& name) {
+const TpParamSplit& split_of(const std::string& name) {
   for (const TpParamSplit& s : kSplits)
-    if (name == s.name) return s.dim;
+    if (name == s.name) return s;
   throw std::logic_error("tp_split_dim: no tp split for parameter " + name);
 }
 
+}  // namespace
+
+int tp_split_dim(const std::string& name) { return split_of(name).dim; }
+
+KvPart kv_part(int rank, int size, int kv_heads) {
+  if (kv_heads <= 0 || (kv_heads % size != 0 && size % kv_heads != 0))
+    throw std::logic_error("kv_part: " + std::to_string(kv_heads) + " key/value heads on " + std::to_string(size) +
+                           " tp ranks");
+  if (kv_heads >= size) return {rank, size, 0};
+  const int copies = size / kv_heads;
+  return {rank / copies, kv_heads, rank % copies};
+}
+
 ParamSpec tp_param_spec(const std::string& prefix, const std::string& name, std::vector<int64_t> shape, Init init,
-                        float std, bool decay, int rank, int size) {
+                        float std, bool decay, int rank, int size, int kv_heads) {
+  const TpParamSplit& t = split_of(name);
   ParamSpec s;
   s.name = prefix + name;
-  s.tp_dim = tp_split_dim(name);
+  s.tp_dim = t.dim;
   s.local_start.assign(shape.size(), 0);
   s.local_shape = shape;
   if (s.tp_dim >= 0) {
-    const Split split{shape[size_t(s.tp_dim)], size};
+    const KvPart kv = t.kv ? kv_part(rank, size, kv_heads) : KvPart{rank, size, 0};
+    const Split split{shape[size_t(s.tp_dim)], kv.parts};
     s.local_shape[size_t(s.tp_dim)] = split.local();
-    s.local_start[size_t(s.tp_dim)] = split.start(rank);
+    s.local_start[size_t(s.tp_dim)] = split.start(kv.part);
+    s.tp_copy = kv.copy;
   }
   s.shape = std::move(shape);
   s.init = init;
   s.std = std;
   s.decay = decay;
   return s;
-}
-
-ParamId add_tp_param(ParamStore& params, const std::string& prefix, const std::string& name,
-                     std::vector<int64_t> shape, Init init, float std, bool decay, int rank, int size) {
-  return ParamId{params.add_spec(tp_param_spec(prefix, name, std::move(shape), init, std, decay, rank, size))};
 }
 
 }  // namespace pentad

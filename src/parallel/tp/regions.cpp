@@ -1,8 +1,9 @@
-// The tp region boundaries as Comm collectives, and the staged sum of the
-// sequence-parallel norm gradients.
+// The tp region boundaries as Comm collectives, the staged sum of the
+// sequence-parallel norm gradients and of the copied key/value heads' dK, dV.
 #include "parallel/tp/regions.hpp"
 
 #include "comm/comm.hpp"
+#include "parallel/tp/param_split.hpp"
 
 namespace pentad {
 
@@ -49,6 +50,24 @@ void SpNormGrads::sync(std::initializer_list<ParamId> ids) const {
     ++slot;
   }
   be_->fill(stage_, 0.0f, size_t(slots_) * size_t(width_));
+}
+
+KvCopies::KvCopies(const TpRegions& tp, Backend& be, float* stage, int kv_heads, size_t n)
+    : tp_(&tp), be_(&be), stage_(stage), heads_(kv_heads), n_(n) {
+  if (tp.size() > kv_heads) copies_ = tp.size() / kv_heads;
+}
+
+void KvCopies::sum(float* dkv) const {
+  if (copies_ == 1) return;
+  if (heads_ == 1) {  // every tp rank holds the one head
+    tp_->comm()->allreduce_sum(dkv, 2 * n_);
+    return;
+  }
+  const size_t part = size_t(kv_part(tp_->rank(), tp_->size(), heads_).part) * 2 * n_;
+  be_->fill(stage_, 0.0f, size_t(heads_) * 2 * n_);
+  be_->copy_bytes(stage_ + part, dkv, 2 * n_ * sizeof(float));
+  tp_->comm()->allreduce_sum(stage_, size_t(heads_) * 2 * n_);
+  be_->copy_bytes(dkv, stage_ + part, 2 * n_ * sizeof(float));
 }
 
 }  // namespace pentad

@@ -1,5 +1,6 @@
 // The boundaries of the tensor-parallel regions (Megatron-LM's f and g,
-// mappings.py) and the sequence-parallel norm gradients. A block enters a
+// mappings.py), the sequence-parallel norm gradients and the gradients of
+// key/value heads held by several tp ranks. A block enters a
 // column-parallel region (every tp rank needs all token rows of its input)
 // and leaves it through a row-parallel layer (every rank holds partial sums
 // over its heads / MLP columns); sp keeps 1/tp of the rows between regions.
@@ -92,6 +93,35 @@ class SpNormGrads {
   float* stage_ = nullptr;  // (slots, width), when partial
   int width_ = 0, slots_ = 4;
   bool heads_ = false;
+};
+
+// The key/value heads with fewer heads than tp ranks: each head is held
+// whole by `copies` = tp/n_kv_heads ranks, each of which attends with its own
+// query heads only, so its dK and dV (this rank's one head, N rows each) are
+// partial sums over the copies. sum() adds them up over the copies before the
+// weight gradients (and B's copies for a deferred W) read them; the input
+// gradient, taken from the partial dK and dV before, is summed over tp as
+// any column-parallel input gradient. With several heads the sum goes
+// through a stage of every head's dK and dV, zero but this rank's head,
+// summed over tp. Without copies (tp divides n_kv_heads) nothing happens.
+class KvCopies {
+ public:
+  KvCopies() = default;
+  // kv_heads: the model's key/value heads; stage: (kv_heads, 2, n) where
+  // kv_heads > 1 and copies > 1, else unused; n = N*D, the elements of
+  // this rank's dK (and of its dV, right after it).
+  KvCopies(const TpRegions& tp, Backend& be, float* stage, int kv_heads, size_t n);
+  int copies() const { return copies_; }
+  // dkv: this rank's dK then dV (2n), partial -> summed over the copies.
+  // Collective over tp (when copies > 1).
+  void sum(float* dkv) const;
+
+ private:
+  const TpRegions* tp_ = nullptr;
+  Backend* be_ = nullptr;
+  float* stage_ = nullptr;
+  int heads_ = 1, copies_ = 1;
+  size_t n_ = 0;
 };
 
 }  // namespace pentad

@@ -96,7 +96,7 @@ double tp_sum_squares(const ParamStore& params, Backend& be, const float* flat, 
   if (tp_size == 1 && !copies) return hi > lo ? be.sum_squares(flat, hi - lo) : 0.0;
   double s = 0;
   for (const ParamInfo& p : params.infos()) {
-    if (p.stage_copy || (!split_over_tp(p) && tp_rank != 0)) continue;
+    if (p.stage_copy || p.tp_copy != 0 || (!split_over_tp(p) && tp_rank != 0)) continue;
     const size_t a = std::max(lo, p.offset), b = std::min(hi, p.offset + p.numel());
     if (a < b) s += be.sum_squares(flat + (a - lo), b - a);
   }

@@ -66,8 +66,8 @@ std::vector<Comm*> holder_groups(const ParamInfo& p, bool expert, Comm* tp, Comm
 
 // This rank's share of the squared L2 norm of a flat buffer laid out like the
 // parameters: `flat` holds the flat elements [lo, hi). Elements of tensors
-// split over tp (split_over_tp) count on every tp rank, the others on tp rank 0
-// only, so summing the shares over the tp group (and over disjoint ranges,
+// split over tp (split_over_tp) count on every tp rank (a key/value block
+// held by several: on its copy 0), the others on tp rank 0 only, so summing the shares over the tp group (and over disjoint ranges,
 // e.g. ZeRO shards over dp) gives the norm of the global model; a pipeline
 // stage's copy of a tied tensor counts on its owner stage only. Local.
 double tp_sum_squares(const ParamStore& params, Backend& be, const float* flat, size_t lo, size_t hi,

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -195,7 +196,7 @@ class ByteLevelBytes {
   ByteLevelBytes() {
     for (int b = 0; b < 256; ++b) byte_of_[byte_level_code_point(uint8_t(b))] = uint8_t(b);
   }
-  bool operator()(const std::string& text, std::string* bytes) const {
+  bool operator()(std::string_view text, std::string* bytes) const {
     bytes->clear();
     for (size_t i = 0; i < text.size();) {
       const auto c0 = uint8_t(text[i]);
@@ -412,17 +413,17 @@ const json& merge_list(const json& model, const std::string& what) {
 }
 
 // Merge i's two tokens: "LEFT RIGHT" (neither has a space: byte-level text
-// and SentencePiece's '▁' have none) or ["LEFT", "RIGHT"].
-std::pair<std::string, std::string> merge_pair(const json& m, size_t i, const std::string& what) {
+// and SentencePiece's '▁' have none) or ["LEFT", "RIGHT"]. Views into m.
+std::pair<std::string_view, std::string_view> merge_pair(const json& m, size_t i, const std::string& what) {
   if (m.is_string()) {
-    const std::string s = m.get<std::string>();
+    const std::string_view s = m.get_ref<const std::string&>();
     const size_t sp = s.find(' ');
     if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
       throw InputError(what + ": merge " + std::to_string(i) + " " + m.dump() + " is not \"LEFT RIGHT\"");
     return {s.substr(0, sp), s.substr(sp + 1)};
   }
   if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string())
-    return {m[0].get<std::string>(), m[1].get<std::string>()};
+    return {m[0].get_ref<const std::string&>(), m[1].get_ref<const std::string&>()};
   throw InputError(what + ": merge " + std::to_string(i) + " " + short_dump(m) + " is not a pair of tokens");
 }
 
@@ -432,17 +433,16 @@ size_t check_merges(const json& model, const RankTable& ranks, const ByteLevelBy
                     const std::string& what) {
   const json& merges = merge_list(model, what);
   int64_t last = -1;
-  std::string bytes;
+  std::string bytes, joined;
   for (size_t i = 0; i < merges.size(); ++i) {
     const json& m = merges[i];
     const auto [l, r] = merge_pair(m, i, what);
-    const std::string joined = l + r;
+    joined.assign(l).append(r);
     uint32_t made = RankTable::kNone;
-    const std::string* const pieces[] = {&l, &r, &joined};
-    for (const std::string* t : pieces) {
-      made = bytes_of(*t, &bytes) ? ranks.find(bytes.data(), bytes.size()) : RankTable::kNone;
+    for (const std::string_view t : {l, r, std::string_view(joined)}) {
+      made = bytes_of(t, &bytes) ? ranks.find(bytes.data(), bytes.size()) : RankTable::kNone;
       if (made == RankTable::kNone)
-        throw InputError(what + ": merge " + std::to_string(i) + " " + m.dump() + ": " + json(*t).dump() +
+        throw InputError(what + ": merge " + std::to_string(i) + " " + m.dump() + ": " + json(t).dump() +
                          " is not in the vocab");
     }
     if (int64_t(made) < last)
@@ -546,7 +546,12 @@ void check_sentencepiece_decoder(const json& j, bool prefix_space, const std::st
                                                                               "before the text)"));
 }
 
-using PieceIds = std::unordered_map<std::string, uint32_t>;  // piece -> id
+// piece -> id, found by a view (no string made per lookup)
+struct PieceHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+using PieceIds = std::unordered_map<std::string, uint32_t, PieceHash, std::equal_to<>>;
 
 // The vocabulary: pieces in id order, ids 0..n-1, every <0xNN> among them;
 // *id_of maps them back.
@@ -593,26 +598,40 @@ void read_pieces(const json& model, SpBpeParts& p, PieceIds* id_of, const std::s
 // their join.
 void read_sp_merges(const json& model, const PieceIds& id_of, SpBpeParts& p, const std::string& what) {
   const json& merges = merge_list(model, what);
-  std::unordered_map<uint64_t, size_t> first;  // (left, right) -> its index
   p.merges.reserve(merges.size());
+  std::string joined;
   for (size_t i = 0; i < merges.size(); ++i) {
     const auto [l, r] = merge_pair(merges[i], i, what);
-    const std::string joined = l + r;
+    joined.assign(l).append(r);
     std::array<uint32_t, 3> m{};
-    const std::string* const parts[] = {&l, &r, &joined};
+    const std::string_view parts[] = {l, r, joined};
     for (int k = 0; k < 3; ++k) {
-      const auto it = id_of.find(*parts[k]);
+      const auto it = id_of.find(parts[k]);
       if (it == id_of.end())
         throw InputError(what + ": merge " + std::to_string(i) + " " + merges[i].dump() + ": " +
-                         json(*parts[k]).dump() + " is not in the vocab");
+                         json(parts[k]).dump() + " is not in the vocab");
       m[k] = it->second;
     }
-    const auto [at, fresh] = first.emplace((uint64_t(m[0]) << 32) | m[1], i);
-    if (!fresh)
-      throw InputError(what + ": merge " + std::to_string(i) + " " + merges[i].dump() + " is merge " +
-                       std::to_string(at->second) + " again");
     p.merges.push_back(m);
   }
+  // A pair listed twice: the first merge that repeats an earlier one, named
+  // with the earlier one (sorting the (pair, index) keys: no hash map of
+  // half a million entries).
+  std::vector<std::pair<uint64_t, size_t>> keys(p.merges.size());
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = {(uint64_t(p.merges[i][0]) << 32) | p.merges[i][1], i};
+  std::sort(keys.begin(), keys.end());
+  size_t repeat = keys.size(), earlier = 0;
+  for (size_t k = 1, first = 0; k < keys.size(); ++k) {
+    if (keys[k].first != keys[k - 1].first) {
+      first = k;  // a pair's merges in index order: its first, then its repeats
+    } else if (k == first + 1 && keys[k].second < repeat) {
+      repeat = keys[k].second;
+      earlier = keys[first].second;
+    }
+  }
+  if (repeat < keys.size())
+    throw InputError(what + ": merge " + std::to_string(repeat) + " " + merges[repeat].dump() + " is merge " +
+                     std::to_string(earlier) + " again");
 }
 
 // Gemma's turn tokens, <start_of_turn> and <end_of_turn>: pieces of its

@@ -790,7 +790,7 @@ void validate_layout(const Config& cfg, int world_size) {
   if (m.n_heads % p.tp != 0)
     fail(cfg, kv("model.n_heads", m.n_heads) + " is not divisible by " + kv("parallel.tp", p.tp));
   // Key/value heads are split over tp, or, with fewer heads than tp ranks,
-  // each held whole by tp/n_kv_heads ranks (kv_replicas).
+  // each held whole by tp/n_kv_heads ranks (copied heads: KvCopies, kv_part).
   if (m.n_kv_heads % p.tp != 0 && p.tp % m.n_kv_heads != 0)
     fail(cfg, kv("model.n_kv_heads", m.n_kv_heads) + " and " + kv("parallel.tp", p.tp) +
                   " do not divide: key/value heads are split over tp (tp divides n_kv_heads) or "

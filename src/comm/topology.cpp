@@ -1,5 +1,6 @@
 // Builds the Cartesian grid and every per-axis communicator with MPI_Cart_sub
-// (and the pipeline's end stages, for tied embeddings, by MPI_Comm_split).
+// (and the pipeline's end stages, for tied embeddings, and the copies of a
+// key/value head, by MPI_Comm_split).
 #include "comm/topology.hpp"
 
 #include "core/error.hpp"
@@ -37,7 +38,7 @@ MPI_Comm sub(MPI_Comm cart, std::array<int, 5> remain, const char* name) {
 }
 }  // namespace
 
-Topology::Topology(MPI_Comm job_comm, const ParallelConfig& p) : shape(grid_shape(p)), job(job_comm) {
+Topology::Topology(MPI_Comm job_comm, const ParallelConfig& p, int kv_heads) : shape(grid_shape(p)), job(job_comm) {
   MPI_CHECK(MPI_Comm_size(job, &size));
   if (size != shape.size()) PENTAD_FATAL("grid size does not match the job (validated earlier)");
   auto dims = shape.dims();
@@ -64,10 +65,14 @@ Topology::Topology(MPI_Comm job_comm, const ParallelConfig& p) : shape(grid_shap
     MPI_CHECK(MPI_Comm_split(pp, at_end ? 0 : MPI_UNDEFINED, me.pp, &pp_ends));
     if (pp_ends != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_set_name(pp_ends, "pentad.pp_ends"));
   }
+  if (kv_heads > 1 && shape.tp > kv_heads) {  // tp rank r holds head r * kv_heads / tp (kv_part)
+    MPI_CHECK(MPI_Comm_split(tp, me.tp * kv_heads / shape.tp, me.tp, &kv_copies));
+    MPI_CHECK(MPI_Comm_set_name(kv_copies, "pentad.kv_copies"));
+  }
 }
 
 Topology::~Topology() {
-  for (MPI_Comm* c : {&pp_ends, &tp, &cp, &ep, &dp, &dp_cp, &expert_dp, &pp, &cart}) {
+  for (MPI_Comm* c : {&kv_copies, &pp_ends, &tp, &cp, &ep, &dp, &dp_cp, &expert_dp, &pp, &cart}) {
     if (*c != MPI_COMM_NULL) MPI_Comm_free(c);
   }
 }

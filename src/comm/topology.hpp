@@ -35,7 +35,9 @@ GridCoords coords_of(const GridShape& s, int rank);
 // this object for a group, never builds one.
 class Topology {
  public:
-  Topology(MPI_Comm job, const ParallelConfig& p);  // collective over job
+  // kv_heads: the model's key/value heads; with more tp ranks than heads
+  // (and more than one head) the ranks holding each head form kv_copies.
+  Topology(MPI_Comm job, const ParallelConfig& p, int kv_heads = 0);  // collective over job
   ~Topology();
   Topology(const Topology&) = delete;
   Topology& operator=(const Topology&) = delete;
@@ -54,6 +56,10 @@ class Topology {
   MPI_Comm dp_cp = MPI_COMM_NULL;      // remain: dp/ep, ep, cp
   MPI_Comm expert_dp = MPI_COMM_NULL;  // remain: dp/ep, cp
   MPI_Comm pp = MPI_COMM_NULL;         // remain: pp (periodic)
+  // The tp ranks holding the same copied key/value head (KvCopies): tp /
+  // kv_heads consecutive tp ranks, where tp > kv_heads > 1; else
+  // MPI_COMM_NULL (one head: the copies are the whole tp group).
+  MPI_Comm kv_copies = MPI_COMM_NULL;
   // The stage of the first chunk (0) and the stage of the last (the head:
   // pp - 1, or 0 with zbv's V), where a tied embedding lives twice (pp > 1
   // and the two stages differ; MPI_COMM_NULL elsewhere).

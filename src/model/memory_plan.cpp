@@ -16,7 +16,6 @@ LocalDims local_dims(const ModelConfig& cfg, int micro_batch, int tp, bool sp, c
   d.T = cp.local_len();
   d.C = cfg.d_model;
   d.H = cfg.n_heads / tp;
-  d.kv_heads = cfg.n_kv_heads;
   d.kv_copies = tp > cfg.n_kv_heads ? tp / cfg.n_kv_heads : 1;
   d.Hkv = d.kv_copies > 1 ? 1 : cfg.n_kv_heads / tp;  // a copied head: one on each copy
   d.D = cfg.head_dim();
@@ -177,9 +176,6 @@ std::vector<BufSpec> MemoryPlan::shared_buffers() const {
   }
   // The q/k norm weights' gradients, partial over this rank's heads.
   if (d_.qk_norm && layout_.tp > 1) add(Buf::qk_norm_grad, 2 * size_t(d_.D));  // (2, D)
-  // Each key/value head's dK, dV summed over its copies through a stage of
-  // every head's, (n_kv_heads, 2, N, D) (KvCopies; one head needs none).
-  if (d_.kv_copies > 1 && d_.kv_heads > 1) add(Buf::kv_grad, size_t(d_.kv_heads) * 2 * KD * BT);
   // Full recompute: one block set, shared by all blocks, in scratch.
   if (recompute_ == Recompute::full) add_block_acts(out, Mem::scratch, -1, false);
   if (has_head()) {

@@ -70,7 +70,6 @@ struct LocalDims {
   // The tp ranks holding each key/value head: tp/n_kv_heads with fewer heads
   // than tp ranks (Hkv is then 1), else 1 (kv_part).
   int kv_copies = 1;
-  int kv_heads = 0;  // the model's key/value heads
   bool gpt2 = false, sp = false;
   bool qk_norm = false;  // q and k normalized per head (ModelConfig::qk_norm)
 };
@@ -85,7 +84,7 @@ enum class Buf : uint8_t {
   ln2_rstd, fc_pre, fc_up, fc_act,
   // Scratch (scratch_fc_act is Scratch::fc_act, the recomputed MLP activation)
   dres, d_ln, d_att, dq, dk, dv, d_fc_act, d_fc_pre, d_up, d_lnf, scratch_fc_act, part, gath_x, gath_dy, rep_grad,
-  qk_norm_grad, kv_grad, logits_all,
+  qk_norm_grad, logits_all,
   // the loss head's chunked logits and softmax statistics
   logits, xent_rowmax, xent_sumexp,
   // Slot

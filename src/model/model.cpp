@@ -77,7 +77,6 @@ struct Model::Scratch {
   float* gath_dy = nullptr;   // (B,T,C) all-gathered residual gradient (sp)
   float* rep_grad = nullptr;  // (4,C) staged norm gradients of one unit (sp)
   float* qk_norm_grad = nullptr;  // (2,D) staged q/k norm gradients of one unit (qk_norm, tp > 1)
-  float* kv_grad = nullptr;   // (n_kv_heads,2,N,D) staged dK, dV of copied key/value heads (KvCopies)
   float* logits_all = nullptr;  // (tp, chunk, V/tp) all-gathered logits for debug dumps
 };
 
@@ -163,7 +162,7 @@ Model::Model(const ModelConfig& cfg, Recompute recompute, int micro_batch, Backe
   alloc_shared();
   sp_norm_grads_ = SpNormGrads(tp_, params_, be_, scratch_->rep_grad, C_);
   qk_norm_grads_ = SpNormGrads(tp_, params_, be_, scratch_->qk_norm_grad, D_, 2, true);
-  kv_copies_ = KvCopies(tp_, be_, scratch_->kv_grad, cfg.n_kv_heads, size_t(N_) * Hkv_ * D_);
+  kv_copies_ = KvCopies(tp_, par_.kv_copies, cfg.n_kv_heads, size_t(N_) * Hkv_ * D_);
   if (n_cp > 1) ring_ = std::make_unique<RingAttention>(be_, *par_.cp, cp_split_, B_, H_, Hkv_, D_);
 }
 
@@ -309,7 +308,6 @@ void Model::bind(const BufSpec& b, void* p, Slot* s) {
     case Buf::gath_dy: x.gath_dy = f; return;
     case Buf::rep_grad: x.rep_grad = f; return;
     case Buf::qk_norm_grad: x.qk_norm_grad = f; return;
-    case Buf::kv_grad: x.kv_grad = f; return;
     case Buf::logits_all: x.logits_all = f; return;
     case Buf::logits: logits_ = f; return;
     case Buf::xent_rowmax: xent_rowmax_ = f; return;

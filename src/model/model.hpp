@@ -47,6 +47,9 @@ class Comm;
 // How this rank's shard of the model is cut (tp = nullptr: whole model).
 struct ModelParallel {
   Comm* tp = nullptr;   // tensor-parallel group
+  // The tp ranks holding this rank's key/value head where tp > n_kv_heads > 1
+  // (Topology::kv_copies); unused otherwise (one head: its copies are tp).
+  Comm* kv_copies = nullptr;
   bool sp = false;      // sequence parallelism inside the tp group
   Comm* cp = nullptr;   // context-parallel group (periodic ring)
   CpLayout cp_layout = CpLayout::zigzag;

@@ -757,9 +757,10 @@ void add_tp_comm(const Config& cfg, const StageParams& s, const std::vector<int>
   }
   if (d.tp > cfg.model.n_kv_heads) {
     // Key/value heads held by several tp ranks (KvCopies): per block in
-    // backward one all-reduce of dK and dV, (N, D) each, per head (one
-    // head: this rank's; several: every head's, through the stage).
-    bytes += n_blocks * ar * 2 * d.N() * d.D * cfg.model.n_kv_heads;
+    // backward one all-reduce of this rank's dK and dV, (N, D) each, over
+    // the copies of its head (tp / n_kv_heads ranks, a part of tp).
+    const double copies = d.tp / cfg.model.n_kv_heads;
+    bytes += n_blocks * 2 * (copies - 1) / copies * kF * 2 * d.N() * d.D;
     calls += n_blocks;
   }
   if (s.has_embedding) {  // vocab-parallel embedding: reduce forward, gather the gradient (sp)

@@ -18,6 +18,11 @@ namespace pentad {
 struct GroupTraffic {
   double bytes_sent = 0, blocked_ms = 0;
   static GroupTraffic of(const Comm& c) { return {c.bytes_sent(), c.seconds_blocked() * 1e3}; }
+  GroupTraffic& operator+=(const GroupTraffic& o) {
+    bytes_sent += o.bytes_sent;
+    blocked_ms += o.blocked_ms;
+    return *this;
+  }
 };
 
 // Per pipeline stage, gathered over pp: bubble, peak in-flight activation

@@ -108,7 +108,7 @@ Trainer::Trainer(const Config& cfg, MPI_Comm job, const Placement& placement, Ba
       tc_(cfg.train),
       be_(be),
       t_start_(Clock::now()),
-      topo_(job, cfg.parallel),
+      topo_(job, cfg.parallel, cfg.model.n_kv_heads),
       root_(topo_.is_root()),
       cp_split_{cfg.model.seq_len, topo_.shape.cp, cfg.parallel.cp_layout},
       T_(mc_.seq_len),
@@ -169,6 +169,7 @@ void Trainer::make_comms(const CommFactory& make_comm) {
   cp_ = make_comm(topo_.cp, "cp");
   ep_ = make_comm(topo_.ep, "ep");
   edp_ = make_comm(topo_.expert_dp, "expert_dp");
+  if (topo_.kv_copies != MPI_COMM_NULL) kv_ = make_comm(topo_.kv_copies, "kv_copies");
 }
 
 // The token files, the output locations and the metrics file. Collective over the job.
@@ -239,6 +240,7 @@ void Trainer::build_model(const CommFactory& make_comm) {
   // (zbv: down the stages and back up, schedule.hpp).
   ModelParallel mpar;
   mpar.tp = tp_.get();
+  mpar.kv_copies = kv_.get();
   mpar.sp = cfg_.parallel.sp;
   mpar.cp = cp_.get();
   mpar.cp_layout = cp_split_.layout;
@@ -642,6 +644,7 @@ void Trainer::log_step(int step, const StepResult& r, bool eval_now, const doubl
   rec.mem = &be_.mem_stats();
   rec.dp_cp = GroupTraffic::of(*dp_cp_);
   rec.tp = GroupTraffic::of(*tp_);
+  if (kv_) rec.tp += GroupTraffic::of(*kv_);  // a part of the tp group
   rec.pp = GroupTraffic::of(*pp_);
   rec.cp = GroupTraffic::of(*cp_);
   rec.ep = GroupTraffic::of(*ep_);
@@ -686,6 +689,7 @@ void Trainer::print_sample(int step) {
 
 void Trainer::reset_traffic() {
   for (Comm* c : {dp_cp_.get(), tp_.get(), pp_.get(), cp_.get(), ep_.get(), edp_.get()}) c->reset_bytes();
+  if (kv_) kv_->reset_bytes();
 }
 
 // Checkpoint every N steps, and on SIGUSR1/SIGTERM/SIGINT at a step all

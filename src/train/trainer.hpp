@@ -108,6 +108,7 @@ class Trainer {
   // Gradients, ZeRO shards and loss sums go over dp x cp (the cp ranks hold
   // other tokens of the same sequences); with cp = 1 that is the dp group.
   std::unique_ptr<Comm> dp_cp_, tp_, pp_, cp_, ep_, edp_;
+  std::unique_ptr<Comm> kv_;  // the copies of this rank's key/value head (Topology::kv_copies); may be null
   const CpSplit cp_split_;
   // T, T/cp, micro-batch b, micro-batches A, dp, pp, virtual stages.
   const int T_, Tl_, b_, A_, n_dp_, n_pp_, n_virtual_;

@@ -70,18 +70,19 @@ endforeach()
 
 # Fewer key/value heads than tp ranks: each head is held by tp/n_kv_heads
 # ranks, whose dK, dV are summed over the copies before the weight
-# gradients (KvCopies). One head on tp 2 (in place, with the q/k/v biases);
-# two heads on tp 4 with sp (through the stage); one head under pp 2 with zbh1
+# gradients (KvCopies). One head on tp 2 (the whole tp group, with the q/k/v biases);
+# two heads on tp 4 with sp (each head's kv_copies group); one head under pp 2 with zbh1
 # (the deferred W reads the summed copies) and the q/k norms; one head with
-# cp 2 (ring attention's dK, dV) and sp. (q/k norms and biases are tested
-# apart: with q/k norms the k bias has a gradient, which the harness expects
-# to be null.)
+# cp 2 (ring attention's dK, dV) and sp; q/k norms with biases, where the
+# k bias has a real gradient (taken from the summed copies).
 set(K1 "--set model.n_kv_heads=1")
 pentad_parity_test(tp2_kv1_bias llama 2 "${K1} --set model.qkv_bias=true" "${K1} --set model.qkv_bias=true --set parallel.tp=2")
 pentad_parity_test(tp4_sp_kv2 llama 4 "" "--set parallel.tp=4 --set parallel.sp=true")
 pentad_parity_test(pp2_tp2_zbh1_kv1_qk_norm llama 4 "${K1} --set model.qk_norm=true --set train.grad_accum=2"
                    "${K1} --set model.qk_norm=true --set parallel.tp=2 --set parallel.pp=2 --set parallel.schedule=zbh1 --set train.grad_accum=2")
 pentad_parity_test(cp2_tp2_sp_kv1 llama 4 "${K1}" "${K1} --set parallel.cp=2 --set parallel.tp=2 --set parallel.sp=true")
+pentad_parity_test(tp2_kv1_qk_norm_bias llama 2 "${K1} --set model.qk_norm=true --set model.qkv_bias=true"
+                   "${K1} --set model.qk_norm=true --set model.qkv_bias=true --set parallel.tp=2")
 
 # Vocabulary padding (model.pad_vocab_to, default 128): V = 300 against the
 # unpadded 1-rank run. 1 rank holds 384 rows; tp 2 holds 512 (rank 1: 44 rows

@@ -16,7 +16,8 @@
 #   memory_model.sh gpt2|llama [base|cp_moe|zbh1]
 # base: the dp/ZeRO/tp/sp/pp layouts; cp_moe: the context-parallel layouts
 # of gpt2|llama and the MoE/ep layouts of moe_gpt2|moe_llama; zbh1: the
-# zero-bubble schedules' layouts (zbh1 and zbv).
+# zero-bubble schedules' layouts (zbh1 and zbv); with llama cp_moe also
+# the copied key/value heads.
 # env: PENTAD, MPIEXEC, PENTAD_SOURCE_DIR, PENTAD_PYTHON
 set -euo pipefail
 model=$1
@@ -59,6 +60,14 @@ if [ "$model" = llama ]; then
     "moe_tp2_pp2_zero1|4|--set parallel.tp=2 --set parallel.pp=2 --set parallel.zero=1 --set train.grad_accum=2|moe_$model"
     "moe_cp2_tp2_sp|4|--set parallel.cp=2 --set parallel.tp=2 --set parallel.sp=true|moe_$model"
     "moe_cp2_pp2_zero1|4|--set parallel.cp=2 --set parallel.pp=2 --set parallel.zero=1 --set train.grad_accum=2|moe_$model"
+    # Copied key/value heads (fewer than tp ranks): the dK/dV sum over the
+    # copies, the whole tp group with one head, each head's kv_copies group
+    # with two; each beside the same layout with a head per rank, whose
+    # difference in tp bytes (the sum's traffic alone) is checked exactly.
+    "tp2_kv1|2|--set model.n_heads=8 --set model.n_kv_heads=1 --set parallel.tp=2"
+    "tp2_kv2|2|--set model.n_heads=8 --set model.n_kv_heads=2 --set parallel.tp=2"
+    "tp4_sp_kv2|4|--set model.n_heads=8 --set model.n_kv_heads=2 --set parallel.tp=4 --set parallel.sp=true"
+    "tp4_sp_kv4|4|--set model.n_heads=8 --set model.n_kv_heads=4 --set parallel.tp=4 --set parallel.sp=true"
   )
 else
   cases+=(
@@ -190,6 +199,14 @@ for name in open(f"{tmp}/names").read().split():
         near(name, "ep bytes/step", st0["ep_bytes"], row["ep_bytes_sent"], bound=not dropless, info=dropless)
     if "expert_dp_bytes_sent" in row:
         near(name, "expert_dp bytes/step", st0["expert_dp_bytes"], row["expert_dp_bytes_sent"])
+# Copied key/value heads: the tp bytes beyond the layout with a head per
+# rank are the dK/dV sums over the copies alone, predicted exactly.
+run_names = open(f"{tmp}/names").read().split()
+for copied, whole in (("tp2_kv1", "tp2_kv2"), ("tp4_sp_kv2", "tp4_sp_kv4")):
+    if copied in run_names and whole in run_names:
+        pred = [json.load(open(f"{tmp}/{n}.pred"))["stages"][0]["tp_bytes"] for n in (copied, whole)]
+        meas = [json.loads(open(f"{tmp}/{n}.jsonl").read().splitlines()[-1])["tp_bytes_sent"] for n in (copied, whole)]
+        near(copied, f"tp bytes - {whole}", pred[0] - pred[1], meas[0] - meas[1], tol=1e-9)
 print(f"worst relative error: {100*worst[0]:.2f}% ({worst[1]})")
 sys.exit(report(checks))
 PY

@@ -345,31 +345,19 @@ TEST(Planner, KeyValueHeadsCopiedOverTp) {
     const pentad::LocalDims d = pentad::local_dims(cfg.model, 2, c.tp, false, pentad::CpSplit{16, 1});
     EXPECT_EQ(d.Hkv, std::max(1, c.kv_heads / c.tp));
     EXPECT_EQ(d.kv_copies, copies);
-    pentad::RankLayout layout;
-    layout.tp = c.tp;
-    layout.cp = pentad::CpSplit{16, 1};
-    const pentad::MemoryPlan plan(cfg.model, pentad::Recompute::none, 2, layout);
-    const std::vector<pentad::BufSpec> shared = plan.shared_buffers();
-    const auto stage = std::find_if(shared.begin(), shared.end(),
-                                    [](const pentad::BufSpec& b) { return b.buf == pentad::Buf::kv_grad; });
-    // The tp traffic: one all-reduce of every held head's dK, dV (N x D
-    // each) per block in backward beyond the same layout with a head per rank.
+    // The tp traffic: one all-reduce of this rank's dK, dV (N x D each)
+    // over the copies of its head per block in backward beyond the same
+    // layout with a head per rank.
     if (copies > 1) {
       const pentad::Machine m = pentad::parse_machine(kMachine, "m.toml");
       const pentad::Config split = pentad::parse_config(deck + "[parallel]\ntp = " + std::to_string(c.tp) + "\n",
                                                         "t.toml", {"model.n_kv_heads=" + std::to_string(c.tp)}, c.tp);
       // Per micro-batch (grad_accum of them), N = micro_batch x seq_len rows.
-      const double t = c.tp, A = cfg.train.grad_accum, N = cfg.train.micro_batch * 16.0;
-      const double ar = 2 * (t - 1) / t * 4;  // bytes per float of a ring all-reduce
+      const double A = cfg.train.grad_accum, N = cfg.train.micro_batch * 16.0;
+      const double ar = 2.0 * (copies - 1) / copies * 4;  // bytes per float of a ring all-reduce over the copies
       EXPECT_DOUBLE_EQ(pentad::predict(cfg, m).comm[0].tp_bytes - pentad::predict(split, m).comm[0].tp_bytes,
-                       A * ar * 2 * N * D * c.kv_heads);
+                       A * ar * 2 * N * D);
       EXPECT_DOUBLE_EQ(pentad::predict(cfg, m).comm[0].tp_calls - pentad::predict(split, m).comm[0].tp_calls, A);
-    }
-    if (copies > 1 && c.kv_heads > 1) {
-      ASSERT_NE(stage, shared.end());
-      EXPECT_EQ(stage->elems, size_t(c.kv_heads) * 2 * 32 * D);  // (heads, 2, N = 2*16, D)
-    } else {
-      EXPECT_EQ(stage, shared.end());
     }
   }
 }

@@ -52,22 +52,18 @@ void SpNormGrads::sync(std::initializer_list<ParamId> ids) const {
   be_->fill(stage_, 0.0f, size_t(slots_) * size_t(width_));
 }
 
-KvCopies::KvCopies(const TpRegions& tp, Backend& be, float* stage, int kv_heads, size_t n)
-    : tp_(&tp), be_(&be), stage_(stage), heads_(kv_heads), n_(n) {
-  if (tp.size() > kv_heads) copies_ = tp.size() / kv_heads;
+KvCopies::KvCopies(const TpRegions& tp, Comm* group, int kv_heads, size_t n) : n_(n) {
+  if (tp.size() <= kv_heads) return;
+  copies_ = tp.size() / kv_heads;
+  group_ = kv_heads == 1 ? tp.comm() : group;
+  if (group_ == nullptr || group_->size() != copies_)
+    throw std::invalid_argument("KvCopies: " + std::to_string(kv_heads) + " key/value heads on " +
+                                std::to_string(tp.size()) + " tp ranks need the group of each head's " +
+                                std::to_string(copies_) + " copies");
 }
 
 void KvCopies::sum(float* dkv) const {
-  if (copies_ == 1) return;
-  if (heads_ == 1) {  // every tp rank holds the one head
-    tp_->comm()->allreduce_sum(dkv, 2 * n_);
-    return;
-  }
-  const size_t part = size_t(kv_part(tp_->rank(), tp_->size(), heads_).part) * 2 * n_;
-  be_->fill(stage_, 0.0f, size_t(heads_) * 2 * n_);
-  be_->copy_bytes(stage_ + part, dkv, 2 * n_ * sizeof(float));
-  tp_->comm()->allreduce_sum(stage_, size_t(heads_) * 2 * n_);
-  be_->copy_bytes(dkv, stage_ + part, 2 * n_ * sizeof(float));
+  if (copies_ > 1) group_->allreduce_sum(dkv, 2 * n_);
 }
 
 }  // namespace pentad

@@ -101,26 +101,25 @@ class SpNormGrads {
 // partial sums over the copies. sum() adds them up over the copies before the
 // weight gradients (and B's copies for a deferred W) read them; the input
 // gradient, taken from the partial dK and dV before, is summed over tp as
-// any column-parallel input gradient. With several heads the sum goes
-// through a stage of every head's dK and dV, zero but this rank's head,
-// summed over tp. Without copies (tp divides n_kv_heads) nothing happens.
+// any column-parallel input gradient. The sum runs over the copies alone:
+// the whole tp group with one head, else the group of the ranks holding
+// this rank's head (Topology::kv_copies). Without copies (tp divides
+// n_kv_heads) nothing happens.
 class KvCopies {
  public:
   KvCopies() = default;
-  // kv_heads: the model's key/value heads; stage: (kv_heads, 2, n) where
-  // kv_heads > 1 and copies > 1, else unused; n = N*D, the elements of
+  // kv_heads: the model's key/value heads; group: the ranks holding this
+  // rank's head, needed where tp > kv_heads > 1; n = N*D, the elements of
   // this rank's dK (and of its dV, right after it).
-  KvCopies(const TpRegions& tp, Backend& be, float* stage, int kv_heads, size_t n);
+  KvCopies(const TpRegions& tp, Comm* group, int kv_heads, size_t n);
   int copies() const { return copies_; }
   // dkv: this rank's dK then dV (2n), partial -> summed over the copies.
-  // Collective over tp (when copies > 1).
+  // Collective over the copies (when copies > 1).
   void sum(float* dkv) const;
 
  private:
-  const TpRegions* tp_ = nullptr;
-  Backend* be_ = nullptr;
-  float* stage_ = nullptr;
-  int heads_ = 1, copies_ = 1;
+  Comm* group_ = nullptr;
+  int copies_ = 1;
   size_t n_ = 0;
 };
 

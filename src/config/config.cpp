@@ -363,6 +363,17 @@ void add_model_keys(std::vector<Key>& s) {
   s.push_back(int_key(PENTAD_FIELD(model, n_experts), 0, kNoMax,
                       "experts per MoE block (E); 0 = dense model"));
   s.push_back(int_key(PENTAD_FIELD(model, top_k), 1, kNoMax, "experts each token is routed to"));
+  {
+    Key k{"model", "renormalize_top_k", Kind::boolean, {}, {},
+          "the chosen experts' weights renormalised to sum 1, else their router probabilities "
+          "(default: top_k > 1)"};
+    k.set = [](Config& c, const Value& v) -> std::string {
+      c.model.renormalize_top_k = std::get<bool>(v) ? 1 : 0;
+      return {};
+    };
+    k.get = [](const Config& c) -> Value { return c.model.renormalizes_top_k(); };
+    s.push_back(std::move(k));
+  }
   s.push_back(int_key(PENTAD_FIELD(model, moe_every), 1, kNoMax,
                       "every k-th block is an MoE block (blocks k-1, 2k-1, ...)"));
   s.push_back(float_key(PENTAD_FIELD(model, capacity_factor), gt(0), none(),
@@ -701,6 +712,7 @@ void fill_defaults(Config& cfg) {
   }
   if (m.tied_embeddings == -1) m.tied_embeddings = m.family == Family::gpt2 ? 1 : 0;
   if (m.qkv_bias == -1) m.qkv_bias = m.family == Family::gpt2 ? 1 : 0;
+  if (m.renormalize_top_k == -1) m.renormalize_top_k = m.top_k > 1 ? 1 : 0;
   if (m.d_ff == 0) {
     const int64_t c = m.d_model;
     const int64_t f = m.family == Family::gpt2 ? 4 * c : (8 * c / 3 + 31) / 32 * 32;

@@ -126,6 +126,10 @@ struct ModelConfig {
   // Mixture of experts (moe.hpp). n_experts = 0: every MLP is dense.
   int n_experts = 0;             // E
   int top_k = 2;                 // experts per token
+  // The k chosen experts' weights renormalised to sum 1, or their raw router
+  // probabilities; -1 = renormalised when top_k > 1 (Mixtral's rule), raw
+  // when top_k = 1 (Switch's). renormalizes_top_k() below.
+  int renormalize_top_k = -1;
   int moe_every = 1;             // block l is MoE when (l + 1) % moe_every == 0
   float capacity_factor = 1.25f; // per-expert capacity = ceil(cf * T * top_k / E) per sequence (> 0)
   bool dropless = false;         // no capacity: every choice is served (capacity_factor unused)
@@ -160,6 +164,8 @@ struct ModelConfig {
   float embedding_multiplier() const { return embed_scale ? float(std::sqrt(double(d_model))) : 1.0f; }
   // (-1, unresolved, as the family: a ModelConfig built in code keeps GPT-2's biases.)
   bool has_qkv_bias() const { return qkv_bias == 1 || (qkv_bias == -1 && family == Family::gpt2); }
+  // (-1, unresolved, as top_k: a ModelConfig built in code keeps the default rule.)
+  bool renormalizes_top_k() const { return renormalize_top_k == 1 || (renormalize_top_k == -1 && top_k > 1); }
   bool is_moe_block(int l) const { return n_experts > 0 && (l + 1) % moe_every == 0; }
   // Rows of the embedding and head matrices over a tp group of `tp` ranks:
   // vocab_size rounded up to a multiple of pad_vocab_to * tp.

@@ -210,7 +210,7 @@ void InferenceEngine::block(int l, int n) {
 
 // The MoE MLP on ln_ (n, C), added to x_: the router's softmax over the
 // experts and its top_k (larger probability first, the lower expert on
-// ties; weights renormalised over the k chosen when k > 1): training's own
+// ties; weights renormalised over the k chosen or not, renormalizes_top_k): training's own
 // softmax_rows and top_k_rows (parallel/ep/moe.hpp), every choice served.
 void InferenceEngine::moe_mlp(int l, int n) {
   const Layer& y = *layers_[size_t(l)];
@@ -221,7 +221,7 @@ void InferenceEngine::moe_mlp(int l, int n) {
   std::vector<int> idx(size_t(n) * k);
   std::vector<float> wt(size_t(n) * k), lse(static_cast<size_t>(n)), z(static_cast<size_t>(n));
   softmax_rows(pr.data(), lse.data(), n, E);
-  top_k_rows(pr.data(), n, E, k, idx.data(), wt.data(), z.data());
+  top_k_rows(pr.data(), n, E, k, cfg_.renormalizes_top_k(), idx.data(), wt.data(), z.data());
   // Each expert's rows in one block (experts in order, a block's rows in
   // (t, j) order), gathered on the backend; its MLP; then the outputs
   // combined per token in choice order (combine_rows).

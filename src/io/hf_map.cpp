@@ -284,15 +284,14 @@ Arch arch_of(const ModelConfig& m, const std::string& what, std::vector<std::str
   if (m.qk_norm && m.n_experts == 0) return Arch::qwen3;
   if (m.qk_norm) {
     // Qwen3-MoE: an MoE block where (l + 1) % decoder_sparse_step == 0 (as
-    // model.moe_every), norm_topk_prob = renormalise the chosen weights (as
-    // pentad does when top_k > 1; with top_k = 1 pentad keeps the raw
-    // probability, which is norm_topk_prob = false).
+    // model.moe_every), norm_topk_prob = renormalise the chosen weights
+    // (model.renormalize_top_k).
     if (notes) {
       moe_notes(m, "Qwen3MoeForCausalLM", notes);
       notes->push_back(std::string("routing kept as pentad's: softmax over all experts, top-") +
                        std::to_string(m.top_k) +
-                       (m.top_k > 1 ? ", the chosen weights renormalised to sum 1 (norm_topk_prob = true)"
-                                    : ", weighted by its probability (norm_topk_prob = false)") +
+                       (m.renormalizes_top_k() ? ", the chosen weights renormalised to sum 1 (norm_topk_prob = true)"
+                                               : ", weighted by their probabilities (norm_topk_prob = false)") +
                        "; router_aux_loss_coef = model.aux_loss_coef (training only)" + z_loss_note(m, "Qwen3-MoE"));
     }
     return Arch::qwen3_moe;
@@ -308,10 +307,10 @@ Arch arch_of(const ModelConfig& m, const std::string& what, std::vector<std::str
   if (m.has_qkv_bias())
     throw InputError(what + ": model.qkv_bias = true: MixtralForCausalLM's attention has no biases, so this mixture "
                             "of experts has no Hugging Face class");
-  if (m.top_k < 2)
-    throw InputError(what + ": model.top_k = 1: pentad weighs the one chosen expert by its router probability, "
-                            "MixtralForCausalLM renormalises the chosen weights (a single one becomes 1), so the "
-                            "outputs would differ");
+  if (!m.renormalizes_top_k())
+    throw InputError(what + ": model.renormalize_top_k = false: pentad weighs the chosen experts by their router "
+                            "probabilities, MixtralForCausalLM renormalises them to sum 1, so the outputs would "
+                            "differ");
   if (notes) {
     moe_notes(m, "MixtralForCausalLM", notes);
     notes->push_back("routing kept as pentad's: softmax over all experts, top-" + std::to_string(m.top_k) +
@@ -519,7 +518,7 @@ std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, 
       j["moe_intermediate_size"] = m.d_ff;
       j["decoder_sparse_step"] = m.moe_every;
       j["mlp_only_layers"] = json::array();
-      j["norm_topk_prob"] = m.top_k > 1;
+      j["norm_topk_prob"] = m.renormalizes_top_k();
       j["router_aux_loss_coef"] = tidy(m.aux_loss_coef);
       j["output_router_logits"] = false;
     }
@@ -922,9 +921,8 @@ int64_t sliding_window(const json& j, const std::string& cls) {
   if (sw == j.end()) return int64_t(mistral ? kMistralWindow : kQwen2Window);
   return sw->is_number_integer() && sw->get<int64_t>() > 0 ? sw->get<int64_t>() : 0;
 }
-// Qwen3-MoE's dense blocks named by index, and its routing switch: pentad
-// renormalises the chosen weights when top_k > 1 (norm_topk_prob true) and
-// keeps the raw probability when top_k = 1 (false). "" when they agree.
+// Qwen3-MoE's dense blocks named by index, and its routing switch,
+// norm_topk_prob: model.renormalize_top_k. "" when they agree.
 std::string check_qwen3_moe_routing(const json& j, const std::string& where, const ModelConfig& m) {
   const auto only = j.find("mlp_only_layers");
   if (only != j.end() && !only->is_null() && !(only->is_array() && only->empty()))
@@ -934,12 +932,10 @@ std::string check_qwen3_moe_routing(const json& j, const std::string& where, con
   if (norm != j.end() && !norm->is_null() && !norm->is_boolean())
     return where + ": \"norm_topk_prob\" = " + norm->dump() + " is not true or false";
   const bool file_norm = norm != j.end() && norm->is_boolean() && norm->get<bool>();  // the class's: false
-  if (file_norm == (m.top_k > 1)) return {};
+  if (file_norm == m.renormalizes_top_k()) return {};
   return where + ": \"norm_topk_prob\" = " + std::string(file_norm ? "true" : "false") +
-         (norm == j.end() || norm->is_null() ? " (missing: the class's default)" : "") + " but pentad " +
-         (m.top_k > 1 ? "renormalises the chosen weights to sum 1 when model.top_k > 1"
-                      : "weighs the one chosen expert by its probability when model.top_k = 1") +
-         " (the deck's model.top_k = " + std::to_string(m.top_k) + ")";
+         (norm == j.end() || norm->is_null() ? " (missing: the class's default)" : "") +
+         " but the deck's model.renormalize_top_k = " + (m.renormalizes_top_k() ? "true" : "false");
 }
 // A Llama-family config.json's heads and RoPE against the deck: head_dim
 // (a missing or null one is the class's default: Qwen3's 128, every other's
@@ -1215,13 +1211,15 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
       put("n_experts", std::to_string(integer("num_local_experts", nullptr)));
       put("top_k", std::to_string(integer("num_experts_per_tok", 2)));
       put("moe_every", "1");
-      put("dropless", "true");  // Mixtral serves every choice
+      put("dropless", "true");           // Mixtral serves every choice
+      put("renormalize_top_k", "true");  // and always renormalises the chosen weights
     }
     if (a == Arch::qwen3_moe) {
       put("n_experts", std::to_string(integer("num_experts", kQwen3MoeExperts)));
       put("top_k", std::to_string(integer("num_experts_per_tok", kQwen3MoeTopK)));
       put("moe_every", std::to_string(integer("decoder_sparse_step", 1)));
       put("dropless", "true");  // Qwen3-MoE serves every choice
+      put("renormalize_top_k", flag("norm_topk_prob", false) ? "true" : "false");
     }
   }
   put("vocab_size", std::to_string(integer("vocab_size", nullptr)));

@@ -22,7 +22,11 @@ std::string model_signature(const ModelConfig& m) {
          (m.mlp_act != GateAct::silu ? std::string(" mlp_act=") + deck_name(m.mlp_act) : std::string()) +
          (m.norm_plus_one ? " norm_plus_one" : "") + (m.embed_scale ? " embed_scale" : "") +
          (m.n_experts > 0 ? " E=" + std::to_string(m.n_experts) + " k=" + std::to_string(m.top_k) +
-                                " moe_every=" + std::to_string(m.moe_every)
+                                " moe_every=" + std::to_string(m.moe_every) +
+                                // the routing rule where it is not top_k's default (older signatures unchanged)
+                                (m.renormalizes_top_k() != (m.top_k > 1)
+                                     ? (m.renormalizes_top_k() ? " renormalized" : " probabilities")
+                                     : "")
                           : std::string());
 }
 

@@ -255,10 +255,15 @@ void test_cp(Backend& be, Comm& cp, Family f, float cf, CpLayout layout, const s
 }
 
 // Central differences of J = sum(out * dy) + aux_coef*ls*T*aux_sum + z_coef*ls*z_sum.
-void test_fd(Backend& be, Family f, bool with_dy) {
+// top_k, renormalize: the routing rule (model.top_k, renormalize_top_k; -1 = top_k's default).
+void test_fd(Backend& be, Family f, bool with_dy, int top_k = 2, int renormalize = -1) {
   ModelConfig mc = moe_config(f, 1.0f);
+  mc.top_k = top_k;
+  mc.renormalize_top_k = renormalize;
   const int S = 2, N = S * mc.seq_len, C = mc.d_model, E = mc.n_experts;
-  const std::string tag = std::string(f == Family::gpt2 ? "gpt2" : "llama") + (with_dy ? " all terms" : " aux+z only") + ": ";
+  const std::string tag = std::string(f == Family::gpt2 ? "gpt2" : "llama") + (with_dy ? " all terms" : " aux+z only") +
+                          " top-" + std::to_string(top_k) +
+                          (mc.renormalizes_top_k() ? " renormalised" : " raw probabilities") + ": ";
   Layer L(mc, be, nullptr, false);
   const std::vector<float> x = tokens(N, C, 7, false);
   std::vector<float> dy = tokens(N, C, 8, false);
@@ -381,6 +386,15 @@ class MoeFiniteDifferences : public ::testing::TestWithParam<Family> {};
 TEST_P(MoeFiniteDifferences, AuxAndZLossesOnly) { test_fd(job.be(), GetParam(), false); }
 
 TEST_P(MoeFiniteDifferences, AllTerms) { test_fd(job.be(), GetParam(), true); }
+
+// The routing rules (model.renormalize_top_k): top-2 by the raw
+// probabilities, top-1 by its probability (the default) and renormalised
+// to 1 (the loss then reaches the router through the auxiliary losses only).
+TEST_P(MoeFiniteDifferences, AllTermsTopTwoRawProbabilities) { test_fd(job.be(), GetParam(), true, 2, 0); }
+
+TEST_P(MoeFiniteDifferences, AllTermsTopOne) { test_fd(job.be(), GetParam(), true, 1); }
+
+TEST_P(MoeFiniteDifferences, AllTermsTopOneRenormalised) { test_fd(job.be(), GetParam(), true, 1, 1); }
 
 std::string family_name(const ::testing::TestParamInfo<Family>& i) {
   return i.param == Family::gpt2 ? "gpt2" : "llama";

@@ -26,7 +26,9 @@
 #   bf16: no bitwise round trip to the fp32 weights then, only the loader
 #   check (pentad and the loader both start from the same bf16 values).
 # Env: PENTAD, PENTAD_SOURCE_DIR, PENTAD_PYTHON (torch + h5py), MPIEXEC;
-# HF_PHI3_ROPE=1 adds the LongRoPE and partial rotary Phi-3 checks.
+# HF_PHI3_ROPE=1 adds the LongRoPE and partial rotary Phi-3 checks;
+# HF_DECK_SETS="key=value ..." sets deck keys in every training (a variant
+# of DECK, e.g. model.renormalize_top_k=false).
 set -euo pipefail
 
 if [[ $# -lt 2 ]]; then
@@ -46,8 +48,9 @@ trap 'rm -rf "$tmp"' EXIT
 
 # train LAYOUT ARGS...: pentad train DECK under LAYOUT, quiet unless it fails.
 train() {
-  local layout=$1 n sets=()
+  local layout=$1 n sets=() x
   shift
+  for x in ${HF_DECK_SETS:-}; do sets+=(--set "$x"); done
   n=${layout%%:*}
   if [[ $layout == *:* ]]; then
     IFS=, read -ra kv <<< "${layout#*:}"

@@ -143,7 +143,8 @@ def moe(p, m, a, h, aux):
     pr = probs.detach().numpy()
     idx = np.argsort(-pr, axis=1, kind="stable")[:, :k]               # ties: lower expert first
     chosen = probs.gather(1, torch.from_numpy(idx))                   # (N, k)
-    w = chosen / chosen.sum(-1, keepdim=True) if k > 1 else chosen
+    renormalize = m.get("renormalize_top_k", k > 1)                  # else the raw probabilities
+    w = chosen / chosen.sum(-1, keepdim=True) if renormalize else chosen
     cap = T * k if m.get("dropless", False) else math.ceil(m["capacity_factor"] * T * k / E)
     keep = np.zeros((B * T, k), dtype=bool)
     f = np.zeros((B, E))

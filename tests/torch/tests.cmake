@@ -116,6 +116,19 @@ foreach(recompute none full)
   set_tests_properties(torch_parity_qwen3moe_${recompute} PROPERTIES LABELS torch
     ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
 endforeach()
+# The routing rule (model.renormalize_top_k): top-2 weighed by the raw
+# probabilities (Qwen2-MoE's and OLMoE's rule); top-1 by its probability
+# (Switch, the default) and renormalised to 1 (the router then learns from
+# the auxiliary losses alone).
+foreach(variant "raw_top2;--set;model.renormalize_top_k=false" "top1;--set;model.top_k=1"
+                "top1_renormalized;--set;model.top_k=1;--set;model.renormalize_top_k=true")
+  list(GET variant 0 name)
+  list(REMOVE_AT variant 0)
+  add_test(NAME torch_parity_moe_llama_${name}_none
+    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_parity.sh ${CMAKE_CURRENT_LIST_DIR}/moe_llama_tiny.toml none ${variant})
+  set_tests_properties(torch_parity_moe_llama_${name}_none PROPERTIES LABELS torch
+    ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
+endforeach()
 
 # Greedy sampling (issue 18): `pentad sample --temperature 0` of a tiny
 # model trained on the docs gives generate.py's fp64 greedy tokens, 32 of them.
@@ -191,6 +204,14 @@ foreach(model gpt2 llama hf_mixtral llama3 yarn linear qwen2 headdim qwen3 hf_qw
   set_tests_properties(torch_hf_${short} PROPERTIES LABELS torch
     ENVIRONMENT "${env}" TIMEOUT 240)
 endforeach()
+# Qwen3-MoE weighing its top 2 by their router probabilities
+# (model.renormalize_top_k = false: norm_topk_prob false, Qwen2-MoE's and
+# OLMoE's rule): the same round trips, the loader's routing and sampling.
+add_test(NAME torch_hf_qwen3moe_raw
+  COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/hf_export.sh ${CMAKE_CURRENT_LIST_DIR}/hf_qwen3moe_tiny.toml
+          "1" "2:parallel.dp=2,parallel.ep=2")
+set_tests_properties(torch_hf_qwen3moe_raw PROPERTIES LABELS torch
+  ENVIRONMENT "${PENTAD_TEST_ENV};HF_DECK_SETS=model.renormalize_top_k=false" TIMEOUT 240)
 # The bf16 export through the same loader (one layout: tp2 x pp2).
 add_test(NAME torch_hf_llama_bf16
   COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/hf_export.sh ${CMAKE_CURRENT_LIST_DIR}/llama_tiny.toml

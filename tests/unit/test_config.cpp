@@ -123,6 +123,7 @@ TEST(Config, MinimalDeckGivesDefaults) {
   m.d_ff = 4 * m.d_model;
   m.tied_embeddings = 1;
   m.qkv_bias = 1;
+  m.renormalize_top_k = 1;  // top_k 2
   EXPECT_EQ(c.model, m);
   EXPECT_TRUE(c.model.tied());
   EXPECT_EQ(c.model.head_dim(), 16);
@@ -200,6 +201,22 @@ TEST(Config, ExplicitTiedEmbeddingsOverridesFamilyDefault) {
   EXPECT_EQ(parse(kMinimal + "[model]\ntied_embeddings = false\n").model.tied_embeddings, 0);
   EXPECT_EQ(parse(kMinimal + "[model]\nfamily = \"llama\"\ntied_embeddings = true\n")
                 .model.tied_embeddings, 1);
+}
+
+// model.renormalize_top_k: by default true with top_k > 1 and false with
+// top_k = 1 (Switch's raw probability); either may be asked for, and the
+// resolved deck says which.
+TEST(Config, RenormalizeTopKFollowsTopKUnlessAsked) {
+  const std::string moe = kMinimal + "[model]\nn_experts = 4\n";
+  EXPECT_TRUE(parse(moe).model.renormalizes_top_k());
+  EXPECT_EQ(parse(moe).model.renormalize_top_k, 1);
+  EXPECT_FALSE(parse(moe + "top_k = 1\n").model.renormalizes_top_k());
+  EXPECT_EQ(parse(moe + "top_k = 1\n").model.renormalize_top_k, 0);
+  const Config raw = parse(moe + "renormalize_top_k = false\n");
+  EXPECT_FALSE(raw.model.renormalizes_top_k());
+  EXPECT_NE(raw.resolved_toml.find("renormalize_top_k = false"), std::string::npos) << raw.resolved_toml;
+  EXPECT_TRUE(parse(moe + "top_k = 1\nrenormalize_top_k = true\n").model.renormalizes_top_k());
+  EXPECT_NE(parse(moe).resolved_toml.find("renormalize_top_k = true"), std::string::npos);
 }
 
 // model.qkv_bias: gpt2 always has its q/k/v biases; a llama has them when
@@ -797,7 +814,7 @@ TEST(Config, EveryResolvedKeyIsSettable) {
     if (section == "data" && line.rfind("train", 0) == 0) value = "tok/x.bin";  // has escapes
     sets.push_back((section.empty() ? "" : section + ".") + line.substr(0, eq) + "=" + value);
   }
-  EXPECT_EQ(sets.size(), 97u);  // 1 top-level + 38 model + 16 parallel + 24 train + 7 data + 6 checkpoint + 5 log
+  EXPECT_EQ(sets.size(), 98u);  // 1 top-level + 39 model + 16 parallel + 24 train + 7 data + 6 checkpoint + 5 log
   Config expected = c;
   expected.data.train = "tok/x.bin";
   expected.resolved_toml = pentad::config_to_toml(expected);

@@ -41,6 +41,7 @@ ModelConfig tiny(Family f, int n_experts) {
   m.qkv_bias = f == Family::gpt2 ? 1 : 0;
   m.n_experts = n_experts;
   m.top_k = 2;
+  m.renormalize_top_k = 1;  // resolved (top_k 2), as a parsed deck's
   m.dropless = true;
   return m;
 }
@@ -331,7 +332,14 @@ TEST(HfMap, ConfigJsonReadsBackAsTheModel) {
   cases.emplace_back(q3m, hf::Arch::qwen3_moe);
   q3m.moe_every = 2;  // a dense block 0 (decoder_sparse_step 2), one expert per token
   q3m.top_k = 1;
+  q3m.renormalize_top_k = 0;
   cases.emplace_back(q3m, hf::Arch::qwen3_moe);
+  q3m.top_k = 2;  // two experts weighed by their probabilities (norm_topk_prob false)
+  cases.emplace_back(q3m, hf::Arch::qwen3_moe);
+  ModelConfig mix1 = tiny(Family::llama, 3);  // Mixtral routing to one expert, its weight renormalised to 1
+  mix1.dropless = true;
+  mix1.top_k = 1;
+  cases.emplace_back(mix1, hf::Arch::mixtral);
   ModelConfig phi3 = tiny(Family::llama, 0);  // Phi3ForCausalLM (--class), GQA, tied
   phi3.dropless = false;
   phi3.tied_embeddings = 1;
@@ -1215,8 +1223,27 @@ TEST(HfMap, Qwen3MoeConfigIsQwen3WithExperts) {
   EXPECT_EQ(m.seq_len, 40960);
   EXPECT_EQ(hf::arch_of(m, "x", nullptr), hf::Arch::qwen3_moe);
   EXPECT_EQ(hf::check_config_json(a3b, "a3b", m, hf::Arch::qwen3_moe), "");
-  // The routing rule: top-8 without renormalising (Qwen3MoeConfig's default
-  // norm_topk_prob) is not pentad's, nor is a list of dense blocks.
+  // The routing rule: norm_topk_prob is model.renormalize_top_k, false
+  // (Qwen3MoeConfig's default) where it is missing.
+  for (const nlohmann::json& norm : {nlohmann::json(false), nlohmann::json()}) {
+    auto j = nlohmann::json::parse(a3b);
+    if (norm.is_null())
+      j.erase("norm_topk_prob");
+    else
+      j["norm_topk_prob"] = norm;
+    const ModelConfig raw = hf::model_of_config_json(j.dump(), "raw");
+    EXPECT_EQ(raw.top_k, 8);
+    EXPECT_FALSE(raw.renormalizes_top_k()) << norm.dump();
+    EXPECT_EQ(hf::check_config_json(j.dump(), "raw", raw, hf::Arch::qwen3_moe), "");
+    // A deck renormalising the top 8 does not read this file.
+    EXPECT_NE(hf::check_config_json(j.dump(), "raw", m, hf::Arch::qwen3_moe)
+                  .find("\"norm_topk_prob\" = false" +
+                        std::string(norm.is_null() ? " (missing: the class's default)" : "") +
+                        " but the deck's model.renormalize_top_k = true"),
+              std::string::npos);
+  }
+  EXPECT_TRUE(m.renormalizes_top_k());
+  // A list of dense blocks is not pentad's.
   const auto refused = [&](const std::string& key, const nlohmann::json& value, const std::string& want) {
     auto j = nlohmann::json::parse(a3b);
     if (value.is_null())
@@ -1230,8 +1257,7 @@ TEST(HfMap, Qwen3MoeConfigIsQwen3WithExperts) {
       EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
     }
   };
-  refused("norm_topk_prob", false, "\"norm_topk_prob\" = false but pentad renormalises");
-  refused("norm_topk_prob", nullptr, "\"norm_topk_prob\" = false (missing: the class's default)");
+  refused("norm_topk_prob", 1, "\"norm_topk_prob\" = 1 is not true or false");
   refused("mlp_only_layers", {0, 47}, "\"mlp_only_layers\" = [0,47]");
   refused("attention_bias", true, "\"attention_bias\" = true");
   // Dense blocks (decoder_sparse_step 2) must be as wide as the experts.
@@ -1250,6 +1276,7 @@ TEST(HfMap, Qwen3MoeConfigIsQwen3WithExperts) {
   // config_json writes the class, the experts and the routing rule.
   ModelConfig one = qwen3moe_tiny();
   one.top_k = 1;
+  one.renormalize_top_k = 0;
   one.moe_every = 2;
   const auto j = nlohmann::json::parse(hf::config_json(one, hf::Arch::qwen3_moe, "float32"));
   EXPECT_EQ(j["architectures"][0], "Qwen3MoeForCausalLM");
@@ -1261,6 +1288,11 @@ TEST(HfMap, Qwen3MoeConfigIsQwen3WithExperts) {
   EXPECT_EQ(j["decoder_sparse_step"], 2);
   EXPECT_EQ(j["norm_topk_prob"], false);
   EXPECT_EQ(j["mlp_only_layers"], nlohmann::json::array());
+  ModelConfig raw2 = qwen3moe_tiny();  // top-2 by the raw probabilities
+  raw2.renormalize_top_k = 0;
+  EXPECT_EQ(nlohmann::json::parse(hf::config_json(raw2, hf::Arch::qwen3_moe, "float32"))["norm_topk_prob"], false);
+  EXPECT_EQ(nlohmann::json::parse(hf::config_json(qwen3moe_tiny(), hf::Arch::qwen3_moe, "float32"))["norm_topk_prob"],
+            true);
   // The tensors: block 0 dense (mlp.gate_proj), block 1 the experts' names.
   const std::vector<std::string> names = hf::hf_names(hf::rules(one, hf::Arch::qwen3_moe));
   for (const char* n : {"model.layers.0.mlp.gate_proj.weight", "model.layers.1.mlp.gate.weight",
@@ -1277,9 +1309,14 @@ TEST(HfMap, ModelsWithoutAClassAreRefused) {
   m.moe_every = 2;
   EXPECT_THROW(hf::arch_of(m, "x", nullptr), pentad::InputError);
   m.moe_every = 1;
-  m.top_k = 1;
-  EXPECT_THROW(hf::arch_of(m, "x", nullptr), pentad::InputError);
+  m.top_k = 1;  // weighed by its probability (renormalize_top_k false): Mixtral renormalises
+  m.renormalize_top_k = 0;
+  EXPECT_NE(refusal_of([&] { hf::arch_of(m, "x", nullptr); }).find("model.renormalize_top_k = false"),
+            std::string::npos);
   m.top_k = 2;
+  EXPECT_NE(refusal_of([&] { hf::arch_of(m, "x", nullptr); }).find("model.renormalize_top_k = false"),
+            std::string::npos);
+  m.renormalize_top_k = 1;
   m.qkv_bias = 1;  // Mixtral's attention has no biases
   try {
     hf::arch_of(m, "x", nullptr);
@@ -1293,6 +1330,7 @@ TEST(HfMap, ModelsWithoutAClassAreRefused) {
   ModelConfig q3m = qwen3moe_tiny();
   q3m.moe_every = 2;
   q3m.top_k = 1;
+  q3m.renormalize_top_k = 0;
   q3m.dropless = false;
   q3m.z_loss_coef = 1e-3f;
   std::vector<std::string> q3m_notes;

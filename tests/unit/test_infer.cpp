@@ -158,6 +158,15 @@ TEST(KvCache, MoeTopOneMatchesFullForward) {
   check_cache_matches_full_forward(m, "moe llama top-1");
 }
 
+TEST(KvCache, MoeTopTwoByRawProbabilitiesMatchesFullForward) {
+  ModelConfig m = tiny(Family::llama);
+  m.n_experts = 4;
+  m.top_k = 2;
+  m.renormalize_top_k = 0;  // Qwen2-MoE's rule
+  m.dropless = true;
+  check_cache_matches_full_forward(m, "moe llama top-2 raw probabilities");
+}
+
 // generate: the tokens are greedy from the cache's logits; an end-of-text
 // token ends the generation (not included); the sequence stops at seq_len.
 TEST(Generate, GreedyStopsAtEotAndAtSeqLen) {

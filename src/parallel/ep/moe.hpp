@@ -1,7 +1,8 @@
 // Mixture-of-experts MLP (Shazeer et al. 2017; GShard, Lepikhin et al. 2020;
 // Switch, Fedus et al. 2021) with expert parallelism over the ep group.
 // Router: logits = x Wr^T (E), softmax, top-k, weights renormalised over the
-// k chosen (top_k = 1 keeps the raw probability, as Switch). Routing groups
+// k chosen, or the raw probabilities (model.renormalize_top_k; by default
+// renormalised when top_k > 1, raw with top_k = 1, as Switch). Routing groups
 // are single sequences: capacity, dropping and the load-balancing statistics
 // are per sequence, so every layout (dp, ep, pp, accumulation) routes the same
 // tokens the same way. With context parallelism a sequence is cut over the cp
@@ -58,10 +59,11 @@ void set_moe_param(MoeParams& p, const std::string& leaf, int index);
 // (infer/engine.cpp). softmax_rows: probs (N, E) logits in, softmax out, in
 // place (the sum in double); lse (N) their log-sum-exp. top_k_rows: the
 // top-k of each row (larger probability first, lower expert on ties) into
-// idx, w (N, k); z (N) the chosen mass, which renormalises the weights when
-// k > 1 (k = 1 keeps the raw probability, as Switch).
+// idx, w (N, k); z (N) the chosen mass, which divides the weights when
+// renormalize (ModelConfig::renormalizes_top_k; else z is left as it is and
+// the weights are the raw probabilities).
 void softmax_rows(float* probs, float* lse, int N, int E);
-void top_k_rows(const float* probs, int N, int E, int k, int* idx, float* w, float* z);
+void top_k_rows(const float* probs, int N, int E, int k, bool renormalize, int* idx, float* w, float* z);
 
 // The MoE layer's device buffers for one call, in fp32 elements: N token
 // rows in (n_out of them written here), M rows this rank dispatches, R rows

@@ -34,7 +34,7 @@ struct MoeCtx {
   std::vector<float> lse;           // (N)
   std::vector<int> idx;             // (N, k) chosen experts
   std::vector<float> w;             // (N, k) combine weights
-  std::vector<float> z;             // (N) sum of the chosen probabilities (k > 1)
+  std::vector<float> z;             // (N) sum of the chosen probabilities (renormalised weights), else 1
   std::vector<float> f;             // (n_seq, E) choice fraction per (whole) sequence
   std::vector<int> seq;             // (N) sequence of each token row
   // Dispatch (dispatch.cpp).

@@ -38,9 +38,9 @@ void softmax_rows(float* probs, float* lse, int N, int E) {
 }
 
 // Top-k of each row of probs (N, E): larger probability first, lower expert
-// index on ties. idx, w (N, k); z (N) the chosen mass, which renormalises
-// the weights when k > 1 (k = 1 keeps the raw probability, as Switch).
-void top_k_rows(const float* probs, int N, int E, int k, int* idx, float* w, float* z) {
+// index on ties. idx, w (N, k); z (N) the chosen mass, which divides the
+// weights when renormalize (else they are the raw probabilities).
+void top_k_rows(const float* probs, int N, int E, int k, bool renormalize, int* idx, float* w, float* z) {
   std::vector<int> order(static_cast<size_t>(E));
   for (int t = 0; t < N; ++t) {
     const float* pr = probs + size_t(t) * E;
@@ -49,11 +49,11 @@ void top_k_rows(const float* probs, int N, int E, int k, int* idx, float* w, flo
                       [pr](int a, int b) { return pr[a] > pr[b] || (pr[a] == pr[b] && a < b); });
     double zsum = 0;
     for (int j = 0; j < k; ++j) zsum += pr[order[size_t(j)]];
-    if (k > 1) z[size_t(t)] = float(zsum);
+    if (renormalize) z[size_t(t)] = float(zsum);
     for (int j = 0; j < k; ++j) {
       const int e = order[size_t(j)];
       idx[size_t(t) * k + j] = e;
-      w[size_t(t) * k + j] = k > 1 ? float(pr[e] / zsum) : pr[e];
+      w[size_t(t) * k + j] = renormalize ? float(pr[e] / zsum) : pr[e];
     }
   }
 }
@@ -72,7 +72,7 @@ void MoeLayer::route_tokens(MoeCtx& c, const MoeParams& p, const float* x, int n
   c.idx.resize(size_t(N) * k);
   c.w.resize(size_t(N) * k);
   c.z.assign(size_t(N), 1.0f);
-  top_k_rows(c.probs.data(), N, E, k, c.idx.data(), c.w.data(), c.z.data());
+  top_k_rows(c.probs.data(), N, E, k, cfg_.renormalizes_top_k(), c.idx.data(), c.w.data(), c.z.data());
 
   const int cl = split_.chunk_len();
   c.seq.resize(size_t(N));
@@ -161,13 +161,13 @@ void MoeLayer::router_bwd(const MoeCtx& c, const MoeParams& p, const std::vector
   for (int t = 0; t < N; ++t) {
     const float* pr = c.probs.data() + size_t(t) * E;
     std::fill(dp.begin(), dp.end(), 0.0);
-    if (k > 1) {
+    if (cfg_.renormalizes_top_k()) {  // w_j = p_j / z, z the chosen mass
       double s = 0;
       for (int j = 0; j < k; ++j) s += double(dw[size_t(t) * k + j]) * c.w[size_t(t) * k + j];
       for (int j = 0; j < k; ++j)
         dp[size_t(c.idx[size_t(t) * k + j])] += (dw[size_t(t) * k + j] - s) / c.z[size_t(t)];
     } else {
-      dp[size_t(c.idx[size_t(t)])] += dw[size_t(t)];
+      for (int j = 0; j < k; ++j) dp[size_t(c.idx[size_t(t) * k + j])] += dw[size_t(t) * k + j];
     }
     // d aux_s / d p_te = E * f_e / T.
     const float* f = c.f.data() + size_t(c.seq[size_t(t)]) * E;

@@ -8,8 +8,12 @@
 // collective unfinished after parallel.comm_timeout_s, aborts the
 // communicator and ends the job with a message (no silent hang).
 // Unequal pieces (reduce-scatter-v, all-gather-v) are grouped ncclReduce /
-// ncclBroadcast calls, one per root. Tags of send/recv are not used: NCCL
-// keeps messages between two ranks in order.
+// ncclBroadcast calls, one per root. Point-to-point comes grouped: the cp
+// ring's send and receive as one group (isendrecv), the all-to-all as one
+// group of a send and a receive per peer. Lone non-blocking sends and
+// receives (the pipeline's, posted in the schedule's order) are not offered:
+// two of them on one stream would wait on each other. Tags are not used:
+// NCCL keeps messages between two ranks in order.
 #include <nccl.h>
 
 #include <algorithm>
@@ -63,8 +67,8 @@ class NcclComm final : public Comm {
     cudaStreamDestroy(stream_);
   }
 
-  // Collectives only so far: no point-to-point, no all-to-all (the host-staged
-  // MPI comm has them).
+  // Collectives, the paired exchange and the all-to-all; no lone isend /
+  // irecv (the host-staged MPI comm has them).
   bool supports(CommOp op) const override { return comm_supports(CommImpl::nccl, op); }
 
   void allreduce_sum(float* buf, size_t n) override { blocking([&] { all_reduce(buf, n, ncclSum); }, 2.0 * (size_ - 1) / size_ * n); }
@@ -91,6 +95,55 @@ class NcclComm final : public Comm {
 
   void recv(float* buf, size_t n, int peer, int tag) override {
     blocking([&] { NCCL_CHECK(ncclRecv(buf, n, ncclFloat, peer, nccl_, stream_)); }, 0.0);
+  }
+
+  // Both as one group on the communication stream; one request, completed
+  // by wait_exchange (base) through wait().
+  Exchange isendrecv(const float* send, float* recv, size_t n, int to, int from, int tag) override {
+    Exchange x;
+    x.send = start([&] {
+      NCCL_CHECK(ncclGroupStart());
+      NCCL_CHECK(ncclSend(send, n, ncclFloat, to, nccl_, stream_));
+      NCCL_CHECK(ncclRecv(recv, n, ncclFloat, from, nccl_, stream_));
+      NCCL_CHECK(ncclGroupEnd());
+    }, double(n));
+    return x;
+  }
+
+  // One group of a send and a receive per other rank (NCCL's all-to-all
+  // pattern); this rank's own piece is a device copy on the same stream,
+  // before the group.
+  void alltoallv(const float* send, const std::vector<int>& send_counts, float* recv,
+                 const std::vector<int>& recv_counts) override {
+    if (send_counts[size_t(rank_)] != recv_counts[size_t(rank_)])
+      PENTAD_FATAL("alltoallv in group '" + name_ + "': this rank's piece for itself has " +
+                   std::to_string(send_counts[size_t(rank_)]) + " elements to send and " +
+                   std::to_string(recv_counts[size_t(rank_)]) + " to receive");
+    double sent = 0;
+    for (int q = 0; q < size_; ++q)
+      if (q != rank_) sent += send_counts[size_t(q)];
+    blocking([&] {
+      size_t so = 0, ro = 0;
+      for (int q = 0; q < rank_; ++q) {
+        so += size_t(send_counts[size_t(q)]);
+        ro += size_t(recv_counts[size_t(q)]);
+      }
+      const size_t mine = size_t(send_counts[size_t(rank_)]);
+      if (mine > 0)
+        CUDA_CHECK(cudaMemcpyAsync(recv + ro, send + so, mine * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+      so = ro = 0;
+      NCCL_CHECK(ncclGroupStart());
+      for (int q = 0; q < size_; ++q) {
+        const size_t ns = size_t(send_counts[size_t(q)]), nr = size_t(recv_counts[size_t(q)]);
+        if (q != rank_) {
+          if (ns > 0) NCCL_CHECK(ncclSend(send + so, ns, ncclFloat, q, nccl_, stream_));
+          if (nr > 0) NCCL_CHECK(ncclRecv(recv + ro, nr, ncclFloat, q, nccl_, stream_));
+        }
+        so += ns;
+        ro += nr;
+      }
+      NCCL_CHECK(ncclGroupEnd());
+    }, sent);
   }
 
   Request iallreduce_sum(float* buf, size_t n) override {

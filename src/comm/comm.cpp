@@ -22,6 +22,18 @@ Comm::Request Comm::irecv(float*, size_t, int, int) {
   PENTAD_FATAL("comm '" + name_ + "' has no non-blocking receive (needed by pipeline and context parallelism)");
 }
 
+Comm::Exchange Comm::isendrecv(const float* send, float* recv, size_t n, int to, int from, int tag) {
+  Exchange x;
+  x.send = isend(send, n, to, tag);
+  x.recv = irecv(recv, n, from, tag);
+  return x;
+}
+
+void Comm::wait_exchange(const Exchange& x) {
+  if (x.send >= 0) wait(x.send);
+  if (x.recv >= 0) wait(x.recv);
+}
+
 void Comm::alltoallv(const float*, const std::vector<int>&, float*, const std::vector<int>&) {
   PENTAD_FATAL("comm '" + name_ + "' has no all-to-all (needed by expert parallelism)");
 }

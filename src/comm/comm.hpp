@@ -73,6 +73,16 @@ class Comm {
   // wait(). Optional: see supports(CommOp::isend / irecv).
   virtual Request isend(const float* buf, size_t n, int peer, int tag);
   virtual Request irecv(float* buf, size_t n, int peer, int tag);
+  // A send of n elements to `to` and a receive of n from `from`, started
+  // together (one hop of the cp ring, where every rank sends and receives at
+  // once). The base posts isend then irecv; NCCL makes them one group, since
+  // separate NCCL sends and receives on one stream wait on each other.
+  // Completed by wait_exchange(). Optional: see supports(CommOp::isendrecv).
+  struct Exchange {
+    Request send = -1, recv = -1;  // -1: none (NCCL's group is one request, in send)
+  };
+  virtual Exchange isendrecv(const float* send, float* recv, size_t n, int to, int from, int tag);
+  void wait_exchange(const Exchange& x);
   virtual void wait(Request r) = 0;
   virtual bool test(Request r) = 0;
   virtual void progress() = 0;  // test every outstanding request

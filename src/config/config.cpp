@@ -912,15 +912,17 @@ void check_supported(const Config& cfg) {
   if (p.comm == CommLib::nccl && cfg.backend != BackendKind::cuda)
     fail(cfg, "parallel.comm = nccl needs backend = cuda (got backend = " + backend +
                   "); use parallel.comm = mpi or auto with the cpu backend");
-  // Stage-to-stage and ring messages need point-to-point, expert dispatch an
-  // all-to-all; the host-staged MPI comm has every operation.
+  // Stage-to-stage messages need lone point-to-point calls, the cp ring paired
+  // ones, expert dispatch an all-to-all; the host-staged MPI comm has every
+  // operation.
   const CommImpl impl = comm_impl_of(cfg.backend, p.comm);
   const std::string lacking = std::string(", which ") + comm_impl_name(impl) +
                               " does not have yet; set parallel.comm = mpi";
-  const bool p2p = comm_supports(impl, CommOp::isend) && comm_supports(impl, CommOp::irecv);
-  if (!p2p && (p.pp > 1 || p.cp > 1))
-    fail(cfg, "parallel.pp=" + std::to_string(p.pp) + " / parallel.cp=" + std::to_string(p.cp) +
-                  " with backend = " + backend + " need point-to-point messages" + lacking);
+  if (!(comm_supports(impl, CommOp::isend) && comm_supports(impl, CommOp::irecv)) && p.pp > 1)
+    fail(cfg, kv("parallel.pp", p.pp) + " with backend = " + backend +
+                  " needs point-to-point messages between stages" + lacking);
+  if (!comm_supports(impl, CommOp::isendrecv) && p.cp > 1)
+    fail(cfg, kv("parallel.cp", p.cp) + " with backend = " + backend + " needs paired sends and receives" + lacking);
   if (!comm_supports(impl, CommOp::alltoallv) && p.ep > 1)
     fail(cfg, kv("parallel.ep", p.ep) + " with backend = " + backend + " needs an all-to-all" + lacking);
 }

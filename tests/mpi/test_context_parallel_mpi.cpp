@@ -332,6 +332,42 @@ TEST(ContextParallel, IndexMath) { test_index_math(job.comm().size()); }
 
 TEST(ContextParallel, AttentionMergeHostFallback) { test_merge_default(job.be()); }
 
+// One ring hop through Comm::isendrecv (the ring attention's transfers):
+// every rank sends its block on to the next and receives the previous
+// rank's, two hops in flight at once (the backward's K/V and dK/dV rings),
+// and the send is counted in the group's bytes.
+TEST(ContextParallel, ExchangeIsOneRingHop) {
+  Comm& cp = job.comm();
+  Backend& be = job.be();
+  const int P = cp.size(), r = cp.rank(), next = (r + 1) % P, prev = (r + P - 1) % P;
+  const size_t n = 5;
+  std::vector<float> a(n), b(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = float(100 * r + int(i));
+    b[i] = float(-100 * r - int(i));
+  }
+  float *sa = be.alloc(n, Mem::scratch), *sb = be.alloc(n, Mem::scratch), *ra = be.alloc(n, Mem::scratch),
+        *rb = be.alloc(n, Mem::scratch);
+  be.from_host(sa, a.data(), n * sizeof(float));
+  be.from_host(sb, b.data(), n * sizeof(float));
+  be.fill(ra, 0.0f, n);
+  be.fill(rb, 0.0f, n);
+  cp.reset_bytes();
+  const Comm::Exchange x = cp.isendrecv(sa, ra, n, next, prev, 1);
+  const Comm::Exchange y = cp.isendrecv(sb, rb, n, next, prev, 2);
+  cp.wait_exchange(y);
+  cp.wait_exchange(x);
+  EXPECT_DOUBLE_EQ(cp.bytes_sent(), 2.0 * n * sizeof(float));
+  std::vector<float> got_a(n), got_b(n);
+  be.to_host(got_a.data(), ra, n * sizeof(float));
+  be.to_host(got_b.data(), rb, n * sizeof(float));
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(got_a[i], float(100 * prev + int(i))) << "element " << i;
+    EXPECT_EQ(got_b[i], float(-100 * prev - int(i))) << "element " << i;
+  }
+  for (float* p : {sa, sb, ra, rb}) be.free_bytes(p);
+}
+
 struct RingCase {
   bool zz;
   int H, Hkv;

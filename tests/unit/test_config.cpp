@@ -722,26 +722,30 @@ TEST(Config, UnsupportedFeaturesNameTheKey) {
 }
 
 // The NCCL comm's limits come from the Comm capability table
-// (comm/capability.hpp), asked at deck time; the host-staged MPI comm has
-// point-to-point and the all-to-all.
+// (comm/capability.hpp), asked at deck time: it has the cp ring's paired
+// exchange and the all-to-all, not the pipeline's lone sends and receives;
+// the host-staged MPI comm has them all.
 TEST(Config, CommCapabilitiesGateTheLayout) {
   const std::string cuda = "backend = \"cuda\"\n" + kMinimal;
   const std::string pp2 = "[parallel]\npp = 2\n[train]\ngrad_accum = 2\n";
   const std::string ep2 = "[model]\nn_experts = 4\n[parallel]\ndp = 2\nep = 2\n";
+  const std::string cp2 = "[parallel]\ncp = 2\n";
   EXPECT_EQ(error_of(cuda + pp2, {}, 2),
-            "input/tiny.toml: parallel.pp=2 / parallel.cp=1 with backend = cuda need point-to-point "
-            "messages, which the NCCL comm does not have yet; set parallel.comm = mpi");
-  EXPECT_EQ(error_of(cuda + "[parallel]\ncp = 2\n", {"parallel.comm=nccl"}, 2),
-            "input/tiny.toml: parallel.pp=1 / parallel.cp=2 with backend = cuda need point-to-point "
-            "messages, which the NCCL comm does not have yet; set parallel.comm = mpi");
-  EXPECT_EQ(error_of(cuda + ep2, {}, 2),
-            "input/tiny.toml: parallel.ep=2 with backend = cuda needs an all-to-all, which the NCCL comm "
-            "does not have yet; set parallel.comm = mpi");
+            "input/tiny.toml: parallel.pp=2 with backend = cuda needs point-to-point messages between stages, "
+            "which the NCCL comm does not have yet; set parallel.comm = mpi");
+  EXPECT_EQ(error_of(cuda + pp2, {"parallel.comm=nccl"}, 2),
+            "input/tiny.toml: parallel.pp=2 with backend = cuda needs point-to-point messages between stages, "
+            "which the NCCL comm does not have yet; set parallel.comm = mpi");
+  EXPECT_EQ(error_of(cuda + cp2, {"parallel.comm=nccl"}, 2), "<no error thrown>");
+  EXPECT_EQ(error_of(cuda + cp2, {}, 2), "<no error thrown>");
+  EXPECT_EQ(error_of(cuda + ep2, {}, 2), "<no error thrown>");
+  EXPECT_EQ(error_of(cuda + ep2, {"parallel.comm=nccl"}, 2), "<no error thrown>");
   EXPECT_EQ(error_of(cuda + pp2, {"parallel.comm=mpi"}, 2), "<no error thrown>");
   EXPECT_EQ(error_of(cuda + ep2, {"parallel.comm=mpi"}, 2), "<no error thrown>");
   // The cpu backend's MPI comm has every operation.
   EXPECT_EQ(error_of(kMinimal + pp2, {}, 2), "<no error thrown>");
   EXPECT_EQ(error_of(kMinimal + ep2, {}, 2), "<no error thrown>");
+  EXPECT_EQ(error_of(kMinimal + cp2, {}, 2), "<no error thrown>");
 }
 
 // ------------------------------------------------------------ round trip

@@ -116,23 +116,20 @@ struct RingAttention::KvHop {
   int src;                // whose K/V this rank holds now
   const float* k;         // (nc, B, m, Hkv*D)
   const float* v;         // (nc, B, m, Hkv*D)
-  Comm::Request send = -1, recv = -1;
+  Comm::Exchange hop;      // the send on to the next rank and the receive from the previous
 };
 
 RingAttention::KvHop RingAttention::start_hop(int s, int cur) {
   const int P = cp_.size();
-  KvHop h{(rank_ - s + P) % P, kv_[cur], kv_[cur] + n_kv_ / 2};
+  KvHop h{(rank_ - s + P) % P, kv_[cur], kv_[cur] + n_kv_ / 2, {}};
   if (s < P - 1) {
-    h.send = cp_.isend(kv_[cur], n_kv_, next_, kTagKv);
-    h.recv = cp_.irecv(kv_[1 - cur], n_kv_, prev_, kTagKv);
+    h.hop = cp_.isendrecv(kv_[cur], kv_[1 - cur], n_kv_, next_, prev_, kTagKv);
   }
   return h;
 }
 
 void RingAttention::finish_hop(const KvHop& h) {
-  if (h.send < 0) return;
-  cp_.wait(h.send);
-  cp_.wait(h.recv);
+  cp_.wait_exchange(h.hop);
 }
 
 template <class Fn>
@@ -176,7 +173,8 @@ void RingAttention::backward(float* dq, float* dk, float* dv, const float* dout,
   float* acc = dkv_[0];       // this step's dK/dV contribution, then the running sum
   float* sending = dkv_[1];   // the running sum on its way to the next rank
   float* incoming = dkv_[2];  // the running sum of the block this rank holds next
-  Comm::Request send_d = -1, recv_d = -1;
+  Comm::Exchange dkv_hop;  // the running sums' hop (none before the first step)
+  bool dkv_started = false;
   int cur = 0;
   for (int s = 0; s < P; ++s) {
     const KvHop h = start_hop(s, cur);
@@ -187,20 +185,18 @@ void RingAttention::backward(float* dq, float* dk, float* dv, const float* dout,
                         nullptr, q + oq, h.k + ok, h.v + ok, B_, m_, m_, H_, Hkv_, D_, qs, ks, true);
     });
     // Add what the ranks before this one computed for the same keys.
-    if (recv_d >= 0) {
-      cp_.wait(recv_d);
+    if (dkv_started) {
+      cp_.wait_exchange(dkv_hop);
       be_.add(acc, acc, incoming, n_kv_);
     }
-    if (send_d >= 0) cp_.wait(send_d);
     std::swap(acc, sending);
-    send_d = cp_.isend(sending, n_kv_, next_, kTagDkv);
-    recv_d = cp_.irecv(incoming, n_kv_, prev_, kTagDkv);
+    dkv_hop = cp_.isendrecv(sending, incoming, n_kv_, next_, prev_, kTagDkv);
+    dkv_started = true;
     finish_hop(h);
     cur = 1 - cur;
   }
   // After P hops the accumulator of this rank's own keys is back.
-  cp_.wait(recv_d);
-  cp_.wait(send_d);
+  cp_.wait_exchange(dkv_hop);
   be_.add(dk, dk, incoming, n_kv_ / 2);
   be_.add(dv, dv, incoming + n_kv_ / 2, n_kv_ / 2);
 }

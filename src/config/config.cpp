@@ -376,6 +376,10 @@ void add_model_keys(std::vector<Key>& s) {
   }
   s.push_back(int_key(PENTAD_FIELD(model, moe_every), 1, kNoMax,
                       "every k-th block is an MoE block (blocks k-1, 2k-1, ...)"));
+  s.push_back(int_key(PENTAD_FIELD(model, shared_expert_ffn), 0, kNoMax,
+                      "hidden width of a shared expert every token goes through in each MoE block; 0 = none"));
+  s.push_back(bool_key(PENTAD_FIELD(model, shared_expert_gate),
+                       "the shared expert's output scaled by sigmoid(x . w), a (1, d_model) weight (Qwen2-MoE)"));
   s.push_back(float_key(PENTAD_FIELD(model, capacity_factor), gt(0), none(),
                         "expert capacity per sequence = ceil(cf*T*top_k/E) (for no capacity: dropless = true)"));
   s.push_back(bool_key(PENTAD_FIELD(model, dropless), "no expert capacity: every routed choice is served"));
@@ -822,6 +826,14 @@ void validate_layout(const Config& cfg, int world_size) {
     if (m.n_experts % p.ep != 0)
       fail(cfg, kv("model.n_experts", m.n_experts) + " is not divisible by " + kv("parallel.ep", p.ep));
   }
+  if (m.shared_expert_ffn > 0 && m.n_experts == 0)
+    fail(cfg, kv("model.shared_expert_ffn", m.shared_expert_ffn) +
+                  " needs a mixture-of-experts model (model.n_experts > 0)");
+  if (m.shared_expert_gate && m.shared_expert_ffn == 0)
+    fail(cfg, "model.shared_expert_gate = true needs a shared expert (model.shared_expert_ffn > 0)");
+  if (p.expert_tp && m.shared_expert_ffn % p.tp != 0)
+    fail(cfg, kv("model.shared_expert_ffn", m.shared_expert_ffn) + " is not divisible by " +
+                  kv("parallel.tp", p.tp) + " (parallel.expert_tp splits the shared expert too)");
   // Pipeline: the partition of the blocks and the schedule's constraints.
   std::vector<int> chunk_blocks;
   try {

@@ -131,6 +131,12 @@ struct ModelConfig {
   // when top_k = 1 (Switch's). renormalizes_top_k() below.
   int renormalize_top_k = -1;
   int moe_every = 1;             // block l is MoE when (l + 1) % moe_every == 0
+  // A shared expert in every MoE block: an MLP of the family's form, of
+  // hidden width shared_expert_ffn (0: none), that every token goes through
+  // beside its routed experts; with shared_expert_gate its output is scaled
+  // by sigmoid(x . w), w a (1, C) weight of its own (Qwen2-MoE's).
+  int shared_expert_ffn = 0;
+  bool shared_expert_gate = false;
   float capacity_factor = 1.25f; // per-expert capacity = ceil(cf * T * top_k / E) per sequence (> 0)
   bool dropless = false;         // no capacity: every choice is served (capacity_factor unused)
   float aux_loss_coef = 0.01f;   // load-balancing loss coefficient

@@ -30,6 +30,9 @@ struct InferenceEngine::Layer {
   const float *w_gate = nullptr, *w_up = nullptr, *w_down = nullptr;      // (F, C), (F, C), (C, F); MoE: (E, ...)
   const float *b_up = nullptr, *b_down = nullptr;                          // GPT-2 (F), (C); MoE: (E, ...)
   const float* router = nullptr;                                           // (E, C), MoE blocks
+  // The shared expert (model.shared_expert_ffn): (Fs, C) x2, (C, Fs); GPT-2 (Fs), (C); the gate (1, C).
+  const float *s_gate = nullptr, *s_up = nullptr, *s_down = nullptr, *s_b_up = nullptr, *s_b_down = nullptr;
+  const float* s_w = nullptr;
   bool moe = false;
   float *k_cache = nullptr, *v_cache = nullptr;                            // (T, KD) each
 };
@@ -91,6 +94,15 @@ void InferenceEngine::build(const ModelWeights& w) {
     ly->w_down = upload(w, m + "w_down");
     ly->b_up = opt(m.substr(p.size()) + "b_up");
     ly->b_down = opt(m.substr(p.size()) + "b_down");
+    if (ly->moe && cfg_.shared_expert_ffn > 0) {
+      const std::string s = p + "mlp/shared/";
+      if (!gpt2_) ly->s_gate = upload(w, s + "w_gate");
+      ly->s_up = upload(w, s + "w_up");
+      ly->s_down = upload(w, s + "w_down");
+      ly->s_b_up = opt("mlp/shared/b_up");
+      ly->s_b_down = opt("mlp/shared/b_down");
+      if (cfg_.shared_expert_gate) ly->s_w = upload(w, s + "gate");
+    }
     ly->k_cache = buf(T * KD);
     ly->v_cache = buf(T * KD);
     layers_.push_back(std::move(ly));
@@ -109,9 +121,10 @@ void InferenceEngine::build(const ModelWeights& w) {
   q_ = buf(T * HD);
   att_ = buf(T * HD);
   lse_ = buf(size_t(H_) * T);
-  fc_ = buf(T * F_);
-  up_ = buf(T * F_);
-  act_ = buf(T * F_);
+  const size_t F_or_shared = size_t(std::max(F_, cfg_.n_experts > 0 ? cfg_.shared_expert_ffn : 0));
+  fc_ = buf(T * F_or_shared);
+  up_ = buf(T * F_or_shared);
+  act_ = buf(T * F_or_shared);
   // The logits of at most ~16M floats at a time (a few rows of a large vocabulary).
   head_rows_ = int(std::clamp<int64_t>((int64_t{16} << 20) / V_, 1, T_));
   logits_ = buf(size_t(head_rows_) * V_);
@@ -260,6 +273,39 @@ void InferenceEngine::moe_mlp(int l, int n) {
   }
   be_.combine_rows(xe_, ye_, moe_row_, moe_w_, n, k, C);  // (n, C): sum_j w_j y_j
   be_.add(x_, x_, xe_, size_t(n) * C);
+  if (y.s_up) shared_mlp(y, n);
+}
+
+// The shared expert on ln_ (n, C), added to x_ (scaled per row by
+// sigmoid(x . w) when gated), in the training layer's order of operations
+// (parallel/ep/experts.cpp's shared_fwd): its output into ye_, the gate's
+// logits into router_, the scaled rows (combine_rows, k = 1) into xe_.
+void InferenceEngine::shared_mlp(const Layer& y, int n) {
+  const int C = C_, Fs = cfg_.shared_expert_ffn;
+  const size_t nF = size_t(n) * Fs, nC = size_t(n) * C;
+  if (gpt2_) {
+    be_.linear_fwd(fc_, ln_, y.s_up, y.s_b_up, n, Fs, C, 0.0f, act_);
+  } else {
+    be_.gemm(false, true, n, Fs, C, 1.0f, ln_, C, y.s_gate, C, 0.0f, fc_, Fs);
+    be_.gemm(false, true, n, Fs, C, 1.0f, ln_, C, y.s_up, C, 0.0f, up_, Fs);
+    be_.glu_fwd(act_, fc_, up_, nF, cfg_.mlp_act);
+  }
+  be_.gemm(false, true, n, C, Fs, 1.0f, act_, Fs, y.s_down, Fs, 0.0f, ye_, C);
+  if (gpt2_) be_.bias_add(ye_, y.s_b_down, n, C);
+  if (!y.s_w) {
+    be_.add(x_, x_, ye_, nC);
+    return;
+  }
+  be_.gemm(false, true, n, 1, C, 1.0f, ln_, C, y.s_w, C, 0.0f, router_, 1);
+  std::vector<float> g(static_cast<size_t>(n));
+  be_.to_host(g.data(), router_, g.size() * sizeof(float));
+  for (float& v : g) v = float(1.0 / (1.0 + std::exp(-double(v))));
+  std::vector<int32_t> iota(static_cast<size_t>(n));
+  std::iota(iota.begin(), iota.end(), 0);
+  be_.from_host(moe_w_, g.data(), g.size() * sizeof(float));
+  be_.from_host(moe_row_, iota.data(), iota.size() * sizeof(int32_t));
+  be_.combine_rows(xe_, ye_, moe_row_, moe_w_, n, 1, C);
+  be_.add(x_, x_, xe_, nC);
 }
 
 // Final norm and logits of rows [row0, row0 + n) of x_, a few rows at a time.

@@ -50,6 +50,7 @@ class InferenceEngine {
   void norm(float* out, const float* x, const float* w, const float* b, int n);
   void block(int l, int n);
   void moe_mlp(int l, int n);
+  void shared_mlp(const Layer& y, int n);
   void head(int row0, int n, float* logits_host);
 
   ModelConfig cfg_;

@@ -26,7 +26,10 @@ std::string model_signature(const ModelConfig& m) {
                                 // the routing rule where it is not top_k's default (older signatures unchanged)
                                 (m.renormalizes_top_k() != (m.top_k > 1)
                                      ? (m.renormalizes_top_k() ? " renormalized" : " probabilities")
-                                     : "")
+                                     : "") +
+                                (m.shared_expert_ffn > 0 ? " shared=" + std::to_string(m.shared_expert_ffn) +
+                                                               (m.shared_expert_gate ? " gated" : "")
+                                                         : std::string())
                           : std::string());
 }
 

@@ -228,7 +228,8 @@ void Model::bind_block(int l, const ParamLookup& id) {
   if (cfg_.is_moe_block(l)) {
     MoeParams& m = moe_p_[size_t(l)];
     for (const char* leaf : {"router/w", "experts/w_gate", "experts/w_up", "experts/b_up", "experts/w_down",
-                             "experts/b_down"})
+                             "experts/b_down", "shared/w_gate", "shared/w_up", "shared/b_up", "shared/w_down",
+                             "shared/b_down", "shared/gate"})
       set_moe_param(m, leaf, p((std::string("mlp/") + leaf).c_str()).index);
     return;
   }

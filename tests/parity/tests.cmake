@@ -421,3 +421,24 @@ pentad_parity_test(qwen3moe_dp2_ep2 moe_llama 2 "${QWEN3MOE} --set train.grad_ac
                    "${QWEN3MOE} --set parallel.dp=2 --set parallel.ep=2")
 pentad_parity_test(qwen3moe_tp2_sp_expert_tp moe_llama 2 "${QWEN3MOE}"
                    "${QWEN3MOE} --set parallel.tp=2 --set parallel.sp=true --set parallel.expert_tp=true")
+
+# A shared expert (model.shared_expert_ffn; gated: model.shared_expert_gate,
+# Qwen2-MoE's): a dense MLP in the MoE block, replicated over ep and (without
+# expert tp) over tp, its width split over tp with expert_tp, beside the
+# routed experts over ep, cp, pipeline stages (1F1B and ZB-H1) and ZeRO.
+set(SHARED_GATED "--set model.shared_expert_ffn=48 --set model.shared_expert_gate=true")
+set(SHARED "--set model.shared_expert_ffn=64")
+pentad_parity_test(shared_dp2_ep2_zero3 moe_llama 2 "${SHARED_GATED} --set train.grad_accum=2"
+                   "${SHARED_GATED} --set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=3")
+pentad_parity_test(shared_tp2_sp_expert_tp moe_llama 2 "${SHARED_GATED}"
+                   "${SHARED_GATED} --set parallel.tp=2 --set parallel.sp=true --set parallel.expert_tp=true")
+pentad_parity_test(shared_cp2_tp2_sp_expert_tp moe_llama 4 "${SHARED_GATED}"
+                   "${SHARED_GATED} --set parallel.cp=2 --set parallel.tp=2 --set parallel.sp=true --set parallel.expert_tp=true")
+pentad_parity_test(shared_pp2_dp2_zero1 moe_llama 4 "${SHARED_GATED} --set train.grad_accum=4"
+                   "${SHARED_GATED} --set parallel.pp=2 --set parallel.dp=2 --set parallel.zero=1 --set train.grad_accum=2")
+pentad_parity_test(shared_pp2_zbh1 moe_llama 2 "${SHARED_GATED} --set train.grad_accum=4"
+                   "${SHARED_GATED} --set parallel.pp=2 --set parallel.schedule=zbh1 --set train.grad_accum=4")
+pentad_parity_test(shared_tp2_full moe_gpt2 2 "${SHARED}" "${SHARED} --set parallel.tp=2 --set train.recompute=full")
+pentad_parity_test(shared_tp4_expert_tp moe_gpt2 4 "${SHARED}" "${SHARED} --set parallel.tp=4 --set parallel.expert_tp=true")
+pentad_parity_test(shared_gated_tp2_sp_full_expert_tp moe_gpt2 2 "${SHARED} --set model.shared_expert_gate=true"
+                   "${SHARED} --set model.shared_expert_gate=true --set parallel.tp=2 --set parallel.sp=true --set parallel.expert_tp=true --set train.recompute=full")

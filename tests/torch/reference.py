@@ -8,7 +8,9 @@ and checks per-step loss, lr, grad norm and every `final/*` tensor.
 Mixture-of-experts decks (model.n_experts > 0) are rebuilt with the routing
 rules of src/parallel/ep/moe.cpp: per-sequence top-k (ties to the lower expert), first
 choices served before second ones, per-sequence capacity, and the
-load-balancing and z losses added to the objective (metrics/aux_loss).
+load-balancing and z losses added to the objective (metrics/aux_loss); a
+shared expert (model.shared_expert_ffn) every token goes through, scaled by
+sigmoid(x . w) with model.shared_expert_gate.
 Usage: /usr/bin/python3 reference.py DUMP.h5   (exit 1 on any failure)
 """
 import math
@@ -103,6 +105,18 @@ def param_shapes(m):
             if gpt2:
                 s[x + "b_up"] = (E, F_)
                 s[x + "b_down"] = (E, C)
+            Fs = m.get("shared_expert_ffn", 0)
+            if Fs:  # the shared expert, the family's MLP of width Fs, and its gate
+                x = p + "mlp/shared/"
+                if not gpt2:
+                    s[x + "w_gate"] = (Fs, C)
+                s[x + "w_up"] = (Fs, C)
+                s[x + "w_down"] = (C, Fs)
+                if gpt2:
+                    s[x + "b_up"] = (Fs,)
+                    s[x + "b_down"] = (C,)
+                if m.get("shared_expert_gate"):
+                    s[x + "gate"] = (1, C)
         elif gpt2:
             s[p + "mlp/w_up"] = (F_, C)
             s[p + "mlp/b_up"] = (F_,)
@@ -172,6 +186,17 @@ def moe(p, m, a, h, aux):
             u = gate_act(m)(xe @ p[xp + "w_gate"][e].T) * (xe @ p[xp + "w_up"][e].T)
             y = u @ p[xp + "w_down"][e].T
         out = out.index_add(0, torch.from_numpy(rows), w[rows, js][:, None] * y)
+    if m.get("shared_expert_ffn", 0):  # every token through the shared expert, scaled by its gate
+        sp = a + "mlp/shared/"
+        if gpt2:
+            u = F.gelu(x @ p[sp + "w_up"].T + p[sp + "b_up"], approximate="tanh")
+            y = u @ p[sp + "w_down"].T + p[sp + "b_down"]
+        else:
+            u = gate_act(m)(x @ p[sp + "w_gate"].T) * (x @ p[sp + "w_up"].T)
+            y = u @ p[sp + "w_down"].T
+        if m.get("shared_expert_gate"):
+            y = torch.sigmoid(x @ p[sp + "gate"].T) * y
+        out = out + y
     P = probs.view(B, T, E).mean(1)                                    # (B, E)
     aux.append((E * (torch.from_numpy(f) * P).sum(-1), lse))
     return out.view(B, T, C)

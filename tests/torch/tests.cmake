@@ -130,6 +130,23 @@ foreach(variant "raw_top2;--set;model.renormalize_top_k=false" "top1;--set;model
     ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
 endforeach()
 
+# A shared expert (model.shared_expert_ffn) every token goes through beside
+# its routed experts: Qwen2-MoE's gated one (sigmoid(x . w) per token) on the
+# MoE Llama and GPT-2 (full recompute: the layer runs again in backward), and
+# GPT-2's ungated one (DeepSeekMoE's form).
+foreach(variant "llama_gated;moe_llama;none;--set;model.shared_expert_ffn=48;--set;model.shared_expert_gate=true"
+                "gpt2_gated;moe_gpt2;full;--set;model.shared_expert_ffn=48;--set;model.shared_expert_gate=true"
+                "gpt2;moe_gpt2;none;--set;model.shared_expert_ffn=64")
+  list(GET variant 0 name)
+  list(GET variant 1 model)
+  list(GET variant 2 recompute)
+  list(REMOVE_AT variant 0 1 2)
+  add_test(NAME torch_parity_moe_shared_${name}_${recompute}
+    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_parity.sh ${CMAKE_CURRENT_LIST_DIR}/${model}_tiny.toml ${recompute} ${variant})
+  set_tests_properties(torch_parity_moe_shared_${name}_${recompute} PROPERTIES LABELS torch
+    ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
+endforeach()
+
 # Greedy sampling (issue 18): `pentad sample --temperature 0` of a tiny
 # model trained on the docs gives generate.py's fp64 greedy tokens, 32 of them.
 # llama3: the Llama with Llama 3.1's RoPE scaling, an original context of 64

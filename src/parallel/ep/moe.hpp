@@ -10,10 +10,16 @@
 // top-k choices (k integers per token) so that capacity and the balance
 // statistics are decided on the whole sequence, in global token order.
 // Experts are ordinary MLPs (GELU with biases for gpt2, SwiGLU for llama);
-// expert e lives on ep rank e / (E/ep). Tokens go out with an all-to-all
+// expert e lives on ep rank e / (E/ep). A shared expert
+// (model.shared_expert_ffn > 0; DeepSeekMoE's, Qwen2-MoE's) is one more MLP
+// of that form, of its own width, that every token goes through on its own
+// rank (replicated over ep, in the dense store), its output added to the
+// routed experts' sum, scaled per token by sigmoid(x . w) with
+// model.shared_expert_gate; with expert tp its width is split like theirs. Tokens go out with an all-to-all
 // (counts first, then rows), come back with the reverse one.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +38,9 @@ class Comm;
 struct MoeParams {
   int router = -1;                                     // (E, C) dense
   int w_gate = -1, w_up = -1, b_up = -1, w_down = -1, b_down = -1;  // (E/ep, F, C), (E/ep, F), (E/ep, C, F), (E/ep, C)
+  // The shared expert (dense store; Fs = shared_expert_ffn / expert tp):
+  // (Fs, C), (Fs, C), (Fs), (C, Fs), (C), and its gate (1, C).
+  int s_gate = -1, s_up = -1, s_b_up = -1, s_down = -1, s_b_down = -1, s_w = -1;
 };
 
 // Which experts, and which part of each, a rank holds: ep rank ep_rank of
@@ -47,8 +56,9 @@ struct ExpertCut {
 
 // The tensors of one MoE block named prefix (its MLP's, e.g.
 // "model/layers/3/mlp/"), in registration order: the router (E, C) in the
-// dense store, then this rank's cut of the experts (expert store). Units are
-// left 0 for the caller. Pure.
+// dense store, then this rank's cut of the experts (expert store), then the
+// shared expert's (dense store, "shared/..."; its width cut like the
+// experts' d_ff). Units are left 0 for the caller. Pure.
 std::vector<ParamSpec> moe_param_specs(const ModelConfig& cfg, const std::string& prefix, const ExpertCut& cut,
                                        float std, float std_out);
 // Points the field of p that the spec prefix + leaf names ("router/w",
@@ -81,7 +91,16 @@ struct MoeBuffers {
   T combine;       // (n_out, C) the weighted sum of the expert outputs (scratch)
   T bwd;           // backward's row gradients (scratch): (M, C) sent, (R, C) received and returned, 1|3 (R, F)
   int n_hidden;    // hidden (R, F) activations: 2 GPT-2 (h, a), 3 Llama (u too); gradients: GPT-2 dh, Llama da, dh, du
+  // The shared expert (0 without one), over all N rows, Fs = its width / expert tp:
+  T shared_hidden; // (N, Fs) one of its hidden activations (n_hidden of them kept)
+  T kept_shared;   // kept forward -> backward: its n_hidden (N, Fs); gated also its output (N, C), the gate
+                   // values and the identity row list (N each)
+  T shared_fwd;    // forward scratch: its output (N, C) ungated; gated the gate logits (N), then the scaled
+                   // output rows (n_out, C)
+  T shared_bwd;    // backward scratch at its peak: (gated) the scaled output gradient (N, C) and the gate's
+                   // (N); the hidden gradients 1|3 (N, Fs); with expert tp the partial input gradient (N, C)
   T in_forward() const { return y; }  // alive inside forward only
+  T kept(T R) const { return R * kept_per_row + kept_dispatch + kept_shared; }  // one block's context
 };
 
 // expert_tp: the tp size each expert's d_ff is split over (1: whole experts).
@@ -100,6 +119,15 @@ MoeBuffers<T> moe_buffers(const ModelConfig& cfg, T N, T n_out, T M, T R, int ex
   b.logits = N * E;
   b.combine = n_out * C;
   b.bwd = M * C + T(2) * R * C + T(cfg.family == Family::gpt2 ? 1 : 3) * R * F;
+  const T Fs = T(cfg.shared_expert_ffn) / T(expert_tp), ng = T(cfg.family == Family::gpt2 ? 1 : 3);
+  const bool shared = cfg.shared_expert_ffn > 0, gated = shared && cfg.shared_expert_gate;
+  b.shared_hidden = shared ? N * Fs : T(0);
+  b.kept_shared = T(nh) * b.shared_hidden + (gated ? N * C + T(2) * N : T(0));
+  b.shared_fwd = !shared ? T(0) : gated ? std::max(N, n_out * C) : N * C;
+  const T dys = gated ? N * C : T(0), dxs = expert_tp > 1 ? N * C : T(0);
+  b.shared_bwd = !shared ? T(0)
+                         : std::max({gated ? N * C + N : T(0), dys + ng * b.shared_hidden,
+                                     ng * b.shared_hidden + dxs});
   return b;
 }
 
@@ -158,7 +186,7 @@ class MoeLayer {
   const Times& times() const { return times_; }
   void reset_times() { times_ = {}; }
 
-  // out = resid + sum_j w_j expert_j(x) for the N = n_seq * T/cp token rows
+  // out = resid + sum_j w_j expert_j(x) (+ the gated shared expert) for the N = n_seq * T/cp token rows
   // of x, the block's MLP input (after the norm). out and resid hold rows
   // [row0, row0 + n_out) of the N (n_out < 0: all N); sequence parallelism
   // passes the all-gathered x and this tp rank's rows. Saves what backward
@@ -204,6 +232,12 @@ class MoeLayer {
   // experts.cpp: the expert MLPs over the received rows, and their backward.
   void experts_fwd(MoeCtx& c, const MoeParams& p);
   void experts_bwd(MoeCtx& c, const MoeParams& p, const float* dyr, float* dxr);
+  // The shared expert on all N rows of x: out rows [row0, row0 + n_out) +=
+  // its (gated) output; its backward adds its input gradient to dx (N, C)
+  // and accumulates its parameter gradients. With expert tp its output and
+  // input gradient are summed over tp. No-ops without one.
+  void shared_fwd(MoeCtx& c, const MoeParams& p, const float* x, float* out, int row0, int n_out);
+  void shared_bwd(MoeCtx& c, const MoeParams& p, float* dx, const float* dy, const float* x);
   // moe_layer.cpp: the sizes of this call's buffers (moe_buffers of its N,
   // M, R and n_out output rows), and the row gradients to the experts and
   // back (collective over ep).
@@ -222,6 +256,7 @@ class MoeLayer {
   int ep_size_ = 1, ep_rank_ = 0;
   int tp_size_ = 1, tp_rank_ = 0;
   int E_, E_local_, k_, C_, F_, T_;  // F_: this rank's d_ff columns of each expert (d_ff / tp with expert_tp)
+  int Fs_ = 0;  // this rank's columns of the shared expert (0: none)
   bool gpt2_;
   GateAct act_ = GateAct::silu;  // the gated experts' activation (model.mlp_act)
 };

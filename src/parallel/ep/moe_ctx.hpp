@@ -55,12 +55,20 @@ struct MoeCtx {
   float* u = nullptr;               // (R, F) SwiGLU up
   float* a = nullptr;               // (R, F) activation
   float* y = nullptr;               // (R, C) expert outputs
+  // The shared expert (experts.cpp), on the backend: over all N rows.
+  float* sh = nullptr;              // (N, Fs) GELU input / gate
+  float* su = nullptr;              // (N, Fs) up (gated unit)
+  float* sa = nullptr;              // (N, Fs) activation
+  float* sy = nullptr;              // (N, C) its output, kept when gated (the gate's gradient reads it)
+  std::vector<float> sg;            // (N) gated: sigmoid(x . w) per row (host)
+  float* d_sg = nullptr;            // (N) the same on the backend
+  int32_t* d_iota = nullptr;        // (N) 0, 1, ..., N-1: the row lists of the gate's combine
   void free_dev() {
-    for (float** p : {&xr, &h, &u, &a, &y, &yb, &d_w}) {
+    for (float** p : {&xr, &h, &u, &a, &y, &yb, &d_w, &sh, &su, &sa, &sy, &d_sg}) {
       if (*p) be->free_bytes(*p);
       *p = nullptr;
     }
-    for (int32_t** p : {&d_row_token, &d_row_choice, &d_row}) {
+    for (int32_t** p : {&d_row_token, &d_row_choice, &d_row, &d_iota}) {
       if (*p) be->free_bytes(*p);
       *p = nullptr;
     }

@@ -40,6 +40,9 @@ MoeLayer::MoeLayer(const ModelConfig& cfg, Backend& be, ParamStore& dense, Param
   C_ = cfg.d_model;
   if (cfg.d_ff % tp_size_ != 0) throw std::invalid_argument("MoeLayer: d_ff must be a multiple of the tp group");
   F_ = cfg.d_ff / tp_size_;
+  if (cfg.shared_expert_ffn % tp_size_ != 0)
+    throw std::invalid_argument("MoeLayer: shared_expert_ffn must be a multiple of the tp group");
+  Fs_ = cfg.shared_expert_ffn / tp_size_;
   T_ = cfg.seq_len;
   gpt2_ = cfg.family == Family::gpt2;
   act_ = cfg.mlp_act;
@@ -87,6 +90,31 @@ std::vector<ParamSpec> moe_param_specs(const ModelConfig& cfg, const std::string
   if (gpt2) blk("b_up", {F}, 1, Init::zeros, 0, false);
   blk("w_down", {C, F}, 2, Init::normal, std_out, true);
   if (gpt2) blk("b_down", {C}, 0, Init::zeros, 0, false);
+  if (cfg.shared_expert_ffn <= 0) return out;
+  // The shared expert: a dense MLP of the same form (dense store), its
+  // width (dimension f_dim, 0-based) cut over tp as the experts' d_ff is.
+  const int64_t Fs = cfg.shared_expert_ffn, Fsl = Fs / cut.tp_size, fs0 = int64_t(cut.tp_rank) * Fsl;
+  auto shared = [&](const char* name, std::vector<int64_t> shape, int f_dim, Init init, float s, bool decay) {
+    ParamSpec x;
+    x.name = prefix + "shared/" + name;
+    x.local_start.assign(shape.size(), 0);
+    x.shape = x.local_shape = std::move(shape);
+    if (f_dim >= 0 && cut.tp_size > 1) {
+      x.tp_dim = f_dim;
+      x.local_start[size_t(f_dim)] = fs0;
+      x.local_shape[size_t(f_dim)] = Fsl;
+    }
+    x.init = init;
+    x.std = s;
+    x.decay = decay;
+    out.push_back(std::move(x));
+  };
+  if (!gpt2) shared("w_gate", {Fs, C}, 0, Init::normal, std, true);
+  shared("w_up", {Fs, C}, 0, Init::normal, std, true);
+  if (gpt2) shared("b_up", {Fs}, 0, Init::zeros, 0, false);
+  shared("w_down", {C, Fs}, 1, Init::normal, std_out, true);
+  if (gpt2) shared("b_down", {C}, -1, Init::zeros, 0, false);
+  if (cfg.shared_expert_gate) shared("gate", {1, C}, -1, Init::normal, std, true);
   return out;
 }
 
@@ -97,6 +125,12 @@ void set_moe_param(MoeParams& p, const std::string& leaf, int index) {
   else if (leaf == "experts/b_up") p.b_up = index;
   else if (leaf == "experts/w_down") p.w_down = index;
   else if (leaf == "experts/b_down") p.b_down = index;
+  else if (leaf == "shared/w_gate") p.s_gate = index;
+  else if (leaf == "shared/w_up") p.s_up = index;
+  else if (leaf == "shared/b_up") p.s_b_up = index;
+  else if (leaf == "shared/w_down") p.s_down = index;
+  else if (leaf == "shared/b_down") p.s_b_down = index;
+  else if (leaf == "shared/gate") p.s_w = index;
   else throw std::logic_error("set_moe_param: no MoE tensor " + leaf);
 }
 
@@ -142,6 +176,8 @@ void MoeLayer::forward(MoeCtxPtr& ctx, const MoeParams& p, int layer, float* out
       experts_fwd(c, p);
     }
     combine_fwd(c, send, out, resid, row0, n_out);
+    const MoeTimer tm(be_, times_.expert_s);
+    shared_fwd(c, p, x, out, row0, n_out);
   }
   times_.route_s += total_s - (times_.comm_s - before.comm_s) - (times_.expert_s - before.expert_s);
 }
@@ -185,6 +221,8 @@ void MoeLayer::backward(MoeCtxPtr& ctx, const MoeParams& p, float* dx, const flo
     be_.combine_rows(dx, rows, c.d_row, nullptr, c.N, k_, C_);
     be_.free_bytes(rows);
     router_bwd(c, p, dw, dx, x, loss_scale);
+    const MoeTimer tm(be_, times_.expert_s);
+    shared_bwd(c, p, dx, dy, x);
   }
   ctx.reset();
   times_.route_s += total_s - (times_.comm_s - before.comm_s) - (times_.expert_s - before.expert_s);

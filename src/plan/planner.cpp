@@ -220,7 +220,7 @@ double scratch_bytes(const Config& cfg, const MemoryPlan& plan, bool has_moe, do
     // dispatched-row gradients (M, C), received and returned rows 2 (R, C)
     // and the expert MLP's gradients (2 GPT-2, 3 Llama) x (R, d_ff).
     const MoeBuffers<double> b = moe_buffers_of(cfg, moe_rows(cfg, false, moe_load));
-    e += std::max({b.logits, b.combine, b.bwd});
+    e += std::max({b.logits, b.combine, b.bwd, b.shared_fwd, b.shared_bwd});
   }
   return kF * e;
 }
@@ -487,14 +487,14 @@ void add_activation_bytes(const Config& cfg, const std::vector<int>& cb, const M
     if (!full) {
       double nm = 0;
       for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) nm += cfg.model.is_moe_block(l) ? 1 : 0;
-      m.bytes[Ac] += std::max(1, ctx_hw[size_t(g)]) * nm * kF * (mr.R * mb.kept_per_row + mb.kept_dispatch);
+      m.bytes[Ac] += std::max(1, ctx_hw[size_t(g)]) * nm * kF * mb.kept(mr.R);
     }
   }
   if (moe_blocks_of(cfg, cb, sp) > 0) {
     // Inside one MoE call: the expert outputs (R, C), freed before it
     // returns (with full recompute also the one context that exists then).
     m.bytes[Ac] += kF * mb.in_forward();
-    if (full) m.bytes[Ac] += kF * (mr.R * mb.kept_per_row + mb.kept_dispatch);
+    if (full) m.bytes[Ac] += kF * mb.kept(mr.R);
   }
 }
 
@@ -607,7 +607,11 @@ double stage_flops_per_mb(const Config& cfg, const StageParams& s, const std::ve
   // over tp), or of d_ff / tp with expert tp.
   const ModelConfig& mc = cfg.model;
   const double etp = cfg.parallel.expert_tp ? cfg.parallel.tp : 1;
-  const double moe_mlp = 2.0 * mc.n_experts * d.C + mc.top_k * 2.0 * (d.gpt2 ? 2 : 3) * d.C * mc.d_ff / etp;
+  // A shared expert: its MLP of width shared_expert_ffn (/ tp with expert
+  // tp) on every token, and its gate's (1, C) product.
+  const double moe_mlp = 2.0 * mc.n_experts * d.C + mc.top_k * 2.0 * (d.gpt2 ? 2 : 3) * d.C * mc.d_ff / etp +
+                         2.0 * (d.gpt2 ? 2 : 3) * d.C * mc.shared_expert_ffn / etp +
+                         (mc.shared_expert_gate ? 2.0 * d.C : 0.0);
   double n_blocks = 0, fwd = 0;
   for (int g : s.chunks)
     for (int l = cb[size_t(g)]; l < cb[size_t(g) + 1]; ++l) {
@@ -754,6 +758,10 @@ void add_tp_comm(const Config& cfg, const StageParams& s, const std::vector<int>
     const double R = moe_rows(cfg, false).R;
     bytes += n_moe * (2 + full) * ar * R * d.C;
     calls += n_moe * (2 + full);
+    if (cfg.model.shared_expert_ffn > 0) {  // the shared expert's output and input gradient, (N, C) each
+      bytes += n_moe * (2 + full) * ar * BTC;
+      calls += n_moe * (2 + full);
+    }
   }
   if (d.tp > cfg.model.n_kv_heads) {
     // Key/value heads held by several tp ranks (KvCopies): per block in
@@ -819,8 +827,11 @@ double model_flops_per_token(const Config& cfg) {
   double n_params = V * C + (d.gpt2 ? m.seq_len * C : 0.0) + m.n_layers * blk + C * (d.gpt2 ? 2 : 1) +
                     (d.tied ? 0.0 : V * C);
   const double mlp = (d.gpt2 ? 2 : 3) * C * F + (d.gpt2 ? F + C : 0.0);
+  const double Fs = m.shared_expert_ffn;
+  const double shared = Fs > 0 ? (d.gpt2 ? 2 : 3) * C * Fs + (d.gpt2 ? Fs + C : 0.0) + (m.shared_expert_gate ? C : 0.0)
+                               : 0.0;
   for (int l = 0; l < m.n_layers; ++l)
-    if (m.is_moe_block(l)) n_params += m.n_experts * C + (m.top_k - 1) * mlp;
+    if (m.is_moe_block(l)) n_params += m.n_experts * C + (m.top_k - 1) * mlp + shared;
   return 6.0 * n_params + 12.0 * m.n_layers * C * m.seq_len;
 }
 

@@ -50,6 +50,12 @@ cases=(
   "moe_dp2_ep2_tp2_expert_tp|4|--set parallel.dp=2 --set parallel.ep=2 --set parallel.tp=2 --set parallel.expert_tp=true|moe_$model"
   "moe_cp2|2|--set parallel.cp=2|moe_$model"
   "moe_cp2_dp2_ep2|4|--set parallel.cp=2 --set parallel.dp=2 --set parallel.ep=2|moe_$model"
+  # A shared expert: gated over ep; split over tp (expert tp, with sp) and
+  # run again in backward (full recompute; dropless: the routed rows known,
+  # so memory is exact).
+  "moe_shared_gated_dp2_ep2|2|--set model.shared_expert_ffn=48 --set model.shared_expert_gate=true --set parallel.dp=2 --set parallel.ep=2|moe_$model"
+  "moe_shared_gated_tp2_sp_expert_tp_full_dropless|2|--set model.dropless=true --set model.shared_expert_ffn=64 --set model.shared_expert_gate=true --set parallel.tp=2 --set parallel.sp=true --set parallel.expert_tp=true --set train.recompute=full|moe_$model"
+  "moe_shared_tp2|2|--set model.shared_expert_ffn=64 --set parallel.tp=2|moe_$model"
 )
 if [ "$model" = llama ]; then
   cases+=(

@@ -99,7 +99,9 @@ struct MoeBuffers {
                    // output rows (n_out, C)
   T shared_bwd;    // backward scratch at its peak: (gated) the scaled output gradient (N, C) and the gate's
                    // (N); the hidden gradients 1|3 (N, Fs); with expert tp the partial input gradient (N, C)
-  T in_forward() const { return y; }  // alive inside forward only
+  // The forward call's peak beyond the context it keeps: the expert outputs
+  // (R, C), freed before the shared expert's activations are made.
+  T in_forward() const { return std::max(y - kept_shared, T(0)); }
   T kept(T R) const { return R * kept_per_row + kept_dispatch + kept_shared; }  // one block's context
 };
 

@@ -219,6 +219,26 @@ TEST(Config, RenormalizeTopKFollowsTopKUnlessAsked) {
   EXPECT_NE(parse(moe).resolved_toml.find("renormalize_top_k = true"), std::string::npos);
 }
 
+// A shared expert: only in a MoE model; its gate only with it; with expert
+// tp its width divides over tp like the experts' d_ff. Both keys round-trip.
+TEST(Config, SharedExpertNeedsExpertsAndItsGateNeedsIt) {
+  const std::string moe = kMinimal + "[model]\nn_experts = 4\n";
+  const Config c = parse(moe + "shared_expert_ffn = 48\nshared_expert_gate = true\n");
+  EXPECT_EQ(c.model.shared_expert_ffn, 48);
+  EXPECT_TRUE(c.model.shared_expert_gate);
+  EXPECT_NE(c.resolved_toml.find("shared_expert_ffn = 48"), std::string::npos) << c.resolved_toml;
+  EXPECT_NE(c.resolved_toml.find("shared_expert_gate = true"), std::string::npos) << c.resolved_toml;
+  EXPECT_EQ(parse(moe).model.shared_expert_ffn, 0);
+  EXPECT_EQ(error_of(kMinimal + "[model]\nshared_expert_ffn = 48\n"),
+            "input/tiny.toml: model.shared_expert_ffn=48 needs a mixture-of-experts model (model.n_experts > 0)");
+  EXPECT_EQ(error_of(moe + "shared_expert_gate = true\n"),
+            "input/tiny.toml: model.shared_expert_gate = true needs a shared expert (model.shared_expert_ffn > 0)");
+  EXPECT_EQ(error_of(moe + "shared_expert_ffn = 50\n[parallel]\ntp = 4\nexpert_tp = true\n", {}, 4),
+            "input/tiny.toml: model.shared_expert_ffn=50 is not divisible by parallel.tp=4 (parallel.expert_tp "
+            "splits the shared expert too)");
+  EXPECT_EQ(error_of(moe + "shared_expert_ffn = 50\n[parallel]\ntp = 4\n", {}, 4), "<no error thrown>");
+}
+
 // model.qkv_bias: gpt2 always has its q/k/v biases; a llama has them when
 // asked (Qwen2), and the resolved deck says so.
 TEST(Config, QkvBiasIsTheFamilysUnlessALlamaAsks) {
@@ -818,7 +838,7 @@ TEST(Config, EveryResolvedKeyIsSettable) {
     if (section == "data" && line.rfind("train", 0) == 0) value = "tok/x.bin";  // has escapes
     sets.push_back((section.empty() ? "" : section + ".") + line.substr(0, eq) + "=" + value);
   }
-  EXPECT_EQ(sets.size(), 98u);  // 1 top-level + 39 model + 16 parallel + 24 train + 7 data + 6 checkpoint + 5 log
+  EXPECT_EQ(sets.size(), 100u);  // 1 top-level + 41 model + 16 parallel + 24 train + 7 data + 6 checkpoint + 5 log
   Config expected = c;
   expected.data.train = "tok/x.bin";
   expected.resolved_toml = pentad::config_to_toml(expected);

@@ -167,6 +167,25 @@ TEST(KvCache, MoeTopTwoByRawProbabilitiesMatchesFullForward) {
   check_cache_matches_full_forward(m, "moe llama top-2 raw probabilities");
 }
 
+// A shared expert beside the routed ones: GPT-2's (biases, GELU) ungated,
+// a Llama's gated by sigmoid(x . w) (Qwen2-MoE's).
+TEST(KvCache, MoeSharedExpertMatchesFullForward) {
+  ModelConfig g = tiny(Family::gpt2);
+  g.n_experts = 4;
+  g.top_k = 2;
+  g.dropless = true;
+  g.shared_expert_ffn = 24;
+  check_cache_matches_full_forward(g, "moe gpt2 shared expert");
+  ModelConfig l = tiny(Family::llama);
+  l.n_experts = 4;
+  l.top_k = 2;
+  l.renormalize_top_k = 0;
+  l.dropless = true;
+  l.shared_expert_ffn = 40;
+  l.shared_expert_gate = true;
+  check_cache_matches_full_forward(l, "moe llama gated shared expert");
+}
+
 // generate: the tokens are greedy from the cache's logits; an end-of-text
 // token ends the generation (not included); the sequence stops at seq_len.
 TEST(Generate, GreedyStopsAtEotAndAtSeqLen) {

@@ -239,10 +239,13 @@ std::string model_description(const ModelConfig& mc) {
                                                          : std::string();
   if (mc.family == Family::llama && mc.rotary_channels() < mc.head_dim())  // "rotary=96/128": a partial rotary
     heads += " rotary=" + std::to_string(mc.rotary_channels()) + "/" + std::to_string(mc.head_dim());
-  std::string experts;  // "E=128 top-8", and moe_every when not every block is MoE
+  std::string experts;  // "E=128 top-8", moe_every when not every block is MoE, "shared=5632 gated"
   if (mc.n_experts > 0)
     experts = " E=" + std::to_string(mc.n_experts) + " top-" + std::to_string(mc.top_k) +
-              (mc.moe_every > 1 ? " moe_every=" + std::to_string(mc.moe_every) : std::string());
+              (mc.moe_every > 1 ? " moe_every=" + std::to_string(mc.moe_every) : std::string()) +
+              (mc.shared_expert_ffn > 0
+                   ? " shared=" + std::to_string(mc.shared_expert_ffn) + (mc.shared_expert_gate ? " gated" : "")
+                   : std::string());
   // "rope=yarn x4 of 32768": a scaled RoPE as read, its factor over the
   // original context ("rope=linear x4": every pair).
   std::string rope;

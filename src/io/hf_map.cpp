@@ -5,7 +5,9 @@
 // Qwen3ForCausalLM (Llama's modules with self_attn.q_norm/k_norm),
 // MixtralForCausalLM (block_sparse_moe.gate, experts.{e}.w1/w2/w3),
 // Qwen3MoeForCausalLM (Qwen3's attention; mlp.gate,
-// mlp.experts.{e}.gate_proj/up_proj/down_proj) and Phi3ForCausalLM (Llama's
+// mlp.experts.{e}.gate_proj/up_proj/down_proj), Qwen2MoeForCausalLM (Qwen2's
+// attention, Qwen3-MoE's experts, mlp.shared_expert.gate_proj/up_proj/
+// down_proj and mlp.shared_expert_gate) and Phi3ForCausalLM (Llama's
 // modules with q/k/v fused in self_attn.qkv_proj and gate/up in
 // mlp.gate_up_proj, concatenated along the output rows) and GemmaForCausalLM
 // (Llama's modules and names; GeGLU, RMSNorms scaling by 1 + w, scaled
@@ -159,7 +161,7 @@ void gpt2_rules(Builder& b) {
 }
 
 // moe: how an MoE block's tensors are named (none: every block dense).
-enum class MoeNames { none, mixtral, qwen3 };
+enum class MoeNames { none, mixtral, qwen3, qwen2 };
 
 // fused: Phi-3's names, q/k/v in self_attn.qkv_proj and gate/up in
 // mlp.gate_up_proj (no biases, norms or experts then).
@@ -212,6 +214,13 @@ void llama_rules(Builder& b, MoeNames moe, bool qkv_bias, bool qk_norm, bool fus
               0, e);
         b.add(p + "mlp/experts/w_up", {E, F, C}, ex + (mx ? "w3" : "up_proj") + ".weight", {F, C}, Op::identity, 0,
               e);
+      }
+      if (moe == MoeNames::qwen2) {  // Qwen2-MoE's shared expert and its gate
+        const int64_t Fs = m.shared_expert_ffn;
+        b.same(p + "mlp/shared/w_gate", {Fs, C}, x + "shared_expert.gate_proj.weight");
+        b.same(p + "mlp/shared/w_up", {Fs, C}, x + "shared_expert.up_proj.weight");
+        b.same(p + "mlp/shared/w_down", {C, Fs}, x + "shared_expert.down_proj.weight");
+        b.same(p + "mlp/shared/gate", {1, C}, x + "shared_expert_gate.weight");
       }
     } else {
       b.same(p + "mlp/w_gate", {F, C}, h + "mlp.gate_proj.weight");
@@ -269,6 +278,7 @@ const char* arch_class(Arch a) {
     case Arch::qwen2: return "Qwen2ForCausalLM";
     case Arch::qwen3: return "Qwen3ForCausalLM";
     case Arch::qwen3_moe: return "Qwen3MoeForCausalLM";
+    case Arch::qwen2_moe: return "Qwen2MoeForCausalLM";
     case Arch::phi3: return "Phi3ForCausalLM";
     case Arch::gemma: return "GemmaForCausalLM";
   }
@@ -282,6 +292,10 @@ Arch arch_of(const ModelConfig& m, const std::string& what, std::vector<std::str
                             "attention_bias) are on every projection, pentad's on q, k and v only, so this model has "
                             "no Hugging Face class");
   if (m.qk_norm && m.n_experts == 0) return Arch::qwen3;
+  if (m.qk_norm && m.shared_expert_ffn > 0)
+    throw InputError(what + ": model.qk_norm with a shared expert (model.shared_expert_ffn): Qwen3MoeForCausalLM "
+                            "has no shared expert and Qwen2MoeForCausalLM no q/k norms, so this model has no Hugging "
+                            "Face class");
   if (m.qk_norm) {
     // Qwen3-MoE: an MoE block where (l + 1) % decoder_sparse_step == 0 (as
     // model.moe_every), norm_topk_prob = renormalise the chosen weights
@@ -300,6 +314,28 @@ Arch arch_of(const ModelConfig& m, const std::string& what, std::vector<std::str
   if (m.family == Family::gpt2)
     throw InputError(what + ": a GPT-2 mixture of experts has no Hugging Face class (GPT2LMHeadModel is dense); "
                             "the default export (model.h5) keeps it as pentad weights");
+  if (m.shared_expert_ffn > 0) {
+    // Qwen2-MoE: Qwen2's attention (q/k/v biases), a shared expert scaled
+    // by its sigmoid gate in every MoE block, MoE blocks where (l + 1) %
+    // decoder_sparse_step == 0 (model.moe_every), norm_topk_prob as
+    // model.renormalize_top_k.
+    if (!m.shared_expert_gate)
+      throw InputError(what + ": a shared expert without model.shared_expert_gate: Qwen2MoeForCausalLM scales its "
+                              "shared expert by sigmoid(shared_expert_gate x), so this model has no Hugging Face class");
+    if (!m.has_qkv_bias())
+      throw InputError(what + ": a shared expert without model.qkv_bias: Qwen2MoeForCausalLM's attention has "
+                              "biases on q, k and v, so this model has no Hugging Face class");
+    if (notes) {
+      moe_notes(m, "Qwen2MoeForCausalLM", notes);
+      notes->push_back(std::string("routing kept as pentad's: softmax over all experts, top-") +
+                       std::to_string(m.top_k) +
+                       (m.renormalizes_top_k() ? ", the chosen weights renormalised to sum 1 (norm_topk_prob = true)"
+                                               : ", weighted by their probabilities (norm_topk_prob = false)") +
+                       ", plus the gated shared expert; router_aux_loss_coef = model.aux_loss_coef (training only)" +
+                       z_loss_note(m, "Qwen2-MoE"));
+    }
+    return Arch::qwen2_moe;
+  }
   if (m.moe_every != 1)
     throw InputError(what + ": model.moe_every = " + std::to_string(m.moe_every) +
                      " puts dense MLP blocks between the MoE blocks; MixtralForCausalLM has an MoE MLP in every "
@@ -362,8 +398,13 @@ std::vector<Rule> rules(const ModelConfig& m, Arch a) {
   if (a == Arch::gpt2)
     gpt2_rules(b);
   else
-    llama_rules(b, a == Arch::mixtral ? MoeNames::mixtral : a == Arch::qwen3_moe ? MoeNames::qwen3 : MoeNames::none,
-                a == Arch::qwen2, a == Arch::qwen3 || a == Arch::qwen3_moe, a == Arch::phi3);  // (gemma: Llama's)
+    llama_rules(b,
+                a == Arch::mixtral     ? MoeNames::mixtral
+                : a == Arch::qwen3_moe ? MoeNames::qwen3
+                : a == Arch::qwen2_moe ? MoeNames::qwen2
+                                       : MoeNames::none,
+                a == Arch::qwen2 || a == Arch::qwen2_moe, a == Arch::qwen3 || a == Arch::qwen3_moe,
+                a == Arch::phi3);  // (gemma: Llama's)
   return b.out;
 }
 
@@ -450,6 +491,7 @@ std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, 
                     : a == Arch::qwen2     ? "qwen2"
                     : a == Arch::qwen3     ? "qwen3"
                     : a == Arch::qwen3_moe ? "qwen3_moe"
+                    : a == Arch::qwen2_moe ? "qwen2_moe"
                     : a == Arch::phi3      ? "phi3"
                     : a == Arch::gemma     ? "gemma"
                                            : "llama";
@@ -506,9 +548,21 @@ std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, 
       j["partial_rotary_factor"] = double(m.rotary_channels()) / m.head_dim();
     j["sliding_window"] = nullptr;
     j["resid_pdrop"] = j["embd_pdrop"] = 0.0;
-  } else if (a == Arch::qwen2 || a == Arch::qwen3 || a == Arch::qwen3_moe) {
+  } else if (a == Arch::qwen2 || a == Arch::qwen3 || a == Arch::qwen3_moe || a == Arch::qwen2_moe) {
     // Qwen2's q/k/v biases, Qwen3's q/k norms: the class's own.
-    if (a != Arch::qwen2) j["attention_bias"] = false;  // Qwen3's would be on every projection
+    if (a == Arch::qwen3 || a == Arch::qwen3_moe) j["attention_bias"] = false;  // Qwen3's would be on every projection
+    if (a == Arch::qwen2_moe) {  // (the biases: the key newer Qwen2MoeConfigs have, true as in every older one)
+      j["qkv_bias"] = true;
+      j["num_experts"] = m.n_experts;
+      j["num_experts_per_tok"] = m.top_k;
+      j["moe_intermediate_size"] = m.d_ff;
+      j["shared_expert_intermediate_size"] = m.shared_expert_ffn;
+      j["decoder_sparse_step"] = m.moe_every;
+      j["mlp_only_layers"] = json::array();
+      j["norm_topk_prob"] = m.renormalizes_top_k();
+      j["router_aux_loss_coef"] = tidy(m.aux_loss_coef);
+      j["output_router_logits"] = false;
+    }
     j["use_sliding_window"] = false;
     j["sliding_window"] = nullptr;
     j["max_window_layers"] = m.n_layers;
@@ -790,16 +844,18 @@ std::string parse_config_object(const std::string& text, const std::string& wher
 // Qwen2's, Qwen3's or Qwen3-MoE's class (their configs share the defaults
 // read here: positions and the sliding window).
 bool is_qwen(const std::string& cls) {
-  return cls == "Qwen2ForCausalLM" || cls == "Qwen3ForCausalLM" || cls == "Qwen3MoeForCausalLM";
+  return cls == "Qwen2ForCausalLM" || cls == "Qwen3ForCausalLM" || cls == "Qwen3MoeForCausalLM" ||
+         cls == "Qwen2MoeForCausalLM";
 }
 
 // The key/value heads a missing "num_key_value_heads" stands for: Mistral's
-// 8, Qwen2's and Qwen3's 32, Qwen3-MoE's 4, else the query heads (also
+// 8, Qwen2's and Qwen3's 32, Qwen3-MoE's 4, Qwen2-MoE's 16, else the query heads (also
 // theirs for an explicit null).
 double kv_heads_default(const json& j, const std::string& cls) {
   const auto kv = j.find("num_key_value_heads");
   if (kv == j.end() && cls == "MistralForCausalLM") return 8;
   if (kv == j.end() && cls == "Qwen3MoeForCausalLM") return 4;
+  if (kv == j.end() && cls == "Qwen2MoeForCausalLM") return 16;
   if (kv == j.end() && is_qwen(cls)) return 32;
   const auto heads = j.find("num_attention_heads");
   return heads != j.end() && heads->is_number() ? heads->get<double>() : kRequired;
@@ -820,12 +876,14 @@ std::string config_arch(const json& j, const std::string& where, std::string* cl
   else if (*cls == "Qwen2ForCausalLM") *a = Arch::qwen2;
   else if (*cls == "Qwen3ForCausalLM") *a = Arch::qwen3;
   else if (*cls == "Qwen3MoeForCausalLM") *a = Arch::qwen3_moe;
+  else if (*cls == "Qwen2MoeForCausalLM") *a = Arch::qwen2_moe;
   else if (*cls == "Phi3ForCausalLM") *a = Arch::phi3;
   else if (*cls == "GemmaForCausalLM") *a = Arch::gemma;
   else
     return where + ": architecture \"" + *cls +
            "\" is not one pentad reads (GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM, MixtralForCausalLM, "
-           "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Phi3ForCausalLM, GemmaForCausalLM)";
+           "Qwen2ForCausalLM, Qwen3ForCausalLM, Qwen3MoeForCausalLM, Qwen2MoeForCausalLM, Phi3ForCausalLM, "
+           "GemmaForCausalLM)";
   return {};
 }
 
@@ -842,6 +900,11 @@ constexpr double kMistralPositions = 131072, kMistralWindow = 4096;
 // 128, top 8, 768 wide, every block MoE, norm_topk_prob false.
 constexpr double kQwen2Positions = 32768, kQwen2Window = 4096, kQwen3HeadDim = 128;
 constexpr double kQwen3MoeExperts = 128, kQwen3MoeTopK = 8, kQwen3MoeWidth = 768, kQwen3MoeDenseWidth = 6144;
+// Qwen2MoeConfig's: 60 experts, top 4, 1408 wide, a shared expert 5632
+// wide, dense blocks 5632 wide, every block MoE, norm_topk_prob false, q/k/v
+// biases (qkv_bias, where the key exists).
+constexpr double kQwen2MoeExperts = 60, kQwen2MoeTopK = 4, kQwen2MoeWidth = 1408, kQwen2MoeSharedWidth = 5632,
+                 kQwen2MoeDenseWidth = 5632;
 
 
 // The rms_norm_eps a missing key stands for.
@@ -1005,7 +1068,8 @@ std::string check_config_json(const std::string& text, const std::string& where,
             {"num_key_value_heads", double(m.n_kv_heads), "model.n_kv_heads", false, kv_default},
             {"rms_norm_eps", tidy(m.norm_eps), "model.norm_eps", true, norm_eps_default(cls)},
             {"rope_theta", tidy(m.rope_theta), "model.rope_theta", true, 10000.0}};
-    if (a != Arch::qwen3_moe) want.push_back({"intermediate_size", double(m.d_ff), "model.d_ff", false});
+    if (a != Arch::qwen3_moe && a != Arch::qwen2_moe)
+      want.push_back({"intermediate_size", double(m.d_ff), "model.d_ff", false});
     if (a == Arch::mixtral) {
       want.push_back({"num_local_experts", double(m.n_experts), "model.n_experts", false});
       want.push_back({"num_experts_per_tok", double(m.top_k), "model.top_k", false, 2.0});
@@ -1019,6 +1083,16 @@ std::string check_config_json(const std::string& text, const std::string& where,
       want.push_back({"decoder_sparse_step", double(m.moe_every), "model.moe_every", false, 1.0});
       if (m.moe_every > 1)
         want.push_back({"intermediate_size", double(m.d_ff), "model.d_ff", false, kQwen3MoeDenseWidth});
+    }
+    if (a == Arch::qwen2_moe) {  // as Qwen3-MoE's, and the shared expert's width
+      want.push_back({"num_experts", double(m.n_experts), "model.n_experts", false, kQwen2MoeExperts});
+      want.push_back({"num_experts_per_tok", double(m.top_k), "model.top_k", false, kQwen2MoeTopK});
+      want.push_back({"moe_intermediate_size", double(m.d_ff), "model.d_ff", false, kQwen2MoeWidth});
+      want.push_back({"shared_expert_intermediate_size", double(m.shared_expert_ffn), "model.shared_expert_ffn",
+                      false, kQwen2MoeSharedWidth});
+      want.push_back({"decoder_sparse_step", double(m.moe_every), "model.moe_every", false, 1.0});
+      if (m.moe_every > 1)
+        want.push_back({"intermediate_size", double(m.d_ff), "model.d_ff", false, kQwen2MoeDenseWidth});
     }
   }
   want.push_back({"vocab_size", double(m.vocab_size), "model.vocab_size", false});
@@ -1038,13 +1112,19 @@ std::string check_config_json(const std::string& text, const std::string& where,
     if (std::string e = check_heads_and_rope(j, where, cls, m, a); !e.empty()) return e;
     GateAct act = GateAct::silu;
     if (std::string e = gate_act_of_config(j, where, a, &act); !e.empty()) return e;
-    if (a == Arch::qwen3_moe)
+    if (a == Arch::qwen3_moe || a == Arch::qwen2_moe)
       if (std::string e = check_qwen3_moe_routing(j, where, m); !e.empty()) return e;
+    if (a == Arch::qwen2_moe) {
+      const auto qb = j.find("qkv_bias");
+      if (qb != j.end() && qb->is_boolean() && !qb->get<bool>())
+        return where + ": \"qkv_bias\" = false: pentad reads Qwen2MoeForCausalLM with its q/k/v biases "
+                       "(model.qkv_bias)";
+    }
     // Qwen2's biases are its class's (q, k, v); a Llama's or Mixtral's would
     // be on every projection.
     for (const char* bias : {"attention_bias", "mlp_bias"}) {
       const auto b = j.find(bias);
-      if (a != Arch::qwen2 && b != j.end() && b->is_boolean() && b->get<bool>())
+      if (a != Arch::qwen2 && a != Arch::qwen2_moe && b != j.end() && b->is_boolean() && b->get<bool>())
         return where + ": \"" + std::string(bias) + "\" = true: pentad's Llama has biases on q, k and v only, as "
                        "Qwen2ForCausalLM";
     }
@@ -1121,7 +1201,8 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
   std::string cls;
   Arch a = Arch::gpt2;
   if (std::string e = config_arch(j, where, &cls, &a); !e.empty()) throw InputError(e);
-  const bool qwen2 = a == Arch::qwen2, qwen = qwen2 || a == Arch::qwen3 || a == Arch::qwen3_moe;
+  const bool qwen2 = a == Arch::qwen2 || a == Arch::qwen2_moe,
+             qwen = qwen2 || a == Arch::qwen3 || a == Arch::qwen3_moe;
   // A key's number: required (dflt null) or the class's default.
   const auto number = [&](const char* key, const json& dflt) -> double {
     const auto it = j.find(key);
@@ -1184,6 +1265,8 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
     // requires the dense blocks', if any, to be the same).
     if (a == Arch::qwen3_moe)
       put("d_ff", std::to_string(integer("moe_intermediate_size", kQwen3MoeWidth)));
+    else if (a == Arch::qwen2_moe)
+      put("d_ff", std::to_string(integer("moe_intermediate_size", kQwen2MoeWidth)));
     else
       put("d_ff", std::to_string(integer("intermediate_size", nullptr)));
     // Mistral's (and a windowed Qwen2's) positions are cut to the sliding
@@ -1220,6 +1303,15 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
       put("moe_every", std::to_string(integer("decoder_sparse_step", 1)));
       put("dropless", "true");  // Qwen3-MoE serves every choice
       put("renormalize_top_k", flag("norm_topk_prob", false) ? "true" : "false");
+    }
+    if (a == Arch::qwen2_moe) {
+      put("n_experts", std::to_string(integer("num_experts", kQwen2MoeExperts)));
+      put("top_k", std::to_string(integer("num_experts_per_tok", kQwen2MoeTopK)));
+      put("moe_every", std::to_string(integer("decoder_sparse_step", 1)));
+      put("dropless", "true");  // Qwen2-MoE serves every choice
+      put("renormalize_top_k", flag("norm_topk_prob", false) ? "true" : "false");
+      put("shared_expert_ffn", std::to_string(integer("shared_expert_intermediate_size", kQwen2MoeSharedWidth)));
+      put("shared_expert_gate", "true");
     }
   }
   put("vocab_size", std::to_string(integer("vocab_size", nullptr)));

@@ -29,6 +29,10 @@ namespace pentad::hf {
 // self_attn.q_norm and k_norm, RMSNorms over each head of q and k).
 // qwen3_moe: that Llama as a mixture of experts (Qwen3MoeForCausalLM:
 // Qwen3's attention, mlp.gate and mlp.experts.{e}.{gate,up,down}_proj).
+// qwen2_moe: a Qwen2 (q/k/v biases) mixture of experts with a gated shared
+// expert, model.shared_expert_ffn and model.shared_expert_gate
+// (Qwen2MoeForCausalLM: Qwen3-MoE's expert names, mlp.shared_expert.
+// {gate,up,down}_proj and the (1, C) mlp.shared_expert_gate).
 // phi3: pentad's Llama stored fused (Phi3ForCausalLM: self_attn.qkv_proj
 // holds q_proj's, k_proj's and v_proj's rows in that order, mlp.gate_up_proj
 // gate_proj's then up_proj's); read where the files are Phi-3's
@@ -37,7 +41,7 @@ namespace pentad::hf {
 // model.norm_plus_one and model.embed_scale (GemmaForCausalLM: the Llama
 // modules and names; its RMSNorm weights stored as their difference from 1,
 // as pentad's are then).
-enum class Arch { gpt2, llama, mixtral, qwen2, qwen3, qwen3_moe, phi3, gemma };
+enum class Arch { gpt2, llama, mixtral, qwen2, qwen3, qwen3_moe, qwen2_moe, phi3, gemma };
 const char* arch_class(Arch a);  // "GPT2LMHeadModel", ...
 
 // The Hugging Face class of a pentad model, or an InputError saying why it

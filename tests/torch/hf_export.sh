@@ -117,6 +117,14 @@ if [[ -n $experts ]]; then
   grep -qF " $experts" "$tmp/sample.err" || { cat "$tmp/sample.err"; echo "FAIL: the banner does not name $experts"; exit 1; }
   echo "ok   the banner names the experts: $experts"
 fi
+# Qwen2-MoE's shared expert: the banner names its width and its gate.
+shared=$("$PENTAD_PYTHON" -c 'import json, sys
+c = json.load(open(sys.argv[1])); s = c.get("shared_expert_intermediate_size")
+print("shared=%d gated" % s if s else "")' "$tmp/hf/config.json")
+if [[ -n $shared ]]; then
+  grep -qF " $shared" "$tmp/sample.err" || { cat "$tmp/sample.err"; echo "FAIL: the banner does not name $shared"; exit 1; }
+  echo "ok   the banner names the shared expert: $shared"
+fi
 # A scaled RoPE: the banner names the kind, factor and original context config.json gives.
 rope=$("$PENTAD_PYTHON" -c 'import json, sys
 r = json.load(open(sys.argv[1])).get("rope_scaling")

@@ -13,8 +13,11 @@ router, top-k, weights renormalised, experts w2(silu(w1 x) * w3 x)) and
 Qwen3MoeForCausalLM (Qwen3's attention; an MoE MLP in block i when
 (i + 1) % decoder_sparse_step == 0 and i is not in mlp_only_layers: mlp.gate,
 top-k of the softmax, renormalised only if norm_topk_prob, experts
-down_proj(silu(gate_proj x) * up_proj x); the other blocks' mlp dense) and
-Phi3ForCausalLM (Llama's computation with self_attn.qkv_proj holding the q, k
+down_proj(silu(gate_proj x) * up_proj x); the other blocks' mlp dense),
+Qwen2MoeForCausalLM (Qwen2's attention with its q/k/v biases; Qwen3-MoE's
+sparse blocks, each adding its shared expert, mlp.shared_expert's
+down_proj(silu(gate_proj x) * up_proj x) times sigmoid(mlp.shared_expert_gate x)
+per token) and Phi3ForCausalLM (Llama's computation with self_attn.qkv_proj holding the q, k
 and v rows in that order, mlp.gate_up_proj the gate's then the up's rows, cut
 apart as its forward slices and chunks them; its rope_scaling LongRoPE,
 longrope_scaled; with partial_rotary_factor, RoPE on the first
@@ -207,7 +210,7 @@ def longrope_scaled(inv_freq, rs, c, context):
 
 def llama_forward(w, c, ids, prompt_len=None):
     """LlamaForCausalLM / MistralForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM / MixtralForCausalLM /
-    Qwen3MoeForCausalLM / Phi3ForCausalLM / GemmaForCausalLM with rotate_half RoPE. With
+    Qwen3MoeForCausalLM / Qwen2MoeForCausalLM / Phi3ForCausalLM / GemmaForCausalLM with rotate_half RoPE. With
     prompt_len, the positions' RoPE is that of a generation with a cache: the
     first prompt_len positions computed in one forward call, every later one
     in a call of its own (what LongRoPE's per-call choice depends on)."""
@@ -215,7 +218,8 @@ def llama_forward(w, c, ids, prompt_len=None):
     D = c.get("head_dim") or C // H
     eps, theta = c["rms_norm_eps"], c["rope_theta"]
     mixtral = c["architectures"][0] == "MixtralForCausalLM"
-    qwen2 = c["architectures"][0] == "Qwen2ForCausalLM"
+    qwen2_moe = c["architectures"][0] == "Qwen2MoeForCausalLM"
+    qwen2 = c["architectures"][0] == "Qwen2ForCausalLM" or (qwen2_moe and c.get("qkv_bias", True))
     qwen3_moe = c["architectures"][0] == "Qwen3MoeForCausalLM"
     qwen3 = c["architectures"][0] == "Qwen3ForCausalLM" or qwen3_moe
     phi3 = c["architectures"][0] == "Phi3ForCausalLM"
@@ -286,9 +290,14 @@ def llama_forward(w, c, ids, prompt_len=None):
         if mixtral:
             x = x + sparse_moe(w, p + "block_sparse_moe.", h, c["num_local_experts"], c["num_experts_per_tok"],
                                True, ("w1", "w3", "w2"))
-        elif qwen3_moe and i not in (c.get("mlp_only_layers") or []) and (i + 1) % c["decoder_sparse_step"] == 0:
-            x = x + sparse_moe(w, p + "mlp.", h, c["num_experts"], c["num_experts_per_tok"], c["norm_topk_prob"],
-                               ("gate_proj", "up_proj", "down_proj"))
+        elif (qwen3_moe or qwen2_moe) and i not in (c.get("mlp_only_layers") or []) and \
+                (i + 1) % c.get("decoder_sparse_step", 1) == 0:
+            x = x + sparse_moe(w, p + "mlp.", h, c["num_experts"], c["num_experts_per_tok"],
+                               c.get("norm_topk_prob", False), ("gate_proj", "up_proj", "down_proj"))
+            if qwen2_moe:  # the shared expert, scaled per token by its gate
+                m = p + "mlp.shared_expert."
+                shared = lin(F.silu(lin(h, m + "gate_proj")) * lin(h, m + "up_proj"), m + "down_proj")
+                x = x + torch.sigmoid(lin(h, p + "mlp.shared_expert_gate")) * shared
         elif phi3:  # gate_up_proj chunked in two: the gate first
             gate, up = lin(h, p + "mlp.gate_up_proj").chunk(2, dim=-1)
             x = x + lin(up * F.silu(gate), p + "mlp.down_proj")

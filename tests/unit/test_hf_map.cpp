@@ -72,6 +72,18 @@ ModelConfig qwen3moe_tiny() {
   return m;
 }
 
+// That Qwen2 as a mixture of 3 experts, top-2 by their probabilities, with
+// a gated shared expert 20 wide, untied (Qwen2MoeForCausalLM).
+ModelConfig qwen2moe_tiny() {
+  ModelConfig m = qwen2_tiny();
+  m.n_experts = 3;
+  m.renormalize_top_k = 0;
+  m.shared_expert_ffn = 20;
+  m.shared_expert_gate = true;
+  m.tied_embeddings = 0;
+  return m;
+}
+
 // The sizes of a published config.json as pentad reads them (a tied Llama).
 struct Published {
   int n_layers, d_model, head_dim, n_kv_heads, seq_len;
@@ -114,6 +126,7 @@ TEST(HfMap, ExportThenImportIsTheIdentity) {
                                 std::pair{qwen2_tiny(), hf::Arch::qwen2},
                                 std::pair{tiny(Family::llama, 3), hf::Arch::mixtral},
                                 std::pair{qwen3moe_tiny(), hf::Arch::qwen3_moe},
+                                std::pair{qwen2moe_tiny(), hf::Arch::qwen2_moe},
                                 std::pair{tiny(Family::llama, 0), hf::Arch::phi3}}) {
     const auto rs = hf::rules(m, arch);
     const auto pen = random_pentad(rs);
@@ -272,6 +285,7 @@ TEST(HfMap, ConfigJsonChecksItself) {
                                 std::pair{qwen2_tiny(), hf::Arch::qwen2},
                                 std::pair{tiny(Family::llama, 3), hf::Arch::mixtral},
                                 std::pair{qwen3moe_tiny(), hf::Arch::qwen3_moe},
+                                std::pair{qwen2moe_tiny(), hf::Arch::qwen2_moe},
                                 std::pair{tiny(Family::llama, 0), hf::Arch::phi3}}) {
     const std::string text = hf::config_json(m, arch, "float32");
     EXPECT_EQ(hf::check_config_json(text, "cfg", m, arch), "") << text;
@@ -336,6 +350,11 @@ TEST(HfMap, ConfigJsonReadsBackAsTheModel) {
   cases.emplace_back(q3m, hf::Arch::qwen3_moe);
   q3m.top_k = 2;  // two experts weighed by their probabilities (norm_topk_prob false)
   cases.emplace_back(q3m, hf::Arch::qwen3_moe);
+  ModelConfig q2m = qwen2moe_tiny();  // every block MoE, top-2 by the probabilities, the gated shared expert
+  cases.emplace_back(q2m, hf::Arch::qwen2_moe);
+  q2m.moe_every = 2;  // a dense block 0 (decoder_sparse_step 2), the top 2 renormalised
+  q2m.renormalize_top_k = 1;
+  cases.emplace_back(q2m, hf::Arch::qwen2_moe);
   ModelConfig mix1 = tiny(Family::llama, 3);  // Mixtral routing to one expert, its weight renormalised to 1
   mix1.dropless = true;
   mix1.top_k = 1;
@@ -1302,6 +1321,102 @@ TEST(HfMap, Qwen3MoeConfigIsQwen3WithExperts) {
   EXPECT_EQ(std::find(names.begin(), names.end(), "model.layers.0.mlp.gate.weight"), names.end());
 }
 
+// Qwen2MoeForCausalLM is Qwen2 (q/k/v biases) with Qwen3-MoE's expert names
+// and a shared expert in every MoE block, mlp.shared_expert.{gate,up,down}_proj
+// scaled by sigmoid(mlp.shared_expert_gate x); Qwen2MoeConfig's defaults.
+TEST(HfMap, Qwen2MoeConfigIsQwen2WithExpertsAndASharedExpert) {
+  // A config.json with Qwen1.5-MoE-A2.7B's sizes, as transformers writes the class.
+  const std::string a27b = R"({"architectures": ["Qwen2MoeForCausalLM"], "attention_dropout": 0.0,
+      "bos_token_id": 151643, "decoder_sparse_step": 1, "eos_token_id": 151643, "hidden_act": "silu",
+      "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 5632, "max_position_embeddings": 8192,
+      "max_window_layers": 21, "model_type": "qwen2_moe", "moe_intermediate_size": 1408, "norm_topk_prob": false,
+      "num_attention_heads": 16, "num_experts": 60, "num_experts_per_tok": 4, "num_hidden_layers": 24,
+      "num_key_value_heads": 16, "output_router_logits": false, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+      "router_aux_loss_coef": 0.001, "shared_expert_intermediate_size": 5632, "sliding_window": 32768,
+      "tie_word_embeddings": false, "torch_dtype": "bfloat16", "use_cache": true, "use_sliding_window": false,
+      "vocab_size": 151936})";
+  const ModelConfig m = hf::model_of_config_json(a27b, "a27b");
+  EXPECT_TRUE(m.has_qkv_bias());
+  EXPECT_FALSE(m.qk_norm);
+  EXPECT_FALSE(m.tied());
+  EXPECT_EQ(m.n_layers, 24);
+  EXPECT_EQ(m.d_model, 2048);
+  EXPECT_EQ(m.n_heads, 16);
+  EXPECT_EQ(m.n_kv_heads, 16);
+  EXPECT_EQ(m.head_dim(), 128);
+  EXPECT_EQ(m.d_ff, 1408);  // the experts' width
+  EXPECT_EQ(m.shared_expert_ffn, 5632);
+  EXPECT_TRUE(m.shared_expert_gate);
+  EXPECT_EQ(m.n_experts, 60);
+  EXPECT_EQ(m.top_k, 4);
+  EXPECT_FALSE(m.renormalizes_top_k());
+  EXPECT_EQ(m.moe_every, 1);
+  EXPECT_TRUE(m.dropless);
+  EXPECT_EQ(m.seq_len, 8192);
+  EXPECT_EQ(hf::arch_of(m, "x", nullptr), hf::Arch::qwen2_moe);
+  EXPECT_EQ(hf::check_config_json(a27b, "a27b", m, hf::Arch::qwen2_moe), "");
+  // A deck whose shared expert is of another width does not read this file.
+  ModelConfig narrow = m;
+  narrow.shared_expert_ffn = 2816;
+  EXPECT_NE(hf::check_config_json(a27b, "a27b", narrow, hf::Arch::qwen2_moe)
+                .find("\"shared_expert_intermediate_size\" = 5632 but the deck has model.shared_expert_ffn = 2816"),
+            std::string::npos);
+  const auto refused = [&](const std::string& key, const nlohmann::json& value, const std::string& want) {
+    auto j = nlohmann::json::parse(a27b);
+    j[key] = value;
+    try {
+      hf::model_of_config_json(j.dump(), "cfg");
+      ADD_FAILURE() << key << " = " << value.dump() << " was not refused";
+    } catch (const pentad::InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  refused("qkv_bias", false, "\"qkv_bias\" = false");
+  refused("mlp_only_layers", {0}, "\"mlp_only_layers\" = [0]");
+  // Dense blocks (decoder_sparse_step 2) must be as wide as the experts.
+  refused("decoder_sparse_step", 2, "\"intermediate_size\" = 5632 but the deck has model.d_ff = 1408");
+  // Qwen2MoeConfig's defaults: 16 kv heads, 60 experts, top 4, 1408 wide, a
+  // shared expert 5632 wide, norm_topk_prob false.
+  const ModelConfig d = hf::model_of_config_json(R"({"architectures": ["Qwen2MoeForCausalLM"],
+      "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 16, "vocab_size": 300})", "d");
+  EXPECT_EQ(d.n_kv_heads, 16);
+  EXPECT_EQ(d.n_experts, 60);
+  EXPECT_EQ(d.top_k, 4);
+  EXPECT_EQ(d.d_ff, 1408);
+  EXPECT_EQ(d.shared_expert_ffn, 5632);
+  EXPECT_FALSE(d.renormalizes_top_k());
+  EXPECT_EQ(d.seq_len, 32768);
+  // config_json writes the class, the experts, the shared expert and the biases.
+  ModelConfig two = qwen2moe_tiny();
+  two.moe_every = 2;
+  const auto j = nlohmann::json::parse(hf::config_json(two, hf::Arch::qwen2_moe, "float32"));
+  EXPECT_EQ(j["architectures"][0], "Qwen2MoeForCausalLM");
+  EXPECT_EQ(j["model_type"], "qwen2_moe");
+  EXPECT_EQ(j["num_experts"], 3);
+  EXPECT_EQ(j["moe_intermediate_size"], 24);
+  EXPECT_EQ(j["intermediate_size"], 24);
+  EXPECT_EQ(j["shared_expert_intermediate_size"], 20);
+  EXPECT_EQ(j["decoder_sparse_step"], 2);
+  EXPECT_EQ(j["norm_topk_prob"], false);
+  EXPECT_EQ(j["qkv_bias"], true);
+  EXPECT_EQ(j.count("attention_bias"), 0u);
+  // The tensors: block 0 dense, block 1 the experts, the shared expert and its gate.
+  const auto rs = hf::rules(two, hf::Arch::qwen2_moe);
+  const std::vector<std::string> names = hf::hf_names(rs);
+  for (const char* n : {"model.layers.0.mlp.gate_proj.weight", "model.layers.1.mlp.gate.weight",
+                        "model.layers.1.mlp.experts.2.down_proj.weight", "model.layers.1.self_attn.q_proj.bias",
+                        "model.layers.1.mlp.shared_expert.gate_proj.weight",
+                        "model.layers.1.mlp.shared_expert.up_proj.weight",
+                        "model.layers.1.mlp.shared_expert.down_proj.weight", "model.layers.1.mlp.shared_expert_gate.weight"})
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+  EXPECT_EQ(std::find(names.begin(), names.end(), "model.layers.0.mlp.shared_expert_gate.weight"), names.end());
+  for (const hf::Rule& r : rs)
+    if (r.hf == "model.layers.1.mlp.shared_expert_gate.weight") {
+      EXPECT_EQ(r.pentad, "model/layers/1/mlp/shared/gate");
+      EXPECT_EQ(r.hf_shape, (std::vector<int64_t>{1, 16}));
+    }
+}
+
 TEST(HfMap, ModelsWithoutAClassAreRefused) {
   ModelConfig m = tiny(Family::gpt2, 3);
   EXPECT_THROW(hf::arch_of(m, "x", nullptr), pentad::InputError);
@@ -1343,6 +1458,25 @@ TEST(HfMap, ModelsWithoutAClassAreRefused) {
   both.qkv_bias = 1;  // Qwen3's attention_bias is on every projection
   EXPECT_THROW(hf::arch_of(both, "x", nullptr), pentad::InputError);
   m.qk_norm = false;
+  // A shared expert: Qwen2-MoE's, gated and beside q/k/v biases; not with
+  // Qwen3's q/k norms.
+  ModelConfig shared = qwen2moe_tiny();
+  std::vector<std::string> shared_notes;
+  EXPECT_EQ(hf::arch_of(shared, "x", &shared_notes), hf::Arch::qwen2_moe);
+  ASSERT_EQ(shared_notes.size(), 1u);  // dropless: no capacity note
+  EXPECT_NE(shared_notes[0].find("plus the gated shared expert"), std::string::npos) << shared_notes[0];
+  shared.shared_expert_gate = false;
+  EXPECT_NE(refusal_of([&] { hf::arch_of(shared, "x", nullptr); }).find("without model.shared_expert_gate"),
+            std::string::npos);
+  shared.shared_expert_gate = true;
+  shared.qkv_bias = 0;
+  EXPECT_NE(refusal_of([&] { hf::arch_of(shared, "x", nullptr); }).find("without model.qkv_bias"), std::string::npos);
+  shared.qkv_bias = 1;
+  ModelConfig q3_shared = qwen3moe_tiny();
+  q3_shared.shared_expert_ffn = 20;
+  q3_shared.shared_expert_gate = true;
+  EXPECT_NE(refusal_of([&] { hf::arch_of(q3_shared, "x", nullptr); }).find("model.qk_norm with a shared expert"),
+            std::string::npos);
   m.dropless = false;
   std::vector<std::string> notes;
   EXPECT_EQ(hf::arch_of(m, "x", &notes), hf::Arch::mixtral);

@@ -19,7 +19,13 @@
 # expert store NE (48 x 128 experts of 3 x 2048 x 768). The Gemma 2B deck's
 # (2 506 172 416, its published 2.51B): embedding 256000 x 2048 (tied), 18
 # blocks of q/o 2048 x 2048 (8 heads of 256), k/v 256 x 2048 (one head),
-# GeGLU 3 x 2048 x 16384 and two norms, and the final norm.
+# GeGLU 3 x 2048 x 16384 and two norms, and the final norm. The
+# Qwen1.5-MoE-A2.7B deck's (14 315 784 192, its published 14.3B), from the
+# plan of one rank: the dense store N (embedding and head 151936 x 2048, 24
+# blocks of q/k/v/o 2048 x 2048 (16 heads of 128, as many kv heads), the
+# q/k/v biases, the router 60 x 2048, the shared expert 3 x 2048 x 5632 and
+# its gate 2048, two norms, the final norm) plus the expert store NE (24 x 60
+# experts of 3 x 2048 x 1408).
 # Env: PENTAD, PENTAD_SOURCE_DIR.
 set -u
 fail=0
@@ -76,6 +82,18 @@ for deck in "$PENTAD_SOURCE_DIR"/input/*.toml; do
            "Qwen3 30B-A3B's 30.5B)"
     else
       echo "FAIL: qwen3-30b-a3b.toml: not $want_n + $want_ne parameters:"; grep "parameter elements" <<<"$one"; fail=1
+    fi
+  fi
+  if [ "$(basename "$deck")" = qwen1.5-moe-a2.7b.toml ]; then
+    C=2048 F=1408 Fs=5632 V=151936 L=24 E=60
+    want_n=$((2 * V * C + L * (4 * C * C + 3 * C + E * C + 3 * C * Fs + C + 2 * C) + C))
+    want_ne=$((L * E * 3 * C * F))
+    one=$("$PENTAD" plan "$deck" --ranks 1 --layout dp=1 --explain 2>&1)
+    if grep -q "N = $want_n parameter elements (padded), shard S = $want_n, experts NE = $want_ne elements" <<<"$one"; then
+      echo "ok    qwen1.5-moe-a2.7b.toml: $((want_n + want_ne)) parameters ($want_n dense, the shared experts" \
+           "among them, $want_ne in experts; Qwen1.5-MoE-A2.7B's 14.3B)"
+    else
+      echo "FAIL: qwen1.5-moe-a2.7b.toml: not $want_n + $want_ne parameters:"; grep "parameter elements" <<<"$one"; fail=1
     fi
   fi
 done

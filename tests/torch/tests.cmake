@@ -207,8 +207,7 @@ set(PENTAD_HF_LAYOUTS_headdim "1" "2:parallel.cp=2" "4:parallel.tp=2,parallel.pp
 set(PENTAD_HF_LAYOUTS_qwen3 "1" "2:parallel.tp=2" "4:parallel.cp=2,parallel.pp=2")
 set(PENTAD_HF_LAYOUTS_hf_qwen3moe "1" "2:parallel.dp=2,parallel.ep=2"
     "4:parallel.tp=2,parallel.pp=2,parallel.expert_tp=true")
-set(PENTAD_HF_LAYOUTS_hf_qwen2moe "1" "2:parallel.dp=2,parallel.ep=2"
-    "4:parallel.tp=2,parallel.pp=2,parallel.expert_tp=true,parallel.sp=true")
+set(PENTAD_HF_LAYOUTS_hf_qwen2moe "1" "4:parallel.tp=2,parallel.pp=2,parallel.expert_tp=true,parallel.sp=true")
 set(PENTAD_HF_LAYOUTS_gemma "1" "2:parallel.dp=2,parallel.zero=3" "4:parallel.cp=2,parallel.pp=2"
     "4:parallel.tp=4,parallel.sp=true")  # the one key/value head on 4 tp ranks
 foreach(model gpt2 llama hf_mixtral llama3 yarn linear qwen2 headdim qwen3 hf_qwen3moe hf_qwen2moe gemma)

@@ -1328,7 +1328,7 @@ TEST(HfMap, Qwen2MoeConfigIsQwen2WithExpertsAndASharedExpert) {
   // A config.json with Qwen1.5-MoE-A2.7B's sizes, as transformers writes the class.
   const std::string a27b = R"({"architectures": ["Qwen2MoeForCausalLM"], "attention_dropout": 0.0,
       "bos_token_id": 151643, "decoder_sparse_step": 1, "eos_token_id": 151643, "hidden_act": "silu",
-      "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 5632, "max_position_embeddings": 8192,
+      "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 5632, "max_position_embeddings": 32768,
       "max_window_layers": 21, "model_type": "qwen2_moe", "moe_intermediate_size": 1408, "norm_topk_prob": false,
       "num_attention_heads": 16, "num_experts": 60, "num_experts_per_tok": 4, "num_hidden_layers": 24,
       "num_key_value_heads": 16, "output_router_logits": false, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
@@ -1352,7 +1352,7 @@ TEST(HfMap, Qwen2MoeConfigIsQwen2WithExpertsAndASharedExpert) {
   EXPECT_FALSE(m.renormalizes_top_k());
   EXPECT_EQ(m.moe_every, 1);
   EXPECT_TRUE(m.dropless);
-  EXPECT_EQ(m.seq_len, 8192);
+  EXPECT_EQ(m.seq_len, 32768);
   EXPECT_EQ(hf::arch_of(m, "x", nullptr), hf::Arch::qwen2_moe);
   EXPECT_EQ(hf::check_config_json(a27b, "a27b", m, hf::Arch::qwen2_moe), "");
   // A deck whose shared expert is of another width does not read this file.

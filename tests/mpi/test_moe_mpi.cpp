@@ -125,8 +125,12 @@ std::vector<float> tokens(int N, int C, int salt, bool positive) {
 struct Result {
   std::vector<float> out, dx, drouter;
   std::vector<std::vector<float>> dexperts;  // per expert tensor (local block)
+  std::vector<std::vector<float>> dshared;   // per shared-expert tensor (model.shared_expert_ffn)
   MoeStats stats;
 };
+
+// The shared expert's tensors (dense store; -1 where the family or the gate has none).
+std::vector<int> shared_tensors(const MoeParams& p) { return {p.s_gate, p.s_up, p.s_b_up, p.s_down, p.s_b_down, p.s_w}; }
 
 Result run(Layer& L, Backend& be, const ModelConfig& mc, const std::vector<float>& x, const std::vector<float>& dy,
            float loss_scale) {
@@ -149,12 +153,19 @@ Result run(Layer& L, Backend& be, const ModelConfig& mc, const std::vector<float
   r.drouter = host_of(be, L.dense.grad(L.p.router), L.dense.info(L.p.router).numel());
   for (int i : {L.p.w_gate, L.p.w_up, L.p.b_up, L.p.w_down, L.p.b_down})
     if (i >= 0) r.dexperts.push_back(host_of(be, L.experts.grad(i), L.experts.info(i).numel()));
+  for (int i : shared_tensors(L.p))
+    if (i >= 0) r.dshared.push_back(host_of(be, L.dense.grad(i), L.dense.info(i).numel()));
   for (float* p : {xd, dyd, resid, out, dx}) be.free_bytes(p);
   return r;
 }
 
-void test_ep(Backend& be, Comm& ep, Family f, float cf, bool block_half, const std::string& name) {
-  const ModelConfig mc = moe_config(f, cf);
+// shared_gated: with a gated shared expert, replicated over ep (its
+// gradients from this rank's tokens, as the serial layer's on them).
+void test_ep(Backend& be, Comm& ep, Family f, float cf, bool block_half, const std::string& name,
+             bool shared_gated = false) {
+  ModelConfig mc = moe_config(f, cf);
+  mc.shared_expert_ffn = shared_gated ? 20 : 0;
+  mc.shared_expert_gate = shared_gated;
   const int S = 3, N = S * mc.seq_len, C = mc.d_model, E = mc.n_experts, P = ep.size();
   const std::string tag = std::string(f == Family::gpt2 ? "gpt2 " : "llama ") + name + " ep=" + std::to_string(P) + ": ";
   Layer serial(mc, be, nullptr, block_half), par(mc, be, &ep, block_half);
@@ -201,6 +212,10 @@ void test_ep(Backend& be, Comm& ep, Family f, float cf, bool block_half, const s
     else
       expect_near(tag + "expert tensor " + std::to_string(t) + " gradient", b.dexperts[t], mine);
   }
+  expect(a.dshared.size() == b.dshared.size() && a.dshared.size() == (shared_gated ? (f == Family::gpt2 ? 5u : 4u) : 0u),
+         tag + "shared-expert tensors");
+  for (size_t t = 0; t < a.dshared.size() && t < b.dshared.size(); ++t)
+    expect_near(tag + "shared-expert tensor " + std::to_string(t) + " gradient", b.dshared[t], a.dshared[t]);
   // The case must exercise what it claims.
   double dropped = a.stats.dropped;
   MPI_Allreduce(MPI_IN_PLACE, &dropped, 1, MPI_DOUBLE, MPI_SUM, ep.mpi());
@@ -256,14 +271,18 @@ void test_cp(Backend& be, Comm& cp, Family f, float cf, CpLayout layout, const s
 
 // Central differences of J = sum(out * dy) + aux_coef*ls*T*aux_sum + z_coef*ls*z_sum.
 // top_k, renormalize: the routing rule (model.top_k, renormalize_top_k; -1 = top_k's default).
-void test_fd(Backend& be, Family f, bool with_dy, int top_k = 2, int renormalize = -1) {
+// shared: a shared expert 20 wide (0 none, 1 ungated, 2 gated by sigmoid(x . w)).
+void test_fd(Backend& be, Family f, bool with_dy, int top_k = 2, int renormalize = -1, int shared = 0) {
   ModelConfig mc = moe_config(f, 1.0f);
   mc.top_k = top_k;
   mc.renormalize_top_k = renormalize;
+  mc.shared_expert_ffn = shared > 0 ? 20 : 0;
+  mc.shared_expert_gate = shared == 2;
   const int S = 2, N = S * mc.seq_len, C = mc.d_model, E = mc.n_experts;
   const std::string tag = std::string(f == Family::gpt2 ? "gpt2" : "llama") + (with_dy ? " all terms" : " aux+z only") +
                           " top-" + std::to_string(top_k) +
-                          (mc.renormalizes_top_k() ? " renormalised" : " raw probabilities") + ": ";
+                          (mc.renormalizes_top_k() ? " renormalised" : " raw probabilities") +
+                          (shared == 2 ? " gated shared expert" : shared == 1 ? " shared expert" : "") + ": ";
   Layer L(mc, be, nullptr, false);
   const std::vector<float> x = tokens(N, C, 7, false);
   std::vector<float> dy = tokens(N, C, 8, false);
@@ -348,6 +367,31 @@ void test_fd(Backend& be, Family f, bool with_dy, int top_k = 2, int renormalize
     expect_near(tag + L.experts.info(i).name + " gradient vs finite differences", an_p, fd_p, kFiniteDiff);
     ++t;
   }
+  // The shared expert's weights, biases and gate (every 7th element; the
+  // gate's (1, C) weight every element).
+  t = 0;
+  for (int i : shared_tensors(L.p)) {
+    if (i < 0) continue;
+    float* pw = L.dense.param(i);
+    const std::vector<float> p0 = host_of(be, pw, L.dense.info(i).numel());
+    std::vector<float> fd_p, an_p;
+    for (size_t e = 0; e < p0.size(); e += i == L.p.s_w ? 1 : 7) {
+      std::vector<float> pp = p0;
+      pp[e] = float(p0[e] + h);
+      be.from_host(pw, pp.data(), pp.size() * sizeof(float));
+      const auto jp = objective(x);
+      pp[e] = float(p0[e] - h);
+      be.from_host(pw, pp.data(), pp.size() * sizeof(float));
+      const auto jm = objective(x);
+      fd_p.push_back(float((jp.first - jm.first) / (2 * h)));  // (the routing does not read these)
+      an_p.push_back(g.dshared[t][e]);
+    }
+    be.from_host(pw, p0.data(), p0.size() * sizeof(float));
+    expect_near(tag + L.dense.info(i).name + " gradient vs finite differences", an_p, fd_p, kFiniteDiff);
+    ++t;
+  }
+  expect(shared == 0 || t == size_t(f == Family::gpt2 ? 4 : 3) + (shared == 2 ? 1 : 0),
+         tag + "every shared-expert tensor checked (" + std::to_string(t) + ")");
 }
 
 pentad::test::JobGroup& job = pentad::test::job_group("ep");
@@ -361,6 +405,10 @@ TEST_P(MoeExpertParallel, CapacityOverflow) {
 }
 
 TEST_P(MoeExpertParallel, Dropless) { test_ep(job.be(), job.comm(), GetParam(), 0.0f, false, "dropless"); }
+
+TEST_P(MoeExpertParallel, GatedSharedExpert) {
+  test_ep(job.be(), job.comm(), GetParam(), 1.25f, false, "gated shared expert", true);
+}
 
 TEST_P(MoeExpertParallel, HalfTheExpertsUnused) {
   test_ep(job.be(), job.comm(), GetParam(), 0.0f, true, "half the experts unused");
@@ -395,6 +443,11 @@ TEST_P(MoeFiniteDifferences, AllTermsTopTwoRawProbabilities) { test_fd(job.be(),
 TEST_P(MoeFiniteDifferences, AllTermsTopOne) { test_fd(job.be(), GetParam(), true, 1); }
 
 TEST_P(MoeFiniteDifferences, AllTermsTopOneRenormalised) { test_fd(job.be(), GetParam(), true, 1, 1); }
+// A shared expert beside the routed ones (model.shared_expert_ffn), alone
+// and scaled by its gate (Qwen2-MoE's): its tensors, and its parts of the
+// input gradient.
+TEST_P(MoeFiniteDifferences, AllTermsSharedExpert) { test_fd(job.be(), GetParam(), true, 2, -1, 1); }
+TEST_P(MoeFiniteDifferences, AllTermsGatedSharedExpert) { test_fd(job.be(), GetParam(), true, 2, 0, 2); }
 
 std::string family_name(const ::testing::TestParamInfo<Family>& i) {
   return i.param == Family::gpt2 ? "gpt2" : "llama";

@@ -551,30 +551,23 @@ std::string config_json(const ModelConfig& m, Arch a, const std::string& dtype, 
   } else if (a == Arch::qwen2 || a == Arch::qwen3 || a == Arch::qwen3_moe || a == Arch::qwen2_moe) {
     // Qwen2's q/k/v biases, Qwen3's q/k norms: the class's own.
     if (a == Arch::qwen3 || a == Arch::qwen3_moe) j["attention_bias"] = false;  // Qwen3's would be on every projection
-    if (a == Arch::qwen2_moe) {  // (the biases: the key newer Qwen2MoeConfigs have, true as in every older one)
-      j["qkv_bias"] = true;
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = nullptr;
+    j["max_window_layers"] = m.n_layers;
+    if (a == Arch::qwen3_moe || a == Arch::qwen2_moe) {
+      // The experts; the dense blocks' MLP (intermediate_size) as wide as an expert's.
       j["num_experts"] = m.n_experts;
       j["num_experts_per_tok"] = m.top_k;
       j["moe_intermediate_size"] = m.d_ff;
-      j["shared_expert_intermediate_size"] = m.shared_expert_ffn;
       j["decoder_sparse_step"] = m.moe_every;
       j["mlp_only_layers"] = json::array();
       j["norm_topk_prob"] = m.renormalizes_top_k();
       j["router_aux_loss_coef"] = tidy(m.aux_loss_coef);
       j["output_router_logits"] = false;
     }
-    j["use_sliding_window"] = false;
-    j["sliding_window"] = nullptr;
-    j["max_window_layers"] = m.n_layers;
-    if (a == Arch::qwen3_moe) {  // the dense blocks' MLP (intermediate_size) as wide as an expert's
-      j["num_experts"] = m.n_experts;
-      j["num_experts_per_tok"] = m.top_k;
-      j["moe_intermediate_size"] = m.d_ff;
-      j["decoder_sparse_step"] = m.moe_every;
-      j["mlp_only_layers"] = json::array();
-      j["norm_topk_prob"] = m.renormalizes_top_k();
-      j["router_aux_loss_coef"] = tidy(m.aux_loss_coef);
-      j["output_router_logits"] = false;
+    if (a == Arch::qwen2_moe) {  // (the biases: the key newer Qwen2MoeConfigs have, true as in every older one)
+      j["qkv_bias"] = true;
+      j["shared_expert_intermediate_size"] = m.shared_expert_ffn;
     }
   } else {
     j["num_local_experts"] = m.n_experts;
@@ -903,8 +896,16 @@ constexpr double kQwen3MoeExperts = 128, kQwen3MoeTopK = 8, kQwen3MoeWidth = 768
 // Qwen2MoeConfig's: 60 experts, top 4, 1408 wide, a shared expert 5632
 // wide, dense blocks 5632 wide, every block MoE, norm_topk_prob false, q/k/v
 // biases (qkv_bias, where the key exists).
-constexpr double kQwen2MoeExperts = 60, kQwen2MoeTopK = 4, kQwen2MoeWidth = 1408, kQwen2MoeSharedWidth = 5632,
-                 kQwen2MoeDenseWidth = 5632;
+constexpr double kQwen2MoeSharedWidth = 5632;
+// The two classes' expert defaults: count, top-k, expert and dense widths.
+struct QwenMoeDefaults {
+  double experts, top_k, width, dense_width;
+};
+const QwenMoeDefaults& qwen_moe_defaults(Arch a) {
+  static constexpr QwenMoeDefaults qwen3{kQwen3MoeExperts, kQwen3MoeTopK, kQwen3MoeWidth, kQwen3MoeDenseWidth},
+      qwen2{60, 4, 1408, 5632};
+  return a == Arch::qwen2_moe ? qwen2 : qwen3;
+}
 
 
 // The rms_norm_eps a missing key stands for.
@@ -1074,26 +1075,20 @@ std::string check_config_json(const std::string& text, const std::string& where,
       want.push_back({"num_local_experts", double(m.n_experts), "model.n_experts", false});
       want.push_back({"num_experts_per_tok", double(m.top_k), "model.top_k", false, 2.0});
     }
-    if (a == Arch::qwen3_moe) {
+    if (a == Arch::qwen3_moe || a == Arch::qwen2_moe) {
       // The experts' width is moe_intermediate_size; intermediate_size is
       // the dense blocks' (pentad's are as wide), unused when there are none.
-      want.push_back({"num_experts", double(m.n_experts), "model.n_experts", false, kQwen3MoeExperts});
-      want.push_back({"num_experts_per_tok", double(m.top_k), "model.top_k", false, kQwen3MoeTopK});
-      want.push_back({"moe_intermediate_size", double(m.d_ff), "model.d_ff", false, kQwen3MoeWidth});
+      const QwenMoeDefaults& d = qwen_moe_defaults(a);
+      want.push_back({"num_experts", double(m.n_experts), "model.n_experts", false, d.experts});
+      want.push_back({"num_experts_per_tok", double(m.top_k), "model.top_k", false, d.top_k});
+      want.push_back({"moe_intermediate_size", double(m.d_ff), "model.d_ff", false, d.width});
       want.push_back({"decoder_sparse_step", double(m.moe_every), "model.moe_every", false, 1.0});
       if (m.moe_every > 1)
-        want.push_back({"intermediate_size", double(m.d_ff), "model.d_ff", false, kQwen3MoeDenseWidth});
+        want.push_back({"intermediate_size", double(m.d_ff), "model.d_ff", false, d.dense_width});
     }
-    if (a == Arch::qwen2_moe) {  // as Qwen3-MoE's, and the shared expert's width
-      want.push_back({"num_experts", double(m.n_experts), "model.n_experts", false, kQwen2MoeExperts});
-      want.push_back({"num_experts_per_tok", double(m.top_k), "model.top_k", false, kQwen2MoeTopK});
-      want.push_back({"moe_intermediate_size", double(m.d_ff), "model.d_ff", false, kQwen2MoeWidth});
+    if (a == Arch::qwen2_moe)
       want.push_back({"shared_expert_intermediate_size", double(m.shared_expert_ffn), "model.shared_expert_ffn",
                       false, kQwen2MoeSharedWidth});
-      want.push_back({"decoder_sparse_step", double(m.moe_every), "model.moe_every", false, 1.0});
-      if (m.moe_every > 1)
-        want.push_back({"intermediate_size", double(m.d_ff), "model.d_ff", false, kQwen2MoeDenseWidth});
-    }
   }
   want.push_back({"vocab_size", double(m.vocab_size), "model.vocab_size", false});
   for (const Want& w : want) {
@@ -1263,10 +1258,8 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
     if (rotary != D) put("rotary_dim", std::to_string(rotary));
     // Qwen3-MoE: pentad's d_ff is the experts' width (check_config_json
     // requires the dense blocks', if any, to be the same).
-    if (a == Arch::qwen3_moe)
-      put("d_ff", std::to_string(integer("moe_intermediate_size", kQwen3MoeWidth)));
-    else if (a == Arch::qwen2_moe)
-      put("d_ff", std::to_string(integer("moe_intermediate_size", kQwen2MoeWidth)));
+    if (a == Arch::qwen3_moe || a == Arch::qwen2_moe)
+      put("d_ff", std::to_string(integer("moe_intermediate_size", qwen_moe_defaults(a).width)));
     else
       put("d_ff", std::to_string(integer("intermediate_size", nullptr)));
     // Mistral's (and a windowed Qwen2's) positions are cut to the sliding
@@ -1297,19 +1290,15 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
       put("dropless", "true");           // Mixtral serves every choice
       put("renormalize_top_k", "true");  // and always renormalises the chosen weights
     }
-    if (a == Arch::qwen3_moe) {
-      put("n_experts", std::to_string(integer("num_experts", kQwen3MoeExperts)));
-      put("top_k", std::to_string(integer("num_experts_per_tok", kQwen3MoeTopK)));
+    if (a == Arch::qwen3_moe || a == Arch::qwen2_moe) {
+      const QwenMoeDefaults& d = qwen_moe_defaults(a);
+      put("n_experts", std::to_string(integer("num_experts", d.experts)));
+      put("top_k", std::to_string(integer("num_experts_per_tok", d.top_k)));
       put("moe_every", std::to_string(integer("decoder_sparse_step", 1)));
-      put("dropless", "true");  // Qwen3-MoE serves every choice
+      put("dropless", "true");  // Qwen's MoE blocks serve every choice
       put("renormalize_top_k", flag("norm_topk_prob", false) ? "true" : "false");
     }
     if (a == Arch::qwen2_moe) {
-      put("n_experts", std::to_string(integer("num_experts", kQwen2MoeExperts)));
-      put("top_k", std::to_string(integer("num_experts_per_tok", kQwen2MoeTopK)));
-      put("moe_every", std::to_string(integer("decoder_sparse_step", 1)));
-      put("dropless", "true");  // Qwen2-MoE serves every choice
-      put("renormalize_top_k", flag("norm_topk_prob", false) ? "true" : "false");
       put("shared_expert_ffn", std::to_string(integer("shared_expert_intermediate_size", kQwen2MoeSharedWidth)));
       put("shared_expert_gate", "true");
     }

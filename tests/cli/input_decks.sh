@@ -29,6 +29,16 @@
 # Env: PENTAD, PENTAD_SOURCE_DIR.
 set -u
 fail=0
+# check_moe_deck DECK N NE WHAT: one rank's plan counts N dense and NE expert parameters.
+check_moe_deck() {
+  local one
+  one=$("$PENTAD" plan "$1" --ranks 1 --layout dp=1 --explain 2>&1)
+  if grep -q "N = $2 parameter elements (padded), shard S = $2, experts NE = $3 elements" <<<"$one"; then
+    echo "ok    $(basename "$1"): $(($2 + $3)) parameters ($2 dense, $3 in experts; $4)"
+  else
+    echo "FAIL: $(basename "$1"): not $2 + $3 parameters:"; grep "parameter elements" <<<"$one"; fail=1
+  fi
+}
 for deck in "$PENTAD_SOURCE_DIR"/input/*.toml; do
   out=$("$PENTAD" plan "$deck" --ranks 8 --gpu-mem 80GiB 2>&1); rc=$?
   if [ $rc -ne 0 ] || ! grep -q "^winner: " <<<"$out"; then
@@ -74,27 +84,13 @@ for deck in "$PENTAD_SOURCE_DIR"/input/*.toml; do
   fi
   if [ "$(basename "$deck")" = qwen3-30b-a3b.toml ]; then
     C=2048 F=768 V=151936 L=48 q=4096 kv=512 D=128 E=128
-    want_n=$((2 * V * C + L * (2 * q * C + 2 * kv * C + 2 * D + E * C + 2 * C) + C))
-    want_ne=$((L * E * 3 * C * F))
-    one=$("$PENTAD" plan "$deck" --ranks 1 --layout dp=1 --explain 2>&1)
-    if grep -q "N = $want_n parameter elements (padded), shard S = $want_n, experts NE = $want_ne elements" <<<"$one"; then
-      echo "ok    qwen3-30b-a3b.toml: $((want_n + want_ne)) parameters ($want_n dense, $want_ne in experts;" \
-           "Qwen3 30B-A3B's 30.5B)"
-    else
-      echo "FAIL: qwen3-30b-a3b.toml: not $want_n + $want_ne parameters:"; grep "parameter elements" <<<"$one"; fail=1
-    fi
+    check_moe_deck "$deck" $((2 * V * C + L * (2 * q * C + 2 * kv * C + 2 * D + E * C + 2 * C) + C)) \
+      $((L * E * 3 * C * F)) "Qwen3 30B-A3B's 30.5B"
   fi
   if [ "$(basename "$deck")" = qwen1.5-moe-a2.7b.toml ]; then
     C=2048 F=1408 Fs=5632 V=151936 L=24 E=60
-    want_n=$((2 * V * C + L * (4 * C * C + 3 * C + E * C + 3 * C * Fs + C + 2 * C) + C))
-    want_ne=$((L * E * 3 * C * F))
-    one=$("$PENTAD" plan "$deck" --ranks 1 --layout dp=1 --explain 2>&1)
-    if grep -q "N = $want_n parameter elements (padded), shard S = $want_n, experts NE = $want_ne elements" <<<"$one"; then
-      echo "ok    qwen1.5-moe-a2.7b.toml: $((want_n + want_ne)) parameters ($want_n dense, the shared experts" \
-           "among them, $want_ne in experts; Qwen1.5-MoE-A2.7B's 14.3B)"
-    else
-      echo "FAIL: qwen1.5-moe-a2.7b.toml: not $want_n + $want_ne parameters:"; grep "parameter elements" <<<"$one"; fail=1
-    fi
+    check_moe_deck "$deck" $((2 * V * C + L * (4 * C * C + 3 * C + E * C + 3 * C * Fs + C + 2 * C) + C)) \
+      $((L * E * 3 * C * F)) "the shared experts among the dense; Qwen1.5-MoE-A2.7B's 14.3B"
   fi
 done
 exit $fail

@@ -343,15 +343,15 @@ void test_fd(Backend& be, Family f, bool with_dy, int top_k = 2, int renormalize
   }
   expect_near(tag + "input gradient vs finite differences (" + std::to_string(fd_x.size()) + " elements)", an_x,
                fd_x, kFiniteDiff);
-  // Expert weights and biases (every 7th element of each tensor).
+  // Expert weights and biases, then the shared expert's weights, biases
+  // and gate (every 7th element of each tensor; the gate's (1, C) weight
+  // every element). Perturbations that change the routing are skipped.
   if (!with_dy) return;
-  size_t t = 0;
-  for (int i : {L.p.w_gate, L.p.w_up, L.p.b_up, L.p.w_down, L.p.b_down}) {
-    if (i < 0) continue;
-    float* pw = L.experts.param(i);
-    const std::vector<float> p0 = host_of(be, pw, L.experts.info(i).numel());
+  auto check_tensor = [&](ParamStore& store, int i, const std::vector<float>& an, size_t stride) {
+    float* pw = store.param(i);
+    const std::vector<float> p0 = host_of(be, pw, store.info(i).numel());
     std::vector<float> fd_p, an_p;
-    for (size_t e = 0; e < p0.size(); e += 7) {
+    for (size_t e = 0; e < p0.size(); e += stride) {
       std::vector<float> pp = p0;
       pp[e] = float(p0[e] + h);
       be.from_host(pw, pp.data(), pp.size() * sizeof(float));
@@ -361,35 +361,17 @@ void test_fd(Backend& be, Family f, bool with_dy, int top_k = 2, int renormalize
       const auto jm = objective(x);
       if (jp.second != base.second || jm.second != base.second) continue;
       fd_p.push_back(float((jp.first - jm.first) / (2 * h)));
-      an_p.push_back(g.dexperts[t][e]);
+      an_p.push_back(an[e]);
     }
     be.from_host(pw, p0.data(), p0.size() * sizeof(float));
-    expect_near(tag + L.experts.info(i).name + " gradient vs finite differences", an_p, fd_p, kFiniteDiff);
-    ++t;
-  }
-  // The shared expert's weights, biases and gate (every 7th element; the
-  // gate's (1, C) weight every element).
+    expect_near(tag + store.info(i).name + " gradient vs finite differences", an_p, fd_p, kFiniteDiff);
+  };
+  size_t t = 0;
+  for (int i : {L.p.w_gate, L.p.w_up, L.p.b_up, L.p.w_down, L.p.b_down})
+    if (i >= 0) check_tensor(L.experts, i, g.dexperts[t++], 7);
   t = 0;
-  for (int i : shared_tensors(L.p)) {
-    if (i < 0) continue;
-    float* pw = L.dense.param(i);
-    const std::vector<float> p0 = host_of(be, pw, L.dense.info(i).numel());
-    std::vector<float> fd_p, an_p;
-    for (size_t e = 0; e < p0.size(); e += i == L.p.s_w ? 1 : 7) {
-      std::vector<float> pp = p0;
-      pp[e] = float(p0[e] + h);
-      be.from_host(pw, pp.data(), pp.size() * sizeof(float));
-      const auto jp = objective(x);
-      pp[e] = float(p0[e] - h);
-      be.from_host(pw, pp.data(), pp.size() * sizeof(float));
-      const auto jm = objective(x);
-      fd_p.push_back(float((jp.first - jm.first) / (2 * h)));  // (the routing does not read these)
-      an_p.push_back(g.dshared[t][e]);
-    }
-    be.from_host(pw, p0.data(), p0.size() * sizeof(float));
-    expect_near(tag + L.dense.info(i).name + " gradient vs finite differences", an_p, fd_p, kFiniteDiff);
-    ++t;
-  }
+  for (int i : shared_tensors(L.p))
+    if (i >= 0) check_tensor(L.dense, i, g.dshared[t++], i == L.p.s_w ? 1 : 7);
   expect(shared == 0 || t == size_t(f == Family::gpt2 ? 4 : 3) + (shared == 2 ? 1 : 0),
          tag + "every shared-expert tensor checked (" + std::to_string(t) + ")");
 }

@@ -14,18 +14,6 @@
 
 namespace pentad {
 
-namespace {
-
-// A host list on the backend, kept (activations) until the context's free_dev.
-template <class T>
-T* upload(Backend& be, const std::vector<T>& v) {
-  void* p = be.alloc_bytes(std::max<size_t>(v.size(), 1) * sizeof(T), Mem::activations);
-  if (!v.empty()) be.from_host(p, v.data(), v.size() * sizeof(T));
-  return static_cast<T*>(p);
-}
-
-}  // namespace
-
 std::vector<int> MoeLayer::plan_dispatch(MoeCtx& c, const std::vector<char>& keep) const {
   const int N = c.N, E = E_, k = k_;
   c.row.assign(size_t(N) * k, -1);
@@ -90,10 +78,10 @@ void MoeLayer::exchange_rows(const MoeCtx& c, const float* src, float* dst, bool
 // context's index lists. Collective over ep.
 float* MoeLayer::dispatch_rows(MoeCtx& c, const float* x) {
   static_assert(sizeof(int) == sizeof(int32_t));
-  c.d_row_token = upload(be_, c.row_token);
-  c.d_row_choice = upload(be_, c.row_choice);
-  c.d_row = upload(be_, c.row);
-  c.d_w = upload(be_, c.w);
+  c.d_row_token = upload_kept(be_, c.row_token);
+  c.d_row_choice = upload_kept(be_, c.row_choice);
+  c.d_row = upload_kept(be_, c.row);
+  c.d_w = upload_kept(be_, c.w);
   auto dev = [&](size_t n) { return be_.alloc(std::max<size_t>(n, 1), Mem::activations); };
   const MoeBuffers<size_t> b = buffers(c);
   float* send = dev(b.send);  // (M, C)

@@ -114,18 +114,6 @@ void MoeLayer::experts_bwd(MoeCtx& c, const MoeParams& p, const float* dyr, floa
 
 // ---- the shared expert ------------------------------------------------------------
 
-namespace {
-
-// A host list on the backend, kept (activations) until the context's free_dev.
-template <class T>
-T* upload_kept(Backend& be, const std::vector<T>& v) {
-  void* p = be.alloc_bytes(std::max<size_t>(v.size(), 1) * sizeof(T), Mem::activations);
-  if (!v.empty()) be.from_host(p, v.data(), v.size() * sizeof(T));
-  return static_cast<T*>(p);
-}
-
-}  // namespace
-
 // y_s = MLP_s(x) on all N rows (kept: c.sh, c.su, c.sa; gated also c.sy and
 // the gate values), then out's rows [row0, row0 + n_out) += y_s, or
 // sigmoid(x . w) y_s per row (the backend's weighted combine, k = 1, over

@@ -4,6 +4,7 @@
 // dispatch.cpp, experts.cpp and moe_layer.cpp all read and fill one MoeCtx.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <vector>
 
@@ -25,6 +26,14 @@ struct MoeTimer {
   double& acc_;
   std::chrono::steady_clock::time_point t0_;
 };
+
+// A host list on the backend, kept (activations) until the context's free_dev.
+template <class T>
+T* upload_kept(Backend& be, const std::vector<T>& v) {
+  void* p = be.alloc_bytes(std::max<size_t>(v.size(), 1) * sizeof(T), Mem::activations);
+  if (!v.empty()) be.from_host(p, v.data(), v.size() * sizeof(T));
+  return static_cast<T*>(p);
+}
 
 struct MoeCtx {
   Backend* be = nullptr;

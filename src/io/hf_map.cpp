@@ -246,6 +246,17 @@ std::string z_loss_note(const ModelConfig& m, const std::string& family) {
                            : std::string();
 }
 
+// The export's notes for Qwen's MoE classes (cls, named family in the
+// notes): capacity, and the routing rule with norm_topk_prob; extra after it.
+void qwen_moe_notes(const ModelConfig& m, const std::string& cls, const std::string& family, const std::string& extra,
+                    std::vector<std::string>* notes) {
+  moe_notes(m, cls, notes);
+  notes->push_back(std::string("routing kept as pentad's: softmax over all experts, top-") + std::to_string(m.top_k) +
+                   (m.renormalizes_top_k() ? ", the chosen weights renormalised to sum 1 (norm_topk_prob = true)"
+                                           : ", weighted by their probabilities (norm_topk_prob = false)") +
+                   extra + "; router_aux_loss_coef = model.aux_loss_coef (training only)" + z_loss_note(m, family));
+}
+
 // A Llama with any of Gemma's three keys: GemmaForCausalLM when it has all
 // three and nothing Gemma's class lacks, else an InputError naming why.
 Arch gemma_arch(const ModelConfig& m, const std::string& what) {
@@ -300,14 +311,7 @@ Arch arch_of(const ModelConfig& m, const std::string& what, std::vector<std::str
     // Qwen3-MoE: an MoE block where (l + 1) % decoder_sparse_step == 0 (as
     // model.moe_every), norm_topk_prob = renormalise the chosen weights
     // (model.renormalize_top_k).
-    if (notes) {
-      moe_notes(m, "Qwen3MoeForCausalLM", notes);
-      notes->push_back(std::string("routing kept as pentad's: softmax over all experts, top-") +
-                       std::to_string(m.top_k) +
-                       (m.renormalizes_top_k() ? ", the chosen weights renormalised to sum 1 (norm_topk_prob = true)"
-                                               : ", weighted by their probabilities (norm_topk_prob = false)") +
-                       "; router_aux_loss_coef = model.aux_loss_coef (training only)" + z_loss_note(m, "Qwen3-MoE"));
-    }
+    if (notes) qwen_moe_notes(m, "Qwen3MoeForCausalLM", "Qwen3-MoE", "", notes);
     return Arch::qwen3_moe;
   }
   if (m.n_experts == 0) return m.family == Family::gpt2 ? Arch::gpt2 : m.has_qkv_bias() ? Arch::qwen2 : Arch::llama;
@@ -325,15 +329,7 @@ Arch arch_of(const ModelConfig& m, const std::string& what, std::vector<std::str
     if (!m.has_qkv_bias())
       throw InputError(what + ": a shared expert without model.qkv_bias: Qwen2MoeForCausalLM's attention has "
                               "biases on q, k and v, so this model has no Hugging Face class");
-    if (notes) {
-      moe_notes(m, "Qwen2MoeForCausalLM", notes);
-      notes->push_back(std::string("routing kept as pentad's: softmax over all experts, top-") +
-                       std::to_string(m.top_k) +
-                       (m.renormalizes_top_k() ? ", the chosen weights renormalised to sum 1 (norm_topk_prob = true)"
-                                               : ", weighted by their probabilities (norm_topk_prob = false)") +
-                       ", plus the gated shared expert; router_aux_loss_coef = model.aux_loss_coef (training only)" +
-                       z_loss_note(m, "Qwen2-MoE"));
-    }
+    if (notes) qwen_moe_notes(m, "Qwen2MoeForCausalLM", "Qwen2-MoE", ", plus the gated shared expert", notes);
     return Arch::qwen2_moe;
   }
   if (m.moe_every != 1)

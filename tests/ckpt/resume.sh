@@ -21,6 +21,11 @@
 #   resume.sh vocab_pad                  a padded vocabulary: unpadded tensors in
 #                                        the checkpoint, loaded bitwise under
 #                                        tp4, pp2 and 1 rank unpadded
+#   resume.sh shared_expert              MoE with a gated shared expert: saved under
+#                                        tp2 + sp with expert tp (its width split
+#                                        over tp) and under dp2 x ep2 ZeRO-1 (it
+#                                        replicated over ep); each loaded bitwise
+#                                        under the other and 1 rank
 #   resume.sh kv_copies                  Llama with fewer key/value heads than
 #                                        tp ranks (each head held by several):
 #                                        saved under tp4 (2 heads) and tp2 x dp2
@@ -212,6 +217,19 @@ PY
     load_each "$ck" P "${v[*]}" "4 --set parallel.tp=4 --set train.micro_batch=2 --set train.grad_accum=2" \
       "2 --set parallel.pp=2 --set train.micro_batch=1 --set train.grad_accum=4" \
       "1 --set model.pad_vocab_to=1 --set train.micro_batch=2 --set train.grad_accum=2" ;;
+  shared_expert)
+    deck=$PENTAD_SOURCE_DIR/tests/parity/moe_llama.toml
+    s=(--set model.shared_expert_ffn=48 --set model.shared_expert_gate=true)
+    train 2 T "${s[@]}" --set parallel.tp=2 --set parallel.sp=true --set parallel.expert_tp=true \
+      --set checkpoint.dir="$tmp/T" --set checkpoint.every=5 --set train.steps=5
+    echo "source: tp2 + sp, expert tp"
+    load_each "$tmp/T/step_000005.h5" U "${s[*]}" "1 --set train.grad_accum=1" \
+      "2 --set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=1 --set train.micro_batch=1"
+    train 2 E "${s[@]}" --set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=1 --set train.micro_batch=1 \
+      --set checkpoint.dir="$tmp/E" --set checkpoint.every=5 --set train.steps=5
+    echo "source: dp2 x ep2 zero1"
+    load_each "$tmp/E/step_000005.h5" F "${s[*]}" "1 --set train.grad_accum=1" \
+      "2 --set parallel.tp=2 --set parallel.sp=true --set parallel.expert_tp=true" ;;
   kv_copies)
     # Each key/value block written once although several tp ranks hold it
     # (the writer refuses a block written twice), read by every holder.

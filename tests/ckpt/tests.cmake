@@ -43,10 +43,11 @@ add_test(NAME ckpt_reshard_zbv COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh 
 add_test(NAME ckpt_signal COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh signal)
 add_test(NAME ckpt_reshard_vocab_pad COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh vocab_pad)
 add_test(NAME ckpt_reshard_kv_copies COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh kv_copies)
+add_test(NAME ckpt_reshard_shared_expert COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh shared_expert)
 set_tests_properties(ckpt_resume_bitwise_1rank ckpt_resume_bitwise_tp2_dp2_zero1 ckpt_resume_bitwise_pp2
   ckpt_resume_bitwise_pp2_zbv ckpt_resume_bitwise_cp2_zero1 ckpt_reshard_zbv
   ckpt_resume_bitwise_pp2_dp2_zero3 ckpt_reshard_pp2_dp2_zero3 ckpt_resume_bitwise_shards_epoch ckpt_resume_epoch_batch_change
-  ckpt_signal ckpt_reshard_vocab_pad ckpt_reshard_kv_copies
+  ckpt_signal ckpt_reshard_vocab_pad ckpt_reshard_kv_copies ckpt_reshard_shared_expert
   PROPERTIES LABELS "mpi;ckpt" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
 # Five trainings, three of them 4-rank collective HDF5 writes oversubscribed on 2 cores.
 set_tests_properties(ckpt_reshard PROPERTIES LABELS "mpi;ckpt" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 600)

@@ -62,6 +62,9 @@ pentad_weight_copies_test(llama_pp2_tied llama 2
 pentad_weight_copies_test(moe_llama_dp2_ep2_zero3 moe_llama 2
                           "--set parallel.dp=2 --set parallel.ep=2 --set parallel.zero=3" 0)
 pentad_weight_copies_test(llama_cp2 llama 2 "--set parallel.cp=2" 0)
+# The gated shared expert (dense store) split over tp with expert tp.
+pentad_weight_copies_test(moe_llama_shared_tp2_sp_expert_tp moe_llama 2
+                          "--set model.shared_expert_ffn=48 --set model.shared_expert_gate=true --set parallel.tp=2 --set parallel.sp=true --set parallel.expert_tp=true" 0)
 
 # The activations held in bf16 (train.bf16_activations,
 # Backend::hold_gemm_form: the MLP activation and the norm outputs), in

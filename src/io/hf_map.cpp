@@ -1184,6 +1184,59 @@ std::string rope_scaling_keys(const json& j, const std::string& where) {
          "\nrope_truncate = " + (r.rope_truncate ? "true" : "false") + "\n";
 }
 
+// config.json's keys written as a deck's [model] lines
+// (model_of_config_json): each read as a required number (dflt null) or
+// the class's default.
+struct DeckWriter {
+  const json& j;
+  const std::string& where;
+  std::string deck = "[model]\n";
+  double number(const char* key, const json& dflt) const {
+    const auto it = j.find(key);
+    if (it == j.end() || it->is_null()) {
+      if (dflt.is_null()) throw InputError(where + " has no \"" + key + "\"");
+      return dflt.get<double>();
+    }
+    if (!it->is_number()) throw InputError(where + ": \"" + key + "\" = " + it->dump() + " is not a number");
+    return it->get<double>();
+  }
+  int64_t integer(const char* key, const json& dflt) const {
+    const double v = number(key, dflt);
+    if (v != double(int64_t(v)) || v < 1 || v > 2147483647.0)
+      throw InputError(where + ": \"" + key + "\" = " + j.at(key).dump() + " is not a positive integer");
+    return int64_t(v);
+  }
+  bool flag(const char* key, bool dflt) const {
+    const auto it = j.find(key);
+    return it == j.end() || !it->is_boolean() ? dflt : it->get<bool>();
+  }
+  void put(const std::string& key, const std::string& value) { deck += key + " = " + value + "\n"; }
+};
+
+// The experts' keys of the MoE classes (Mixtral, Qwen3-MoE, Qwen2-MoE): every
+// choice served, as they serve them.
+void put_moe_keys(DeckWriter& w, Arch a) {
+  if (a == Arch::mixtral) {
+    w.put("n_experts", std::to_string(w.integer("num_local_experts", nullptr)));
+    w.put("top_k", std::to_string(w.integer("num_experts_per_tok", 2)));
+    w.put("moe_every", "1");
+    w.put("dropless", "true");           // Mixtral serves every choice
+    w.put("renormalize_top_k", "true");  // and always renormalises the chosen weights
+  }
+  if (a == Arch::qwen3_moe || a == Arch::qwen2_moe) {
+    const QwenMoeDefaults& d = qwen_moe_defaults(a);
+    w.put("n_experts", std::to_string(w.integer("num_experts", d.experts)));
+    w.put("top_k", std::to_string(w.integer("num_experts_per_tok", d.top_k)));
+    w.put("moe_every", std::to_string(w.integer("decoder_sparse_step", 1)));
+    w.put("dropless", "true");  // Qwen's MoE blocks serve every choice
+    w.put("renormalize_top_k", w.flag("norm_topk_prob", false) ? "true" : "false");
+  }
+  if (a == Arch::qwen2_moe) {
+    w.put("shared_expert_ffn", std::to_string(w.integer("shared_expert_intermediate_size", kQwen2MoeSharedWidth)));
+    w.put("shared_expert_gate", "true");
+  }
+}
+
 }  // namespace
 
 ModelConfig model_of_config_json(const std::string& text, const std::string& where) {
@@ -1194,42 +1247,21 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
   if (std::string e = config_arch(j, where, &cls, &a); !e.empty()) throw InputError(e);
   const bool qwen2 = a == Arch::qwen2 || a == Arch::qwen2_moe,
              qwen = qwen2 || a == Arch::qwen3 || a == Arch::qwen3_moe;
-  // A key's number: required (dflt null) or the class's default.
-  const auto number = [&](const char* key, const json& dflt) -> double {
-    const auto it = j.find(key);
-    if (it == j.end() || it->is_null()) {
-      if (dflt.is_null()) throw InputError(where + " has no \"" + key + "\"");
-      return dflt.get<double>();
-    }
-    if (!it->is_number()) throw InputError(where + ": \"" + key + "\" = " + it->dump() + " is not a number");
-    return it->get<double>();
-  };
-  const auto integer = [&](const char* key, const json& dflt) -> int64_t {
-    const double v = number(key, dflt);
-    if (v != double(int64_t(v)) || v < 1 || v > 2147483647.0)
-      throw InputError(where + ": \"" + key + "\" = " + j[key].dump() + " is not a positive integer");
-    return int64_t(v);
-  };
-  const auto flag = [&](const char* key, bool dflt) {
-    const auto it = j.find(key);
-    return it == j.end() || !it->is_boolean() ? dflt : it->get<bool>();
-  };
-  std::string deck = "[model]\n";
-  const auto put = [&](const std::string& key, const std::string& value) { deck += key + " = " + value + "\n"; };
+  DeckWriter w{j, where};
   if (a == Arch::gpt2) {
     const auto act = j.find("activation_function");
     if (act != j.end() && act->is_string() && *act != "gelu_new" && *act != "gelu_pytorch_tanh")
       throw InputError(where + ": \"activation_function\" = " + act->dump() +
                        ": pentad's GPT-2 uses the tanh GELU (gelu_new)");
-    const int64_t C = integer("n_embd", nullptr);
-    put("family", "\"gpt2\"");
-    put("n_layers", std::to_string(integer("n_layer", nullptr)));
-    put("d_model", std::to_string(C));
-    put("n_heads", std::to_string(integer("n_head", nullptr)));
-    put("d_ff", std::to_string(integer("n_inner", 4 * C)));
-    put("seq_len", std::to_string(integer("n_positions", 1024)));
-    put("norm_eps", toml_float(number("layer_norm_epsilon", 1e-5)));
-    put("tied_embeddings", flag("tie_word_embeddings", true) ? "true" : "false");
+    const int64_t C = w.integer("n_embd", nullptr);
+    w.put("family", "\"gpt2\"");
+    w.put("n_layers", std::to_string(w.integer("n_layer", nullptr)));
+    w.put("d_model", std::to_string(C));
+    w.put("n_heads", std::to_string(w.integer("n_head", nullptr)));
+    w.put("d_ff", std::to_string(w.integer("n_inner", 4 * C)));
+    w.put("seq_len", std::to_string(w.integer("n_positions", 1024)));
+    w.put("norm_eps", toml_float(w.number("layer_norm_epsilon", 1e-5)));
+    w.put("tied_embeddings", w.flag("tie_word_embeddings", true) ? "true" : "false");
   } else {
     GateAct act = GateAct::silu;
     if (std::string e = gate_act_of_config(j, where, a, &act); !e.empty()) throw InputError(e);
@@ -1238,26 +1270,26 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
         !sw->is_null())  // (their windows: sliding_window)
       throw InputError(where + ": \"sliding_window\" = " + sw->dump() +
                        ": pentad's attention sees the whole causal context");
-    const int64_t H = integer("num_attention_heads", nullptr);
-    put("family", "\"llama\"");
-    put("n_layers", std::to_string(integer("num_hidden_layers", nullptr)));
-    put("d_model", std::to_string(integer("hidden_size", nullptr)));
-    put("n_heads", std::to_string(H));
-    put("n_kv_heads", std::to_string(integer("num_key_value_heads", int64_t(kv_heads_default(j, cls)))));
+    const int64_t H = w.integer("num_attention_heads", nullptr);
+    w.put("family", "\"llama\"");
+    w.put("n_layers", std::to_string(w.integer("num_hidden_layers", nullptr)));
+    w.put("d_model", std::to_string(w.integer("hidden_size", nullptr)));
+    w.put("n_heads", std::to_string(H));
+    w.put("n_kv_heads", std::to_string(w.integer("num_key_value_heads", int64_t(kv_heads_default(j, cls)))));
     const auto hd = j.find("head_dim");
     const bool has_hd = (hd != j.end() && !hd->is_null()) || a == Arch::qwen3 || a == Arch::gemma;
     const double hd_default = a == Arch::gemma ? kGemmaHeadDim : kQwen3HeadDim;
-    if (has_hd) put("head_dim", std::to_string(integer("head_dim", hd_default)));
+    if (has_hd) w.put("head_dim", std::to_string(w.integer("head_dim", hd_default)));
     int64_t rotary = 0;
-    const int64_t D = has_hd ? integer("head_dim", hd_default) : integer("hidden_size", nullptr) / H;
+    const int64_t D = has_hd ? w.integer("head_dim", hd_default) : w.integer("hidden_size", nullptr) / H;
     if (std::string e = rotary_of_config(j, where, cls, D, &rotary); !e.empty()) throw InputError(e);
-    if (rotary != D) put("rotary_dim", std::to_string(rotary));
+    if (rotary != D) w.put("rotary_dim", std::to_string(rotary));
     // Qwen3-MoE: pentad's d_ff is the experts' width (check_config_json
     // requires the dense blocks', if any, to be the same).
     if (a == Arch::qwen3_moe || a == Arch::qwen2_moe)
-      put("d_ff", std::to_string(integer("moe_intermediate_size", qwen_moe_defaults(a).width)));
+      w.put("d_ff", std::to_string(w.integer("moe_intermediate_size", qwen_moe_defaults(a).width)));
     else
-      put("d_ff", std::to_string(integer("intermediate_size", nullptr)));
+      w.put("d_ff", std::to_string(w.integer("intermediate_size", nullptr)));
     // Mistral's (and a windowed Qwen2's) positions are cut to the sliding
     // window, within which the attention is pentad's (the whole causal context).
     const double default_positions = cls == "MistralForCausalLM" ? kMistralPositions
@@ -1265,45 +1297,27 @@ ModelConfig model_of_config_json(const std::string& text, const std::string& whe
                                      : a == Arch::phi3            ? kPhi3Positions
                                      : a == Arch::gemma           ? kGemmaPositions
                                                                   : 2048;
-    int64_t positions = integer("max_position_embeddings", default_positions);
+    int64_t positions = w.integer("max_position_embeddings", default_positions);
     if (const int64_t window = sliding_window(j, cls); window > 0) positions = std::min(positions, window);
-    put("seq_len", std::to_string(positions));
-    put("norm_eps", toml_float(number("rms_norm_eps", norm_eps_default(cls))));
-    put("rope_theta", toml_float(number("rope_theta", 10000.0)));
-    put("tied_embeddings", flag("tie_word_embeddings", a == Arch::gemma) ? "true" : "false");
-    if (qwen2) put("qkv_bias", "true");
+    w.put("seq_len", std::to_string(positions));
+    w.put("norm_eps", toml_float(w.number("rms_norm_eps", norm_eps_default(cls))));
+    w.put("rope_theta", toml_float(w.number("rope_theta", 10000.0)));
+    w.put("tied_embeddings", w.flag("tie_word_embeddings", a == Arch::gemma) ? "true" : "false");
+    if (qwen2) w.put("qkv_bias", "true");
     if (a == Arch::gemma) {
-      put("mlp_act", "\"" + std::string(deck_name(act)) + "\"");
-      put("norm_plus_one", "true");
-      put("embed_scale", "true");
+      w.put("mlp_act", "\"" + std::string(deck_name(act)) + "\"");
+      w.put("norm_plus_one", "true");
+      w.put("embed_scale", "true");
     }
-    if (a == Arch::qwen3 || a == Arch::qwen3_moe) put("qk_norm", "true");
-    deck += rope_scaling_keys(j, where);
-    if (a == Arch::mixtral) {
-      put("n_experts", std::to_string(integer("num_local_experts", nullptr)));
-      put("top_k", std::to_string(integer("num_experts_per_tok", 2)));
-      put("moe_every", "1");
-      put("dropless", "true");           // Mixtral serves every choice
-      put("renormalize_top_k", "true");  // and always renormalises the chosen weights
-    }
-    if (a == Arch::qwen3_moe || a == Arch::qwen2_moe) {
-      const QwenMoeDefaults& d = qwen_moe_defaults(a);
-      put("n_experts", std::to_string(integer("num_experts", d.experts)));
-      put("top_k", std::to_string(integer("num_experts_per_tok", d.top_k)));
-      put("moe_every", std::to_string(integer("decoder_sparse_step", 1)));
-      put("dropless", "true");  // Qwen's MoE blocks serve every choice
-      put("renormalize_top_k", flag("norm_topk_prob", false) ? "true" : "false");
-    }
-    if (a == Arch::qwen2_moe) {
-      put("shared_expert_ffn", std::to_string(integer("shared_expert_intermediate_size", kQwen2MoeSharedWidth)));
-      put("shared_expert_gate", "true");
-    }
+    if (a == Arch::qwen3 || a == Arch::qwen3_moe) w.put("qk_norm", "true");
+    w.deck += rope_scaling_keys(j, where);
+    put_moe_keys(w, a);
   }
-  put("vocab_size", std::to_string(integer("vocab_size", nullptr)));
-  deck += "[train]\nsteps = 0\n[data]\ntrain = \"\"\n";
+  w.put("vocab_size", std::to_string(w.integer("vocab_size", nullptr)));
+  w.deck += "[train]\nsteps = 0\n[data]\ntrain = \"\"\n";
   ModelConfig m;
   try {
-    m = parse_config(deck, where, {}, 1).model;
+    m = parse_config(w.deck, where, {}, 1).model;
   } catch (const InputError& e) {
     throw InputError(where + ": pentad has no such model: " + e.what());
   }

@@ -15,8 +15,9 @@
 // of that form, of its own width, that every token goes through on its own
 // rank (replicated over ep, in the dense store), its output added to the
 // routed experts' sum, scaled per token by sigmoid(x . w) with
-// model.shared_expert_gate; with expert tp its width is split like theirs. Tokens go out with an all-to-all
-// (counts first, then rows), come back with the reverse one.
+// model.shared_expert_gate; with expert tp its width is split like theirs.
+// Tokens go out with an all-to-all (counts first, then rows), come back with
+// the reverse one.
 #pragma once
 
 #include <algorithm>

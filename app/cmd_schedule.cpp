@@ -1,8 +1,10 @@
-// `pentad schedule --pp P --m M [--schedule afab|1f1b|interleaved|zbh1|zbv] [--v V]`:
+// `pentad schedule --pp P --m M [--schedule afab|1f1b|interleaved|zbh1|zbv] [--v V] [--groups]`:
 // prints a pipeline schedule's per-rank lists and what the checker finds:
 // validity, activation (and deferred-W) high-water marks per rank (replayed
 // and expected) and the bubble of a timed replay (t_b = 2 t_f, a split
-// backward t_B = t_W = t_f) beside the formula. No MPI work.
+// backward t_B = t_W = t_f) beside the formula; then the replay of its
+// grouped message plan (parallel.pp_p2p = grouped, NCCL's), and with
+// --groups the plan itself. No MPI work.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -11,6 +13,7 @@
 #include "commands.hpp"
 #include "config/config.hpp"
 #include "core/error.hpp"
+#include "parallel/pp/p2p_plan.hpp"
 #include "parallel/pp/schedule.hpp"
 
 namespace pentad {
@@ -18,6 +21,7 @@ namespace {
 
 struct ScheduleArgs {
   std::string kind = "1f1b", pp, m, v;
+  bool groups = false;
 };
 
 // An integer >= 1; "" (not given) is 0.
@@ -31,6 +35,8 @@ int number(const std::string& flag, const std::string& s) {
   }
   throw CliUsageError("schedule: " + flag + " needs a positive integer (got '" + s + "')");
 }
+
+int grouped(const Schedule& s, const ScheduleCheck& eager, bool print_plan);
 
 int schedule(const CLI::App& cmd, const ScheduleArgs& a, Job job) {
   if (const std::string x = first_extra(cmd); !x.empty()) throw CliUsageError("schedule: unknown option '" + x + "'");
@@ -64,6 +70,25 @@ int schedule(const CLI::App& cmd, const ScheduleArgs& a, Job job) {
     std::printf(" | replayed bubble %.4f\n", c.sim_bubble[size_t(r)]);
   }
   std::printf("bubble formula: %.4f\n", bubble_formula(k, pp, v, m));
+  return grouped(s, c, a.groups);
+}
+
+// The grouped plan's replay beside the eager one (same costs).
+int grouped(const Schedule& s, const ScheduleCheck& eager, bool print_plan) {
+  P2pPlan plan;
+  try {
+    plan = make_p2p_plan(s);
+  } catch (const std::invalid_argument& e) {
+    std::printf("grouped messages (parallel.pp_p2p = grouped): FAILED: %s\n", e.what());
+    return 1;
+  }
+  const P2pCheck g = check_p2p_plan(s, plan);
+  double worst = 0;
+  for (double b : g.sim_bubble) worst = std::max(worst, b);
+  std::printf("grouped messages (parallel.pp_p2p = grouped): ok | replayed makespan %.0f (eager %.0f) | "
+              "worst replayed bubble %.4f\n",
+              g.sim_makespan, eager.sim_makespan, worst);
+  if (print_plan) std::printf("%s", describe_p2p_plan(s, plan).c_str());
   return 0;
 }
 
@@ -76,6 +101,7 @@ Command add_schedule(CLI::App& pentad, Job job) {
   cmd->add_option("--pp", a->pp, "pipeline stages");
   cmd->add_option("--m", a->m, "micro-batches");
   cmd->add_option("--v", a->v, "model chunks per stage (interleaved; zbv: 2, its default; else 1)");
+  cmd->add_flag("--groups", a->groups, "also print the grouped message plan (parallel.pp_p2p = grouped)");
   return {cmd, [cmd, a, job] { return schedule(*cmd, *a, job); },
           [](const std::string& opt) { return "schedule: " + opt + " needs a value"; }};
 }

@@ -27,7 +27,7 @@ const char* kUsage =
     "  pentad ckpt export SPEC --to DIR                       global weights (+ llm.c GPT-2 .bin)\n"
     "  pentad ckpt export SPEC --to DIR --format hf [--dtype fp32|bf16] [--class Phi3ForCausalLM]\n"
     "                                                         Hugging Face safetensors + config.json\n"
-    "  pentad schedule --pp P --m M [--schedule afab|1f1b|interleaved|zbh1|zbv] [--v V]\n"
+    "  pentad schedule --pp P --m M [--schedule afab|1f1b|interleaved|zbh1|zbv] [--v V] [--groups]\n"
     "                                                         print and check a pipeline schedule\n"
     "  pentad plan DECK --ranks N [--gpu-mem 80GiB] [--gpus-per-node G] [--machine FILE.toml]\n"
     "              [--layout dp=2,tp=2,pp=2,...|deck] [--explain|--json] [--top K] [--moe-load F] [--set k=v]...\n"

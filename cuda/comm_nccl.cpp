@@ -10,10 +10,11 @@
 // Unequal pieces (reduce-scatter-v, all-gather-v) are grouped ncclReduce /
 // ncclBroadcast calls, one per root. Point-to-point comes grouped: the cp
 // ring's send and receive as one group (isendrecv), the all-to-all as one
-// group of a send and a receive per peer. Lone non-blocking sends and
-// receives (the pipeline's, posted in the schedule's order) are not offered:
-// two of them on one stream would wait on each other. Tags are not used:
-// NCCL keeps messages between two ranks in order.
+// group of a send and a receive per peer, the pipeline's messages as the
+// groups of its plan (start_group, parallel/pp/p2p_plan.hpp). Lone
+// non-blocking sends and receives are not offered: two of them on one
+// stream would wait on each other. Tags are not used: NCCL keeps messages
+// between two ranks in order.
 #include <nccl.h>
 
 #include <algorithm>
@@ -108,6 +109,25 @@ class NcclComm final : public Comm {
       NCCL_CHECK(ncclGroupEnd());
     }, double(n));
     return x;
+  }
+
+  // The pipeline's grouped messages: one NCCL group, one request. NCCL
+  // pairs the messages between two ranks in the order they are posted.
+  Group start_group(const std::vector<P2pOp>& ops) override {
+    if (ops.empty()) return {};
+    double sent = 0;
+    for (const P2pOp& o : ops)
+      if (o.send) sent += double(o.n);
+    return {start([&] {
+      NCCL_CHECK(ncclGroupStart());
+      for (const P2pOp& o : ops) {
+        if (o.send)
+          NCCL_CHECK(ncclSend(o.send, o.n, ncclFloat, o.peer, nccl_, stream_));
+        else
+          NCCL_CHECK(ncclRecv(o.recv, o.n, ncclFloat, o.peer, nccl_, stream_));
+      }
+      NCCL_CHECK(ncclGroupEnd());
+    }, sent)};
   }
 
   // One group of a send and a receive per other rank (NCCL's all-to-all

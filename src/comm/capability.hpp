@@ -14,7 +14,7 @@ namespace pentad {
 // The operations a Comm may or may not implement (the rest every Comm has).
 // Callers ask Comm::supports() before they rely on one; calling an
 // unsupported one stops the job with a message naming the group.
-enum class CommOp { isend, irecv, isendrecv, alltoallv };
+enum class CommOp { isend, irecv, isendrecv, alltoallv, group };
 
 // The Comm implementations a build may contain: MPI on host memory (the cpu
 // backend), MPI staged through host memory (cuda, parallel.comm = mpi) and
@@ -23,12 +23,12 @@ enum class CommImpl { mpi, staged_mpi, nccl };
 
 // [CommImpl][CommOp]. Flip an entry when its feature lands: the deck check
 // then lets the layouts that need it through.
-inline constexpr std::array<std::array<bool, 4>, 3> kCommSupports = {{
-    //  isend  irecv  isendrecv  alltoallv
-    {{true, true, true, true}},     // mpi
-    {{true, true, true, true}},     // staged_mpi (the host MPI comm does the messaging)
-    {{false, false, true, true}},   // nccl: grouped sends and receives (the cp ring, the all-to-all);
-                                    // no lone ones (the pipeline's)
+inline constexpr std::array<std::array<bool, 5>, 3> kCommSupports = {{
+    //  isend  irecv  isendrecv  alltoallv  group
+    {{true, true, true, true, true}},     // mpi
+    {{true, true, true, true, true}},     // staged_mpi (the host MPI comm does the messaging)
+    {{false, false, true, true, true}},   // nccl: grouped sends and receives only (the cp ring, the
+                                          // all-to-all, the pipeline's grouped plan); no lone ones
 }};
 
 constexpr bool comm_supports(CommImpl impl, CommOp op) {

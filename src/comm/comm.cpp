@@ -34,6 +34,18 @@ void Comm::wait_exchange(const Exchange& x) {
   if (x.recv >= 0) wait(x.recv);
 }
 
+Comm::Group Comm::start_group(const std::vector<P2pOp>& ops) {
+  constexpr int kTag = 0;  // pairing by order, as NCCL pairs (no tags there)
+  Group g;
+  g.reserve(ops.size());
+  for (const P2pOp& o : ops) g.push_back(o.send ? isend(o.send, o.n, o.peer, kTag) : irecv(o.recv, o.n, o.peer, kTag));
+  return g;
+}
+
+void Comm::wait_group(const Group& g) {
+  for (Request r : g) wait(r);
+}
+
 void Comm::alltoallv(const float*, const std::vector<int>&, float*, const std::vector<int>&) {
   PENTAD_FATAL("comm '" + name_ + "' has no all-to-all (needed by expert parallelism)");
 }

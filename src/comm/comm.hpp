@@ -83,6 +83,21 @@ class Comm {
   };
   virtual Exchange isendrecv(const float* send, float* recv, size_t n, int to, int from, int tag);
   void wait_exchange(const Exchange& x);
+  // Sends and receives started as one group and completed together by
+  // wait_group (the pipeline's grouped messages, parallel/pp/p2p_plan.hpp).
+  // Each op is a send (send set) or a receive (recv set) of n elements with
+  // `peer`. Messages between two ranks pair in the order they are posted
+  // (one tag for all). The base posts isend / irecv per op; NCCL makes one
+  // group. Optional: see supports(CommOp::group).
+  struct P2pOp {
+    const float* send = nullptr;
+    float* recv = nullptr;
+    size_t n = 0;
+    int peer = 0;
+  };
+  using Group = std::vector<Request>;
+  virtual Group start_group(const std::vector<P2pOp>& ops);
+  void wait_group(const Group& g);
   virtual void wait(Request r) = 0;
   virtual bool test(Request r) = 0;
   virtual void progress() = 0;  // test every outstanding request

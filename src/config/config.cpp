@@ -408,6 +408,8 @@ void add_parallel_keys(std::vector<Key>& s) {
                       "model chunks per pipeline rank (interleaved: >= 2; zbv: 2)"));
   s.push_back(string_key(PENTAD_FIELD(parallel, stage_layers),
                          "blocks per pipeline chunk (pp x virtual_stages counts), e.g. \"3,2,2,3\"; \"\" = balanced"));
+  s.push_back(enum_key(PENTAD_FIELD(parallel, pp_p2p),
+                       "pipeline messages: eager (receives posted early) or grouped (NCCL's); auto = eager where the comm can"));
   s.push_back(enum_key(PENTAD_FIELD(parallel, cp_layout), "how sequences are cut over the cp group"));
   s.push_back(enum_key(PENTAD_FIELD(parallel, comm),
                        "collectives library; auto = nccl with backend cuda, mpi with cpu"));
@@ -930,7 +932,11 @@ void check_supported(const Config& cfg) {
   const CommImpl impl = comm_impl_of(cfg.backend, p.comm);
   const std::string lacking = std::string(", which ") + comm_impl_name(impl) +
                               " does not have yet; set parallel.comm = mpi";
-  if (!(comm_supports(impl, CommOp::isend) && comm_supports(impl, CommOp::irecv)) && p.pp > 1)
+  const bool lone = comm_supports(impl, CommOp::isend) && comm_supports(impl, CommOp::irecv);
+  if (p.pp > 1 && p.pp_p2p == PpP2p::eager && !lone)
+    fail(cfg, "parallel.pp_p2p = eager with backend = " + backend + " needs lone sends and receives" + lacking +
+                  " or parallel.pp_p2p = grouped");
+  if (p.pp > 1 && !lone && !comm_supports(impl, CommOp::group))
     fail(cfg, kv("parallel.pp", p.pp) + " with backend = " + backend +
                   " needs point-to-point messages between stages" + lacking);
   if (!comm_supports(impl, CommOp::isendrecv) && p.cp > 1)

@@ -24,6 +24,10 @@ enum class Recompute { none, selective, full };   // train.recompute
 enum class BackendKind { cpu, cuda };             // backend
 enum class CommLib { automatic, mpi, nccl };      // parallel.comm ("auto" | "mpi" | "nccl")
 enum class CpLayout { contiguous, zigzag };       // parallel.cp_layout (context_parallel.hpp)
+// parallel.pp_p2p: how pipeline stages exchange messages: receives posted
+// early and sends eager (MPI), or the grouped plan (parallel/pp/p2p_plan.hpp,
+// NCCL's only way); auto picks eager where the comm has lone sends.
+enum class PpP2p { automatic, eager, grouped };
 // train.dtype; app/runtime.cpp hands it to the backend as its Dtype, which
 // config (a lower layer) does not know.
 enum class ComputeDtype { fp32, bf16 };
@@ -53,6 +57,9 @@ template <> struct DeckNames<BackendKind> {
 };
 template <> struct DeckNames<CommLib> {
   static constexpr std::array<const char*, 3> names = {"auto", "mpi", "nccl"};
+};
+template <> struct DeckNames<PpP2p> {
+  static constexpr std::array<const char*, 3> names = {"auto", "eager", "grouped"};
 };
 template <> struct DeckNames<CpLayout> {
   static constexpr std::array<const char*, 2> names = {"contiguous", "zigzag"};
@@ -195,6 +202,7 @@ struct ParallelConfig {
   ScheduleKind schedule = ScheduleKind::one_f_one_b;  // afab | 1f1b | interleaved | zbh1 | zbv
   int virtual_stages = 1;    // model chunks per pipeline rank (interleaved)
   std::string stage_layers;  // "" = balanced; else blocks per stage, e.g. "3,2,2,3"
+  PpP2p pp_p2p = PpP2p::automatic;  // auto | eager | grouped (see PpP2p)
   // Context parallelism.
   CpLayout cp_layout = CpLayout::zigzag;  // contiguous | zigzag
   // Communication library for the collectives.

@@ -263,9 +263,14 @@ void Trainer::build_model(const CommFactory& make_comm) {
     dpar_->set_partner(edpar_.get());
   }
   model_->set_hooks(dpar_.get());
+  // parallel.pp_p2p: eager where the comm has lone sends, unless the deck asks for groups.
+  const PpP2p p2p = cfg_.parallel.pp_p2p;
+  const bool lone = pp_->supports(CommOp::isend) && pp_->supports(CommOp::irecv);
+  const bool grouped = p2p == PpP2p::grouped || (p2p == PpP2p::automatic && !lone);
   pipe_ = std::make_unique<Pipeline>(*model_, be_, *pp_, *dpar_, make_schedule(sched_kind_, n_pp_, n_virtual_, A_),
                                      make_schedule(ScheduleKind::forward_only, n_pp_, n_virtual_, eval_mb_,
-                                                   mpar.placement));
+                                                   mpar.placement),
+                                     grouped);
   for (ValSource& v : val_sources_)
     v.forward_only = std::make_unique<Schedule>(
         make_schedule(ScheduleKind::forward_only, n_pp_, n_virtual_, v.mb, mpar.placement));
@@ -773,13 +778,13 @@ void Trainer::print_pipeline_summary() {
     per += buf;
   }
   std::printf("pipeline: %s pp=%d virtual_stages=%d micro-batches=%d | bubble (idle/busy, median) per stage "
-              "[%s] | formula %s = %.3f\n",
+              "[%s] | formula %s = %.3f | messages %s\n",
               schedule_name(sched_kind_), n_pp_, n_virtual_, A_, per.c_str(),
               sched_kind_ == ScheduleKind::interleaved ? "(pp-1)/(v m)"
               : sched_kind_ == ScheduleKind::zbh1      ? "(pp-1)/(3m)"
               : sched_kind_ == ScheduleKind::zbv       ? "(pp-1)/(6m)"
                                                        : "(pp-1)/m",
-              bubble_formula(sched_kind_, n_pp_, n_virtual_, A_));
+              bubble_formula(sched_kind_, n_pp_, n_virtual_, A_), pipe_->grouped() ? "grouped" : "eager");
 }
 
 // Root only: the run's summary line (the median step over the steps after the first).

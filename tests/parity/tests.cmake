@@ -442,3 +442,21 @@ pentad_parity_test(shared_tp2_full moe_gpt2 2 "${SHARED}" "${SHARED} --set paral
 pentad_parity_test(shared_tp4_expert_tp moe_gpt2 4 "${SHARED}" "${SHARED} --set parallel.tp=4 --set parallel.expert_tp=true")
 pentad_parity_test(shared_gated_tp2_sp_full_expert_tp moe_gpt2 2 "${SHARED} --set model.shared_expert_gate=true"
                    "${SHARED} --set model.shared_expert_gate=true --set parallel.tp=2 --set parallel.sp=true --set parallel.expert_tp=true --set train.recompute=full")
+
+# The grouped message plan (parallel.pp_p2p = grouped: NCCL's way, run here
+# over MPI with one tag, so messages pair by order as NCCL pairs them) gives
+# bitwise the eager run: 1f1b across four stages with GPT-2's tied ends,
+# interleaved (activations and gradients of several chunks in one stream
+# between two ranks), zbv (the V's turn a message to oneself) and zbh1 with dp.
+function(pentad_grouped_identical name model np sets)
+  add_test(NAME grouped_identical_${model}_${name}
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/grouped_identical.sh ${CMAKE_CURRENT_LIST_DIR}/${model}.toml ${np} "${sets}")
+  set_tests_properties(grouped_identical_${model}_${name} PROPERTIES LABELS "mpi;parity"
+                       ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
+endfunction()
+pentad_grouped_identical(pp4_1f1b gpt2 4 "--set model.n_layers=4 --set parallel.pp=4 --set train.grad_accum=8")
+pentad_grouped_identical(pp2_v2_interleaved llama 2
+  "--set model.n_layers=4 --set parallel.pp=2 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved --set train.grad_accum=4")
+pentad_grouped_identical(pp4_zbv llama 4
+  "--set model.n_layers=8 --set parallel.pp=4 --set parallel.virtual_stages=2 --set parallel.schedule=zbv --set train.grad_accum=8")
+pentad_grouped_identical(pp2_dp2_zbh1 gpt2 4 "--set parallel.pp=2 --set parallel.dp=2 --set parallel.schedule=zbh1 --set train.grad_accum=4")

@@ -743,19 +743,22 @@ TEST(Config, UnsupportedFeaturesNameTheKey) {
 
 // The NCCL comm's limits come from the Comm capability table
 // (comm/capability.hpp), asked at deck time: it has the cp ring's paired
-// exchange and the all-to-all, not the pipeline's lone sends and receives;
-// the host-staged MPI comm has them all.
+// exchange, the all-to-all and the pipeline's grouped plan, not lone sends
+// and receives (parallel.pp_p2p = eager); the MPI comms have them all.
 TEST(Config, CommCapabilitiesGateTheLayout) {
   const std::string cuda = "backend = \"cuda\"\n" + kMinimal;
   const std::string pp2 = "[parallel]\npp = 2\n[train]\ngrad_accum = 2\n";
   const std::string ep2 = "[model]\nn_experts = 4\n[parallel]\ndp = 2\nep = 2\n";
   const std::string cp2 = "[parallel]\ncp = 2\n";
-  EXPECT_EQ(error_of(cuda + pp2, {}, 2),
-            "input/tiny.toml: parallel.pp=2 with backend = cuda needs point-to-point messages between stages, "
-            "which the NCCL comm does not have yet; set parallel.comm = mpi");
-  EXPECT_EQ(error_of(cuda + pp2, {"parallel.comm=nccl"}, 2),
-            "input/tiny.toml: parallel.pp=2 with backend = cuda needs point-to-point messages between stages, "
-            "which the NCCL comm does not have yet; set parallel.comm = mpi");
+  EXPECT_EQ(error_of(cuda + pp2, {}, 2), "<no error thrown>");
+  EXPECT_EQ(error_of(cuda + pp2, {"parallel.comm=nccl", "parallel.pp_p2p=grouped"}, 2), "<no error thrown>");
+  EXPECT_EQ(error_of(cuda + pp2, {"parallel.pp_p2p=eager"}, 2),
+            "input/tiny.toml: parallel.pp_p2p = eager with backend = cuda needs lone sends and receives, "
+            "which the NCCL comm does not have yet; set parallel.comm = mpi or parallel.pp_p2p = grouped");
+  EXPECT_EQ(error_of(cuda + pp2, {"parallel.comm=mpi", "parallel.pp_p2p=eager"}, 2), "<no error thrown>");
+  EXPECT_EQ(error_of(kMinimal + pp2, {"parallel.pp_p2p=grouped"}, 2), "<no error thrown>");
+  EXPECT_EQ(error_of(kMinimal + pp2, {"parallel.pp_p2p=lazy"}, 2),
+            "--set parallel.pp_p2p=lazy: must be one of \"auto\", \"eager\", \"grouped\" (got \"lazy\")");
   EXPECT_EQ(error_of(cuda + cp2, {"parallel.comm=nccl"}, 2), "<no error thrown>");
   EXPECT_EQ(error_of(cuda + cp2, {}, 2), "<no error thrown>");
   EXPECT_EQ(error_of(cuda + ep2, {}, 2), "<no error thrown>");
@@ -838,7 +841,7 @@ TEST(Config, EveryResolvedKeyIsSettable) {
     if (section == "data" && line.rfind("train", 0) == 0) value = "tok/x.bin";  // has escapes
     sets.push_back((section.empty() ? "" : section + ".") + line.substr(0, eq) + "=" + value);
   }
-  EXPECT_EQ(sets.size(), 100u);  // 1 top-level + 41 model + 16 parallel + 24 train + 7 data + 6 checkpoint + 5 log
+  EXPECT_EQ(sets.size(), 101u);  // 1 top-level + 41 model + 17 parallel + 24 train + 7 data + 6 checkpoint + 5 log
   Config expected = c;
   expected.data.train = "tok/x.bin";
   expected.resolved_toml = pentad::config_to_toml(expected);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <utility>
 
@@ -23,10 +24,28 @@
 
 namespace pentad {
 
-Pipeline::Pipeline(Model& model, Backend& be, Comm& pp, DataParallel& dpar, Schedule train, Schedule eval)
-    : model_(model), be_(be), pp_(pp), dpar_(dpar), train_(std::move(train)), eval_(std::move(eval)) {
+Pipeline::Pipeline(Model& model, Backend& be, Comm& pp, DataParallel& dpar, Schedule train, Schedule eval,
+                   bool grouped)
+    : model_(model), be_(be), pp_(pp), dpar_(dpar), train_(std::move(train)), eval_(std::move(eval)),
+      grouped_(grouped) {
   if (train_.pp != pp.size() || train_.n_chunks() != model.n_chunks())
     throw std::logic_error("Pipeline: schedule does not match the pp group or the model's chunks");
+  if (grouped_ && !pp.supports(CommOp::group))
+    throw std::logic_error("Pipeline: grouped messages on a comm without groups");
+  if (grouped_) {
+    train_plan_ = plan_of(train_);
+    eval_plan_ = plan_of(eval_);
+  }
+}
+
+// The plan's build replays every rank, so a schedule it cannot serve fails
+// here on every rank alike, before any message moves.
+P2pPlan Pipeline::plan_of(const Schedule& s) {
+  try {
+    return make_p2p_plan(s);
+  } catch (const std::invalid_argument& e) {
+    PENTAD_FATAL(std::string(e.what()) + "; set parallel.pp_p2p = eager on a comm with lone sends");
+  }
 }
 
 Pipeline::~Pipeline() {
@@ -49,7 +68,7 @@ int Pipeline::tag(bool grad, int chunk) const { return (grad ? train_.n_chunks()
 
 double Pipeline::train_step(const int32_t* inputs, const int32_t* targets, float loss_scale,
                             float* logits_out) {
-  return run(train_, true, inputs, targets, loss_scale, logits_out);
+  return run(train_, grouped_ ? &train_plan_ : nullptr, true, inputs, targets, loss_scale, logits_out);
 }
 
 double Pipeline::eval(const int32_t* inputs, const int32_t* targets, const Schedule& forward_only,
@@ -59,7 +78,10 @@ double Pipeline::eval(const int32_t* inputs, const int32_t* targets, const Sched
   const double busy = busy_, wall = wall_;
   const int peak = peak_inflight_, peak_w = peak_deferred_w_;
   const size_t peak_w_bytes = peak_deferred_w_bytes_;
-  const double loss = run(forward_only, false, inputs, targets, 0.0f, nullptr, row_losses);
+  P2pPlan other;
+  const P2pPlan* plan = nullptr;
+  if (grouped_) plan = &forward_only == &eval_ ? &eval_plan_ : &(other = plan_of(forward_only));
+  const double loss = run(forward_only, plan, false, inputs, targets, 0.0f, nullptr, row_losses);
   busy_ = busy, wall_ = wall, peak_inflight_ = peak;  // report the training step's figures
   peak_deferred_w_ = peak_w, peak_deferred_w_bytes_ = peak_w_bytes;
   tracing_ = was;
@@ -101,9 +123,15 @@ struct Pipeline::Run {
   std::map<std::pair<int, int>, int> live;       // (mb, chunk) -> slot
   std::map<int, Comm::Request> act_sends;        // slot -> its output's send
   std::vector<std::pair<Comm::Request, float*>> grad_sends;
+  // Grouped: outputs whose send waits for its group. Activations stay in
+  // their slot ((mb, chunk) of the sender); gradients in a copy, keyed by
+  // the consuming chunk.
+  std::set<std::pair<int, int>> unsent_acts;
+  std::map<std::pair<int, int>, float*> unsent_grads;
   int inflight = 0, deferred_w = 0;  // slots live; of them, B done and W not
   size_t deferred_w_bytes = 0;
   double busy = 0, loss = 0;
+  const P2pPlan* plan = nullptr;  // grouped messages (null: eager)
 };
 
 void Pipeline::note(char kind, int mb, int chunk, double t0, double t1) {
@@ -114,9 +142,11 @@ void Pipeline::note(char kind, int mb, int chunk, double t0, double t1) {
 void Pipeline::arrive(Run& r, bool grad, int mb, int chunk, float* dst) {
   auto it = r.recvs.find(recv_key(grad, mb, chunk));
   if (it == r.recvs.end()) PENTAD_FATAL("pipeline: a compute action found no posted receive (schedule bug)");
-  const double t0 = host::wtime();
-  pp_.wait(it->second.req);
-  note('r', mb, chunk, t0, host::wtime());
+  if (it->second.req >= 0) {  // grouped: its group completed already
+    const double t0 = host::wtime();
+    pp_.wait(it->second.req);
+    note('r', mb, chunk, t0, host::wtime());
+  }
   be_.copy_bytes(dst, it->second.buf, r.n * sizeof(float));
   give_buffer(it->second.buf);
   r.recvs.erase(it);
@@ -130,6 +160,7 @@ void Pipeline::finish_send(Run& r, int slot) {
 }
 
 void Pipeline::retire(Run& r, int mb, int chunk, int slot) {
+  if (r.unsent_acts.count({mb, chunk})) PENTAD_FATAL("pipeline: a slot retired before its output was sent (plan bug)");
   model_.release_slot(slot);
   r.live.erase({mb, chunk});
   --r.inflight;
@@ -164,6 +195,10 @@ void Pipeline::run_forward(Run& r, const Action& a) {
 
 void Pipeline::send_act(Run& r, const Action& a) {
   const int slot = r.live.at({a.mb, a.chunk});
+  if (r.plan) {  // it leaves in its group; evaluation frees the slot there
+    r.unsent_acts.insert({a.mb, a.chunk});
+    return;
+  }
   const double t0 = host::wtime();
   r.act_sends[slot] = pp_.isend(model_.slot_output(slot), r.n, r.s.owner(a.chunk + 1), tag(false, a.chunk + 1));
   note('s', a.mb, a.chunk, t0, host::wtime());
@@ -220,8 +255,52 @@ void Pipeline::send_grad(Run& r, const Action& a) {
   const double t0 = host::wtime();
   float* buf = take_buffer();
   be_.copy_bytes(buf, model_.boundary_grad(), r.n * sizeof(float));
+  if (r.plan) {  // it leaves in its group
+    r.unsent_grads[{a.mb, a.chunk - 1}] = buf;
+    return;
+  }
   r.grad_sends.emplace_back(pp_.isend(buf, r.n, r.s.owner(a.chunk - 1), tag(true, a.chunk - 1)), buf);
   note('s', a.mb, a.chunk, t0, host::wtime());
+}
+
+// Grouped: the sends (outputs computed earlier) and receives (into pool
+// buffers, found later by arrive) of one group, started together and waited
+// for; the time spent waiting is idle.
+void Pipeline::run_group(Run& r, const P2pGroup& g) {
+  if (g.empty()) return;
+  std::vector<Comm::P2pOp> ops;
+  for (const P2pMessage& m : g.sends) {
+    const int to = p2p_dest(r.s, m);
+    if (m.grad) {
+      auto it = r.unsent_grads.find({m.mb, m.chunk});
+      if (it == r.unsent_grads.end()) PENTAD_FATAL("pipeline: the plan sends a gradient not computed yet (plan bug)");
+      ops.push_back({it->second, nullptr, r.n, to});
+    } else {
+      if (!r.unsent_acts.count({m.mb, m.chunk - 1}))
+        PENTAD_FATAL("pipeline: the plan sends an activation not computed yet (plan bug)");
+      ops.push_back({model_.slot_output(r.live.at({m.mb, m.chunk - 1})), nullptr, r.n, to});
+    }
+  }
+  for (const P2pMessage& m : g.recvs) {
+    Pending p;
+    p.buf = take_buffer();
+    r.recvs[recv_key(m.grad, m.mb, m.chunk)] = p;
+    ops.push_back({nullptr, p.buf, r.n, p2p_source(r.s, m)});
+  }
+  const double t0 = host::wtime();
+  pp_.wait_group(pp_.start_group(ops));
+  const P2pMessage& shown = g.recvs.empty() ? g.sends.back() : g.recvs.back();
+  note(g.recvs.empty() ? 's' : 'r', shown.mb, shown.chunk, t0, host::wtime());
+  for (const P2pMessage& m : g.sends) {
+    if (m.grad) {
+      auto it = r.unsent_grads.find({m.mb, m.chunk});
+      give_buffer(it->second);
+      r.unsent_grads.erase(it);
+      continue;
+    }
+    r.unsent_acts.erase({m.mb, m.chunk - 1});
+    if (!r.train) retire(r, m.mb, m.chunk - 1, r.live.at({m.mb, m.chunk - 1}));  // evaluation keeps nothing
+  }
 }
 
 void Pipeline::finish_run(Run& r) {
@@ -230,22 +309,29 @@ void Pipeline::finish_run(Run& r) {
     pp_.wait(req);
     give_buffer(buf);
   }
-  if (!r.recvs.empty() || !r.live.empty()) PENTAD_FATAL("pipeline: the schedule left receives or activations behind");
+  if (!r.recvs.empty() || !r.live.empty() || !r.unsent_acts.empty() || !r.unsent_grads.empty())
+    PENTAD_FATAL("pipeline: the schedule left receives, sends or activations behind");
 }
 
 // Collective over pp (the schedule pairs every send with its receive).
-double Pipeline::run(const Schedule& s, bool train, const int32_t* inputs, const int32_t* targets,
-                     float loss_scale, float* logits_out, double* row_losses) {
+double Pipeline::run(const Schedule& s, const P2pPlan* plan, bool train, const int32_t* inputs,
+                     const int32_t* targets, float loss_scale, float* logits_out, double* row_losses) {
   Run r(s, train, inputs, targets, loss_scale, logits_out, row_losses, model_);
+  r.plan = plan;
   const double t_start = host::wtime();
   if (t_origin_ < 0) t_origin_ = t_start;
   peak_inflight_ = 0;
   peak_deferred_w_ = 0;
   peak_deferred_w_bytes_ = 0;
-  for (const Action& a : s.ranks[size_t(pp_.rank())]) {
+  const std::vector<Action>& list = s.ranks[size_t(pp_.rank())];
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Action& a = list[i];
+    if (plan) run_group(r, plan->before[size_t(pp_.rank())][i]);
     switch (a.kind) {
       case ActionKind::recv_act:
-      case ActionKind::recv_grad: post_recv(r, a); break;
+      case ActionKind::recv_grad:
+        if (!plan) post_recv(r, a);  // grouped: the plan posts its own
+        break;
       case ActionKind::forward: run_forward(r, a); break;
       case ActionKind::send_act: send_act(r, a); break;
       case ActionKind::backward: run_backward(r, a); break;
@@ -254,6 +340,7 @@ double Pipeline::run(const Schedule& s, bool train, const int32_t* inputs, const
       case ActionKind::backward_weight: run_weight(r, a); break;
     }
   }
+  if (plan) run_group(r, plan->before[size_t(pp_.rank())][list.size()]);
   finish_run(r);
   busy_ = r.busy;
   wall_ = host::wtime() - t_start;

@@ -1,7 +1,9 @@
 // The one executor of pipeline schedules (schedule.hpp): it walks this
 // rank's action list, posting non-blocking receives one compute action ahead
 // of their use and sending each chunk's output (activations forward,
-// gradients backward) as soon as it is computed, over the pp group. The same
+// gradients backward) as soon as it is computed, over the pp group; or, on
+// a comm whose messages come in groups (NCCL), moving them as the schedule's
+// grouped plan says (p2p_plan.hpp). The same
 // executor runs the single-stage case (pp = 1: forward, backward, forward,
 // ...), so every layout trains through the same code.
 // It times every action; the step's bubble is idle over busy time per rank
@@ -15,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "parallel/pp/p2p_plan.hpp"
 #include "parallel/pp/schedule.hpp"
 
 namespace pentad {
@@ -28,7 +31,10 @@ class Pipeline {
  public:
   // pp: the pipeline group (rank = stage). dpar is told which micro-batch a
   // backward belongs to (gradient reduction starts after each chunk's last).
-  Pipeline(Model& model, Backend& be, Comm& pp, DataParallel& dpar, Schedule train, Schedule eval);
+  // grouped: the messages move as p2p_plan.hpp's groups (NCCL's way, any
+  // comm with CommOp::group), else receives are posted early and sends eager.
+  Pipeline(Model& model, Backend& be, Comm& pp, DataParallel& dpar, Schedule train, Schedule eval,
+           bool grouped = false);
   ~Pipeline();
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
@@ -46,6 +52,7 @@ class Pipeline {
               double* row_losses = nullptr);
 
   const Schedule& schedule() const { return train_; }
+  bool grouped() const { return grouped_; }  // messages as p2p_plan.hpp's groups
   // The last train_step: busy (compute) and wall seconds on this rank, and
   // the most activation slots alive at once.
   double busy_s() const { return busy_; }
@@ -75,8 +82,9 @@ class Pipeline {
     double t0, t1;  // seconds since the run's first step
   };
   struct Run;  // one run's inputs and bookkeeping (pipeline.cpp)
-  double run(const Schedule& s, bool train, const int32_t* inputs, const int32_t* targets, float loss_scale,
-             float* logits_out, double* row_losses = nullptr);
+  double run(const Schedule& s, const P2pPlan* plan, bool train, const int32_t* inputs, const int32_t* targets,
+             float loss_scale, float* logits_out, double* row_losses = nullptr);
+  void run_group(Run& r, const P2pGroup& g);  // grouped: start and wait for one group of the plan
   // The steps of run, one per kind of action. Receives and sends are over pp.
   void post_recv(Run& r, const Action& a);
   void run_forward(Run& r, const Action& a);
@@ -89,6 +97,7 @@ class Pipeline {
   void retire(Run& r, int mb, int chunk, int slot);               // the slot's activations are done
   void finish_run(Run& r);                                        // wait for the sends, check the state
   void note(char kind, int mb, int chunk, double t0, double t1);
+  static P2pPlan plan_of(const Schedule& s);  // make_p2p_plan, or the job ends naming the schedule
   float* take_buffer();
   void give_buffer(float* b);
   int tag(bool grad, int chunk) const;  // keyed by the chunk that consumes the message
@@ -98,6 +107,8 @@ class Pipeline {
   Comm& pp_;
   DataParallel& dpar_;
   Schedule train_, eval_;
+  bool grouped_;
+  P2pPlan train_plan_, eval_plan_;  // grouped only
   std::vector<float*> free_bufs_, all_bufs_;
   double busy_ = 0, wall_ = 0;
   int peak_inflight_ = 0, peak_deferred_w_ = 0;

@@ -112,15 +112,28 @@ class NcclComm final : public Comm {
   }
 
   // The pipeline's grouped messages: one NCCL group, one request. NCCL
-  // pairs the messages between two ranks in the order they are posted.
+  // pairs the messages between two ranks in the order they are posted. A
+  // message to this rank itself (zbv's turn of the V) is a device copy on
+  // the same stream, before the group, as alltoallv's own piece: its two
+  // halves must be in the group, in the same order (the plan puts them so).
   Group start_group(const std::vector<P2pOp>& ops) override {
     if (ops.empty()) return {};
+    std::vector<const P2pOp*> self_sends, self_recvs;
     double sent = 0;
-    for (const P2pOp& o : ops)
-      if (o.send) sent += double(o.n);
+    for (const P2pOp& o : ops) {
+      if (o.peer == rank_) (o.send ? self_sends : self_recvs).push_back(&o);
+      else if (o.send) sent += double(o.n);
+    }
+    if (self_sends.size() != self_recvs.size())
+      PENTAD_FATAL("group in comm '" + name_ + "': " + std::to_string(self_sends.size()) + " messages to this rank itself and " +
+                   std::to_string(self_recvs.size()) + " receives of them (both halves belong in one group)");
     return {start([&] {
+      for (size_t k = 0; k < self_sends.size(); ++k)
+        CUDA_CHECK(cudaMemcpyAsync(self_recvs[k]->recv, self_sends[k]->send, self_sends[k]->n * sizeof(float),
+                                   cudaMemcpyDeviceToDevice, stream_));
       NCCL_CHECK(ncclGroupStart());
       for (const P2pOp& o : ops) {
+        if (o.peer == rank_) continue;
         if (o.send)
           NCCL_CHECK(ncclSend(o.send, o.n, ncclFloat, o.peer, nccl_, stream_));
         else

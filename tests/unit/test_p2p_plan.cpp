@@ -87,7 +87,8 @@ TEST(P2pPlan, InterleavedPairsAndFinishes) {
 }
 
 // zbv's turn of the V is a message rank pp - 1 sends itself: both halves
-// sit in one group (a lone NCCL send to oneself would never complete).
+// sit in one group (the NCCL comm makes it a device copy and needs both;
+// split over two groups the replay would call it a deadlock).
 TEST(P2pPlan, ZbvTurnIsOneGroup) {
   const Schedule s = make_schedule(ScheduleKind::zbv, 4, 2, 8);
   const P2pPlan plan = make_p2p_plan(s);

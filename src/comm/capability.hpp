@@ -42,6 +42,14 @@ constexpr CommImpl comm_impl_of(BackendKind backend, CommLib lib) {
   return lib == CommLib::mpi ? CommImpl::staged_mpi : CommImpl::nccl;
 }
 
+// Whether a pipeline's messages move as the grouped plan
+// (parallel/pp/p2p_plan.hpp): asked for, or auto on a comm without lone
+// sends and receives (NCCL). The trainer and the planner both ask this.
+constexpr bool pp_messages_grouped(CommImpl impl, PpP2p p2p) {
+  return p2p == PpP2p::grouped ||
+         (p2p == PpP2p::automatic && !(comm_supports(impl, CommOp::isend) && comm_supports(impl, CommOp::irecv)));
+}
+
 // The implementation as messages name it ("the NCCL comm"), for what it lacks.
 constexpr const char* comm_impl_name(CommImpl impl) {
   switch (impl) {

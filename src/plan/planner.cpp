@@ -7,7 +7,8 @@
 // collected in MemoryEstimate::notes. Time is a roofline: compute at a stated
 // fraction of the machine's peak, each collective at a bus bandwidth of its
 // link class plus a latency per call, dp reduction overlapped with backward
-// except the last bucket, tp not overlapped, the pipeline bubble of bubble_formula.
+// except the last bucket, tp not overlapped, the pipeline bubble of bubble_formula
+// (or of the grouped message plan's replay where messages move in groups).
 #include "plan/planner.hpp"
 
 #include <algorithm>
@@ -19,9 +20,11 @@
 #include <set>
 #include <sstream>
 #include <string_view>
+#include <tuple>
 
 #include <toml++/toml.h>
 
+#include "comm/capability.hpp"
 #include "comm/placement.hpp"
 #include "core/error.hpp"
 #include "core/fs.hpp"
@@ -31,6 +34,7 @@
 #include "model/param_list.hpp"
 #include "parallel/cp/context_parallel.hpp"
 #include "parallel/ep/moe.hpp"
+#include "parallel/pp/p2p_plan.hpp"
 #include "parallel/pp/schedule.hpp"
 
 namespace pentad {
@@ -842,6 +846,26 @@ struct Links {
   double lat(bool intra) const { return (intra ? mach.intra_node_latency_us : mach.inter_node_latency_us) * 1e-6; }
 };
 
+// The pipeline's bubble: the schedule's formula (what the eager replay
+// gives exactly), or, where the messages move as the grouped plan (NCCL),
+// its replay's worst stage, which interleaved schedules can exceed the
+// formula by (pipeline-parallel.md). Plans are cached: the enumeration asks
+// for the same few schedules many times.
+double pipeline_bubble(const Config& cfg) {
+  const ParallelConfig& p = cfg.parallel;
+  const ScheduleKind kind = train_kind(cfg);
+  const int A = cfg.train.grad_accum;
+  if (!pp_messages_grouped(comm_impl_of(cfg.backend, p.comm), p.pp_p2p))
+    return bubble_formula(kind, p.pp, p.virtual_stages, A);
+  static std::map<std::tuple<int, int, int, int>, double> cache;
+  const auto key = std::make_tuple(int(kind), p.pp, p.virtual_stages, A);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  const Schedule s = make_schedule(kind, p.pp, p.virtual_stages, A);
+  const P2pCheck c = check_p2p_plan(s, make_p2p_plan(s));
+  const double worst = *std::max_element(c.sim_bubble.begin(), c.sim_bubble.end());
+  return cache[key] = worst;
+}
+
 // The step time of one stage (fills t's terms; returns the step time).
 double stage_time(const Config& cfg, const StageComm& c, double compute, const Links& k, double msg_bytes,
                   TimeEstimate& t) {
@@ -858,7 +882,7 @@ double stage_time(const Config& cfg, const StageComm& c, double compute, const L
   const double hideable = std::max(0.0, dp_s - exposed_part);
   const double window = p.zero == 3 ? compute : compute / A * 2.0 / 3.0;
   const double dp_exposed = exposed_part + std::max(0.0, hideable - window);
-  const double bubble = p.pp > 1 ? bubble_formula(train_kind(cfg), p.pp, p.virtual_stages, A) : 0.0;
+  const double bubble = p.pp > 1 ? pipeline_bubble(cfg) : 0.0;
   const double pp_s = p.pp > 1 ? 2.0 * (p.pp - 1) * (msg_bytes / p2p + k.lat(t.pp_intra)) : 0.0;
   // cp: the ring transfers overlap the attention blocks; what exceeds the
   // attention compute (about 1/4 of a block's) is exposed. ep: the

@@ -87,7 +87,7 @@ struct StageComm {
 
 struct TimeEstimate {
   double compute_s = 0;     // busiest stage, all micro-batches, at efficiency x peak
-  double bubble = 0;        // schedule.hpp bubble_formula (0 without pp)
+  double bubble = 0;        // schedule.hpp bubble_formula, or the grouped plan's replay (NCCL); 0 without pp
   double bubble_s = 0;
   double tp_s = 0;          // not overlapped
   double dp_s = 0;          // total dp time, and the exposed part

@@ -264,9 +264,7 @@ void Trainer::build_model(const CommFactory& make_comm) {
   }
   model_->set_hooks(dpar_.get());
   // parallel.pp_p2p: eager where the comm has lone sends, unless the deck asks for groups.
-  const PpP2p p2p = cfg_.parallel.pp_p2p;
-  const bool lone = pp_->supports(CommOp::isend) && pp_->supports(CommOp::irecv);
-  const bool grouped = p2p == PpP2p::grouped || (p2p == PpP2p::automatic && !lone);
+  const bool grouped = pp_messages_grouped(comm_impl_of(cfg_.backend, cfg_.parallel.comm), cfg_.parallel.pp_p2p);
   pipe_ = std::make_unique<Pipeline>(*model_, be_, *pp_, *dpar_, make_schedule(sched_kind_, n_pp_, n_virtual_, A_),
                                      make_schedule(ScheduleKind::forward_only, n_pp_, n_virtual_, eval_mb_,
                                                    mpar.placement),

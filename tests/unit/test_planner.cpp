@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "model/memory_plan.hpp"
 #include "model/param_list.hpp"
+#include "parallel/pp/p2p_plan.hpp"
 #include "plan/planner.hpp"
 
 namespace {
@@ -360,4 +361,36 @@ TEST(Planner, KeyValueHeadsCopiedOverTp) {
       EXPECT_DOUBLE_EQ(pentad::predict(cfg, m).comm[0].tp_calls - pentad::predict(split, m).comm[0].tp_calls, A);
     }
   }
+}
+
+// The bubble the time model charges: the schedule's formula where messages
+// move eagerly (MPI), the grouped plan's replay where they move in groups
+// (NCCL, the cuda default): the same for 1f1b, larger for interleaved over
+// two stages (docs/pipeline-parallel.md).
+TEST(Planner, GroupedMessagesChargeTheirReplayedBubble) {
+  const pentad::Machine m = pentad::parse_machine(kMachine, "m.toml");
+  const auto bubble = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> sets = {"model.n_layers=4", "parallel.pp=2", "train.grad_accum=16"};
+    sets.insert(sets.end(), extra.begin(), extra.end());
+    return pentad::predict(pentad::parse_config(kDeck, "t.toml", sets, 2), m).time.bubble;
+  };
+  const std::vector<std::string> il = {"parallel.schedule=interleaved", "parallel.virtual_stages=2"};
+  const std::vector<std::string> cuda = {"backend=\"cuda\""};
+  auto with = [](std::vector<std::string> a, const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  const double formula_1f1b = pentad::bubble_formula(pentad::ScheduleKind::one_f_one_b, 2, 1, 16);
+  const double formula_il = pentad::bubble_formula(pentad::ScheduleKind::interleaved, 2, 2, 16);
+  EXPECT_DOUBLE_EQ(bubble({}), formula_1f1b);
+  EXPECT_DOUBLE_EQ(bubble(cuda), formula_1f1b);
+  EXPECT_DOUBLE_EQ(bubble(il), formula_il);
+  EXPECT_DOUBLE_EQ(bubble(with(il, {"backend=\"cuda\"", "parallel.comm=\"mpi\""})), formula_il);
+  const pentad::Schedule s = pentad::make_schedule(pentad::ScheduleKind::interleaved, 2, 2, 16);
+  const pentad::P2pCheck c = pentad::check_p2p_plan(s, pentad::make_p2p_plan(s));
+  ASSERT_TRUE(c.ok()) << c.error;
+  const double replayed = *std::max_element(c.sim_bubble.begin(), c.sim_bubble.end());
+  EXPECT_GT(replayed, formula_il);
+  EXPECT_DOUBLE_EQ(bubble(with(il, cuda)), replayed);
+  EXPECT_DOUBLE_EQ(bubble(with(il, {"parallel.pp_p2p=\"grouped\""})), replayed);
 }

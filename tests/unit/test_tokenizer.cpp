@@ -25,6 +25,7 @@
 #include "io/data.hpp"
 #include "io/prep.hpp"
 #include "../lib/input_error.hpp"
+#include "tok/hf_json.hpp"
 #include "tok/hf_tokenizer.hpp"
 #include "tok/parallel.hpp"
 #include "tok/bpe.hpp"
@@ -1055,6 +1056,96 @@ TEST_F(TokenizerTest, SentencePieceBpeFollowsTheMergeList) {
   no_byte["model"]["vocab"]["<0x41 >"] = 3 + 0x41;
   EXPECT_HAS(pentad::test::input_error_of([&] { pentad::hf::read_tokenizer_json(write("no_byte.json", no_byte.dump())); }),
              "the vocab has no <0x41>");
+}
+
+// tokenizer.json's streaming reader (hf_json.hpp) gives what json::parse
+// gives: the vocabulary and the merges as flat lists, both merge forms and
+// entries of any other shape, keys given twice, "model" or its lists given
+// again in another shape, "vocab" and "merges" anywhere but in the root's
+// "model", and json::parse's message for text that is not JSON.
+TEST(HfJson, TheStreamedDocumentIsTheTree) {
+  using nlohmann::json;
+  const char* texts[] = {
+      R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}})",
+      R"({"model": {"merges": [["a", "b"], "a b", ["a b", "c"], "a", "a b c", "", 7, null, ["a"], ["a", 1],
+                               ["a", ["b"]], ["a", "b", "c"], [], {"x": ["y"]}, [["a", "b"]], ["", ""]],
+                    "vocab": {"a": 0, "\u00e9\n\"": 1, "a": 2, "n": [1, {"k": 2}], "o": {"p": 3}}}})",
+      R"({"model": {"vocab": {"a": 0}, "merges": ["a a"]}, "model": {"vocab": {"b": 1}}})",
+      R"({"model": {"vocab": {"a": 0}, "merges": ["a a"]}, "model": 5})",
+      R"({"model": {"vocab": {"a": 0}, "vocab": [1, 2], "merges": ["a a"], "merges": {"x": 1}}})",
+      R"({"model": {"vocab": 3, "vocab": {"a": 0}, "merges": "no", "merges": ["b c"]}})",
+      R"({"other": {"model": {"vocab": {"a": 0}, "merges": ["a b"]}}, "vocab": {"z": 1}, "merges": ["z z"]})",
+      R"([{"model": {"vocab": {"a": 0}}}, {"model": 1}])",
+      R"({"model": {"vocab": {}, "merges": []}, "added_tokens": [{"id": 3, "content": "<s>"}], "x": [1.5, -2, true]})",
+      R"("model")",
+      R"(17)",
+  };
+  for (const char* text : texts) {
+    const pentad::hf::TokenizerDoc doc = pentad::hf::read_tokenizer_doc(text);
+    EXPECT_EQ(pentad::hf::as_tree(doc), json::parse(text)) << text;
+  }
+  const pentad::hf::TokenizerDoc two = pentad::hf::read_tokenizer_doc(texts[1]);
+  ASSERT_TRUE(two.has_vocab && two.has_merges);
+  ASSERT_EQ(two.vocab.size(), 5u);  // in the file's order, "a" both times
+  EXPECT_EQ(two.vocab[2].first, "a");
+  EXPECT_EQ(two.vocab[2].second, 2);
+  EXPECT_EQ(two.vocab[1].first, "\xC3\xA9\n\"");
+  ASSERT_EQ(two.merges.size(), 16u);
+  EXPECT_TRUE(two.merges.well_formed(0) && two.merges.well_formed(1) && two.merges.well_formed(15));
+  EXPECT_EQ(two.merges.left(1), "a");
+  EXPECT_EQ(two.merges.right(1), "b");
+  EXPECT_EQ(two.merges.joined(0), "ab");
+  EXPECT_EQ(two.merges.left(2), "a b");  // a list's texts may hold a space
+  EXPECT_EQ(two.merges.joined(15), "");
+  for (size_t i = 3; i < 15; ++i) EXPECT_FALSE(two.merges.well_formed(i)) << i;
+  for (const char* bad : {"", "{", R"({"model": {"vocab": {"a": 0,}}})", R"({"model": {"merges": ["a b"]})",
+                          R"({"a": 1} x)", "[1, 2"}) {
+    std::string tree_error, doc_error;
+    try {
+      const json tree = json::parse(bad);
+      ADD_FAILURE() << "parsed: " << tree.dump();
+    } catch (const json::parse_error& e) {
+      tree_error = e.what();
+    }
+    try {
+      (void)pentad::hf::read_tokenizer_doc(bad);
+    } catch (const json::parse_error& e) {
+      doc_error = e.what();
+    }
+    EXPECT_FALSE(tree_error.empty()) << bad;
+    EXPECT_EQ(doc_error, tree_error) << bad;
+  }
+}
+
+// A vocabulary entry given again: skipped with the same id; a piece given
+// two ids is refused by name (SentencePiece's vocab and byte-level's).
+TEST_F(TokenizerTest, AVocabKeyGivenTwice) {
+  using nlohmann::json;
+  const std::string text = sp_tokenizer_json().dump();
+  const size_t at = text.find("\"vocab\":{") + 9;
+  ASSERT_NE(at, std::string::npos + 9);
+  const auto with = [&](const std::string& entry) { return text.substr(0, at) + entry + "," + text.substr(at); };
+  const pentad::hf::TokenizerJson same = pentad::hf::read_tokenizer_json(write("same.json", with(R"("ab":264)")));
+  EXPECT_EQ(same.sp.pieces.size(), 266u);
+  EXPECT_HAS(pentad::test::input_error_of([&] { pentad::hf::read_tokenizer_json(write("two.json", with(R"("ab":266)"))); }),
+             "vocab entry \"ab\" is given twice, with ids 264 and 266");
+}
+
+// Members of shapes the checks do not expect: an InputError naming the file
+// (found by fuzz_tokenizer_json: no normalizer and a null pre-tokenizer
+// ended in json's type_error).
+TEST_F(TokenizerTest, TokenizerJsonMembersOfOtherShapes) {
+  using nlohmann::json;
+  json bare = sp_tokenizer_json();
+  bare.erase("normalizer");
+  EXPECT_HAS(pentad::test::input_error_of([&] { pentad::hf::read_tokenizer_json(write("bare.json", bare.dump())); }),
+             "\"pre_tokenizer\" null: with byte fallback and no normalizer pentad reads Metaspace");
+  json flag = sp_tokenizer_json();
+  flag["model"]["byte_fallback"] = "yes";
+  const std::string m =
+      pentad::test::input_error_of([&] { pentad::hf::read_tokenizer_json(write("flag.json", flag.dump())); });
+  EXPECT_HAS(m, "flag.json': a member of an unexpected type: ");
+  EXPECT_HAS(m, "type must be boolean, but is string");
 }
 
 // --- Qwen2's pattern and NFC ---------------------------------------------------

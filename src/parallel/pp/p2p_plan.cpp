@@ -149,9 +149,8 @@ P2pPlan build(const Schedule& s, const Timeline& tl) {
         const size_t ri = at_index(to, rc);
         plan.before[to][ri].recvs.push_back(m);
         const double meet = ri < s.ranks[to].size() ? tl.start[to][ri] : t;
+        // (no earlier than t: never before the send action, whose output exists from there)
         sc = first_at(computes[from], tl.start[from], sc, std::max(t, meet));
-        // Never before the send action itself (its output exists from there).
-        while (sc < computes[from].size() && tl.start[from][computes[from][sc]] < t) ++sc;
         placed[from].push_back({at_index(from, sc), m});
       }
     }

@@ -12,11 +12,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "../lib/close.hpp"
 #include "core/error.hpp"
+#include "core/rng.hpp"
 #include "cpu.hpp"
 #include "infer/engine.hpp"
 #include "infer/sampler.hpp"
@@ -305,6 +310,64 @@ TEST(Sampler, SameSeedSameTokensOtherSeedOtherTokens) {
   }
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);  // 64 draws among ~20 likely tokens: equal by chance with probability < 1e-30
+}
+
+// The candidates' order over a large vocabulary (the radix sort for all or
+// most ids, the partial sort for a few): the same draws as a comparison
+// sort by (logit descending, id ascending), with ties, -0 beside +0 and
+// -inf among the logits, for top-k on either side of the switch.
+TEST(Sampler, LargeVocabulariesDrawAsTheComparisonSortOrders) {
+  const int V = 5000;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<float> l(static_cast<size_t>(V));
+  for (float& x : l) x = normal(rng);
+  for (int j = 0; j < 400; ++j) l[rng() % V] = l[rng() % V];  // ties
+  for (int j = 0; j < 50; ++j) l[rng() % V] = (j % 2) ? 0.0f : -0.0f;
+  for (int j = 0; j < 20; ++j) l[rng() % V] = -std::numeric_limits<float>::infinity();
+  l[17] = l[4000] = 9.5f;  // the largest, tied
+  const auto reference = [&](const SampleParams& p, uint64_t i) {
+    std::vector<int> ids(static_cast<size_t>(V));
+    std::iota(ids.begin(), ids.end(), 0);
+    std::sort(ids.begin(), ids.end(), [&](int a, int b) {
+      return l[size_t(a)] > l[size_t(b)] || (l[size_t(a)] == l[size_t(b)] && a < b);
+    });
+    if (p.top_k > 0) ids.resize(size_t(p.top_k));
+    std::vector<double> w(ids.size());
+    double sum = 0;
+    for (size_t j = 0; j < ids.size(); ++j) sum += w[j] = std::exp((double(l[size_t(ids[j])]) - 9.5) / p.temperature);
+    size_t n = ids.size();
+    if (p.top_p < 1) {
+      double mass = 0;
+      for (n = 0; n < ids.size();) {
+        mass += w[n++] / sum;
+        if (mass >= p.top_p) break;
+      }
+      sum = std::accumulate(w.begin(), w.begin() + long(n), 0.0);
+    }
+    const double u = double(pentad::CounterRng{p.seed, 0x73616d706c65ull}.u64(i) >> 11) * 0x1.0p-53;
+    double acc = 0;
+    for (size_t j = 0; j < n; ++j) {
+      acc += w[j] / sum;
+      if (u < acc) return ids[j];
+    }
+    return ids[n - 1];
+  };
+  for (const int k : {0, 3, V / 16 - 1, V / 16, V / 2, V}) {
+    for (const double top_p : {1.0, 0.9}) {
+      const SampleParams p{1.7, k, top_p, 21};
+      for (uint64_t i = 0; i < 300; ++i)
+        ASSERT_EQ(sample_token(l.data(), V, p, i), reference(p, i)) << "top_k " << k << " top_p " << top_p << " draw " << i;
+    }
+  }
+  SampleParams spread{50.0, 0, 1.0, 3};  // a high temperature: draws reach the ties, the zeros and the tail
+  std::set<int32_t> seen;
+  for (uint64_t i = 0; i < 2000; ++i) {
+    const int32_t t = sample_token(l.data(), V, spread, i);
+    ASSERT_EQ(t, reference(spread, i)) << "draw " << i;
+    seen.insert(t);
+  }
+  EXPECT_GT(seen.size(), 1000u);
 }
 
 // Frequencies of 40000 draws against softmax(l / T) renormalised over the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz/CMakeLists.txt: clang,
 # -fsanitize=fuzzer,address) in build-fuzz/ and runs each from a seed corpus
-# for a bounded time (FUZZ_SECONDS each, default 20: about a minute in all).
+# for a bounded time (FUZZ_SECONDS each, default 20: about two minutes in all).
 # A crash, an ASan report or a leak fails the script; the reproducer is left
 # in build-fuzz/crashes/.
 #   tests/fuzz/run.sh            (env: FUZZ_SECONDS, FUZZ_JOBS)

@@ -482,6 +482,9 @@ void add_io_keys(std::vector<Key>& s) {
   s.push_back(bool_key(PENTAD_FIELD(checkpoint, save_final), "write <dir>/final.h5 at the end"));
   s.push_back(int_key(PENTAD_FIELD(checkpoint, keep), 0, kNoMax,
                       "newest step checkpoints kept; 0 = keep all"));
+  // At most 4 GiB: a gathered tensor travels as one message of under 2^31 floats.
+  s.push_back(int_key(PENTAD_FIELD(checkpoint, gather_below_mb), 0, 4096,
+                      "a checkpoint under this many MiB is written by rank 0 alone; larger, by every rank (MPI-IO); 0 = always every rank"));
   s.push_back(string_key(PENTAD_FIELD(checkpoint, resume),
                          "\"\" = fresh, \"latest\" = newest in dir (fresh if none), or a file"));
   s.push_back(string_key(PENTAD_FIELD(checkpoint, init_from),

@@ -266,6 +266,10 @@ struct CheckpointConfig {
   int every = 0;           // 0 = none during training
   bool save_final = false; // write <dir>/final.h5 at the end
   int keep = 3;            // newest step files kept; 0 = keep all
+  // A checkpoint under this many MiB is gathered to rank 0 and written by it
+  // alone; a larger one by every rank with MPI-IO (io/checkpoint.hpp
+  // CkptWriter). 0 = always every rank.
+  int gather_below_mb = 256;
   std::string resume;      // "" = fresh, "latest" = newest in dir (fresh if none), or a file
   // Weights only (io/init_from.hpp): a Hugging Face directory or .safetensors
   // file, an llm.c GPT-2 .bin, or a pentad checkpoint; "" = none. The

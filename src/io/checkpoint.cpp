@@ -1,13 +1,23 @@
 // Checkpoints, save and load (checkpoint.hpp, ARCHITECTURE.md section 8): one
-// parallel-HDF5 file of global tensors, each a chunked float32 dataset with
-// the Fletcher32 filter, written collectively (HDF5 requires collective I/O
-// to write filtered datasets in parallel) and read back block by block under
-// any layout. The file is written as .tmp, fsynced on every node and renamed
-// by rank 0 (core/fs.hpp), so a crash leaves the previous file or the new one.
+// HDF5 file of global tensors, each a chunked float32 dataset with the
+// Fletcher32 filter, read back block by block under any layout. A small
+// checkpoint is gathered to rank 0 and written there with HDF5's serial
+// driver; a large one is written by every rank with parallel HDF5,
+// collectively (HDF5 requires collective I/O to write filtered datasets in
+// parallel). The file is written as .tmp, fsynced on every node that wrote
+// and renamed by rank 0 (core/fs.hpp), so a crash leaves the previous file
+// or the new one.
 #include "io/checkpoint.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <functional>
+#include <numeric>
 
 #include "comm/host.hpp"
 #include "comm/watchdog.hpp"
@@ -102,11 +112,13 @@ std::string parent_of(const std::string& path) {
 // ---------------------------------------------------------------------------
 // Parallel file access
 
+// v2 object headers and superblock: the file's metadata carries checksums too.
+void set_format(hid_t fapl) { HDF5_CHECK(H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_V18)); }
+
 h5::Id mpio_fapl(MPI_Comm comm, bool collective_metadata) {
   h5::Id fapl = h5::plist(H5P_FILE_ACCESS);
   HDF5_CHECK(H5Pset_fapl_mpio(fapl.get(), comm, MPI_INFO_NULL));
-  // v2 object headers and superblock: the file's metadata carries checksums too.
-  HDF5_CHECK(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18));
+  set_format(fapl.get());
   if (collective_metadata) {
     HDF5_CHECK(H5Pset_all_coll_metadata_ops(fapl.get(), true));
     HDF5_CHECK(H5Pset_coll_metadata_write(fapl.get(), true));
@@ -143,15 +155,13 @@ void write_meta(hid_t file, const CkptMeta& meta) {
   }
 }
 
-// One tensor: create its dataset, fetch this rank's block (get() may be
-// collective) and write it with the collective transfer dxpl; ranks without
-// a block take part with an empty selection. Collective over the file's comm.
-void write_tensor(hid_t file, const std::string& tmp, const CkptTensor& t, hid_t lcpl, hid_t dxpl,
-                  std::vector<float>* buf) {
+// One tensor's dataset: chunked, Fletcher32, never filled (every element is
+// written). Under parallel HDF5 (which allocates a filtered dataset's chunks
+// when it is created) HDF5 1.10 still writes every chunk once at creation.
+h5::Id create_dataset(hid_t file, const std::string& tmp, const CkptTensor& t, hid_t lcpl) {
   const std::vector<hsize_t> dims(t.shape.begin(), t.shape.end());
-  const int64_t n_global = n_elements(t.shape);
   h5::Id dcpl = h5::plist(H5P_DATASET_CREATE);
-  if (n_global > 0) {
+  if (n_elements(t.shape) > 0) {
     const auto chunk = chunk_dims(t.shape);
     HDF5_CHECK(H5Pset_chunk(dcpl.get(), int(chunk.size()), chunk.data()));
     HDF5_CHECK(H5Pset_fletcher32(dcpl.get()));
@@ -161,6 +171,18 @@ void write_tensor(hid_t file, const std::string& tmp, const CkptTensor& t, hid_t
   h5::Id ds(H5Dcreate2(file, t.name.c_str(), H5T_IEEE_F32LE, fspace.get(), lcpl, dcpl.get(), H5P_DEFAULT),
             H5Dclose);
   if (!ds.ok()) PENTAD_FATAL("HDF5: cannot create dataset '" + t.name + "' in " + tmp + ": " + h5::error_detail());
+  return ds;
+}
+
+// One tensor: create its dataset, fetch this rank's block (get() may be
+// collective) and write it with the collective transfer dxpl; ranks without
+// a block take part with an empty selection. Collective over the file's comm.
+void write_tensor(hid_t file, const std::string& tmp, const CkptTensor& t, hid_t lcpl, hid_t dxpl,
+                  std::vector<float>* buf) {
+  const std::vector<hsize_t> dims(t.shape.begin(), t.shape.end());
+  const int64_t n_global = n_elements(t.shape);
+  h5::Id ds = create_dataset(file, tmp, t, lcpl);
+  h5::Id fspace = h5::space(dims);
 
   const int64_t n_local = n_elements(t.local_shape);
   buf->resize(size_t(n_local));
@@ -216,6 +238,107 @@ void write_tmp(const std::string& tmp, const CkptMeta& meta, const std::vector<C
   fsync_on_every_node(tmp, comm);
 }
 
+// The gathered write (CkptWriter): rank 0 creates the file with HDF5's
+// serial driver; for each tensor every rank fetches its block (get() may be
+// collective), the writers send theirs to rank 0, which places them in the
+// global tensor and writes it whole. Rank 0 fsyncs the file. Collective over
+// comm.
+void write_tmp_gathered(const std::string& tmp, const CkptMeta& meta, const std::vector<CkptTensor>& tensors,
+                        MPI_Comm comm) {
+  const int me = host::rank(comm), n_ranks = host::size(comm);
+  // Every rank's blocks: per tensor, 1 (it sends) or 0, then start and extent.
+  std::vector<int64_t> mine;
+  for (const auto& t : tensors) {
+    mine.push_back(t.writer && n_elements(t.local_shape) > 0 ? 1 : 0);
+    mine.insert(mine.end(), t.local_start.begin(), t.local_start.end());
+    mine.insert(mine.end(), t.local_shape.begin(), t.local_shape.end());
+  }
+  const size_t per_rank = mine.size();
+  std::vector<int64_t> blocks(me == 0 ? per_rank * size_t(n_ranks) : 0);
+  host::gather(comm, mine.data(), int(per_rank), blocks.data(), 0);
+
+  // As in the parallel write: a file that cannot be created (a directory
+  // not writable) is an InputError on every rank; a write that fails after
+  // it (HDF5 writes its superblock at once: a full disk) is a fatal error.
+  std::string why;
+  if (me == 0) {
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    if (fd < 0) why = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+  }
+  agree_or_throw(why.empty(), "cannot create checkpoint file '" + tmp + "': " + why, comm);
+  h5::Id file;
+  if (me == 0) {
+    h5::Id fapl = h5::plist(H5P_FILE_ACCESS);
+    set_format(fapl.get());
+    file = h5::Id(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+    if (!file.ok()) PENTAD_FATAL("HDF5: cannot create checkpoint file '" + tmp + "': " + h5::error_detail());
+  }
+  h5::Id lcpl = h5::plist(H5P_LINK_CREATE);
+  HDF5_CHECK(H5Pset_create_intermediate_group(lcpl.get(), 1));
+  if (me == 0) write_meta(file.get(), meta);
+
+  constexpr int kTag = 0x636b;  // "ck"
+  std::vector<float> buf, global, part;
+  size_t at = 0;  // this tensor's entry in a rank's row of `blocks`
+  for (const auto& t : tensors) {
+    const size_t nd = t.shape.size();
+    const int64_t n_local = n_elements(t.local_shape);
+    buf.resize(size_t(n_local));
+    if (t.get) {
+      t.get(buf.data());
+    } else if (t.writer && n_local > 0) {
+      PENTAD_FATAL("checkpoint tensor '" + t.name + "': a writer without get()");
+    }
+    if (me != 0) {
+      if (t.writer && n_local > 0) host::send(comm, buf.data(), int(n_local), 0, kTag);
+      at += 1 + 2 * nd;
+      continue;
+    }
+    h5::Id ds = create_dataset(file.get(), tmp, t, lcpl.get());
+    const int64_t n_global = n_elements(t.shape);
+    if (n_global > 0) {
+      global.resize(size_t(n_global));
+      // Row-major strides of the global shape.
+      std::vector<int64_t> stride(nd, 1);
+      for (size_t d = nd - 1; d-- > 0;) stride[d] = stride[d + 1] * t.shape[d + 1];
+      for (int r = 0; r < n_ranks; ++r) {
+        const int64_t* b = &blocks[size_t(r) * per_rank + at];
+        if (b[0] == 0) continue;
+        const int64_t* start = b + 1;
+        const int64_t* extent = b + 1 + nd;
+        const int64_t n = std::accumulate(extent, extent + nd, int64_t{1}, std::multiplies<>());
+        const float* src = buf.data();
+        if (r != 0) {
+          part.resize(size_t(n));
+          host::recv(comm, part.data(), int(n), r, kTag);
+          src = part.data();
+        }
+        // Copy the block's rows (its last dimension contiguous) into place.
+        const int64_t row = extent[nd - 1];
+        std::vector<int64_t> idx(nd, 0);
+        for (int64_t k = 0; k < n; k += row) {
+          int64_t off = 0;
+          for (size_t d = 0; d < nd; ++d) off += (start[d] + idx[d]) * stride[d];
+          std::copy_n(src + k, row, global.data() + off);
+          for (size_t d = nd - 1; d-- > 0;) {
+            if (++idx[d] < extent[d]) break;
+            idx[d] = 0;
+          }
+        }
+      }
+      if (H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, global.data()) < 0)
+        PENTAD_FATAL("HDF5: writing tensor '" + t.name + "' to " + tmp + " failed: " + h5::error_detail());
+    }
+    at += 1 + 2 * nd;
+  }
+  if (me == 0) {
+    file.close_checked(tmp);
+    if (FsStatus e = fsync_path(tmp, false)) PENTAD_FATAL(e->message());
+  }
+  host::idle_barrier(comm);
+}
+
 // One tensor's global shape check and block read; "" or the problem.
 std::string read_block(hid_t file, const std::string& path, const CkptTensor& t, std::vector<float>* buf) {
   const std::string what = "checkpoint '" + path + "': tensor '" + t.name + "'";
@@ -256,7 +379,8 @@ std::string read_block(hid_t file, const std::string& path, const CkptTensor& t,
 }  // namespace
 
 std::string write_checkpoint_file(const std::string& path, const CkptMeta& meta,
-                                  const std::vector<CkptTensor>& tensors, MPI_Comm comm) {
+                                  const std::vector<CkptTensor>& tensors, MPI_Comm comm,
+                                  const CkptWriter& writer) {
   h5::quiet();
   agree_tensor_list(tensors, comm);
 
@@ -275,7 +399,12 @@ std::string write_checkpoint_file(const std::string& path, const CkptMeta& meta,
 
   make_dir_collective(parent_of(path), "checkpoint", comm);
   const std::string tmp = path + ".tmp";
-  write_tmp(tmp, meta, tensors, comm);
+  int64_t bytes = 0;  // the same on every rank: the tensor list is agreed
+  for (const auto& t : tensors) bytes += n_elements(t.shape) * int64_t(sizeof(float));
+  if (bytes < writer.gather_below_bytes)
+    write_tmp_gathered(tmp, meta, tensors, comm);
+  else
+    write_tmp(tmp, meta, tensors, comm);
   if (host::rank(comm) == 0)
     if (FsStatus e = rename_durable(tmp, path)) PENTAD_FATAL(e->message());
   host::idle_barrier(comm);

@@ -49,17 +49,31 @@ struct CkptMeta {
   std::vector<int64_t> data_sequences;
 };
 
+// How a checkpoint file is written. A checkpoint whose global tensors total
+// fewer than `gather_below_bytes` is gathered, one tensor at a time, to rank
+// 0 of the communicator, which writes the file alone with HDF5's serial
+// driver; a larger one is written by every rank, its own blocks, with
+// parallel HDF5 (MPI-IO, collective). Both give the same file format. The
+// gathered write needs none of MPI-IO's collectives (several per tensor,
+// each a scheduler time slice when ranks outnumber cores); the parallel one
+// never holds more than a rank's own blocks. checkpoint.gather_below_mb.
+struct CkptWriter {
+  int64_t gather_below_bytes = int64_t{256} << 20;
+};
+
 // Collective over `comm`. Writes <dir>/step_<step:06d>.h5 atomically, updates
 // <dir>/latest, then deletes older step files beyond the newest `keep`
 // (keep = 0: keep all). Returns the committed path. Throws InputError (on
 // every rank) if the directory cannot be written.
 std::string save_checkpoint(const std::string& dir, const CkptMeta& meta,
-                            const std::vector<CkptTensor>& tensors, int keep, MPI_Comm comm);
+                            const std::vector<CkptTensor>& tensors, int keep, MPI_Comm comm,
+                            const CkptWriter& writer = {});
 
 // Collective over `comm`. The atomic write behind save_checkpoint, to an
 // exact path (e.g. <dir>/final.h5): no `latest` update, no pruning.
 std::string write_checkpoint_file(const std::string& path, const CkptMeta& meta,
-                                  const std::vector<CkptTensor>& tensors, MPI_Comm comm);
+                                  const std::vector<CkptTensor>& tensors, MPI_Comm comm,
+                                  const CkptWriter& writer = {});
 
 // Resolve "latest" (via <dir>/latest), a directory, DIR/latest (the pointer
 // file itself: DIR's latest), or a file path to a

@@ -183,7 +183,8 @@ std::string resolve_in_dir(const std::string& d, bool warn) {
 }  // namespace
 
 std::string save_checkpoint(const std::string& dir, const CkptMeta& meta,
-                            const std::vector<CkptTensor>& tensors, int keep, MPI_Comm comm) {
+                            const std::vector<CkptTensor>& tensors, int keep, MPI_Comm comm,
+                            const CkptWriter& writer) {
   if (meta.step < 0) throw InputError("checkpoint: negative step " + std::to_string(meta.step));
   char name[64];
   std::snprintf(name, sizeof name, "step_%06lld.h5", static_cast<long long>(meta.step));
@@ -196,7 +197,7 @@ std::string save_checkpoint(const std::string& dir, const CkptMeta& meta,
     std::error_code ec;
     remove_files(dir, list_step_files(dir, &ec).stale);
   }
-  write_checkpoint_file(path, meta, tensors, comm);
+  write_checkpoint_file(path, meta, tensors, comm, writer);
   if (host::rank(comm) == 0) {
     const std::string pointer = (fs::path(dir) / "latest").string();
     if (FsStatus e = write_file_atomic(pointer, std::string(name) + "\n")) PENTAD_FATAL(e->message());

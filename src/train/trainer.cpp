@@ -726,7 +726,7 @@ CkptMeta Trainer::meta_at(int step) const {
 // Collective over the job.
 void Trainer::save(int step) {
   const std::string path =
-      save_checkpoint(cfg_.checkpoint.dir, meta_at(step), ckpt_tensors_, cfg_.checkpoint.keep, topo_.job);
+      save_checkpoint(cfg_.checkpoint.dir, meta_at(step), ckpt_tensors_, cfg_.checkpoint.keep, topo_.job, writer());
   if (root_) {
     std::printf("checkpoint: step %d written to %s\n", step, path.c_str());
     std::fflush(stdout);
@@ -745,7 +745,7 @@ void Trainer::finish() {
     // The final state as a checkpoint file (weights and AdamW moments, global
     // tensors): resumable, and readable as plain weights under model/.
     const std::string path = cfg_.checkpoint.dir + "/final.h5";
-    write_checkpoint_file(path, meta_at(last_step), ckpt_tensors_, topo_.job);
+    write_checkpoint_file(path, meta_at(last_step), ckpt_tensors_, topo_.job, writer());
     if (root_) std::printf("weights written to %s\n", path.c_str());
   }
   if (!cfg_.log.trace.empty()) {

@@ -93,6 +93,7 @@ class Trainer {
   void print_sample(int step);
   bool checkpoint_or_stop(int step);
   CkptMeta meta_at(int step) const;
+  CkptWriter writer() const { return {int64_t(cfg_.checkpoint.gather_below_mb) << 20}; }
   void save(int step);
   void finish();
   void print_pipeline_summary();

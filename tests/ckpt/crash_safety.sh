@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Crash safety: a 4-rank job writes checkpoints in a loop (keep = 2) and one
+# Crash safety: a 4-rank job writes checkpoints in a loop (keep = 2; odd steps
+# written by every rank with MPI-IO, even steps gathered to rank 0) and one
 # rank is killed with SIGKILL at a random moment; hydra then ends the job.
 # After every kill, `latest` must name a committed file (never a .tmp) that
 # loads and verifies bitwise under another rank count (3). Several trials

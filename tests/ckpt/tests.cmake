@@ -18,10 +18,15 @@ set_tests_properties(ckpt_cli PROPERTIES LABELS "mpi;ckpt" ENVIRONMENT "${PENTAD
 add_test(NAME ckpt_resume_bitwise_1rank COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh bitwise 1 "")
 add_test(NAME ckpt_resume_bitwise_tp2_dp2_zero1 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh bitwise 4
   "--set parallel.tp=2 --set parallel.dp=2 --set parallel.zero=1")
-# Pipeline stages (tied wte on the first and last stage, both holding it),
-# on 2 ranks: 4-rank collective writes oversubscribe these 2-core machines.
+# Pipeline stages (tied wte on the first and last stage, both holding it).
 add_test(NAME ckpt_resume_bitwise_pp2 COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh bitwise 2
   "--set parallel.pp=2 --set train.grad_accum=2")
+# The same, every checkpoint written by every rank with MPI-IO
+# (checkpoint.gather_below_mb = 0; the tiny checkpoints of the tests are
+# otherwise gathered to rank 0 and written by it). On 2 ranks: 4-rank
+# collective writes oversubscribe these 2-core machines (checkpoints.md).
+add_test(NAME ckpt_resume_bitwise_pp2_parallel_write COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh bitwise 2
+  "--set parallel.pp=2 --set train.grad_accum=2 --set checkpoint.gather_below_mb=0")
 # zbv: two chunks per stage in a V, the tied wte once on stage 0.
 add_test(NAME ckpt_resume_bitwise_pp2_zbv COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh bitwise 2
   "--set model.n_layers=4 --set parallel.pp=2 --set parallel.virtual_stages=2 --set parallel.schedule=zbv --set train.grad_accum=2")
@@ -45,11 +50,12 @@ add_test(NAME ckpt_reshard_vocab_pad COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resu
 add_test(NAME ckpt_reshard_kv_copies COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh kv_copies)
 add_test(NAME ckpt_reshard_shared_expert COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/resume.sh shared_expert)
 set_tests_properties(ckpt_resume_bitwise_1rank ckpt_resume_bitwise_tp2_dp2_zero1 ckpt_resume_bitwise_pp2
+  ckpt_resume_bitwise_pp2_parallel_write
   ckpt_resume_bitwise_pp2_zbv ckpt_resume_bitwise_cp2_zero1 ckpt_reshard_zbv
   ckpt_resume_bitwise_pp2_dp2_zero3 ckpt_reshard_pp2_dp2_zero3 ckpt_resume_bitwise_shards_epoch ckpt_resume_epoch_batch_change
   ckpt_signal ckpt_reshard_vocab_pad ckpt_reshard_kv_copies ckpt_reshard_shared_expert
   PROPERTIES LABELS "mpi;ckpt" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
-# Five trainings, three of them 4-rank collective HDF5 writes oversubscribed on 2 cores.
+# Six 4-rank trainings.
 set_tests_properties(ckpt_reshard PROPERTIES LABELS "mpi;ckpt" ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 600)
 
 # MoE: bitwise resume under dp2 x ep2 zero1, and an ep-split checkpoint saved under dp2 x ep2 x tp2

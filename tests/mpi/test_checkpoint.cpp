@@ -297,13 +297,18 @@ void test_roundtrips(const std::string& dir, MPI_Comm comm) {
   const Split saves[] = {Split::mixed, Split::mixed1, Split::mixed2, Split::mixed3, Split::mixed4, Split::repl0};
   const Split loads[] = {Split::rows, Split::cols, Split::grid, Split::single, Split::mixed2, Split::repl0};
   const bool times = g_rank == 0 && std::getenv("PENTAD_CKPT_TIMES");
-  for (size_t si = 0; si < std::size(saves); ++si) {
+  // Each save twice: written by every rank (MPI-IO), and gathered to rank 0.
+  for (size_t run = 0; run < 2 * std::size(saves); ++run) {
+    const size_t si = run % std::size(saves);
+    const bool gathered = run >= std::size(saves);
+    const CkptWriter writer{gathered ? int64_t{1} << 40 : 0};
+    const std::string how = gathered ? " (gathered to rank 0)" : " (every rank)";
     Store unused;
-    const int64_t step = 10 + int64_t(si);
+    const int64_t step = 10 + int64_t(run);
     const auto saved = make_tensors(kSpecs, saves[si], step, &unused, comm);
     auto t0 = std::chrono::steady_clock::now();
-    const std::string path = save_checkpoint(dir, meta_for(step), saved, 0, comm);
-    if (times) std::fprintf(stderr, "  save %.3f s\n", seconds_since(t0));
+    const std::string path = save_checkpoint(dir, meta_for(step), saved, 0, comm, writer);
+    if (times) std::fprintf(stderr, "  save%s %.3f s\n", how.c_str(), seconds_since(t0));
     for (Split load : {loads[si], loads[(si + 2) % std::size(loads)]}) {
       Store got;
       const auto loading = make_tensors(kSpecs, load, step, &got, comm);
@@ -312,7 +317,7 @@ void test_roundtrips(const std::string& dir, MPI_Comm comm) {
       if (times) std::fprintf(stderr, "  load %.3f s\n", seconds_since(t0));
       std::string first;
       const int64_t bad = mismatches(loading, got, step, &first);
-      check(bad == 0, std::string("save ") + split_name(saves[si]) + " / load " + split_name(load) + ": " +
+      check(bad == 0, std::string("save ") + split_name(saves[si]) + how + " / load " + split_name(load) + ": " +
                           std::to_string(bad) + " elements differ; first: " + first);
       const CkptMeta want = meta_for(step);
       check(m.step == want.step && m.seed == want.seed && m.config_toml == want.config_toml &&
@@ -571,7 +576,9 @@ int write_loop(const std::string& dir, int64_t n_steps, MPI_Comm comm) {
   for (int64_t step = first; step < first + n_steps; ++step) {
     Store unused;
     CkptMeta m = meta_for(step);
-    save_checkpoint(dir, m, make_tensors(kLoopSpecs, Split::mixed, step, &unused, comm), 2, comm);
+    // Odd steps written by every rank (MPI-IO), even steps gathered to rank 0.
+    const CkptWriter writer{step % 2 ? 0 : int64_t{1} << 40};
+    save_checkpoint(dir, m, make_tensors(kLoopSpecs, Split::mixed, step, &unused, comm), 2, comm, writer);
   }
   return 0;
 }

@@ -96,6 +96,7 @@ val = "tok/val.bin"
 dir = "out/ck"
 every = 4
 save_final = true
+gather_below_mb = 64
 [log]
 every = 2
 metrics = "m.jsonl"
@@ -184,6 +185,7 @@ TEST(Config, FullDeckSetsEveryKey) {
   EXPECT_EQ(c.checkpoint.dir, "out/ck");
   EXPECT_EQ(c.checkpoint.every, 4);
   EXPECT_TRUE(c.checkpoint.save_final);
+  EXPECT_EQ(c.checkpoint.gather_below_mb, 64);
   EXPECT_EQ(c.log.every, 2);
   EXPECT_EQ(c.log.metrics, "m.jsonl");
   EXPECT_EQ(c.log.dump, "d.h5");
@@ -389,6 +391,8 @@ TEST(Config, RangeErrors) {
             "(got \"some\")");
   EXPECT_EQ(at3("checkpoint", "every = -1"),
             "input/tiny.toml:4: checkpoint.every: must be >= 0 (got -1)");
+  EXPECT_EQ(at3("checkpoint", "gather_below_mb = 4097"),
+            "input/tiny.toml:4: checkpoint.gather_below_mb: must be in [0, 4096] (got 4097)");
   EXPECT_EQ(at3("log", "every = 0"), "input/tiny.toml:4: log.every: must be >= 1 (got 0)");
   EXPECT_EQ(at3("log", "peak_tflops = -2"),
             "input/tiny.toml:4: log.peak_tflops: must be >= 0 (got -2)");
@@ -841,7 +845,7 @@ TEST(Config, EveryResolvedKeyIsSettable) {
     if (section == "data" && line.rfind("train", 0) == 0) value = "tok/x.bin";  // has escapes
     sets.push_back((section.empty() ? "" : section + ".") + line.substr(0, eq) + "=" + value);
   }
-  EXPECT_EQ(sets.size(), 101u);  // 1 top-level + 41 model + 17 parallel + 24 train + 7 data + 6 checkpoint + 5 log
+  EXPECT_EQ(sets.size(), 102u);  // 1 top-level + 41 model + 17 parallel + 24 train + 7 data + 7 checkpoint + 5 log
   Config expected = c;
   expected.data.train = "tok/x.bin";
   expected.resolved_toml = pentad::config_to_toml(expected);

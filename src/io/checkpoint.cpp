@@ -298,7 +298,7 @@ void write_tmp_gathered(const std::string& tmp, const CkptMeta& meta, const std:
     h5::Id ds = create_dataset(file.get(), tmp, t, lcpl.get());
     const int64_t n_global = n_elements(t.shape);
     if (n_global > 0) {
-      global.resize(size_t(n_global));
+      global.assign(size_t(n_global), 0.0f);  // zeros where no block lands (counts are checked, overlaps not)
       // Row-major strides of the global shape.
       std::vector<int64_t> stride(nd, 1);
       for (size_t d = nd - 1; d-- > 0;) stride[d] = stride[d + 1] * t.shape[d + 1];

@@ -121,12 +121,13 @@ size_t first_at(const std::vector<size_t>& computes, const std::vector<double>& 
   return from;
 }
 
-// The plan. Both halves of a message meet at one time of the eager timeline: the
-// receive goes in the group before the receiver's first compute action that
-// starts no earlier than the message is sent (and no later than the action
-// that needs it); the send in the sender's group before its first compute
-// action that starts no earlier than that receive. Between two ranks both
-// halves keep the sender's order.
+// The plan. The receive goes in the group before the receiver's first
+// compute action that starts no earlier than the message is sent in the
+// eager timeline (and no later than the action that needs it). The send
+// goes in the sender's group before its first compute action that starts no
+// earlier than that too where training defers its waits, else no earlier
+// than the receive (both halves then meet at one time). Between two ranks
+// both halves keep the sender's order.
 P2pPlan build(const Schedule& s, const Timeline& tl) {
   const auto orders = send_orders(s);
   const size_t P = size_t(s.pp);
@@ -150,7 +151,7 @@ P2pPlan build(const Schedule& s, const Timeline& tl) {
         plan.before[to][ri].recvs.push_back(m);
         const double meet = ri < s.ranks[to].size() ? tl.start[to][ri] : t;
         // (no earlier than t: never before the send action, whose output exists from there)
-        sc = first_at(computes[from], tl.start[from], sc, std::max(t, meet));
+        sc = first_at(computes[from], tl.start[from], sc, p2p_waits_deferred(s) ? t : std::max(t, meet));
         placed[from].push_back({at_index(from, sc), m});
       }
     }
@@ -172,11 +173,27 @@ class GroupReplay {
   P2pCheck run() {
     P2pCheck out;
     if (!pair_messages(out.error) || !in_time(out.error)) return out;
+    if (p2p_waits_deferred(s_) ? !run_deferred(out.error) : !run_blocking(out.error)) return out;
+    const size_t P = size_t(s_.pp);
+    for (size_t r = 0; r < P; ++r) out.sim_makespan = std::max(out.sim_makespan, clock_[r]);
+    out.sim_bubble.assign(P, 0.0);
+    for (size_t r = 0; r < P; ++r)
+      out.sim_bubble[r] = busy_[r] > 0 ? (out.sim_makespan - busy_[r]) / busy_[r] : 0;
+    return out;
+  }
+
+ private:
+  double cost(const Action& a) const { return compute_cost(a, t_f_, t_b_, t_w_); }
+
+  // Evaluation: the host starts each group and waits for it there.
+  bool run_blocking(std::string& error) {
     const size_t P = size_t(s_.pp);
     std::vector<size_t> pc(P, 0);      // per rank: the step (a group before action i, then action i)
     std::vector<bool> in_group(P, true);  // at pc: the group before the action (true) or the action
     std::vector<bool> posted(P, false);
-    std::vector<double> clock(P, 0.0), busy(P, 0.0), post_time(P, 0.0);
+    std::vector<double> post_time(P, 0.0);
+    clock_.assign(P, 0.0);
+    busy_.assign(P, 0.0);
     for (;;) {
       bool progress = false, all_done = true;
       for (size_t r = 0; r < P; ++r) {
@@ -187,9 +204,9 @@ class GroupReplay {
             if (!g.empty()) {
               if (!posted[r]) {
                 posted[r] = true;
-                post_time[r] = clock[r];
+                post_time[r] = clock_[r];
               }
-              if (!complete(int(r), pc[r], pc, posted, post_time, clock[r])) break;
+              if (!complete(int(r), pc[r], pc, posted, post_time, clock_[r])) break;
               posted[r] = false;
             }
             in_group[r] = false;
@@ -200,33 +217,143 @@ class GroupReplay {
             }
             continue;
           }
-          const Action& a = list[pc[r]];
-          const double dur = !is_compute(a.kind)                         ? 0.0
-                             : a.kind == ActionKind::forward             ? t_f_
-                             : a.kind == ActionKind::backward_input      ? t_b_ - t_w_
-                             : a.kind == ActionKind::backward_weight     ? t_w_
-                                                                         : t_b_;
-          clock[r] += dur;
-          busy[r] += dur;
+          const double dur = cost(list[pc[r]]);
+          clock_[r] += dur;
+          busy_[r] += dur;
           ++pc[r];
           in_group[r] = true;
           progress = true;
         }
         if (pc[r] <= list.size()) all_done = false;
       }
-      if (all_done) break;
+      if (all_done) return true;
       if (!progress) {
-        out.error = deadlock_message(pc);
-        return out;
+        error = deadlock_message(pc);
+        return false;
       }
     }
-    for (size_t r = 0; r < P; ++r) out.sim_makespan = std::max(out.sim_makespan, clock[r]);
-    out.sim_bubble.assign(P, 0.0);
-    for (size_t r = 0; r < P; ++r) out.sim_bubble[r] = busy[r] > 0 ? (out.sim_makespan - busy[r]) / busy[r] : 0;
-    return out;
   }
 
- private:
+  // Training: the host starts each group and goes on; it waits for a group
+  // only where an action needs it (a received message; before a backward,
+  // the send of its chunk's output), and for all of them at the end. The
+  // groups of one rank run in the order started, each once the previous one
+  // is done (NCCL's stream); a message completes once the groups of both
+  // halves have started.
+  bool run_deferred(std::string& error) {
+    const size_t P = size_t(s_.pp);
+    posted_.assign(P, {});
+    done_.assign(P, {});
+    prev_.assign(P, {});
+    busy_mark_.assign(P, {});
+    for (size_t r = 0; r < P; ++r) {
+      const size_t n = plan_.before[r].size();
+      posted_[r].assign(n, -1.0);
+      done_[r].assign(n, -1.0);
+      busy_mark_[r].assign(n, false);
+      prev_[r].assign(n, n);
+      size_t last = n;
+      for (size_t i = 0; i < n; ++i)
+        if (!plan_.before[r][i].empty()) {
+          prev_[r][i] = last;
+          last = i;
+        }
+    }
+    // [rank] -> the group of each received message, and of each sent activation.
+    std::vector<std::map<std::tuple<bool, int, int>, size_t>> recv_in(P), send_in(P);
+    for (size_t r = 0; r < P; ++r)
+      for (size_t i = 0; i < plan_.before[r].size(); ++i) {
+        for (const P2pMessage& m : plan_.before[r][i].recvs) recv_in[r][{m.grad, m.mb, m.chunk}] = i;
+        for (const P2pMessage& m : plan_.before[r][i].sends)
+          if (!m.grad) send_in[r][{false, m.mb, m.chunk}] = i;
+      }
+    std::vector<size_t> pc(P, 0);           // per rank: the step (a group before action i, then action i)
+    std::vector<bool> in_group(P, true);     // at pc: the group before the action (true) or the action
+    clock_.assign(P, 0.0);
+    busy_.assign(P, 0.0);
+    // The host waits until group i of rank r is done; false while that time
+    // is not known yet (a peer has not started its half).
+    auto wait_for = [&](size_t r, size_t i) {
+      const double t = done(int(r), i);
+      if (t < 0) return false;
+      clock_[r] = std::max(clock_[r], t);
+      return true;
+    };
+    for (;;) {
+      bool progress = false, all_done = true;
+      for (size_t r = 0; r < P; ++r) {
+        const auto& list = s_.ranks[r];
+        const auto& steps = plan_.before[r];
+        while (pc[r] <= list.size()) {
+          if (in_group[r]) {
+            if (!steps[pc[r]].empty() && posted_[r][pc[r]] < 0) posted_[r][pc[r]] = clock_[r];
+            if (pc[r] == list.size()) {  // the end: every group of the rank done
+              bool all = true;
+              for (size_t i = 0; i < steps.size() && all; ++i)
+                if (!steps[i].empty()) all = wait_for(r, i);
+              if (!all) break;
+              ++pc[r];
+              progress = true;
+              break;
+            }
+            in_group[r] = false;
+            progress = true;
+            continue;
+          }
+          const Action& a = list[pc[r]];
+          P2pMessage need;
+          if (is_compute(a.kind) && needed_by(s_, a, &need) && !wait_for(r, recv_in[r].at({need.grad, need.mb, need.chunk})))
+            break;
+          if (a.kind == ActionKind::backward || a.kind == ActionKind::backward_input) {
+            auto it = send_in[r].find({false, a.mb, a.chunk + 1});
+            if (it != send_in[r].end() && !wait_for(r, it->second)) break;
+          }
+          const double dur = cost(a);
+          clock_[r] += dur;
+          busy_[r] += dur;
+          ++pc[r];
+          in_group[r] = true;
+          progress = true;
+        }
+        if (pc[r] <= list.size()) all_done = false;
+      }
+      if (all_done) return true;
+      if (!progress) {
+        error = deadlock_message(pc);
+        return false;
+      }
+    }
+  }
+
+  // When group i of rank r starts running: once started by the host and the
+  // rank's previous group is done. -1: not known yet.
+  double started(int r, size_t i) {
+    const double post = posted_[size_t(r)][i];
+    if (post < 0) return -1;
+    const size_t p = prev_[size_t(r)][i];
+    if (p == plan_.before[size_t(r)].size()) return post;
+    const double before = done(r, p);
+    return before < 0 ? -1 : std::max(post, before);
+  }
+
+  // When group i of rank r is done: every message of it once both halves'
+  // groups have started. -1: not known yet.
+  double done(int r, size_t i) {
+    double& d = done_[size_t(r)][i];
+    if (d >= 0) return d;
+    if (busy_mark_[size_t(r)][i]) return -1;  // a cycle: the groups wait on each other
+    busy_mark_[size_t(r)][i] = true;
+    double t = started(r, i);
+    for (size_t k = 0; t >= 0 && k < halves_[size_t(r)][i].size(); ++k) {
+      const Op& p = halves_[size_t(r)][i][k].partner;
+      const double peer = p.rank == r && p.step == i ? t : started(p.rank, p.step);
+      t = peer < 0 ? -1 : std::max(t, peer);
+    }
+    busy_mark_[size_t(r)][i] = false;
+    if (t >= 0) d = t;
+    return t;
+  }
+
   struct Op {
     int rank = 0;
     size_t step = 0;  // index into plan.before[rank]
@@ -364,9 +491,18 @@ class GroupReplay {
   const P2pPlan& plan_;
   const double t_f_, t_b_, t_w_;
   std::vector<std::vector<std::vector<Half>>> halves_;  // [rank][step][op]
+  std::vector<double> clock_, busy_;                    // per rank
+  // The deferred replay, [rank][step]: when the host started the group (-1:
+  // not yet), when it is done (-1: not known yet), the rank's previous group
+  // (the list's size + 1: none), and the groups whose time is being found.
+  std::vector<std::vector<double>> posted_, done_;
+  std::vector<std::vector<size_t>> prev_;
+  std::vector<std::vector<bool>> busy_mark_;
 };
 
 }  // namespace
+
+bool p2p_waits_deferred(const Schedule& s) { return s.kind != ScheduleKind::forward_only; }
 
 int p2p_source(const Schedule& s, const P2pMessage& m) { return s.owner(m.grad ? m.chunk + 1 : m.chunk - 1); }
 int p2p_dest(const Schedule& s, const P2pMessage& m) { return s.owner(m.chunk); }
@@ -381,6 +517,11 @@ P2pCheck check_p2p_plan(const Schedule& s, const P2pPlan& plan, double t_f, doub
 }
 
 P2pPlan make_p2p_plan(const Schedule& s) {
+  // The eager timeline needs a schedule that runs (else a message it waits
+  // for is never sent): the checker's finding, not an index error.
+  if (const ScheduleCheck sc = check_schedule(s); !sc.ok())
+    throw std::invalid_argument(std::string("parallel.schedule = ") + schedule_name(s.kind) +
+                                ": no grouped message plan for an invalid schedule (" + sc.error + ")");
   P2pPlan plan = build(s, eager_timeline(s));
   const P2pCheck c = check_p2p_plan(s, plan);
   if (!c.ok())

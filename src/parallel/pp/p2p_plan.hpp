@@ -1,35 +1,41 @@
 // When a pipeline's boundary messages move, for a comm whose sends and
 // receives come in groups (NCCL). The schedule (schedule.hpp) says what each
 // rank computes and sends; this plan says, before each action, which group
-// of sends and receives the rank starts and waits for. Built once from the
-// schedule, the same on every rank, and proven by a replay of every rank at
-// once before any message moves.
+// of sends and receives the rank starts. Built once from the schedule, the
+// same on every rank, and proven by a replay of every rank at once before
+// any message moves.
 //
 // Why a plan: NCCL has no tags and no lone non-blocking calls to rely on. A
-// send completes only when its peer has started the matching receive, and
-// the n-th message from one rank to another is the n-th receive that peer
-// posts from it. The MPI executor posts receives early and sends eagerly;
-// on NCCL that order deadlocks (two neighbours each waiting in a send for a
-// receive the other has not reached) or pairs the wrong messages (interleaved
-// schedules send a rank activations and gradients of different chunks in an
-// order it does not consume them in).
+// send completes only when its peer has started the matching receive, the
+// n-th message from one rank to another is the n-th receive that peer posts
+// from it, and the groups a rank starts run one after another on its
+// stream. The MPI executor posts receives early and sends eagerly; on NCCL
+// that order deadlocks (two neighbours' streams each held by a send the
+// other's stream reaches only later) or pairs the wrong messages
+// (interleaved schedules send a rank activations and gradients of different
+// chunks in an order it does not consume them in).
 //
-// The plan: both halves of a message meet at one time of the schedule's
-// eager timeline (its replay with sends buffered, check_schedule's unit
-// costs). The receive goes in the group before the receiver's first compute
-// action that starts no earlier than the message is sent (so never after the
-// action that needs it); the send in the sender's group before its first
-// compute action that starts no earlier than that receive. Between two ranks
-// both halves keep the sender's order. A group then waits, at worst, for a
+// The plan: both halves of a message go in the first group of their rank
+// that starts no earlier than the message is sent in the schedule's eager
+// timeline (its replay with sends buffered, check_schedule's unit costs):
+// the send in the group right after the action that computed it, the
+// receive never after the action that needs it. Between two ranks both
+// halves keep the sender's order. Training waits for a group only where an
+// action needs it (p2p_waits_deferred), so a half that comes before its
+// peer's holds only its own rank's stream, not its compute. Evaluation waits
+// at every group; there the send goes in the sender's first group that
+// starts no earlier than the receive's, so a group waits at worst for a
 // peer's next action boundary.
 //
-// The replay (check_p2p_plan) runs every rank at once, each group waiting
-// until the peers of all its messages have started theirs, and checks the
-// pairing (the n-th send is the n-th receive, the same message), that every
-// message arrives before its use and every activation leaves before its
-// slot's backward frees it. A schedule whose plan fails it is refused by
-// name before any message moves; none of the shipped ones does
-// (test_schedule runs them all over a grid of pp, v and m).
+// The replay (check_p2p_plan) runs every rank at once, the groups of one
+// rank in order, each done once the peers of all its messages have started
+// theirs, and the host waiting as the executor does. It checks the pairing
+// (the n-th send is the n-th receive, the same message), that every message
+// arrives before its use and every activation leaves before its slot's
+// backward frees it, and that no rank waits forever. A schedule whose plan
+// fails it is refused by name before any message moves; none of the shipped
+// ones does (test_p2p_plan runs them all over a grid of pp, v and m, and
+// finds the eager timeline's makespan and bubbles in every case).
 #pragma once
 
 #include <string>
@@ -73,6 +79,13 @@ struct P2pCheck {
 // The producer and the consumer of a message, under s's placement.
 int p2p_source(const Schedule& s, const P2pMessage& m);
 int p2p_dest(const Schedule& s, const P2pMessage& m);
+
+// How the executor waits for its groups. A training schedule's groups are
+// started and left running: the host waits for one only where an action
+// needs it (a received message; before a backward, the send of its chunk's
+// output) and for all at the end of the step. Evaluation (forward_only)
+// waits for each group where it starts it, and frees the slot it sent from.
+bool p2p_waits_deferred(const Schedule& s);
 
 // Replays plan with s: every rank at once, each group waiting until all its
 // messages' peers have started their halves; checks the n-th send from a

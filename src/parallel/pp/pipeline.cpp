@@ -94,7 +94,17 @@ namespace {
 
 struct Pending {
   float* buf = nullptr;
-  Comm::Request req = -1;
+  Comm::Request req = -1;  // eager: its receive
+  int group = -1;          // grouped: the started group it arrives in
+};
+
+// Grouped: a group started and not yet waited for; what it holds until then.
+struct StartedGroup {
+  Comm::Group reqs;
+  std::vector<std::pair<int, int>> acts;  // (mb, chunk): slots whose output it sends
+  std::vector<float*> grad_copies;        // gradient copies it sends
+  P2pMessage shown;                       // named in the trace
+  bool done = false;
 };
 
 // A receive is keyed by the chunk that consumes it and its micro-batch.
@@ -128,28 +138,49 @@ struct Pipeline::Run {
   // the consuming chunk.
   std::set<std::pair<int, int>> unsent_acts;
   std::map<std::pair<int, int>, float*> unsent_grads;
+  // Grouped: the groups started (index = Pending::group), and for each slot
+  // whose output a group not yet waited for sends, that group.
+  std::vector<StartedGroup> groups;
+  std::map<std::pair<int, int>, int> sending_group;
   int inflight = 0, deferred_w = 0;  // slots live; of them, B done and W not
   size_t deferred_w_bytes = 0;
   double busy = 0, loss = 0;
   const P2pPlan* plan = nullptr;  // grouped messages (null: eager)
 };
 
-void Pipeline::note(char kind, int mb, int chunk, double t0, double t1) {
-  if (tracing_) events_.push_back({trace_step_, kind, mb, chunk, t0 - t_origin_, t1 - t_origin_});
+void Pipeline::note(char kind, int mb, int chunk, double t0, double t1, int group) {
+  if (tracing_) events_.push_back({trace_step_, kind, mb, chunk, t0 - t_origin_, t1 - t_origin_, group});
 }
 
 // The time spent waiting is idle (the bubble).
 void Pipeline::arrive(Run& r, bool grad, int mb, int chunk, float* dst) {
   auto it = r.recvs.find(recv_key(grad, mb, chunk));
   if (it == r.recvs.end()) PENTAD_FATAL("pipeline: a compute action found no posted receive (schedule bug)");
-  if (it->second.req >= 0) {  // grouped: its group completed already
+  if (it->second.req >= 0) {  // eager: its own receive
     const double t0 = host::wtime();
     pp_.wait(it->second.req);
     note('r', mb, chunk, t0, host::wtime());
   }
+  if (it->second.group >= 0) finish_group(r, it->second.group);
   be_.copy_bytes(dst, it->second.buf, r.n * sizeof(float));
   give_buffer(it->second.buf);
   r.recvs.erase(it);
+}
+
+// Grouped: waits for a started group (the time is idle) and releases what
+// it held: the gradient copies, and under evaluation the slots it sent from.
+void Pipeline::finish_group(Run& r, int index) {
+  StartedGroup& g = r.groups[size_t(index)];
+  if (g.done) return;
+  const double t0 = host::wtime();
+  pp_.wait_group(g.reqs);
+  note('r', g.shown.mb, g.shown.chunk, t0, host::wtime(), index);
+  g.done = true;
+  for (float* b : g.grad_copies) give_buffer(b);
+  for (const auto& [mb, chunk] : g.acts) {
+    r.sending_group.erase({mb, chunk});
+    if (!r.train) retire(r, mb, chunk, r.live.at({mb, chunk}));  // evaluation keeps nothing
+  }
 }
 
 void Pipeline::finish_send(Run& r, int slot) {
@@ -160,7 +191,8 @@ void Pipeline::finish_send(Run& r, int slot) {
 }
 
 void Pipeline::retire(Run& r, int mb, int chunk, int slot) {
-  if (r.unsent_acts.count({mb, chunk})) PENTAD_FATAL("pipeline: a slot retired before its output was sent (plan bug)");
+  if (r.unsent_acts.count({mb, chunk}) || r.sending_group.count({mb, chunk}))
+    PENTAD_FATAL("pipeline: a slot retired before its output was sent (plan bug)");
   model_.release_slot(slot);
   r.live.erase({mb, chunk});
   --r.inflight;
@@ -211,6 +243,9 @@ void Pipeline::send_act(Run& r, const Action& a) {
 void Pipeline::run_backward(Run& r, const Action& a) {
   const int G = r.s.n_chunks();
   const int slot = r.live.at({a.mb, a.chunk});
+  // Grouped: the slot's output has left before its backward (the replay
+  // waits here too); this backward's input gradient next.
+  if (auto it = r.sending_group.find({a.mb, a.chunk}); it != r.sending_group.end()) finish_group(r, it->second);
   if (a.chunk < G - 1) arrive(r, true, a.mb, a.chunk, model_.boundary_grad());
   const double t0 = host::wtime();
   dpar_.begin_micro_batch(a.mb, r.s.m);
@@ -264,10 +299,14 @@ void Pipeline::send_grad(Run& r, const Action& a) {
 }
 
 // Grouped: the sends (outputs computed earlier) and receives (into pool
-// buffers, found later by arrive) of one group, started together and waited
-// for; the time spent waiting is idle.
+// buffers, found later by arrive) of one group, started together. Training
+// goes on and waits for the group where an action needs it
+// (p2p_waits_deferred): arrive for a receive, the backward of a slot it
+// sends from, finish_run for the rest; evaluation waits for it here.
 void Pipeline::run_group(Run& r, const P2pGroup& g) {
   if (g.empty()) return;
+  const int index = int(r.groups.size());
+  StartedGroup started;
   std::vector<Comm::P2pOp> ops;
   for (const P2pMessage& m : g.sends) {
     const int to = p2p_dest(r.s, m);
@@ -275,41 +314,40 @@ void Pipeline::run_group(Run& r, const P2pGroup& g) {
       auto it = r.unsent_grads.find({m.mb, m.chunk});
       if (it == r.unsent_grads.end()) PENTAD_FATAL("pipeline: the plan sends a gradient not computed yet (plan bug)");
       ops.push_back({it->second, nullptr, r.n, to});
+      started.grad_copies.push_back(it->second);
+      r.unsent_grads.erase(it);
     } else {
-      if (!r.unsent_acts.count({m.mb, m.chunk - 1}))
-        PENTAD_FATAL("pipeline: the plan sends an activation not computed yet (plan bug)");
-      ops.push_back({model_.slot_output(r.live.at({m.mb, m.chunk - 1})), nullptr, r.n, to});
+      const std::pair<int, int> from{m.mb, m.chunk - 1};
+      if (!r.unsent_acts.erase(from)) PENTAD_FATAL("pipeline: the plan sends an activation not computed yet (plan bug)");
+      ops.push_back({model_.slot_output(r.live.at(from)), nullptr, r.n, to});
+      started.acts.push_back(from);
+      r.sending_group[from] = index;
     }
   }
   for (const P2pMessage& m : g.recvs) {
     Pending p;
     p.buf = take_buffer();
+    p.group = index;
     r.recvs[recv_key(m.grad, m.mb, m.chunk)] = p;
     ops.push_back({nullptr, p.buf, r.n, p2p_source(r.s, m)});
   }
+  started.shown = g.recvs.empty() ? g.sends.back() : g.recvs.back();
   const double t0 = host::wtime();
-  pp_.wait_group(pp_.start_group(ops));
-  const P2pMessage& shown = g.recvs.empty() ? g.sends.back() : g.recvs.back();
-  note(g.recvs.empty() ? 's' : 'r', shown.mb, shown.chunk, t0, host::wtime());
-  for (const P2pMessage& m : g.sends) {
-    if (m.grad) {
-      auto it = r.unsent_grads.find({m.mb, m.chunk});
-      give_buffer(it->second);
-      r.unsent_grads.erase(it);
-      continue;
-    }
-    r.unsent_acts.erase({m.mb, m.chunk - 1});
-    if (!r.train) retire(r, m.mb, m.chunk - 1, r.live.at({m.mb, m.chunk - 1}));  // evaluation keeps nothing
-  }
+  started.reqs = pp_.start_group(ops);
+  note('g', started.shown.mb, started.shown.chunk, t0, host::wtime(), index);
+  r.groups.push_back(std::move(started));
+  if (!p2p_waits_deferred(r.s)) finish_group(r, index);
 }
 
 void Pipeline::finish_run(Run& r) {
+  for (size_t i = 0; i < r.groups.size(); ++i) finish_group(r, int(i));
   for (auto& [slot, req] : r.act_sends) pp_.wait(req);
   for (auto& [req, buf] : r.grad_sends) {
     pp_.wait(req);
     give_buffer(buf);
   }
-  if (!r.recvs.empty() || !r.live.empty() || !r.unsent_acts.empty() || !r.unsent_grads.empty())
+  if (!r.recvs.empty() || !r.live.empty() || !r.unsent_acts.empty() || !r.unsent_grads.empty() ||
+      !r.sending_group.empty())
     PENTAD_FATAL("pipeline: the schedule left receives, sends or activations behind");
 }
 
@@ -366,6 +404,7 @@ std::string Pipeline::trace_events(int pid, const std::string& label) const {
                        : e.kind == 'B' ? "backward"
                        : e.kind == 'W' ? "weight gradients"
                        : e.kind == 'r' ? "idle (wait recv)"
+                       : e.kind == 'g' ? "group started"
                                        : "send";
     const char* cat = e.kind == 'F' || e.kind == 'B' || e.kind == 'W' ? "compute" : e.kind == 'r' ? "idle" : "comm";
     const std::string shown = std::string(e.kind == 'r' ? "wait" : name) + " mb" + std::to_string(e.mb) + " c" +
@@ -377,7 +416,8 @@ std::string Pipeline::trace_events(int pid, const std::string& label) const {
                    {"tid", 0},
                    {"ts", trace_us(e.t0)},
                    {"dur", trace_us(e.t1 - e.t0)},
-                   {"args", {{"step", e.step}, {"op", name}}}});
+                   {"args", e.group >= 0 ? ordered_json{{"step", e.step}, {"op", name}, {"group", e.group}}
+                                         : ordered_json{{"step", e.step}, {"op", name}}}});
   }
   return out.dump();
 }

@@ -77,14 +77,17 @@ class Pipeline {
  private:
   struct Event {
     int step;
-    char kind;      // 'F', 'B', 'W', 'r' (waiting for a receive), 's' (send posted), 'D' (dp wait)
+    char kind;      // 'F', 'B', 'W', 'r' (waiting for a receive or a group), 's' (send posted),
+                    // 'g' (a group started), 'D' (dp wait)
     int mb, chunk;
     double t0, t1;  // seconds since the run's first step
+    int group;      // 'g' and a group's 'r': the group's index in its step (-1: none)
   };
   struct Run;  // one run's inputs and bookkeeping (pipeline.cpp)
   double run(const Schedule& s, const P2pPlan* plan, bool train, const int32_t* inputs, const int32_t* targets,
              float loss_scale, float* logits_out, double* row_losses = nullptr);
-  void run_group(Run& r, const P2pGroup& g);  // grouped: start and wait for one group of the plan
+  void run_group(Run& r, const P2pGroup& g);  // grouped: start one group of the plan
+  void finish_group(Run& r, int index);        // grouped: wait for a started group
   // The steps of run, one per kind of action. Receives and sends are over pp.
   void post_recv(Run& r, const Action& a);
   void run_forward(Run& r, const Action& a);
@@ -96,7 +99,7 @@ class Pipeline {
   void finish_send(Run& r, int slot);                             // wait for a slot's output send
   void retire(Run& r, int mb, int chunk, int slot);               // the slot's activations are done
   void finish_run(Run& r);                                        // wait for the sends, check the state
-  void note(char kind, int mb, int chunk, double t0, double t1);
+  void note(char kind, int mb, int chunk, double t0, double t1, int group = -1);
   static P2pPlan plan_of(const Schedule& s);  // make_p2p_plan, or the job ends naming the schedule
   float* take_buffer();
   void give_buffer(float* b);

@@ -138,6 +138,9 @@ TEST(P2pPlan, LoneMessagesDeadlockOn1f1b) {
   }
   const P2pCheck c = check_p2p_plan(s, plan);
   EXPECT_TRUE(has_error(c, "grouped messages deadlock")) << c.error << "\n" << describe_p2p_plan(s, plan);
+  // Each rank named with the group its host waits for (an earlier one:
+  // the receive it posted one action ahead).
+  EXPECT_TRUE(has_error(c, "rank 0 before action 5 waits for its group before action 2 [ rg0.0 ]")) << c.error;
 }
 
 // A receive moved behind the action that needs it.

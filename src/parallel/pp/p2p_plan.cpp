@@ -269,12 +269,14 @@ class GroupReplay {
       }
     std::vector<size_t> pc(P, 0);           // per rank: the step (a group before action i, then action i)
     std::vector<bool> in_group(P, true);     // at pc: the group before the action (true) or the action
+    std::vector<size_t> waiting(P);         // per rank: the group it last found not done
     clock_.assign(P, 0.0);
     busy_.assign(P, 0.0);
     // The host waits until group i of rank r is done; false while that time
     // is not known yet (a peer has not started its half).
     auto wait_for = [&](size_t r, size_t i) {
       const double t = done(int(r), i);
+      waiting[r] = i;
       if (t < 0) return false;
       clock_[r] = std::max(clock_[r], t);
       return true;
@@ -319,7 +321,7 @@ class GroupReplay {
       }
       if (all_done) return true;
       if (!progress) {
-        error = deadlock_message(pc);
+        error = deadlock_message(pc, &waiting);
         return false;
       }
     }
@@ -474,14 +476,17 @@ class GroupReplay {
     return all;
   }
 
-  std::string deadlock_message(const std::vector<size_t>& pc) const {
+  // Each unfinished rank where it stands, with the group it waits for
+  // (waiting: the deferred replay's, else the group before the action).
+  std::string deadlock_message(const std::vector<size_t>& pc, const std::vector<size_t>* waiting = nullptr) const {
     std::string blocked;
     for (int r = 0; r < s_.pp; ++r) {
       if (pc[size_t(r)] > s_.ranks[size_t(r)].size()) continue;
-      const P2pGroup& g = plan_.before[size_t(r)][pc[size_t(r)]];
+      const size_t g = waiting ? (*waiting)[size_t(r)] : pc[size_t(r)];
       blocked += ' ';
       blocked += where(r, pc[size_t(r)]);
-      append_group(blocked, g);
+      if (g != pc[size_t(r)]) blocked += " waits for its group before action " + std::to_string(g);
+      append_group(blocked, plan_.before[size_t(r)][g]);
       blocked += ';';
     }
     return "grouped messages deadlock:" + blocked;

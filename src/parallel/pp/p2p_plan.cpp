@@ -183,55 +183,71 @@ class GroupReplay {
   }
 
  private:
-  double cost(const Action& a) const { return compute_cost(a, t_f_, t_b_, t_w_); }
+  // Runs rank r's action at pc (its compute at the replay's cost) and steps on.
+  void run_action(size_t r) {
+    const double dur = compute_cost(s_.ranks[r][pc_[r]], t_f_, t_b_, t_w_);
+    clock_[r] += dur;
+    busy_[r] += dur;
+    ++pc_[r];
+    in_group_[r] = true;
+  }
 
-  // Evaluation: the host starts each group and waits for it there.
-  bool run_blocking(std::string& error) {
+  // Sweeps the ranks, each advanced as far as it can go (advance(r): did it
+  // move?), until all finish (true) or none can move (false, error set;
+  // waiting: the group each host waits for, if the mode knows it).
+  template <class Advance>
+  bool sweep(Advance advance, std::string& error, const std::vector<size_t>* waiting = nullptr) {
     const size_t P = size_t(s_.pp);
-    std::vector<size_t> pc(P, 0);      // per rank: the step (a group before action i, then action i)
-    std::vector<bool> in_group(P, true);  // at pc: the group before the action (true) or the action
-    std::vector<bool> posted(P, false);
-    std::vector<double> post_time(P, 0.0);
+    pc_.assign(P, 0);
+    in_group_.assign(P, true);
     clock_.assign(P, 0.0);
     busy_.assign(P, 0.0);
     for (;;) {
       bool progress = false, all_done = true;
       for (size_t r = 0; r < P; ++r) {
-        const auto& list = s_.ranks[r];
-        while (pc[r] <= list.size()) {
-          if (in_group[r]) {
-            const P2pGroup& g = plan_.before[r][pc[r]];
-            if (!g.empty()) {
-              if (!posted[r]) {
-                posted[r] = true;
-                post_time[r] = clock_[r];
-              }
-              if (!complete(int(r), pc[r], pc, posted, post_time, clock_[r])) break;
-              posted[r] = false;
-            }
-            in_group[r] = false;
-            progress = true;
-            if (pc[r] == list.size()) {
-              ++pc[r];
-              break;
-            }
-            continue;
-          }
-          const double dur = cost(list[pc[r]]);
-          clock_[r] += dur;
-          busy_[r] += dur;
-          ++pc[r];
-          in_group[r] = true;
-          progress = true;
-        }
-        if (pc[r] <= list.size()) all_done = false;
+        if (advance(r)) progress = true;
+        if (pc_[r] <= s_.ranks[r].size()) all_done = false;
       }
       if (all_done) return true;
       if (!progress) {
-        error = deadlock_message(pc);
+        error = deadlock_message(pc_, waiting);
         return false;
       }
     }
+  }
+
+  // Evaluation: the host starts each group and waits for it there.
+  bool run_blocking(std::string& error) {
+    const size_t P = size_t(s_.pp);
+    std::vector<bool> posted(P, false);
+    std::vector<double> post_time(P, 0.0);
+    auto advance = [&](size_t r) {
+      bool moved = false;
+      const size_t n = s_.ranks[r].size();
+      while (pc_[r] <= n) {
+        if (!in_group_[r]) {
+          run_action(r);
+          moved = true;
+          continue;
+        }
+        if (!plan_.before[r][pc_[r]].empty()) {
+          if (!posted[r]) {
+            posted[r] = true;
+            post_time[r] = clock_[r];
+          }
+          if (!complete(int(r), pc_[r], pc_, posted, post_time, clock_[r])) break;
+          posted[r] = false;
+        }
+        in_group_[r] = false;
+        moved = true;
+        if (pc_[r] == n) {
+          ++pc_[r];
+          break;
+        }
+      }
+      return moved;
+    };
+    return sweep(advance, error);
   }
 
   // Training: the host starts each group and goes on; it waits for a group
@@ -267,11 +283,7 @@ class GroupReplay {
         for (const P2pMessage& m : plan_.before[r][i].sends)
           if (!m.grad) send_in[r][{false, m.mb, m.chunk}] = i;
       }
-    std::vector<size_t> pc(P, 0);           // per rank: the step (a group before action i, then action i)
-    std::vector<bool> in_group(P, true);     // at pc: the group before the action (true) or the action
-    std::vector<size_t> waiting(P);         // per rank: the group it last found not done
-    clock_.assign(P, 0.0);
-    busy_.assign(P, 0.0);
+    std::vector<size_t> waiting(P);  // per rank: the group it last found not done
     // The host waits until group i of rank r is done; false while that time
     // is not known yet (a peer has not started its half).
     auto wait_for = [&](size_t r, size_t i) {
@@ -281,50 +293,40 @@ class GroupReplay {
       clock_[r] = std::max(clock_[r], t);
       return true;
     };
-    for (;;) {
-      bool progress = false, all_done = true;
-      for (size_t r = 0; r < P; ++r) {
-        const auto& list = s_.ranks[r];
-        const auto& steps = plan_.before[r];
-        while (pc[r] <= list.size()) {
-          if (in_group[r]) {
-            if (!steps[pc[r]].empty() && posted_[r][pc[r]] < 0) posted_[r][pc[r]] = clock_[r];
-            if (pc[r] == list.size()) {  // the end: every group of the rank done
-              bool all = true;
-              for (size_t i = 0; i < steps.size() && all; ++i)
-                if (!steps[i].empty()) all = wait_for(r, i);
-              if (!all) break;
-              ++pc[r];
-              progress = true;
-              break;
-            }
-            in_group[r] = false;
-            progress = true;
-            continue;
-          }
-          const Action& a = list[pc[r]];
-          P2pMessage need;
-          if (is_compute(a.kind) && needed_by(s_, a, &need) && !wait_for(r, recv_in[r].at({need.grad, need.mb, need.chunk})))
-            break;
-          if (a.kind == ActionKind::backward || a.kind == ActionKind::backward_input) {
-            auto it = send_in[r].find({false, a.mb, a.chunk + 1});
-            if (it != send_in[r].end() && !wait_for(r, it->second)) break;
-          }
-          const double dur = cost(a);
-          clock_[r] += dur;
-          busy_[r] += dur;
-          ++pc[r];
-          in_group[r] = true;
-          progress = true;
-        }
-        if (pc[r] <= list.size()) all_done = false;
+    // Whether rank r's host can go past step pc (its group, then its action).
+    auto can_pass = [&](size_t r) {
+      const auto& list = s_.ranks[r];
+      const auto& steps = plan_.before[r];
+      if (in_group_[r]) {
+        if (!steps[pc_[r]].empty() && posted_[r][pc_[r]] < 0) posted_[r][pc_[r]] = clock_[r];
+        if (pc_[r] < list.size()) return true;
+        for (size_t i = 0; i < steps.size(); ++i)  // the end: every group of the rank done
+          if (!steps[i].empty() && !wait_for(r, i)) return false;
+        return true;
       }
-      if (all_done) return true;
-      if (!progress) {
-        error = deadlock_message(pc, &waiting);
+      const Action& a = list[pc_[r]];
+      P2pMessage need;
+      if (is_compute(a.kind) && needed_by(s_, a, &need) && !wait_for(r, recv_in[r].at({need.grad, need.mb, need.chunk})))
         return false;
+      if (a.kind == ActionKind::backward || a.kind == ActionKind::backward_input) {
+        auto it = send_in[r].find({false, a.mb, a.chunk + 1});
+        if (it != send_in[r].end() && !wait_for(r, it->second)) return false;
       }
-    }
+      return true;
+    };
+    auto advance = [&](size_t r) {
+      bool moved = false;
+      for (; pc_[r] <= s_.ranks[r].size() && can_pass(r); moved = true) {
+        if (!in_group_[r])
+          run_action(r);
+        else if (pc_[r] == s_.ranks[r].size())
+          ++pc_[r];
+        else
+          in_group_[r] = false;
+      }
+      return moved;
+    };
+    return sweep(advance, error, &waiting);
   }
 
   // When group i of rank r starts running: once started by the host and the
@@ -496,7 +498,11 @@ class GroupReplay {
   const P2pPlan& plan_;
   const double t_f_, t_b_, t_w_;
   std::vector<std::vector<std::vector<Half>>> halves_;  // [rank][step][op]
-  std::vector<double> clock_, busy_;                    // per rank
+  // The replay, per rank: its step (the group before action pc, then action
+  // pc), whether it is at the group, its clock and its busy time.
+  std::vector<size_t> pc_;
+  std::vector<bool> in_group_;
+  std::vector<double> clock_, busy_;
   // The deferred replay, [rank][step]: when the host started the group (-1:
   // not yet), when it is done (-1: not known yet), the rank's previous group
   // (the list's size + 1: none), and the groups whose time is being found.

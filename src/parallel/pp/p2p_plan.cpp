@@ -80,37 +80,19 @@ double compute_cost(const Action& a, double t_f, double t_b, double t_w) {
 // The eager timeline (check_schedule's replay: sends buffered, unit costs):
 // when each message is sent, and when each action of each rank starts.
 struct Timeline {
-  std::map<SendKey, double> sent;           // (producer rank, message) -> time
+  std::map<SendKey, double> sent;          // (producer rank, message) -> time
   std::vector<std::vector<double>> start;  // [rank][action]
 };
 
-Timeline eager_timeline(const Schedule& s) {
+Timeline eager_timeline(const Schedule& s, const ScheduleCheck& replay) {
   Timeline tl;
-  const size_t P = size_t(s.pp);
-  tl.start.resize(P);
-  std::vector<size_t> pc(P, 0);
-  std::vector<double> clock(P, 0.0);
-  for (size_t r = 0; r < P; ++r) tl.start[r].assign(s.ranks[r].size(), 0.0);
-  for (bool progress = true; progress;) {
-    progress = false;
-    for (size_t r = 0; r < P; ++r) {
-      const auto& list = s.ranks[r];
-      for (; pc[r] < list.size(); ++pc[r], progress = true) {
-        const Action& a = list[pc[r]];
-        double t = clock[r];
-        P2pMessage need;
-        if (is_compute(a.kind) && needed_by(s, a, &need)) {
-          auto it = tl.sent.find(send_key(p2p_source(s, need), need));
-          if (it == tl.sent.end()) break;
-          t = std::max(t, it->second);
-        }
-        tl.start[r][pc[r]] = t;
-        if (a.kind == ActionKind::send_act || a.kind == ActionKind::send_grad)
-          tl.sent[send_key(int(r), sent_by(a))] = t;
-        clock[r] = t + compute_cost(a, 1.0, 2.0, 1.0);
-      }
+  tl.start = replay.start;
+  for (size_t r = 0; r < size_t(s.pp); ++r)
+    for (size_t i = 0; i < s.ranks[r].size(); ++i) {
+      const Action& a = s.ranks[r][i];
+      if (a.kind == ActionKind::send_act || a.kind == ActionKind::send_grad)
+        tl.sent[send_key(int(r), sent_by(a))] = tl.start[r][i];
     }
-  }
   return tl;
 }
 
@@ -530,10 +512,11 @@ P2pCheck check_p2p_plan(const Schedule& s, const P2pPlan& plan, double t_f, doub
 P2pPlan make_p2p_plan(const Schedule& s) {
   // The eager timeline needs a schedule that runs (else a message it waits
   // for is never sent): the checker's finding, not an index error.
-  if (const ScheduleCheck sc = check_schedule(s); !sc.ok())
+  const ScheduleCheck sc = check_schedule(s);
+  if (!sc.ok())
     throw std::invalid_argument(std::string("parallel.schedule = ") + schedule_name(s.kind) +
                                 ": no grouped message plan for an invalid schedule (" + sc.error + ")");
-  P2pPlan plan = build(s, eager_timeline(s));
+  P2pPlan plan = build(s, eager_timeline(s, sc));
   const P2pCheck c = check_p2p_plan(s, plan);
   if (!c.ok())
     throw std::invalid_argument(std::string("parallel.schedule = ") + schedule_name(s.kind) +

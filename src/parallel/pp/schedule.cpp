@@ -449,6 +449,7 @@ class Replay {
     if (t) *t = it->second;
     return true;
   }
+  double& started(int r) { return res_.start[size_t(r)][pc_[size_t(r)]]; }
   Step fail(int r, const Action& a, const std::string& why) {
     res_.error = action_error(r, a, why);
     return Step::failed;
@@ -462,12 +463,12 @@ class Replay {
       case ActionKind::send_act:
         if (!finished(ActionKind::forward, a.mb, a.chunk, nullptr))
           return fail(r, a, "sends an activation before computing it");
-        done_[{int(a.kind), a.mb, a.chunk}] = done_[{int(ActionKind::forward), a.mb, a.chunk}];
+        done_[{int(a.kind), a.mb, a.chunk}] = started(r) = done_[{int(ActionKind::forward), a.mb, a.chunk}];
         return Step::done;
       case ActionKind::send_grad: {
         const ActionKind bk = splits_backward(s_.kind) ? ActionKind::backward_input : ActionKind::backward;
         if (!finished(bk, a.mb, a.chunk, nullptr)) return fail(r, a, "sends a gradient before computing it");
-        done_[{int(a.kind), a.mb, a.chunk}] = done_[{int(bk), a.mb, a.chunk}];
+        done_[{int(a.kind), a.mb, a.chunk}] = started(r) = done_[{int(bk), a.mb, a.chunk}];
         return Step::done;
       }
       case ActionKind::forward:
@@ -493,6 +494,7 @@ class Replay {
       ready = std::max(ready, t);
     }
     const double dur = f ? t_f_ : a.kind == ActionKind::backward_input ? t_b_ - t_w_ : t_b_;
+    started(r) = ready;
     clock_[size_t(r)] = ready + dur;
     busy_[size_t(r)] += dur;
     done_[{int(a.kind), a.mb, a.chunk}] = clock_[size_t(r)];
@@ -513,6 +515,7 @@ class Replay {
   Step weight(int r, const Action& a) {
     if (!finished(ActionKind::backward_input, a.mb, a.chunk, nullptr))
       return fail(r, a, "W before its B on this rank");
+    started(r) = clock_[size_t(r)];
     clock_[size_t(r)] += t_w_;
     busy_[size_t(r)] += t_w_;
     done_[{int(a.kind), a.mb, a.chunk}] = clock_[size_t(r)];
@@ -544,6 +547,8 @@ class Replay {
 ScheduleCheck check_schedule(const Schedule& s, double t_f, double t_b, double t_w) {
   ScheduleCheck res;
   res.peak_inflight.assign(size_t(s.pp), 0);
+  res.start.resize(s.ranks.size());
+  for (size_t r = 0; r < s.ranks.size(); ++r) res.start[r].assign(s.ranks[r].size(), 0.0);
   res.peak_deferred_w.assign(size_t(s.pp), 0);
   res.sim_bubble.assign(size_t(s.pp), 0.0);
   if (int(s.ranks.size()) != s.pp) {

@@ -129,6 +129,10 @@ struct ScheduleCheck {
   // communication free: per-rank idle / busy over the step's makespan.
   std::vector<double> sim_bubble;
   double sim_makespan = 0;
+  // The same replay's timeline, [rank][action]: when a compute action
+  // starts (after its input arrives); a send, when its output exists; a
+  // receive, 0. Filled for a valid schedule.
+  std::vector<std::vector<double>> start;
   bool ok() const { return error.empty(); }
 };
 

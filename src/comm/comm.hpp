@@ -88,7 +88,9 @@ class Comm {
   // Each op is a send (send set) or a receive (recv set) of n elements with
   // `peer`. Messages between two ranks pair in the order they are posted
   // (one tag for all). The base posts isend / irecv per op; NCCL makes one
-  // group. Optional: see supports(CommOp::group).
+  // group. Several groups may be in flight (training waits for each only
+  // where it needs it); NCCL runs them in the order started, one after
+  // another on the comm's stream. Optional: see supports(CommOp::group).
   struct P2pOp {
     const float* send = nullptr;
     float* recv = nullptr;

@@ -54,7 +54,7 @@ struct P2pMessage {
   bool operator==(const P2pMessage&) const = default;
 };
 
-// One group, started and waited for at once: sends go to the owner of the
+// One group, started at once and done together: sends go to the owner of the
 // message's chunk, receives come from the owner of the chunk that produces it.
 struct P2pGroup {
   std::vector<P2pMessage> sends, recvs;
@@ -62,8 +62,8 @@ struct P2pGroup {
 };
 
 struct P2pPlan {
-  // [pp rank][i]: the group the rank starts, and waits for, before its
-  // action i; i == the list's size: after its last action.
+  // [pp rank][i]: the group the rank starts before its action i; i == the
+  // list's size: after its last action.
   std::vector<std::vector<P2pGroup>> before;
 };
 

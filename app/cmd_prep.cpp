@@ -1,5 +1,6 @@
 // `pentad prep [--tokenizer FILE [--pattern NAME]] --out DIR
-// [--val-fraction F] [--shard-tokens N] [--json-key NAME] FILE...`: rank 0
+// [--val-fraction F] [--shard-tokens N] [--json-key NAME | --prompt-key NAME
+// --completion-key NAME] FILE...`: rank 0
 // turns text and JSON Lines files into token files (io/prep.hpp), byte-level
 // or BPE over a tiktoken rank file (tok/bpe.hpp), printing its progress to
 // stderr every 30 s; a stop signal ends it with nothing written; every rank
@@ -31,7 +32,7 @@ namespace pentad {
 namespace {
 
 struct PrepArgs {
-  std::string out, val_fraction, shard_tokens, tokenizer, pattern, json_key = "text";
+  std::string out, val_fraction, shard_tokens, tokenizer, pattern, json_key = "text", prompt_key, completion_key;
   std::vector<std::string> files;
   bool choices = false;
 };
@@ -79,6 +80,11 @@ int prep(const CLI::App& cmd, const PrepArgs& a, Job job) {
   if (a.out.empty()) throw CliUsageError("prep: --out DIR is required");
   if (!a.pattern.empty() && a.tokenizer.empty()) throw CliUsageError("prep: --pattern needs --tokenizer FILE");
   if (a.json_key.empty()) throw CliUsageError("prep: --json-key must name a field");
+  if (a.prompt_key.empty() != a.completion_key.empty())
+    throw CliUsageError("prep: --prompt-key and --completion-key go together (prompt/completion pairs)");
+  if (!a.prompt_key.empty() && cmd.count("--json-key") > 0)
+    throw CliUsageError("prep: --json-key reads one text field; with --prompt-key and --completion-key it does not apply");
+  if (!a.prompt_key.empty() && a.choices) throw CliUsageError("prep: --choices takes no --prompt-key or --completion-key");
   if (a.choices && a.files.size() != 1) throw CliUsageError("prep: --choices takes one JSON Lines file");
   if (a.choices && (!a.val_fraction.empty() || !a.shard_tokens.empty()))
     throw CliUsageError("prep: --choices writes one eval file: no --val-fraction or --shard-tokens");
@@ -86,6 +92,8 @@ int prep(const CLI::App& cmd, const PrepArgs& a, Job job) {
   options.val_fraction = val_fraction;
   options.shard_tokens = shard_tokens;
   options.json_key = a.json_key;
+  options.prompt_key = a.prompt_key;
+  options.completion_key = a.completion_key;
   // SIGINT, SIGTERM, SIGUSR1 (mpiexec and srun forward them): prep stops at
   // the next batch, leaving --out as it was; exit 130 after SIGINT, else 1.
   install_signal_handlers();
@@ -107,7 +115,8 @@ int prep(const CLI::App& cmd, const PrepArgs& a, Job job) {
         summary = r.summary() + "\nprep: " + std::to_string(r.documents) +
                   (r.documents == 1 ? " document" : " documents") + ", tokenizer " + tok->describe() + ", vocabulary " +
                   std::to_string(tok->vocab_size()) + ", token files version " + std::to_string(r.version) +
-                  (r.version == 1 ? " (uint16)" : " (uint32)");
+                  (r.version == 1 || r.version == 3 ? " (uint16" : " (uint32") +
+                  (r.masked ? ", with the loss mask)" : ")");
       }
     } catch (const PrepStopped& e) {
       // Ctrl-C ends as a stopped training run does: 130 on every rank.
@@ -144,6 +153,10 @@ Command add_prep(CLI::App& pentad, Job job) {
                   "tokens per file: train_000000.bin, ... and val_000000.bin, ... (default: one train.bin, one val.bin)");
   cmd->add_option("--json-key", a->json_key,
                   "the document's field in a JSON Lines file (*.jsonl, *.ndjson: one object per line; default text)");
+  cmd->add_option("--prompt-key", a->prompt_key,
+                  "with --completion-key: JSON Lines of prompt/completion pairs; the loss trains the completions "
+                  "only (token files with a loss mask)");
+  cmd->add_option("--completion-key", a->completion_key, "the completion's field (with --prompt-key)");
   cmd->add_flag("--choices", a->choices,
                "one HellaSwag JSON Lines file (ctx, endings, label) -> DIR/<name>.bin, a multiple-choice eval file "
                "(data.choice_eval)");

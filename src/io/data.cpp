@@ -1,6 +1,6 @@
 // Token files (llm.c format: 256 x int32 header, then uint16 tokens in
-// version 1 or uint32 tokens in version 2): validated on open, written
-// atomically. The batch sampler over them is io/dataset.cpp.
+// version 1 or uint32 tokens in version 2; pentad's versions 3 and 4 add a
+// loss mask after them): validated on open, written atomically. The batch sampler over them is io/dataset.cpp.
 #include "io/data.hpp"
 
 #include <fcntl.h>
@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <stdexcept>
 #include <string_view>
 
 #include "core/error.hpp"
@@ -83,11 +84,13 @@ TokenFile::TokenFile(const std::string& path, int vocab_size, int64_t min_tokens
       data_error(path, "bad magic " + std::to_string(header[0]) + " (expected " +
                            std::to_string(kTokenMagic) + "; is this an llm.c-format token file?)");
     }
-    if (header[1] != kTokenVersion && header[1] != kTokenVersion32) {
-      data_error(path, "unsupported version " + std::to_string(header[1]) +
-                           " (expected 1, uint16 tokens, or 2, uint32 tokens)");
+    const int version = header[1];
+    if (version < kTokenVersion || version > kTokenVersion32Masked) {
+      data_error(path, "unsupported version " + std::to_string(version) +
+                           " (expected 1, uint16 tokens, or 2, uint32 tokens; 3 or 4, the same with a loss mask)");
     }
-    wide_ = header[1] == kTokenVersion32;
+    wide_ = version == kTokenVersion32 || version == kTokenVersion32Masked;
+    const bool masked = version_has_mask(version);
     const size_t width = wide_ ? sizeof(uint32_t) : sizeof(uint16_t);
     const int64_t count = header[2];
     if (count < 0) data_error(path, "bad token count " + std::to_string(count) + " in the header");
@@ -96,17 +99,19 @@ TokenFile::TokenFile(const std::string& path, int vocab_size, int64_t min_tokens
       data_error(path, "truncated: header says " + std::to_string(count) +
                            " tokens but the file holds " + std::to_string(held));
     }
-    const size_t expected_bytes = kHeaderBytes + size_t(count) * width;
+    const size_t mask_bytes = masked ? (size_t(count) + 7) / 8 : 0;
+    const size_t expected_bytes = kHeaderBytes + size_t(count) * width + mask_bytes;
     if (file_bytes != expected_bytes) {
       data_error(path, "size mismatch: header says " + std::to_string(count) + " tokens (" +
-                           std::to_string(expected_bytes) + " bytes) but the file is " +
-                           std::to_string(file_bytes) + " bytes");
+                           std::to_string(expected_bytes) + " bytes" + (masked ? " with the loss mask" : "") +
+                           ") but the file is " + std::to_string(file_bytes) + " bytes");
     }
     if (count < min_tokens) {
       data_error(path, "holds " + std::to_string(count) + " tokens, needs at least " +
                            std::to_string(min_tokens) + " (model.seq_len + 1)");
     }
     tokens_ = static_cast<const char*>(map_) + kHeaderBytes;
+    if (masked) mask_ = static_cast<const unsigned char*>(map_) + kHeaderBytes + size_t(count) * width;
     n_tokens_ = count;
     if (scan == TokenScan::all) check_tokens(vocab_size, 0, n_tokens_);
   } catch (...) {
@@ -130,13 +135,20 @@ TokenFile::~TokenFile() {
   if (map_ != nullptr) ::munmap(map_, map_bytes_);
 }
 
-void write_token_file(const std::string& path, int version, int64_t n, int64_t piece,
-                      const std::function<void(int64_t begin, int64_t count, void* dst)>& read) {
+int masked_version(int version) { return version == kTokenVersion32 ? kTokenVersion32Masked : kTokenVersionMasked; }
+bool version_has_mask(int version) { return version == kTokenVersionMasked || version == kTokenVersion32Masked; }
+
+void write_token_file(const std::string& path, int version, int64_t n, int64_t piece, const TokenReader& read,
+                      const MaskReader& read_mask) {
   if (n > int64_t(INT32_MAX)) {
     data_error(path, std::to_string(n) + " tokens do not fit the int32 count of the llm.c header "
                            "(pentad prep --shard-tokens N writes files of N tokens)");
   }
-  const size_t width = version == kTokenVersion32 ? sizeof(uint32_t) : sizeof(uint16_t);
+  if (version_has_mask(version) != bool(read_mask))
+    throw std::logic_error("write_token_file: version " + std::to_string(version) +
+                           (read_mask ? " has no loss mask" : " needs its loss mask"));
+  const size_t width = version == kTokenVersion32 || version == kTokenVersion32Masked ? sizeof(uint32_t)
+                                                                                      : sizeof(uint16_t);
   // A failure removes the half-written tmp file (AtomicFile's destructor).
   AtomicFile f(path);
   const auto fail = [&](const FsError& e) {
@@ -153,12 +165,24 @@ void write_token_file(const std::string& path, int version, int64_t n, int64_t p
   header[1] = version;
   header[2] = int32_t(n);
   if (FsStatus e = f.write(header, sizeof header)) fail(*e);
-  piece = std::max<int64_t>(1, std::min(piece, n));
+  // A multiple of 8 tokens, so that each piece of the mask is whole bytes.
+  piece = std::max<int64_t>(8, (std::min(piece, n) + 7) / 8 * 8);
   std::vector<unsigned char> buf(size_t(piece) * width);
   for (int64_t at = 0; at < n; at += piece) {
     const int64_t count = std::min(piece, n - at);
     read(at, count, buf.data());
     if (FsStatus e = f.write(buf.data(), size_t(count) * width)) fail(*e);
+  }
+  if (read_mask) {
+    std::vector<unsigned char> bytes(static_cast<size_t>(piece)), bits(static_cast<size_t>(piece) / 8);
+    for (int64_t at = 0; at < n; at += piece) {
+      const int64_t count = std::min(piece, n - at);
+      read_mask(at, count, bytes.data());
+      std::fill(bits.begin(), bits.end(), 0);
+      for (int64_t i = 0; i < count; ++i)
+        if (bytes[size_t(i)] != 0) bits[size_t(i) >> 3] |= (unsigned char)(1u << (i & 7));
+      if (FsStatus e = f.write(bits.data(), size_t(count + 7) / 8)) fail(*e);
+    }
   }
   // After the rename only the directory fsync can fail: that loses nothing
   // already written, so it is not an error here.

@@ -55,7 +55,7 @@ std::pair<size_t, int64_t> locate(const std::vector<int64_t>& ends, int64_t x) {
 void read_at(const TokenFile& file, int64_t o, int T, int32_t* in, int32_t* tgt) {
   for (int t = 0; t < T; ++t) {
     in[t] = int32_t(file[o + t]);
-    tgt[t] = int32_t(file[o + t + 1]);
+    tgt[t] = file.trained(o + t + 1) ? int32_t(file[o + t + 1]) : -1;  // -1: adds nothing to the loss
   }
 }
 
@@ -105,6 +105,21 @@ void TokenShards::read_start(int64_t s, int32_t* inputs, int32_t* targets) const
 void TokenShards::read_window(int64_t w, int32_t* inputs, int32_t* targets) const {
   const auto [f, o] = locate(window_end_, w);
   read_at(*files_[f], o * T_, T_, inputs, targets);
+}
+
+bool TokenShards::has_loss_mask() const {
+  return std::any_of(files_.begin(), files_.end(), [](const TokenFile* f) { return f->has_loss_mask(); });
+}
+
+int64_t TokenShards::trained_targets(int64_t n) const {
+  if (!has_loss_mask()) return n * T_;
+  int64_t count = 0;
+  for (int64_t w = 0; w < n; ++w) {
+    const auto [f, o] = locate(window_end_, w);
+    const TokenFile& file = *files_[f];
+    for (int64_t t = 1; t <= T_; ++t) count += file.trained(o * T_ + t) ? 1 : 0;
+  }
+  return count;
 }
 
 // ---- TokenDataset ----

@@ -44,6 +44,10 @@ class TokenShards {
   void read_start(int64_t s, int32_t* inputs, int32_t* targets) const;
   // T inputs and T targets of window w in [0, window_count()).
   void read_window(int64_t w, int32_t* inputs, int32_t* targets) const;
+  // Does any file carry a loss mask (token file versions 3 and 4)?
+  bool has_loss_mask() const;
+  // The trained targets of windows [0, n): n * T without a loss mask.
+  int64_t trained_targets(int64_t n) const;
 
  private:
   std::vector<const TokenFile*> files_;
@@ -79,6 +83,7 @@ class TokenDataset {
   const TokenShards& all() const { return all_; }
   const TokenFile& first_file() const { return *files_.front(); }
   size_t n_files() const { return files_.size(); }
+  bool has_loss_mask() const { return all_.has_loss_mask(); }
 
  private:
   std::vector<std::unique_ptr<TokenFile>> files_;

@@ -50,6 +50,7 @@ bool is_json_lines(const std::string& path) {
 struct Piece {
   std::string text;
   bool starts_doc = false;
+  bool completion = false;  // prompt/completion pairs: the trained part
   size_t input = 0;   // index of its input file
   int64_t line = 0;   // its line in a JSON Lines file; 0 in a plain file
 };
@@ -160,11 +161,18 @@ class InputReader {
  public:
   InputReader(std::string path, size_t index, const PrepOptions& o, const Tokenizer& tok)
       : path_(std::move(path)), src_(path_), index_(index), json_(is_json_lines(path_)), key_(o.json_key),
+        prompt_key_(o.prompt_key), completion_key_(o.completion_key),
         piece_bytes_(std::max<size_t>(1, o.piece_bytes)), tok_(tok) {}
 
-  // The next piece into p; false at the end of the file.
+  // The next piece into p; false at the end of the file. A prompt/completion
+  // line is two pieces: the prompt (starting the document), the completion.
   bool next(Piece& p) {
     p.input = index_;
+    if (has_pending_) {
+      p = std::move(pending_);
+      has_pending_ = false;
+      return true;
+    }
     return json_ ? next_json(p) : next_text(p);
   }
   // Bytes of the file read so far (of the compressed file for .gz).
@@ -255,23 +263,39 @@ class InputReader {
         throw InputError(where(path_, line_) + ": not valid JSON at byte " + std::to_string(e.byte) + " (" + why + ")");
       }
       if (!j.is_object()) throw InputError(where(path_, line_) + ": not a JSON object (" + j.type_name() + ")");
-      const auto it = j.find(key_);
-      if (it == j.end()) throw InputError(where(path_, line_) + ": no field \"" + key_ + "\"");
-      if (!it->is_string())
-        throw InputError(where(path_, line_) + ": field \"" + key_ + "\" is a " + it->type_name() + ", not a string");
-      p.text = std::move(it->get_ref<std::string&>());
       p.starts_doc = true;
       p.line = line_;
+      if (prompt_key_.empty()) {
+        p.text = field(j, key_);
+        return true;
+      }
+      p.text = field(j, prompt_key_);
+      pending_.text = field(j, completion_key_);
+      pending_.input = p.input;
+      pending_.line = line_;
+      pending_.completion = true;
+      has_pending_ = true;
       return true;
     }
     return false;
+  }
+
+  // The string field `key` of a line's object, or an InputError naming it.
+  std::string field(nlohmann::json& j, const std::string& key) const {
+    const auto it = j.find(key);
+    if (it == j.end()) throw InputError(where(path_, line_) + ": no field \"" + key + "\"");
+    if (!it->is_string())
+      throw InputError(where(path_, line_) + ": field \"" + key + "\" is a " + it->type_name() + ", not a string");
+    return std::move(it->get_ref<std::string&>());
   }
 
   std::string path_;
   ByteSource src_;
   size_t index_;
   bool json_;
-  std::string key_;
+  std::string key_, prompt_key_, completion_key_;
+  Piece pending_;  // a line's completion, after its prompt
+  bool has_pending_ = false;
   size_t piece_bytes_;
   const Tokenizer& tok_;  // where a piece may end (safe_cut)
   std::string buf_;
@@ -304,22 +328,31 @@ class StagingDir {
   std::string path_;
 };
 
-// Every token of the corpus in order, in the token files' width, on disk.
+// Every token of the corpus in order, in the token files' width, on disk;
+// with a loss mask also one byte per token (1: a trained target) in a
+// second file.
 class TokenStage {
  public:
-  TokenStage(std::string path, int version, int64_t vocab_size)
+  TokenStage(std::string path, int version, int64_t vocab_size, bool masked)
       : path_(std::move(path)), width_(version == kTokenVersion32 ? 4 : 2), vocab_(vocab_size) {
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd_ < 0) fail("create", errno);
+    if (!masked) return;
+    mask_fd_ = ::open((path_ + ".mask").c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (mask_fd_ < 0) fail("create", errno);
   }
   ~TokenStage() {
     if (fd_ >= 0) ::close(fd_);
+    if (mask_fd_ >= 0) ::close(mask_fd_);
   }
+  bool masked() const { return mask_fd_ >= 0; }
+  int64_t trained() const { return trained_; }
   TokenStage(const TokenStage&) = delete;
   TokenStage& operator=(const TokenStage&) = delete;
 
-  void push(uint32_t id) { append(&id, 1); }
-  void append(const uint32_t* ids, size_t n) {
+  void push(uint32_t id, bool trained = true) { append(&id, 1, trained); }
+  // `trained` says whether the ids are trained targets (with a loss mask).
+  void append(const uint32_t* ids, size_t n, bool trained = true) {
     buf_.resize(n * width_);
     for (size_t i = 0; i < n; ++i) {
       if (int64_t(ids[i]) >= vocab_)
@@ -332,28 +365,40 @@ class TokenStage {
         std::memcpy(buf_.data() + 4 * i, &ids[i], 4);
       }
     }
-    for (size_t done = 0; done < buf_.size();) {
-      const ssize_t w = ::write(fd_, buf_.data() + done, buf_.size() - done);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0) fail("write", errno);
-      done += size_t(w);
+    write_all(fd_, buf_);
+    if (masked()) {
+      buf_.assign(n, trained ? 1 : 0);
+      write_all(mask_fd_, buf_);
+      trained_ += trained ? int64_t(n) : 0;
     }
     n_ += int64_t(n);
   }
   int64_t size() const { return n_; }
   // Tokens [begin, begin + count) into dst, in the files' width.
-  void read(int64_t begin, int64_t count, void* dst) const {
+  void read(int64_t begin, int64_t count, void* dst) const { read_all(fd_, begin, count, width_, dst); }
+  // Their mask bytes (masked() only).
+  void read_mask(int64_t begin, int64_t count, unsigned char* dst) const { read_all(mask_fd_, begin, count, 1, dst); }
+
+ private:
+  void write_all(int fd, const std::vector<unsigned char>& b) const {
+    for (size_t done = 0; done < b.size();) {
+      const ssize_t w = ::write(fd, b.data() + done, b.size() - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) fail("write", errno);
+      done += size_t(w);
+    }
+  }
+  void read_all(int fd, int64_t begin, int64_t count, size_t width, void* dst) const {
     auto* out = static_cast<unsigned char*>(dst);
-    const size_t total = size_t(count) * width_;
+    const size_t total = size_t(count) * width;
     for (size_t done = 0; done < total;) {
-      const ssize_t r = ::pread(fd_, out + done, total - done, off_t(size_t(begin) * width_ + done));
+      const ssize_t r = ::pread(fd, out + done, total - done, off_t(size_t(begin) * width + done));
       if (r < 0 && errno == EINTR) continue;
       if (r <= 0) fail("read", r < 0 ? errno : EIO);
       done += size_t(r);
     }
   }
 
- private:
   [[noreturn]] void fail(const char* step, int err) const {
     throw InputError("prep: " + std::string(step) + " of the staging file '" + path_ + "' failed: " +
                      strerror_text(err));
@@ -361,8 +406,8 @@ class TokenStage {
   std::string path_;
   size_t width_;
   int64_t vocab_;
-  int fd_ = -1;
-  int64_t n_ = 0;
+  int fd_ = -1, mask_fd_ = -1;
+  int64_t n_ = 0, trained_ = 0;
   std::vector<unsigned char> buf_;
 };
 
@@ -452,6 +497,8 @@ class Encoder {
       done_bytes_ += reader.bytes_read();
     }
     flush(done_bytes_);
+    // The last completion's end, where the next document's separator would have been it.
+    if (after_completion_ && tok_.eot() >= 0 && tok_.eot() == tok_.doc_separator()) stage_.push(uint32_t(tok_.eot()), true);
   }
 
  private:
@@ -469,8 +516,13 @@ class Encoder {
     }
     const int64_t separator = tok_.doc_separator();
     for (size_t k = 0; k < batch_.size(); ++k) {
-      if (batch_[k].starts_doc && separator >= 0) stage_.push(uint32_t(separator));
-      stage_.append(ids[k].data(), ids[k].size());
+      const Piece& p = batch_[k];
+      // With a loss mask: a separator that is the end-of-text token ends the
+      // completion before it (trained); any other separator is not trained.
+      if (p.starts_doc && separator >= 0) stage_.push(uint32_t(separator), after_completion_ && separator == tok_.eot());
+      stage_.append(ids[k].data(), ids[k].size(), !stage_.masked() || p.completion);
+      after_completion_ = p.completion;
+      if (p.completion && tok_.eot() >= 0 && tok_.eot() != separator) stage_.push(uint32_t(tok_.eot()), true);
     }
     batch_.clear();
     batch_text_ = 0;
@@ -500,6 +552,7 @@ class Encoder {
   size_t batch_bytes_ = 0;
   std::vector<Piece> batch_;
   size_t batch_text_ = 0;
+  bool after_completion_ = false;  // the last piece staged was a completion
   int64_t total_bytes_ = 0, done_bytes_ = 0;
   std::chrono::steady_clock::time_point start_, last_progress_;
 };
@@ -514,6 +567,12 @@ void check_options(const std::vector<std::string>& inputs, const PrepOptions& o)
     throw InputError("prep: val_fraction " + std::string(buf) + " is out of range [0, 1)");
   }
   if (o.json_key.empty()) throw InputError("prep: the JSON field name is empty");
+  if (o.prompt_key.empty() != o.completion_key.empty())
+    throw InputError(std::string("prep: ") + (o.prompt_key.empty() ? "a completion field" : "a prompt field") +
+                     " without " + (o.prompt_key.empty() ? "a prompt field" : "a completion field") +
+                     ": prompt/completion pairs need both (--prompt-key and --completion-key)");
+  if (!o.prompt_key.empty() && o.prompt_key == o.completion_key)
+    throw InputError("prep: the prompt and completion fields are both \"" + o.prompt_key + "\"");
   // Every input is checked before anything is read or written.
   for (const std::string& in : inputs) {
     std::error_code ec;
@@ -521,6 +580,9 @@ void check_options(const std::vector<std::string>& inputs, const PrepOptions& o)
     std::FILE* f = std::fopen(in.c_str(), "rb");
     if (f == nullptr) throw InputError("prep input '" + in + "': cannot open: " + strerror_text(errno));
     std::fclose(f);
+    if (!o.prompt_key.empty() && !is_json_lines(in))
+      throw InputError("prep input '" + in + "': prompt/completion pairs are read from JSON Lines files only "
+                       "(a name ending in .jsonl or .ndjson, optionally .gz or .zst)");
   }
 }
 
@@ -532,7 +594,8 @@ std::string PrepResult::summary() const {
            (sharded ? " in " + std::to_string(files) + (files == 1 ? " file" : " files") : "") + ")";
   };
   return "prep: " + std::to_string(n_files) + (n_files == 1 ? " file, " : " files, ") + std::to_string(bytes) +
-         " bytes -> " + part(train_path, train_tokens, train_files) + ", " + part(val_path, val_tokens, val_files);
+         " bytes -> " + part(train_path, train_tokens, train_files) + ", " + part(val_path, val_tokens, val_files) +
+         (masked ? "; loss mask: " + std::to_string(trained_tokens) + " trained tokens (completions)" : "");
 }
 
 PrepResult prep_corpus(const std::vector<std::string>& inputs, const std::string& out_dir,
@@ -550,8 +613,13 @@ PrepResult prep_corpus(const std::vector<std::string>& inputs, const std::string
     r.n_files = int(inputs.size());
     const StagingDir staging(out_dir);
     r.version = token_file_version(out_dir, tokenizer.vocab_size());
-    TokenStage stage(staging.file("tokens"), r.version, tokenizer.vocab_size());
+    r.masked = !o.prompt_key.empty();
+    TokenStage stage(staging.file("tokens"), r.version, tokenizer.vocab_size(), r.masked);
     Encoder(inputs, tokenizer, o, stage, r).run();
+    if (r.masked) {
+      r.version = masked_version(r.version);
+      r.trained_tokens = stage.trained();
+    }
     if (r.bytes == 0)
       throw InputError("prep: the corpus is empty (" + std::to_string(inputs.size()) + " input files, 0 bytes)");
 
@@ -579,8 +647,11 @@ PrepResult prep_corpus(const std::vector<std::string>& inputs, const std::string
     all.insert(all.end(), val.begin(), val.end());
     for (const OutFile& f : all) {
       stop_if_asked(o);
+      MaskReader mask;
+      if (r.masked)
+        mask = [&](int64_t begin, int64_t count, unsigned char* dst) { stage.read_mask(f.begin + begin, count, dst); };
       write_token_file(staging.file(f.name), r.version, f.end - f.begin, int64_t(1) << 22,
-                       [&](int64_t begin, int64_t count, void* dst) { stage.read(f.begin + begin, count, dst); });
+                       [&](int64_t begin, int64_t count, void* dst) { stage.read(f.begin + begin, count, dst); }, mask);
     }
     stop_if_asked(o);
     // Every file is complete: move them into place.

@@ -2,7 +2,8 @@
 //
 // Inputs: a plain file is one document; a JSON Lines file (name ending in
 // .jsonl or .ndjson) holds one document per line, the string field
-// `json_key` ("text") of the line's object (blank lines are skipped). A
+// `json_key` ("text") of the line's object (blank lines are skipped), or a
+// prompt and a completion (PrepOptions::prompt_key, below). A
 // name ending in .gz is gunzipped as it is read, one ending in .zst
 // decompressed from zstd (a.jsonl.gz and a.jsonl.zst are JSON Lines). When
 // the tokenizer has a document separator (<|endoftext|> for GPT-2 and
@@ -47,6 +48,16 @@ struct PrepOptions {
   double val_fraction = 0.1;
   int64_t shard_tokens = 0;          // 0: one train.bin and one val.bin
   std::string json_key = "text";     // the document's field in a JSON Lines file
+  // Prompt/completion pairs (supervised fine-tuning), both set or neither:
+  // each JSON Lines line's two string fields are one document, the prompt
+  // then the completion, encoded apart (the completion as a continuation),
+  // and only the completion's tokens, with the end-of-text token after it,
+  // are trained targets: the token files carry a loss mask (versions 3 and
+  // 4, data.hpp). Where the end-of-text token is also the document
+  // separator (GPT-2, cl100k) the next document's separator is that end,
+  // and one more closes the corpus; a tokenizer without one (bytes) marks
+  // no end. Every input must then be JSON Lines.
+  std::string prompt_key, completion_key;
   size_t batch_bytes = 0;            // text encoded at once; 0: max(32 MiB, 4 MiB x OpenMP threads)
   size_t piece_bytes = size_t(1) << 20;  // a plain file is read in pieces of about this size
   // Called with a progress line ("prep: 1.2 GB of 4.0 GB read (30.0%), ...")
@@ -74,6 +85,8 @@ struct PrepResult {
   int64_t train_files = 1, val_files = 1;
   bool sharded = false;
   int version = 1;                   // of the token files written
+  bool masked = false;               // prompt/completion pairs: a loss mask
+  int64_t trained_tokens = 0;        // with masked: the tokens whose bit is set (train and val)
   // "prep: 3 files, 3111 bytes -> DIR/train.bin (2800 tokens), DIR/val.bin (311 tokens)"
   std::string summary() const;
 };

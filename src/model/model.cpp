@@ -818,7 +818,7 @@ void Model::chunk_backward_embedding(Slot& S) {
 double Model::backward_chunk(int s, float loss_scale, float* logits_out) {
   Slot& S = slot(s);
   cur_slot_ = s;
-  cur_loss_scale_ = loss_scale;
+  cur_loss_scale_ = routing_loss_scale_ > 0 ? routing_loss_scale_ : loss_scale;
   const int g = S.chunk;
   const double loss = chunk_backward_head(S, loss_scale, logits_out);
   for (int l = chunk_end_block(g) - 1; l >= chunk_first_block(g); --l) {
@@ -834,7 +834,7 @@ double Model::backward_chunk(int s, float loss_scale, float* logits_out) {
 double Model::backward_input_chunk(int s, float loss_scale, float* logits_out) {
   Slot& S = slot(s);
   cur_slot_ = s;
-  cur_loss_scale_ = loss_scale;
+  cur_loss_scale_ = routing_loss_scale_ > 0 ? routing_loss_scale_ : loss_scale;
   const int g = S.chunk;
   alloc_wstash(S);
   const double loss = chunk_backward_head(S, loss_scale, logits_out);

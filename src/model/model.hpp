@@ -156,7 +156,14 @@ class Model {
   void forward_chunk(int slot, const int32_t* inputs, const int32_t* targets, bool train);
   // Backward of one chunk; the last chunk first runs the head (its forward
   // and backward together) and returns the micro-batch's loss sum, others 0.
+  // loss_scale weighs one trained target's loss (and, unless
+  // set_routing_loss_scale says otherwise, one token in the MoE's routing
+  // losses).
   double backward_chunk(int slot, float loss_scale, float* logits_out);
+  // One token's weight in the MoE's load-balancing and z losses, which
+  // every token routed adds to, trained target or not (a loss mask makes
+  // the two scales differ); 0: loss_scale's.
+  void set_routing_loss_scale(float s) { routing_loss_scale_ = s; }
   // backward_chunk in two halves (zero-bubble schedules): B computes the
   // chunk's input gradient (boundary_grad), the head, the norms' and the MoE
   // layers' gradients, and keeps in the slot what W needs (the output
@@ -241,7 +248,8 @@ class Model {
   std::vector<std::vector<MoeCtxPtr>> moe_ctx_;  // [slot][block]
   MoeStats moe_stats_;
   int cur_slot_ = 0;
-  float cur_loss_scale_ = 0;
+  float cur_loss_scale_ = 0;      // the MoE's routing losses' (backward_chunk)
+  float routing_loss_scale_ = 0;  // set_routing_loss_scale
   // H_, Hkv_, F_, V_ are this tp rank's counts (heads, d_ff, vocab slice: padded rows included).
   int B_, T_, C_, H_, Hkv_, D_, F_, V_, L_;
   bool gpt2_;

@@ -104,6 +104,7 @@ std::vector<std::pair<std::string, double>> metrics_row(const StepRecord& r) {
       {"param_elems", r.param_elems}, {"shard_elems", r.shard_elems}};
   for (int c = 0; c < int(Mem::count); ++c)
     row.emplace_back(std::string("peak_mem_") + mem_name(Mem(c)), double(ms.peak_bytes[size_t(c)]));
+  if (r.trained_targets >= 0) row.emplace_back("trained_targets", r.trained_targets);
   append_stage_fields(r, row);
   if (r.moe) append_moe_fields(r, row);
   append_eval_fields(r, row);

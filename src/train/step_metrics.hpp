@@ -34,6 +34,7 @@ constexpr int kStageStats = 6;
 struct StepRecord {
   int step = 0, steps = 0;  // this step, of `steps`
   double loss = 0, lr = 0, grad_norm = 0, step_s = 0;
+  double trained_targets = -1;  // with a loss mask in data.train: the global batch's trained targets; -1 none
   double tokens_per_s = 0, tflops = 0, mfu = 0;
   const MemStats* mem = nullptr;  // the root's backend
   GroupTraffic dp_cp, tp, pp, cp, ep, expert_dp;

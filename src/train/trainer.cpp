@@ -222,12 +222,23 @@ void Trainer::plan_validation() {
     choice_->mb = micro_batches(choice_->rows.n_rows);
   }
   if (!val_data_) return;
+  // A loss mask that leaves a validation set no trained target: the same
+  // refusal on every rank (every rank reads the same windows).
+  const auto trained = [this](const TokenShards& data, int64_t n, const std::string& what) {
+    const int64_t t = data.trained_targets(n);
+    if (t == 0)
+      throw InputError(what + ": the loss mask trains no target in the " + std::to_string(n) +
+                       " windows evaluated, so there is no loss to report");
+    return double(t);
+  };
   n_val_ = std::min(val_window_count(val_data_->all()), int64_t(tc_.eval_batches) * B_global_);
+  val_trained_ = trained(val_data_->all(), n_val_, "data.val '" + cfg_.data.val + "'");
   eval_mb_ = micro_batches(n_val_);
   if (val_data_->sources().size() < 2) return;
   for (const TokenDataset::Source& s : val_data_->sources()) {
     ValSource v;
     v.n = std::min(val_window_count(s.shards), int64_t(tc_.eval_batches) * B_global_);  // >= 1: every file has T + 1 tokens
+    v.trained = trained(s.shards, v.n, "data.val entry '" + s.spec + "'");
     v.mb = micro_batches(v.n);
     val_sources_.push_back(std::move(v));
   }
@@ -251,6 +262,7 @@ void Trainer::build_model(const CommFactory& make_comm) {
   mpar.expert_tp = cfg_.parallel.expert_tp;
   mpar.chunk_blocks = partition_blocks(mc_.n_layers, n_pp_ * n_virtual_, cfg_.parallel.stage_layers);
   model_ = std::make_unique<Model>(mc_, tc_.recompute, b_, be_, mpar);
+  model_->set_routing_loss_scale(float(1.0 / tokens_global_));  // every token routed, trained or not
   dpar_ = std::make_unique<DataParallel>(model_->params(), be_, *dp_cp_, tc_, cfg_.parallel.zero,
                                          cfg_.parallel.bucket_mb);
   dpar_->init(tc_.seed);
@@ -519,12 +531,15 @@ Trainer::StepResult Trainer::step(int step) {
   if (want_logits) logits_.assign(size_t(A_) * b_ * Tl_ * mc_.vocab_size, 0.0f);
   pipe_->set_tracing(step - start_step_ < trace_steps_, step);
 
-  // Forward and backward of every micro-batch, in the pipeline schedule's order.
-  const double loss_sum = pipe_->train_step(in_.data(), tg_.data(), float(1.0 / tokens_global_),
+  // Forward and backward of every micro-batch, in the pipeline schedule's
+  // order; the loss is the mean over the trained targets (a step whose
+  // batch the loss mask leaves none computes no gradient but the MoE's).
+  r.trained = trained_targets();
+  const double loss_sum = pipe_->train_step(in_.data(), tg_.data(), r.trained > 0 ? float(1.0 / r.trained) : 0.0f,
                                             want_logits && topo_.holds_head() ? logits_.data() : nullptr);
   tied_->sum_grads();       // the tied embedding's two copies: one gradient
   dpar_->finish_backward(); // the dp reduction, launched bucket by bucket during the last backward
-  r.loss = global_loss(loss_sum);
+  r.loss = global_loss(loss_sum, r.trained);
   r.grad_norm = dpar_->grad_norm(tp_.get(), pp_.get(), ep_.get());
   if (moe_) r.moe = moe_step(model_->moe_stats(), mc_, *dp_cp_, *pp_, double(B_global_), tokens_global_);
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) throw_non_finite(step, r, loss_sum);
@@ -563,12 +578,22 @@ void Trainer::load_batch(int step) {
   cp_slice(cp_split_, topo_.me.cp, seq_tg_.data(), A_, b_, tg_.data());
 }
 
-// The mean loss over the global batch's tokens from this rank's sum (non-zero
-// on the last stage). Collective over dp x cp and pp.
-double Trainer::global_loss(double loss_sum) {
+// The mean loss over the global batch's trained targets from this rank's
+// sum (non-zero on the last stage); 0 when there are none. Collective over
+// dp x cp and pp.
+double Trainer::global_loss(double loss_sum, double trained) {
   dp_cp_->allreduce_sum_host(&loss_sum, 1);
   pp_->allreduce_sum_host(&loss_sum, 1);
-  return loss_sum / tokens_global_;
+  return trained > 0 ? loss_sum / trained : 0.0;
+}
+
+// This cp rank's tokens of this dp rank's sequences (tg_) hold a part of the
+// global batch that no other rank of dp x cp holds; an exact count in a double.
+double Trainer::trained_targets() {
+  if (!train_data_->has_loss_mask()) return tokens_global_;
+  double mine = double(std::count_if(tg_.begin(), tg_.end(), [](int32_t t) { return t >= 0; }));
+  dp_cp_->allreduce_sum_host(&mine, 1);
+  return mine;
 }
 
 // The step's batch (and the step-1 logits and gradients) into the debug
@@ -595,14 +620,14 @@ void Trainer::gather_stage_stats() {
   host::gather(topo_.pp, mine, kStageStats, stage_stats_.data(), 0);
 }
 
-// The validation loss: the mean over the tokens of the n_val_ windows
+// The validation loss: the mean over the trained targets of the n_val_ windows
 // (padding targets add nothing), through the forward-only schedule.
 // Collective over the job.
 double Trainer::evaluate() {
   last_val_sources_.clear();
   for (const ValSource& v : val_sources_)
-    last_val_sources_.push_back(evaluate_set(v.in, v.tg, v.n, v.forward_only.get()));
-  return evaluate_set(val_in_, val_tg_, n_val_, nullptr);
+    last_val_sources_.push_back(evaluate_set(v.in, v.tg, v.trained, v.forward_only.get()));
+  return evaluate_set(val_in_, val_tg_, val_trained_, nullptr);
 }
 
 // Each row's loss sum: dp rank d's rows sit at [d*M*b, (d+1)*M*b) of the
@@ -622,13 +647,13 @@ ChoiceScore Trainer::evaluate_choices() {
   return score;
 }
 
-double Trainer::evaluate_set(const std::vector<int32_t>& in, const std::vector<int32_t>& tg, int64_t n,
+double Trainer::evaluate_set(const std::vector<int32_t>& in, const std::vector<int32_t>& tg, double trained,
                              const Schedule* forward_only) {
   double sum = forward_only ? pipe_->eval(in.data(), tg.data(), *forward_only)
                             : pipe_->eval(in.data(), tg.data());  // the last stage's
   dp_cp_->allreduce_sum_host(&sum, 1);
   pp_->allreduce_sum_host(&sum, 1);
-  return sum / (double(n) * T_);
+  return sum / trained;
 }
 
 // The console line (every log.every steps, the first and the last) and the
@@ -640,6 +665,7 @@ void Trainer::log_step(int step, const StepResult& r, bool eval_now, const doubl
   rec.loss = r.loss;
   rec.lr = r.lr;
   rec.grad_norm = r.grad_norm;
+  if (train_data_->has_loss_mask()) rec.trained_targets = r.trained;
   rec.step_s = r.step_s;
   rec.tokens_per_s = tokens_global_ / r.step_s;
   rec.tflops = rec.tokens_per_s * fpt_ / 1e12;

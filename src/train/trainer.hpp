@@ -54,6 +54,7 @@ class Trainer {
   struct StepResult {
     float lr = 0;
     double loss = 0, grad_norm = 0, step_s = 0;
+    double trained = 0;  // the global batch's trained targets (all of them without a loss mask)
     MoeStep moe;  // zeros without MoE
   };
 
@@ -74,7 +75,11 @@ class Trainer {
   StepResult step(int step);
   [[noreturn]] void throw_non_finite(int step, const StepResult& r, double local_loss_sum);
   void load_batch(int step);
-  double global_loss(double loss_sum);
+  double global_loss(double loss_sum, double trained);
+  // The trained targets of the step's global batch: every token, or with a
+  // loss mask in data.train those whose bit is set. Collective over dp x cp
+  // with a loss mask.
+  double trained_targets();
   void dump_step(int step, const StepResult& r);
   void gather_stage_stats();
   double evaluate();
@@ -82,8 +87,9 @@ class Trainer {
   ChoiceScore evaluate_choices();
   void evaluate_loaded();  // no step run: one evaluation of the weights loaded
   // One evaluation of the windows in (M, b, T/cp) in and tg: the mean loss
-  // over the n valid windows' tokens. Collective over the job.
-  double evaluate_set(const std::vector<int32_t>& in, const std::vector<int32_t>& tg, int64_t n,
+  // over the valid windows' trained targets (`trained` of them; every token
+  // without a loss mask). Collective over the job.
+  double evaluate_set(const std::vector<int32_t>& in, const std::vector<int32_t>& tg, double trained,
                       const Schedule* forward_only);
   // val_windows of data into this rank's (M, b, T/cp) in and tg.
   void load_val_windows(const TokenShards& data, int64_t n, int mb, std::vector<int32_t>& in,
@@ -145,6 +151,7 @@ class Trainer {
   // (d+1)*M*b) in M micro-batches of b, padded past n_val_ with ignored
   // targets. Loaded once, this cp rank's tokens: (M, b, T/cp).
   int64_t n_val_ = 0;
+  double val_trained_ = 0;  // the trained targets of the n_val_ windows
   int eval_mb_ = 1;  // M
   std::vector<int32_t> val_in_, val_tg_;
   // With several entries in data.val, each entry (a source) is also
@@ -152,6 +159,7 @@ class Trainer {
   // batches' worth of windows, or all of them.
   struct ValSource {
     int64_t n = 0;
+    double trained = 0;  // the trained targets of its n windows
     int mb = 1;
     std::vector<int32_t> in, tg;
     std::unique_ptr<Schedule> forward_only;

@@ -108,6 +108,34 @@ PY
   lr_decay_without_wsd)
     run "train.decay_steps=5 is read by train.lr_schedule = \"wsd\" only \(got \"cosine\"\)" train "$tmp/deck.toml" \
       --set train.decay_steps=5 ;;
+  loss_mask_cut)  # a version 3 file whose loss mask lost its last byte
+    /usr/bin/python3 - "$tmp/cut.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i in range(200):
+        f.write(json.dumps({"p": f"question {i}?", "c": f" answer {i}."}) + "\n")
+PY
+    "$PENTAD" prep --out "$tmp/sft" --prompt-key p --completion-key c "$tmp/cut.jsonl" > /dev/null
+    truncate -s -1 "$tmp/sft/train.bin"
+    run "data file '.*sft/train.bin': size mismatch: header says [0-9]+ tokens \([0-9]+ bytes with the loss mask\)" \
+      train "$tmp/deck.toml" --set data.train="$tmp/sft/train.bin" ;;
+  loss_mask_val_untrained)  # empty completions and no end token (bytes): nothing to validate on
+    /usr/bin/python3 - "$tmp/empty.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i in range(200):
+        f.write(json.dumps({"p": f"question {i}?", "c": ""}) + "\n")
+PY
+    "$PENTAD" prep --out "$tmp/sft" --prompt-key p --completion-key c "$tmp/empty.jsonl" > /dev/null
+    run "data.val '.*sft/val.bin': the loss mask trains no target in the [0-9]+ windows evaluated" \
+      train "$tmp/deck.toml" --set data.val="$tmp/sft/val.bin" ;;
+  prep_pairs_half)
+    run "prep: --prompt-key and --completion-key go together" prep --out "$tmp/o" --prompt-key p \
+      "$PENTAD_SOURCE_DIR"/tests/data/sft.jsonl ;;
+  prep_pairs_plain_file)
+    run "prep input '.*corpus.txt': prompt/completion pairs are read from JSON Lines files only" \
+      prep --out "$tmp/o" --prompt-key prompt --completion-key completion \
+      "$PENTAD_SOURCE_DIR"/tests/data/sft.jsonl "$PENTAD_SOURCE_DIR"/tests/data/corpus.txt ;;
   unreadable_deck)
     run "cannot read input deck '.*missing.toml'" train "$tmp/missing.toml" ;;
   non_numeric)

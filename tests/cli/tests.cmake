@@ -2,7 +2,8 @@
 # message, the exit code on every rank and that nothing hangs or is left behind.
 foreach(case missing_data truncated_data bad_magic token_out_of_vocab token_out_of_vocab_late
         data_glob_no_match data_named_twice data_bad_shard data_weights_count data_weights_not_number
-        data_weights_zero_share data_order_unknown lr_wsd_no_decay lr_wsd_too_long lr_decay_without_wsd unreadable_deck
+        data_weights_zero_share data_order_unknown loss_mask_cut loss_mask_val_untrained prep_pairs_half
+        prep_pairs_plain_file lr_wsd_no_decay lr_wsd_too_long lr_decay_without_wsd unreadable_deck
         non_numeric set_unknown_key set_non_numeric toml_syntax bad_layout heads_not_dividing
         cp_seq_len_zigzag cp_seq_len_contiguous
         unwritable_dir unwritable_metrics diverged_no_partial_output unknown_command

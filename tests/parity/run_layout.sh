@@ -6,13 +6,20 @@
 # parallel run (the global batch must be the same: micro_batch*grad_accum*dp).
 # @DATA@ in them stands for the data folder, which then also holds three
 # shards, p0/ p1/ p2/ (tests/lib/make_shards.sh).
-# env: PENTAD, MPIEXEC, PENTAD_SOURCE_DIR, PENTAD_PYTHON
+# env: PENTAD, MPIEXEC, PENTAD_SOURCE_DIR, PENTAD_PYTHON; PENTAD_LOSS_MASK=1:
+# the prompt/completion pairs of tests/data/sft.jsonl instead (token files
+# with a loss mask: only the completions are trained targets).
 set -euo pipefail
 set -f  # the sets' glob patterns are pentad's to expand, not the shell's
 deck=$1; np=$2; ref_sets=$3; layout_sets=$4
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/tests/data/corpus.txt > /dev/null
+if [[ "${PENTAD_LOSS_MASK:-0}" == 1 ]]; then
+  "$PENTAD" prep --out "$tmp/data" --prompt-key prompt --completion-key completion \
+    "$PENTAD_SOURCE_DIR"/tests/data/sft.jsonl > /dev/null
+else
+  "$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/tests/data/corpus.txt > /dev/null
+fi
 common=(--set data.train="$tmp/data/train.bin")
 if [[ "$ref_sets $layout_sets" == *@DATA@* ]]; then
   bash "$PENTAD_SOURCE_DIR"/tests/lib/make_shards.sh "$tmp/data"

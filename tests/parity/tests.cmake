@@ -8,6 +8,23 @@ function(pentad_parity_test name model np ref_sets layout_sets)
                        ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 300)
 endfunction()
 
+# The same harness on data with a loss mask (PENTAD_LOSS_MASK=1: the
+# prompt/completion pairs of tests/data/sft.jsonl): the count of trained
+# targets is summed over dp x cp, the loss is the last stage's, the
+# vocabulary-parallel loss skips the untrained targets, and the MoE's routing
+# losses still weigh every token.
+function(pentad_parity_test_masked name model np ref_sets layout_sets)
+  pentad_parity_test(${name}_loss_mask ${model} ${np} "${ref_sets}" "${layout_sets}")
+  set_tests_properties(parity_${model}_${name}_loss_mask PROPERTIES ENVIRONMENT "${PENTAD_TEST_ENV};PENTAD_LOSS_MASK=1")
+endfunction()
+pentad_parity_test_masked(dp2 gpt2 2 "--set train.grad_accum=2" "--set parallel.dp=2")
+pentad_parity_test_masked(tp2 gpt2 2 "" "--set parallel.tp=2")
+pentad_parity_test_masked(pp2 gpt2 2 "--set train.grad_accum=4" "--set parallel.pp=2 --set train.grad_accum=4")
+pentad_parity_test_masked(cp2_dp2_zero3 llama 4 "--set train.micro_batch=1 --set train.grad_accum=4"
+                          "--set parallel.cp=2 --set parallel.dp=2 --set parallel.zero=3 --set train.micro_batch=1 --set train.grad_accum=2")
+pentad_parity_test_masked(dp2_ep2_pp2_zbv moe_gpt2 4 "--set model.n_layers=4 --set train.grad_accum=4"
+                          "--set model.n_layers=4 --set parallel.dp=2 --set parallel.ep=2 --set parallel.pp=2 --set parallel.schedule=zbv --set parallel.virtual_stages=2 --set train.grad_accum=2")
+
 foreach(model gpt2 llama)
   # dp 2 and 4 against one rank accumulating the same global batch.
   pentad_parity_test(dp2 ${model} 2 "--set train.grad_accum=2" "--set parallel.dp=2")

@@ -11,6 +11,14 @@
 //   choices ENC JSONL OUT        HellaSwag JSON Lines (ctx, endings, label) as a
 //                                multiple-choice eval file in llm.c's layout:
 //                                encode(ctx), encode(" " + ending), written here
+//   sft ENC JSONL PROMPT COMPLETION EOT OUT
+//                                prompt/completion JSON Lines as the token file
+//                                with a loss mask that `pentad prep
+//                                --prompt-key --completion-key` writes with no
+//                                validation part (docs/running.md): EOT before
+//                                each line, encode(prompt) not trained,
+//                                encode(completion) trained, and each EOT after
+//                                a completion trained (one more at the end)
 // ENC is gpt2 or cl100k_base. Exit code 1 on any mismatch.
 "use strict";
 const fs = require("fs");
@@ -208,6 +216,32 @@ function choices(js, enc, jsonl, out) {
   return 0;
 }
 
+// Token file versions 3 (uint16) and 4 (uint32): header (20240520, version,
+// count), the ids, then one bit per id, least significant first.
+function sft(js, enc, jsonl, promptKey, completionKey, eot, out) {
+  const encoder = new js.lite.Tiktoken(js.ranks(enc));
+  const ids = [], trained = [];
+  const push = (xs, t) => { for (const x of xs) { ids.push(x); trained.push(t); } };
+  let afterCompletion = false;
+  for (const line of fs.readFileSync(jsonl, "utf8").split("\n")) {
+    if (line.trim() === "") continue;
+    const ex = JSON.parse(line);
+    push([eot], afterCompletion);
+    push(encoder.encode(ex[promptKey], [], []), false);
+    push(encoder.encode(ex[completionKey], [], []), true);
+    afterCompletion = true;
+  }
+  if (afterCompletion) push([eot], true);
+  const wide = ids.some((x) => x > 65535) || enc === "cl100k_base";
+  const header = new Int32Array(256);
+  header.set([20240520, wide ? 4 : 3, ids.length]);
+  const body = wide ? Uint32Array.from(ids) : Uint16Array.from(ids);
+  const mask = Buffer.alloc(Math.ceil(ids.length / 8));
+  trained.forEach((t, i) => { if (t) mask[i >> 3] |= 1 << (i & 7); });
+  fs.writeFileSync(out, Buffer.concat([Buffer.from(header.buffer), Buffer.from(body.buffer), mask]));
+  return 0;
+}
+
 function main() {
   const [cmd, ...args] = process.argv.slice(2);
   const js = loadJs();
@@ -228,7 +262,8 @@ function main() {
     return 0;
   }
   if (cmd === "choices") return choices(js, args[0], args[1], args[2]);
-  console.error("usage: js_tiktoken.cjs ranks|compare|bench|decode|choices ...");
+  if (cmd === "sft") return sft(js, args[0], args[1], args[2], args[3], Number(args[4]), args[5]);
+  console.error("usage: js_tiktoken.cjs ranks|compare|bench|decode|choices|sft ...");
   return 2;
 }
 

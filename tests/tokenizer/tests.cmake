@@ -70,3 +70,13 @@ foreach(case qwen3 qwen2_5 llama3 llama3_2 gemma llama2 errors)
   set_tests_properties(tokenizer_chat_${case} PROPERTIES LABELS "tokenizer;cli" TIMEOUT 300
     ENVIRONMENT "${PENTAD_TEST_ENV}")
 endforeach()
+
+# `pentad prep --prompt-key --completion-key`: prompt/completion pairs as a
+# token file with a loss mask, byte for byte js-tiktoken's rendering of the
+# rule (GPT-2: version 3, uint16; cl100k: version 4, uint32), then trained
+# under dp 2 with a validation loss.
+foreach(enc gpt2 cl100k_base)
+  add_test(NAME tokenizer_sft_${enc} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/sft.sh ${enc})
+  set_tests_properties(tokenizer_sft_${enc} PROPERTIES LABELS "tokenizer;mpi;cli" TIMEOUT 180
+    ENVIRONMENT "${PENTAD_TEST_ENV}")
+endforeach()

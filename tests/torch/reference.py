@@ -14,6 +14,7 @@ sigmoid(x . w) with model.shared_expert_gate.
 Usage: /usr/bin/python3 reference.py DUMP.h5   (exit 1 on any failure)
 """
 import math
+import os
 import sys
 import tomllib
 
@@ -470,11 +471,19 @@ def main():
     rep.check("layout", tuple(inputs.shape) == (n_steps, b_global, m["seq_len"]) == tuple(targets.shape),
               f"batch shape {tuple(inputs.shape)} / {tuple(targets.shape)}, expected "
               f"{(n_steps, b_global, m['seq_len'])}")
+    # A loss mask (token files of versions 3 and 4) leaves targets -1: they
+    # add nothing to the loss, whose mean is over the others (ignore_index).
+    trained = targets >= 0
+    masked = os.environ.get("PENTAD_LOSS_MASK") == "1"
     rep.check("layout", bool((inputs >= 0).all() and (inputs < m["vocab_size"]).all()
-                             and (targets >= 0).all() and (targets < m["vocab_size"]).all()),
-              "batch tokens in [0, vocab_size)")
-    rep.check("batch", bool((targets[:, :, :-1] == inputs[:, :, 1:]).all()),
-              "targets are the inputs shifted by one token")
+                             and (targets < m["vocab_size"]).all() and (trained | (targets == -1)).all()),
+              "batch tokens in [0, vocab_size), targets there or -1 (not trained)")
+    rep.check("batch", bool(((targets[:, :, :-1] == inputs[:, :, 1:]) | ~trained[:, :, :-1]).all()),
+              "targets are the inputs shifted by one token (where trained)")
+    n_ignored = int((~trained).sum())
+    rep.check("batch", (n_ignored > 0) == masked and (not masked or bool(trained.any(-1).any(-1).all())),
+              f"{n_ignored} of {targets.numel()} targets not trained; "
+              + ("a loss mask, and every step trains some" if masked else "no loss mask"))
     if rep.failed:
         return rep.summary()
 
@@ -495,7 +504,7 @@ def main():
         opt.zero_grad(set_to_none=False)
         aux = []
         logits = forward(p, m, inputs[s - 1], aux)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets[s - 1].reshape(-1))
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets[s - 1].reshape(-1), ignore_index=-1)
         aux_loss = aux_objective(m, aux)
         (loss + aux_loss).backward()
         auxes.append(float(aux_loss))

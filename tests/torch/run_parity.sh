@@ -2,7 +2,9 @@
 # PyTorch parity test: train DECK with pentad (one rank) on byte tokens of the
 # source tree, dump init/grad/final tensors, and check them against the fp64
 # oracle reference.py. Usage: run_parity.sh DECK RECOMPUTE(none|selective|full) [--set k=v]...
-# Env: PENTAD (binary), PENTAD_SOURCE_DIR, PENTAD_PYTHON (torch + h5py), MPIEXEC.
+# Env: PENTAD (binary), PENTAD_SOURCE_DIR, PENTAD_PYTHON (torch + h5py), MPIEXEC;
+# PENTAD_LOSS_MASK=1: the prompt/completion pairs of tests/data/sft.jsonl
+# instead (token files with a loss mask; the oracle then requires ignored targets).
 set -euo pipefail
 
 if [[ $# -lt 2 ]]; then
@@ -21,7 +23,11 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/pentad_parity.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-"$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/tests/data/corpus.txt
+if [[ "${PENTAD_LOSS_MASK:-0}" == 1 ]]; then
+  "$PENTAD" prep --out "$tmp/data" --prompt-key prompt --completion-key completion "$PENTAD_SOURCE_DIR"/tests/data/sft.jsonl
+else
+  "$PENTAD" prep --out "$tmp/data" "$PENTAD_SOURCE_DIR"/tests/data/corpus.txt
+fi
 "$MPIEXEC" -n 1 "$PENTAD" train "$deck" \
   --set "data.train=$tmp/data/train.bin" \
   --set "train.recompute=$recompute" \

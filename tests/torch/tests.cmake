@@ -246,3 +246,14 @@ foreach(model gpt2 llama)
   set_tests_properties(torch_choice_eval_${model} PROPERTIES LABELS torch
     ENVIRONMENT "${PENTAD_TEST_ENV}" TIMEOUT 120)
 endforeach()
+
+# A loss mask (prompt/completion pairs, `pentad prep --prompt-key
+# --completion-key`: tests/data/sft.jsonl): the loss is the mean over the
+# trained targets only (the oracle's ignore_index), while the MoE's
+# load-balancing and z losses still weigh every token routed.
+foreach(model gpt2 llama moe_llama)
+  add_test(NAME torch_parity_${model}_loss_mask
+    COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/run_parity.sh ${CMAKE_CURRENT_LIST_DIR}/${model}_tiny.toml none)
+  set_tests_properties(torch_parity_${model}_loss_mask PROPERTIES LABELS torch
+    ENVIRONMENT "${PENTAD_TEST_ENV};PENTAD_LOSS_MASK=1" TIMEOUT 120)
+endforeach()

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -145,10 +147,15 @@ TEST_F(DataTest, OpenErrorsNameFileAndCause) {
   EXPECT_HAS(msg, "data file '" + magic + "': bad magic 12345 (expected 20240520");
 
   const std::string version = path("version.bin");
+  write_raw(version, {20240520, 5, 100}, iota_tokens(100));
+  msg = input_error_of([&] { TokenFile f(version, 256, 1); });
+  EXPECT_HAS(msg, "'" + version + "'");
+  EXPECT_HAS(msg, "unsupported version 5");
+  // Version 3 (pentad's, with a loss mask) without its mask.
   write_raw(version, {20240520, 3, 100}, iota_tokens(100));
   msg = input_error_of([&] { TokenFile f(version, 256, 1); });
   EXPECT_HAS(msg, "'" + version + "'");
-  EXPECT_HAS(msg, "unsupported version 3");
+  EXPECT_HAS(msg, "size mismatch: header says 100 tokens (1237 bytes with the loss mask) but the file is 1224 bytes");
 
   const std::string trunc = path("trunc.bin");
   write_raw(trunc, {20240520, 1, 1000}, iota_tokens(640));
@@ -282,6 +289,152 @@ TEST_F(DataTest, ValWindowsAreFixedAndDisjoint) {
   EXPECT_EQ(std::vector<int32_t>(tg.begin(), tg.begin() + 2 * T),
             std::vector<int32_t>(all_tg.end() - 2 * T, all_tg.end()));
   EXPECT_THROW(pentad::val_windows(f, 0, 1, count + 1, in.data(), tg.data()), pentad::InputError);
+}
+
+// Versions 3 and 4: the tokens, then one bit per token (least significant
+// first), set for a trained target; the reader's targets are -1 where clear.
+TEST_F(DataTest, LossMaskRoundTrip) {
+  const int n = 1001, T = 16;
+  const auto trained = [](int64_t i) { return (i % 3 == 0) != (i % 7 == 0); };
+  for (const int version : {pentad::kTokenVersionMasked, pentad::kTokenVersion32Masked}) {
+    const bool wide = version == pentad::kTokenVersion32Masked;
+    const std::string p = path("masked" + std::to_string(version) + ".bin");
+    const auto id = [&](int64_t i) { return uint32_t(wide ? 70000 + i : i); };
+    pentad::write_token_file(
+        p, version, n, 64,  // several pieces, the last one partial
+        [&](int64_t begin, int64_t count, void* dst) {
+          for (int64_t i = 0; i < count; ++i) {
+            if (wide) static_cast<uint32_t*>(dst)[i] = id(begin + i);
+            else static_cast<uint16_t*>(dst)[i] = uint16_t(id(begin + i));
+          }
+        },
+        [&](int64_t begin, int64_t count, unsigned char* dst) {
+          for (int64_t i = 0; i < count; ++i) dst[i] = trained(begin + i) ? 7 : 0;  // any non-zero byte
+        });
+    // The bytes: header, tokens, then ceil(n / 8) mask bytes.
+    std::ifstream raw(p, std::ios::binary);
+    const std::vector<char> bytes((std::istreambuf_iterator<char>(raw)), std::istreambuf_iterator<char>());
+    const size_t width = wide ? 4 : 2, mask_at = 1024 + size_t(n) * width;
+    ASSERT_EQ(bytes.size(), mask_at + (n + 7) / 8);
+    int bad_bits = 0;
+    for (int64_t i = 0; i < n; ++i)
+      bad_bits += ((static_cast<unsigned char>(bytes[mask_at + size_t(i / 8)]) >> (i % 8)) & 1) != int(trained(i));
+    EXPECT_EQ(bad_bits, 0);
+    for (size_t b = size_t(n); b < (size_t(n) + 7) / 8 * 8; ++b)  // the last byte's unused bits
+      EXPECT_EQ((static_cast<unsigned char>(bytes[mask_at + b / 8]) >> (b % 8)) & 1, 0);
+
+    const TokenFile f(p, wide ? 80000 : 2000, 1);
+    EXPECT_EQ(f.version(), version);
+    EXPECT_TRUE(f.has_loss_mask());
+    int bad = 0;
+    for (int64_t i = 0; i < n; ++i) bad += f[i] != id(i) || f.trained(i) != trained(i);
+    EXPECT_EQ(bad, 0);
+
+    // Windows: the target of position t is token o + t + 1, or -1 where its bit is clear.
+    const pentad::TokenDataset data("data.val", p, {}, wide ? 80000 : 2000, T);
+    EXPECT_TRUE(data.has_loss_mask());
+    const int64_t windows = pentad::val_window_count(data.all());
+    std::vector<int32_t> in(size_t(windows) * T), tg(size_t(windows) * T);
+    pentad::val_windows(data.all(), 0, int(windows), windows, in.data(), tg.data());
+    int64_t bad_targets = 0, want_trained = 0;
+    for (int64_t k = 0; k < windows * T; ++k) {
+      const int64_t next = k + 1;
+      bad_targets += in[size_t(k)] != int32_t(id(k)) || tg[size_t(k)] != (trained(next) ? int32_t(id(next)) : -1);
+      want_trained += trained(next) ? 1 : 0;
+    }
+    EXPECT_EQ(bad_targets, 0);
+    EXPECT_EQ(data.all().trained_targets(windows), want_trained);
+    EXPECT_EQ(data.all().trained_targets(3), std::count_if(tg.begin(), tg.begin() + 3 * T, [](int32_t t) { return t >= 0; }));
+
+    // A mask cut short is named.
+    fs::resize_file(p, bytes.size() - 1);
+    EXPECT_HAS(input_error_of([&] { TokenFile g(p, wide ? 80000 : 2000, 1); }), "with the loss mask");
+  }
+  // Without a mask every target is trained.
+  const std::string plain = path("plain.bin");
+  pentad::write_token_file(plain, iota_tokens(100));
+  const pentad::TokenDataset data("data.val", plain, {}, 256, T);
+  EXPECT_FALSE(data.has_loss_mask());
+  EXPECT_EQ(data.all().trained_targets(5), 5 * T);
+}
+
+// Prompt/completion pairs: the completion's ids (and the end-of-text token
+// after it) trained, the prompt's and a separator that is not the
+// end-of-text token not; a separator that is the end-of-text token ends the
+// completion before it, and one more ends the corpus.
+TEST_F(DataTest, PrepPromptCompletionMask) {
+  // The byte tokenizer with two special tokens: 256 ends a text, 257 starts one (or 256 both).
+  struct Specials : pentad::Tokenizer {
+    std::unique_ptr<pentad::Tokenizer> bytes = pentad::make_byte_tokenizer();
+    int64_t sep;
+    explicit Specials(int64_t s) : sep(s) {}
+    std::vector<uint32_t> encode(std::string_view t) const override { return bytes->encode(t); }
+    std::string decode(const uint32_t* ids, size_t n) const override { return bytes->decode(ids, n); }
+    int64_t vocab_size() const override { return 258; }
+    int64_t eot() const override { return 256; }
+    int64_t doc_separator() const override { return sep; }
+    std::string describe() const override { return "bytes + 2"; }
+  };
+  const std::string in = path("pairs.jsonl");
+  std::ofstream(in) << "{\"p\": \"ab\", \"c\": \"XY\"}\n\n{\"c\": \"Z\", \"p\": \"cde\", \"other\": 1}\n";
+  pentad::PrepOptions o;
+  o.val_fraction = 0;
+  o.prompt_key = "p";
+  o.completion_key = "c";
+  struct Case {
+    int64_t sep;
+    std::vector<uint32_t> ids;
+    std::string trained;  // one character per token: 1 trained
+  };
+  const std::vector<Case> cases = {
+      // separator 257, end 256 after each completion
+      {257, {257, 'a', 'b', 'X', 'Y', 256, 257, 'c', 'd', 'e', 'Z', 256}, "000111000011"},
+      // the end-of-text token is the separator: the next one ends the completion, one more the corpus
+      {256, {256, 'a', 'b', 'X', 'Y', 256, 'c', 'd', 'e', 'Z', 256}, "00011100011"},
+  };
+  for (const Case& c : cases) {
+    const std::string out = path("sft" + std::to_string(c.sep));
+    const pentad::PrepResult r = pentad::prep_corpus({in}, out, Specials(c.sep), o);
+    EXPECT_TRUE(r.masked);
+    EXPECT_EQ(r.version, pentad::kTokenVersionMasked);
+    EXPECT_EQ(r.trained_tokens, std::count(c.trained.begin(), c.trained.end(), '1'));
+    EXPECT_HAS(r.summary(), "loss mask: " + std::to_string(r.trained_tokens) + " trained tokens");
+    const TokenFile f(out + "/train.bin", 258, 1);
+    ASSERT_EQ(f.size(), int64_t(c.ids.size()));
+    std::string got;
+    for (int64_t i = 0; i < f.size(); ++i) {
+      EXPECT_EQ(f[i], c.ids[size_t(i)]) << "token " << i;
+      got += f.trained(i) ? '1' : '0';
+    }
+    EXPECT_EQ(got, c.trained);
+  }
+  // The byte tokenizer has no end-of-text token and no separator: only the completions.
+  const pentad::PrepResult r = pentad::prep_corpus({in}, path("bytes"), *pentad::make_byte_tokenizer(), o);
+  const TokenFile f(path("bytes") + "/train.bin", 256, 1);
+  std::string got;
+  for (int64_t i = 0; i < f.size(); ++i) got += f.trained(i) ? '1' : '0';
+  EXPECT_EQ(got, "00110001");
+  EXPECT_EQ(r.trained_tokens, 3);
+
+  // Refusals, each naming the culprit; nothing written.
+  std::ofstream(path("no_c.jsonl")) << "{\"p\": \"ab\", \"c\": \"XY\"}\n{\"p\": \"ab\"}\n";
+  EXPECT_HAS(input_error_of([&] { pentad::prep_corpus({path("no_c.jsonl")}, path("o1"), Specials(257), o); }),
+             "'" + path("no_c.jsonl") + "' line 2: no field \"c\"");
+  std::ofstream(path("num.jsonl")) << "{\"p\": 5, \"c\": \"XY\"}\n";
+  EXPECT_HAS(input_error_of([&] { pentad::prep_corpus({path("num.jsonl")}, path("o2"), Specials(257), o); }),
+             "line 1: field \"p\" is a number, not a string");
+  std::ofstream(path("plain.txt")) << "text";
+  EXPECT_HAS(input_error_of([&] { pentad::prep_corpus({in, path("plain.txt")}, path("o3"), Specials(257), o); }),
+             "'" + path("plain.txt") + "': prompt/completion pairs are read from JSON Lines files only");
+  pentad::PrepOptions half = o;
+  half.completion_key.clear();
+  EXPECT_HAS(input_error_of([&] { pentad::prep_corpus({in}, path("o4"), Specials(257), half); }),
+             "a prompt field without a completion field");
+  pentad::PrepOptions same = o;
+  same.completion_key = "p";
+  EXPECT_HAS(input_error_of([&] { pentad::prep_corpus({in}, path("o5"), Specials(257), same); }),
+             "the prompt and completion fields are both \"p\"");
+  for (const char* o_dir : {"o1", "o2", "o3", "o4", "o5"}) EXPECT_FALSE(fs::exists(path(o_dir) + "/train.bin"));
 }
 
 TEST_F(DataTest, PrepRoundTripAndSplit) {

@@ -1,6 +1,6 @@
 // `pentad prep [--tokenizer FILE [--pattern NAME]] --out DIR
 // [--val-fraction F] [--shard-tokens N] [--json-key NAME | --prompt-key NAME
-// --completion-key NAME] FILE...`: rank 0
+// --completion-key NAME | --messages-key NAME] FILE...`: rank 0
 // turns text and JSON Lines files into token files (io/prep.hpp), byte-level
 // or BPE over a tiktoken rank file (tok/bpe.hpp), printing its progress to
 // stderr every 30 s; a stop signal ends it with nothing written; every rank
@@ -27,12 +27,15 @@
 #include "io/prep.hpp"
 #include "io/signals.hpp"
 #include "tok/bpe.hpp"
+#include "tok/chat.hpp"
+#include "tok/hf_tokenizer.hpp"
 
 namespace pentad {
 namespace {
 
 struct PrepArgs {
-  std::string out, val_fraction, shard_tokens, tokenizer, pattern, json_key = "text", prompt_key, completion_key;
+  std::string out, val_fraction, shard_tokens, tokenizer, pattern, json_key = "text", prompt_key, completion_key,
+      messages_key;
   std::vector<std::string> files;
   bool choices = false;
 };
@@ -53,6 +56,26 @@ std::string prep_choices(const PrepArgs& a, const Tokenizer& tok) {
          " endings) from " + a.files[0] + " -> " + out + ", tokenizer " + tok.describe() +
          "; the longest context + ending is " + std::to_string(longest) + " tokens (model.seq_len >= " +
          std::to_string(longest - 1) + " scores it whole)";
+}
+
+// --messages-key: the tokenizer's chat format and what its own template
+// writes of its own (Qwen2.5's default system turn, Llama 3.2's date).
+void chat_setup(const PrepArgs& a, const Tokenizer& tok, PrepOptions& o) {
+  o.messages_key = a.messages_key;
+  try {
+    o.chat_format = chat_format(tok);
+  } catch (const InputError& e) {
+    std::string why = e.what();
+    if (why.rfind("--chat: ", 0) == 0) why = why.substr(8);
+    throw InputError("prep --messages-key: " + why);
+  }
+  const ChatTemplateFacts t = read_chat_template(hf::tokenizer_file(a.tokenizer));
+  check_chat_template(t, *o.chat_format);
+  o.chat_options.date = chat_date(t, "");
+  if (*o.chat_format == ChatFormat::chatml) o.chat_options.default_system = t.default_system;
+  // Qwen3's (a ChatML tokenizer with thinking tokens): its reasoning rule.
+  o.chat_options.strip_reasoning = *o.chat_format == ChatFormat::chatml && special_token_id(tok, "<think>") >= 0 &&
+                                   special_token_id(tok, "</think>") >= 0;
 }
 
 std::string unknown(const std::string& arg) { return "prep: unknown or incomplete option '" + arg + "'"; }
@@ -85,6 +108,11 @@ int prep(const CLI::App& cmd, const PrepArgs& a, Job job) {
   if (!a.prompt_key.empty() && cmd.count("--json-key") > 0)
     throw CliUsageError("prep: --json-key reads one text field; with --prompt-key and --completion-key it does not apply");
   if (!a.prompt_key.empty() && a.choices) throw CliUsageError("prep: --choices takes no --prompt-key or --completion-key");
+  if (!a.messages_key.empty() && (!a.prompt_key.empty() || a.choices || cmd.count("--json-key") > 0))
+    throw CliUsageError("prep: --messages-key reads conversations; it goes with none of --prompt-key, --completion-key, "
+                        "--json-key, --choices");
+  if (!a.messages_key.empty() && a.tokenizer.empty())
+    throw CliUsageError("prep: --messages-key needs --tokenizer: a tokenizer with a chat format's tokens");
   if (a.choices && a.files.size() != 1) throw CliUsageError("prep: --choices takes one JSON Lines file");
   if (a.choices && (!a.val_fraction.empty() || !a.shard_tokens.empty()))
     throw CliUsageError("prep: --choices writes one eval file: no --val-fraction or --shard-tokens");
@@ -108,6 +136,7 @@ int prep(const CLI::App& cmd, const PrepArgs& a, Job job) {
     try {
       const std::unique_ptr<Tokenizer> tok =
           a.tokenizer.empty() ? make_byte_tokenizer() : load_tokenizer(a.tokenizer, a.pattern);
+      if (!a.messages_key.empty()) chat_setup(a, *tok, options);
       if (a.choices) {
         summary = prep_choices(a, *tok);
       } else {
@@ -157,6 +186,9 @@ Command add_prep(CLI::App& pentad, Job job) {
                   "with --completion-key: JSON Lines of prompt/completion pairs; the loss trains the completions "
                   "only (token files with a loss mask)");
   cmd->add_option("--completion-key", a->completion_key, "the completion's field (with --prompt-key)");
+  cmd->add_option("--messages-key", a->messages_key,
+                  "JSON Lines of conversations: the field holding each line's [{\"role\", \"content\"}, ...] "
+                  "messages, written in the tokenizer's chat format; the loss trains the assistant's turns only");
   cmd->add_flag("--choices", a->choices,
                "one HellaSwag JSON Lines file (ctx, endings, label) -> DIR/<name>.bin, a multiple-choice eval file "
                "(data.choice_eval)");

@@ -89,21 +89,6 @@ std::string prompt_text(const SampleArgs& a) {
   return *t;
 }
 
-// The "Today Date" of Llama 3.1+'s system turn: --date, "today" the local
-// date as strftime_now("%d %b %Y") gives it; without --date, today where
-// the tokenizer's chat template takes it (Llama 3.2's), else the date
-// Llama 3.1's and 3.3's templates write.
-std::string chat_date(const SampleArgs& a) {
-  if (a.date.empty() && !a.tmpl.dates_today) return kLlama31Date;
-  if (!a.date.empty() && a.date != "today") return a.date;
-  const std::time_t now = std::time(nullptr);
-  std::tm local{};
-  localtime_r(&now, &local);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%d %b %Y", &local);
-  return buf;
-}
-
 // The text the prompt's ids encode: the prompt, or with --chat its chat
 // turn (*format set).
 std::string encoded_text(const SampleArgs& a, const Tokenizer& tok, const std::string& text,
@@ -127,7 +112,7 @@ std::string encoded_text(const SampleArgs& a, const Tokenizer& tok, const std::s
   o.no_think = a.no_think;
   // Qwen3's (a ChatML tokenizer with thinking tokens) drops earlier answers' reasoning.
   o.strip_reasoning = **format == ChatFormat::chatml && think;
-  o.date = chat_date(a);
+  o.date = chat_date(a.tmpl, a.date);
   if (**format == ChatFormat::chatml) o.default_system = a.tmpl.default_system;
   return a.messages.empty() ? chat_prompt(**format, a.system, text, o) : chat_prompt(**format, messages, o);
 }
@@ -267,7 +252,7 @@ void report_stops(const SampleArgs& a, const Tokenizer& tok, const std::optional
     const int64_t end = chat_end_of_turn(tok, *chat);
     if (std::find(stop->begin(), stop->end(), end) == stop->end()) stop->push_back(end);
     const std::string dated =
-        *chat == ChatFormat::llama3_1 ? " (Today Date: " + chat_date(a) + ")"
+        *chat == ChatFormat::llama3_1 ? " (Today Date: " + chat_date(a.tmpl, a.date) + ")"
         : *chat == ChatFormat::chatml && !a.tmpl.default_system.empty()
             ? " (the template's default system prompt where no system message comes first)"
             : "";

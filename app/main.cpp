@@ -23,6 +23,8 @@ const char* kUsage =
     "              [--json-key NAME] FILE...                 text, JSON Lines (.gz, .zst) -> token files (bytes, or BPE)\n"
     "  pentad prep --out DIR --prompt-key P --completion-key C [--tokenizer FILE] FILE.jsonl...\n"
     "                                                         prompt/completion pairs -> token files with a loss mask\n"
+    "  pentad prep --out DIR --messages-key M --tokenizer FILE FILE.jsonl...\n"
+    "                                                         conversations in the chat format, assistant turns trained\n"
     "  pentad prep --choices --out DIR [--tokenizer FILE] HELLASWAG.jsonl\n"
     "                                                         -> DIR/HELLASWAG.bin, a multiple-choice eval file\n"
     "  pentad ckpt info SPEC                                  summarise and verify a checkpoint\n"

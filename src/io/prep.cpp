@@ -14,6 +14,7 @@
 #include <cstring>
 #include <climits>
 #include <filesystem>
+#include <stdexcept>
 #include <string_view>
 #include <utility>
 
@@ -51,6 +52,7 @@ struct Piece {
   std::string text;
   bool starts_doc = false;
   bool completion = false;  // prompt/completion pairs: the trained part
+  std::vector<ChatMessage> messages;  // a conversation (PrepOptions::messages_key); text unused
   size_t input = 0;   // index of its input file
   int64_t line = 0;   // its line in a JSON Lines file; 0 in a plain file
 };
@@ -161,7 +163,7 @@ class InputReader {
  public:
   InputReader(std::string path, size_t index, const PrepOptions& o, const Tokenizer& tok)
       : path_(std::move(path)), src_(path_), index_(index), json_(is_json_lines(path_)), key_(o.json_key),
-        prompt_key_(o.prompt_key), completion_key_(o.completion_key),
+        prompt_key_(o.prompt_key), completion_key_(o.completion_key), messages_key_(o.messages_key),
         piece_bytes_(std::max<size_t>(1, o.piece_bytes)), tok_(tok) {}
 
   // The next piece into p; false at the end of the file. A prompt/completion
@@ -265,6 +267,14 @@ class InputReader {
       if (!j.is_object()) throw InputError(where(path_, line_) + ": not a JSON object (" + j.type_name() + ")");
       p.starts_doc = true;
       p.line = line_;
+      if (!messages_key_.empty()) {
+        const auto it = j.find(messages_key_);
+        if (it == j.end()) throw InputError(where(path_, line_) + ": no field \"" + messages_key_ + "\"");
+        p.messages = chat_messages_of(*it, where(path_, line_) + ": field \"" + messages_key_ + "\"");
+        if (std::none_of(p.messages.begin(), p.messages.end(), [](const ChatMessage& m) { return m.role == "assistant"; }))
+          throw InputError(where(path_, line_) + ": the conversation has no assistant message, so nothing in it is trained");
+        return true;
+      }
       if (prompt_key_.empty()) {
         p.text = field(j, key_);
         return true;
@@ -293,7 +303,7 @@ class InputReader {
   ByteSource src_;
   size_t index_;
   bool json_;
-  std::string key_, prompt_key_, completion_key_;
+  std::string key_, prompt_key_, completion_key_, messages_key_;
   Piece pending_;  // a line's completion, after its prompt
   bool has_pending_ = false;
   size_t piece_bytes_;
@@ -374,6 +384,15 @@ class TokenStage {
     n_ += int64_t(n);
   }
   int64_t size() const { return n_; }
+  // With a loss mask: ids with a flag each, in runs of equal flags.
+  void append(const std::vector<uint32_t>& ids, const std::vector<bool>& trained) {
+    for (size_t a = 0; a < ids.size();) {
+      size_t b = a + 1;
+      while (b < ids.size() && trained[b] == trained[a]) ++b;
+      append(ids.data() + a, b - a, trained[a]);
+      a = b;
+    }
+  }
   // Tokens [begin, begin + count) into dst, in the files' width.
   void read(int64_t begin, int64_t count, void* dst) const { read_all(fd_, begin, count, width_, dst); }
   // Their mask bytes (masked() only).
@@ -487,9 +506,11 @@ class Encoder {
       InputReader reader(inputs_[i], i, o_, tok_);
       Piece p;
       while (reader.next(p)) {
-        r_.bytes += int64_t(p.text.size());
+        size_t text = p.text.size();  // a conversation's: its messages'
+        for (const ChatMessage& m : p.messages) text += m.content.size();
+        r_.bytes += int64_t(text);
         r_.documents += p.starts_doc ? 1 : 0;
-        batch_text_ += p.text.size();
+        batch_text_ += text;
         batch_.push_back(std::move(p));
         p = Piece{};
         if (batch_text_ >= batch_bytes_) flush(done_bytes_ + reader.bytes_read());
@@ -502,7 +523,38 @@ class Encoder {
   }
 
  private:
+  // Conversations: written in the chat format and encoded on all threads.
+  void flush_chat() {
+    std::vector<ChatIds> done(batch_.size());
+    std::vector<std::string> errors(batch_.size());
+#pragma omp parallel for schedule(dynamic, 1)
+    for (size_t k = 0; k < batch_.size(); ++k) {
+      const Piece& p = batch_[k];
+      try {
+        done[k] = encode_chat(tok_, chat_segments(*o_.chat_format, p.messages, o_.chat_options, false, ""));
+      } catch (const InputError& e) {
+        errors[k] = where(inputs_[p.input], p.line) + ": " + e.what();
+      }
+    }
+    for (const std::string& e : errors)
+      if (!e.empty()) throw InputError(e);
+    // A format without a begin token of its own (ChatML) gets the separator.
+    const int64_t separator = *o_.chat_format == ChatFormat::chatml ? tok_.doc_separator() : -1;
+    for (const ChatIds& c : done) {
+      if (separator >= 0) stage_.push(uint32_t(separator), false);
+      stage_.append(c.ids, c.trained);
+    }
+  }
+
   void flush(int64_t bytes_read) {
+    if (o_.chat_format) {
+      flush_chat();
+      batch_.clear();
+      batch_text_ = 0;
+      report(bytes_read);
+      stop_if_asked(o_);
+      return;
+    }
     std::vector<std::string_view> views;
     std::vector<bool> continued;  // a later piece of a plain file's document
     views.reserve(batch_.size());
@@ -571,6 +623,10 @@ void check_options(const std::vector<std::string>& inputs, const PrepOptions& o)
     throw InputError(std::string("prep: ") + (o.prompt_key.empty() ? "a completion field" : "a prompt field") +
                      " without " + (o.prompt_key.empty() ? "a prompt field" : "a completion field") +
                      ": prompt/completion pairs need both (--prompt-key and --completion-key)");
+  if (!o.messages_key.empty() && !o.prompt_key.empty())
+    throw InputError("prep: conversations (a messages field) and prompt/completion pairs are two ways; give one");
+  if (!o.messages_key.empty() && !o.chat_format)
+    throw std::logic_error("prep: messages_key without chat_format");
   if (!o.prompt_key.empty() && o.prompt_key == o.completion_key)
     throw InputError("prep: the prompt and completion fields are both \"" + o.prompt_key + "\"");
   // Every input is checked before anything is read or written.
@@ -580,9 +636,10 @@ void check_options(const std::vector<std::string>& inputs, const PrepOptions& o)
     std::FILE* f = std::fopen(in.c_str(), "rb");
     if (f == nullptr) throw InputError("prep input '" + in + "': cannot open: " + strerror_text(errno));
     std::fclose(f);
-    if (!o.prompt_key.empty() && !is_json_lines(in))
-      throw InputError("prep input '" + in + "': prompt/completion pairs are read from JSON Lines files only "
-                       "(a name ending in .jsonl or .ndjson, optionally .gz or .zst)");
+    if ((!o.prompt_key.empty() || !o.messages_key.empty()) && !is_json_lines(in))
+      throw InputError("prep input '" + in + "': " +
+                       (o.prompt_key.empty() ? "conversations are" : "prompt/completion pairs are") +
+                       " read from JSON Lines files only (a name ending in .jsonl or .ndjson, optionally .gz or .zst)");
   }
 }
 
@@ -595,7 +652,9 @@ std::string PrepResult::summary() const {
   };
   return "prep: " + std::to_string(n_files) + (n_files == 1 ? " file, " : " files, ") + std::to_string(bytes) +
          " bytes -> " + part(train_path, train_tokens, train_files) + ", " + part(val_path, val_tokens, val_files) +
-         (masked ? "; loss mask: " + std::to_string(trained_tokens) + " trained tokens (completions)" : "");
+         (masked ? "; loss mask: " + std::to_string(trained_tokens) + " trained tokens (" +
+                       (chat_format.empty() ? std::string("completions") : "assistant turns, chat format " + chat_format) + ")"
+                 : "");
 }
 
 PrepResult prep_corpus(const std::vector<std::string>& inputs, const std::string& out_dir,
@@ -613,7 +672,8 @@ PrepResult prep_corpus(const std::vector<std::string>& inputs, const std::string
     r.n_files = int(inputs.size());
     const StagingDir staging(out_dir);
     r.version = token_file_version(out_dir, tokenizer.vocab_size());
-    r.masked = !o.prompt_key.empty();
+    r.masked = !o.prompt_key.empty() || !o.messages_key.empty();
+    if (o.chat_format) r.chat_format = chat_format_name(*o.chat_format);
     TokenStage stage(staging.file("tokens"), r.version, tokenizer.vocab_size(), r.masked);
     Encoder(inputs, tokenizer, o, stage, r).run();
     if (r.masked) {

@@ -36,10 +36,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/error.hpp"
+#include "tok/chat.hpp"
 #include "tok/tokenizer.hpp"
 
 namespace pentad {
@@ -58,6 +60,20 @@ struct PrepOptions {
   // and one more closes the corpus; a tokenizer without one (bytes) marks
   // no end. Every input must then be JSON Lines.
   std::string prompt_key, completion_key;
+  // Conversations (supervised fine-tuning of a chat model): each JSON Lines
+  // line's field messages_key is an array of {"role": "system" | "user" |
+  // "assistant", "content": "..."} objects, one document, written in
+  // chat_format (tok/chat.hpp, chat_segments with chat_options, no
+  // assistant turn opened at the end) and encoded with its turn tokens as
+  // their ids; the ids of each assistant message's content and of the
+  // end-of-turn token after it are the trained targets (encode_chat). A
+  // conversation in Llama 3's or Gemma's format starts with their begin
+  // token (<|begin_of_text|>, <bos>); in ChatML, which has none, the
+  // document separator goes before it; neither is trained. Every line needs
+  // an assistant message.
+  std::string messages_key;
+  std::optional<ChatFormat> chat_format;  // required with messages_key
+  ChatOptions chat_options;
   size_t batch_bytes = 0;            // text encoded at once; 0: max(32 MiB, 4 MiB x OpenMP threads)
   size_t piece_bytes = size_t(1) << 20;  // a plain file is read in pieces of about this size
   // Called with a progress line ("prep: 1.2 GB of 4.0 GB read (30.0%), ...")
@@ -85,8 +101,9 @@ struct PrepResult {
   int64_t train_files = 1, val_files = 1;
   bool sharded = false;
   int version = 1;                   // of the token files written
-  bool masked = false;               // prompt/completion pairs: a loss mask
+  bool masked = false;               // prompt/completion pairs or conversations: a loss mask
   int64_t trained_tokens = 0;        // with masked: the tokens whose bit is set (train and val)
+  std::string chat_format;           // with messages_key: the format's name
   // "prep: 3 files, 3111 bytes -> DIR/train.bin (2800 tokens), DIR/val.bin (311 tokens)"
   std::string summary() const;
 };

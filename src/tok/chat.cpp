@@ -2,6 +2,7 @@
 #include "tok/chat.hpp"
 
 #include <algorithm>
+#include <ctime>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -57,6 +58,14 @@ std::string trim(const std::string& s) {
   return begin < end ? s.substr(begin, end - begin) : std::string();
 }
 
+// s without its leading and/or trailing newlines (Python's strip('\n')).
+std::string strip_newlines(const std::string& s, bool leading = true, bool trailing = true) {
+  size_t b = 0, e = s.size();
+  while (leading && b < e && s[b] == '\n') ++b;
+  while (trailing && e > b && s[e - 1] == '\n') --e;
+  return s.substr(b, e - b);
+}
+
 }  // namespace
 
 ChatFormat chat_format(const Tokenizer& tok) {
@@ -90,14 +99,22 @@ const char* chat_format_name(ChatFormat f) {
 
 namespace {
 
+// Appends text to the conversation: to its last piece when that one is
+// trained alike, else as a new piece.
+void add(std::vector<ChatSegment>& out, std::string text, bool trained = false) {
+  if (text.empty()) return;
+  if (!out.empty() && out.back().trained == trained) out.back().text += text;
+  else out.push_back({std::move(text), trained});
+}
+
 // Gemma's turns (chat.hpp). Its template raises an error for what is
 // refused here: a system message ("System role not supported") and roles
 // that do not alternate user, assistant, user, ... from the first.
-std::string gemma_prompt(const std::vector<ChatMessage>& messages) {
-  std::string s = "<bos>";
+void gemma_turns(std::vector<ChatSegment>& out, const std::vector<ChatMessage>& messages, const std::string& what) {
+  add(out, "<bos>");
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
-    const std::string at = "--chat: message " + std::to_string(i) + " of the conversation";
+    const std::string at = (what.empty() ? "" : what + ": ") + "message " + std::to_string(i) + " of the conversation";
     if (m.role == "system")
       throw InputError(at + " is a system message: Gemma's chat format (the template of Gemma 1, 1.1 and 2) has "
                             "no system role; write the instructions into the first user message instead");
@@ -106,10 +123,11 @@ std::string gemma_prompt(const std::vector<ChatMessage>& messages) {
       throw InputError(at + " is the " + m.role + "'s, not the " + want +
                        "'s: Gemma's chat template takes the user's and the assistant's messages in turn, the "
                        "user's first");
-    s += "<start_of_turn>" + std::string(m.role == "assistant" ? "model" : "user") + "\n" + trim(m.content) +
-         "<end_of_turn>\n";
+    const bool a = m.role == "assistant";
+    add(out, "<start_of_turn>" + std::string(a ? "model" : "user") + "\n");
+    add(out, trim(m.content) + "<end_of_turn>", a);
+    add(out, "\n");
   }
-  return s + "<start_of_turn>model\n";
 }
 
 }  // namespace
@@ -122,46 +140,92 @@ std::string chat_prompt(ChatFormat f, const std::string& system, const std::stri
 }
 
 std::string chat_prompt(ChatFormat f, const std::vector<ChatMessage>& messages, const ChatOptions& o) {
-  if (o.no_think && f != ChatFormat::chatml)
-    throw InputError(std::string("--no-think: ") + (f == ChatFormat::gemma ? "Gemma's" : "Llama 3's") +
-                     " chat format has no thinking block (Qwen3's ChatML has)");
-  if (f == ChatFormat::gemma) return gemma_prompt(messages);
-  if (f == ChatFormat::chatml) {
-    std::string s;
-    if (!o.default_system.empty() && (messages.empty() || messages[0].role != "system"))
-      s += "<|im_start|>system\n" + o.default_system + "<|im_end|>\n";
-    for (const ChatMessage& m : messages) {
-      std::string content = m.content;
-      if (o.strip_reasoning && m.role == "assistant") {
-        if (const size_t end = content.rfind("</think>"); end != std::string::npos) {
-          content = content.substr(end + 8);
-          const size_t first = content.find_first_not_of('\n');
-          content.erase(0, first == std::string::npos ? content.size() : first);
-        }
-      }
-      s += "<|im_start|>" + m.role + "\n" + content + "<|im_end|>\n";
-    }
-    s += "<|im_start|>assistant\n";
-    return o.no_think ? s + "<think>\n\n</think>\n\n" : s;
-  }
-  std::string s = "<|begin_of_text|>";
-  size_t first = 0;
-  if (f == ChatFormat::llama3_1) {  // the system turn, always, with the first message if it is the system's
-    s += "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: " + o.date +
-         "\n\n";
-    if (!messages.empty() && messages[0].role == "system") s += trim(messages[first++].content);
-    s += "<|eot_id|>";
-  }
-  for (size_t i = first; i < messages.size(); ++i)
-    s += "<|start_header_id|>" + messages[i].role + "<|end_header_id|>\n\n" + trim(messages[i].content) + "<|eot_id|>";
-  return s + "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  std::string s;
+  for (const ChatSegment& g : chat_segments(f, messages, o, true, "--chat")) s += g.text;
+  return s;
 }
 
-std::vector<ChatMessage> read_chat_messages(const std::string& path) {
-  const std::string where = "--messages '" + path + "'";
-  const std::optional<std::string> text = read_text(path);
-  if (!text) throw InputError(where + ": cannot read the file");
-  const nlohmann::json j = parse_json(*text, where);
+std::vector<ChatSegment> chat_segments(ChatFormat f, const std::vector<ChatMessage>& messages, const ChatOptions& o,
+                                       bool generation_prompt, const std::string& what) {
+  if (o.no_think && f != ChatFormat::chatml)
+    throw InputError("--no-think: " + std::string(f == ChatFormat::gemma ? "Gemma's" : "Llama 3's") +
+                     " chat format has no thinking block (Qwen3's ChatML has)");
+  std::vector<ChatSegment> out;
+  if (f == ChatFormat::gemma) {
+    gemma_turns(out, messages, what);
+    if (generation_prompt) add(out, "<start_of_turn>model\n");
+    return out;
+  }
+  if (f == ChatFormat::chatml) {
+    if (!o.default_system.empty() && (messages.empty() || messages[0].role != "system"))
+      add(out, "<|im_start|>system\n" + o.default_system + "<|im_end|>\n");
+    size_t last_user = messages.size();  // none
+    for (size_t i = 0; i < messages.size(); ++i)
+      if (messages[i].role == "user") last_user = i;
+    for (size_t i = 0; i < messages.size(); ++i) {
+      const ChatMessage& m = messages[i];
+      std::string content = m.content;
+      if (o.strip_reasoning && m.role == "assistant") {
+        std::string reasoning;
+        if (const size_t end = content.rfind("</think>"); end != std::string::npos) {
+          std::string before = content.substr(0, content.find("</think>"));
+          if (const size_t open = before.rfind("<think>"); open != std::string::npos) before.erase(0, open + 7);
+          reasoning = strip_newlines(before);
+          content = strip_newlines(content.substr(end + 8), true, false);
+        }
+        // After the last user message (training data): the reasoning in its
+        // block, an empty one in the last message.
+        if (last_user < messages.size() && i > last_user && (i + 1 == messages.size() || !reasoning.empty()))
+          content = "<think>\n" + reasoning + "\n</think>\n\n" + content;
+      }
+      add(out, "<|im_start|>" + m.role + "\n");
+      add(out, content + "<|im_end|>", m.role == "assistant");
+      add(out, "\n");
+    }
+    if (generation_prompt) add(out, o.no_think ? "<|im_start|>assistant\n<think>\n\n</think>\n\n" : "<|im_start|>assistant\n");
+    return out;
+  }
+  add(out, "<|begin_of_text|>");
+  size_t first = 0;
+  if (f == ChatFormat::llama3_1) {  // the system turn, always, with the first message if it is the system's
+    std::string system = "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: " +
+                         o.date + "\n\n";
+    if (!messages.empty() && messages[0].role == "system") system += trim(messages[first++].content);
+    add(out, system + "<|eot_id|>");
+  }
+  for (size_t i = first; i < messages.size(); ++i) {
+    add(out, "<|start_header_id|>" + messages[i].role + "<|end_header_id|>\n\n");
+    add(out, trim(messages[i].content) + "<|eot_id|>", messages[i].role == "assistant");
+  }
+  if (generation_prompt) add(out, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+  return out;
+}
+
+ChatIds encode_chat(const Tokenizer& tok, const std::vector<ChatSegment>& pieces) {
+  std::string text;
+  std::vector<bool> trained_byte;
+  for (const ChatSegment& g : pieces) {
+    text += g.text;
+    trained_byte.insert(trained_byte.end(), g.text.size(), g.trained);
+  }
+  ChatIds out;
+  out.ids = encode_with_specials(tok, text);
+  size_t at = 0;
+  for (const uint32_t id : out.ids) {
+    const std::string bytes = tok.decode(&id, 1);
+    if (at >= text.size() || text.compare(at, bytes.size(), bytes) != 0)
+      throw InputError("tokenizer " + tok.describe() + ": the ids of a conversation, decoded one by one, do not spell "
+                       "its text at byte " + std::to_string(at) + ", so its trained ids cannot be told");
+    out.trained.push_back(trained_byte[at]);
+    at += bytes.size();
+  }
+  if (at != text.size())
+    throw InputError("tokenizer " + tok.describe() + ": the ids of a conversation spell " + std::to_string(at) +
+                     " of its " + std::to_string(text.size()) + " bytes, so its trained ids cannot be told");
+  return out;
+}
+
+std::vector<ChatMessage> chat_messages_of(const nlohmann::json& j, const std::string& where) {
   if (!j.is_array() || j.empty())
     throw InputError(where + ": expected a non-empty array of {\"role\": ..., \"content\": ...} messages");
   std::vector<ChatMessage> out;
@@ -179,6 +243,14 @@ std::vector<ChatMessage> read_chat_messages(const std::string& path) {
                        (content == m.end() ? std::string(" (missing)") : " (got " + content->dump() + ")"));
     out.push_back({role->get<std::string>(), content->get<std::string>()});
   }
+  return out;
+}
+
+std::vector<ChatMessage> read_chat_messages(const std::string& path) {
+  const std::string where = "--messages '" + path + "'";
+  const std::optional<std::string> text = read_text(path);
+  if (!text) throw InputError(where + ": cannot read the file");
+  const std::vector<ChatMessage> out = chat_messages_of(parse_json(*text, where), where);
   if (out.back().role != "user")
     throw InputError(where + ": the last message is the " + out.back().role +
                      "'s; it must be the user's, for the assistant to answer");
@@ -257,6 +329,17 @@ ChatTemplateFacts read_chat_template(const std::string& source) {
     return {tmpl.find("strftime_now") != std::string::npos, literal_system_turn(tmpl), path, tmpl};
   }
   return {};
+}
+
+std::string chat_date(const ChatTemplateFacts& t, const std::string& given) {
+  if (given.empty() && !t.dates_today) return kLlama31Date;
+  if (!given.empty() && given != "today") return given;
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%d %b %Y", &local);
+  return buf;
 }
 
 void check_chat_template(const ChatTemplateFacts& t, ChatFormat f) {

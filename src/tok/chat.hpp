@@ -6,7 +6,12 @@
 //     <|im_start|>ROLE\n CONTENT <|im_end|>\n     then <|im_start|>assistant\n
 //     (with strip_reasoning, Qwen3's: an assistant's CONTENT holding
 //     </think> keeps only what follows its last </think>, leading newlines
-//     removed, as Qwen3's template drops earlier turns' reasoning)
+//     removed, as Qwen3's template drops earlier turns' reasoning; an
+//     assistant message after the last user message, as in training data,
+//     is written <think>\nREASONING\n</think>\n\n CONTENT, REASONING the text
+//     before its first </think> (after the last <think> there), newlines
+//     stripped, when it is the last message or has reasoning: Qwen3's
+//     template's rule)
 //   llama3 (Llama 3 Instruct; <|start_header_id|>, <|end_header_id|>, <|eot_id|>):
 //     <|begin_of_text|>, then per message
 //     <|start_header_id|>ROLE<|end_header_id|>\n\n CONTENT <|eot_id|>, then
@@ -39,6 +44,8 @@
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "tok/tokenizer.hpp"
 
@@ -78,10 +85,38 @@ std::string chat_prompt(ChatFormat f, const std::string& system, const std::stri
 // A whole conversation (the last message the user's).
 std::string chat_prompt(ChatFormat f, const std::vector<ChatMessage>& messages, const ChatOptions& o = {});
 
+// A conversation's text in pieces, in order: each assistant message's
+// content with the end-of-turn token after it is a trained piece (what
+// supervised fine-tuning learns, `pentad prep --messages-key`); the rest
+// (begin token, headers, other roles' messages, the newline after a turn)
+// is not. Joined, the pieces are chat_prompt's text, which is this with
+// generation_prompt (the assistant's turn opened after the last message).
+// `what` names the caller in an InputError (Gemma's refusals; "" none).
+struct ChatSegment {
+  std::string text;
+  bool trained = false;
+};
+std::vector<ChatSegment> chat_segments(ChatFormat f, const std::vector<ChatMessage>& messages, const ChatOptions& o,
+                                       bool generation_prompt, const std::string& what);
+
+// The pieces joined into one text and encoded as `pentad sample --special`
+// encodes a prompt (encode_with_specials: the turn tokens' texts are their
+// ids), with, for each id, whether it is trained: whether its first byte
+// lies in a trained piece (the ids' bytes, decoded one by one, spell the
+// text; an InputError where they do not).
+struct ChatIds {
+  std::vector<uint32_t> ids;
+  std::vector<bool> trained;
+};
+ChatIds encode_chat(const Tokenizer& tok, const std::vector<ChatSegment>& pieces);
+
 // The messages of a JSON file (`--messages`): an array of objects with a
 // "role" (system, user, assistant) and a "content" string, the last the
 // user's. Anything else is an InputError naming the file and the message.
 std::vector<ChatMessage> read_chat_messages(const std::string& path);
+// The messages of a JSON array as above (any role last); an InputError
+// naming `where` and the message otherwise.
+std::vector<ChatMessage> chat_messages_of(const nlohmann::json& j, const std::string& where);
 
 // What the chat template beside a tokenizer (source: its file, or the
 // directory holding it; "" none) writes of its own, as far as pentad
@@ -105,6 +140,11 @@ struct ChatTemplateFacts {
   std::string template_;  // its chat template ("" none)
 };
 ChatTemplateFacts read_chat_template(const std::string& source);
+
+// The date of Llama 3.1's and later's system turn: `given` ("today": the
+// local date as "%d %b %Y"); without it, today where the template dates its
+// prompt today (Llama 3.2's), else kLlama31Date.
+std::string chat_date(const ChatTemplateFacts& t, const std::string& given);
 
 // An InputError when the template of t (if any) is not of format f: it
 // never writes f's turn header (<|im_start|> for ChatML, <|start_header_id|>

@@ -25,11 +25,8 @@ def token_text(t):
     return t or ""
 
 
-def main():
-    opts = sys.argv[5:]
-    if len(sys.argv) < 5 or any(o != "no_think" and not o.startswith("date=") for o in opts):
-        sys.exit(__doc__)
-    cfg = json.load(open(sys.argv[1], encoding="utf-8"))
+def render(cfg, messages, add_generation_prompt=True, **extra):
+    """The chat template of tokenizer_config.json `cfg` rendered over messages."""
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
 
     def raise_exception(message):
@@ -37,6 +34,16 @@ def main():
 
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    return env.from_string(cfg["chat_template"]).render(
+        messages=messages, add_generation_prompt=add_generation_prompt, **extra,
+        bos_token=token_text(cfg.get("bos_token")), eos_token=token_text(cfg.get("eos_token")))
+
+
+def main():
+    opts = sys.argv[5:]
+    if len(sys.argv) < 5 or any(o != "no_think" and not o.startswith("date=") for o in opts):
+        sys.exit(__doc__)
+    cfg = json.load(open(sys.argv[1], encoding="utf-8"))
     if sys.argv[3] == "--messages":
         messages = json.load(open(sys.argv[4], encoding="utf-8"))
     else:
@@ -44,9 +51,7 @@ def main():
         messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
     extra = {"enable_thinking": False} if "no_think" in opts else {}
     extra.update({"date_string": o[5:] for o in opts if o.startswith("date=")})
-    text = env.from_string(cfg["chat_template"]).render(
-        messages=messages, add_generation_prompt=True, **extra,
-        bos_token=token_text(cfg.get("bos_token")), eos_token=token_text(cfg.get("eos_token")))
+    text = render(cfg, messages, True, **extra)
     with open(sys.argv[2], "w", encoding="utf-8", newline="") as f:
         f.write(text)
 

@@ -20,6 +20,9 @@
 //        prints tokenizers.js's ids of FILE's text with no template's tokens
 //        (the added tokens' texts in it are their ids), as transformers'
 //        apply_chat_template tokenizes a rendered chat
+//   plain_many DIR IN OUT
+//        the same for each text of the JSON list IN: OUT is the JSON list of
+//        their ids
 // Exit code 1 on any mismatch.
 "use strict";
 const fs = require("fs");
@@ -99,11 +102,15 @@ function main() {
   } else if (cmd === "encode") {
     console.log(tok.encode(args[0]).ids.join(" "));
     return 0;
+  } else if (cmd === "plain_many") {
+    const texts = JSON.parse(fs.readFileSync(args[0], "utf8"));
+    fs.writeFileSync(args[1], JSON.stringify(texts.map((t) => tok.encode(t, { add_special_tokens: false }).ids)));
+    return 0;
   } else if (cmd === "plain") {
     console.log(tok.encode(fs.readFileSync(args[0], "utf8"), { add_special_tokens: false }).ids.join(" "));
     return 0;
   } else {
-    console.error("usage: hf_tokenizers.cjs pentad DIR BOS TRAIN_BIN SEP FILE... | tiktoken DIR ENC FILE... | encode DIR TEXT | plain DIR FILE");
+    console.error("usage: hf_tokenizers.cjs pentad DIR BOS TRAIN_BIN SEP FILE... | tiktoken DIR ENC FILE... | encode DIR TEXT | plain DIR FILE | plain_many DIR IN OUT");
     return 2;
   }
   console.log(`${n_ids} ids compared, ${failures} failures`);

@@ -80,3 +80,15 @@ foreach(enc gpt2 cl100k_base)
   set_tests_properties(tokenizer_sft_${enc} PROPERTIES LABELS "tokenizer;mpi;cli" TIMEOUT 180
     ENVIRONMENT "${PENTAD_TEST_ENV}")
 endforeach()
+
+# `pentad prep --messages-key`: conversations in the model's chat format,
+# the assistant's turns trained, byte for byte (ids and loss mask) the file
+# built from the model's own chat template (Jinja2) and tokenizers.js's ids,
+# which finds the assistant's ids by its own rule (prefix renderings):
+# Qwen2.5 (ChatML, its default system turn), Qwen3 (its reasoning rule),
+# Llama 3 Instruct, Gemma; then 2 training steps; and the refusals.
+foreach(case qwen2_5 qwen3 llama3 gemma errors)
+  add_test(NAME tokenizer_chat_sft_${case} COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/chat_sft.sh ${case})
+  set_tests_properties(tokenizer_chat_sft_${case} PROPERTIES LABELS "tokenizer;cli" TIMEOUT 300
+    ENVIRONMENT "${PENTAD_TEST_ENV}")
+endforeach()

@@ -322,20 +322,8 @@ gemma)
   # the config; the instruct models' tokenizer.json, which lists the two turn
   # tokens as added tokens (106, 107), is the oracle's ($tmp/it).
   mkdir -p "$tmp/it"
-  "$PENTAD_PYTHON" - "$tmp/tok" "$S/tests/tokenizer/gemma_chat_template.json" "$tmp/it" <<'PY' || exit 1
-import json, sys
-src, it = sys.argv[1], sys.argv[3]
-cfg = json.load(open(src + "/tokenizer_config.json", encoding="utf-8"))
-cfg["chat_template"] = json.load(open(sys.argv[2], encoding="utf-8"))["chat_template"]
-for d in (src, it):
-    json.dump(cfg, open(d + "/tokenizer_config.json", "w", encoding="utf-8"), indent=2)
-tj = json.load(open(src + "/tokenizer.json", encoding="utf-8"))
-for i, t in ((106, "<start_of_turn>"), (107, "<end_of_turn>")):
-    assert tj["model"]["vocab"][t] == i and all(a["content"] != t for a in tj["added_tokens"])
-    tj["added_tokens"].append({"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-                               "normalized": False, "special": True})
-json.dump(tj, open(it + "/tokenizer.json", "w", encoding="utf-8"), ensure_ascii=False)
-PY
+  "$PENTAD_PYTHON" "$S/tests/tokenizer/gemma_config.py" "$tmp/tok" "$S/tests/tokenizer/gemma_chat_template.json" "$tmp/it" ||
+    exit 1
   model 256000
   printf '<start_of_turn>' > "$tmp/r.txt"
   npm_ids=$(node "$hf" plain "$tmp/tok" "$tmp/r.txt") it_ids=$(node "$hf" plain "$tmp/it" "$tmp/r.txt")

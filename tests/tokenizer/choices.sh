@@ -14,22 +14,7 @@ command -v node > /dev/null || { echo "FAIL: node is not installed: run scripts/
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 node "$js" ranks "$enc" "$tmp/ranks.tiktoken"
-node -e '
-const fs = require("fs");
-const text = process.argv.slice(2, -1).map((f) => fs.readFileSync(f, "utf8")).join("\n");
-const sentences = text.split(/(?<=[.!?。])\s+/).map((s) => s.trim()).filter((s) => s.length > 3);
-let seed = 7;
-const rand = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return Math.floor(seed / 65536) % n; };
-const lines = [];
-for (let i = 0; i < 300; i++) {
-  const n = 2 + rand(4);
-  const endings = Array.from({ length: n }, () => sentences[rand(sentences.length)].slice(0, 30));
-  lines.push(JSON.stringify({ ind: i, ctx: sentences[rand(sentences.length)].slice(0, 160), endings,
-                              label: rand(n), split: "val" }));
-  if (i === 150) lines.push("");
-}
-fs.writeFileSync(process.argv[process.argv.length - 1], lines.join("\n") + "\n");' \
-  "$PENTAD_SOURCE_DIR"/docs/*.md "$here/multilingual.txt" "$tmp/hs_val.jsonl"
+node "$here/made_jsonl.cjs" choices "$tmp/hs_val.jsonl" "$PENTAD_SOURCE_DIR"/docs/*.md "$here/multilingual.txt"
 "$PENTAD" prep --choices --tokenizer "$tmp/ranks.tiktoken" --out "$tmp/out" "$tmp/hs_val.jsonl" | tee "$tmp/log"
 node "$js" choices "$enc" "$tmp/hs_val.jsonl" "$tmp/want.bin"
 cmp "$tmp/out/hs_val.bin" "$tmp/want.bin" || { echo "FAIL: pentad's file differs from js-tiktoken's rendering"; exit 1; }

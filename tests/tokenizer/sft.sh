@@ -16,21 +16,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 case $enc in gpt2) eot=50256 vocab=50257 version=3 ;; cl100k_base) eot=100257 vocab=100277 version=4 ;; esac
 node "$js" ranks "$enc" "$tmp/ranks.tiktoken"
-node -e '
-const fs = require("fs");
-const text = process.argv.slice(2, -1).map((f) => fs.readFileSync(f, "utf8")).join("\n");
-const sentences = text.split(/(?<=[.!?。])\s+/).map((s) => s.trim()).filter((s) => s.length > 3);
-let seed = 11;
-const rand = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return Math.floor(seed / 65536) % n; };
-const lines = [];
-for (let i = 0; i < 200; i++) {
-  const q = sentences[rand(sentences.length)].slice(0, 120);
-  const a = i === 7 ? "" : " " + sentences[rand(sentences.length)].slice(0, 80);
-  lines.push(i % 2 ? JSON.stringify({ question: q, answer: a }) : JSON.stringify({ answer: a, id: i, question: q }));
-  if (i === 100) lines.push("");
-}
-fs.writeFileSync(process.argv[process.argv.length - 1], lines.join("\n") + "\n");' \
-  "$PENTAD_SOURCE_DIR"/docs/*.md "$here/multilingual.txt" "$tmp/made.jsonl"
+node "$here/made_jsonl.cjs" pairs "$tmp/made.jsonl" "$PENTAD_SOURCE_DIR"/docs/*.md "$here/multilingual.txt"
 cat "$PENTAD_SOURCE_DIR"/tests/data/sft.jsonl | sed 's/"prompt"/"question"/; s/"completion"/"answer"/' > "$tmp/all.jsonl"
 cat "$tmp/made.jsonl" >> "$tmp/all.jsonl"
 "$PENTAD" prep --tokenizer "$tmp/ranks.tiktoken" --prompt-key question --completion-key answer --val-fraction 0 \

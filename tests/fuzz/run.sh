@@ -14,7 +14,7 @@ command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (scripts/deps.s
 CC=clang CXX=clang++ cmake -S tests/fuzz -B "$out" -DCMAKE_BUILD_TYPE=Release -DPENTAD_FUZZ=ON > /dev/null
 cmake --build "$out" -j "${FUZZ_JOBS:-$(nproc)}" > /dev/null
 
-# Seeds: every deck of the repository; a small valid token file; a checkpoint
+# Seeds: every deck of the repository; small valid token files (with and without a loss mask); a checkpoint
 # header input (fuzz_checkpoint.cpp's structured layout: every attribute); a
 # small safetensors file; a small multiple-choice file (tests/lib/choice_file.py).
 seeds=$out/seeds
@@ -30,6 +30,10 @@ tokens = [t % 256 for t in range(64)]
 with open(f"{seeds}/token_file/valid.bin", "wb") as f:
     f.write(struct.pack("<256i", 20240520, 1, len(tokens), *([0] * 253)))
     f.write(struct.pack(f"<{len(tokens)}H", *tokens))
+# The same with a loss mask (version 3: one bit per token after the tokens).
+with open(f"{seeds}/token_file/masked.bin", "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 3, len(tokens), *([0] * 253)))
+    f.write(struct.pack(f"<{len(tokens)}H", *tokens) + bytes([0x5A] * (len(tokens) // 8)))
 # present = 0x7f (every attribute), int64 types, version 1, the right format.
 with open(f"{seeds}/checkpoint/all_attributes", "wb") as f:
     f.write(bytes([0x7F, 0x00, 0x00]) + (3).to_bytes(8, "big") + (1337).to_bytes(8, "big") + bytes([0x00])

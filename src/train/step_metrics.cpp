@@ -119,10 +119,12 @@ std::vector<std::pair<std::string, double>> metrics_row(const StepRecord& r) {
 
 void print_step_line(const StepRecord& r) {
   const std::string val = eval_text(r);
+  // With a loss mask: the targets the loss is the mean over.
+  const std::string trained = r.trained_targets >= 0 ? " | " + std::to_string(int64_t(r.trained_targets)) + " trained" : "";
   std::printf("step %5d/%d | loss %.4f | lr %.3e | grad norm %.4f | %.0f tok/s | "
-              "%.3f TFLOP/s | MFU %.1f%% | mem %s | %.1f ms%s\n",
+              "%.3f TFLOP/s | MFU %.1f%% | mem %s | %.1f ms%s%s\n",
               r.step, r.steps, r.loss, r.lr, r.grad_norm, r.tokens_per_s, r.tflops, 100 * r.mfu,
-              format_bytes(double(r.mem->total_peak_bytes), 1).c_str(), r.step_s * 1e3,
+              format_bytes(double(r.mem->total_peak_bytes), 1).c_str(), r.step_s * 1e3, trained.c_str(),
               val.c_str());
   if (r.moe) {
     const MoeStep& m = *r.moe;

@@ -34,12 +34,14 @@ grep -q "token files version $version (uint.., with the loss mask)" "$tmp/log" |
   --set data.val="$tmp/split/val.bin" --set train.eval_batches=1 --set log.metrics="$tmp/m.jsonl" \
   --set log.peak_tflops=1 > "$tmp/train.log" 2>&1 || { cat "$tmp/train.log"; echo "FAIL: training"; exit 1; }
 grep -E "^step +2/2" "$tmp/train.log"
-"${PENTAD_PYTHON:-python3}" - "$tmp/m.jsonl" <<'PY'
-import json, sys
+"${PENTAD_PYTHON:-python3}" - "$tmp/m.jsonl" "$tmp/train.log" <<'PY'
+import json, re, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 n = [r["trained_targets"] for r in rows if "loss" in r]
 assert len(n) == 2 and all(0 < x < 4 * 64 for x in n), f"FAIL: trained_targets {n}"
-print(f"ok: trained targets per step {n} of {4 * 64}")
+shown = [int(m.group(1)) for m in re.finditer(r"^step +\d+/2 \|.* \| (\d+) trained", open(sys.argv[2]).read(), re.M)]
+assert shown == n, f"FAIL: the console says {shown} trained, the metrics {n}"
+print(f"ok: trained targets per step {n} of {4 * 64}, on the console too")
 PY
 # Steps whose batch trains no target (empty completions, the byte tokenizer's
 # no end token): the loss is 0 and there is no gradient (docs/running.md).
